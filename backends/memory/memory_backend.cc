@@ -1,0 +1,219 @@
+// memory://[name]: the reference implementation of the contract, in process.
+// Every client in the process that names the same instance shares its locks,
+// as clients of one server would; the process clock is the backend's clock.
+#include <map>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "dlock/backend.h"
+#include "dlock/wakeup.h"
+
+namespace dlock {
+namespace {
+
+struct Entry {
+  std::string owner;
+  int64_t holds = 0;
+  uint64_t fencing_token = 0;
+  absl::Duration kept_lease;  // the largest lease asked for this hold (C5)
+  absl::Time expires;
+  absl::Time since;
+};
+
+// One instance: the state a server would hold.
+class MemoryInstance {
+ public:
+  absl::Mutex mu;
+  // Keyed by namespace + '\0' + name: a namespace has no NUL (C16).
+  absl::flat_hash_map<std::string, Entry> locks ABSL_GUARDED_BY(mu);
+  uint64_t last_fencing_token ABSL_GUARDED_BY(mu) = 0;
+  WakeupHub releases;  // keyed like `locks`
+
+  // The live entry for `key`, dropping it if its lease ran out (C2).
+  Entry* Find(const std::string& key, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = locks.find(key);
+    if (it == locks.end()) return nullptr;
+    if (it->second.expires <= now) {
+      locks.erase(it);
+      return nullptr;
+    }
+    return &it->second;
+  }
+};
+
+std::shared_ptr<MemoryInstance> InstanceNamed(const std::string& name) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* instances =
+      new std::map<std::string, std::shared_ptr<MemoryInstance>>;
+  absl::MutexLock lock(&mu);
+  std::shared_ptr<MemoryInstance>& instance = (*instances)[name];
+  if (instance == nullptr) instance = std::make_shared<MemoryInstance>();
+  return instance;
+}
+
+absl::Status NotOwner(absl::string_view name) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "lock '", name, "' is not held by this owner (released, expired or "
+      "taken over)"));
+}
+
+class MemoryBackend : public Backend {
+ public:
+  MemoryBackend(std::shared_ptr<MemoryInstance> instance, std::string ns,
+                absl::Duration fallback_poll)
+      : instance_(std::move(instance)),
+        prefix_(absl::StrCat(ns, absl::string_view("\0", 1))),
+        fallback_poll_(fallback_poll) {}
+
+  absl::StatusOr<Acquired> Acquire(const AcquireCall& call) override {
+    const std::string key = Key(call.name);
+    // The hub is keyed like the table, so wait on the full key.
+    AcquireCall keyed = call;
+    keyed.name = key;
+    return AcquireWithWakeups(keyed, instance_->releases, fallback_poll_,
+                              [&]() -> absl::StatusOr<Attempt> {
+                                return TryOnce(key, call);
+                              });
+  }
+
+  absl::StatusOr<int64_t> Release(absl::string_view name,
+                                  absl::string_view owner,
+                                  int64_t holds) override {
+    const std::string key = Key(name);
+    int64_t left = 0;
+    {
+      absl::MutexLock lock(&instance_->mu);
+      Entry* entry = instance_->Find(key, absl::Now());
+      if (entry == nullptr || entry->owner != owner) return NotOwner(name);
+      entry->holds -= holds;
+      left = std::max<int64_t>(entry->holds, 0);
+      if (left == 0) instance_->locks.erase(key);
+    }
+    if (left == 0) instance_->releases.Notify(key);
+    return left;
+  }
+
+  absl::Status Renew(const RenewCall& call) override {
+    absl::MutexLock lock(&instance_->mu);
+    const absl::Time now = absl::Now();
+    Entry* entry = instance_->Find(Key(call.name), now);
+    if (entry == nullptr || entry->owner != call.owner) {
+      return NotOwner(call.name);
+    }
+    entry->kept_lease = std::max(entry->kept_lease, call.lease);
+    entry->expires = std::max(entry->expires, now + entry->kept_lease);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
+    absl::MutexLock lock(&instance_->mu);
+    const absl::Time now = absl::Now();
+    LockInfo info;
+    info.name = std::string(name);
+    if (const Entry* entry = instance_->Find(Key(name), now)) {
+      Describe(*entry, now, info);
+    }
+    return info;
+  }
+
+  absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override {
+    absl::MutexLock lock(&instance_->mu);
+    const absl::Time now = absl::Now();
+    std::vector<LockInfo> out;
+    for (const auto& [key, entry] : instance_->locks) {
+      if (!absl::StartsWith(key, prefix_) || entry.expires <= now) continue;
+      absl::string_view name = absl::string_view(key).substr(prefix_.size());
+      if (!absl::StartsWith(name, prefix)) continue;
+      LockInfo info;
+      info.name = std::string(name);
+      Describe(entry, now, info);
+      out.push_back(std::move(info));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const LockInfo& a, const LockInfo& b) { return a.name < b.name; });
+    return out;
+  }
+
+  absl::Status ForceUnlock(absl::string_view name) override {
+    const std::string key = Key(name);
+    {
+      absl::MutexLock lock(&instance_->mu);
+      instance_->locks.erase(key);
+    }
+    instance_->releases.Notify(key);
+    return absl::OkStatus();
+  }
+
+  void Shutdown() override {}
+
+ private:
+  std::string Key(absl::string_view name) const {
+    return absl::StrCat(prefix_, name);
+  }
+
+  static void Describe(const Entry& entry, absl::Time now, LockInfo& info) {
+    info.locked = true;
+    info.owner = entry.owner;
+    info.hold_count = entry.holds;
+    info.fencing_token = entry.fencing_token;
+    info.remaining_lease = entry.expires - now;
+    info.since = entry.since;
+  }
+
+  absl::StatusOr<Attempt> TryOnce(const std::string& key,
+                                  const AcquireCall& call) {
+    absl::MutexLock lock(&instance_->mu);
+    const absl::Time now = absl::Now();
+    Entry* entry = instance_->Find(key, now);
+    if (entry == nullptr) {
+      Entry& fresh = instance_->locks[key];
+      fresh.owner = std::string(call.owner);
+      fresh.holds = 1;
+      fresh.fencing_token = ++instance_->last_fencing_token;
+      fresh.kept_lease = call.lease;
+      fresh.expires = now + call.lease;
+      fresh.since = now;
+      return Attempt{.acquired = Acquired{fresh.fencing_token, 1}};
+    }
+    if (entry->owner == call.owner) {
+      entry->holds += 1;
+      entry->kept_lease = std::max(entry->kept_lease, call.lease);
+      entry->expires = std::max(entry->expires, now + call.lease);
+      return Attempt{.acquired = Acquired{entry->fencing_token, entry->holds}};
+    }
+    return Attempt{.acquired = std::nullopt,
+                   .holder_lease_left = entry->expires - now};
+  }
+
+  const std::shared_ptr<MemoryInstance> instance_;
+  const std::string prefix_;
+  const absl::Duration fallback_poll_;
+};
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeMemoryBackend(
+    const BackendConfig& config) {
+  if (absl::Status s = config.params.RejectUnknown("memory", "namespace");
+      !s.ok()) {
+    return s;
+  }
+  if (config.uri.hosts.size() > 1 || !config.uri.path.empty() ||
+      !config.uri.user.empty() || config.uri.password.has_value() ||
+      (!config.uri.hosts.empty() && config.uri.hosts[0].port.has_value())) {
+    return absl::InvalidArgumentError(
+        "a memory URI is memory://[instance-name][?namespace=...]");
+  }
+  std::string name = config.uri.hosts.empty() ? "" : config.uri.hosts[0].host;
+  return std::make_unique<MemoryBackend>(InstanceNamed(name),
+                                         config.lock_namespace,
+                                         config.options.fallback_poll);
+}
+
+const bool kRegistered = RegisterBackend("memory", &MakeMemoryBackend);
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,45 @@
+# Shared build settings and the helper every backend uses to declare itself.
+
+function(dlock_set_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  if(DLOCK_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+if(DLOCK_SANITIZER STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+elseif(DLOCK_SANITIZER STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT DLOCK_SANITIZER STREQUAL "")
+  message(FATAL_ERROR "DLOCK_SANITIZER must be empty, 'address' or 'thread'")
+endif()
+
+set(DLOCK_BACKEND_TARGETS "" CACHE INTERNAL "")
+set(DLOCK_BACKEND_NAMES "" CACHE INTERNAL "")
+set(DLOCK_PKGCONFIG_DEPS "" CACHE INTERNAL "")
+
+# dlock_add_backend(NAME SOURCES ... LIBS ... [PKGCONFIG ...])
+#
+# Builds the backend as a static library dlock_<name>_impl and exposes it as
+# dlock::<name>, an interface target that links the archive whole: a backend
+# registers itself from a static initializer that nothing references by name,
+# so a plain static link would drop it.
+function(dlock_add_backend name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;PKGCONFIG" ${ARGN})
+  set(impl dlock_${name}_impl)
+  add_library(${impl} STATIC ${ARG_SOURCES})
+  dlock_set_warnings(${impl})
+  target_link_libraries(${impl} PUBLIC dlock_core PRIVATE ${ARG_LIBS})
+  add_library(dlock_${name} INTERFACE)
+  target_link_libraries(dlock_${name} INTERFACE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${impl}>")
+  set_target_properties(dlock_${name} PROPERTIES EXPORT_NAME ${name})
+  add_library(dlock::${name} ALIAS dlock_${name})
+  install(TARGETS ${impl} dlock_${name} EXPORT dlockTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  set(DLOCK_BACKEND_TARGETS ${DLOCK_BACKEND_TARGETS} dlock_${name} CACHE INTERNAL "")
+  set(DLOCK_BACKEND_NAMES ${DLOCK_BACKEND_NAMES} ${name} CACHE INTERNAL "")
+  set(DLOCK_PKGCONFIG_DEPS ${DLOCK_PKGCONFIG_DEPS} ${ARG_PKGCONFIG} CACHE INTERNAL "")
+endfunction()

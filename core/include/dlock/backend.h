@@ -1,0 +1,107 @@
+// Copyright dlock authors. What a backend implements; service code never
+// includes this. The core does validation (C15), owner identity (C6), the
+// local hold table, the watchdog (C7) and shutdown (C13) once for every
+// backend; a backend supplies the atomic operations on its server.
+#ifndef DLOCK_BACKEND_H_
+#define DLOCK_BACKEND_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "dlock/cancel.h"
+#include "dlock/client.h"
+#include "dlock/lock.h"
+#include "dlock/uri.h"
+
+namespace dlock {
+
+// One acquisition as the core hands it to a backend: name and owner are
+// already validated, the lease is positive.
+struct AcquireCall {
+  absl::string_view name;
+  absl::string_view owner;
+  absl::Duration lease;
+  absl::Time deadline;  // past: a single attempt (C10)
+  CancelToken cancel;
+};
+
+struct RenewCall {
+  absl::string_view name;
+  absl::string_view owner;
+  absl::Duration lease;
+};
+
+// How a backend tells the core about holds it learned are gone on its own
+// (a session that expired, a connection that dropped).
+class BackendListener {
+ public:
+  virtual ~BackendListener() = default;
+  virtual void OnHoldLost(absl::string_view name, absl::string_view owner,
+                          const absl::Status& reason) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Acquires or re-enters atomically (C3, C5), waiting until call.deadline
+  // (C9). The fencing token of a fresh hold exceeds every earlier one (C8).
+  virtual absl::StatusOr<Acquired> Acquire(const AcquireCall& call) = 0;
+
+  // Takes `holds` holds of `owner` off `name` and returns how many are left;
+  // the lock is freed and waiters are woken at zero. FailedPrecondition when
+  // `owner` does not hold it (C4).
+  virtual absl::StatusOr<int64_t> Release(absl::string_view name,
+                                          absl::string_view owner,
+                                          int64_t holds) = 0;
+
+  // Extends the lease to the larger of call.lease and the kept maximum (C5).
+  // FailedPrecondition when `owner` does not hold it.
+  virtual absl::Status Renew(const RenewCall& call) = 0;
+
+  // The watchdog renews everything due at once; a backend that can batch
+  // overrides this. Returns one status per call, in order.
+  virtual std::vector<absl::Status> RenewMany(
+      absl::Span<const RenewCall> calls);
+
+  virtual absl::StatusOr<LockInfo> Inspect(absl::string_view name) = 0;
+  virtual absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix);
+  virtual absl::Status ForceUnlock(absl::string_view name) = 0;
+
+  // Stops background work and closes connections. Called once, after the
+  // core has released what the client held; no call follows it.
+  virtual void Shutdown() = 0;
+};
+
+// What a backend factory gets. `params` holds the URI's query parameters
+// not yet taken by the core; a factory takes its own and rejects the rest.
+struct BackendConfig {
+  const Uri& uri;
+  UriParams& params;
+  const ClientOptions& options;
+  std::string lock_namespace;
+  std::string client_id;
+  std::string endpoint;       // the redacted URI, for messages
+  BackendListener* listener;  // outlives the backend
+};
+
+using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(
+    const BackendConfig& config)>;
+
+// Adds a scheme to the registry dlock::Connect() consults. Returns true, so
+// that a backend can register from a static initializer:
+//   const bool kRegistered = dlock::RegisterBackend("redis", &MakeRedis);
+bool RegisterBackend(absl::string_view scheme, BackendFactory factory);
+std::vector<std::string> RegisteredSchemes();
+
+}  // namespace dlock
+
+#endif  // DLOCK_BACKEND_H_

@@ -1,0 +1,74 @@
+// Copyright dlock authors. A client: one connection set to one backend.
+#ifndef DLOCK_CLIENT_H_
+#define DLOCK_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dlock/lock.h"
+
+namespace dlock {
+
+struct ClientOptions {
+  // Locks in different namespaces never interact (C16). Letters, digits,
+  // '.', '_' and '-', at most 64 bytes. Empty: the URI's `namespace=`
+  // parameter, else "default". A URI parameter and a different value here
+  // is InvalidArgument.
+  std::string lock_namespace;
+  // The lease of holds renewed by the watchdog (C7), renewed at a third.
+  absl::Duration watchdog_lease = absl::Seconds(30);
+  // How often a waiter re-checks when no wake-up arrives (C9).
+  absl::Duration fallback_poll = absl::Seconds(1);
+  // Upper bound for Close() to release what the client holds (C13).
+  absl::Duration close_timeout = absl::Seconds(5);
+  // The 128-bit client id as 32 hex digits. Empty: random.
+  std::string client_id;
+  // Called for every lost hold of this client, after the hold's own callback.
+  LockLostCallback on_lost;
+};
+
+// Hands out locks by name. Safe to share between threads (C17). Service code
+// depends on this interface and DistributedLock only; the backend comes from
+// the URI given to dlock::Connect().
+class LockClient {
+ public:
+  virtual ~LockClient() = default;
+
+  // A handle for `name`. InvalidArgument for a name C15 rejects; nothing is
+  // sent to the backend.
+  virtual absl::StatusOr<std::unique_ptr<DistributedLock>> GetLock(
+      absl::string_view name) = 0;
+
+  // Locks currently held in this namespace whose names start with `prefix`.
+  // Unimplemented where the backend cannot list.
+  virtual absl::StatusOr<std::vector<LockInfo>> List(
+      absl::string_view prefix = {}) = 0;
+
+  // Releases every hold of this client and stops renewal, within
+  // ClientOptions::close_timeout (C13). Later calls on handles fail with
+  // FailedPrecondition. Idempotent; the destructor calls it.
+  virtual absl::Status Close() = 0;
+
+  virtual const std::string& client_id() const = 0;
+  virtual const std::string& lock_namespace() const = 0;
+  // Where the client connects, safe to print: never a password.
+  virtual const std::string& endpoint() const = 0;
+  // The owner id that the calling thread acts as by default (C6).
+  virtual std::string CurrentOwner() const = 0;
+};
+
+// Connects to the backend the URI names: `memory://[name]`,
+// `redis://[user[:password]@]host[:port][/db][?options]`, and every other
+// registered scheme. InvalidArgument for an unknown scheme, a malformed URI
+// or a bad option; Unavailable when the backend cannot be reached.
+absl::StatusOr<std::unique_ptr<LockClient>> Connect(
+    absl::string_view uri, const ClientOptions& options = {});
+
+}  // namespace dlock
+
+#endif  // DLOCK_CLIENT_H_

@@ -1,0 +1,85 @@
+// Copyright dlock authors. Waiting without polling (C9), shared by backends
+// whose acquire is one atomic attempt and whose releases are announced.
+#ifndef DLOCK_WAKEUP_H_
+#define DLOCK_WAKEUP_H_
+
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dlock/backend.h"
+
+namespace dlock {
+
+// Local waiters by lock name. A backend's notification source (pub/sub,
+// LISTEN, an in-process release) calls Notify(); waiters block in Wait().
+class WakeupHub {
+ public:
+  class Waiter;
+
+  WakeupHub() = default;
+  WakeupHub(const WakeupHub&) = delete;
+  WakeupHub& operator=(const WakeupHub&) = delete;
+
+  // Wakes the waiters registered for `name`.
+  void Notify(absl::string_view name);
+  // Wakes every waiter: after a reconnect, when announcements may be lost.
+  void NotifyAll();
+
+ private:
+  friend class Waiter;
+  struct Slot {
+    int waiters = 0;
+    uint64_t generation = 0;  // bumped by Notify(name)
+    absl::CondVar changed;
+  };
+  absl::Mutex mu_;
+  absl::node_hash_map<std::string, Slot> slots_ ABSL_GUARDED_BY(mu_);
+  uint64_t global_generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by NotifyAll
+};
+
+// Registers interest in one name for its lifetime. Register before the
+// attempt that may fail, so that a release between the attempt and Wait()
+// is not missed.
+class WakeupHub::Waiter {
+ public:
+  Waiter(WakeupHub& hub, absl::string_view name);
+  ~Waiter();
+  Waiter(const Waiter&) = delete;
+  Waiter& operator=(const Waiter&) = delete;
+
+  // Blocks until a notification newer than the last one seen, `until`, or
+  // cancellation. Returns true when notified.
+  bool Wait(absl::Time until, const CancelToken& cancel);
+
+ private:
+  WakeupHub& hub_;
+  std::string name_;
+  WakeupHub::Slot* slot_;
+  uint64_t seen_generation_ = 0;
+  uint64_t seen_global_ = 0;
+};
+
+// One atomic attempt: the hold, or when another owner holds the lock, how
+// long its lease has left (a hint for when to look again).
+struct Attempt {
+  std::optional<Acquired> acquired;
+  absl::Duration holder_lease_left = absl::InfiniteDuration();
+};
+
+// Attempts, then sleeps until a wake-up, the holder's lease end, the fallback
+// poll or the deadline, and attempts again. DeadlineExceeded or Cancelled
+// when the wait ends without the lock; an attempt's error is returned as is.
+absl::StatusOr<Acquired> AcquireWithWakeups(
+    const AcquireCall& call, WakeupHub& hub, absl::Duration fallback_poll,
+    absl::FunctionRef<absl::StatusOr<Attempt>()> attempt);
+
+}  // namespace dlock
+
+#endif  // DLOCK_WAKEUP_H_

@@ -1,0 +1,17 @@
+#include "dlock/backend.h"
+
+namespace dlock {
+
+std::vector<absl::Status> Backend::RenewMany(
+    absl::Span<const RenewCall> calls) {
+  std::vector<absl::Status> results;
+  results.reserve(calls.size());
+  for (const RenewCall& call : calls) results.push_back(Renew(call));
+  return results;
+}
+
+absl::StatusOr<std::vector<LockInfo>> Backend::List(absl::string_view) {
+  return absl::UnimplementedError("this backend cannot list its locks");
+}
+
+}  // namespace dlock

@@ -1,0 +1,179 @@
+// The backend registry and dlock::Connect(): URI to client.
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "client_core.h"
+#include "dlock/backend.h"
+#include "dlock/client.h"
+#include "identity.h"
+
+namespace dlock {
+namespace {
+
+struct Registry {
+  absl::Mutex mu;
+  std::map<std::string, BackendFactory> factories
+      ABSL_GUARDED_BY(mu);
+};
+
+Registry& GetRegistry() {
+  static Registry* registry = new Registry;  // never destroyed: used at exit
+  return *registry;
+}
+
+// A DistributedLock is a name bound to the client core it acts through.
+class LockHandle : public DistributedLock {
+ public:
+  LockHandle(std::shared_ptr<internal::ClientCore> core, std::string name)
+      : core_(std::move(core)), name_(std::move(name)) {}
+
+  const std::string& name() const override { return name_; }
+  absl::StatusOr<Acquired> Acquire(const AcquireOptions& options) override {
+    return core_->Acquire(name_, options);
+  }
+  absl::Status Release(absl::string_view owner_token) override {
+    return core_->Release(name_, owner_token);
+  }
+  absl::Status Renew(std::optional<absl::Duration> lease,
+                     absl::string_view owner_token) override {
+    return core_->Renew(name_, lease, owner_token);
+  }
+  absl::StatusOr<LockInfo> Inspect() override { return core_->Inspect(name_); }
+  absl::StatusOr<bool> IsHeldByMe(absl::string_view owner_token) override {
+    return core_->IsHeldByMe(name_, owner_token);
+  }
+  absl::Status ForceUnlock() override { return core_->ForceUnlock(name_); }
+  LockState State(absl::string_view owner_token) const override {
+    return core_->State(name_, owner_token);
+  }
+  absl::StatusOr<uint64_t> FencingToken(
+      absl::string_view owner_token) const override {
+    return core_->FencingToken(name_, owner_token);
+  }
+
+ private:
+  const std::shared_ptr<internal::ClientCore> core_;
+  const std::string name_;
+};
+
+class Client : public LockClient {
+ public:
+  explicit Client(std::shared_ptr<internal::ClientCore> core)
+      : core_(std::move(core)) {}
+  ~Client() override { core_->Close().IgnoreError(); }
+
+  absl::StatusOr<std::unique_ptr<DistributedLock>> GetLock(
+      absl::string_view name) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    return std::make_unique<LockHandle>(core_, std::string(name));
+  }
+  absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override {
+    return core_->List(prefix);
+  }
+  absl::Status Close() override { return core_->Close(); }
+  const std::string& client_id() const override { return core_->client_id(); }
+  const std::string& lock_namespace() const override {
+    return core_->lock_namespace();
+  }
+  const std::string& endpoint() const override { return core_->endpoint(); }
+  std::string CurrentOwner() const override { return core_->CurrentOwner(); }
+
+ private:
+  const std::shared_ptr<internal::ClientCore> core_;
+};
+
+absl::Status ValidateOptions(const ClientOptions& options) {
+  if (options.watchdog_lease < absl::Milliseconds(30) ||
+      options.watchdog_lease == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions::watchdog_lease must be finite and at least 30ms");
+  }
+  if (options.fallback_poll <= absl::ZeroDuration() ||
+      options.fallback_poll == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions::fallback_poll must be positive and finite");
+  }
+  if (options.close_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions::close_timeout must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool RegisterBackend(absl::string_view scheme, BackendFactory factory) {
+  Registry& registry = GetRegistry();
+  absl::MutexLock lock(&registry.mu);
+  registry.factories[std::string(scheme)] = std::move(factory);
+  return true;
+}
+
+std::vector<std::string> RegisteredSchemes() {
+  Registry& registry = GetRegistry();
+  absl::MutexLock lock(&registry.mu);
+  std::vector<std::string> schemes;
+  for (const auto& [scheme, factory] : registry.factories) {
+    schemes.push_back(scheme);
+  }
+  return schemes;
+}
+
+absl::StatusOr<std::unique_ptr<LockClient>> Connect(
+    absl::string_view uri_text, const ClientOptions& options) {
+  absl::StatusOr<Uri> uri = ParseUri(uri_text);
+  if (!uri.ok()) return uri.status();
+  BackendFactory factory;
+  {
+    Registry& registry = GetRegistry();
+    absl::MutexLock lock(&registry.mu);
+    auto it = registry.factories.find(uri->scheme);
+    if (it == registry.factories.end()) {
+      std::vector<std::string> known;
+      for (const auto& [scheme, f] : registry.factories) known.push_back(scheme);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown backend scheme '", uri->scheme, "://'; this build has: ",
+          known.empty() ? "none (link dlock::dlock or a backend target)"
+                        : absl::StrJoin(known, ", ")));
+    }
+    factory = it->second;
+  }
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+
+  UriParams params(*uri);
+  std::string lock_namespace = options.lock_namespace;
+  if (std::optional<std::string> from_uri = params.TakeString("namespace")) {
+    if (!lock_namespace.empty() && lock_namespace != *from_uri) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "namespace '", *from_uri, "' in the URI differs from '",
+          lock_namespace, "' in ClientOptions; give one"));
+    }
+    lock_namespace = *from_uri;
+  }
+  if (lock_namespace.empty()) lock_namespace = "default";
+  if (absl::Status s = internal::ValidateNamespace(lock_namespace); !s.ok()) {
+    return s;
+  }
+  std::string client_id =
+      options.client_id.empty() ? internal::RandomClientId() : options.client_id;
+  if (absl::Status s = internal::ValidateClientId(client_id); !s.ok()) return s;
+
+  auto core = std::make_shared<internal::ClientCore>(
+      options, lock_namespace, client_id, uri->Redacted());
+  absl::StatusOr<std::unique_ptr<Backend>> backend = factory(BackendConfig{
+      .uri = *uri,
+      .params = params,
+      .options = options,
+      .lock_namespace = lock_namespace,
+      .client_id = client_id,
+      .endpoint = core->endpoint(),
+      .listener = core.get()});
+  if (!backend.ok()) return backend.status();
+  core->Start(*std::move(backend));
+  return std::make_unique<Client>(std::move(core));
+}
+
+}  // namespace dlock

@@ -1,0 +1,120 @@
+#include "identity.h"
+
+#include <atomic>
+#include <cstdint>
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace dlock::internal {
+namespace {
+
+// Checks UTF-8 strictly (no overlong forms, no surrogates, nothing past
+// U+10FFFF) and rejects C0, DEL and C1 control characters.
+absl::Status ValidateText(absl::string_view text, absl::string_view what,
+                          size_t max_bytes) {
+  if (text.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
+  }
+  if (text.size() > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is ", text.size(), " bytes long; the limit is ", max_bytes));
+  }
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    uint32_t c = p[i];
+    size_t len = 1;
+    uint32_t min = 0;
+    if (c >= 0xF0 && c <= 0xF4) {
+      len = 4, c &= 0x07, min = 0x10000;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3, c &= 0x0F, min = 0x800;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2, c &= 0x1F, min = 0x80;
+    } else if (c >= 0x80) {
+      len = 0;
+    }
+    if (len == 0 || c > 0x10FFFF || i + len > n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " is not valid UTF-8 (byte ", i, ")"));
+    }
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " is not valid UTF-8 (byte ", i + k, ")"));
+      }
+      c = (c << 6) | (p[i + k] & 0x3F);
+    }
+    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " is not valid UTF-8 (byte ", i, ")"));
+    }
+    if (c < 0x20 || c == 0x7F || (c >= 0x80 && c <= 0x9F)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " has a control character at byte ", i, " (U+",
+          absl::Hex(c, absl::kZeroPad4), ")"));
+    }
+    i += len;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateLockName(absl::string_view name) {
+  return ValidateText(name, "lock name", kMaxNameBytes);
+}
+
+absl::Status ValidateOwnerToken(absl::string_view token) {
+  return ValidateText(token, "owner token", kMaxOwnerTokenBytes);
+}
+
+absl::Status ValidateNamespace(absl::string_view ns) {
+  if (ns.empty() || ns.size() > kMaxNamespaceBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "namespace must be 1 to ", kMaxNamespaceBytes, " bytes long"));
+  }
+  for (char c : ns) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "namespace '", ns,
+          "' may hold only letters, digits, '.', '_' and '-'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateClientId(absl::string_view id) {
+  bool ok = id.size() == 32;
+  for (char c : id) ok = ok && absl::ascii_isxdigit(c) && !absl::ascii_isupper(c);
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        "client id must be 32 lower-case hex digits (128 bits)");
+  }
+  return absl::OkStatus();
+}
+
+std::string RandomClientId() {
+  std::random_device rd;  // /dev/urandom on Linux
+  std::string bytes(16, '\0');
+  for (size_t i = 0; i < bytes.size(); i += 4) {
+    uint32_t r = rd();
+    for (size_t k = 0; k < 4; ++k) bytes[i + k] = static_cast<char>(r >> (8 * k));
+  }
+  return absl::BytesToHexString(bytes);
+}
+
+std::string ThreadOwner(absl::string_view client_id) {
+  static std::atomic<uint64_t> next_thread{1};
+  thread_local const uint64_t thread_number = next_thread.fetch_add(1);
+  return absl::StrCat("c:", client_id, ":", thread_number);
+}
+
+std::string TokenOwner(absl::string_view token) {
+  return absl::StrCat("t:", token);
+}
+
+}  // namespace dlock::internal

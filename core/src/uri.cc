@@ -1,0 +1,261 @@
+#include "dlock/uri.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+
+namespace dlock {
+namespace {
+
+// Messages never quote the whole URI: it may carry a password.
+absl::Status Malformed(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("malformed URI: ", what));
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c = absl::ascii_tolower(c);
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+absl::StatusOr<std::string> PercentDecode(absl::string_view in,
+                                          absl::string_view part) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out.push_back(in[i]);
+      continue;
+    }
+    int hi = i + 2 < in.size() ? HexValue(in[i + 1]) : -1;
+    int lo = i + 2 < in.size() ? HexValue(in[i + 2]) : -1;
+    if (hi < 0 || lo < 0) {
+      return Malformed(absl::StrCat("bad percent escape in the ", part));
+    }
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+bool IsSecretKey(absl::string_view key) {
+  std::string lower = absl::AsciiStrToLower(key);
+  return lower.find("password") != std::string::npos || lower == "auth";
+}
+
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
+  HostPort hp;
+  absl::string_view port_text;
+  if (!text.empty() && text.front() == '[') {  // [IPv6]:port
+    size_t close = text.find(']');
+    if (close == absl::string_view::npos) {
+      return Malformed("unclosed '[' in a host");
+    }
+    hp.host = std::string(text.substr(1, close - 1));
+    absl::string_view after = text.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return Malformed("junk after ']' in a host");
+      port_text = after.substr(1);
+    }
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos) {
+      hp.host = std::string(text);
+    } else {
+      hp.host = std::string(text.substr(0, colon));
+      port_text = text.substr(colon + 1);
+    }
+  }
+  if (!port_text.empty() || absl::EndsWith(text, ":")) {
+    int port = 0;
+    if (!absl::SimpleAtoi(port_text, &port) || port < 1 || port > 65535) {
+      return Malformed(absl::StrCat("port '", port_text,
+                                    "' is not a number from 1 to 65535"));
+    }
+    hp.port = static_cast<uint16_t>(port);
+  }
+  return hp;
+}
+
+}  // namespace
+
+absl::StatusOr<Uri> ParseUri(absl::string_view text) {
+  Uri uri;
+  size_t sep = text.find("://");
+  if (sep == absl::string_view::npos || sep == 0) {
+    return Malformed(
+        "expected scheme://..., for example redis://localhost:6379");
+  }
+  uri.scheme = absl::AsciiStrToLower(text.substr(0, sep));
+  for (char c : uri.scheme) {
+    if (!absl::ascii_isalnum(c) && c != '+' && c != '-' && c != '.') {
+      return Malformed("the scheme has a character other than a-z 0-9 + - .");
+    }
+  }
+  absl::string_view rest = text.substr(sep + 3);
+  if (rest.find('#') != absl::string_view::npos) {
+    return Malformed("a fragment ('#') is not allowed; percent-encode it");
+  }
+  absl::string_view query;
+  if (size_t q = rest.find('?'); q != absl::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  absl::string_view authority = rest;
+  if (size_t slash = rest.find('/'); slash != absl::string_view::npos) {
+    authority = rest.substr(0, slash);
+    absl::StatusOr<std::string> path =
+        PercentDecode(rest.substr(slash + 1), "path");
+    if (!path.ok()) return path.status();
+    uri.path = *std::move(path);
+  }
+  if (size_t at = authority.rfind('@'); at != absl::string_view::npos) {
+    absl::string_view userinfo = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    absl::string_view user = userinfo;
+    if (size_t colon = userinfo.find(':'); colon != absl::string_view::npos) {
+      user = userinfo.substr(0, colon);
+      absl::StatusOr<std::string> pw =
+          PercentDecode(userinfo.substr(colon + 1), "password");
+      if (!pw.ok()) return pw.status();
+      uri.password = *std::move(pw);
+    }
+    absl::StatusOr<std::string> decoded = PercentDecode(user, "user name");
+    if (!decoded.ok()) return decoded.status();
+    uri.user = *std::move(decoded);
+  }
+  if (!authority.empty()) {
+    for (absl::string_view part : absl::StrSplit(authority, ',')) {
+      if (part.empty()) return Malformed("an empty host in the host list");
+      absl::StatusOr<std::string> decoded = PercentDecode(part, "host");
+      if (!decoded.ok()) return decoded.status();
+      absl::StatusOr<HostPort> hp = ParseHostPort(*decoded);
+      if (!hp.ok()) return hp.status();
+      uri.hosts.push_back(*std::move(hp));
+    }
+  }
+  if (!query.empty()) {
+    for (absl::string_view pair : absl::StrSplit(query, '&')) {
+      if (pair.empty()) continue;
+      std::pair<absl::string_view, absl::string_view> kv =
+          absl::StrSplit(pair, absl::MaxSplits('=', 1));
+      absl::StatusOr<std::string> key = PercentDecode(kv.first, "query");
+      if (!key.ok()) return key.status();
+      absl::StatusOr<std::string> value = PercentDecode(kv.second, "query");
+      if (!value.ok()) return value.status();
+      if (key->empty()) return Malformed("a query parameter without a name");
+      for (const auto& [seen, unused] : uri.params) {
+        if (seen == *key) {
+          return Malformed(absl::StrCat("option '", *key, "' is given twice"));
+        }
+      }
+      uri.params.emplace_back(*std::move(key), *std::move(value));
+    }
+  }
+  return uri;
+}
+
+std::string Uri::Redacted() const {
+  std::string out = absl::StrCat(scheme, "://");
+  if (!user.empty() || password.has_value()) {
+    absl::StrAppend(&out, user, password.has_value() ? ":***" : "", "@");
+  }
+  std::vector<std::string> host_texts;
+  for (const HostPort& hp : hosts) {
+    std::string host = hp.host.find(':') != std::string::npos
+                           ? absl::StrCat("[", hp.host, "]")
+                           : hp.host;
+    if (hp.port.has_value()) absl::StrAppend(&host, ":", *hp.port);
+    host_texts.push_back(std::move(host));
+  }
+  absl::StrAppend(&out, absl::StrJoin(host_texts, ","));
+  if (!path.empty()) absl::StrAppend(&out, "/", path);
+  std::vector<std::string> param_texts;
+  for (const auto& [key, value] : params) {
+    param_texts.push_back(
+        absl::StrCat(key, "=", IsSecretKey(key) ? "***" : value));
+  }
+  if (!param_texts.empty()) {
+    absl::StrAppend(&out, "?", absl::StrJoin(param_texts, "&"));
+  }
+  return out;
+}
+
+absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text) {
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d <= absl::ZeroDuration() ||
+      d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text,
+                     "' is not a positive duration; write it like 500ms, "
+                     "30s, 2m or 1h"));
+  }
+  return d;
+}
+
+UriParams::UriParams(const Uri& uri)
+    : params_(uri.params), taken_(uri.params.size(), false) {}
+
+std::optional<std::string> UriParams::TakeString(absl::string_view key) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!taken_[i] && params_[i].first == key) {
+      taken_[i] = true;
+      return params_[i].second;
+    }
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::optional<absl::Duration>> UriParams::TakeDuration(
+    absl::string_view key) {
+  std::optional<std::string> text = TakeString(key);
+  if (!text.has_value()) return std::optional<absl::Duration>();
+  absl::StatusOr<absl::Duration> d = ParsePositiveDuration(*text);
+  if (!d.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("URI option '", key, "': ", d.status().message()));
+  }
+  return std::optional<absl::Duration>(*d);
+}
+
+absl::StatusOr<std::optional<int64_t>> UriParams::TakeInt(absl::string_view key,
+                                                          int64_t min,
+                                                          int64_t max) {
+  std::optional<std::string> text = TakeString(key);
+  if (!text.has_value()) return std::optional<int64_t>();
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(*text, &value) || value < min || value > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("URI option '", key, "' must be a whole number from ",
+                     min, " to ", max, ", not '", *text, "'"));
+  }
+  return std::optional<int64_t>(value);
+}
+
+std::vector<std::pair<std::string, std::string>> UriParams::Rest() const {
+  std::vector<std::pair<std::string, std::string>> rest;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!taken_[i]) rest.push_back(params_[i]);
+  }
+  return rest;
+}
+
+absl::Status UriParams::RejectUnknown(absl::string_view scheme,
+                                      absl::string_view known) const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!taken_[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown option '", params_[i].first, "' in a ",
+                       scheme, ":// URI; known options: ", known));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dlock

@@ -1,0 +1,91 @@
+#include "dlock/wakeup.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace dlock {
+
+void WakeupHub::Notify(absl::string_view name) {
+  absl::MutexLock lock(&mu_);
+  auto it = slots_.find(name);
+  if (it == slots_.end()) return;
+  ++it->second.generation;
+  it->second.changed.SignalAll();
+}
+
+void WakeupHub::NotifyAll() {
+  absl::MutexLock lock(&mu_);
+  ++global_generation_;
+  for (auto& [name, slot] : slots_) slot.changed.SignalAll();
+}
+
+WakeupHub::Waiter::Waiter(WakeupHub& hub, absl::string_view name)
+    : hub_(hub), name_(name) {
+  absl::MutexLock lock(&hub_.mu_);
+  slot_ = &hub_.slots_[name_];
+  ++slot_->waiters;
+  seen_generation_ = slot_->generation;
+  seen_global_ = hub_.global_generation_;
+}
+
+WakeupHub::Waiter::~Waiter() {
+  absl::MutexLock lock(&hub_.mu_);
+  if (--slot_->waiters == 0) hub_.slots_.erase(name_);
+}
+
+bool WakeupHub::Waiter::Wait(absl::Time until, const CancelToken& cancel) {
+  // Cancellation signals the slot's condition variable under the hub's lock,
+  // so the check below cannot miss it.
+  ScopedCancelCallback on_cancel(cancel, [this] {
+    absl::MutexLock lock(&hub_.mu_);
+    slot_->changed.SignalAll();
+  });
+  absl::MutexLock lock(&hub_.mu_);
+  while (true) {
+    if (slot_->generation != seen_generation_ ||
+        hub_.global_generation_ != seen_global_) {
+      seen_generation_ = slot_->generation;
+      seen_global_ = hub_.global_generation_;
+      return true;
+    }
+    if (cancel.IsCancelled()) return false;
+    if (slot_->changed.WaitWithDeadline(&hub_.mu_, until)) {
+      // Timed out; one last look in case a notification raced the timeout.
+      if (slot_->generation != seen_generation_ ||
+          hub_.global_generation_ != seen_global_) {
+        continue;
+      }
+      return false;
+    }
+  }
+}
+
+absl::StatusOr<Acquired> AcquireWithWakeups(
+    const AcquireCall& call, WakeupHub& hub, absl::Duration fallback_poll,
+    absl::FunctionRef<absl::StatusOr<Attempt>()> attempt) {
+  const absl::Time started = absl::Now();
+  WakeupHub::Waiter waiter(hub, call.name);
+  while (true) {
+    if (call.cancel.IsCancelled()) {
+      return absl::CancelledError(
+          absl::StrCat("wait for lock '", call.name, "' was cancelled"));
+    }
+    absl::StatusOr<Attempt> result = attempt();
+    if (!result.ok()) return result.status();
+    if (result->acquired.has_value()) return *result->acquired;
+    const absl::Time now = absl::Now();
+    if (now >= call.deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "lock '", call.name, "' is held by another owner (waited ",
+          absl::FormatDuration(now - started), ")"));
+    }
+    // The holder's lease end is when the lock frees itself without any
+    // announcement; 1ms past it, so that the backend has expired it.
+    absl::Duration nap = std::min(
+        fallback_poll, result->holder_lease_left + absl::Milliseconds(1));
+    waiter.Wait(std::min(call.deadline, now + nap), call.cancel);
+  }
+}
+
+}  // namespace dlock

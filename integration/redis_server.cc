@@ -1,0 +1,86 @@
+#include "redis_server.h"
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace dlock::testing {
+
+constexpr char kRedisServer[] = "/usr/bin/redis-server";
+
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
+    const Options& options) {
+  if (absl::Status s = RequireExecutable(kRedisServer, "redis-server");
+      !s.ok()) {
+    return s;
+  }
+  std::unique_ptr<RedisServer> server(new RedisServer);
+  server->options_ = options;
+  absl::StatusOr<std::string> dir = MakeTempDir("dlock-redis");
+  if (!dir.ok()) return dir.status();
+  server->dir_ = *dir;
+  server->log_path_ = *dir + "/redis.log";
+  server->config_path_ = *dir + "/redis.conf";
+  absl::StatusOr<int> port = FreeLoopbackPort();
+  if (!port.ok()) return port.status();
+  server->port_ = *port;
+
+  std::ofstream conf(server->config_path_);
+  conf << "bind 127.0.0.1\n"
+       << "port " << server->port_ << "\n"
+       << "dir " << server->dir_ << "\n"
+       << "save \"\"\n"
+       << "appendonly no\n"
+       << "daemonize no\n"
+       << "loglevel warning\n"
+       << "logfile \"\"\n";
+  if (!options.requirepass.empty()) {
+    conf << "requirepass " << options.requirepass << "\n";
+  }
+  if (!options.acl_user.empty()) {
+    conf << "user " << options.acl_user << " on >" << options.acl_password
+         << " ~* &* +@all\n";
+  }
+  conf.close();
+  if (absl::Status s = server->StartServer(); !s.ok()) return s;
+  return server;
+}
+
+RedisServer::~RedisServer() {
+  process_.Stop();
+  RemoveTree(dir_);
+}
+
+std::string RedisServer::Uri(const std::string& ns) const {
+  std::string uri = absl::StrCat("redis://127.0.0.1:", port_);
+  if (!ns.empty()) absl::StrAppend(&uri, "?namespace=", ns);
+  return uri;
+}
+
+absl::Status RedisServer::StartServer() {
+  if (absl::Status s = process_.Spawn({kRedisServer, config_path_}, log_path_);
+      !s.ok()) {
+    return s;
+  }
+  return WaitReady();
+}
+
+absl::Status RedisServer::Restart() {
+  process_.Stop();
+  return StartServer();
+}
+
+absl::Status RedisServer::WaitReady() {
+  return WaitUntil(
+      [this] {
+        absl::StatusOr<std::string> reply =
+            TcpExchange(port_, "PING\r\n", absl::Milliseconds(200));
+        return reply.ok() && (absl::StartsWith(*reply, "+PONG") ||
+                              absl::StartsWith(*reply, "-NOAUTH"));
+      },
+      absl::Seconds(10), absl::StrCat("redis-server answering PING on port ", port_),
+      log_path_);
+}
+
+}  // namespace dlock::testing

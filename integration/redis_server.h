@@ -1,0 +1,57 @@
+// Copyright dlock authors. A throwaway redis-server for tests.
+#ifndef DLOCK_INTEGRATION_REDIS_SERVER_H_
+#define DLOCK_INTEGRATION_REDIS_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server_process.h"
+
+namespace dlock::testing {
+
+class RedisServer {
+ public:
+  struct Options {
+    std::string requirepass;   // the default user's password
+    std::string acl_user;      // an extra ACL user with full rights
+    std::string acl_password;  // its password
+  };
+
+  // Starts redis-server on a free port with no persistence. Fails, saying what
+  // to install, when redis-server is missing.
+  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(
+      const Options& options);
+  static absl::StatusOr<std::unique_ptr<RedisServer>> Start() {
+    return Start(Options{});
+  }
+  ~RedisServer();
+
+  int port() const { return port_; }
+  // redis://127.0.0.1:<port>, plus `?namespace=ns` when ns is set.
+  std::string Uri(const std::string& ns = "") const;
+
+  // Fault injection. Restart() loses every key (no persistence), as a
+  // master restarted without persistence would.
+  absl::Status Restart();
+  void StopServer() { process_.Stop(); }
+  absl::Status StartServer();
+  void Kill() { process_.Kill(); }
+  void Pause() { process_.Pause(); }
+  void Resume() { process_.Resume(); }
+
+ private:
+  RedisServer() = default;
+  absl::Status WaitReady();
+
+  Options options_;
+  std::string dir_;
+  std::string log_path_;
+  std::string config_path_;
+  int port_ = 0;
+  ChildProcess process_;
+};
+
+}  // namespace dlock::testing
+
+#endif  // DLOCK_INTEGRATION_REDIS_SERVER_H_

@@ -1,0 +1,227 @@
+#include "server_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace dlock::testing {
+
+absl::StatusOr<int> FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return absl::InternalError("could not bind a loopback port");
+  }
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+absl::StatusOr<std::string> MakeTempDir(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ =
+      absl::StrCat(base != nullptr && *base ? base : "/tmp", "/", prefix,
+                   "-XXXXXX");
+  if (mkdtemp(templ.data()) == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("mkdtemp(", templ, "): ", std::strerror(errno)));
+  }
+  return templ;
+}
+
+void RemoveTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+absl::Status RequireExecutable(const std::string& path,
+                               const std::string& debian_package) {
+  if (access(path.c_str(), X_OK) == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(path, " is missing: install it with `apt-get install -y ",
+                   debian_package, "` (scripts/test.sh does this)"));
+}
+
+bool PortAccepts(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+absl::StatusOr<std::string> TcpExchange(int port, const std::string& request,
+                                        absl::Duration timeout) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("nothing listens on port ", port));
+  }
+  if (write(fd, request.data(), request.size()) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return absl::UnavailableError("write failed");
+  }
+  std::string reply;
+  const absl::Time deadline = absl::Now() + timeout;
+  char buf[4096];
+  while (absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (poll(&p, 1, ms > 0 ? ms : 1) <= 0) break;
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    reply.append(buf, n);
+  }
+  close(fd);
+  return reply;
+}
+
+ChildProcess::~ChildProcess() { Stop(); }
+
+absl::Status ChildProcess::Spawn(const std::vector<std::string>& argv,
+                                 const std::string& log_path,
+                                 const std::string& run_as) {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  if (!run_as.empty()) {
+    passwd* pw = getpwnam(run_as.c_str());
+    if (pw == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no user '", run_as, "' to run ", argv[0], " as"));
+    }
+    uid = pw->pw_uid;
+    gid = pw->pw_gid;
+  }
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (log_fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot open ", log_path));
+  }
+  if (!run_as.empty() && fchown(log_fd, uid, gid) != 0) {
+    close(log_fd);
+    return absl::InternalError(absl::StrCat("cannot chown ", log_path));
+  }
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(log_fd);
+    return absl::InternalError("fork() failed");
+  }
+  if (pid == 0) {
+    // Own process group, so that a server's own children are stopped too.
+    setpgid(0, 0);
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    if (!run_as.empty()) {
+      if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
+        _exit(126);
+      }
+    }
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(log_fd);
+  pid_ = pid;
+  return absl::OkStatus();
+}
+
+void ChildProcess::Reap(bool block) {
+  if (pid_ <= 0) return;
+  int status = 0;
+  pid_t r = waitpid(pid_, &status, block ? 0 : WNOHANG);
+  if (r == pid_ || (r < 0 && errno == ECHILD)) pid_ = -1;
+}
+
+bool ChildProcess::Running() {
+  Reap(false);
+  return pid_ > 0;
+}
+
+void ChildProcess::Stop(absl::Duration grace) {
+  if (!Running()) return;
+  kill(-pid_, SIGCONT);
+  kill(-pid_, SIGTERM);
+  const absl::Time deadline = absl::Now() + grace;
+  while (Running() && absl::Now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (Running()) Kill();
+}
+
+void ChildProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(-pid_, SIGKILL);
+  Reap(true);
+}
+
+void ChildProcess::Pause() {
+  if (pid_ > 0) kill(-pid_, SIGSTOP);
+}
+
+void ChildProcess::Resume() {
+  if (pid_ > 0) kill(-pid_, SIGCONT);
+}
+
+absl::Status WaitUntil(const std::function<bool()>& ready,
+                       absl::Duration timeout, const std::string& what,
+                       const std::string& log_path) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (ready()) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::string msg =
+      absl::StrCat(what, " did not happen within ", absl::FormatDuration(timeout));
+  if (!log_path.empty()) {
+    absl::StrAppend(&msg, "; end of ", log_path, ":\n", FileTail(log_path));
+  }
+  return absl::DeadlineExceededError(msg);
+}
+
+std::string FileTail(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string all = ss.str();
+  return all.size() > max_bytes ? all.substr(all.size() - max_bytes) : all;
+}
+
+}  // namespace dlock::testing

@@ -1,0 +1,76 @@
+// Copyright dlock authors. Throwaway servers for tests: each runs as a child
+// process on a free loopback port in its own temporary directory, and is
+// stopped (and the directory removed) when the object is destroyed.
+#ifndef DLOCK_INTEGRATION_SERVER_PROCESS_H_
+#define DLOCK_INTEGRATION_SERVER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace dlock::testing {
+
+// A port nobody listens on now (bound to port 0 and released).
+absl::StatusOr<int> FreeLoopbackPort();
+
+// A fresh directory under $TMPDIR (or /tmp), removed by RemoveTree().
+absl::StatusOr<std::string> MakeTempDir(const std::string& prefix);
+void RemoveTree(const std::string& path);
+
+// FailedPrecondition naming the Debian package to install when `path` is
+// not an executable file.
+absl::Status RequireExecutable(const std::string& path,
+                               const std::string& debian_package);
+
+// True once a TCP connection to 127.0.0.1:port succeeds.
+bool PortAccepts(int port);
+
+// Sends `request` to 127.0.0.1:port and returns what comes back until the
+// peer closes or `timeout` passes (ZooKeeper's four-letter words).
+absl::StatusOr<std::string> TcpExchange(int port, const std::string& request,
+                                        absl::Duration timeout);
+
+// One child process. Output goes to `log_path`.
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // argv[0] is the program path. `run_as` is a user name to drop to before
+  // exec (PostgreSQL refuses root), empty to stay.
+  absl::Status Spawn(const std::vector<std::string>& argv,
+                     const std::string& log_path,
+                     const std::string& run_as = "");
+  bool Running();
+  // SIGTERM, then SIGKILL after `grace`; waits for the exit.
+  void Stop(absl::Duration grace = absl::Seconds(5));
+  void Kill();  // SIGKILL and wait
+  void Pause();   // SIGSTOP
+  void Resume();  // SIGCONT
+  pid_t pid() const { return pid_; }
+
+ private:
+  void Reap(bool block);
+  pid_t pid_ = -1;
+};
+
+// Polls `ready` every 50ms until it is true or `timeout` passes; the error
+// names `what` and, when set, the tail of `log_path`.
+absl::Status WaitUntil(const std::function<bool()>& ready,
+                       absl::Duration timeout, const std::string& what,
+                       const std::string& log_path = "");
+
+// The last `max_bytes` of a file, for error messages.
+std::string FileTail(const std::string& path, size_t max_bytes = 2000);
+
+}  // namespace dlock::testing
+
+#endif  // DLOCK_INTEGRATION_SERVER_PROCESS_H_
