@@ -1,7 +1,10 @@
 # Shared build settings and the helper every backend uses to declare itself.
 
 function(dlock_set_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  # GCC 12 flags designated initializers that leave fields at their
+  # defaults (`{.wait = absl::Seconds(1)}`), the style AcquireOptions is
+  # meant for; GCC 13 no longer does.
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-missing-field-initializers)
   if(DLOCK_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
@@ -33,8 +36,13 @@ function(dlock_add_backend name)
   add_library(${impl} STATIC ${ARG_SOURCES})
   dlock_set_warnings(${impl})
   target_link_libraries(${impl} PUBLIC dlock_core PRIVATE ${ARG_LIBS})
+  set_target_properties(${impl} PROPERTIES EXPORT_NAME ${name}_impl)
   add_library(dlock_${name} INTERFACE)
-  target_link_libraries(dlock_${name} INTERFACE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${impl}>")
+  # The export does not rename targets inside $<LINK_LIBRARY>, so name the
+  # installed one explicitly.
+  target_link_libraries(dlock_${name} INTERFACE
+    "$<BUILD_INTERFACE:$<LINK_LIBRARY:WHOLE_ARCHIVE,${impl}>>"
+    "$<INSTALL_INTERFACE:$<LINK_LIBRARY:WHOLE_ARCHIVE,dlock::${name}_impl>>")
   set_target_properties(dlock_${name} PROPERTIES EXPORT_NAME ${name})
   add_library(dlock::${name} ALIAS dlock_${name})
   install(TARGETS ${impl} dlock_${name} EXPORT dlockTargets

@@ -71,6 +71,37 @@ absl::Status RedisServer::Restart() {
   return StartServer();
 }
 
+namespace {
+
+std::string Resp(const std::vector<std::string>& argv) {
+  std::string out = absl::StrCat("*", argv.size(), "\r\n");
+  for (const std::string& a : argv) {
+    absl::StrAppend(&out, "$", a.size(), "\r\n", a, "\r\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RedisServer::RawCommand(
+    const std::vector<std::string>& argv) {
+  std::string request;
+  if (!options_.requirepass.empty()) {
+    request = Resp({"AUTH", options_.requirepass});
+  }
+  // QUIT makes the server close the connection, which ends the read.
+  absl::StrAppend(&request, Resp(argv), Resp({"QUIT"}));
+  absl::StatusOr<std::string> reply =
+      TcpExchange(port_, request, absl::Seconds(5));
+  if (!reply.ok()) return reply.status();
+  std::string out = *std::move(reply);
+  if (!options_.requirepass.empty() && absl::StartsWith(out, "+OK\r\n")) {
+    out = out.substr(5);
+  }
+  if (absl::EndsWith(out, "+OK\r\n")) out.resize(out.size() - 5);  // QUIT
+  return out;
+}
+
 absl::Status RedisServer::WaitReady() {
   return WaitUntil(
       [this] {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server_process.h"
@@ -30,6 +31,11 @@ class RedisServer {
   int port() const { return port_; }
   // redis://127.0.0.1:<port>, plus `?namespace=ns` when ns is set.
   std::string Uri(const std::string& ns = "") const;
+
+  // Sends one command on a fresh connection (authenticating as the default
+  // user when requirepass is set) and returns the raw RESP reply, e.g.
+  // ":1\r\n" for DBSIZE. For tests that look at the server directly.
+  absl::StatusOr<std::string> RawCommand(const std::vector<std::string>& argv);
 
   // Fault injection. Restart() loses every key (no persistence), as a
   // master restarted without persistence would.

@@ -1,0 +1,310 @@
+// redis://[user[:password]@]host[:port][/db][?options]: one Redis master.
+// Each operation is one Lua script (redis_scripts.cc); waiters are woken by
+// one pub/sub subscription per client (redis_subscriber.cc).
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+
+#include "absl/strings/str_cat.h"
+#include "dlock/backend.h"
+#include "dlock/wakeup.h"
+#include "redis_connection.h"
+#include "redis_scripts.h"
+#include "redis_subscriber.h"
+
+namespace dlock::redis {
+namespace {
+
+constexpr char kKnownOptions[] =
+    "namespace, connect_timeout, command_timeout, pool_size";
+
+int64_t Millis(absl::Duration d) {
+  return std::max<int64_t>(1, absl::ToInt64Milliseconds(d));
+}
+
+absl::Status Malformed(absl::string_view what, absl::string_view endpoint) {
+  return absl::InternalError(absl::StrCat(
+      "redis at ", endpoint, " gave an unexpected reply to ", what));
+}
+
+class RedisBackend : public Backend {
+ public:
+  RedisBackend(ConnectionConfig config, int pool_size, std::string prefix,
+               std::string channel, absl::Duration fallback_poll)
+      : pool_(config, pool_size),
+        prefix_(std::move(prefix)),
+        fence_key_(absl::StrCat(prefix_, "fence")),
+        channel_(std::move(channel)),
+        fallback_poll_(fallback_poll),
+        subscriber_(config, channel_, &releases_) {}
+
+  ~RedisBackend() override { Shutdown(); }
+
+  // Loads the scripts and subscribes: a client that cannot reach its server
+  // says so at Connect() instead of at the first lock.
+  absl::Status Start() {
+    absl::StatusOr<ConnectionPool::Handle> conn = pool_.Get();
+    if (!conn.ok()) return conn.status();
+    if (absl::Status s = scripts_.Load(**conn, endpoint()); !s.ok()) return s;
+    return subscriber_.Start();
+  }
+
+  absl::StatusOr<Acquired> Acquire(const AcquireCall& call) override {
+    const std::vector<std::string> keys = {LockKey(call.name), fence_key_};
+    const std::vector<std::string> args = {std::string(call.owner),
+                                           absl::StrCat(Millis(call.lease))};
+    return AcquireWithWakeups(
+        call, releases_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
+          absl::StatusOr<Reply> reply = Run(scripts_.acquire, keys, args);
+          if (!reply.ok()) return reply.status();
+          const redisReply* r = reply->get();
+          if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+              r->element[0]->type != REDIS_REPLY_INTEGER) {
+            return Malformed("acquire", endpoint());
+          }
+          if (r->element[0]->integer == 1 && r->elements == 3) {
+            return Attempt{
+                .acquired = Acquired{
+                    static_cast<uint64_t>(r->element[1]->integer),
+                    r->element[2]->integer}};
+          }
+          // pttl is -1 for a key without expiry, which we never write, and
+          // -2 when it expired between the calls: look again at once.
+          int64_t pttl = r->element[1]->integer;
+          return Attempt{.acquired = std::nullopt,
+                         .holder_lease_left = absl::Milliseconds(
+                             pttl >= 0 ? pttl : 0)};
+        });
+  }
+
+  absl::StatusOr<int64_t> Release(absl::string_view name,
+                                  absl::string_view owner,
+                                  int64_t holds) override {
+    absl::StatusOr<Reply> reply =
+        Run(scripts_.release, {LockKey(name)},
+            {std::string(owner), absl::StrCat(holds), channel_,
+             std::string(name)});
+    if (!reply.ok()) return reply.status();
+    if ((*reply)->type != REDIS_REPLY_INTEGER) {
+      return Malformed("release", endpoint());
+    }
+    if ((*reply)->integer < 0) return NotOwner(name);
+    return (*reply)->integer;
+  }
+
+  absl::Status Renew(const RenewCall& call) override {
+    absl::StatusOr<Reply> reply = Run(scripts_.renew, {LockKey(call.name)},
+                                      RenewArgs(call));
+    if (!reply.ok()) return reply.status();
+    return RenewResult(reply->get(), call.name);
+  }
+
+  // One pipeline for everything the watchdog has due (C7).
+  std::vector<absl::Status> RenewMany(
+      absl::Span<const RenewCall> calls) override {
+    std::vector<absl::Status> results(calls.size());
+    absl::StatusOr<ConnectionPool::Handle> conn = pool_.Get();
+    if (!conn.ok()) {
+      std::fill(results.begin(), results.end(), conn.status());
+      return results;
+    }
+    std::vector<std::vector<std::string>> commands;
+    commands.reserve(calls.size());
+    for (const RenewCall& call : calls) {
+      commands.push_back(EvalShaCommand(scripts_.renew, {LockKey(call.name)},
+                                        RenewArgs(call)));
+    }
+    absl::StatusOr<std::vector<Reply>> replies = (*conn)->Pipeline(commands);
+    if (!replies.ok()) {
+      std::fill(results.begin(), results.end(), replies.status());
+      return results;
+    }
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const redisReply* r = (*replies)[i].get();
+      if (IsNoScript(r)) {
+        results[i] = Renew(calls[i]);  // reloads the script
+      } else if (absl::Status s = ReplyError(r, "renew", endpoint()); !s.ok()) {
+        results[i] = s;
+      } else {
+        results[i] = RenewResult(r, calls[i].name);
+      }
+    }
+    return results;
+  }
+
+  absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
+    absl::StatusOr<Reply> reply = Run(scripts_.inspect, {LockKey(name)}, {});
+    if (!reply.ok()) return reply.status();
+    const redisReply* r = reply->get();
+    LockInfo info;
+    info.name = std::string(name);
+    if (r->type != REDIS_REPLY_ARRAY) return Malformed("inspect", endpoint());
+    if (r->elements == 0) return info;
+    if (r->elements != 5) return Malformed("inspect", endpoint());
+    info.locked = true;
+    info.owner.assign(r->element[0]->str, r->element[0]->len);
+    info.hold_count = r->element[1]->integer;
+    info.fencing_token = static_cast<uint64_t>(r->element[2]->integer);
+    info.since = absl::FromUnixMillis(r->element[3]->integer);
+    info.remaining_lease =
+        absl::Milliseconds(std::max<int64_t>(0, r->element[4]->integer));
+    return info;
+  }
+
+  absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
+
+  absl::Status ForceUnlock(absl::string_view name) override {
+    absl::StatusOr<Reply> reply = Run(scripts_.force_unlock, {LockKey(name)},
+                                      {channel_, std::string(name)});
+    return reply.status();
+  }
+
+  void Shutdown() override {
+    subscriber_.Stop();
+    pool_.CloseAll();
+  }
+
+ private:
+  const std::string& endpoint() const { return pool_.config().endpoint; }
+  std::string LockKey(absl::string_view name) const {
+    return absl::StrCat(prefix_, "l:", name);
+  }
+  static std::vector<std::string> RenewArgs(const RenewCall& call) {
+    return {std::string(call.owner), absl::StrCat(Millis(call.lease))};
+  }
+  static absl::Status NotOwner(absl::string_view name) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lock '", name,
+        "' is not held by this owner (released, expired, force-unlocked or "
+        "taken over)"));
+  }
+  absl::Status RenewResult(const redisReply* r, absl::string_view name) const {
+    if (r->type != REDIS_REPLY_INTEGER) return Malformed("renew", endpoint());
+    return r->integer == 1 ? absl::OkStatus() : NotOwner(name);
+  }
+  absl::StatusOr<Reply> Run(const Script& script,
+                            const std::vector<std::string>& keys,
+                            const std::vector<std::string>& args) {
+    absl::StatusOr<ConnectionPool::Handle> conn = pool_.Get();
+    if (!conn.ok()) return conn.status();
+    return RunScript(**conn, script, keys, args, endpoint());
+  }
+
+  ConnectionPool pool_;
+  Scripts scripts_;
+  const std::string prefix_;     // "dlock:<namespace>:"
+  const std::string fence_key_;  // one counter per namespace (C8)
+  const std::string channel_;
+  const absl::Duration fallback_poll_;
+  WakeupHub releases_;
+  Subscriber subscriber_;
+};
+
+// Names may hold glob characters; SCAN's MATCH needs them escaped.
+std::string GlobEscape(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
+      out.push_back('\\');
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<LockInfo>> RedisBackend::List(
+    absl::string_view prefix) {
+  const std::string key_prefix = LockKey("");
+  const std::string pattern = absl::StrCat(GlobEscape(key_prefix),
+                                           GlobEscape(prefix), "*");
+  std::vector<std::string> names;
+  std::string cursor = "0";
+  do {
+    absl::StatusOr<ConnectionPool::Handle> conn = pool_.Get();
+    if (!conn.ok()) return conn.status();
+    absl::StatusOr<Reply> reply = (*conn)->Command(
+        {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+    if (!reply.ok()) return reply.status();
+    const redisReply* r = reply->get();
+    if (absl::Status s = ReplyError(r, "SCAN", endpoint()); !s.ok()) return s;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+      return Malformed("SCAN", endpoint());
+    }
+    cursor.assign(r->element[0]->str, r->element[0]->len);
+    for (size_t i = 0; i < r->element[1]->elements; ++i) {
+      const redisReply* key = r->element[1]->element[i];
+      names.emplace_back(key->str + key_prefix.size(),
+                         key->len - key_prefix.size());
+    }
+  } while (cursor != "0");
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<LockInfo> out;
+  for (const std::string& name : names) {
+    absl::StatusOr<LockInfo> info = Inspect(name);
+    if (!info.ok()) return info.status();
+    if (info->locked) out.push_back(*std::move(info));
+  }
+  return out;
+}
+
+absl::StatusOr<ConnectionConfig> ParseConfig(const BackendConfig& config) {
+  const Uri& uri = config.uri;
+  ConnectionConfig out;
+  if (uri.hosts.size() != 1) {
+    return absl::InvalidArgumentError(
+        "a redis URI names one host: redis://[user[:password]@]host[:port]"
+        "[/db]");
+  }
+  out.host = uri.hosts[0].host.empty() ? "127.0.0.1" : uri.hosts[0].host;
+  out.port = uri.hosts[0].port.value_or(6379);
+  out.endpoint = absl::StrCat(out.host, ":", out.port);
+  out.user = uri.user;
+  out.password = uri.password.value_or("");
+  if (!out.user.empty() && out.password.empty()) {
+    return absl::InvalidArgumentError(
+        "a redis URI with a user needs a password: redis://user:password@host");
+  }
+  if (!uri.path.empty() &&
+      (!absl::SimpleAtoi(uri.path, &out.db) || out.db < 0 || out.db > 65535)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the redis db in the URI path must be a number, not '", uri.path, "'"));
+  }
+  absl::StatusOr<std::optional<absl::Duration>> connect_timeout =
+      config.params.TakeDuration("connect_timeout");
+  if (!connect_timeout.ok()) return connect_timeout.status();
+  out.connect_timeout = connect_timeout->value_or(absl::Seconds(2));
+  absl::StatusOr<std::optional<absl::Duration>> command_timeout =
+      config.params.TakeDuration("command_timeout");
+  if (!command_timeout.ok()) return command_timeout.status();
+  out.command_timeout = command_timeout->value_or(absl::Seconds(2));
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeRedisBackend(
+    const BackendConfig& config) {
+  absl::StatusOr<ConnectionConfig> conn = ParseConfig(config);
+  if (!conn.ok()) return conn.status();
+  absl::StatusOr<std::optional<int64_t>> pool_size =
+      config.params.TakeInt("pool_size", 1, 1024);
+  if (!pool_size.ok()) return pool_size.status();
+  if (absl::Status s = config.params.RejectUnknown("redis", kKnownOptions);
+      !s.ok()) {
+    return s;
+  }
+  // Pub/sub ignores SELECT, so the channel names the db too.
+  std::string channel =
+      absl::StrCat("dlock:", conn->db, ":", config.lock_namespace, ":released");
+  auto backend = std::make_unique<RedisBackend>(
+      *conn, static_cast<int>(pool_size->value_or(64)),
+      absl::StrCat("dlock:", config.lock_namespace, ":"), std::move(channel),
+      config.options.fallback_poll);
+  if (absl::Status s = backend->Start(); !s.ok()) return s;
+  return backend;
+}
+
+const bool kRegistered = RegisterBackend("redis", &MakeRedisBackend);
+
+}  // namespace
+}  // namespace dlock::redis

@@ -1,0 +1,160 @@
+#include "redis_scripts.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace dlock::redis {
+namespace {
+
+// KEYS[1] lock hash, KEYS[2] the namespace's fencing counter.
+// ARGV[1] owner, ARGV[2] lease in ms.
+// Returns {1, token, holds} when held, {0, holder's pttl} when not; a
+// failed attempt marks the hash 'waited', so that only a release somebody
+// waits for is published (the mark goes with the hash).
+constexpr char kAcquire[] = R"lua(
+local v = redis.call('HMGET', KEYS[1], 'owner', 'holds', 'token', 'lease')
+local lease = tonumber(ARGV[2])
+if not v[1] then
+  local token = redis.call('INCR', KEYS[2])
+  local now = redis.call('TIME')
+  local since = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'holds', 1, 'token', token,
+             'lease', lease, 'since', since)
+  redis.call('PEXPIRE', KEYS[1], lease)
+  return {1, token, 1}
+end
+if v[1] == ARGV[1] then
+  local holds = redis.call('HINCRBY', KEYS[1], 'holds', 1)
+  if lease > tonumber(v[4]) then
+    redis.call('HSET', KEYS[1], 'lease', lease)
+  end
+  if lease > redis.call('PTTL', KEYS[1]) then
+    redis.call('PEXPIRE', KEYS[1], lease)
+  end
+  return {1, tonumber(v[3]), holds}
+end
+redis.call('HSET', KEYS[1], 'waited', 1)
+return {0, redis.call('PTTL', KEYS[1])}
+)lua";
+
+// KEYS[1] lock hash. ARGV[1] owner, ARGV[2] holds to take off, ARGV[3] the
+// release channel, ARGV[4] the lock name (the message).
+// Returns the holds left, or -1 when the owner does not hold the lock.
+constexpr char kRelease[] = R"lua(
+local v = redis.call('HMGET', KEYS[1], 'owner', 'holds', 'waited')
+if v[1] ~= ARGV[1] then
+  return -1
+end
+local left = tonumber(v[2]) - tonumber(ARGV[2])
+if left > 0 then
+  redis.call('HSET', KEYS[1], 'holds', left)
+  return left
+end
+redis.call('DEL', KEYS[1])
+if v[3] then
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+end
+return 0
+)lua";
+
+// KEYS[1] lock hash. ARGV[1] owner, ARGV[2] lease in ms. The lease becomes
+// the larger of the one asked and the kept maximum (C5).
+// Returns 1 when renewed, 0 when the owner does not hold the lock.
+constexpr char kRenew[] = R"lua(
+local v = redis.call('HMGET', KEYS[1], 'owner', 'lease')
+if v[1] ~= ARGV[1] then
+  return 0
+end
+local lease = tonumber(ARGV[2])
+local kept = tonumber(v[2])
+if lease > kept then
+  redis.call('HSET', KEYS[1], 'lease', lease)
+else
+  lease = kept
+end
+redis.call('PEXPIRE', KEYS[1], lease)
+return 1
+)lua";
+
+// KEYS[1] lock hash. Returns {} when free, else
+// {owner, holds, token, since, pttl}; one script so that the fields and the
+// pttl describe the same instant.
+constexpr char kInspect[] = R"lua(
+local v = redis.call('HMGET', KEYS[1], 'owner', 'holds', 'token', 'since')
+if not v[1] then
+  return {}
+end
+return {v[1], tonumber(v[2]), tonumber(v[3]), tonumber(v[4]),
+        redis.call('PTTL', KEYS[1])}
+)lua";
+
+// KEYS[1] lock hash. ARGV[1] channel, ARGV[2] name. Returns 1 if removed.
+constexpr char kForceUnlock[] = R"lua(
+if redis.call('DEL', KEYS[1]) == 1 then
+  redis.call('PUBLISH', ARGV[1], ARGV[2])
+  return 1
+end
+return 0
+)lua";
+
+}  // namespace
+
+Scripts::Scripts()
+    : acquire{"acquire", kAcquire, ""},
+      release{"release", kRelease, ""},
+      renew{"renew", kRenew, ""},
+      inspect{"inspect", kInspect, ""},
+      force_unlock{"force_unlock", kForceUnlock, ""} {}
+
+absl::Status Scripts::Load(Connection& conn, absl::string_view endpoint) {
+  for (Script* script : {&acquire, &release, &renew, &inspect, &force_unlock}) {
+    absl::StatusOr<Reply> reply = conn.Command({"SCRIPT", "LOAD", script->body});
+    if (!reply.ok()) return reply.status();
+    if (absl::Status s = ReplyError(reply->get(), "SCRIPT LOAD", endpoint);
+        !s.ok()) {
+      return s;
+    }
+    script->sha.assign((*reply)->str, (*reply)->len);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> EvalShaCommand(const Script& script,
+                                        const std::vector<std::string>& keys,
+                                        const std::vector<std::string>& args) {
+  std::vector<std::string> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(script.sha);
+  argv.push_back(absl::StrCat(keys.size()));
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+bool IsNoScript(const redisReply* reply) {
+  return reply != nullptr && reply->type == REDIS_REPLY_ERROR &&
+         absl::StartsWith(absl::string_view(reply->str, reply->len),
+                          "NOSCRIPT");
+}
+
+absl::StatusOr<Reply> RunScript(Connection& conn, const Script& script,
+                                const std::vector<std::string>& keys,
+                                const std::vector<std::string>& args,
+                                absl::string_view endpoint) {
+  std::vector<std::string> argv = EvalShaCommand(script, keys, args);
+  absl::StatusOr<Reply> reply = conn.Command(argv);
+  if (reply.ok() && IsNoScript(reply->get())) {
+    argv[0] = "EVAL";
+    argv[1] = script.body;
+    reply = conn.Command(argv);
+  }
+  if (!reply.ok()) return reply.status();
+  if (absl::Status s = ReplyError(reply->get(), script.name, endpoint);
+      !s.ok()) {
+    return s;
+  }
+  return reply;
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,50 @@
+// Copyright dlock authors. The Lua scripts that make each lock operation one
+// atomic step on the server (C3), and how they are sent.
+#ifndef DLOCK_BACKENDS_REDIS_REDIS_SCRIPTS_H_
+#define DLOCK_BACKENDS_REDIS_REDIS_SCRIPTS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "redis_connection.h"
+
+namespace dlock::redis {
+
+// A script's body and its SHA1, which the server computes (SCRIPT LOAD).
+struct Script {
+  const char* name;
+  const char* body;
+  std::string sha;
+};
+
+// The lock is one hash: owner, holds, token (fencing), lease (the kept
+// maximum, ms), since (server ms). Its PEXPIRE is the lease.
+struct Scripts {
+  Script acquire;
+  Script release;
+  Script renew;
+  Script inspect;
+  Script force_unlock;
+
+  Scripts();
+  // Loads every script; called on the first connection.
+  absl::Status Load(Connection& conn, absl::string_view endpoint);
+};
+
+// EVALSHA, and EVAL of the body when the server answers NOSCRIPT (it was
+// restarted or flushed its script cache).
+absl::StatusOr<Reply> RunScript(Connection& conn, const Script& script,
+                                const std::vector<std::string>& keys,
+                                const std::vector<std::string>& args,
+                                absl::string_view endpoint);
+
+// The EVALSHA command line, for pipelines.
+std::vector<std::string> EvalShaCommand(const Script& script,
+                                        const std::vector<std::string>& keys,
+                                        const std::vector<std::string>& args);
+bool IsNoScript(const redisReply* reply);
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_BACKENDS_REDIS_REDIS_SCRIPTS_H_

@@ -1,0 +1,102 @@
+#include "redis_subscriber.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace dlock::redis {
+
+Subscriber::Subscriber(ConnectionConfig config, std::string channel,
+                       WakeupHub* hub)
+    : config_(std::move(config)), channel_(std::move(channel)), hub_(hub) {
+  stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+Subscriber::~Subscriber() {
+  Stop();
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+absl::Status Subscriber::Start() {
+  absl::Status s = Subscribe();
+  if (!s.ok()) return s;
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void Subscriber::Stop() {
+  if (stopping_.exchange(true)) return;
+  uint64_t one = 1;
+  if (stop_fd_ >= 0) (void)!write(stop_fd_, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  conn_.reset();
+}
+
+absl::Status Subscriber::Subscribe() {
+  conn_.reset();
+  absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config_);
+  if (!conn.ok()) return conn.status();
+  absl::StatusOr<Reply> reply = (*conn)->Command({"SUBSCRIBE", channel_});
+  if (!reply.ok()) return reply.status();
+  if ((*reply)->type != REDIS_REPLY_ARRAY) {
+    return absl::InternalError(absl::StrCat(
+        "redis at ", config_.endpoint, " did not confirm SUBSCRIBE"));
+  }
+  conn_ = *std::move(conn);
+  return absl::OkStatus();
+}
+
+void Subscriber::Run() {
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (!stopping_.load()) {
+    if (conn_ != nullptr) {
+      if (!Listen()) return;
+      // Announcements made while we were away are lost: wake every waiter
+      // now and again once resubscribed, so nobody sleeps a full poll.
+      hub_->NotifyAll();
+      conn_.reset();
+    }
+    pollfd stop{stop_fd_, POLLIN, 0};
+    if (poll(&stop, 1, static_cast<int>(absl::ToInt64Milliseconds(backoff))) >
+        0) {
+      return;
+    }
+    if (Subscribe().ok()) {
+      hub_->NotifyAll();
+      backoff = absl::Milliseconds(50);
+    } else {
+      backoff = std::min(backoff * 2, absl::Seconds(1));
+    }
+  }
+}
+
+bool Subscriber::Listen() {
+  redisContext* ctx = conn_->context();
+  while (true) {
+    // Drain what hiredis has already buffered before blocking in poll().
+    void* raw = nullptr;
+    while (redisGetReplyFromReader(ctx, &raw) == REDIS_OK && raw != nullptr) {
+      Reply reply(static_cast<redisReply*>(raw));
+      raw = nullptr;
+      if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
+          reply->element[0]->type == REDIS_REPLY_STRING &&
+          std::strcmp(reply->element[0]->str, "message") == 0) {
+        const redisReply* payload = reply->element[2];
+        hub_->Notify(absl::string_view(payload->str, payload->len));
+      }
+    }
+    if (ctx->err != 0) return true;
+    pollfd fds[2] = {{ctx->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    int n = poll(fds, 2, -1);
+    if (n < 0) continue;  // EINTR
+    if (fds[1].revents != 0) return false;
+    if (redisBufferRead(ctx) != REDIS_OK) return true;
+  }
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,45 @@
+// Copyright dlock authors. One pub/sub connection per client that turns
+// release announcements into local wake-ups (C9).
+#ifndef DLOCK_BACKENDS_REDIS_REDIS_SUBSCRIBER_H_
+#define DLOCK_BACKENDS_REDIS_REDIS_SUBSCRIBER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "dlock/wakeup.h"
+#include "redis_connection.h"
+
+namespace dlock::redis {
+
+class Subscriber {
+ public:
+  Subscriber(ConnectionConfig config, std::string channel, WakeupHub* hub);
+  ~Subscriber();
+
+  // Subscribes before returning, so that no announcement after Start() is
+  // missed while the server stays up; then listens on its own thread and
+  // resubscribes after a drop, waking every waiter in case one was missed.
+  absl::Status Start();
+  void Stop();
+
+ private:
+  absl::Status Subscribe();
+  void Run();
+  // Reads until the connection fails or Stop(); returns false on Stop().
+  bool Listen();
+
+  const ConnectionConfig config_;
+  const std::string channel_;
+  WakeupHub* const hub_;
+  std::unique_ptr<Connection> conn_;  // used by the listener thread only
+  int stop_fd_ = -1;                  // eventfd that interrupts poll()
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_BACKENDS_REDIS_REDIS_SUBSCRIBER_H_

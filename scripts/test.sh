@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test through ctest. Each
+# test binary starts its own throwaway servers (redis-server, ZooKeeper,
+# PostgreSQL) on free loopback ports in temporary directories and stops them.
+#
+#   scripts/test.sh                      release build, all tests
+#   scripts/test.sh --sanitizer address  the same under ASan+UBSan
+#   scripts/test.sh --sanitizer thread   the same under TSan
+#   extra arguments after -- go to ctest (e.g. -- -R conformance_redis)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitizer=""
+ctest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitizer) sanitizer="$2"; shift 2 ;;
+    --) shift; ctest_args=("$@"); break ;;
+    *) echo "unknown argument: $1 (see the comment at the top of $0)" >&2; exit 2 ;;
+  esac
+done
+
+scripts/install-deps.sh
+
+build=build/test${sanitizer:+-$sanitizer}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZER="$sanitizer" >/dev/null
+cmake --build "$build" -j"$(nproc)"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+export ASAN_OPTIONS="detect_leaks=1"
+export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
+ctest --test-dir "$build" --output-on-failure -j2 "${ctest_args[@]}"

@@ -1,0 +1,152 @@
+#include "bench_util.h"
+
+#include <stdio.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "dlock/dlock.h"
+
+namespace dlock::bench {
+
+absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
+                                                 int threads,
+                                                 absl::Duration duration) {
+  absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
+  if (!client.ok()) return client.status();
+  std::atomic<int64_t> pairs{0};
+  std::atomic<bool> stop{false};
+  absl::Status first_error;
+  absl::Mutex error_mu;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+          (*client)->GetLock(absl::StrCat("bench-uncontended-", t));
+      int64_t done = 0;
+      while (lock.ok() && !stop.load(std::memory_order_relaxed)) {
+        absl::Status s = (*lock)->Acquire({.lease = absl::Seconds(10)}).status();
+        if (s.ok()) s = (*lock)->Release();
+        if (!s.ok()) {
+          absl::MutexLock l(&error_mu);
+          if (first_error.ok()) first_error = s;
+          break;
+        }
+        ++done;
+      }
+      pairs += done;
+    });
+  }
+  const absl::Time start = absl::Now();
+  absl::SleepFor(duration);
+  stop = true;
+  for (std::thread& w : workers) w.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!first_error.ok()) return first_error;
+  return static_cast<double>(pairs.load()) / seconds;
+}
+
+absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples) {
+  absl::StatusOr<std::unique_ptr<LockClient>> a = Connect(uri);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<std::unique_ptr<LockClient>> b = Connect(uri);
+  if (!b.ok()) return b.status();
+  const std::string name = "bench-handoff";
+  absl::StatusOr<std::unique_ptr<DistributedLock>> locks[2] = {
+      (*a)->GetLock(name), (*b)->GetLock(name)};
+  for (auto& l : locks) {
+    if (!l.ok()) return l.status();
+  }
+  // Each side in turn: holds, lets the other start waiting, stamps the time
+  // and releases; the other stamps when its Acquire returns. Owner tokens,
+  // since a side acquires on one thread and releases on another.
+  const std::string owners[2] = {"bench-side-a", "bench-side-b"};
+  std::atomic<int64_t> released_at_ns{0};
+  std::vector<absl::Duration> latencies;
+  latencies.reserve(samples);
+  absl::Status error;
+  if (absl::Status s = (*locks[0])
+                           ->Acquire({.lease = absl::Seconds(10),
+                                      .owner_token = owners[0]})
+                           .status();
+      !s.ok()) {
+    return s;
+  }
+  for (int i = 0; i < samples && error.ok(); ++i) {
+    DistributedLock& holder = **locks[i % 2];
+    DistributedLock& waiter = **locks[(i + 1) % 2];
+    const std::string& holder_owner = owners[i % 2];
+    const std::string& waiter_owner = owners[(i + 1) % 2];
+    absl::Notification waiting;
+    std::thread t([&] {
+      waiting.Notify();
+      absl::StatusOr<Acquired> got =
+          waiter.Acquire({.wait = absl::Seconds(10),
+                          .lease = absl::Seconds(10),
+                          .owner_token = waiter_owner});
+      const int64_t now = absl::GetCurrentTimeNanos();
+      if (!got.ok()) {
+        error = got.status();
+        return;
+      }
+      latencies.push_back(absl::Nanoseconds(now - released_at_ns.load()));
+    });
+    waiting.WaitForNotification();
+    // Let the waiter make its first attempt and go to sleep on the wake-up.
+    absl::SleepFor(absl::Milliseconds(2));
+    released_at_ns = absl::GetCurrentTimeNanos();
+    if (absl::Status s = holder.Release(holder_owner); !s.ok()) error = s;
+    t.join();
+  }
+  if (!error.ok()) return error;
+  (*locks[samples % 2])->Release(owners[samples % 2]).IgnoreError();
+  std::sort(latencies.begin(), latencies.end());
+  Latency out;
+  out.samples = static_cast<int>(latencies.size());
+  out.median = latencies[latencies.size() / 2];
+  out.p99 = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
+  return out;
+}
+
+absl::StatusOr<double> RunRedisBenchmark(
+    int port, int clients, int requests,
+    const std::vector<std::string>& command) {
+  std::string cmd = absl::StrCat("redis-benchmark -h 127.0.0.1 -p ", port,
+                                 " -c ", clients, " -n ", requests, " -q ",
+                                 absl::StrJoin(command, " "), " 2>&1");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return absl::InternalError("cannot run redis-benchmark");
+  std::string output;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
+  int rc = pclose(pipe);
+  // -q prints "<command>: <rate> requests per second", possibly after
+  // progress lines separated by carriage returns.
+  for (absl::string_view line : absl::StrSplit(output, absl::ByAnyChar("\r\n"))) {
+    size_t colon = line.rfind(": ");
+    if (colon == absl::string_view::npos ||
+        !absl::StrContains(line, "requests per second")) {
+      continue;
+    }
+    absl::string_view rest = line.substr(colon + 2);
+    double rate = 0;
+    if (absl::SimpleAtod(rest.substr(0, rest.find(' ')), &rate)) return rate;
+  }
+  return absl::InternalError(absl::StrCat(
+      "redis-benchmark (exit ", rc, ") printed no rate: ", output));
+}
+
+std::string Verdict(double ratio, double target) {
+  return absl::StrFormat("%.2f of ceiling (target %.2f): %s", ratio, target,
+                         ratio >= target ? "ok" : "MISSED");
+}
+
+}  // namespace dlock::bench

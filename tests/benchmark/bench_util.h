@@ -1,0 +1,39 @@
+// Copyright dlock authors. Measuring loops shared by every backend's
+// benchmark: acquire/release throughput and hand-off latency.
+#ifndef DLOCK_TESTS_BENCHMARK_BENCH_UTIL_H_
+#define DLOCK_TESTS_BENCHMARK_BENCH_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace dlock::bench {
+
+// Acquire-plus-release pairs per second: `threads` threads of one client,
+// each on its own name, for `duration`.
+absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
+                                                 int threads,
+                                                 absl::Duration duration);
+
+struct Latency {
+  absl::Duration median;
+  absl::Duration p99;
+  int samples = 0;
+};
+
+// Two clients alternate on one name; each sample is the time from the
+// holder's Release() call to the waiter's Acquire() returning.
+absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples);
+
+// The rate redis-benchmark reports (requests per second), run as a child.
+absl::StatusOr<double> RunRedisBenchmark(int port, int clients, int requests,
+                                         const std::vector<std::string>& command);
+
+// "0.91 of ceiling (target 0.85): ok" / "... MISSED".
+std::string Verdict(double ratio, double target);
+
+}  // namespace dlock::bench
+
+#endif  // DLOCK_TESTS_BENCHMARK_BENCH_UTIL_H_

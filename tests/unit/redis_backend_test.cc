@@ -1,0 +1,181 @@
+// Redis-specific behaviour the shared conformance suite cannot see: AUTH and
+// ACL users, SELECT, the script cache, the key layout (nothing left behind),
+// one subscription per client, and URI errors.
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "dlock/dlock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "redis_server.h"
+
+namespace dlock {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::unique_ptr<testing::RedisServer> StartOrDie(
+    const testing::RedisServer::Options& options = {}) {
+  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+      testing::RedisServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+std::unique_ptr<LockClient> ConnectOrDie(const std::string& uri,
+                                         const ClientOptions& options = {}) {
+  absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri, options);
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? *std::move(client) : nullptr;
+}
+
+// Acquires and releases one lock through `client`.
+void LockOnce(LockClient& client, const std::string& name) {
+  absl::StatusOr<std::unique_ptr<DistributedLock>> lock = client.GetLock(name);
+  ASSERT_TRUE(lock.ok()) << lock.status();
+  ASSERT_TRUE((*lock)->Acquire({.wait = absl::Seconds(5)}).ok());
+  ASSERT_TRUE((*lock)->Release().ok());
+}
+
+TEST(RedisBackend, PasswordAuthWorksAndNeverShowsThePassword) {
+  auto server = StartOrDie({.requirepass = "s3cret-pw"});
+  ASSERT_NE(server, nullptr);
+  const std::string base = absl::StrCat("127.0.0.1:", server->port());
+  auto client = ConnectOrDie(absl::StrCat("redis://:s3cret-pw@", base));
+  ASSERT_NE(client, nullptr);
+  LockOnce(*client, "auth");
+  EXPECT_THAT(client->endpoint(), Not(HasSubstr("s3cret-pw")));
+  EXPECT_THAT(client->endpoint(), HasSubstr("***"));
+
+  absl::StatusOr<std::unique_ptr<LockClient>> wrong =
+      Connect(absl::StrCat("redis://:not-the-pw@", base));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(wrong.status().message(), Not(HasSubstr("not-the-pw")));
+
+  absl::StatusOr<std::unique_ptr<LockClient>> none =
+      Connect(absl::StrCat("redis://", base));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST(RedisBackend, AclUserAndPassword) {
+  auto server = StartOrDie({.acl_user = "locker", .acl_password = "acl-pw"});
+  ASSERT_NE(server, nullptr);
+  auto client = ConnectOrDie(
+      absl::StrCat("redis://locker:acl-pw@127.0.0.1:", server->port()));
+  ASSERT_NE(client, nullptr);
+  LockOnce(*client, "acl");
+  absl::StatusOr<std::unique_ptr<LockClient>> wrong = Connect(
+      absl::StrCat("redis://locker:nope-pw@127.0.0.1:", server->port()));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(wrong.status().message(), Not(HasSubstr("nope-pw")));
+}
+
+TEST(RedisBackend, DatabasesAreSeparate) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  const std::string base = absl::StrCat("redis://127.0.0.1:", server->port());
+  auto db1 = ConnectOrDie(base + "/1");
+  auto db2 = ConnectOrDie(base + "/2");
+  ASSERT_TRUE(db1 && db2);
+  auto l1 = db1->GetLock("same-name");
+  auto l2 = db2->GetLock("same-name");
+  ASSERT_TRUE(l1.ok() && l2.ok());
+  ASSERT_TRUE((*l1)->TryAcquire().ok());
+  EXPECT_TRUE((*l2)->TryAcquire().ok()) << "db 2 must not see db 1's lock";
+  EXPECT_EQ(*server->RawCommand({"DBSIZE"}), ":0\r\n");  // db 0 untouched
+}
+
+TEST(RedisBackend, SurvivesAFlushedScriptCache) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  auto client = ConnectOrDie(server->Uri("scripts"));
+  ASSERT_NE(client, nullptr);
+  LockOnce(*client, "before");
+  ASSERT_EQ(*server->RawCommand({"SCRIPT", "FLUSH"}), "+OK\r\n");
+  LockOnce(*client, "after");  // NOSCRIPT, then EVAL of the body
+}
+
+TEST(RedisBackend, LeavesOnlyTheFencingCounterBehind) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  auto client = ConnectOrDie(server->Uri("layout"));
+  ASSERT_NE(client, nullptr);
+  for (int i = 0; i < 1000; ++i) LockOnce(*client, absl::StrCat("name-", i));
+  // One counter per namespace, whatever the number of names used (C8).
+  EXPECT_EQ(*server->RawCommand({"DBSIZE"}), ":1\r\n");
+  EXPECT_EQ(*server->RawCommand({"GET", "dlock:layout:fence"}),
+            "$4\r\n1000\r\n");
+}
+
+TEST(RedisBackend, OneSubscriptionPerClientWhateverTheWaiters) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  auto holder = ConnectOrDie(server->Uri("subs"));
+  auto waiters = ConnectOrDie(server->Uri("subs"));
+  ASSERT_TRUE(holder && waiters);
+  auto held = holder->GetLock("busy");
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE((*held)->Acquire().ok());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      auto lock = waiters->GetLock("busy");
+      ASSERT_TRUE(lock.ok());
+      EXPECT_EQ((*lock)->Acquire({.wait = absl::Milliseconds(800)}).status().code(),
+                absl::StatusCode::kDeadlineExceeded);
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  // Two clients, two subscriptions, eight waiters.
+  EXPECT_EQ(*server->RawCommand({"PUBSUB", "NUMSUB", "dlock:0:subs:released"}),
+            "*2\r\n$21\r\ndlock:0:subs:released\r\n:2\r\n");
+  for (std::thread& t : threads) t.join();
+}
+
+TEST(RedisBackend, UnreachableServerIsUnavailableAndQuick) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  server.reset();  // nothing listens there now
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<LockClient>> client =
+      Connect(absl::StrCat("redis://127.0.0.1:", port, "?connect_timeout=1s"));
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(client.status().message(),
+              HasSubstr(absl::StrCat("127.0.0.1:", port)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST(RedisBackend, UriErrorsSayWhatToFix) {
+  struct Case {
+    std::string uri;
+    std::string says;
+  } cases[] = {
+      {"redis://127.0.0.1:6379?pool=3", "unknown option 'pool'"},
+      {"redis://127.0.0.1:6379/abc", "db"},
+      {"redis://a:1,b:2", "one host"},
+      {"redis://user@127.0.0.1", "needs a password"},
+      {"redis://127.0.0.1?command_timeout=soon", "500ms"},
+      {"redis://127.0.0.1?pool_size=0", "pool_size"},
+      {"redis://127.0.0.1:99999", "port"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(c.uri);
+    ASSERT_FALSE(client.ok()) << c.uri;
+    EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.uri << ": " << client.status();
+    EXPECT_THAT(client.status().message(), HasSubstr(c.says)) << c.uri;
+  }
+}
+
+}  // namespace
+}  // namespace dlock
