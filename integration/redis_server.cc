@@ -110,8 +110,8 @@ absl::Status RedisServer::WaitReady() {
         return reply.ok() && (absl::StartsWith(*reply, "+PONG") ||
                               absl::StartsWith(*reply, "-NOAUTH"));
       },
-      absl::Seconds(10), absl::StrCat("redis-server answering PING on port ", port_),
-      log_path_);
+      absl::Seconds(10),
+      absl::StrCat("redis-server answering PING on port ", port_), log_path_);
 }
 
 }  // namespace dlock::testing

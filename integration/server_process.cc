@@ -44,9 +44,8 @@ absl::StatusOr<int> FreeLoopbackPort() {
 
 absl::StatusOr<std::string> MakeTempDir(const std::string& prefix) {
   const char* base = std::getenv("TMPDIR");
-  std::string templ =
-      absl::StrCat(base != nullptr && *base ? base : "/tmp", "/", prefix,
-                   "-XXXXXX");
+  std::string templ = absl::StrCat(base != nullptr && *base ? base : "/tmp",
+                                   "/", prefix, "-XXXXXX");
   if (mkdtemp(templ.data()) == nullptr) {
     return absl::InternalError(
         absl::StrCat("mkdtemp(", templ, "): ", std::strerror(errno)));
@@ -89,7 +88,8 @@ absl::StatusOr<std::string> TcpExchange(int port, const std::string& request,
   addr.sin_port = htons(port);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
-    return absl::UnavailableError(absl::StrCat("nothing listens on port ", port));
+    return absl::UnavailableError(
+        absl::StrCat("nothing listens on port ", port));
   }
   if (write(fd, request.data(), request.size()) !=
       static_cast<ssize_t>(request.size())) {
@@ -101,7 +101,8 @@ absl::StatusOr<std::string> TcpExchange(int port, const std::string& request,
   char buf[4096];
   while (absl::Now() < deadline) {
     pollfd p{fd, POLLIN, 0};
-    int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    int ms =
+        static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
     if (poll(&p, 1, ms > 0 ? ms : 1) <= 0) break;
     ssize_t n = read(fd, buf, sizeof(buf));
     if (n <= 0) break;
@@ -136,7 +137,8 @@ absl::Status ChildProcess::Spawn(const std::vector<std::string>& argv,
     return absl::InternalError(absl::StrCat("cannot chown ", log_path));
   }
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) {
@@ -208,8 +210,8 @@ absl::Status WaitUntil(const std::function<bool()>& ready,
     if (ready()) return absl::OkStatus();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  std::string msg =
-      absl::StrCat(what, " did not happen within ", absl::FormatDuration(timeout));
+  std::string msg = absl::StrCat(what, " did not happen within ",
+                                 absl::FormatDuration(timeout));
   if (!log_path.empty()) {
     absl::StrAppend(&msg, "; end of ", log_path, ":\n", FileTail(log_path));
   }

@@ -52,7 +52,7 @@ class ChildProcess {
   bool Running();
   // SIGTERM, then SIGKILL after `grace`; waits for the exit.
   void Stop(absl::Duration grace = absl::Seconds(5));
-  void Kill();  // SIGKILL and wait
+  void Kill();    // SIGKILL and wait
   void Pause();   // SIGSTOP
   void Resume();  // SIGCONT
   pid_t pid() const { return pid_; }

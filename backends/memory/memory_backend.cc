@@ -57,9 +57,10 @@ std::shared_ptr<MemoryInstance> InstanceNamed(const std::string& name) {
 }
 
 absl::Status NotOwner(absl::string_view name) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "lock '", name, "' is not held by this owner (released, expired or "
-      "taken over)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("lock '", name,
+                   "' is not held by this owner (released, expired or "
+                   "taken over)"));
 }
 
 class MemoryBackend : public Backend {
@@ -75,10 +76,9 @@ class MemoryBackend : public Backend {
     // The hub is keyed like the table, so wait on the full key.
     AcquireCall keyed = call;
     keyed.name = key;
-    return AcquireWithWakeups(keyed, instance_->releases, fallback_poll_,
-                              [&]() -> absl::StatusOr<Attempt> {
-                                return TryOnce(key, call);
-                              });
+    return AcquireWithWakeups(
+        keyed, instance_->releases, fallback_poll_,
+        [&]() -> absl::StatusOr<Attempt> { return TryOnce(key, call); });
   }
 
   absl::StatusOr<int64_t> Release(absl::string_view name,
@@ -121,7 +121,8 @@ class MemoryBackend : public Backend {
     return info;
   }
 
-  absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override {
+  absl::StatusOr<std::vector<LockInfo>> List(
+      absl::string_view prefix) override {
     absl::MutexLock lock(&instance_->mu);
     const absl::Time now = absl::Now();
     std::vector<LockInfo> out;
@@ -134,8 +135,9 @@ class MemoryBackend : public Backend {
       Describe(entry, now, info);
       out.push_back(std::move(info));
     }
-    std::sort(out.begin(), out.end(),
-              [](const LockInfo& a, const LockInfo& b) { return a.name < b.name; });
+    std::sort(out.begin(), out.end(), [](const LockInfo& a, const LockInfo& b) {
+      return a.name < b.name;
+    });
     return out;
   }
 
@@ -208,9 +210,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeMemoryBackend(
         "a memory URI is memory://[instance-name][?namespace=...]");
   }
   std::string name = config.uri.hosts.empty() ? "" : config.uri.hosts[0].host;
-  return std::make_unique<MemoryBackend>(InstanceNamed(name),
-                                         config.lock_namespace,
-                                         config.options.fallback_poll);
+  return std::make_unique<MemoryBackend>(
+      InstanceNamed(name), config.lock_namespace, config.options.fallback_poll);
 }
 
 const bool kRegistered = RegisterBackend("memory", &MakeMemoryBackend);

@@ -5,19 +5,18 @@
 #include <memory>
 
 #include "absl/strings/numbers.h"
-
 #include "absl/strings/str_cat.h"
 #include "dlock/backend.h"
 #include "dlock/wakeup.h"
 #include "redis_connection.h"
+#include "redis_mux.h"
 #include "redis_scripts.h"
 #include "redis_subscriber.h"
 
 namespace dlock::redis {
 namespace {
 
-constexpr char kKnownOptions[] =
-    "namespace, connect_timeout, command_timeout, pool_size";
+constexpr char kKnownOptions[] = "namespace, connect_timeout, command_timeout";
 
 int64_t Millis(absl::Duration d) {
   return std::max<int64_t>(1, absl::ToInt64Milliseconds(d));
@@ -30,9 +29,9 @@ absl::Status Malformed(absl::string_view what, absl::string_view endpoint) {
 
 class RedisBackend : public Backend {
  public:
-  RedisBackend(ConnectionConfig config, int pool_size, std::string prefix,
-               std::string channel, absl::Duration fallback_poll)
-      : pool_(config, pool_size),
+  RedisBackend(ConnectionConfig config, std::string prefix, std::string channel,
+               absl::Duration fallback_poll)
+      : config_(config),
         prefix_(std::move(prefix)),
         fence_key_(absl::StrCat(prefix_, "fence")),
         channel_(std::move(channel)),
@@ -44,9 +43,14 @@ class RedisBackend : public Backend {
   // Loads the scripts and subscribes: a client that cannot reach its server
   // says so at Connect() instead of at the first lock.
   absl::Status Start() {
-    absl::StatusOr<ConnectionPool::Handle> conn = pool_.Get();
+    absl::StatusOr<std::unique_ptr<Connection>> conn =
+        Connection::Open(config_);
     if (!conn.ok()) return conn.status();
     if (absl::Status s = scripts_.Load(**conn, endpoint()); !s.ok()) return s;
+    {
+      absl::MutexLock lock(&mux_mu_);
+      mux_ = std::make_shared<MuxConnection>(*std::move(conn));
+    }
     return subscriber_.Start();
   }
 
@@ -64,27 +68,25 @@ class RedisBackend : public Backend {
             return Malformed("acquire", endpoint());
           }
           if (r->element[0]->integer == 1 && r->elements == 3) {
-            return Attempt{
-                .acquired = Acquired{
-                    static_cast<uint64_t>(r->element[1]->integer),
-                    r->element[2]->integer}};
+            return Attempt{.acquired = Acquired{
+                               static_cast<uint64_t>(r->element[1]->integer),
+                               r->element[2]->integer}};
           }
           // pttl is -1 for a key without expiry, which we never write, and
           // -2 when it expired between the calls: look again at once.
           int64_t pttl = r->element[1]->integer;
-          return Attempt{.acquired = std::nullopt,
-                         .holder_lease_left = absl::Milliseconds(
-                             pttl >= 0 ? pttl : 0)};
+          return Attempt{
+              .acquired = std::nullopt,
+              .holder_lease_left = absl::Milliseconds(pttl >= 0 ? pttl : 0)};
         });
   }
 
   absl::StatusOr<int64_t> Release(absl::string_view name,
                                   absl::string_view owner,
                                   int64_t holds) override {
-    absl::StatusOr<Reply> reply =
-        Run(scripts_.release, {LockKey(name)},
-            {std::string(owner), absl::StrCat(holds), channel_,
-             std::string(name)});
+    absl::StatusOr<Reply> reply = Run(
+        scripts_.release, {LockKey(name)},
+        {std::string(owner), absl::StrCat(holds), channel_, std::string(name)});
     if (!reply.ok()) return reply.status();
     if ((*reply)->type != REDIS_REPLY_INTEGER) {
       return Malformed("release", endpoint());
@@ -94,8 +96,8 @@ class RedisBackend : public Backend {
   }
 
   absl::Status Renew(const RenewCall& call) override {
-    absl::StatusOr<Reply> reply = Run(scripts_.renew, {LockKey(call.name)},
-                                      RenewArgs(call));
+    absl::StatusOr<Reply> reply =
+        Run(scripts_.renew, {LockKey(call.name)}, RenewArgs(call));
     if (!reply.ok()) return reply.status();
     return RenewResult(reply->get(), call.name);
   }
@@ -103,27 +105,19 @@ class RedisBackend : public Backend {
   // One pipeline for everything the watchdog has due (C7).
   std::vector<absl::Status> RenewMany(
       absl::Span<const RenewCall> calls) override {
-    std::vector<absl::Status> results(calls.size());
-    absl::StatusOr<ConnectionPool::Handle> conn = pool_.Get();
-    if (!conn.ok()) {
-      std::fill(results.begin(), results.end(), conn.status());
-      return results;
-    }
-    std::vector<std::vector<std::string>> commands;
+    std::vector<std::string> commands;
     commands.reserve(calls.size());
     for (const RenewCall& call : calls) {
-      commands.push_back(EvalShaCommand(scripts_.renew, {LockKey(call.name)},
-                                        RenewArgs(call)));
+      commands.push_back(FormatCommand(EvalShaCommand(
+          scripts_.renew, {LockKey(call.name)}, RenewArgs(call))));
     }
-    absl::StatusOr<std::vector<Reply>> replies = (*conn)->Pipeline(commands);
-    if (!replies.ok()) {
-      std::fill(results.begin(), results.end(), replies.status());
-      return results;
-    }
+    absl::StatusOr<std::vector<Reply>> replies = Send(std::move(commands));
+    std::vector<absl::Status> results(calls.size(), replies.status());
+    if (!replies.ok()) return results;
     for (size_t i = 0; i < calls.size(); ++i) {
       const redisReply* r = (*replies)[i].get();
       if (IsNoScript(r)) {
-        results[i] = Renew(calls[i]);  // reloads the script
+        results[i] = Renew(calls[i]);  // sends the body, which reloads it
       } else if (absl::Status s = ReplyError(r, "renew", endpoint()); !s.ok()) {
         results[i] = s;
       } else {
@@ -162,11 +156,12 @@ class RedisBackend : public Backend {
 
   void Shutdown() override {
     subscriber_.Stop();
-    pool_.CloseAll();
+    absl::MutexLock lock(&mux_mu_);
+    mux_.reset();
   }
 
  private:
-  const std::string& endpoint() const { return pool_.config().endpoint; }
+  const std::string& endpoint() const { return config_.endpoint; }
   std::string LockKey(absl::string_view name) const {
     return absl::StrCat(prefix_, "l:", name);
   }
@@ -183,15 +178,56 @@ class RedisBackend : public Backend {
     if (r->type != REDIS_REPLY_INTEGER) return Malformed("renew", endpoint());
     return r->integer == 1 ? absl::OkStatus() : NotOwner(name);
   }
+  // The shared connection, reconnected when it broke (C18). Connecting
+  // happens under its own lock so that one caller connects while the
+  // others wait for it, instead of all of them dialing at once.
+  absl::StatusOr<std::shared_ptr<MuxConnection>> Mux() {
+    {
+      absl::MutexLock lock(&mux_mu_);
+      if (mux_ != nullptr && !mux_->broken()) return mux_;
+    }
+    absl::MutexLock connecting(&connect_mu_);
+    {
+      absl::MutexLock lock(&mux_mu_);
+      if (mux_ != nullptr && !mux_->broken()) return mux_;
+    }
+    absl::StatusOr<std::unique_ptr<Connection>> conn =
+        Connection::Open(config_);
+    if (!conn.ok()) return conn.status();
+    auto fresh = std::make_shared<MuxConnection>(*std::move(conn));
+    absl::MutexLock lock(&mux_mu_);
+    mux_ = fresh;
+    return fresh;
+  }
+
+  absl::StatusOr<std::vector<Reply>> Send(std::vector<std::string> commands) {
+    absl::StatusOr<std::shared_ptr<MuxConnection>> mux = Mux();
+    if (!mux.ok()) return mux.status();
+    return (*mux)->Call(std::move(commands));
+  }
+
+  // One script: EVALSHA, or EVAL of the body after NOSCRIPT.
   absl::StatusOr<Reply> Run(const Script& script,
                             const std::vector<std::string>& keys,
                             const std::vector<std::string>& args) {
-    absl::StatusOr<ConnectionPool::Handle> conn = pool_.Get();
-    if (!conn.ok()) return conn.status();
-    return RunScript(**conn, script, keys, args, endpoint());
+    absl::StatusOr<std::vector<Reply>> replies =
+        Send({FormatCommand(EvalShaCommand(script, keys, args))});
+    if (replies.ok() && IsNoScript((*replies)[0].get())) {
+      replies = Send({FormatCommand(EvalCommand(script, keys, args))});
+    }
+    if (!replies.ok()) return replies.status();
+    Reply reply = std::move((*replies)[0]);
+    if (absl::Status s = ReplyError(reply.get(), script.name, endpoint());
+        !s.ok()) {
+      return s;
+    }
+    return reply;
   }
 
-  ConnectionPool pool_;
+  const ConnectionConfig config_;
+  absl::Mutex connect_mu_ ABSL_ACQUIRED_BEFORE(mux_mu_);
+  absl::Mutex mux_mu_;
+  std::shared_ptr<MuxConnection> mux_ ABSL_GUARDED_BY(mux_mu_);
   Scripts scripts_;
   const std::string prefix_;     // "dlock:<namespace>:"
   const std::string fence_key_;  // one counter per namespace (C8)
@@ -216,17 +252,15 @@ std::string GlobEscape(absl::string_view text) {
 absl::StatusOr<std::vector<LockInfo>> RedisBackend::List(
     absl::string_view prefix) {
   const std::string key_prefix = LockKey("");
-  const std::string pattern = absl::StrCat(GlobEscape(key_prefix),
-                                           GlobEscape(prefix), "*");
+  const std::string pattern =
+      absl::StrCat(GlobEscape(key_prefix), GlobEscape(prefix), "*");
   std::vector<std::string> names;
   std::string cursor = "0";
   do {
-    absl::StatusOr<ConnectionPool::Handle> conn = pool_.Get();
-    if (!conn.ok()) return conn.status();
-    absl::StatusOr<Reply> reply = (*conn)->Command(
-        {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-    if (!reply.ok()) return reply.status();
-    const redisReply* r = reply->get();
+    absl::StatusOr<std::vector<Reply>> replies = Send(
+        {FormatCommand({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"})});
+    if (!replies.ok()) return replies.status();
+    const redisReply* r = (*replies)[0].get();
     if (absl::Status s = ReplyError(r, "SCAN", endpoint()); !s.ok()) return s;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
       return Malformed("SCAN", endpoint());
@@ -286,9 +320,6 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedisBackend(
     const BackendConfig& config) {
   absl::StatusOr<ConnectionConfig> conn = ParseConfig(config);
   if (!conn.ok()) return conn.status();
-  absl::StatusOr<std::optional<int64_t>> pool_size =
-      config.params.TakeInt("pool_size", 1, 1024);
-  if (!pool_size.ok()) return pool_size.status();
   if (absl::Status s = config.params.RejectUnknown("redis", kKnownOptions);
       !s.ok()) {
     return s;
@@ -297,9 +328,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedisBackend(
   std::string channel =
       absl::StrCat("dlock:", conn->db, ":", config.lock_namespace, ":released");
   auto backend = std::make_unique<RedisBackend>(
-      *conn, static_cast<int>(pool_size->value_or(64)),
-      absl::StrCat("dlock:", config.lock_namespace, ":"), std::move(channel),
-      config.options.fallback_poll);
+      *conn, absl::StrCat("dlock:", config.lock_namespace, ":"),
+      std::move(channel), config.options.fallback_poll);
   if (absl::Status s = backend->Start(); !s.ok()) return s;
   return backend;
 }

@@ -19,8 +19,8 @@ absl::Status ReplyError(const redisReply* reply, absl::string_view what,
   if (absl::StartsWith(text, "LOADING") || absl::StartsWith(text, "BUSY") ||
       absl::StartsWith(text, "MASTERDOWN") ||
       absl::StartsWith(text, "READONLY")) {
-    return absl::UnavailableError(
-        absl::StrCat("redis at ", endpoint, " cannot serve ", what, ": ", text));
+    return absl::UnavailableError(absl::StrCat(
+        "redis at ", endpoint, " cannot serve ", what, ": ", text));
   }
   return absl::InternalError(
       absl::StrCat("redis at ", endpoint, " failed ", what, ": ", text));
@@ -28,13 +28,14 @@ absl::Status ReplyError(const redisReply* reply, absl::string_view what,
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
     const ConnectionConfig& config) {
-  redisContext* ctx = redisConnectWithTimeout(
-      config.host.c_str(), config.port, absl::ToTimeval(config.connect_timeout));
+  redisContext* ctx =
+      redisConnectWithTimeout(config.host.c_str(), config.port,
+                              absl::ToTimeval(config.connect_timeout));
   if (ctx == nullptr || ctx->err != 0) {
     std::string why = ctx != nullptr ? ctx->errstr : "out of memory";
     if (ctx != nullptr) redisFree(ctx);
-    return absl::UnavailableError(
-        absl::StrCat("cannot connect to redis at ", config.endpoint, ": ", why));
+    return absl::UnavailableError(absl::StrCat("cannot connect to redis at ",
+                                               config.endpoint, ": ", why));
   }
   redisSetTimeout(ctx, absl::ToTimeval(config.command_timeout));
   redisEnableKeepAlive(ctx);
@@ -48,7 +49,8 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
     if ((*reply)->type == REDIS_REPLY_ERROR) {
       return absl::UnauthenticatedError(absl::StrCat(
           "redis at ", config.endpoint, " rejected the credentials",
-          config.user.empty() ? "" : absl::StrCat(" of user '", config.user, "'"),
+          config.user.empty() ? ""
+                              : absl::StrCat(" of user '", config.user, "'"),
           ": ", absl::string_view((*reply)->str, (*reply)->len)));
     }
   }
@@ -68,12 +70,13 @@ Connection::~Connection() { redisFree(ctx_); }
 
 absl::Status Connection::IoError() {
   broken_ = true;
-  return absl::UnavailableError(absl::StrCat(
-      "lost the connection to redis at ", endpoint_, ": ",
-      ctx_->errstr[0] != '\0' ? ctx_->errstr : "no reply"));
+  return absl::UnavailableError(
+      absl::StrCat("lost the connection to redis at ", endpoint_, ": ",
+                   ctx_->errstr[0] != '\0' ? ctx_->errstr : "no reply"));
 }
 
-absl::StatusOr<Reply> Connection::Command(const std::vector<std::string>& argv) {
+absl::StatusOr<Reply> Connection::Command(
+    const std::vector<std::string>& argv) {
   if (broken_) return IoError();
   std::vector<const char*> args;
   std::vector<size_t> lens;
@@ -87,78 +90,6 @@ absl::StatusOr<Reply> Connection::Command(const std::vector<std::string>& argv) 
                                  args.data(), lens.data());
   if (reply == nullptr) return IoError();
   return Reply(static_cast<redisReply*>(reply));
-}
-
-absl::StatusOr<std::vector<Reply>> Connection::Pipeline(
-    const std::vector<std::vector<std::string>>& commands) {
-  if (broken_) return IoError();
-  for (const std::vector<std::string>& argv : commands) {
-    std::vector<const char*> args;
-    std::vector<size_t> lens;
-    for (const std::string& a : argv) {
-      args.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    if (redisAppendCommandArgv(ctx_, static_cast<int>(args.size()),
-                               args.data(), lens.data()) != REDIS_OK) {
-      return IoError();
-    }
-  }
-  std::vector<Reply> replies;
-  replies.reserve(commands.size());
-  for (size_t i = 0; i < commands.size(); ++i) {
-    void* reply = nullptr;
-    if (redisGetReply(ctx_, &reply) != REDIS_OK || reply == nullptr) {
-      return IoError();
-    }
-    replies.emplace_back(static_cast<redisReply*>(reply));
-  }
-  return replies;
-}
-
-absl::StatusOr<ConnectionPool::Handle> ConnectionPool::Get() {
-  {
-    absl::MutexLock lock(&mu_);
-    auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !idle_.empty() || open_ < max_size_;
-    };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&available),
-                              config_.command_timeout)) {
-      return absl::UnavailableError(absl::StrCat(
-          "all ", max_size_, " connections to redis at ", config_.endpoint,
-          " stayed busy for ", absl::FormatDuration(config_.command_timeout),
-          "; raise pool_size"));
-    }
-    if (!idle_.empty()) {
-      std::unique_ptr<Connection> conn = std::move(idle_.back());
-      idle_.pop_back();
-      return Handle(this, std::move(conn));
-    }
-    ++open_;
-  }
-  // Connect without the lock: it may take the connect timeout.
-  absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config_);
-  if (!conn.ok()) {
-    absl::MutexLock lock(&mu_);
-    --open_;
-    return conn.status();
-  }
-  return Handle(this, *std::move(conn));
-}
-
-void ConnectionPool::Return(std::unique_ptr<Connection> conn) {
-  absl::MutexLock lock(&mu_);
-  if (conn->broken()) {
-    --open_;
-    return;  // dropped; the next Get() reconnects
-  }
-  idle_.push_back(std::move(conn));
-}
-
-void ConnectionPool::CloseAll() {
-  absl::MutexLock lock(&mu_);
-  open_ -= static_cast<int>(idle_.size());
-  idle_.clear();
 }
 
 }  // namespace dlock::redis

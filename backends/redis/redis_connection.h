@@ -8,10 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace dlock::redis {
@@ -45,12 +43,9 @@ class Connection {
   // REDIS_REPLY_ERROR); a failure to talk to the server as Unavailable, after
   // which the connection is broken() and must be dropped.
   absl::StatusOr<Reply> Command(const std::vector<std::string>& argv);
-  // Several commands in one write, replies in order.
-  absl::StatusOr<std::vector<Reply>> Pipeline(
-      const std::vector<std::vector<std::string>>& commands);
-
   bool broken() const { return broken_; }
   redisContext* context() { return ctx_; }
+  const std::string& endpoint() const { return endpoint_; }
 
  private:
   Connection(redisContext* ctx, std::string endpoint)
@@ -65,45 +60,6 @@ class Connection {
 // An error reply as a Status, or OK. `what` names the operation.
 absl::Status ReplyError(const redisReply* reply, absl::string_view what,
                         absl::string_view endpoint);
-
-// Connections shared by every thread of a client; opened on demand up to
-// `max_size`, dropped when broken and reopened on the next use (C18).
-class ConnectionPool {
- public:
-  ConnectionPool(ConnectionConfig config, int max_size)
-      : config_(std::move(config)), max_size_(max_size) {}
-
-  class Handle {
-   public:
-    Handle(ConnectionPool* pool, std::unique_ptr<Connection> conn)
-        : pool_(pool), conn_(std::move(conn)) {}
-    Handle(Handle&&) = default;
-    ~Handle() {
-      if (conn_ != nullptr) pool_->Return(std::move(conn_));
-    }
-    Connection* operator->() { return conn_.get(); }
-    Connection& operator*() { return *conn_; }
-
-   private:
-    ConnectionPool* pool_;
-    std::unique_ptr<Connection> conn_;
-  };
-
-  // A connection for one operation; waits at most the command timeout for
-  // one to come free.
-  absl::StatusOr<Handle> Get();
-  const ConnectionConfig& config() const { return config_; }
-  void CloseAll();
-
- private:
-  void Return(std::unique_ptr<Connection> conn);
-
-  const ConnectionConfig config_;
-  const int max_size_;
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<Connection>> idle_ ABSL_GUARDED_BY(mu_);
-  int open_ ABSL_GUARDED_BY(mu_) = 0;  // idle plus handed out
-};
 
 }  // namespace dlock::redis
 

@@ -108,7 +108,8 @@ Scripts::Scripts()
 
 absl::Status Scripts::Load(Connection& conn, absl::string_view endpoint) {
   for (Script* script : {&acquire, &release, &renew, &inspect, &force_unlock}) {
-    absl::StatusOr<Reply> reply = conn.Command({"SCRIPT", "LOAD", script->body});
+    absl::StatusOr<Reply> reply =
+        conn.Command({"SCRIPT", "LOAD", script->body});
     if (!reply.ok()) return reply.status();
     if (absl::Status s = ReplyError(reply->get(), "SCRIPT LOAD", endpoint);
         !s.ok()) {
@@ -132,29 +133,19 @@ std::vector<std::string> EvalShaCommand(const Script& script,
   return argv;
 }
 
+std::vector<std::string> EvalCommand(const Script& script,
+                                     const std::vector<std::string>& keys,
+                                     const std::vector<std::string>& args) {
+  std::vector<std::string> argv = EvalShaCommand(script, keys, args);
+  argv[0] = "EVAL";
+  argv[1] = script.body;
+  return argv;
+}
+
 bool IsNoScript(const redisReply* reply) {
   return reply != nullptr && reply->type == REDIS_REPLY_ERROR &&
          absl::StartsWith(absl::string_view(reply->str, reply->len),
                           "NOSCRIPT");
-}
-
-absl::StatusOr<Reply> RunScript(Connection& conn, const Script& script,
-                                const std::vector<std::string>& keys,
-                                const std::vector<std::string>& args,
-                                absl::string_view endpoint) {
-  std::vector<std::string> argv = EvalShaCommand(script, keys, args);
-  absl::StatusOr<Reply> reply = conn.Command(argv);
-  if (reply.ok() && IsNoScript(reply->get())) {
-    argv[0] = "EVAL";
-    argv[1] = script.body;
-    reply = conn.Command(argv);
-  }
-  if (!reply.ok()) return reply.status();
-  if (absl::Status s = ReplyError(reply->get(), script.name, endpoint);
-      !s.ok()) {
-    return s;
-  }
-  return reply;
 }
 
 }  // namespace dlock::redis

@@ -32,17 +32,14 @@ struct Scripts {
   absl::Status Load(Connection& conn, absl::string_view endpoint);
 };
 
-// EVALSHA, and EVAL of the body when the server answers NOSCRIPT (it was
-// restarted or flushed its script cache).
-absl::StatusOr<Reply> RunScript(Connection& conn, const Script& script,
-                                const std::vector<std::string>& keys,
-                                const std::vector<std::string>& args,
-                                absl::string_view endpoint);
-
-// The EVALSHA command line, for pipelines.
+// The EVALSHA command line; when the server answers NOSCRIPT (it was
+// restarted or flushed its script cache), EvalCommand() sends the body.
 std::vector<std::string> EvalShaCommand(const Script& script,
                                         const std::vector<std::string>& keys,
                                         const std::vector<std::string>& args);
+std::vector<std::string> EvalCommand(const Script& script,
+                                     const std::vector<std::string>& keys,
+                                     const std::vector<std::string>& args);
 bool IsNoScript(const redisReply* reply);
 
 }  // namespace dlock::redis

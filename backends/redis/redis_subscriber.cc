@@ -44,8 +44,8 @@ absl::Status Subscriber::Subscribe() {
   absl::StatusOr<Reply> reply = (*conn)->Command({"SUBSCRIBE", channel_});
   if (!reply.ok()) return reply.status();
   if ((*reply)->type != REDIS_REPLY_ARRAY) {
-    return absl::InternalError(absl::StrCat(
-        "redis at ", config_.endpoint, " did not confirm SUBSCRIBE"));
+    return absl::InternalError(absl::StrCat("redis at ", config_.endpoint,
+                                            " did not confirm SUBSCRIBE"));
   }
   conn_ = *std::move(conn);
   return absl::OkStatus();

@@ -81,7 +81,8 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
   if (blocking) {
     // A blocking wait ends on the caller's cancel or on Close().
     CancelToken either;
-    ScopedCancelCallback by_caller(options.cancel, [either] { either.Cancel(); });
+    ScopedCancelCallback by_caller(options.cancel,
+                                   [either] { either.Cancel(); });
     ScopedCancelCallback by_close(closing_, [either] { either.Cancel(); });
     call.cancel = either;
     acquired = backend_->Acquire(call);
@@ -152,9 +153,8 @@ absl::Status ClientCore::Release(absl::string_view name,
                            ? it->second.lost_reason
                            : absl::FailedPreconditionError("lease expired");
     holds_.erase(it);
-    return absl::FailedPreconditionError(
-        absl::StrCat("lock '", name, "' was lost before release: ",
-                     why.message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lock '", name, "' was lost before release: ", why.message()));
   }
   if (it != holds_.end() && (*left == 0 || --it->second.local_holds <= 0)) {
     holds_.erase(it);
@@ -180,8 +180,8 @@ absl::Status ClientCore::Renew(absl::string_view name,
   if (lease.has_value()) effective = *lease;
   if (absl::Status s = ValidateLease(effective); !s.ok()) return s;
   const absl::Time sent = absl::Now();
-  absl::Status renewed =
-      backend_->Renew(RenewCall{.name = name, .owner = *owner, .lease = effective});
+  absl::Status renewed = backend_->Renew(
+      RenewCall{.name = name, .owner = *owner, .lease = effective});
 
   std::vector<Delivery> deliveries;
   {
@@ -278,12 +278,12 @@ void ClientCore::MarkLost(const HoldKey& key, Hold& hold, absl::Status reason,
                           std::vector<Delivery>& out) {
   hold.lost = true;
   hold.lost_reason = reason;
-  out.push_back(Delivery{
-      .event = LockLostEvent{.name = key.first,
-                             .owner = key.second,
-                             .fencing_token = hold.fencing_token,
-                             .reason = std::move(reason)},
-      .hold_callback = hold.on_lost});
+  out.push_back(
+      Delivery{.event = LockLostEvent{.name = key.first,
+                                      .owner = key.second,
+                                      .fencing_token = hold.fencing_token,
+                                      .reason = std::move(reason)},
+               .hold_callback = hold.on_lost});
 }
 
 void ClientCore::Deliver(std::vector<Delivery>& deliveries) {
@@ -356,11 +356,11 @@ void ClientCore::RenewDue(absl::Time now) {
                result.code() == absl::StatusCode::kNotFound) {
       MarkLost(due[i].key, hold, result, deliveries);
     } else if (after >= hold.expires_locally) {
-      MarkLost(due[i].key, hold,
-               absl::UnavailableError(absl::StrCat(
-                   "lease ran out while renewal kept failing: ",
-                   result.message())),
-               deliveries);
+      MarkLost(
+          due[i].key, hold,
+          absl::UnavailableError(absl::StrCat(
+              "lease ran out while renewal kept failing: ", result.message())),
+          deliveries);
     } else {
       hold.next_renewal =
           std::min(hold.expires_locally,
@@ -403,8 +403,10 @@ absl::Status ClientCore::Close() {
       ++failed;
       continue;
     }
-    absl::StatusOr<int64_t> left = backend_->Release(key.first, key.second, holds);
-    if (!left.ok() && left.status().code() != absl::StatusCode::kFailedPrecondition) {
+    absl::StatusOr<int64_t> left =
+        backend_->Release(key.first, key.second, holds);
+    if (!left.ok() &&
+        left.status().code() != absl::StatusCode::kFailedPrecondition) {
       if (failed++ == 0) first_error = left.status();
     }
   }
@@ -418,7 +420,8 @@ absl::Status ClientCore::Close() {
     return absl::UnavailableError(absl::StrCat(
         "closing the client of ", endpoint_, ": ", failed, " of ", held.size(),
         " locks were not released and will expire with their lease",
-        first_error.ok() ? "" : absl::StrCat(" (", first_error.message(), ")")));
+        first_error.ok() ? ""
+                         : absl::StrCat(" (", first_error.message(), ")")));
   }
   return absl::OkStatus();
 }

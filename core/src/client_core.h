@@ -30,7 +30,8 @@ class ClientCore : public BackendListener,
   absl::StatusOr<Acquired> Acquire(absl::string_view name,
                                    const AcquireOptions& options);
   absl::Status Release(absl::string_view name, absl::string_view owner_token);
-  absl::Status Renew(absl::string_view name, std::optional<absl::Duration> lease,
+  absl::Status Renew(absl::string_view name,
+                     std::optional<absl::Duration> lease,
                      absl::string_view owner_token);
   absl::StatusOr<LockInfo> Inspect(absl::string_view name);
   absl::StatusOr<bool> IsHeldByMe(absl::string_view name,

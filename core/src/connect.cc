@@ -15,8 +15,7 @@ namespace {
 
 struct Registry {
   absl::Mutex mu;
-  std::map<std::string, BackendFactory> factories
-      ABSL_GUARDED_BY(mu);
+  std::map<std::string, BackendFactory> factories ABSL_GUARDED_BY(mu);
 };
 
 Registry& GetRegistry() {
@@ -70,7 +69,8 @@ class Client : public LockClient {
     if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
     return std::make_unique<LockHandle>(core_, std::string(name));
   }
-  absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override {
+  absl::StatusOr<std::vector<LockInfo>> List(
+      absl::string_view prefix) override {
     return core_->List(prefix);
   }
   absl::Status Close() override { return core_->Close(); }
@@ -133,7 +133,8 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
     auto it = registry.factories.find(uri->scheme);
     if (it == registry.factories.end()) {
       std::vector<std::string> known;
-      for (const auto& [scheme, f] : registry.factories) known.push_back(scheme);
+      for (const auto& [scheme, f] : registry.factories)
+        known.push_back(scheme);
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown backend scheme '", uri->scheme, "://'; this build has: ",
           known.empty() ? "none (link dlock::dlock or a backend target)"
@@ -147,9 +148,9 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
   std::string lock_namespace = options.lock_namespace;
   if (std::optional<std::string> from_uri = params.TakeString("namespace")) {
     if (!lock_namespace.empty() && lock_namespace != *from_uri) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "namespace '", *from_uri, "' in the URI differs from '",
-          lock_namespace, "' in ClientOptions; give one"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("namespace '", *from_uri, "' in the URI differs from '",
+                       lock_namespace, "' in ClientOptions; give one"));
     }
     lock_namespace = *from_uri;
   }
@@ -157,20 +158,20 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
   if (absl::Status s = internal::ValidateNamespace(lock_namespace); !s.ok()) {
     return s;
   }
-  std::string client_id =
-      options.client_id.empty() ? internal::RandomClientId() : options.client_id;
+  std::string client_id = options.client_id.empty() ? internal::RandomClientId()
+                                                    : options.client_id;
   if (absl::Status s = internal::ValidateClientId(client_id); !s.ok()) return s;
 
   auto core = std::make_shared<internal::ClientCore>(
       options, lock_namespace, client_id, uri->Redacted());
-  absl::StatusOr<std::unique_ptr<Backend>> backend = factory(BackendConfig{
-      .uri = *uri,
-      .params = params,
-      .options = options,
-      .lock_namespace = lock_namespace,
-      .client_id = client_id,
-      .endpoint = core->endpoint(),
-      .listener = core.get()});
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      factory(BackendConfig{.uri = *uri,
+                            .params = params,
+                            .options = options,
+                            .lock_namespace = lock_namespace,
+                            .client_id = client_id,
+                            .endpoint = core->endpoint(),
+                            .listener = core.get()});
   if (!backend.ok()) return backend.status();
   core->Start(*std::move(backend));
   return std::make_unique<Client>(std::move(core));

@@ -53,9 +53,9 @@ absl::Status ValidateText(absl::string_view text, absl::string_view what,
           absl::StrCat(what, " is not valid UTF-8 (byte ", i, ")"));
     }
     if (c < 0x20 || c == 0x7F || (c >= 0x80 && c <= 0x9F)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " has a control character at byte ", i, " (U+",
-          absl::Hex(c, absl::kZeroPad4), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has a control character at byte ", i, " (U+",
+                       absl::Hex(c, absl::kZeroPad4), ")"));
     }
     i += len;
   }
@@ -79,9 +79,9 @@ absl::Status ValidateNamespace(absl::string_view ns) {
   }
   for (char c : ns) {
     if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "namespace '", ns,
-          "' may hold only letters, digits, '.', '_' and '-'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("namespace '", ns,
+                       "' may hold only letters, digits, '.', '_' and '-'"));
     }
   }
   return absl::OkStatus();
@@ -89,7 +89,8 @@ absl::Status ValidateNamespace(absl::string_view ns) {
 
 absl::Status ValidateClientId(absl::string_view id) {
   bool ok = id.size() == 32;
-  for (char c : id) ok = ok && absl::ascii_isxdigit(c) && !absl::ascii_isupper(c);
+  for (char c : id)
+    ok = ok && absl::ascii_isxdigit(c) && !absl::ascii_isupper(c);
   if (!ok) {
     return absl::InvalidArgumentError(
         "client id must be 32 lower-case hex digits (128 bits)");
@@ -102,7 +103,8 @@ std::string RandomClientId() {
   std::string bytes(16, '\0');
   for (size_t i = 0; i < bytes.size(); i += 4) {
     uint32_t r = rd();
-    for (size_t k = 0; k < 4; ++k) bytes[i + k] = static_cast<char>(r >> (8 * k));
+    for (size_t k = 0; k < 4; ++k)
+      bytes[i + k] = static_cast<char>(r >> (8 * k));
   }
   return absl::BytesToHexString(bytes);
 }

@@ -4,9 +4,9 @@
 #define DLOCK_CORE_SRC_IDENTITY_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace dlock::internal {
 

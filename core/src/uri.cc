@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 
 namespace dlock {
@@ -232,8 +232,8 @@ absl::StatusOr<std::optional<int64_t>> UriParams::TakeInt(absl::string_view key,
   int64_t value = 0;
   if (!absl::SimpleAtoi(*text, &value) || value < min || value > max) {
     return absl::InvalidArgumentError(
-        absl::StrCat("URI option '", key, "' must be a whole number from ",
-                     min, " to ", max, ", not '", *text, "'"));
+        absl::StrCat("URI option '", key, "' must be a whole number from ", min,
+                     " to ", max, ", not '", *text, "'"));
   }
   return std::optional<int64_t>(value);
 }
@@ -251,8 +251,8 @@ absl::Status UriParams::RejectUnknown(absl::string_view scheme,
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!taken_[i]) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", params_[i].first, "' in a ",
-                       scheme, ":// URI; known options: ", known));
+          absl::StrCat("unknown option '", params_[i].first, "' in a ", scheme,
+                       ":// URI; known options: ", known));
     }
   }
   return absl::OkStatus();

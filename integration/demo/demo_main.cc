@@ -105,7 +105,8 @@ int RunDemo(const char* self, int workers, int rounds) {
   if (!dir.ok()) return 1;
   const std::string uri = (*server)->Uri("demo");
   std::cout << "redis-server on port " << (*server)->port() << "; " << workers
-            << " worker processes x " << rounds << " turns on lock 'demo/counter'\n";
+            << " worker processes x " << rounds
+            << " turns on lock 'demo/counter'\n";
   std::vector<pid_t> pids;
   for (int w = 0; w < workers; ++w) {
     pid_t pid = fork();
@@ -173,7 +174,8 @@ int RunDemo(const char* self, int workers, int rounds) {
 int main(int argc, char** argv) {
   if (argc == 6 && std::string(argv[1]) == "--worker") {
     int id = 0, rounds = 0;
-    if (!absl::SimpleAtoi(argv[4], &id) || !absl::SimpleAtoi(argv[5], &rounds)) {
+    if (!absl::SimpleAtoi(argv[4], &id) ||
+        !absl::SimpleAtoi(argv[5], &rounds)) {
       return 2;
     }
     return RunWorker(argv[2], argv[3], id, rounds);

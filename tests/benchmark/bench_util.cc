@@ -33,7 +33,8 @@ absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
           (*client)->GetLock(absl::StrCat("bench-uncontended-", t));
       int64_t done = 0;
       while (lock.ok() && !stop.load(std::memory_order_relaxed)) {
-        absl::Status s = (*lock)->Acquire({.lease = absl::Seconds(10)}).status();
+        absl::Status s =
+            (*lock)->Acquire({.lease = absl::Seconds(10)}).status();
         if (s.ok()) s = (*lock)->Release();
         if (!s.ok()) {
           absl::MutexLock l(&error_mu);
@@ -73,10 +74,10 @@ absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples) {
   std::vector<absl::Duration> latencies;
   latencies.reserve(samples);
   absl::Status error;
-  if (absl::Status s = (*locks[0])
-                           ->Acquire({.lease = absl::Seconds(10),
-                                      .owner_token = owners[0]})
-                           .status();
+  if (absl::Status s =
+          (*locks[0])
+              ->Acquire({.lease = absl::Seconds(10), .owner_token = owners[0]})
+              .status();
       !s.ok()) {
     return s;
   }
@@ -112,7 +113,8 @@ absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples) {
   Latency out;
   out.samples = static_cast<int>(latencies.size());
   out.median = latencies[latencies.size() / 2];
-  out.p99 = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
+  out.p99 =
+      latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
   return out;
 }
 
@@ -130,7 +132,8 @@ absl::StatusOr<double> RunRedisBenchmark(
   int rc = pclose(pipe);
   // -q prints "<command>: <rate> requests per second", possibly after
   // progress lines separated by carriage returns.
-  for (absl::string_view line : absl::StrSplit(output, absl::ByAnyChar("\r\n"))) {
+  for (absl::string_view line :
+       absl::StrSplit(output, absl::ByAnyChar("\r\n"))) {
     size_t colon = line.rfind(": ");
     if (colon == absl::string_view::npos ||
         !absl::StrContains(line, "requests per second")) {
@@ -140,8 +143,8 @@ absl::StatusOr<double> RunRedisBenchmark(
     double rate = 0;
     if (absl::SimpleAtod(rest.substr(0, rest.find(' ')), &rate)) return rate;
   }
-  return absl::InternalError(absl::StrCat(
-      "redis-benchmark (exit ", rc, ") printed no rate: ", output));
+  return absl::InternalError(absl::StrCat("redis-benchmark (exit ", rc,
+                                          ") printed no rate: ", output));
 }
 
 std::string Verdict(double ratio, double target) {

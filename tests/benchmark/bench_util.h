@@ -28,8 +28,9 @@ struct Latency {
 absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples);
 
 // The rate redis-benchmark reports (requests per second), run as a child.
-absl::StatusOr<double> RunRedisBenchmark(int port, int clients, int requests,
-                                         const std::vector<std::string>& command);
+absl::StatusOr<double> RunRedisBenchmark(
+    int port, int clients, int requests,
+    const std::vector<std::string>& command);
 
 // "0.91 of ceiling (target 0.85): ok" / "... MISSED".
 std::string Verdict(double ratio, double target);

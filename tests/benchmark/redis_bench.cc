@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   const double pair_ceiling_1 = *ceiling_1 / 2;
   const double pair_ceiling_16 = *ceiling_16 / 2;
   const absl::Duration round_trip = absl::Seconds(1.0 / *ceiling_1);
-  const double handoff_trips = handoff->median / round_trip;
+  const double handoff_trips = absl::FDivDuration(handoff->median, round_trip);
   std::cout << absl::StrFormat(
       "redis backend, %ds per case, server %s\n"
       "ceiling (redis-benchmark EVAL of a no-op script, halved):\n"

@@ -6,10 +6,10 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/cancel.h"
 
@@ -96,8 +96,10 @@ class DistributedLock {
   // The lock as the backend sees it now (C11).
   virtual absl::StatusOr<LockInfo> Inspect() = 0;
 
-  // Whether `owner_token` (or this thread) holds the lock, asked of the backend.
-  virtual absl::StatusOr<bool> IsHeldByMe(absl::string_view owner_token = {}) = 0;
+  // Whether `owner_token` (or this thread) holds the lock, asked of the
+  // backend.
+  virtual absl::StatusOr<bool> IsHeldByMe(
+      absl::string_view owner_token = {}) = 0;
 
   // Removes the lock whoever holds it (C12); waiters wake.
   virtual absl::Status ForceUnlock() = 0;

@@ -1,15 +1,16 @@
-// Copyright dlock authors. Backend URIs: scheme://[user[:pw]@]hosts[/path][?k=v&...]
+// Copyright dlock authors. Backend URIs:
+// scheme://[user[:pw]@]hosts[/path][?k=v&...]
 #ifndef DLOCK_URI_H_
 #define DLOCK_URI_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace dlock {

@@ -5,12 +5,12 @@
 
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dlock/backend.h"
