@@ -56,8 +56,10 @@ class RedisBackend : public Backend {
 
   absl::StatusOr<Acquired> Acquire(const AcquireCall& call) override {
     const std::vector<std::string> keys = {LockKey(call.name), fence_key_};
+    const bool will_wait = call.deadline > absl::Now();
     const std::vector<std::string> args = {std::string(call.owner),
-                                           absl::StrCat(Millis(call.lease))};
+                                           absl::StrCat(Millis(call.lease)),
+                                           will_wait ? "1" : "0"};
     return AcquireWithWakeups(
         call, releases_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
           absl::StatusOr<Reply> reply = Run(scripts_.acquire, keys, args);

@@ -7,10 +7,11 @@ namespace dlock::redis {
 namespace {
 
 // KEYS[1] lock hash, KEYS[2] the namespace's fencing counter.
-// ARGV[1] owner, ARGV[2] lease in ms.
+// ARGV[1] owner, ARGV[2] lease in ms, ARGV[3] '1' when the caller will wait.
 // Returns {1, token, holds} when held, {0, holder's pttl} when not; a
-// failed attempt marks the hash 'waited', so that only a release somebody
-// waits for is published (the mark goes with the hash).
+// failed attempt by a caller that will wait marks the hash 'waited', so
+// that only a release somebody waits for is published (the mark goes with
+// the hash).
 constexpr char kAcquire[] = R"lua(
 local v = redis.call('HMGET', KEYS[1], 'owner', 'holds', 'token', 'lease')
 local lease = tonumber(ARGV[2])
@@ -33,7 +34,9 @@ if v[1] == ARGV[1] then
   end
   return {1, tonumber(v[3]), holds}
 end
-redis.call('HSET', KEYS[1], 'waited', 1)
+if ARGV[3] == '1' then
+  redis.call('HSET', KEYS[1], 'waited', 1)
+end
 return {0, redis.call('PTTL', KEYS[1])}
 )lua";
 
