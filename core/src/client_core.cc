@@ -140,6 +140,18 @@ absl::Status ClientCore::Release(absl::string_view name,
   if (!owner.ok()) return owner.status();
   absl::ReaderMutexLock in_flight(&ops_mu_);
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  {
+    // A hold known to be lost is not asked about again: the backend may be
+    // reconnecting and answer Unavailable, while the answer is already known.
+    absl::MutexLock lock(&mu_);
+    auto it = holds_.find(HoldKey(name, *owner));
+    if (it != holds_.end() && it->second.lost) {
+      absl::Status why = it->second.lost_reason;
+      holds_.erase(it);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "lock '", name, "' was lost before release: ", why.message()));
+    }
+  }
   absl::StatusOr<int64_t> left = backend_->Release(name, *owner, 1);
 
   absl::MutexLock lock(&mu_);
@@ -262,16 +274,16 @@ absl::StatusOr<uint64_t> ClientCore::FencingToken(
 
 void ClientCore::OnHoldLost(absl::string_view name, absl::string_view owner,
                             const absl::Status& reason) {
-  std::vector<Delivery> deliveries;
-  {
-    absl::MutexLock lock(&mu_);
-    const HoldKey key(name, owner);
-    auto it = holds_.find(key);
-    if (it != holds_.end() && !it->second.lost) {
-      MarkLost(key, it->second, reason, deliveries);
-    }
+  // Callbacks run on the watchdog's thread, not the backend's: a callback
+  // that calls into the client must not block the backend thread that
+  // Close() waits for.
+  absl::MutexLock lock(&mu_);
+  const HoldKey key(name, owner);
+  auto it = holds_.find(key);
+  if (it != holds_.end() && !it->second.lost) {
+    MarkLost(key, it->second, reason, queued_deliveries_);
+    watchdog_wake_.Signal();
   }
-  Deliver(deliveries);
 }
 
 void ClientCore::MarkLost(const HoldKey& key, Hold& hold, absl::Status reason,
@@ -296,6 +308,14 @@ void ClientCore::Deliver(std::vector<Delivery>& deliveries) {
 void ClientCore::WatchdogLoop() {
   absl::MutexLock lock(&mu_);
   while (!closed_) {
+    if (!queued_deliveries_.empty()) {
+      std::vector<Delivery> deliveries;
+      deliveries.swap(queued_deliveries_);
+      mu_.Unlock();
+      Deliver(deliveries);
+      mu_.Lock();
+      continue;
+    }
     absl::Time earliest = absl::InfiniteFuture();
     for (const auto& [key, hold] : holds_) {
       if (hold.renewed && !hold.lost) {
@@ -386,6 +406,12 @@ absl::Status ClientCore::Close() {
   }
   closing_.Cancel();
   if (watchdog_.joinable()) watchdog_.join();
+  std::vector<Delivery> undelivered;
+  {
+    absl::MutexLock lock(&mu_);
+    undelivered.swap(queued_deliveries_);
+  }
+  Deliver(undelivered);
 
   std::vector<std::pair<HoldKey, int64_t>> held;
   {

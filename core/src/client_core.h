@@ -95,6 +95,8 @@ class ClientCore : public BackendListener,
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<HoldKey, Hold> holds_ ABSL_GUARDED_BY(mu_);
+  // Losses reported by the backend, delivered by the watchdog's thread.
+  std::vector<Delivery> queued_deliveries_ ABSL_GUARDED_BY(mu_);
   absl::CondVar watchdog_wake_;
   std::thread watchdog_;
 };

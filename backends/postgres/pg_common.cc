@@ -1,0 +1,113 @@
+#include "pg_common.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace dlock::postgres {
+namespace {
+
+LockInfo ToInfo(const PGresult* r, int row, int first_col,
+                absl::string_view name) {
+  LockInfo info;
+  info.name = std::string(name);
+  info.locked = true;
+  info.owner = GetText(r, row, first_col);
+  info.hold_count = GetInt(r, row, first_col + 1);
+  info.fencing_token = static_cast<uint64_t>(GetInt(r, row, first_col + 2));
+  info.remaining_lease = absl::Microseconds(GetInt(r, row, first_col + 3));
+  info.since = absl::FromUnixMicros(GetInt(r, row, first_col + 4));
+  return info;
+}
+
+}  // namespace
+
+std::string Millis(absl::Duration d) {
+  return absl::StrCat(
+      absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))));
+}
+
+PgBackendBase::PgBackendBase(PgOptions options, const BackendConfig& config)
+    : options_(std::move(options)),
+      sql_(options_.table),
+      ns_(config.lock_namespace),
+      fallback_poll_(config.options.fallback_poll),
+      listener_(config.listener),
+      pool_(options_, options_.pool_size, "pooled") {}
+
+absl::Status PgBackendBase::Start(PgListener::Watcher* watcher) {
+  {
+    absl::StatusOr<PgPool::Handle> conn = pool_.Get();
+    if (!conn.ok()) return conn.status();
+    if (absl::Status s = EnsureSchema(**conn, sql_); !s.ok()) return s;
+  }
+  notifications_ =
+      std::make_unique<PgListener>(options_, sql_, ns_, hub_, watcher);
+  notifications_->Start();
+  return absl::OkStatus();
+}
+
+void PgBackendBase::Shutdown() {
+  if (notifications_ != nullptr) notifications_->Stop();
+  pool_.Clear();
+}
+
+absl::Status PgBackendBase::NotOwner(absl::string_view name) const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "lock '", name,
+      "' is not held by this owner (released, expired, force-unlocked or "
+      "taken over)"));
+}
+
+absl::StatusOr<PgResult> PgBackendBase::RunPooled(
+    const Statement& stmt, absl::Span<const std::string> params,
+    bool idempotent) {
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<PgPool::Handle> conn = pool_.Get();
+    if (!conn.ok()) return conn.status();
+    absl::StatusOr<PgResult> result = (*conn)->Run(stmt, params);
+    // Serialization failures cannot happen at READ COMMITTED with these
+    // statements, but if one does it must not reach the caller.
+    const bool aborted =
+        !result.ok() && result.status().code() == absl::StatusCode::kAborted;
+    const bool retry_broken = !result.ok() && attempt == 0 &&
+                              (*conn)->broken() &&
+                              (idempotent || !(*conn)->executed());
+    if ((aborted && attempt < 5) || retry_broken) continue;
+    if (aborted) return absl::UnavailableError(result.status().message());
+    return result;
+  }
+}
+
+absl::StatusOr<LockInfo> PgBackendBase::Inspect(absl::string_view name) {
+  const std::string params[] = {ns_, std::string(name)};
+  absl::StatusOr<PgResult> r = RunPooled(sql_.inspect, params, true);
+  if (!r.ok()) return r.status();
+  if (PQntuples(r->get()) == 0) {
+    LockInfo info;
+    info.name = std::string(name);
+    return info;
+  }
+  return ToInfo(r->get(), 0, 0, name);
+}
+
+absl::StatusOr<std::vector<LockInfo>> PgBackendBase::List(
+    absl::string_view prefix) {
+  const std::string params[] = {ns_, std::string(prefix)};
+  absl::StatusOr<PgResult> r = RunPooled(sql_.list, params, true);
+  if (!r.ok()) return r.status();
+  std::vector<LockInfo> out;
+  for (int row = 0; row < PQntuples(r->get()); ++row) {
+    out.push_back(ToInfo(r->get(), row, 1, GetText(r->get(), row, 0)));
+  }
+  return out;
+}
+
+absl::Status PgBackendBase::ForceUnlock(absl::string_view name) {
+  const std::string params[] = {ns_, std::string(name), sql_.channel};
+  absl::StatusOr<PgResult> r = RunPooled(sql_.force, params, true);
+  if (!r.ok()) return r.status();
+  // Waiters in this process wake at once, without the round trip of NOTIFY.
+  hub_.Notify(name);
+  return absl::OkStatus();
+}
+
+}  // namespace dlock::postgres

@@ -1,0 +1,61 @@
+// Copyright dlock authors. What both PostgreSQL modes share: options, the
+// statements, the connection pool, the wake-up hub and its listener, and the
+// operations that do not depend on the mode (C11, C12).
+#ifndef DLOCK_BACKENDS_POSTGRES_PG_COMMON_H_
+#define DLOCK_BACKENDS_POSTGRES_PG_COMMON_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dlock/backend.h"
+#include "dlock/wakeup.h"
+#include "pg_listener.h"
+#include "pg_options.h"
+#include "pg_pool.h"
+#include "pg_schema.h"
+
+namespace dlock::postgres {
+
+class PgBackendBase : public Backend {
+ public:
+  PgBackendBase(PgOptions options, const BackendConfig& config);
+
+  // Connects once, creating the schema on first use, and starts listening.
+  absl::Status Start(PgListener::Watcher* watcher);
+
+  absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
+  absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
+  absl::Status ForceUnlock(absl::string_view name) override;
+  void Shutdown() override;
+
+ protected:
+  // Runs `stmt` on a pooled connection. A statement that failed because the
+  // pooled connection had just died is tried once more on a fresh one when
+  // `idempotent`.
+  absl::StatusOr<PgResult> RunPooled(const Statement& stmt,
+                                     absl::Span<const std::string> params,
+                                     bool idempotent);
+  absl::Status NotOwner(absl::string_view name) const;
+
+  const PgOptions options_;
+  const Sql sql_;
+  const std::string ns_;
+  const absl::Duration fallback_poll_;
+  BackendListener* const listener_;
+  PgPool pool_;
+  WakeupHub hub_;
+  std::unique_ptr<PgListener> notifications_;
+};
+
+// The lease-mode and session-mode backends, both started.
+absl::StatusOr<std::unique_ptr<Backend>> NewLeaseBackend(
+    PgOptions options, const BackendConfig& config);
+absl::StatusOr<std::unique_ptr<Backend>> NewSessionBackend(
+    PgOptions options, const BackendConfig& config);
+
+std::string Millis(absl::Duration d);
+
+}  // namespace dlock::postgres
+
+#endif  // DLOCK_BACKENDS_POSTGRES_PG_COMMON_H_

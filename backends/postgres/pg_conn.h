@@ -1,0 +1,90 @@
+// Copyright dlock authors. One libpq connection with bounded waits: every
+// statement is sent asynchronously and awaited with poll(), so a server that
+// stops answering costs a caller at most the statement timeout (C17, C18).
+#ifndef DLOCK_BACKENDS_POSTGRES_PG_CONN_H_
+#define DLOCK_BACKENDS_POSTGRES_PG_CONN_H_
+
+#include <libpq-fe.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "pg_options.h"
+
+namespace dlock::postgres {
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
+
+// A parameterized statement, prepared on each connection the first time it
+// runs there. Parameters are always sent separately from the text.
+struct Statement {
+  std::string name;
+  std::string sql;
+};
+
+class PgConn {
+ public:
+  // Connects (bounded by libpq's connect_timeout) and sets the server-side
+  // statement_timeout. Unavailable naming the endpoint on failure.
+  static absl::StatusOr<std::unique_ptr<PgConn>> Open(const PgOptions& options);
+  ~PgConn();
+  PgConn(const PgConn&) = delete;
+  PgConn& operator=(const PgConn&) = delete;
+
+  // Runs `stmt` with text parameters (nullopt-free: every parameter is set)
+  // and returns its rows. A connection error or a timeout marks the
+  // connection broken.
+  absl::StatusOr<PgResult> Run(const Statement& stmt,
+                               absl::Span<const std::string> params);
+  // A simple query without parameters (setup, LISTEN), maybe several
+  // statements; only for text that holds no caller data.
+  absl::Status Exec(const std::string& sql);
+
+  // Reads whatever the server sent meanwhile without blocking; false when
+  // the connection is gone (the server closed it, or it was broken before).
+  bool Alive();
+  bool broken() const { return broken_; }
+  // Whether the last Run() got as far as sending the statement itself; when
+  // not, it certainly did not run and may be sent again.
+  bool executed() const { return executed_; }
+  int socket() const { return PQsocket(conn_); }
+  PGconn* raw() { return conn_; }
+  const std::string& endpoint() const { return endpoint_; }
+
+  // The status for a failed connection, naming the endpoint.
+  absl::Status ConnectionError(absl::string_view doing);
+
+ private:
+  PgConn(PGconn* conn, std::string endpoint, absl::Duration timeout)
+      : conn_(conn), endpoint_(std::move(endpoint)), timeout_(timeout) {}
+  // Waits for every result of the query just sent; returns the last one, or
+  // the first error.
+  absl::StatusOr<PgResult> Await(absl::string_view doing);
+
+  PGconn* conn_;
+  const std::string endpoint_;
+  const absl::Duration timeout_;  // server-side statement_timeout
+  bool broken_ = false;
+  bool executed_ = false;
+  absl::flat_hash_set<std::string> prepared_;
+};
+
+// The status for a failed result, by SQLSTATE class: connection trouble,
+// shutdown, resource limits and timeouts are Unavailable; the rest Internal.
+absl::Status ResultStatus(const PGresult* result, const std::string& endpoint,
+                          absl::string_view doing);
+
+// Column `col` of row `row` as a number (0 when NULL).
+int64_t GetInt(const PGresult* r, int row, int col);
+std::string GetText(const PGresult* r, int row, int col);
+
+}  // namespace dlock::postgres
+
+#endif  // DLOCK_BACKENDS_POSTGRES_PG_CONN_H_

@@ -1,0 +1,61 @@
+// Copyright dlock authors. One thread per client with a dedicated connection
+// that LISTENs for releases and wakes local waiters (C9). It reconnects by
+// itself and then wakes every waiter, since announcements may have been
+// missed meanwhile (C18). It also sweeps long-free rows, and in session mode
+// watches the sockets of idle session connections, so that a dropped session
+// is reported at once.
+#ifndef DLOCK_BACKENDS_POSTGRES_PG_LISTENER_H_
+#define DLOCK_BACKENDS_POSTGRES_PG_LISTENER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlock/wakeup.h"
+#include "pg_conn.h"
+#include "pg_schema.h"
+
+namespace dlock::postgres {
+
+class PgListener {
+ public:
+  // Extra sockets to watch (session mode).
+  class Watcher {
+   public:
+    virtual ~Watcher() = default;
+    virtual std::vector<int> Fds() = 0;
+    virtual void OnReadable(int fd) = 0;
+  };
+
+  PgListener(const PgOptions& options, const Sql& sql, std::string ns,
+             WakeupHub& hub, Watcher* watcher);
+  ~PgListener();
+  PgListener(const PgListener&) = delete;
+  PgListener& operator=(const PgListener&) = delete;
+
+  void Start();
+  void Stop();
+  // Makes the thread look at Watcher::Fds() again.
+  void Wake();
+
+ private:
+  void Loop();
+  bool Connect();
+  void Drain();
+
+  const PgOptions& options_;
+  const Sql& sql_;
+  const std::string prefix_;  // "<namespace>:" as in a notification payload
+  WakeupHub& hub_;
+  Watcher* const watcher_;
+  int wake_pipe_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+  std::unique_ptr<PgConn> conn_;  // only the thread touches it
+  std::thread thread_;
+};
+
+}  // namespace dlock::postgres
+
+#endif  // DLOCK_BACKENDS_POSTGRES_PG_LISTENER_H_

@@ -1,0 +1,165 @@
+#include "pg_options.h"
+
+#include <libpq-fe.h>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace dlock::postgres {
+namespace {
+
+constexpr size_t kMaxTableBytes = 40;  // suffixes must fit in 63 bytes
+constexpr char kKnownOptions[] =
+    "namespace, table, mode (lease|session), pool_size, statement_timeout, "
+    "max_sessions, and libpq connection parameters (sslmode, "
+    "connect_timeout, application_name, options, ...)";
+
+// Keywords this libpq accepts, as PQconndefaults() lists them.
+absl::flat_hash_set<std::string> LibpqKeywords() {
+  absl::flat_hash_set<std::string> out;
+  PQconninfoOption* defaults = PQconndefaults();
+  if (defaults == nullptr) return out;
+  for (PQconninfoOption* o = defaults; o->keyword != nullptr; ++o) {
+    out.insert(o->keyword);
+  }
+  PQconninfoFree(defaults);
+  return out;
+}
+
+// Where messages say we connect: host:port pairs, never user or password.
+std::string Endpoint(const Uri& uri, const std::string& host_param,
+                     const std::string& port_param) {
+  std::vector<std::string> parts;
+  for (const HostPort& hp : uri.hosts) {
+    std::string host = hp.host.find(':') != std::string::npos
+                           ? absl::StrCat("[", hp.host, "]")
+                           : hp.host;
+    parts.push_back(absl::StrCat(
+        host, ":", hp.port.has_value() ? absl::StrCat(*hp.port) : "5432"));
+  }
+  if (parts.empty()) {
+    parts.push_back(absl::StrCat(host_param.empty() ? "localhost" : host_param,
+                                 ":",
+                                 port_param.empty() ? "5432" : port_param));
+  }
+  return absl::StrCat("postgres at ", absl::StrJoin(parts, ","));
+}
+
+}  // namespace
+
+absl::Status ValidateTableName(absl::string_view table) {
+  bool ok = !table.empty() && table.size() <= kMaxTableBytes &&
+            !(table[0] >= '0' && table[0] <= '9');
+  for (char c : table) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("URI option 'table' must be a lower-case SQL identifier "
+                   "([a-z_][a-z0-9_]*, at most ",
+                   kMaxTableBytes, " bytes), not '", table, "'"));
+}
+
+absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
+  const Uri& uri = config.uri;
+  UriParams& params = config.params;
+  PgOptions out;
+
+  if (std::optional<std::string> table = params.TakeString("table")) {
+    if (absl::Status s = ValidateTableName(*table); !s.ok()) return s;
+    out.table = *table;
+  }
+  if (std::optional<std::string> mode = params.TakeString("mode")) {
+    if (*mode == "lease") {
+      out.mode = Mode::kLease;
+    } else if (*mode == "session") {
+      out.mode = Mode::kSession;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "URI option 'mode' must be 'lease' or 'session', not '", *mode, "'"));
+    }
+  }
+  absl::StatusOr<std::optional<int64_t>> pool =
+      params.TakeInt("pool_size", 1, 256);
+  if (!pool.ok()) return pool.status();
+  if (pool->has_value()) out.pool_size = static_cast<int>(**pool);
+  absl::StatusOr<std::optional<int64_t>> sessions =
+      params.TakeInt("max_sessions", 1, 10000);
+  if (!sessions.ok()) return sessions.status();
+  if (sessions->has_value()) out.max_sessions = static_cast<int>(**sessions);
+  absl::StatusOr<std::optional<absl::Duration>> timeout =
+      params.TakeDuration("statement_timeout");
+  if (!timeout.ok()) return timeout.status();
+  if (timeout->has_value()) {
+    // The sweeper deletes rows idle for 10 minutes; a statement must never
+    // outlive that (docs/postgres.md, fencing).
+    if (**timeout < absl::Milliseconds(10) || **timeout > absl::Minutes(1)) {
+      return absl::InvalidArgumentError(
+          "URI option 'statement_timeout' must be from 10ms to 1m");
+    }
+    out.statement_timeout = **timeout;
+  }
+
+  // The URI's own parts, with libpq's meaning.
+  auto add = [&out](absl::string_view k, absl::string_view v) {
+    out.keywords.emplace_back(k);
+    out.values.emplace_back(v);
+  };
+  std::vector<std::string> hosts, ports;
+  bool any_port = false;
+  for (const HostPort& hp : uri.hosts) {
+    hosts.push_back(hp.host);
+    ports.push_back(hp.port.has_value() ? absl::StrCat(*hp.port) : "");
+    any_port = any_port || hp.port.has_value();
+  }
+  absl::flat_hash_set<std::string> from_uri;
+  if (!hosts.empty()) {
+    add("host", absl::StrJoin(hosts, ","));
+    from_uri.insert("host");
+    if (any_port) {
+      add("port", absl::StrJoin(ports, ","));
+      from_uri.insert("port");
+    }
+  }
+  if (!uri.user.empty()) {
+    add("user", uri.user);
+    from_uri.insert("user");
+  }
+  if (uri.password.has_value()) {
+    add("password", *uri.password);
+    from_uri.insert("password");
+  }
+  if (!uri.path.empty()) {
+    add("dbname", uri.path);
+    from_uri.insert("dbname");
+  }
+
+  // Everything else goes to libpq if libpq knows it.
+  const absl::flat_hash_set<std::string> known = LibpqKeywords();
+  std::string host_param, port_param;
+  bool has_connect_timeout = false, has_application_name = false;
+  for (const auto& [key, value] : params.Rest()) {
+    if (!known.contains(key) || key == "replication") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown option '", key, "' in a ", uri.scheme,
+                       ":// URI; known options: ", kKnownOptions));
+    }
+    if (from_uri.contains(key)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "option '", key, "' is given both in the URI and as a parameter"));
+    }
+    if (key == "host") host_param = value;
+    if (key == "port") port_param = value;
+    has_connect_timeout = has_connect_timeout || key == "connect_timeout";
+    has_application_name = has_application_name || key == "application_name";
+    add(key, value);
+  }
+  // Connecting must not hang either (libpq's default is to wait forever).
+  if (!has_connect_timeout) add("connect_timeout", "5");
+  if (!has_application_name) add("application_name", "dlock");
+  out.endpoint = Endpoint(uri, host_param, port_param);
+  return out;
+}
+
+}  // namespace dlock::postgres

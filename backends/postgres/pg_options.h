@@ -1,0 +1,49 @@
+// Copyright dlock authors. What a postgres:// URI means: libpq's own
+// connection parameters, passed through, plus dlock's options.
+#ifndef DLOCK_BACKENDS_POSTGRES_PG_OPTIONS_H_
+#define DLOCK_BACKENDS_POSTGRES_PG_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dlock/backend.h"
+
+namespace dlock::postgres {
+
+enum class Mode {
+  kLease,    // a row per held lock, with an expiry on the server's clock
+  kSession,  // the row is also bound to the holder's session (advisory lock)
+};
+
+struct PgOptions {
+  // libpq connection parameters, for PQconnectdbParams. The password is in
+  // here and nowhere else.
+  std::vector<std::string> keywords;
+  std::vector<std::string> values;
+  // "postgres at host:port[,host:port]": safe for messages, never a password.
+  std::string endpoint;
+  std::string table = "dlock_locks";
+  Mode mode = Mode::kLease;
+  int pool_size = 4;
+  // Server-side statement_timeout, and how long the client waits for any
+  // answer before it gives the connection up (C17, C18).
+  absl::Duration statement_timeout = absl::Seconds(5);
+  // Session mode: at most this many dedicated connections (held locks and
+  // waiters) per client.
+  int max_sessions = 64;
+};
+
+// Takes dlock's options from config.params and passes every other parameter
+// through to libpq when libpq knows it (PQconndefaults); anything else is
+// InvalidArgument naming the key.
+absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config);
+
+// [a-z_][a-z0-9_]*, at most 40 bytes: the table name becomes SQL text (an
+// identifier cannot be a parameter), so it is checked, never escaped.
+absl::Status ValidateTableName(absl::string_view table);
+
+}  // namespace dlock::postgres
+
+#endif  // DLOCK_BACKENDS_POSTGRES_PG_OPTIONS_H_

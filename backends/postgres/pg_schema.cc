@@ -1,0 +1,365 @@
+#include "pg_schema.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace dlock::postgres {
+namespace {
+
+// {T} the table, {S} the fencing sequence, {M} the meta table, {F} the prefix
+// of the session-mode functions; all quoted identifiers of a validated name.
+//
+// A row is live while expires_at is in the future (and, for a session-mode
+// row, while some session holds the shared advisory lock on session_key). A
+// released row stays, free (owner '', expires_at = release time), so that
+// the next fresh hold takes its token under the row lock: strictly greater
+// than the last one (C8). The sweeper deletes rows free for 10 minutes.
+constexpr char kCreate[] = R"sql(
+BEGIN;
+SELECT pg_advisory_xact_lock(7238085217420861440);
+CREATE TABLE IF NOT EXISTS {M} (version integer NOT NULL);
+CREATE SEQUENCE IF NOT EXISTS {S} AS bigint;
+CREATE TABLE IF NOT EXISTS {T} (
+  namespace text NOT NULL,
+  name text NOT NULL,
+  owner text NOT NULL,
+  holds bigint NOT NULL,
+  fencing_token bigint NOT NULL,
+  kept_lease_ms bigint NOT NULL,
+  expires_at timestamptz NOT NULL,
+  since timestamptz NOT NULL,
+  session_key bigint,
+  wanted boolean NOT NULL DEFAULT false,
+  PRIMARY KEY (namespace, name)
+) WITH (fillfactor = 70);
+
+-- Whether some session still holds the shared advisory lock on p_key: the
+-- exclusive try fails exactly when another session does. A shared lock held
+-- by this very session counts as alive too: it cannot be told from the
+-- holder's behind a transaction-pooling proxy, and in direct use no caller
+-- runs this while holding one.
+CREATE OR REPLACE FUNCTION {F}alive"(p_key bigint)
+RETURNS boolean LANGUAGE sql AS $fn$
+  SELECT NOT pg_try_advisory_xact_lock(p_key) OR EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND pid = pg_backend_pid()
+      AND mode = 'ShareLock' AND granted AND objsubid = 1
+      AND classid = ((p_key >> 32) & 4294967295)::oid
+      AND objid = (p_key & 4294967295)::oid)
+$fn$;
+
+CREATE OR REPLACE FUNCTION {F}acquire"(p_ns text, p_name text, p_owner text,
+    p_lease_ms bigint, p_have boolean)
+RETURNS TABLE (o_got boolean, o_holds bigint, o_token bigint, o_left bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_key bigint := hashtextextended(p_ns || '/' || p_name, 0);
+  v_lease interval := p_lease_ms * interval '1 millisecond';
+  v_row record;
+  v_now timestamptz;
+BEGIN
+  LOOP
+    SELECT l.owner, l.expires_at, l.session_key INTO v_row FROM {T} l
+      WHERE l.namespace = p_ns AND l.name = p_name FOR UPDATE;
+    v_now := clock_timestamp();
+    IF NOT FOUND THEN
+      INSERT INTO {T} AS l (namespace, name, owner, holds, fencing_token,
+          kept_lease_ms, expires_at, since, session_key)
+        VALUES (p_ns, p_name, p_owner, 1, nextval('{S}'), p_lease_ms,
+          v_now + v_lease, v_now, v_key)
+        ON CONFLICT DO NOTHING RETURNING l.fencing_token INTO o_token;
+      IF NOT FOUND THEN
+        CONTINUE;  -- a concurrent insert won; look at its row
+      END IF;
+      IF NOT p_have THEN
+        PERFORM pg_advisory_lock_shared(v_key);
+      END IF;
+      RETURN QUERY SELECT true, 1::bigint, o_token, 0::bigint;
+      RETURN;
+    END IF;
+    -- Re-entry: ours and live (our own session's lock, or anybody's).
+    IF v_row.owner = p_owner AND v_row.expires_at > v_now AND (p_have
+        OR v_row.session_key IS NULL OR {F}alive"(v_row.session_key)) THEN
+      UPDATE {T} l SET holds = l.holds + 1,
+          kept_lease_ms = GREATEST(l.kept_lease_ms, p_lease_ms),
+          expires_at = GREATEST(l.expires_at, v_now + v_lease)
+        WHERE l.namespace = p_ns AND l.name = p_name
+        RETURNING l.holds, l.fencing_token INTO o_holds, o_token;
+      IF NOT p_have THEN
+        PERFORM pg_advisory_lock_shared(v_key);
+      END IF;
+      RETURN QUERY SELECT true, o_holds, o_token, 0::bigint;
+      RETURN;
+    END IF;
+    -- Our session's lock is stale (the hold was lost): let go of it first,
+    -- so that the liveness test below sees only other sessions.
+    IF p_have THEN
+      PERFORM pg_advisory_unlock_shared(v_key);
+      p_have := false;
+    END IF;
+    IF v_row.expires_at > v_now AND (v_row.session_key IS NULL
+        OR {F}alive"(v_row.session_key)) THEN
+      -- A waiter now: the holder's release must announce itself.
+      UPDATE {T} l SET wanted = true
+        WHERE l.namespace = p_ns AND l.name = p_name;
+      RETURN QUERY SELECT false, 0::bigint, 0::bigint, GREATEST(0,
+          ceil(extract(epoch FROM v_row.expires_at - v_now) * 1000))::bigint;
+      RETURN;
+    END IF;
+    -- Free, expired, or its holder's session is gone: take it over.
+    UPDATE {T} l SET owner = p_owner, holds = 1,
+        fencing_token = nextval('{S}'), kept_lease_ms = p_lease_ms,
+        expires_at = v_now + v_lease, since = v_now, session_key = v_key,
+        wanted = false
+      WHERE l.namespace = p_ns AND l.name = p_name
+      RETURNING l.fencing_token INTO o_token;
+    PERFORM pg_advisory_lock_shared(v_key);
+    RETURN QUERY SELECT true, 1::bigint, o_token, 0::bigint;
+    RETURN;
+  END LOOP;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION {F}owned"(p_ns text, p_name text, p_owner text,
+    p_have boolean)
+RETURNS {T} LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_row {T};
+BEGIN
+  SELECT * INTO v_row FROM {T} l
+    WHERE l.namespace = p_ns AND l.name = p_name FOR UPDATE;
+  IF NOT FOUND OR v_row.owner <> p_owner
+      OR v_row.expires_at <= clock_timestamp()
+      OR (NOT p_have AND v_row.session_key IS NOT NULL
+          AND NOT {F}alive"(v_row.session_key)) THEN
+    IF p_have THEN
+      PERFORM pg_advisory_unlock_shared(hashtextextended(p_ns || '/' || p_name, 0));
+    END IF;
+    RETURN NULL;
+  END IF;
+  RETURN v_row;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION {F}release"(p_ns text, p_name text, p_owner text,
+    p_holds bigint, p_have boolean, p_keep boolean, p_channel text)
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_row {T} := {F}owned"(p_ns, p_name, p_owner, p_have);
+  v_left bigint;
+BEGIN
+  IF v_row.name IS NULL THEN
+    RETURN NULL;
+  END IF;
+  v_left := GREATEST(v_row.holds - p_holds, 0);
+  IF v_left = 0 THEN
+    UPDATE {T} l SET owner = '', holds = 0, expires_at = clock_timestamp()
+      WHERE l.namespace = p_ns AND l.name = p_name;
+    PERFORM pg_notify(p_channel, p_ns || ':' || p_name);
+  ELSE
+    UPDATE {T} l SET holds = v_left
+      WHERE l.namespace = p_ns AND l.name = p_name;
+  END IF;
+  IF p_have AND (v_left = 0 OR NOT p_keep) THEN
+    PERFORM pg_advisory_unlock_shared(hashtextextended(p_ns || '/' || p_name, 0));
+  END IF;
+  RETURN v_left;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION {F}renew"(p_ns text, p_name text, p_owner text,
+    p_lease_ms bigint, p_have boolean)
+RETURNS boolean LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_row {T} := {F}owned"(p_ns, p_name, p_owner, p_have);
+BEGIN
+  IF v_row.name IS NULL THEN
+    RETURN false;
+  END IF;
+  UPDATE {T} l SET kept_lease_ms = GREATEST(l.kept_lease_ms, p_lease_ms),
+      expires_at = GREATEST(l.expires_at, clock_timestamp()
+          + GREATEST(l.kept_lease_ms, p_lease_ms) * interval '1 millisecond')
+    WHERE l.namespace = p_ns AND l.name = p_name;
+  RETURN true;
+END
+$fn$;
+
+INSERT INTO {M} SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM {M});
+COMMIT;
+)sql";
+
+// Fresh hold, re-entry, or a waiter's mark, decided once under the row lock:
+// "again" (ours and live) implies "take" (ours, or free or expired). A failed
+// attempt changes nothing but `wanted`, so that the holder's release knows to
+// NOTIFY; uncontended releases announce nothing (C9). The last column is how
+// long the holder has left, a hint for when to look again.
+constexpr char kAcquire[] = R"sql(
+INSERT INTO {T} AS l (namespace, name, owner, holds, fencing_token,
+    kept_lease_ms, expires_at, since)
+VALUES ($1, $2, $3, 1, nextval('{S}'), $4::bigint,
+    clock_timestamp() + $4::bigint * interval '1 millisecond',
+    clock_timestamp())
+ON CONFLICT (namespace, name) DO UPDATE SET
+  (owner, holds, fencing_token, kept_lease_ms, expires_at, since, session_key,
+   wanted) =
+  (SELECT
+     CASE WHEN d.take THEN $3 ELSE l.owner END,
+     CASE WHEN d.again THEN l.holds + 1 WHEN d.take THEN 1 ELSE l.holds END,
+     CASE WHEN d.again OR NOT d.take THEN l.fencing_token
+          ELSE nextval('{S}') END,
+     CASE WHEN d.again THEN GREATEST(l.kept_lease_ms, $4::bigint)
+          WHEN d.take THEN $4::bigint ELSE l.kept_lease_ms END,
+     CASE WHEN d.again THEN GREATEST(l.expires_at,
+              d.now + $4::bigint * interval '1 millisecond')
+          WHEN d.take THEN d.now + $4::bigint * interval '1 millisecond'
+          ELSE l.expires_at END,
+     CASE WHEN d.again OR NOT d.take THEN l.since ELSE d.now END,
+     CASE WHEN d.again OR NOT d.take THEN l.session_key END,
+     CASE WHEN d.again THEN l.wanted ELSE NOT d.take END
+   FROM (SELECT l.owner = $3 AND l.expires_at > clock_timestamp() AS again,
+                l.owner = $3 OR l.expires_at <= clock_timestamp() AS take,
+                clock_timestamp() AS now) d)
+RETURNING l.owner = $3, l.holds, l.fencing_token, GREATEST(0,
+    ceil(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000))::bigint
+)sql";
+
+// The notification is sent at commit, so a woken waiter finds the row free;
+// only when a waiter marked the row (`wanted`).
+constexpr char kRelease[] = R"sql(
+WITH r AS (
+  UPDATE {T} AS l SET
+    holds = GREATEST(l.holds - $4::bigint, 0),
+    owner = CASE WHEN l.holds > $4::bigint THEN l.owner ELSE '' END,
+    expires_at = CASE WHEN l.holds > $4::bigint THEN l.expires_at
+                      ELSE clock_timestamp() END
+  WHERE l.namespace = $1 AND l.name = $2 AND l.owner = $3
+    AND l.expires_at > clock_timestamp()
+  RETURNING l.holds, l.wanted)
+SELECT holds,
+  CASE WHEN holds = 0 AND wanted THEN pg_notify($5, $1 || ':' || $2)::text END
+FROM r
+)sql";
+
+constexpr char kRenew[] = R"sql(
+UPDATE {T} AS l SET
+  kept_lease_ms = GREATEST(l.kept_lease_ms, $4::bigint),
+  expires_at = GREATEST(l.expires_at, clock_timestamp()
+      + GREATEST(l.kept_lease_ms, $4::bigint) * interval '1 millisecond')
+WHERE l.namespace = $1 AND l.name = $2 AND l.owner = $3
+  AND l.expires_at > clock_timestamp()
+RETURNING 1
+)sql";
+
+// The watchdog's batch: every due renewal of a client in one statement.
+constexpr char kRenewMany[] = R"sql(
+WITH c AS (
+  SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[])
+      WITH ORDINALITY AS c(name, owner, lease_ms, i)),
+u AS (
+  UPDATE {T} AS l SET
+    kept_lease_ms = GREATEST(l.kept_lease_ms, c.lease_ms),
+    expires_at = GREATEST(l.expires_at, clock_timestamp()
+        + GREATEST(l.kept_lease_ms, c.lease_ms) * interval '1 millisecond')
+  FROM c
+  WHERE l.namespace = $1 AND l.name = c.name AND l.owner = c.owner
+    AND l.expires_at > clock_timestamp()
+  RETURNING c.i)
+SELECT i FROM u
+)sql";
+
+// A session-mode row counts only while a session holds its advisory lock.
+constexpr char kLive[] =
+    "l.expires_at > clock_timestamp() AND CASE WHEN l.session_key IS NULL "
+    "THEN true ELSE {F}alive\"(l.session_key) END";
+
+constexpr char kColumns[] =
+    "l.owner, l.holds, l.fencing_token, GREATEST(0, extract(epoch FROM "
+    "l.expires_at - clock_timestamp()) * 1000000)::bigint, "
+    "(extract(epoch FROM l.since) * 1000000)::bigint";
+
+constexpr char kForce[] = R"sql(
+WITH f AS (
+  UPDATE {T} AS l SET owner = '', holds = 0, expires_at = clock_timestamp()
+  WHERE l.namespace = $1 AND l.name = $2 AND l.expires_at > clock_timestamp()
+  RETURNING 1)
+SELECT pg_notify($3, $1 || ':' || $2)::text FROM f
+)sql";
+
+std::string Quote(absl::string_view identifier) {
+  return absl::StrCat("\"", identifier, "\"");
+}
+
+}  // namespace
+
+Sql::Sql(const std::string& table) {
+  const std::string t = Quote(table);
+  const std::string m = Quote(table + "_meta");
+  const std::string s = Quote(table + "_fencing");
+  // {F}acquire" -> "<table>_s_acquire"
+  const std::string f = absl::StrCat("\"", table, "_s_");
+  auto fill = [&](absl::string_view text) {
+    return absl::StrReplaceAll(
+        text, {{"{T}", t}, {"{M}", m}, {"{S}", s}, {"{F}", f}});
+  };
+  channel = table + "_released";
+  listen = absl::StrCat("LISTEN ", Quote(channel));
+  acquire = {"dlock_acquire", fill(kAcquire)};
+  release = {"dlock_release", fill(kRelease)};
+  renew = {"dlock_renew", fill(kRenew)};
+  renew_many = {"dlock_renew_many", fill(kRenewMany)};
+  inspect = {"dlock_inspect",
+             fill(absl::StrCat("SELECT ", kColumns,
+                               " FROM {T} l WHERE "
+                               "l.namespace = $1 AND l.name = $2 AND ",
+                               kLive))};
+  list = {"dlock_list",
+          fill(absl::StrCat("SELECT l.name, ", kColumns,
+                            " FROM {T} l WHERE l.namespace = $1 AND "
+                            "starts_with(l.name, $2) AND ",
+                            kLive, " ORDER BY l.name"))};
+  force = {"dlock_force", fill(kForce)};
+  sweep = {"dlock_sweep",
+           fill("DELETE FROM {T} WHERE expires_at < clock_timestamp() - "
+                "interval '10 minutes'")};
+  s_acquire = {"dlock_s_acquire",
+               fill("SELECT * FROM {F}acquire\"($1, $2, $3, $4, $5)")};
+  s_release = {"dlock_s_release",
+               fill("SELECT {F}release\"($1, $2, $3, $4, $5, $6, $7)")};
+  s_renew = {"dlock_s_renew", fill("SELECT {F}renew\"($1, $2, $3, $4, $5)")};
+  schema_version = fill("SELECT max(version) FROM {M}");
+  create_schema = fill(kCreate);
+}
+
+absl::Status EnsureSchema(PgConn& conn, const Sql& sql) {
+  absl::Status created = absl::OkStatus();
+  for (int round = 0; round < 2; ++round) {
+    absl::StatusOr<PgResult> version =
+        conn.Run(Statement{"dlock_schema_version", sql.schema_version}, {});
+    if (version.ok() && PQntuples(version->get()) == 1 &&
+        !PQgetisnull(version->get(), 0, 0)) {
+      const int64_t v = GetInt(version->get(), 0, 0);
+      if (v > kSchemaVersion) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            conn.endpoint(), ": the lock table has schema version ", v,
+            ", newer than this dlock understands (", kSchemaVersion,
+            "); upgrade dlock"));
+      }
+      // v < kSchemaVersion: migrations go here, in order.
+      if (v == kSchemaVersion) return absl::OkStatus();
+    } else if (!version.ok() &&
+               version.status().code() == absl::StatusCode::kUnavailable) {
+      return version.status();
+    }
+    if (round == 0) created = conn.Exec(sql.create_schema);
+    if (!created.ok()) {
+      // A failed statement leaves the BEGIN block open and aborted.
+      conn.Exec("ROLLBACK").IgnoreError();
+      break;
+    }
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat(conn.endpoint(),
+                   ": could not create the lock tables: ", created.message()));
+}
+
+}  // namespace dlock::postgres

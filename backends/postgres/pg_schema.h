@@ -1,0 +1,50 @@
+// Copyright dlock authors. The schema and every statement, built once from
+// the (validated) table name. Lock names, owners and namespaces are always
+// parameters; only the table's identifiers are SQL text.
+#ifndef DLOCK_BACKENDS_POSTGRES_PG_SCHEMA_H_
+#define DLOCK_BACKENDS_POSTGRES_PG_SCHEMA_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "pg_conn.h"
+
+namespace dlock::postgres {
+
+// The schema version this build creates and understands. A table created by
+// a newer version is refused; an older one is migrated (none exists yet).
+inline constexpr int kSchemaVersion = 1;
+
+struct Sql {
+  explicit Sql(const std::string& table);
+
+  std::string channel;  // NOTIFY channel: "<table>_released"
+  std::string listen;   // LISTEN "<table>_released"
+
+  // Lease mode. Parameters: $1 namespace, $2 name, $3 owner, then as noted.
+  Statement acquire;  // $4 lease ms -> (got, holds, token, holder_left_ms)
+  Statement release;  // $4 holds, $5 channel -> (holds left, notify)
+  Statement renew;    // $4 lease ms -> one row when renewed
+  // $1 namespace, $2 names, $3 owners, $4 lease ms (arrays) -> the 1-based
+  // positions renewed
+  Statement renew_many;
+  // Both modes.
+  Statement inspect;  // $1, $2 -> (owner, holds, token, left_us, since_us)
+  Statement list;     // $1, $2 prefix -> (name, owner, ...)
+  Statement force;    // $1, $2, $3 channel -> one row when it was held
+  Statement sweep;    // no parameters: deletes rows free for 10 minutes
+  // Session mode: calls of the functions the schema defines.
+  Statement s_acquire;  // $4 lease ms, $5 has-session -> like acquire
+  Statement s_release;  // $4 holds, $5 has-session, $6 keep, $7 channel
+  Statement s_renew;    // $4 lease ms, $5 has-session -> bool
+
+  std::string schema_version;  // SELECT the version (42P01 when missing)
+  std::string create_schema;   // one transaction, idempotent
+};
+
+// Creates the schema on first use, or checks its version.
+absl::Status EnsureSchema(PgConn& conn, const Sql& sql);
+
+}  // namespace dlock::postgres
+
+#endif  // DLOCK_BACKENDS_POSTGRES_PG_SCHEMA_H_

@@ -1,0 +1,334 @@
+// Acquisition: re-entry, the node in the queue, and waiting for our turn.
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "zk_backend.h"
+
+namespace dlock::zk {
+namespace {
+
+int64_t LeaseMs(absl::Duration lease) {
+  return std::max<int64_t>(1, absl::ToInt64Milliseconds(lease));
+}
+
+}  // namespace
+
+NodeData ZkBackend::Reentered(const LocalHold& hold,
+                              absl::Duration lease) const {
+  NodeData next = hold.data;
+  const int64_t asked = LeaseMs(lease);
+  next.holds += 1;
+  next.kept_ms = std::max(next.kept_ms, asked);
+  next.lease_ms = std::max(asked, RemainingMs(hold.data, hold.mtime));
+  return next;
+}
+
+absl::StatusOr<Acquired> ZkBackend::Acquire(const AcquireCall& call) {
+  LostWithSession(call.name, call.owner, /*consume=*/true);
+  if (std::optional<absl::StatusOr<Acquired>> again = ReenterKnown(call)) {
+    return *std::move(again);
+  }
+  const std::string parent = ParentOf(call.name);
+  NodeData data{.owner = std::string(call.owner),
+                .holds = 1,
+                .lease_ms = LeaseMs(call.lease),
+                .kept_ms = LeaseMs(call.lease),
+                .since_ms = 0};
+  OwnNode own;
+  std::optional<std::vector<std::string>> children;
+  if (absl::Status s = CreateOwnNode(call, parent, data, own, children);
+      !s.ok()) {
+    return s;
+  }
+  return WaitTurn(call, parent, data, own, std::move(children));
+}
+
+std::optional<absl::StatusOr<Acquired>> ZkBackend::ReenterKnown(
+    const AcquireCall& call) {
+  LocalHold hold;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = holds_.find(HoldKey(call.name, call.owner));
+    if (it == holds_.end()) return std::nullopt;
+    hold = it->second;
+  }
+  if (absl::Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
+    // The lease ran out: this is a fresh acquisition, not a re-entry.
+    Forget(call.name, call.owner, hold.path);
+    QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
+    return std::nullopt;
+  }
+  absl::Status written = absl::AbortedError("not written");
+  for (int i = 0; i < kWriteRetries && absl::IsAborted(written); ++i) {
+    written = Write(call.name, call.owner, hold, Reentered(hold, call.lease),
+                    "re-entry");
+  }
+  if (written.code() == absl::StatusCode::kFailedPrecondition) {
+    return std::nullopt;  // gone: acquire afresh
+  }
+  if (!written.ok()) return absl::StatusOr<Acquired>(written);
+  return absl::StatusOr<Acquired>(
+      Acquired{.fencing_token = hold.czxid, .hold_count = hold.data.holds});
+}
+
+absl::Status ZkBackend::CreateOwnNode(
+    const AcquireCall& call, const std::string& parent, const NodeData& data,
+    OwnNode& own, std::optional<std::vector<std::string>>& children) {
+  // A unique prefix per attempt (client id and a counter) lets us find the
+  // node again when the reply to its create is lost (Curator's protection).
+  const std::string prefix =
+      absl::StrCat(settings_.client_id, "-", attempts_.fetch_add(1), "-lock-");
+  const std::string payload = Serialize(data);
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const absl::Time deadline = CallDeadline();
+    // Pipelined: ZooKeeper answers one session's requests in order, so the
+    // listing includes our node and costs no extra round trip.
+    Call created = session_->Create(absl::StrCat(parent, "/", prefix), payload,
+                                    ZOO_EPHEMERAL_SEQUENTIAL);
+    Call listed = session_->Children(parent);
+    Reply create = created.Wait(deadline);
+    Reply list = listed.Wait(deadline);
+    if (create.rc == ZOK) {
+      own.path = create.path;
+      own.name = own.path.substr(own.path.rfind('/') + 1);
+      own.stat = create.stat;
+      own.generation = create.generation;
+      session_->NoteServerTime(create.stat.mtime, absl::Now());
+      if (list.rc == ZOK) children = std::move(list.children);
+      return absl::OkStatus();
+    }
+    if (create.rc == ZNONODE) {
+      if (absl::Status s = EnsureParents(parent, deadline); !s.ok()) return s;
+      continue;
+    }
+    if (!IsConnectionError(create.rc)) {
+      return session_->ErrorStatus(
+          create.rc,
+          absl::StrCat("creating a node for lock '", call.name, "'"));
+    }
+    // The create may have happened. Look for it once we are back; if we
+    // cannot, a background task removes it so it never holds the lock.
+    const absl::Time until = std::min(std::max(call.deadline, absl::Now()),
+                                      absl::Now() + session_->call_timeout());
+    if (!Reconnected(until)) {
+      QueueDelete(PendingDelete{.path = parent, .prefix = prefix});
+      return session_->ErrorStatus(
+          create.rc,
+          absl::StrCat("creating a node for lock '", call.name, "'"));
+    }
+    Reply again = session_->Children(parent).Wait(CallDeadline());
+    if (again.rc != ZOK) continue;
+    for (const std::string& child : again.children) {
+      if (!absl::StartsWith(child, prefix)) continue;
+      own.path = absl::StrCat(parent, "/", child);
+      own.name = child;
+      Reply exists = session_->Exists(own.path, false).Wait(CallDeadline());
+      if (exists.rc != ZOK) break;
+      own.stat = exists.stat;
+      own.generation = exists.generation;
+      children = std::move(again.children);
+      return absl::OkStatus();
+    }
+  }
+  return absl::UnavailableError(
+      absl::StrCat("could not create a node for lock '", call.name,
+                   "' on ZooKeeper ", session_->endpoint(), " after retries"));
+}
+
+int ZkBackend::Touch(OwnNode& own, const NodeData& data) {
+  Reply r = session_->Set(own.path, Serialize(data), own.stat.version)
+                .Wait(CallDeadline());
+  if (r.rc == ZOK) {
+    own.stat = r.stat;
+    session_->NoteServerTime(r.stat.mtime, absl::Now());
+  }
+  return r.rc;
+}
+
+void ZkBackend::Abandon(const OwnNode& own) {
+  Reply r = session_->Delete(own.path, -1).Wait(CallDeadline());
+  if (r.rc != ZOK && r.rc != ZNONODE) {
+    QueueDelete(PendingDelete{.path = own.path});
+  }
+}
+
+void ZkBackend::Record(absl::string_view name, absl::string_view owner,
+                       LocalHold hold) {
+  absl::MutexLock lock(&mu_);
+  holds_[HoldKey(name, owner)] = std::move(hold);
+}
+
+std::optional<absl::StatusOr<Acquired>> ZkBackend::MaybeReenterHolder(
+    const AcquireCall& call, const std::string& holder_path, OwnNode& own) {
+  Reply r = session_->Get(holder_path, false).Wait(CallDeadline());
+  if (r.rc != ZOK) return std::nullopt;
+  std::optional<NodeData> data = Parse(r.data);
+  if (!data.has_value() || data->owner != call.owner ||
+      Expired(*data, r.stat)) {
+    return std::nullopt;
+  }
+  LocalHold hold{.path = holder_path,
+                 .data = *data,
+                 .version = r.stat.version,
+                 .czxid = static_cast<uint64_t>(r.stat.czxid),
+                 .mtime = r.stat.mtime,
+                 .generation = 0,
+                 .confirmed = absl::Now()};
+  absl::Status written = absl::AbortedError("not written");
+  for (int i = 0; i < kWriteRetries && absl::IsAborted(written); ++i) {
+    written = Write(call.name, call.owner, hold, Reentered(hold, call.lease),
+                    "re-entry");
+  }
+  if (written.code() == absl::StatusCode::kFailedPrecondition) {
+    return std::nullopt;
+  }
+  Abandon(own);
+  if (!written.ok()) return absl::StatusOr<Acquired>(written);
+  Record(call.name, call.owner, hold);
+  return absl::StatusOr<Acquired>(
+      Acquired{.fencing_token = hold.czxid, .hold_count = hold.data.holds});
+}
+
+absl::StatusOr<Acquired> ZkBackend::WaitTurn(
+    const AcquireCall& call, const std::string& parent, const NodeData& data,
+    OwnNode& own, std::optional<std::vector<std::string>> children) {
+  const absl::Duration lease = absl::Milliseconds(data.lease_ms);
+  const bool token_owner = absl::StartsWith(call.owner, "t:");
+  bool waited = false;
+  bool checked_holder = false;
+  absl::Time next_refresh = absl::Now() + lease / 3;
+  auto fail = [&](absl::Status status) {
+    Abandon(own);
+    return status;
+  };
+  while (true) {
+    if (call.cancel.IsCancelled()) {
+      return fail(absl::CancelledError(
+          absl::StrCat("wait for lock '", call.name, "' was cancelled")));
+    }
+    if (!children.has_value()) {
+      Reply list = session_->Children(parent).Wait(CallDeadline());
+      if (list.rc == ZOK) {
+        children = std::move(list.children);
+      } else if (list.rc == ZNONODE) {
+        children.emplace();
+      } else if (IsConnectionError(list.rc) &&
+                 Reconnected(std::min(
+                     call.deadline, absl::Now() + session_->call_timeout()))) {
+        continue;
+      } else {
+        return fail(session_->ErrorStatus(
+            list.rc,
+            absl::StrCat("listing the queue of lock '", call.name, "'")));
+      }
+    }
+    std::vector<std::string> queue = SortedQueue(*std::move(children));
+    children.reset();
+    auto mine = std::find(queue.begin(), queue.end(), own.name);
+    if (mine == queue.end() || session_->generation() != own.generation) {
+      // Our node is gone: the session expired, or it was removed as stale
+      // or by a force unlock while we waited. Queue up again.
+      if (absl::Now() >= call.deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("lock '", call.name, "' is held by another owner"));
+      }
+      if (absl::Status s = CreateOwnNode(call, parent, data, own, children);
+          !s.ok()) {
+        return s;
+      }
+      waited = true;
+      continue;
+    }
+    if (mine == queue.begin()) {
+      NodeData held = data;
+      if (waited) {
+        // The lease starts now, not when we queued (C2).
+        held.since_ms = session_->EstimatedServerNowMs();
+        const int rc = Touch(own, held);
+        if (rc == ZNONODE || rc == ZBADVERSION) continue;
+        if (rc != ZOK) {
+          return fail(session_->ErrorStatus(
+              rc, absl::StrCat("taking lock '", call.name, "'")));
+        }
+      }
+      Record(call.name, call.owner,
+             LocalHold{.path = own.path,
+                       .data = held,
+                       .version = own.stat.version,
+                       .czxid = static_cast<uint64_t>(own.stat.czxid),
+                       .mtime = own.stat.mtime,
+                       .generation = own.generation,
+                       .confirmed = absl::Now()});
+      return Acquired{.fencing_token = static_cast<uint64_t>(own.stat.czxid),
+                      .hold_count = 1};
+    }
+    if (token_owner && !checked_holder) {
+      // An explicit owner token may hold the lock through another client.
+      checked_holder = true;
+      if (auto again = MaybeReenterHolder(
+              call, absl::StrCat(parent, "/", queue[0]), own)) {
+        return *std::move(again);
+      }
+    }
+    const std::string predecessor = absl::StrCat(parent, "/", *std::prev(mine));
+    // Registered before the watch is set, so that a delete in between is
+    // not missed.
+    WakeupHub::Waiter waiter(hub_, predecessor);
+    Reply pred =
+        session_->Get(predecessor, /*watch=*/true).Wait(CallDeadline());
+    if (pred.rc == ZNONODE) continue;
+    if (pred.rc != ZOK) {
+      if (IsConnectionError(pred.rc) &&
+          Reconnected(std::min(call.deadline,
+                               absl::Now() + session_->call_timeout()))) {
+        continue;
+      }
+      return fail(session_->ErrorStatus(
+          pred.rc,
+          absl::StrCat("watching the queue of lock '", call.name, "'")));
+    }
+    std::optional<NodeData> pred_data = Parse(pred.data);
+    int64_t pred_end = INT64_MAX;
+    if (pred_data.has_value()) pred_end = pred.stat.mtime + pred_data->lease_ms;
+    if (pred_end <= session_->EstimatedServerNowMs()) {
+      // The predecessor's lease looks over. Decide on ZooKeeper's clock: our
+      // own write stamps its time, and the versioned delete fails if the
+      // predecessor renewed meanwhile (C2, C3).
+      const int rc = Touch(own, data);
+      next_refresh = absl::Now() + lease / 3;
+      if (rc == ZOK && pred_end <= own.stat.mtime) {
+        session_->Delete(predecessor, pred.stat.version).Wait(CallDeadline());
+        continue;
+      }
+      if (rc == ZNONODE || rc == ZBADVERSION) continue;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= call.deadline) {
+      return fail(absl::DeadlineExceededError(
+          absl::StrCat("lock '", call.name, "' is held by another owner")));
+    }
+    absl::Time wake =
+        std::min({call.deadline, now + settings_.fallback_poll, next_refresh});
+    if (pred_end != INT64_MAX) {
+      const int64_t left = pred_end - session_->EstimatedServerNowMs();
+      wake = std::min(wake,
+                      now + absl::Milliseconds(std::max<int64_t>(left, 0) + 1));
+    }
+    waiter.Wait(wake, call.cancel);
+    waited = true;
+    if (absl::Now() >= next_refresh) {
+      // Waiting nodes carry a lease too, so that a waiter that stopped (but
+      // whose session lives) cannot block the queue forever.
+      const int rc = Touch(own, data);
+      next_refresh = absl::Now() + lease / 3;
+      if (rc != ZOK && rc != ZNONODE && rc != ZBADVERSION &&
+          !IsConnectionError(rc)) {
+        return fail(session_->ErrorStatus(
+            rc, absl::StrCat("refreshing a waiter of lock '", call.name, "'")));
+      }
+    }
+  }
+}
+
+}  // namespace dlock::zk

@@ -1,0 +1,173 @@
+// Copyright dlock authors. The zk:// backend: Curator's InterProcessMutex
+// recipe (an EPHEMERAL_SEQUENTIAL node per acquisition, each waiter watching
+// only its predecessor) plus what the lock contract adds on top: a lease on
+// ZooKeeper's clock, re-entry and owner tokens in the node's data, fencing
+// tokens from czxid. docs/zookeeper.md explains the layout and guarantees.
+#ifndef DLOCK_BACKENDS_ZOOKEEPER_ZK_BACKEND_H_
+#define DLOCK_BACKENDS_ZOOKEEPER_ZK_BACKEND_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "dlock/backend.h"
+#include "dlock/wakeup.h"
+#include "zk_layout.h"
+#include "zk_session.h"
+
+namespace dlock::zk {
+
+struct BackendSettings {
+  Session::Options session;
+  std::string chroot;  // "" or "/a/b"
+  std::string lock_namespace;
+  std::string client_id;
+  absl::Duration fallback_poll;
+  BackendListener* listener;
+};
+
+class ZkBackend : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<Backend>> Create(
+      BackendSettings settings);
+  ~ZkBackend() override;
+
+  absl::StatusOr<Acquired> Acquire(const AcquireCall& call) override;
+  absl::StatusOr<int64_t> Release(absl::string_view name,
+                                  absl::string_view owner,
+                                  int64_t holds) override;
+  absl::Status Renew(const RenewCall& call) override;
+  std::vector<absl::Status> RenewMany(
+      absl::Span<const RenewCall> calls) override;
+  absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
+  absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
+  absl::Status ForceUnlock(absl::string_view name) override;
+  void Shutdown() override;
+
+ private:
+  using HoldKey = std::pair<std::string, std::string>;  // name, owner
+  // Versioned writes that lost a race are tried again this many times.
+  static constexpr int kWriteRetries = 5;
+
+  // A hold this client took or re-entered: the holder node as last written.
+  struct LocalHold {
+    std::string path;
+    NodeData data;
+    int32_t version = 0;
+    uint64_t czxid = 0;
+    int64_t mtime = 0;        // of the last write, on ZooKeeper's clock
+    uint64_t generation = 0;  // our session that owns the node; 0: another's
+    absl::Time confirmed;     // when the reply to the last write arrived
+  };
+
+  // A node to delete once the connection allows: a release or an abandoned
+  // wait whose delete was not confirmed, a hold presumed lost. With
+  // `prefix` set, every child of `path` whose name starts with it (a create
+  // whose reply was lost).
+  struct PendingDelete {
+    std::string path;
+    std::string prefix;
+    int32_t version = -1;
+  };
+
+  // Our node in a lock's queue.
+  struct OwnNode {
+    std::string path;
+    std::string name;  // the last component
+    Stat stat{};
+    uint64_t generation = 0;
+  };
+
+  // The holder node as read from ZooKeeper.
+  struct Holder {
+    std::string path;
+    NodeData data;
+    Stat stat{};
+  };
+
+  explicit ZkBackend(BackendSettings settings);
+
+  std::string ParentOf(absl::string_view name) const;
+  absl::Time CallDeadline() const;
+  // Waits for the connection to return, at most until `until`.
+  bool Reconnected(absl::Time until);
+  bool Connected() { return session_->WaitConnected(absl::InfinitePast()); }
+  static bool IsConnectionError(int rc);
+  absl::Status EnsureParents(const std::string& parent, absl::Time deadline);
+
+  // zk_acquire.cc
+  std::optional<absl::StatusOr<Acquired>> ReenterKnown(const AcquireCall& call);
+  absl::Status CreateOwnNode(const AcquireCall& call, const std::string& parent,
+                             const NodeData& data, OwnNode& own,
+                             std::optional<std::vector<std::string>>& children);
+  // One more hold (C5): the kept lease grows to what is asked; the lease
+  // becomes the larger of what remains and what is asked.
+  NodeData Reentered(const LocalHold& hold, absl::Duration lease) const;
+  absl::StatusOr<Acquired> WaitTurn(
+      const AcquireCall& call, const std::string& parent, const NodeData& data,
+      OwnNode& own, std::optional<std::vector<std::string>> children);
+  // Writes our node again: refreshes its lease and reads ZooKeeper's clock.
+  int Touch(OwnNode& own, const NodeData& data);
+  std::optional<absl::StatusOr<Acquired>> MaybeReenterHolder(
+      const AcquireCall& call, const std::string& holder_path, OwnNode& own);
+  void Abandon(const OwnNode& own);
+  void Record(absl::string_view name, absl::string_view owner, LocalHold hold);
+
+  // zk_backend.cc
+  absl::StatusOr<std::optional<Holder>> FindHolder(absl::string_view name);
+  bool Expired(const NodeData& data, const Stat& stat) const;
+  // What remains of the lease written at `mtime`, estimated (C5).
+  int64_t RemainingMs(const NodeData& data, int64_t mtime) const;
+  // The hold of `owner` on `name`: our record, else the holder node when
+  // `owner` holds it (explicit owner tokens from other clients). nullopt
+  // when the owner does not hold it (FailedPrecondition for the caller).
+  absl::StatusOr<std::optional<LocalHold>> HoldOf(absl::string_view name,
+                                                  absl::string_view owner);
+  // Re-reads the hold's node after a version conflict; false when it is
+  // gone or changed owner.
+  bool Reload(LocalHold& hold, absl::string_view owner);
+  void Forget(absl::string_view name, absl::string_view owner,
+              const std::string& path);
+  // The reason a hold was lost with its session, if it was; `consume`
+  // clears it (a release, a new acquisition).
+  std::optional<absl::Status> LostWithSession(absl::string_view name,
+                                              absl::string_view owner,
+                                              bool consume);
+  void QueueDelete(PendingDelete pending);
+  void OnSessionLost(uint64_t generation, const absl::Status& why);
+  void RetryPending();
+  // Writes `next` to the hold's node with a versioned write and updates
+  // `hold` and our record. On a version conflict (another client re-entered
+  // with the same owner token) re-reads `hold` and returns Aborted: the
+  // caller recomputes and writes again. FailedPrecondition when the node is
+  // gone or has another owner. A write whose reply was lost is checked
+  // after a reconnect, so that it is never applied twice.
+  absl::Status Write(absl::string_view name, absl::string_view owner,
+                     LocalHold& hold, const NodeData& next,
+                     absl::string_view what);
+
+  const BackendSettings settings_;
+  const std::string base_;  // <chroot>/dlock/<namespace>
+  // What EnsureParents creates above base_: the chroot and /dlock.
+  std::vector<std::string> ancestors_;
+  WakeupHub hub_;  // keyed by the path a waiter watches
+  std::unique_ptr<Session> session_;
+  std::atomic<uint64_t> attempts_{0};
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<HoldKey, LocalHold> holds_ ABSL_GUARDED_BY(mu_);
+  // Holds lost with a session, by why: their release and renewal fail
+  // with FailedPrecondition at once, even before a new session is up.
+  absl::flat_hash_map<HoldKey, absl::Status> lost_ ABSL_GUARDED_BY(mu_);
+  std::vector<PendingDelete> pending_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dlock::zk
+
+#endif  // DLOCK_BACKENDS_ZOOKEEPER_ZK_BACKEND_H_

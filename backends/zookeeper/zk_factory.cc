@@ -1,0 +1,119 @@
+// zk://host:port[,host:port...][/chroot][?namespace=...&session_timeout=...
+//     &connect_timeout=...&auth=digest:USER:PASSWORD]
+// The URI's parsing and the registration of the scheme.
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "dlock/backend.h"
+#include "zk_backend.h"
+
+namespace dlock::zk {
+namespace {
+
+constexpr uint16_t kDefaultPort = 2181;
+constexpr absl::Duration kDefaultSessionTimeout = absl::Seconds(10);
+constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(5);
+constexpr absl::string_view kUsage =
+    "zk://host:port[,host:port...][/chroot][?namespace=...&session_timeout="
+    "...&connect_timeout=...&auth=digest:USER:PASSWORD]";
+
+absl::StatusOr<std::string> HostList(const Uri& uri) {
+  if (uri.hosts.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a zk URI names at least one server: ", kUsage));
+  }
+  std::vector<std::string> hosts;
+  for (const HostPort& hp : uri.hosts) {
+    if (hp.host.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a zk URI has an empty host name: ", kUsage));
+    }
+    const bool v6 = hp.host.find(':') != std::string::npos;
+    hosts.push_back(absl::StrCat(v6 ? "[" : "", hp.host, v6 ? "]" : "", ":",
+                                 hp.port.value_or(kDefaultPort)));
+  }
+  return absl::StrJoin(hosts, ",");
+}
+
+absl::StatusOr<std::string> Chroot(const Uri& uri) {
+  std::string chroot;
+  for (absl::string_view part :
+       absl::StrSplit(uri.path, '/', absl::SkipEmpty())) {
+    bool bad = part == "." || part == "..";
+    for (unsigned char c : part) bad = bad || c < 0x20 || c == 0x7F;
+    if (bad) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the chroot of a zk URI has an invalid component '", part, "'"));
+    }
+    absl::StrAppend(&chroot, "/", part);
+  }
+  return chroot;
+}
+
+// auth=digest:USER:PASSWORD gives "USER:PASSWORD", the form ZooKeeper's
+// digest scheme takes. Messages never repeat the value.
+absl::StatusOr<std::string> Digest(UriParams& params) {
+  std::optional<std::string> auth = params.TakeString("auth");
+  if (!auth.has_value()) return std::string();
+  constexpr absl::string_view kScheme = "digest:";
+  absl::string_view rest(*auth);
+  if (!absl::ConsumePrefix(&rest, kScheme) || rest.find(':') == 0 ||
+      rest.find(':') == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        "URI option 'auth' must look like auth=digest:USER:PASSWORD (digest "
+        "is the only scheme)");
+  }
+  return std::string(rest);
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
+    const BackendConfig& config) {
+  if (!config.uri.user.empty() || config.uri.password.has_value()) {
+    return absl::InvalidArgumentError(
+        "a zk URI takes credentials as auth=digest:USER:PASSWORD, not before "
+        "'@'");
+  }
+  absl::StatusOr<std::string> hosts = HostList(config.uri);
+  if (!hosts.ok()) return hosts.status();
+  absl::StatusOr<std::string> chroot = Chroot(config.uri);
+  if (!chroot.ok()) return chroot.status();
+  absl::StatusOr<std::optional<absl::Duration>> session_timeout =
+      config.params.TakeDuration("session_timeout");
+  if (!session_timeout.ok()) return session_timeout.status();
+  absl::StatusOr<std::optional<absl::Duration>> connect_timeout =
+      config.params.TakeDuration("connect_timeout");
+  if (!connect_timeout.ok()) return connect_timeout.status();
+  absl::StatusOr<std::string> digest = Digest(config.params);
+  if (!digest.ok()) return digest.status();
+  if (absl::Status s = config.params.RejectUnknown(
+          "zk", "namespace, session_timeout, connect_timeout, auth");
+      !s.ok()) {
+    return s;
+  }
+  const absl::Duration session =
+      session_timeout->value_or(kDefaultSessionTimeout);
+  if (session < absl::Milliseconds(100) || session > absl::Hours(1)) {
+    return absl::InvalidArgumentError(
+        "URI option 'session_timeout' must be from 100ms to 1h");
+  }
+  return ZkBackend::Create(BackendSettings{
+      .session = {.hosts = *std::move(hosts),
+                  .session_timeout = session,
+                  .connect_timeout =
+                      connect_timeout->value_or(kDefaultConnectTimeout),
+                  .digest = *std::move(digest),
+                  .endpoint = config.endpoint},
+      .chroot = *std::move(chroot),
+      .lock_namespace = config.lock_namespace,
+      .client_id = config.client_id,
+      .fallback_poll = config.options.fallback_poll,
+      .listener = config.listener});
+}
+
+const bool kRegistered = RegisterBackend("zk", &MakeZooKeeperBackend);
+
+}  // namespace
+}  // namespace dlock::zk

@@ -1,0 +1,113 @@
+#include "zk_layout.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace dlock::zk {
+namespace {
+
+constexpr char kHex[] = "0123456789ABCDEF";
+constexpr absl::string_view kDataVersion = "dlock1";
+
+bool Kept(char c) {
+  return absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.';
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string EncodeName(absl::string_view name) {
+  const bool all_escaped = name == "." || name == "..";
+  std::string out;
+  out.reserve(name.size() * 3);
+  for (char c : name) {
+    if (Kept(c) && !all_escaped) {
+      out.push_back(c);
+    } else {
+      const auto byte = static_cast<unsigned char>(c);
+      out.push_back('%');
+      out.push_back(kHex[byte >> 4]);
+      out.push_back(kHex[byte & 0xF]);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> DecodeName(absl::string_view component) {
+  std::string out;
+  for (size_t i = 0; i < component.size(); ++i) {
+    if (component[i] != '%') {
+      out.push_back(component[i]);
+      continue;
+    }
+    if (i + 2 >= component.size()) return std::nullopt;
+    const int hi = HexValue(component[i + 1]);
+    const int lo = HexValue(component[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  if (EncodeName(out) != component) return std::nullopt;
+  return out;
+}
+
+std::optional<int64_t> SequenceOf(absl::string_view node_name) {
+  constexpr size_t kDigits = 10;  // ZooKeeper appends %010d
+  constexpr absl::string_view kMarker = "-lock-";
+  if (node_name.size() < kMarker.size() + kDigits) return std::nullopt;
+  absl::string_view tail = node_name.substr(node_name.size() - kDigits);
+  if (node_name.substr(node_name.size() - kDigits - kMarker.size(),
+                       kMarker.size()) != kMarker) {
+    return std::nullopt;
+  }
+  int64_t seq = 0;
+  if (!absl::SimpleAtoi(tail, &seq)) return std::nullopt;
+  return seq;
+}
+
+std::vector<std::string> SortedQueue(std::vector<std::string> children) {
+  std::vector<std::pair<int64_t, std::string>> keyed;
+  keyed.reserve(children.size());
+  for (std::string& child : children) {
+    if (std::optional<int64_t> seq = SequenceOf(child)) {
+      keyed.emplace_back(*seq, std::move(child));
+    }
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<std::string> queue;
+  queue.reserve(keyed.size());
+  for (auto& [seq, name] : keyed) queue.push_back(std::move(name));
+  return queue;
+}
+
+std::string Serialize(const NodeData& data) {
+  return absl::StrCat(kDataVersion, " ", data.holds, " ", data.lease_ms, " ",
+                      data.kept_ms, " ", data.since_ms, " ", data.owner);
+}
+
+std::optional<NodeData> Parse(absl::string_view text) {
+  std::vector<absl::string_view> parts =
+      absl::StrSplit(text, absl::MaxSplits(' ', 5));
+  if (parts.size() != 6 || parts[0] != kDataVersion) return std::nullopt;
+  NodeData data;
+  if (!absl::SimpleAtoi(parts[1], &data.holds) ||
+      !absl::SimpleAtoi(parts[2], &data.lease_ms) ||
+      !absl::SimpleAtoi(parts[3], &data.kept_ms) ||
+      !absl::SimpleAtoi(parts[4], &data.since_ms) || data.holds < 1 ||
+      parts[5].empty()) {
+    return std::nullopt;
+  }
+  data.owner = std::string(parts[5]);
+  return data;
+}
+
+}  // namespace dlock::zk

@@ -1,0 +1,52 @@
+// Copyright dlock authors. How the zk:// backend lays locks out in ZooKeeper:
+//   /<chroot>/dlock/<namespace>/<encoded lock name>/<client id>-<n>-lock-<seq>
+// The lock-name node is a container (ZooKeeper removes it once empty); each
+// acquisition is an EPHEMERAL_SEQUENTIAL child whose data is a NodeData.
+#ifndef DLOCK_BACKENDS_ZOOKEEPER_ZK_LAYOUT_H_
+#define DLOCK_BACKENDS_ZOOKEEPER_ZK_LAYOUT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace dlock::zk {
+
+// One path component for any valid lock name (C15), injective and safe:
+// letters, digits, '_', '-' and '.' stay (so names stay readable), every
+// other byte becomes %XX, and the components "." and ".." (which ZooKeeper
+// rejects) are escaped whole. '/' can therefore never reach the path.
+std::string EncodeName(absl::string_view name);
+// The inverse; nullopt for a component EncodeName cannot have produced.
+std::optional<std::string> DecodeName(absl::string_view component);
+
+// The sequence number ZooKeeper appended to a lock node's name; nullopt for
+// a child that is not a lock node.
+std::optional<int64_t> SequenceOf(absl::string_view node_name);
+
+// Lock node names sorted by sequence number: the queue, holder first.
+std::vector<std::string> SortedQueue(std::vector<std::string> children);
+
+// A lock node's data. Changed only by versioned writes (C3).
+struct NodeData {
+  std::string owner;  // "c:<client id>:<thread>" or "t:<token>" (C6)
+  int64_t holds = 1;  // re-entries (C5)
+  // The lease runs out lease_ms after the node's mtime, on ZooKeeper's
+  // clock (C2). A renewal sets it to kept_ms, the largest lease any
+  // acquisition of this hold asked for (C5); a re-entry to the larger of
+  // what remains and what it asks.
+  int64_t lease_ms = 0;
+  int64_t kept_ms = 0;
+  // When the current hold began on ZooKeeper's clock (ms since the epoch);
+  // 0 means the node's ctime (the holder created it free).
+  int64_t since_ms = 0;
+};
+
+std::string Serialize(const NodeData& data);
+std::optional<NodeData> Parse(absl::string_view text);
+
+}  // namespace dlock::zk
+
+#endif  // DLOCK_BACKENDS_ZOOKEEPER_ZK_LAYOUT_H_

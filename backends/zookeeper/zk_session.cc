@@ -1,0 +1,402 @@
+#include "zk_session.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace dlock::zk {
+
+struct Call::Slot {
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  Reply reply ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+using SlotPtr = std::shared_ptr<Call::Slot>;
+
+// The C client hands `data` back to the completion; it owns one reference
+// to the slot, so a caller that stopped waiting leaves nothing dangling.
+template <typename Fill>
+void Complete(const void* data, int rc, Fill fill) {
+  auto* holder = static_cast<SlotPtr*>(const_cast<void*>(data));
+  {
+    absl::MutexLock lock(&(*holder)->mu);
+    (*holder)->reply.rc = rc;
+    if (rc == ZOK) fill((*holder)->reply);
+    (*holder)->done = true;
+  }
+  delete holder;
+}
+
+void OnCreated(int rc, const char* path, const Stat* stat, const void* data) {
+  Complete(data, rc, [&](Reply& r) {
+    if (path != nullptr) r.path = path;
+    if (stat != nullptr) r.stat = *stat;
+  });
+}
+
+void OnData(int rc, const char* value, int len, const Stat* stat,
+            const void* data) {
+  Complete(data, rc, [&](Reply& r) {
+    if (value != nullptr && len > 0) r.data.assign(value, len);
+    if (stat != nullptr) r.stat = *stat;
+  });
+}
+
+void OnStat(int rc, const Stat* stat, const void* data) {
+  Complete(data, rc, [&](Reply& r) {
+    if (stat != nullptr) r.stat = *stat;
+  });
+}
+
+void OnVoid(int rc, const void* data) {
+  Complete(data, rc, [](Reply&) {});
+}
+
+void OnChildren(int rc, const String_vector* names, const Stat* stat,
+                const void* data) {
+  Complete(data, rc, [&](Reply& r) {
+    if (names != nullptr) {
+      r.children.reserve(names->count);
+      for (int32_t i = 0; i < names->count; ++i) {
+        r.children.emplace_back(names->data[i]);
+      }
+    }
+    if (stat != nullptr) r.stat = *stat;
+  });
+}
+
+void OnAuth(int, const void*) {}
+
+// The C client logs connection attempts at INFO to stderr; a library must
+// not write there. DLOCK_ZK_LOG=1 brings the log back for debugging.
+void ClientLog(const char* message) {
+  static const bool enabled = std::getenv("DLOCK_ZK_LOG") != nullptr;
+  if (enabled) std::fprintf(stderr, "%s\n", message);
+}
+
+// Watcher context: events of a handle that was replaced are ignored.
+struct HandleContext {
+  Session* session;
+  uint64_t generation;
+};
+
+}  // namespace
+
+Reply Call::Wait(absl::Time deadline) const {
+  absl::MutexLock lock(&slot_->mu);
+  slot_->mu.AwaitWithDeadline(absl::Condition(&slot_->done), deadline);
+  if (!slot_->done) {
+    Reply timed_out;
+    timed_out.rc = ZOPERATIONTIMEOUT;
+    timed_out.generation = slot_->reply.generation;
+    return timed_out;
+  }
+  return slot_->reply;
+}
+
+Session::Session(Options options, WakeupHub* hub)
+    : options_(std::move(options)),
+      hub_(hub),
+      negotiated_(options_.session_timeout) {
+  acl_entries_[0] = ACL{ZOO_PERM_ALL, ZOO_AUTH_IDS};
+  acl_entries_[1] = ACL{ZOO_PERM_READ, ZOO_ANYONE_ID_UNSAFE};
+  acl_ = ACL_vector{2, acl_entries_};
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Open(Options options,
+                                                       WakeupHub* hub) {
+  std::unique_ptr<Session> session(new Session(std::move(options), hub));
+  {
+    absl::WriterMutexLock lock(&session->handle_mu_);
+    session->handle_ = session->NewHandle();
+    if (session->handle_ == nullptr) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot start a ZooKeeper client for ",
+                       session->endpoint(), ": ", std::strerror(errno)));
+    }
+  }
+  const absl::Duration wait = session->options_.connect_timeout;
+  if (!session->WaitConnected(absl::Now() + wait)) {
+    return absl::UnavailableError(
+        absl::StrCat("no ZooKeeper server of ", session->endpoint(),
+                     " accepted a session within ", absl::FormatDuration(wait),
+                     " (connect_timeout)"));
+  }
+  return session;
+}
+
+void Session::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    changed_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+Session::~Session() {
+  Stop();
+  absl::WriterMutexLock lock(&handle_mu_);
+  if (handle_ != nullptr) {
+    auto* context = static_cast<HandleContext*>(
+        const_cast<void*>(zoo_get_context(handle_)));
+    // Closing ends the session on the server, which removes its ephemeral
+    // nodes at once instead of after the session timeout (C13).
+    zookeeper_close(handle_);
+    delete context;
+    handle_ = nullptr;
+  }
+}
+
+void Session::Start(Events events) {
+  events_ = std::move(events);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+zhandle_t* Session::NewHandle() {
+  uint64_t generation;
+  {
+    absl::MutexLock lock(&mu_);
+    generation = generation_;
+  }
+  auto* context = new HandleContext{this, generation};
+  const int timeout_ms =
+      static_cast<int>(absl::ToInt64Milliseconds(options_.session_timeout));
+  zhandle_t* zh = zookeeper_init2(options_.hosts.c_str(), &Session::Watcher,
+                                  timeout_ms, nullptr, context, 0, &ClientLog);
+  if (zh == nullptr) {
+    delete context;
+    return nullptr;
+  }
+  if (!options_.digest.empty()) {
+    // Queued before any request and sent again on every reconnect.
+    zoo_add_auth(zh, "digest", options_.digest.data(),
+                 static_cast<int>(options_.digest.size()), &OnAuth, nullptr);
+  }
+  return zh;
+}
+
+void Session::Watcher(zhandle_t* zh, int type, int state, const char* path,
+                      void* context) {
+  auto* handle_context = static_cast<HandleContext*>(context);
+  Session* self = handle_context->session;
+  if (type != ZOO_SESSION_EVENT) {
+    if (path != nullptr) self->hub_->Notify(path);
+    return;
+  }
+  bool reconnected = false;
+  {
+    absl::MutexLock lock(&self->mu_);
+    if (handle_context->generation != self->generation_) return;
+    if (state == ZOO_CONNECTED_STATE) {
+      reconnected = self->was_connected_;
+      self->connected_ = true;
+      self->was_connected_ = true;
+      self->disconnected_at_ = absl::InfiniteFuture();
+      self->lost_reported_ = false;
+      self->negotiated_ = absl::Milliseconds(zoo_recv_timeout(zh));
+    } else if (state == ZOO_EXPIRED_SESSION_STATE ||
+               state == ZOO_AUTH_FAILED_STATE) {
+      self->connected_ = false;
+      self->expired_ = true;
+    } else if (self->connected_) {
+      self->connected_ = false;
+      self->disconnected_at_ = absl::Now();
+    }
+    self->changed_.SignalAll();
+  }
+  // Watches are re-armed by the C client, but a release may have happened
+  // while we were away: every waiter looks again.
+  if (reconnected) self->hub_->NotifyAll();
+}
+
+bool Session::WaitConnected(absl::Time until) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return connected_ || stopping_;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&ready), until);
+  return connected_;
+}
+
+uint64_t Session::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+int64_t Session::EstimatedServerNowMs() const {
+  absl::MutexLock lock(&mu_);
+  return absl::ToUnixMillis(absl::Now()) + clock_offset_ms_;
+}
+
+void Session::NoteServerTime(int64_t server_ms, absl::Time local_reply) {
+  absl::MutexLock lock(&mu_);
+  clock_offset_ms_ = server_ms - absl::ToUnixMillis(local_reply);
+}
+
+void Session::Loop() {
+  constexpr absl::Duration kTick = absl::Milliseconds(50);
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    changed_.WaitWithTimeout(&mu_, kTick);
+    if (stopping_) break;
+    const absl::Time now = absl::Now();
+    if (expired_) {
+      const uint64_t old_generation = generation_;
+      mu_.Unlock();
+      {
+        absl::WriterMutexLock handle_lock(&handle_mu_);
+        if (handle_ != nullptr) {
+          auto* context = static_cast<HandleContext*>(
+              const_cast<void*>(zoo_get_context(handle_)));
+          zookeeper_close(handle_);
+          delete context;
+        }
+        {
+          absl::MutexLock state_lock(&mu_);
+          ++generation_;
+          expired_ = false;
+          connected_ = false;
+          was_connected_ = false;
+          lost_reported_ = false;
+          disconnected_at_ = absl::InfiniteFuture();
+        }
+        handle_ = NewHandle();
+      }
+      events_.lost(old_generation,
+                   absl::FailedPreconditionError(absl::StrCat(
+                       "the ZooKeeper session with ", options_.endpoint,
+                       " expired, which removed its lock nodes")));
+      hub_->NotifyAll();
+      mu_.Lock();
+      continue;
+    }
+    if (!connected_ && !lost_reported_ &&
+        disconnected_at_ != absl::InfiniteFuture()) {
+      // The C client notices silence after 2/3 of the session timeout, and
+      // the ensemble may expire the session a full timeout after it last
+      // heard from us: holds are safe only for about a third of the timeout
+      // after the disconnection, less a margin for round trips.
+      const absl::Duration safe = negotiated_ / 3 - negotiated_ / 10;
+      if (now >= disconnected_at_ + safe) {
+        lost_reported_ = true;
+        const uint64_t generation = generation_;
+        const absl::Duration away = now - disconnected_at_;
+        mu_.Unlock();
+        events_.lost(
+            generation,
+            absl::UnavailableError(absl::StrCat(
+                "no ZooKeeper server of ", options_.endpoint, " answered for ",
+                absl::FormatDuration(away), "; the session may have expired")));
+        mu_.Lock();
+        continue;
+      }
+    }
+    if (connected_) {
+      mu_.Unlock();
+      if (events_.tick) events_.tick();
+      mu_.Lock();
+    }
+  }
+}
+
+Call Session::Submit(const std::function<int(zhandle_t*, void*)>& submit) {
+  auto slot = std::make_shared<Call::Slot>();
+  absl::ReaderMutexLock handle_lock(&handle_mu_);
+  bool connected;
+  {
+    absl::MutexLock lock(&mu_);
+    connected = connected_ && handle_ != nullptr;
+    absl::MutexLock slot_lock(&slot->mu);
+    slot->reply.generation = generation_;
+  }
+  int rc = ZCONNECTIONLOSS;
+  if (connected) {
+    auto* holder = new SlotPtr(slot);
+    rc = submit(handle_, holder);
+    if (rc != ZOK) delete holder;
+  }
+  if (rc != ZOK) {
+    absl::MutexLock slot_lock(&slot->mu);
+    slot->reply.rc = rc;
+    slot->done = true;
+  }
+  return Call(slot);
+}
+
+Call Session::Create(const std::string& path, absl::string_view data, int mode,
+                     bool open_acl) {
+  const ACL_vector* acl =
+      open_acl || options_.digest.empty() ? &ZOO_OPEN_ACL_UNSAFE : &acl_;
+  return Submit([&](zhandle_t* zh, void* holder) {
+    return zoo_acreate2(zh, path.c_str(), data.data(),
+                        static_cast<int>(data.size()), acl, mode, &OnCreated,
+                        holder);
+  });
+}
+
+Call Session::Get(const std::string& path, bool watch) {
+  return Submit([&](zhandle_t* zh, void* holder) {
+    return zoo_aget(zh, path.c_str(), watch ? 1 : 0, &OnData, holder);
+  });
+}
+
+Call Session::Exists(const std::string& path, bool watch) {
+  return Submit([&](zhandle_t* zh, void* holder) {
+    return zoo_aexists(zh, path.c_str(), watch ? 1 : 0, &OnStat, holder);
+  });
+}
+
+Call Session::Set(const std::string& path, absl::string_view data,
+                  int version) {
+  return Submit([&](zhandle_t* zh, void* holder) {
+    return zoo_aset(zh, path.c_str(), data.data(),
+                    static_cast<int>(data.size()), version, &OnStat, holder);
+  });
+}
+
+Call Session::Delete(const std::string& path, int version) {
+  return Submit([&](zhandle_t* zh, void* holder) {
+    return zoo_adelete(zh, path.c_str(), version, &OnVoid, holder);
+  });
+}
+
+Call Session::Children(const std::string& path) {
+  return Submit([&](zhandle_t* zh, void* holder) {
+    return zoo_aget_children2(zh, path.c_str(), 0, &OnChildren, holder);
+  });
+}
+
+absl::Status Session::ErrorStatus(int rc, absl::string_view what) const {
+  const std::string message =
+      absl::StrCat(what, " on ZooKeeper ", options_.endpoint, ": ", zerror(rc));
+  switch (rc) {
+    case ZCONNECTIONLOSS:
+    case ZOPERATIONTIMEOUT:
+    case ZSESSIONEXPIRED:
+    case ZSESSIONMOVED:
+    case ZINVALIDSTATE:
+    case ZCLOSING:
+    case ZTHROTTLEDOP:
+    case ZNOTREADONLY:
+      return absl::UnavailableError(message);
+    case ZNOAUTH:
+    case ZAUTHFAILED:
+    case ZINVALIDACL:
+      return absl::PermissionDeniedError(absl::StrCat(
+          message, " (the auth= credential of this client lacks the right)"));
+    case ZNONODE:
+    case ZBADVERSION:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+}  // namespace dlock::zk

@@ -1,0 +1,147 @@
+// Copyright dlock authors. One ZooKeeper session for the zk:// backend: the C
+// client handle, asynchronous calls that can be pipelined and waited for with
+// a deadline, watches routed to a WakeupHub, and the session's life (expiry,
+// replacement, the point where a disconnected client must assume its
+// ephemeral nodes are gone).
+#ifndef DLOCK_BACKENDS_ZOOKEEPER_ZK_SESSION_H_
+#define DLOCK_BACKENDS_ZOOKEEPER_ZK_SESSION_H_
+
+#include <zookeeper/zookeeper.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dlock/wakeup.h"
+
+namespace dlock::zk {
+
+// What a reply carries; which fields are set depends on the call.
+struct Reply {
+  int rc = ZOK;
+  uint64_t generation = 0;  // the session the call went out on
+  std::string path;         // Create: the created path
+  std::string data;         // Get
+  Stat stat{};              // Create, Get, Set, Exists; parent for Children
+  std::vector<std::string> children;  // Children
+};
+
+// A call in flight. Wait() returns its reply, or rc ZOPERATIONTIMEOUT when no
+// reply came before the deadline (the call may still take effect).
+class Call {
+ public:
+  struct Slot;
+  explicit Call(std::shared_ptr<Slot> slot) : slot_(std::move(slot)) {}
+  Reply Wait(absl::Time deadline) const;
+
+ private:
+  std::shared_ptr<Slot> slot_;
+};
+
+class Session {
+ public:
+  struct Options {
+    std::string hosts;  // "host:port,host:port" as the C client wants it
+    absl::Duration session_timeout;
+    absl::Duration connect_timeout;
+    std::string digest;    // "user:password" for digest auth, or empty
+    std::string endpoint;  // redacted, for messages
+  };
+  // Called from the session's own thread, never with its lock held.
+  struct Events {
+    // The session `generation` ended: expired on the server, or presumed
+    // gone because the client stayed disconnected past the safe bound.
+    std::function<void(uint64_t generation, const absl::Status& why)> lost;
+    // Every tick while connected (background retries).
+    std::function<void()> tick;
+  };
+
+  // Connects and waits up to connect_timeout for the session. Unavailable,
+  // naming the endpoint, when no server answers.
+  static absl::StatusOr<std::unique_ptr<Session>> Open(Options options,
+                                                       WakeupHub* hub);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Starts the session thread, which calls `events`; Stop() ends it (and the
+  // destructor does). Idempotent.
+  void Start(Events events);
+  void Stop();
+
+  // Asynchronous calls; a watch (watch=true) wakes hub waiters on `path`.
+  // With the session not connected they fail at once with ZCONNECTIONLOSS,
+  // so that callers fail fast (C18) instead of queueing behind a reconnect.
+  // `open_acl`: readable and writable by anyone (shared parents such as
+  // /dlock); otherwise, with digest auth, only this identity may change or
+  // delete the node, or create and delete its children.
+  Call Create(const std::string& path, absl::string_view data, int mode,
+              bool open_acl = false);
+  Call Get(const std::string& path, bool watch);
+  Call Exists(const std::string& path, bool watch);
+  Call Set(const std::string& path, absl::string_view data, int version);
+  Call Delete(const std::string& path, int version);
+  Call Children(const std::string& path);
+
+  // Blocks until the session is connected or `until` passes.
+  bool WaitConnected(absl::Time until);
+  uint64_t generation() const;
+  // How long to wait for a reply before giving up on a call.
+  absl::Duration call_timeout() const { return options_.session_timeout; }
+  const std::string& endpoint() const { return options_.endpoint; }
+
+  // ZooKeeper's clock, estimated from the mtime of our own writes: the
+  // offset of the leader's clock to ours, applied to now (milliseconds since
+  // the Unix epoch). Only for hints and introspection; lease decisions
+  // compare two ZooKeeper timestamps.
+  int64_t EstimatedServerNowMs() const;
+  void NoteServerTime(int64_t server_ms, absl::Time local_reply);
+
+  // The status for a failed call, naming the endpoint and what was done.
+  absl::Status ErrorStatus(int rc, absl::string_view what) const;
+
+ private:
+  Session(Options options, WakeupHub* hub);
+  static void Watcher(zhandle_t* zh, int type, int state, const char* path,
+                      void* context);
+  zhandle_t* NewHandle();
+  void Loop();
+  // Submits a call on the current handle; `submit` returns the C client's rc.
+  Call Submit(const std::function<int(zhandle_t*, void*)>& submit);
+
+  const Options options_;
+  WakeupHub* const hub_;
+  ACL_vector acl_{};  // for restricted nodes when digest auth is configured
+  ACL acl_entries_[2];
+  Events events_;
+
+  // Held shared while submitting on handle_, exclusively to replace it.
+  mutable absl::Mutex handle_mu_;
+  zhandle_t* handle_ ABSL_GUARDED_BY(handle_mu_) = nullptr;
+
+  mutable absl::Mutex mu_;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  bool expired_ ABSL_GUARDED_BY(mu_) = false;
+  bool was_connected_ ABSL_GUARDED_BY(mu_) = false;
+  bool lost_reported_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time disconnected_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Duration negotiated_ ABSL_GUARDED_BY(mu_);
+  int64_t clock_offset_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar changed_;
+  std::thread thread_;
+};
+
+}  // namespace dlock::zk
+
+#endif  // DLOCK_BACKENDS_ZOOKEEPER_ZK_SESSION_H_

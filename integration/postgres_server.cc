@@ -1,0 +1,175 @@
+#include "postgres_server.h"
+
+#include <pwd.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace dlock::testing {
+namespace {
+
+constexpr char kBinDir[] = "/usr/lib/postgresql/15/bin";
+constexpr char kUser[] = "postgres";
+constexpr char kInstall[] = "postgresql";
+
+// chown -R: initdb and the server write only where `postgres` owns.
+absl::Status ChownTree(const std::string& path, uid_t uid, gid_t gid) {
+  std::error_code ec;
+  if (chown(path.c_str(), uid, gid) != 0) {
+    return absl::InternalError(absl::StrCat("cannot chown ", path));
+  }
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(path, ec)) {
+    if (chown(entry.path().c_str(), uid, gid) != 0) {
+      return absl::InternalError(
+          absl::StrCat("cannot chown ", entry.path().string()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::Start() {
+  for (const char* tool : {"initdb", "postgres"}) {
+    if (absl::Status s =
+            RequireExecutable(absl::StrCat(kBinDir, "/", tool), kInstall);
+        !s.ok()) {
+      return s;
+    }
+  }
+  passwd* pw = getpwnam(kUser);
+  if (pw == nullptr) {
+    return absl::FailedPreconditionError(
+        "there is no user 'postgres' to run the server as: install it with "
+        "`apt-get install -y postgresql`");
+  }
+  std::unique_ptr<PostgresServer> server(new PostgresServer);
+  absl::StatusOr<std::string> dir = MakeTempDir("dlock-pg");
+  if (!dir.ok()) return dir.status();
+  server->dir_ = *dir;
+  server->data_dir_ = *dir + "/data";
+  if (absl::Status s = ChownTree(server->dir_, pw->pw_uid, pw->pw_gid);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<int> port = FreeLoopbackPort();
+  if (!port.ok()) return port.status();
+  server->port_ = *port;
+  if (absl::Status s = server->InitDb(); !s.ok()) return s;
+  if (absl::Status s = server->StartServer(); !s.ok()) return s;
+  return server;
+}
+
+absl::Status PostgresServer::InitDb() {
+  const std::string log = dir_ + "/initdb.log";
+  ChildProcess initdb;
+  if (absl::Status s = initdb.Spawn(
+          {absl::StrCat(kBinDir, "/initdb"), "-D", data_dir_, "-U", kUser,
+           "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"},
+          log, kUser);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = WaitUntil([&] { return !initdb.Running(); },
+                                 absl::Seconds(120), "initdb finishing", log);
+      !s.ok()) {
+    return s;
+  }
+  if (!std::filesystem::exists(data_dir_ + "/PG_VERSION")) {
+    return absl::InternalError(
+        absl::StrCat("initdb failed; end of ", log, ":\n", FileTail(log)));
+  }
+  return absl::OkStatus();
+}
+
+PostgresServer::~PostgresServer() {
+  StopServer();
+  RemoveTree(dir_);
+}
+
+std::string PostgresServer::Uri(const std::string& ns,
+                                const std::string& extra) const {
+  std::string uri =
+      absl::StrCat("postgres://postgres@127.0.0.1:", port_, "/postgres");
+  const char* sep = "?";
+  if (!ns.empty()) {
+    absl::StrAppend(&uri, sep, "namespace=", ns);
+    sep = "&";
+  }
+  if (!extra.empty()) absl::StrAppend(&uri, sep, extra);
+  return uri;
+}
+
+absl::Status PostgresServer::StartServer() {
+  const std::string log = absl::StrCat(dir_, "/postgres-", ++starts_, ".log");
+  if (absl::Status s = process_.Spawn(
+          {absl::StrCat(kBinDir, "/postgres"), "-D", data_dir_, "-p",
+           absl::StrCat(port_), "-c", "listen_addresses=127.0.0.1", "-c",
+           absl::StrCat("unix_socket_directories=", dir_), "-c", "fsync=off",
+           "-c", "full_page_writes=off", "-c", "max_connections=400", "-c",
+           "shared_buffers=32MB"},
+          log, kUser);
+      !s.ok()) {
+    return s;
+  }
+  return WaitUntil(
+      [&] {
+        return absl::StrContains(FileTail(log, 100000),
+                                 "ready to accept connections") &&
+               PortAccepts(port_);
+      },
+      absl::Seconds(60), absl::StrCat("postgres listening on port ", port_),
+      log);
+}
+
+void PostgresServer::StopServer() {
+  if (!process_.Running()) return;
+  // SIGINT is the fast shutdown: SIGTERM would wait for every client.
+  kill(process_.pid(), SIGINT);
+  WaitUntil([&] { return !process_.Running(); }, absl::Seconds(30),
+            "postgres stopping")
+      .IgnoreError();
+  process_.Stop();
+}
+
+void PostgresServer::SignalAll(int signal) {
+  const pid_t postmaster = process_.pid();
+  if (postmaster <= 0) return;
+  if (signal == SIGCONT) kill(postmaster, signal);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string dir = entry.path().filename().string();
+    if (dir.empty() ||
+        dir.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    // /proc/<pid>/stat: "pid (comm) state ppid ...", comm without ')'.
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)),
+                     std::istreambuf_iterator<char>());
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 1));
+    std::string state;
+    pid_t pid = 0, ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != postmaster) continue;
+    pid = static_cast<pid_t>(std::atoi(dir.c_str()));
+    if (pid > 0) kill(pid, signal);
+  }
+  if (signal != SIGCONT) kill(postmaster, signal);
+}
+
+absl::Status PostgresServer::Restart() {
+  StopServer();
+  return StartServer();
+}
+
+}  // namespace dlock::testing

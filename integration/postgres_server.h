@@ -1,0 +1,59 @@
+// Copyright dlock authors. A throwaway PostgreSQL server for tests.
+#ifndef DLOCK_INTEGRATION_POSTGRES_SERVER_H_
+#define DLOCK_INTEGRATION_POSTGRES_SERVER_H_
+
+#include <signal.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server_process.h"
+
+namespace dlock::testing {
+
+// initdb in a temporary directory owned by the unprivileged user `postgres`
+// (the server refuses to run as root), then a postgres on a free loopback
+// port with its unix socket in the same directory, fsync off. The data stay
+// across Restart(); the directory is removed by the destructor.
+class PostgresServer {
+ public:
+  // Fails with FailedPrecondition, saying what to install, when the
+  // PostgreSQL 15 server binaries or the `postgres` user are missing.
+  static absl::StatusOr<std::unique_ptr<PostgresServer>> Start();
+  ~PostgresServer();
+
+  int port() const { return port_; }
+  // The directory of the server's unix socket (libpq's `host=<dir>`).
+  const std::string& socket_dir() const { return dir_; }
+  // postgres://postgres@127.0.0.1:<port>/postgres, with `namespace=ns` and
+  // `extra` ("mode=session&pool_size=2") as query parameters when set.
+  std::string Uri(const std::string& ns = "",
+                  const std::string& extra = "") const;
+
+  // Fast shutdown (clients are disconnected, data kept), then a start on
+  // the same port: what an operator's restart does.
+  absl::Status Restart();
+  void StopServer();
+  absl::Status StartServer();
+  // SIGSTOP / SIGCONT to the postmaster and each of its children: every
+  // backend is a process group of its own, so the group signal misses them.
+  void Pause() { SignalAll(SIGSTOP); }
+  void Resume() { SignalAll(SIGCONT); }
+
+ private:
+  PostgresServer() = default;
+  absl::Status InitDb();
+  void SignalAll(int signal);
+
+  std::string dir_;
+  std::string data_dir_;
+  int port_ = 0;
+  int starts_ = 0;  // each start logs to its own file, to find its banner
+  ChildProcess process_;
+};
+
+}  // namespace dlock::testing
+
+#endif  // DLOCK_INTEGRATION_POSTGRES_SERVER_H_

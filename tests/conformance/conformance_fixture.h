@@ -1,0 +1,212 @@
+// Copyright dlock authors. What every conformance test shares: the
+// parameterized fixture `Conformance` (one namespace per test, documented
+// deviations), status assertions, the suite's timing bounds, and helpers for
+// lost notifications and for waiters on threads of their own.
+//
+// Each suite_<theme>.cc holds the TEST_P cases of a few clauses; each case is
+// named after the clause it checks (C1..C18 of shared/spec/CONTRACT.md).
+// <backend>_test.cc instantiates the suite once with a BackendUnderTest.
+#ifndef DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_
+#define DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "backend_under_test.h"
+#include "dlock/dlock.h"
+#include "gtest/gtest.h"
+
+namespace dlock::testing {
+
+// ---------------------------------------------------------------------------
+// Status assertions. Each evaluates its argument once.
+
+inline const absl::Status& StatusOf(const absl::Status& status) {
+  return status;
+}
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& status_or) {
+  return status_or.status();
+}
+
+template <typename T>
+::testing::AssertionResult IsOk(const char* text, const T& value) {
+  const absl::Status& status = StatusOf(value);
+  if (status.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << text << " failed: " << status;
+}
+
+template <typename T>
+::testing::AssertionResult HasCode(const char* text, const char* code_text,
+                                   const T& value, absl::StatusCode code) {
+  const absl::Status& status = StatusOf(value);
+  if (status.code() == code) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << text << " should be " << code_text << " ("
+         << absl::StatusCodeToString(code) << ") but is "
+         << (status.ok() ? "OK" : status.ToString());
+}
+
+}  // namespace dlock::testing
+
+#define EXPECT_OK(expr) EXPECT_PRED_FORMAT1(::dlock::testing::IsOk, expr)
+#define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::dlock::testing::IsOk, expr)
+// EXPECT_CODE(lock->Release(), kFailedPrecondition)
+#define EXPECT_CODE(expr, code) \
+  EXPECT_PRED_FORMAT2(::dlock::testing::HasCode, expr, absl::StatusCode::code)
+
+// ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("x"));
+#define ASSERT_OK_AND_ASSIGN(lhs, expr)                                     \
+  DLOCK_ASSERT_OK_AND_ASSIGN_IMPL(DLOCK_CONCAT(dlock_status_or_, __LINE__), \
+                                  lhs, expr)
+#define DLOCK_CONCAT_INNER(a, b) a##b
+#define DLOCK_CONCAT(a, b) DLOCK_CONCAT_INNER(a, b)
+#define DLOCK_ASSERT_OK_AND_ASSIGN_IMPL(status_or, lhs, expr)                \
+  auto status_or = (expr);                                                   \
+  ASSERT_TRUE(status_or.ok()) << #expr << " failed: " << status_or.status(); \
+  lhs = *std::move(status_or)
+
+namespace dlock::testing {
+
+// ---------------------------------------------------------------------------
+// Timing. Bounds are generous, for a loaded 2-core machine: they catch hangs
+// and a poll where a wake-up was due, never a slow scheduler.
+
+// A fallback poll far longer than any wake-up may take: a waiter that gets
+// the lock much sooner than this was woken, not polled (C9).
+inline constexpr absl::Duration kSlowFallbackPoll = absl::Seconds(5);
+// Something due within a few round trips (a hand-off, a try, a cancel).
+inline constexpr absl::Duration kPromptly = absl::Seconds(1);
+// Something that must only end rather than hang (fail-fast errors while a
+// server is down, shutdown, reconnecting).
+inline constexpr absl::Duration kNoHang = absl::Seconds(10);
+// A watchdog lease renewed every ~270ms, so that lost holds surface quickly,
+// with room for a scheduler hiccup between renewals.
+inline constexpr absl::Duration kShortWatchdogLease = absl::Milliseconds(800);
+// A lease that never runs out within a test.
+inline constexpr absl::Duration kLongLease = absl::Seconds(60);
+// How long a test lets a waiter thread reach its blocking wait.
+inline constexpr absl::Duration kLetWaiterBlock = absl::Milliseconds(300);
+
+// Polls `condition` every 10ms until it holds or `timeout` passes.
+bool Eventually(absl::FunctionRef<bool()> condition, absl::Duration timeout);
+
+// AcquireOptions with an explicit lease (no watchdog) and an optional wait.
+AcquireOptions WithLease(absl::Duration lease,
+                         absl::Duration wait = absl::ZeroDuration());
+// AcquireOptions acting for an explicit owner token (C6).
+AcquireOptions AsOwner(std::string owner_token,
+                       absl::Duration lease = kLongLease);
+
+// Names listed by client->List(prefix); nullopt, with a note in the test log,
+// when the backend cannot list (Unimplemented is allowed by client.h).
+absl::StatusOr<std::optional<std::set<std::string>>> ListedNames(
+    LockClient& client, absl::string_view prefix = {});
+
+// ---------------------------------------------------------------------------
+// Records lost notifications (C7); copies share the record, so a callback
+// given to a client may outlive the recorder.
+class LostRecorder {
+ public:
+  LostRecorder();
+  LockLostCallback Callback() const;
+  // Whether at least `count` events arrived within `timeout`.
+  bool WaitForEvents(size_t count, absl::Duration timeout) const;
+  std::vector<LockLostEvent> Events() const;
+
+ private:
+  struct Record {
+    absl::Mutex mu;
+    std::vector<LockLostEvent> events ABSL_GUARDED_BY(mu);
+  };
+  std::shared_ptr<Record> record_;
+};
+
+// An Acquire() on a thread of its own, for a waiter the test watches from the
+// outside (C9, C12, C13, C17). The thread releases what it got at once, so
+// that it leaves nothing behind; tests look at what it got and when. The
+// destructor cancels the wait and joins.
+class BackgroundAcquire {
+ public:
+  BackgroundAcquire(DistributedLock& lock, AcquireOptions options);
+  ~BackgroundAcquire();
+  BackgroundAcquire(const BackgroundAcquire&) = delete;
+  BackgroundAcquire& operator=(const BackgroundAcquire&) = delete;
+
+  // Whether Acquire() returned within `timeout`.
+  bool WaitDone(absl::Duration timeout);
+  bool done();
+  // What Acquire() returned, and when; valid once done.
+  absl::StatusOr<Acquired> result();
+  absl::Time done_at();
+  // The release that followed a successful acquire.
+  absl::Status release_status();
+
+ private:
+  CancelToken cancel_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::StatusOr<Acquired> result_ ABSL_GUARDED_BY(mu_);
+  absl::Status release_status_ ABSL_GUARDED_BY(mu_);
+  absl::Time done_at_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+// ---------------------------------------------------------------------------
+// The parameterized suite. Every test gets a namespace of its own (from its
+// name and a random suffix), so tests never see each other's locks even on a
+// shared server.
+class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
+ public:
+  // Names an instantiation's cases after the backend: ".../memory".
+  static std::string ParamName(
+      const ::testing::TestParamInfo<BackendUnderTest>& info);
+
+ protected:
+  // Skips a case the backend lists as a documented deviation, and only such
+  // a case.
+  void SetUp() override;
+
+  const BackendUnderTest& backend() const { return GetParam(); }
+  const std::string& ns() const { return ns_; }
+  // Another namespace of this test's own: this test's namespace plus
+  // ".<tag>", which also probes key encodings for collisions (C16).
+  std::string OtherNamespace(absl::string_view tag) const;
+
+  absl::StatusOr<std::unique_ptr<LockClient>> NewClient(
+      ClientOptions options = {}) const;
+  absl::StatusOr<std::unique_ptr<LockClient>> NewClientIn(
+      const std::string& lock_namespace, ClientOptions options = {}) const;
+
+  // The failure message for a test whose backend lacks `capability` without
+  // listing the test as a deviation: a missing harness feature never passes.
+  std::string MissingCapability(absl::string_view capability) const;
+
+  // The current case's name without the backend suffix, as `deviations`
+  // lists it ("C18_ServerRestartReportsLostAndClientReconnects").
+  static std::string CaseName();
+
+ private:
+  std::string ns_;
+};
+
+// Options whose waiters can only be woken, not polled, within a test (C9).
+ClientOptions SlowPollOptions();
+
+}  // namespace dlock::testing
+
+#endif  // DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_

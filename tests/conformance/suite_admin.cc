@@ -1,0 +1,271 @@
+// Copyright dlock authors. Conformance: introspection (C11), force unlock
+// (C12), shutdown (C13) and error codes (C14).
+#include <optional>
+#include <set>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "conformance_fixture.h"
+
+namespace dlock::testing {
+namespace {
+
+TEST_P(Conformance, C11_InspectDescribesTheHolder) {
+  constexpr absl::Duration kLease = absl::Seconds(20);
+  // Times are on the backend's clock: on one machine, close to ours.
+  constexpr absl::Duration kClockSlack = absl::Seconds(2);
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto observer, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("inspected"));
+  ASSERT_OK_AND_ASSIGN(auto seen, observer->GetLock("inspected"));
+
+  ASSERT_OK_AND_ASSIGN(LockInfo info, seen->Inspect());
+  EXPECT_EQ(info.name, "inspected");
+  EXPECT_FALSE(info.locked);
+  EXPECT_EQ(info.owner, "");
+  EXPECT_EQ(info.hold_count, 0);
+  ASSERT_OK_AND_ASSIGN(bool locked, seen->IsLocked());
+  EXPECT_FALSE(locked);
+
+  const absl::Time before = absl::Now();
+  ASSERT_OK_AND_ASSIGN(Acquired acquired, held->Acquire(WithLease(kLease)));
+  const absl::Time after = absl::Now();
+  ASSERT_OK(held->Acquire(WithLease(kLease)));
+
+  ASSERT_OK_AND_ASSIGN(info, seen->Inspect());
+  EXPECT_EQ(info.name, "inspected");
+  EXPECT_TRUE(info.locked);
+  EXPECT_EQ(info.owner, holder->CurrentOwner());
+  EXPECT_EQ(info.hold_count, 2);
+  EXPECT_EQ(info.fencing_token, acquired.fencing_token);
+  EXPECT_GT(info.remaining_lease, kLease - absl::Seconds(5));
+  EXPECT_LE(info.remaining_lease, kLease);
+  EXPECT_GE(info.since, before - kClockSlack);
+  EXPECT_LE(info.since, after + kClockSlack);
+  ASSERT_OK_AND_ASSIGN(locked, seen->IsLocked());
+  EXPECT_TRUE(locked);
+  ASSERT_OK_AND_ASSIGN(bool mine, held->IsHeldByMe());
+  EXPECT_TRUE(mine);
+  ASSERT_OK_AND_ASSIGN(mine, seen->IsHeldByMe());
+  EXPECT_FALSE(mine);
+
+  // A re-entry keeps when the hold began.
+  ASSERT_OK_AND_ASSIGN(LockInfo same, held->Inspect());
+  EXPECT_EQ(same.since, info.since);
+  ASSERT_OK(held->Release());
+  ASSERT_OK(held->Release());
+  ASSERT_OK_AND_ASSIGN(info, seen->Inspect());
+  EXPECT_FALSE(info.locked);
+  EXPECT_EQ(info.hold_count, 0);
+}
+
+// List is optional (Unimplemented where the backend cannot list); where it
+// exists it shows exactly the held locks of the namespace under the prefix.
+TEST_P(Conformance, C11_ListShowsHeldLocksByPrefix) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  std::vector<std::unique_ptr<DistributedLock>> locks;
+  for (const char* name : {"job/1", "job/2", "jobs", "other"}) {
+    ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock(name));
+    ASSERT_OK(lock->TryAcquire(WithLease(kLongLease)));
+    locks.push_back(std::move(lock));
+  }
+  ASSERT_OK(locks[3]->Release());  // "other" is no longer held
+
+  ASSERT_OK_AND_ASSIGN(std::optional<std::set<std::string>> all,
+                       ListedNames(*client));
+  if (!all.has_value()) return;
+  EXPECT_EQ(*all, (std::set<std::string>{"job/1", "job/2", "jobs"}));
+  ASSERT_OK_AND_ASSIGN(std::optional<std::set<std::string>> jobs,
+                       ListedNames(*client, "job/"));
+  EXPECT_EQ(*jobs, (std::set<std::string>{"job/1", "job/2"}));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<LockInfo> listed, client->List("job/1"));
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_TRUE(listed[0].locked);
+  EXPECT_EQ(listed[0].owner, client->CurrentOwner());
+  EXPECT_EQ(listed[0].hold_count, 1);
+  ASSERT_OK_AND_ASSIGN(uint64_t token, locks[0]->FencingToken());
+  EXPECT_EQ(listed[0].fencing_token, token);
+}
+
+TEST_P(Conformance, C12_ForceUnlockWakesWaiters) {
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto waiter_client, NewClient(SlowPollOptions()));
+  ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("stuck"));
+  ASSERT_OK_AND_ASSIGN(auto waited, waiter_client->GetLock("stuck"));
+  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("stuck"));
+  ASSERT_OK(held->Acquire(WithLease(kLongLease)));
+
+  BackgroundAcquire waiter(*waited, WithLease(kLongLease, kNoHang * 2));
+  absl::SleepFor(kLetWaiterBlock);
+  EXPECT_FALSE(waiter.done());
+  const absl::Time forced_at = absl::Now();
+  ASSERT_OK(forced->ForceUnlock());
+  ASSERT_TRUE(waiter.WaitDone(kNoHang));
+  EXPECT_OK(waiter.result());
+  EXPECT_LT(waiter.done_at() - forced_at, kPromptly)
+      << "the force unlock did not wake the waiter";
+  // The former holder's next renew or release reports the loss.
+  EXPECT_CODE(held->Renew(), kFailedPrecondition);
+  EXPECT_EQ(held->State(), LockState::kLost);
+  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  // Forcing a free lock is harmless.
+  EXPECT_OK(forced->ForceUnlock());
+}
+
+TEST_P(Conformance, C12_ForceUnlockIsReportedLostToHolder) {
+  ClientOptions options;
+  options.watchdog_lease = kShortWatchdogLease;
+  LostRecorder client_lost;
+  options.on_lost = client_lost.Callback();
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(options));
+  ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("forced away"));
+  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("forced away"));
+
+  LostRecorder hold_lost;
+  AcquireOptions watched;
+  watched.on_lost = hold_lost.Callback();
+  ASSERT_OK_AND_ASSIGN(Acquired acquired, held->Acquire(watched));
+  ASSERT_OK(forced->ForceUnlock());
+
+  ASSERT_TRUE(hold_lost.WaitForEvents(1, kNoHang)) << "no lost callback";
+  ASSERT_TRUE(client_lost.WaitForEvents(1, kNoHang)) << "no client callback";
+  EXPECT_EQ(hold_lost.Events()[0].name, "forced away");
+  EXPECT_EQ(hold_lost.Events()[0].fencing_token, acquired.fencing_token);
+  EXPECT_EQ(held->State(), LockState::kLost);
+  EXPECT_CODE(held->Renew(), kFailedPrecondition);
+  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  // The former holder's watchdog did not bring the lock back.
+  ASSERT_OK_AND_ASSIGN(LockInfo info, forced->Inspect());
+  EXPECT_FALSE(info.locked);
+}
+
+TEST_P(Conformance, C13_CloseReleasesEveryHoldAndWaitersGetThem) {
+  ClientOptions options;
+  options.close_timeout = absl::Seconds(3);
+  ASSERT_OK_AND_ASSIGN(auto closing, NewClient(options));
+  ASSERT_OK_AND_ASSIGN(auto waiter_client, NewClient(SlowPollOptions()));
+  ASSERT_OK_AND_ASSIGN(auto renewed, closing->GetLock("renewed"));
+  ASSERT_OK_AND_ASSIGN(auto leased, closing->GetLock("leased"));
+  ASSERT_OK_AND_ASSIGN(auto by_token, closing->GetLock("by token"));
+  ASSERT_OK(renewed->Acquire());
+  ASSERT_OK(renewed->Acquire());  // two holds, both released by Close
+  ASSERT_OK(leased->Acquire(WithLease(kLongLease)));
+  ASSERT_OK(by_token->Acquire(AsOwner("job-1")));
+
+  ASSERT_OK_AND_ASSIGN(auto waited, waiter_client->GetLock("renewed"));
+  BackgroundAcquire waiter(*waited, WithLease(kLongLease, kNoHang * 2));
+  absl::SleepFor(kLetWaiterBlock);
+  EXPECT_FALSE(waiter.done());
+
+  const absl::Time start = absl::Now();
+  EXPECT_OK(closing->Close());
+  const absl::Time closed = absl::Now();
+  EXPECT_LT(closed - start, options.close_timeout + kPromptly);
+  ASSERT_TRUE(waiter.WaitDone(kNoHang));
+  EXPECT_OK(waiter.result());
+  EXPECT_LT(waiter.done_at() - closed, kPromptly)
+      << "closing did not wake the waiter";
+  for (const char* name : {"leased", "by token"}) {
+    ASSERT_OK_AND_ASSIGN(auto lock, waiter_client->GetLock(name));
+    ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+    EXPECT_FALSE(info.locked) << name;
+  }
+
+  // A closed client refuses everything, and closing again is harmless.
+  EXPECT_CODE(renewed->Acquire(), kFailedPrecondition);
+  EXPECT_CODE(leased->Release(), kFailedPrecondition);
+  EXPECT_CODE(leased->Renew(), kFailedPrecondition);
+  EXPECT_CODE(leased->Inspect(), kFailedPrecondition);
+  EXPECT_CODE(leased->ForceUnlock(), kFailedPrecondition);
+  EXPECT_CODE(closing->List(), kFailedPrecondition);
+  EXPECT_EQ(leased->State(), LockState::kNotHeld);
+  EXPECT_OK(closing->Close());
+}
+
+TEST_P(Conformance, C13_CloseInterruptsBlockedAcquire) {
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto closing, NewClient(SlowPollOptions()));
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("never free"));
+  ASSERT_OK_AND_ASSIGN(auto waited, closing->GetLock("never free"));
+  ASSERT_OK(held->Acquire(WithLease(kLongLease)));
+
+  BackgroundAcquire waiter(*waited, WithLease(kLongLease, kNoHang * 3));
+  absl::SleepFor(kLetWaiterBlock);
+  const absl::Time start = absl::Now();
+  EXPECT_OK(closing->Close());
+  EXPECT_LT(absl::Now() - start, kNoHang / 2);
+  ASSERT_TRUE(waiter.WaitDone(kPromptly));
+  EXPECT_CODE(waiter.result(), kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(LockInfo info, held->Inspect());
+  EXPECT_EQ(info.owner, holder->CurrentOwner());
+}
+
+TEST_P(Conformance, C14_InvalidArgumentForBadInput) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("argued"));
+  for (absl::Duration lease :
+       {absl::ZeroDuration(), absl::Seconds(-1), absl::InfiniteDuration()}) {
+    EXPECT_CODE(lock->Acquire(WithLease(lease)), kInvalidArgument) << lease;
+  }
+  AcquireOptions negative_wait;
+  negative_wait.wait = absl::Seconds(-1);
+  EXPECT_CODE(lock->Acquire(negative_wait), kInvalidArgument);
+  for (const char* owner : {"\xff", "job\n1", "job\x7f"}) {
+    EXPECT_CODE(lock->Acquire(AsOwner(owner)), kInvalidArgument);
+    EXPECT_CODE(lock->Release(owner), kInvalidArgument);
+  }
+  ASSERT_OK(lock->Acquire());
+  EXPECT_CODE(lock->Renew(absl::ZeroDuration()), kInvalidArgument);
+  EXPECT_CODE(lock->Renew(absl::Seconds(-5)), kInvalidArgument);
+  // Nothing above changed the hold.
+  ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+  EXPECT_EQ(info.hold_count, 1);
+  EXPECT_OK(lock->Release());
+
+  const std::string uri = backend().uri(ns());
+  const char* join = absl::StrContains(uri, "?") ? "&" : "?";
+  EXPECT_CODE(Connect(uri + join + "no_such_option=1"), kInvalidArgument);
+  EXPECT_CODE(Connect(uri + join + "namespace=other"), kInvalidArgument);
+  ClientOptions conflicting;
+  conflicting.lock_namespace = OtherNamespace("conflict");
+  EXPECT_CODE(NewClient(conflicting), kInvalidArgument);
+  ClientOptions bad;
+  bad.watchdog_lease = absl::ZeroDuration();
+  EXPECT_CODE(NewClient(bad), kInvalidArgument);
+}
+
+TEST_P(Conformance, C14_FailedPreconditionWhenNotHeld) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("never taken"));
+  EXPECT_CODE(lock->Release(), kFailedPrecondition);
+  EXPECT_CODE(lock->Renew(), kFailedPrecondition);
+  EXPECT_CODE(lock->Renew(absl::Seconds(5), "job"), kFailedPrecondition);
+  EXPECT_CODE(lock->FencingToken(), kFailedPrecondition);
+  EXPECT_EQ(lock->State(), LockState::kNotHeld);
+  ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+  EXPECT_FALSE(info.locked) << "a failed release or renew created the lock";
+}
+
+TEST_P(Conformance, C14_DeadlineExceededAndCancelledForWaits) {
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient(SlowPollOptions()));
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("contested"));
+  ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("contested"));
+  ASSERT_OK(held->Acquire(WithLease(kLongLease)));
+
+  EXPECT_CODE(
+      contender->Acquire(WithLease(kLongLease, absl::Milliseconds(100))),
+      kDeadlineExceeded);
+  AcquireOptions cancelled = WithLease(kLongLease, kNoHang);
+  cancelled.cancel.Cancel();
+  const absl::Time start = absl::Now();
+  EXPECT_CODE(contender->Acquire(cancelled), kCancelled);
+  EXPECT_LT(absl::Now() - start, kPromptly);
+  EXPECT_OK(held->Release());
+}
+
+}  // namespace
+}  // namespace dlock::testing

@@ -1,0 +1,164 @@
+// Copyright dlock authors. Conformance: recovery when the server goes away
+// and comes back (C18), with the lost notifications it causes (C7) and
+// shutdown while it is away (C13).
+#include <string>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "conformance_fixture.h"
+#include "dlock/uri.h"
+
+namespace dlock::testing {
+namespace {
+
+// Whether `status` names where the client connects (C14), e.g. the host of
+// "redis://127.0.0.1:6379".
+::testing::AssertionResult NamesEndpoint(const absl::Status& status,
+                                         const LockClient& client) {
+  absl::StatusOr<Uri> uri = ParseUri(client.endpoint());
+  if (!uri.ok() || uri->hosts.empty()) return ::testing::AssertionSuccess();
+  if (absl::StrContains(status.message(), uri->hosts[0].host)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "'" << status.message() << "' does not name " << uri->hosts[0].host;
+}
+
+TEST_P(Conformance, C18_ServerRestartReportsLostAndClientReconnects) {
+  ASSERT_TRUE(backend().restart_server) << MissingCapability("restart_server");
+  ClientOptions options;
+  options.watchdog_lease = kShortWatchdogLease;
+  LostRecorder client_lost;
+  options.on_lost = client_lost.Callback();
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(options));
+  ASSERT_OK_AND_ASSIGN(auto prober, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("through a restart"));
+  ASSERT_OK_AND_ASSIGN(auto probe, prober->GetLock("probe"));
+  LostRecorder hold_lost;
+  AcquireOptions watched;
+  watched.on_lost = hold_lost.Callback();
+  ASSERT_OK_AND_ASSIGN(Acquired before, held->Acquire(watched));
+  ASSERT_OK(probe->Acquire(WithLease(kLongLease)));
+
+  ASSERT_OK(backend().restart_server());
+
+  // A hold nobody renews shows whether the server kept its state.
+  absl::StatusOr<LockInfo> probed = absl::UnknownError("not asked yet");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        probed = probe->Inspect();
+        return probed.ok();
+      },
+      kNoHang))
+      << "the client did not reconnect by itself: " << probed.status();
+  if (!probed->locked) {
+    // State lost with the server: the hold is reported lost, once, and
+    // nobody brings the lock back.
+    ASSERT_TRUE(hold_lost.WaitForEvents(1, kNoHang)) << "no lost callback";
+    ASSERT_TRUE(client_lost.WaitForEvents(1, kNoHang)) << "no client callback";
+    EXPECT_EQ(hold_lost.Events()[0].fencing_token, before.fencing_token);
+    EXPECT_EQ(held->State(), LockState::kLost);
+    EXPECT_CODE(held->Release(), kFailedPrecondition);
+    ASSERT_OK_AND_ASSIGN(LockInfo info, probe->Inspect());
+    EXPECT_FALSE(info.locked);
+  } else {
+    // State kept: the hold is either still ours or reported lost.
+    absl::SleepFor(kShortWatchdogLease * 2);
+    if (hold_lost.Events().empty()) {
+      EXPECT_EQ(held->State(), LockState::kHeld);
+      ASSERT_OK_AND_ASSIGN(LockInfo info, held->Inspect());
+      EXPECT_EQ(info.owner, holder->CurrentOwner());
+      EXPECT_EQ(info.fencing_token, before.fencing_token);
+      EXPECT_OK(held->Release());
+    } else {
+      EXPECT_EQ(held->State(), LockState::kLost);
+    }
+  }
+
+  // The same client works again without being told.
+  ASSERT_OK_AND_ASSIGN(auto later, holder->GetLock("after the restart"));
+  absl::StatusOr<Acquired> acquired;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        acquired = later->TryAcquire();
+        return acquired.ok();
+      },
+      kNoHang))
+      << acquired.status();
+  EXPECT_OK(later->Release());
+  ASSERT_OK_AND_ASSIGN(Acquired again,
+                       held->Acquire(WithLease(kLongLease, kNoHang)));
+  EXPECT_EQ(again.hold_count, 1);
+  EXPECT_EQ(held->State(), LockState::kHeld);
+  EXPECT_OK(held->Release());
+}
+
+TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
+  ASSERT_TRUE(backend().stop_server && backend().start_server)
+      << MissingCapability("stop_server and start_server");
+  ClientOptions options;
+  options.watchdog_lease = kShortWatchdogLease;
+  options.close_timeout = absl::Seconds(2);
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient(options));
+  ASSERT_OK_AND_ASSIGN(auto closing, NewClient(options));
+  ASSERT_OK_AND_ASSIGN(auto held, client->GetLock("renewed"));
+  ASSERT_OK_AND_ASSIGN(auto other, client->GetLock("other"));
+  ASSERT_OK_AND_ASSIGN(auto closing_lock, closing->GetLock("closing"));
+  LostRecorder hold_lost;
+  AcquireOptions watched;
+  watched.on_lost = hold_lost.Callback();
+  ASSERT_OK(held->Acquire(watched));
+  ASSERT_OK(closing_lock->Acquire(WithLease(kLongLease)));
+
+  backend().stop_server();
+  bool started = false;
+  // Later cases need the server, whatever happens here.
+  absl::Cleanup restart = [&] {
+    if (!started) backend().start_server().IgnoreError();
+  };
+
+  // Every call fails fast, with Unavailable naming the endpoint.
+  absl::Time start = absl::Now();
+  absl::StatusOr<Acquired> tried = other->TryAcquire();
+  EXPECT_CODE(tried, kUnavailable);
+  EXPECT_TRUE(NamesEndpoint(tried.status(), *client));
+  EXPECT_CODE(other->Acquire(WithLease(kLongLease, absl::Seconds(2))),
+              kUnavailable);
+  EXPECT_CODE(other->Inspect(), kUnavailable);
+  EXPECT_CODE(other->ForceUnlock(), kUnavailable);
+  EXPECT_CODE(held->Renew(), kUnavailable);
+  EXPECT_LT(absl::Now() - start, kNoHang) << "calls did not fail fast";
+  // Names are checked locally: nothing is sent, so no Unavailable.
+  EXPECT_CODE(client->GetLock(""), kInvalidArgument);
+
+  // The renewed hold cannot be kept: reported lost once its lease ran out.
+  ASSERT_TRUE(hold_lost.WaitForEvents(1, kShortWatchdogLease + kNoHang))
+      << "no lost callback while the server was down";
+  EXPECT_EQ(held->State(), LockState::kLost);
+
+  // Closing is bounded even with nothing to release to.
+  start = absl::Now();
+  closing->Close().IgnoreError();  // Unavailable is fine: the lease frees it
+  EXPECT_LT(absl::Now() - start, options.close_timeout + kNoHang);
+
+  ASSERT_OK(backend().start_server());
+  started = true;
+  // The client reconnects by itself.
+  absl::StatusOr<Acquired> acquired;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        acquired = other->TryAcquire();
+        return acquired.ok();
+      },
+      kNoHang))
+      << "no reconnect: " << acquired.status();
+  EXPECT_OK(other->Release());
+  ASSERT_OK_AND_ASSIGN(Acquired again,
+                       held->Acquire(WithLease(kLongLease, kNoHang)));
+  EXPECT_EQ(again.hold_count, 1);
+  EXPECT_EQ(held->State(), LockState::kHeld);
+  EXPECT_OK(held->Release());
+}
+
+}  // namespace
+}  // namespace dlock::testing

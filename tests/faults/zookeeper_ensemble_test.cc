@@ -1,0 +1,173 @@
+// Copyright dlock authors. zk:// on a 3-server ensemble on loopback: the
+// leader is killed while a lock is held and others wait. Afterwards there is
+// exactly one holder at a time, or the old holder was told the lock was lost
+// before anyone else acquired it.
+#include <zookeeper/zookeeper.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "dlock/dlock.h"
+#include "gtest/gtest.h"
+#include "zookeeper_server.h"
+
+namespace dlock::testing {
+namespace {
+
+constexpr char kLockName[] = "through a leader change";
+
+// When each owner began and stopped believing it held the lock.
+struct Tenure {
+  std::string who;
+  uint64_t token = 0;
+  absl::Time from;
+  absl::Time until = absl::InfiniteFuture();
+};
+
+class Timeline {
+ public:
+  void Begin(const std::string& who, uint64_t token) {
+    absl::MutexLock lock(&mu_);
+    tenures_.push_back(Tenure{who, token, absl::Now()});
+  }
+  void End(const std::string& who) {
+    absl::MutexLock lock(&mu_);
+    for (Tenure& t : tenures_) {
+      if (t.who == who && t.until == absl::InfiniteFuture()) {
+        t.until = absl::Now();
+      }
+    }
+  }
+  std::vector<Tenure> Tenures() {
+    absl::MutexLock lock(&mu_);
+    return tenures_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<Tenure> tenures_;
+};
+
+// zk://<member `first`, then the others>: with the C client's deterministic
+// order, the client connects to `first`.
+std::string UriFirst(const ZooKeeperServer& ensemble, int first,
+                     const std::string& extra) {
+  std::vector<std::string> hosts;
+  hosts.push_back(absl::StrCat("127.0.0.1:", ensemble.client_port(first)));
+  for (int i = 0; i < ensemble.size(); ++i) {
+    if (i != first) {
+      hosts.push_back(absl::StrCat("127.0.0.1:", ensemble.client_port(i)));
+    }
+  }
+  return absl::StrCat("zk://", absl::StrJoin(hosts, ","),
+                      "?namespace=ensemble&", extra);
+}
+
+TEST(ZooKeeperEnsemble, LeaderLossNeverGivesTwoHolders) {
+  absl::StatusOr<std::unique_ptr<ZooKeeperServer>> ensemble =
+      ZooKeeperServer::Start({.servers = 3});
+  ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+  absl::StatusOr<int> leader = (*ensemble)->Leader();
+  ASSERT_TRUE(leader.ok()) << leader.status();
+  const int follower = (*leader + 1) % 3;
+  // The holder talks to the leader, the waiters to a follower.
+  zoo_deterministic_conn_order(1);
+
+  Timeline timeline;
+  ClientOptions holder_options;
+  holder_options.watchdog_lease = absl::Seconds(3);
+  holder_options.on_lost = [&timeline](const LockLostEvent&) {
+    timeline.End("holder");
+  };
+  absl::StatusOr<std::unique_ptr<LockClient>> holder = Connect(
+      UriFirst(**ensemble, *leader, "session_timeout=15s"), holder_options);
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  absl::StatusOr<std::unique_ptr<DistributedLock>> held =
+      (*holder)->GetLock(kLockName);
+  ASSERT_TRUE(held.ok());
+  absl::StatusOr<Acquired> first = (*held)->Acquire();
+  ASSERT_TRUE(first.ok()) << first.status();
+  timeline.Begin("holder", first->fencing_token);
+
+  // Two waiters block on the lock through the failover.
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 2; ++i) {
+    waiters.emplace_back([&, i] {
+      const std::string who = absl::StrCat("waiter", i);
+      absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(UriFirst(
+          **ensemble, follower, "session_timeout=15s&connect_timeout=20s"));
+      ASSERT_TRUE(client.ok()) << client.status();
+      absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+          (*client)->GetLock(kLockName);
+      ASSERT_TRUE(lock.ok());
+      absl::Time give_up = absl::Now() + absl::Seconds(60);
+      absl::StatusOr<Acquired> got = absl::UnknownError("not tried");
+      // A wait cut by the failover (Unavailable) is simply tried again.
+      while (absl::Now() < give_up) {
+        AcquireOptions wait;
+        wait.wait = give_up - absl::Now();
+        got = (*lock)->Acquire(wait);
+        if (got.ok() || !absl::IsUnavailable(got.status())) break;
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+      ASSERT_TRUE(got.ok()) << got.status();
+      timeline.Begin(who, got->fencing_token);
+      absl::SleepFor(absl::Milliseconds(300));
+      timeline.End(who);
+      EXPECT_TRUE((*lock)->Release().ok());
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // both waiting
+
+  (*ensemble)->KillMember(*leader);
+  const absl::Time killed = absl::Now();
+  // The other two elect a leader among themselves.
+  absl::StatusOr<int> new_leader = absl::UnavailableError("not yet");
+  while (absl::Now() - killed < absl::Seconds(30)) {
+    new_leader = (*ensemble)->Leader();
+    if (new_leader.ok()) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(new_leader.ok()) << "no new leader after 30s";
+  EXPECT_NE(*new_leader, *leader);
+  // Let the holder reconnect (or learn its loss), then let go.
+  absl::SleepFor(absl::Seconds(2));
+  const LockState state = (*held)->State();
+  if (state == LockState::kHeld) {
+    timeline.End("holder");
+    EXPECT_TRUE((*held)->Release().ok());
+  } else {
+    EXPECT_EQ(state, LockState::kLost);
+  }
+  for (std::thread& t : waiters) t.join();
+
+  // Nobody's tenure overlaps another's, and tokens rise with each holder.
+  std::vector<Tenure> tenures = timeline.Tenures();
+  ASSERT_EQ(tenures.size(), 3u);
+  std::sort(tenures.begin(), tenures.end(),
+            [](const Tenure& a, const Tenure& b) { return a.from < b.from; });
+  for (size_t i = 1; i < tenures.size(); ++i) {
+    EXPECT_LE(tenures[i - 1].until, tenures[i].from)
+        << tenures[i - 1].who << " still believed it held the lock when "
+        << tenures[i].who << " got it";
+    EXPECT_GT(tenures[i].token, tenures[i - 1].token);
+  }
+  EXPECT_EQ(tenures[0].who, "holder");
+  std::printf(
+      "holder %s the leader's loss; first waiter got the lock %s "
+      "after the kill\n",
+      state == LockState::kHeld ? "kept its lock through"
+                                : "was told it lost its lock in",
+      absl::FormatDuration(tenures[1].from - killed).c_str());
+}
+
+}  // namespace
+}  // namespace dlock::testing

@@ -1,0 +1,210 @@
+// Copyright dlock authors. What zk:// leaves in ZooKeeper: 10,000 distinct
+// names locked and released leave no per-name nodes behind, and with
+// auth=digest:... a client without the credential can neither delete lock
+// nodes nor take the lock. Both look at ZooKeeper with the C client itself.
+// The synchronous C API, which zookeeper_mt provides, is declared only for
+// THREADED builds.
+#ifndef THREADED
+#define THREADED
+#endif
+#include <zookeeper/zookeeper.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "dlock/dlock.h"
+#include "gtest/gtest.h"
+#include "zookeeper_server.h"
+
+namespace dlock::testing {
+namespace {
+
+ZooKeeperServer& Server() {
+  static absl::StatusOr<std::unique_ptr<ZooKeeperServer>> server =
+      ZooKeeperServer::Start();
+  if (!server.ok()) {
+    ADD_FAILURE() << "cannot start ZooKeeper: " << server.status();
+    std::abort();
+  }
+  return **server;
+}
+
+void IgnoreEvents(zhandle_t*, int, int, const char*, void*) {}
+
+// A plain C-client handle, as any other program on the ensemble would have.
+class RawHandle {
+ public:
+  explicit RawHandle(const std::string& digest = "") {
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    zh_ = zookeeper_init(Server().Hosts().c_str(), &IgnoreEvents, 10000,
+                         nullptr, nullptr, 0);
+    for (int i = 0; i < 200 && zoo_state(zh_) != ZOO_CONNECTED_STATE; ++i) {
+      absl::SleepFor(absl::Milliseconds(25));
+    }
+    if (!digest.empty()) {
+      zoo_add_auth(zh_, "digest", digest.data(), digest.size(), nullptr,
+                   nullptr);
+    }
+  }
+  ~RawHandle() { zookeeper_close(zh_); }
+  zhandle_t* get() { return zh_; }
+
+  // Children of `path`; -1 when it does not exist.
+  int CountChildren(const std::string& path) {
+    String_vector children{};
+    const int rc = zoo_get_children(zh_, path.c_str(), 0, &children);
+    if (rc == ZNONODE) return -1;
+    EXPECT_EQ(rc, ZOK) << zerror(rc);
+    const int count = children.count;
+    deallocate_String_vector(&children);
+    return count;
+  }
+  std::vector<std::string> Children(const std::string& path) {
+    String_vector children{};
+    std::vector<std::string> out;
+    if (zoo_get_children(zh_, path.c_str(), 0, &children) != ZOK) return out;
+    for (int i = 0; i < children.count; ++i) out.push_back(children.data[i]);
+    deallocate_String_vector(&children);
+    return out;
+  }
+
+ private:
+  zhandle_t* zh_;
+};
+
+TEST(ZooKeeperNodes, TenThousandNamesLeaveNoNodesBehind) {
+  constexpr int kNames = 10000;
+  constexpr int kThreads = 8;
+  absl::StatusOr<int64_t> baseline = Server().ZnodeCount();
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  absl::StatusOr<std::unique_ptr<LockClient>> client =
+      Connect(Server().Uri("growth"));
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  const absl::Time start = absl::Now();
+  std::atomic<int> next{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = next++; i < kNames; i = next++) {
+        auto lock = (*client)->GetLock(absl::StrCat("job/", i, "/ünïcode"));
+        AcquireOptions options;
+        options.wait = absl::ZeroDuration();
+        options.lease = absl::Seconds(60);
+        if (!lock.ok() || !(*lock)->Acquire(options).ok() ||
+            !(*lock)->Release().ok()) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_EQ(failures.load(), 0);
+  std::printf("%d names locked and released in %s (%.0f pairs/s)\n", kNames,
+              absl::FormatDuration(took).c_str(),
+              kNames / absl::ToDoubleSeconds(took));
+
+  // The per-name containers go once empty; then the namespace's own.
+  RawHandle raw;
+  const absl::Time swept_from = absl::Now();
+  int left = 0;
+  while (absl::Now() - swept_from < absl::Seconds(60)) {
+    left = raw.CountChildren("/dlock/growth");
+    if (left <= 0) break;
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  EXPECT_LE(left, 0) << left << " per-name nodes are left";
+  absl::StatusOr<int64_t> after = Server().ZnodeCount();
+  ASSERT_TRUE(after.ok()) << after.status();
+  // At most /dlock and /dlock/growth beyond what the server had.
+  EXPECT_LE(*after, *baseline + 2);
+  std::printf("swept in %s; znodes %lld before, %lld after\n",
+              absl::FormatDuration(absl::Now() - swept_from).c_str(),
+              static_cast<long long>(*baseline),
+              static_cast<long long>(*after));
+}
+
+TEST(ZooKeeperNodes, DigestAclKeepsOthersOut) {
+  const std::string uri = Server().Uri("acl");
+  absl::StatusOr<std::unique_ptr<LockClient>> alice =
+      Connect(uri + "&auth=digest:alice:s3cret-pw");
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  EXPECT_FALSE(absl::StrContains((*alice)->endpoint(), "s3cret-pw"));
+  auto held = (*alice)->GetLock("guarded/one");
+  ASSERT_TRUE(held.ok());
+  AcquireOptions long_lease;
+  long_lease.lease = absl::Seconds(60);
+  absl::StatusOr<Acquired> acquired = (*held)->Acquire(long_lease);
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+
+  // Without the credential, or with another one: no lock, no force unlock,
+  // and messages that never show the password.
+  for (const std::string& suffix :
+       {std::string(), std::string("&auth=digest:alice:wrong"),
+        std::string("&auth=digest:mallory:s3cret-pw")}) {
+    absl::StatusOr<std::unique_ptr<LockClient>> other = Connect(uri + suffix);
+    ASSERT_TRUE(other.ok()) << other.status();
+    auto lock = (*other)->GetLock("guarded/one");
+    ASSERT_TRUE(lock.ok());
+    absl::StatusOr<Acquired> tried = (*lock)->TryAcquire();
+    EXPECT_TRUE(absl::IsPermissionDenied(tried.status())) << tried.status();
+    EXPECT_FALSE(absl::StrContains(tried.status().message(), "s3cret-pw"));
+    EXPECT_FALSE(absl::StrContains(tried.status().message(), "wrong"));
+    const absl::Status forced = (*lock)->ForceUnlock();
+    EXPECT_TRUE(absl::IsPermissionDenied(forced)) << forced;
+    auto fresh = (*other)->GetLock("guarded/another name");
+    ASSERT_TRUE(fresh.ok());
+    EXPECT_TRUE(absl::IsPermissionDenied((*fresh)->TryAcquire().status()));
+    // Reading stays open: anyone may see who holds it.
+    absl::StatusOr<LockInfo> info = (*lock)->Inspect();
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_TRUE(info->locked);
+    EXPECT_EQ(info->owner, (*alice)->CurrentOwner());
+  }
+
+  // A plain C client without the credential cannot delete or rewrite the
+  // lock node.
+  {
+    RawHandle raw;
+    const std::string parent = "/dlock/acl/guarded%2Fone";
+    std::vector<std::string> nodes = raw.Children(parent);
+    ASSERT_EQ(nodes.size(), 1u);
+    const std::string node = parent + "/" + nodes[0];
+    EXPECT_EQ(zoo_delete(raw.get(), node.c_str(), -1), ZNOAUTH);
+    EXPECT_EQ(zoo_set(raw.get(), node.c_str(), "x", 1, -1), ZNOAUTH);
+    EXPECT_EQ(zoo_delete(raw.get(), parent.c_str(), -1), ZNOAUTH);
+    EXPECT_EQ(zoo_create(raw.get(), (parent + "/intruder").c_str(), "", 0,
+                         &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0),
+              ZNOAUTH);
+  }
+  absl::StatusOr<LockInfo> still = (*held)->Inspect();
+  ASSERT_TRUE(still.ok()) << still.status();
+  EXPECT_TRUE(still->locked);
+  EXPECT_EQ(still->fencing_token, acquired->fencing_token);
+
+  // The same credential in another client is simply another contender.
+  absl::StatusOr<std::unique_ptr<LockClient>> colleague =
+      Connect(uri + "&auth=digest:alice:s3cret-pw");
+  ASSERT_TRUE(colleague.ok()) << colleague.status();
+  auto contended = (*colleague)->GetLock("guarded/one");
+  ASSERT_TRUE(contended.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded((*contended)->TryAcquire().status()));
+  ASSERT_TRUE((*held)->Release().ok());
+  absl::StatusOr<Acquired> next = (*contended)->TryAcquire();
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GT(next->fencing_token, acquired->fencing_token);
+  EXPECT_TRUE((*contended)->Release().ok());
+}
+
+}  // namespace
+}  // namespace dlock::testing

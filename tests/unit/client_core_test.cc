@@ -1,0 +1,142 @@
+// Copyright dlock authors. Unit tests of the backend-independent client core
+// (core/src/client_core.cc) through the public API on memory://: what a lost
+// callback may do, and local state that needs no backend round trip.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "dlock/client.h"
+#include "gtest/gtest.h"
+
+namespace dlock {
+namespace {
+
+// Runs `scenario` in a child process (threadsafe death-test style), so that
+// a hang or a crash fails this test instead of the whole binary. The child
+// gets `limit` before an alarm ends it.
+void ExpectCompletes(void (*scenario)(), absl::Duration limit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        alarm(static_cast<unsigned>(absl::ToInt64Seconds(limit)));
+        scenario();
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+std::unique_ptr<LockClient> MustConnect(const ClientOptions& options = {}) {
+  absl::StatusOr<std::unique_ptr<LockClient>> client =
+      Connect("memory://client-core-test", options);
+  if (!client.ok()) std::abort();
+  return *std::move(client);
+}
+
+// A lost callback on the watchdog's thread closes its own client (a service
+// that shuts down when it loses its lock).
+void CloseFromWatchdogCallback() {
+  absl::Notification closed;
+  LockClient* self = nullptr;
+  ClientOptions options;
+  options.watchdog_lease = absl::Milliseconds(300);
+  options.on_lost = [&](const LockLostEvent&) {
+    if (!self->Close().ok()) std::abort();
+    closed.Notify();
+  };
+  std::unique_ptr<LockClient> client = MustConnect(options);
+  self = client.get();
+  std::unique_ptr<LockClient> admin = MustConnect();
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("closes itself");
+  if (!lock->Acquire().ok()) std::abort();
+  if (!(*admin->GetLock("closes itself"))->ForceUnlock().ok()) std::abort();
+  if (!closed.WaitForNotificationWithTimeout(absl::Seconds(5))) std::abort();
+}
+
+TEST(ClientCore, LostCallbackOnWatchdogThreadMayCloseTheClient) {
+  ExpectCompletes(&CloseFromWatchdogCallback, absl::Seconds(10));
+}
+
+// The same from the caller's thread: a Renew() that finds the lock gone
+// runs the callback, which closes the client.
+void CloseFromRenewCallback() {
+  LockClient* self = nullptr;
+  bool called = false;
+  ClientOptions options;
+  options.on_lost = [&](const LockLostEvent&) {
+    called = true;
+    if (!self->Close().ok()) std::abort();
+  };
+  std::unique_ptr<LockClient> client = MustConnect(options);
+  self = client.get();
+  std::unique_ptr<LockClient> admin = MustConnect();
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("renewed away");
+  AcquireOptions leased;
+  leased.lease = absl::Seconds(30);
+  if (!lock->Acquire(leased).ok()) std::abort();
+  if (!(*admin->GetLock("renewed away"))->ForceUnlock().ok()) std::abort();
+  if (lock->Renew().code() != absl::StatusCode::kFailedPrecondition) {
+    std::abort();
+  }
+  if (!called) std::abort();
+}
+
+TEST(ClientCore, LostCallbackFromRenewMayCloseTheClient) {
+  ExpectCompletes(&CloseFromRenewCallback, absl::Seconds(10));
+}
+
+// A lost callback may use its lock: look at it, take it again.
+TEST(ClientCore, LostCallbackMayUseTheLock) {
+  absl::Notification done;
+  DistributedLock* lock_ptr = nullptr;
+  absl::StatusOr<LockInfo> seen;
+  ClientOptions options;
+  options.watchdog_lease = absl::Milliseconds(300);
+  options.on_lost = [&](const LockLostEvent&) {
+    seen = lock_ptr->Inspect();
+    done.Notify();
+  };
+  std::unique_ptr<LockClient> client = MustConnect(options);
+  std::unique_ptr<LockClient> admin = MustConnect();
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("inspected");
+  lock_ptr = lock.get();
+  ASSERT_TRUE(lock->Acquire().ok());
+  ASSERT_TRUE((*admin->GetLock("inspected"))->ForceUnlock().ok());
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_FALSE(seen->locked);
+}
+
+TEST(ClientCore, StateNeedsNoRoundTrip) {
+  std::unique_ptr<LockClient> client = MustConnect();
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("local state");
+  EXPECT_EQ(lock->State(), LockState::kNotHeld);
+  AcquireOptions leased;
+  leased.lease = absl::Milliseconds(100);
+  ASSERT_TRUE(lock->Acquire(leased).ok());
+  EXPECT_EQ(lock->State(), LockState::kHeld);
+  // An explicit lease that ran out is lost as far as the client knows.
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(lock->State(), LockState::kLost);
+  EXPECT_EQ(lock->FencingToken().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(lock->Release().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(lock->State(), LockState::kNotHeld);
+}
+
+TEST(ClientCore, LeasesBelowTheMinimumAreInvalid) {
+  std::unique_ptr<LockClient> client = MustConnect();
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("leases");
+  AcquireOptions options;
+  options.lease = absl::Milliseconds(1);
+  EXPECT_EQ(lock->Acquire(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.lease = absl::Milliseconds(10);
+  EXPECT_TRUE(lock->Acquire(options).ok());
+  EXPECT_TRUE(lock->Release().ok());
+}
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,127 @@
+// Copyright dlock authors. Unit tests of lock name and owner token validation
+// (C15, C6), through the public API on memory://.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dlock/client.h"
+#include "gtest/gtest.h"
+
+namespace dlock {
+namespace {
+
+class Names : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<LockClient>> client =
+        Connect("memory://names-test");
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+  }
+  std::unique_ptr<LockClient> client_;
+};
+
+TEST_F(Names, AcceptsAnyValidUtf8UpTo512Bytes) {
+  std::string wide;
+  while (wide.size() + 4 <= 512) wide += "\xf0\x9f\x94\x92";  // U+1F512
+  const std::vector<std::string> good = {
+      "a",
+      " ",
+      std::string(512, 'x'),
+      wide,  // 512 bytes of four-byte characters
+      "锁/名字",
+      "x'); DROP TABLE t; --",
+      "{a}/../*?\"'`\\",
+      "\xc2\xa0",          // U+00A0, a space but no control character
+      "\xc2\xa1",          // U+00A1, just past the C1 controls
+      "\xed\x9f\xbf",      // U+D7FF, just below the surrogates
+      "\xee\x80\x80",      // U+E000, just above them
+      "\xef\xbf\xbf",      // U+FFFF
+      "\xf4\x8f\xbf\xbf",  // U+10FFFF, the last code point
+      "~",                 // 0x7E, just below DEL
+  };
+  for (const std::string& name : good) {
+    absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+        client_->GetLock(name);
+    ASSERT_TRUE(lock.ok()) << "'" << name << "': " << lock.status();
+    EXPECT_EQ((*lock)->name(), name);
+    EXPECT_TRUE((*lock)->TryAcquire().ok()) << name;
+    EXPECT_TRUE((*lock)->Release().ok()) << name;
+  }
+}
+
+TEST_F(Names, RejectsEmptyLongInvalidAndControlNames) {
+  const std::vector<std::string> bad = {
+      "",
+      std::string(513, 'x'),
+      std::string(510, 'x') + "锁",  // 513 bytes
+      "\x80",                        // a lone continuation byte
+      "\xff",
+      "\xfe",
+      "\xc0\x80",          // overlong NUL
+      "\xc1\xbf",          // overlong
+      "\xe0\x80\xaf",      // overlong '/'
+      "\xf0\x80\x80\xaf",  // overlong '/'
+      "\xe9\x94",          // cut short
+      "\xe9\x94"
+      "a",                 // cut short by an ASCII byte
+      "\xed\xa0\x80",      // U+D800, a surrogate
+      "\xed\xbf\xbf",      // U+DFFF, a surrogate
+      "\xf4\x90\x80\x80",  // U+110000
+      "\xf5\x80\x80\x80",
+      std::string(1, '\0'),
+      std::string("a\0b", 3),
+      "\x01",
+      "a\nb",
+      "\r",
+      "\t",
+      "\x1f",
+      "\x7f",      // DEL
+      "\xc2\x80",  // U+0080, first C1 control
+      "\xc2\x9f",  // U+009F, last C1 control
+  };
+  for (const std::string& name : bad) {
+    absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+        client_->GetLock(name);
+    EXPECT_EQ(lock.status().code(), absl::StatusCode::kInvalidArgument)
+        << "a name of " << name.size() << " bytes";
+  }
+}
+
+TEST_F(Names, MessagesSayWhatIsWrong) {
+  EXPECT_NE(client_->GetLock("").status().message().find("empty"),
+            absl::string_view::npos);
+  EXPECT_NE(
+      client_->GetLock(std::string(600, 'x')).status().message().find("512"),
+      absl::string_view::npos);
+  EXPECT_NE(client_->GetLock("\xff").status().message().find("UTF-8"),
+            absl::string_view::npos);
+  EXPECT_NE(client_->GetLock("a\nb").status().message().find("control"),
+            absl::string_view::npos);
+}
+
+TEST_F(Names, OwnerTokensAreValidatedLikeNames) {
+  absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+      client_->GetLock("owned");
+  ASSERT_TRUE(lock.ok());
+  for (const std::string& token : std::vector<std::string>{
+           "\xff", "job\n1", std::string("a\0b", 3), "\xed\xa0\x80"}) {
+    AcquireOptions options;
+    options.owner_token = token;
+    EXPECT_EQ((*lock)->Acquire(options).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*lock)->Release(token).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*lock)->Renew(absl::Seconds(1), token).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*lock)->IsHeldByMe(token).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  AcquireOptions options;
+  options.owner_token = "trace-锁-42";
+  EXPECT_TRUE((*lock)->Acquire(options).ok());
+  EXPECT_TRUE((*lock)->Release(options.owner_token).ok());
+}
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,283 @@
+// Copyright dlock authors. Unit tests of dlock/uri.h: ParseUri, Redacted,
+// UriParams and ParsePositiveDuration.
+#include "dlock/uri.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "dlock/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dlock {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::Pair;
+
+constexpr char kPassword[] = "hunter2";
+
+Uri MustParse(absl::string_view text) {
+  absl::StatusOr<Uri> uri = ParseUri(text);
+  EXPECT_TRUE(uri.ok()) << text << ": " << uri.status();
+  return uri.ok() ? *std::move(uri) : Uri{};
+}
+
+TEST(ParseUri, SplitsEveryPart) {
+  Uri uri = MustParse(
+      "REDIS://alice:s3cret@Cache-1:6380/"
+      "2?namespace=orders&command_timeout=2s");
+  EXPECT_EQ(uri.scheme, "redis");
+  EXPECT_EQ(uri.user, "alice");
+  EXPECT_EQ(uri.password, "s3cret");
+  ASSERT_EQ(uri.hosts.size(), 1u);
+  EXPECT_EQ(uri.hosts[0].host, "Cache-1");
+  EXPECT_EQ(uri.hosts[0].port, 6380);
+  EXPECT_EQ(uri.path, "2");
+  EXPECT_THAT(uri.params, ElementsAre(Pair("namespace", "orders"),
+                                      Pair("command_timeout", "2s")));
+}
+
+TEST(ParseUri, OptionalParts) {
+  Uri bare = MustParse("memory://");
+  EXPECT_EQ(bare.scheme, "memory");
+  EXPECT_TRUE(bare.hosts.empty());
+  EXPECT_EQ(bare.user, "");
+  EXPECT_FALSE(bare.password.has_value());
+  EXPECT_EQ(bare.path, "");
+  EXPECT_TRUE(bare.params.empty());
+
+  Uri named = MustParse("memory://tests");
+  ASSERT_EQ(named.hosts.size(), 1u);
+  EXPECT_EQ(named.hosts[0].host, "tests");
+  EXPECT_FALSE(named.hosts[0].port.has_value());
+
+  // A user without a password, and an empty password, are different.
+  EXPECT_FALSE(MustParse("redis://bob@h").password.has_value());
+  EXPECT_EQ(MustParse("redis://bob:@h").password, "");
+  EXPECT_EQ(MustParse("redis://:pw@h").user, "");
+}
+
+TEST(ParseUri, HostListAndIpv6) {
+  Uri uri = MustParse("zk://a:2181,b,[::1]:2182,[fe80::1]/chroot");
+  ASSERT_EQ(uri.hosts.size(), 4u);
+  EXPECT_EQ(uri.hosts[0].host, "a");
+  EXPECT_EQ(uri.hosts[0].port, 2181);
+  EXPECT_EQ(uri.hosts[1].host, "b");
+  EXPECT_FALSE(uri.hosts[1].port.has_value());
+  EXPECT_EQ(uri.hosts[2].host, "::1");
+  EXPECT_EQ(uri.hosts[2].port, 2182);
+  EXPECT_EQ(uri.hosts[3].host, "fe80::1");
+  EXPECT_FALSE(uri.hosts[3].port.has_value());
+  EXPECT_EQ(uri.path, "chroot");
+}
+
+TEST(ParseUri, PercentDecodesEveryPart) {
+  Uri uri = MustParse(
+      "redis://al%69ce:p%40ss%2Fw%3Fo%23rd@h/a%2Fb?name%20x=v%26w&k=%E9%94%81");
+  EXPECT_EQ(uri.user, "alice");
+  EXPECT_EQ(uri.password, "p@ss/w?o#rd");
+  EXPECT_EQ(uri.path, "a/b");
+  EXPECT_THAT(uri.params, ElementsAre(Pair("name x", "v&w"), Pair("k", "锁")));
+}
+
+TEST(ParseUri, EmptyQueryPartsAreIgnored) {
+  EXPECT_THAT(MustParse("redis://h?&a=1&&b&").params,
+              ElementsAre(Pair("a", "1"), Pair("b", "")));
+}
+
+TEST(ParseUri, RejectsMalformedUris) {
+  for (const char* text : {
+           "",
+           "redis",
+           "://h",
+           "redis:/h",
+           "re dis://h",
+           "redis_x://h",
+           "redis://h:0",
+           "redis://h:65536",
+           "redis://h:port",
+           "redis://h:",
+           "redis://h:-1",
+           "redis://a,,b",
+           "redis://a,",
+           "redis://[::1",
+           "redis://[::1]x",
+           "redis://h#fragment",
+           "redis://h?a=1&a=2",
+           "redis://h?=1",
+           "redis://h/%zz",
+           "redis://h/%4",
+           "redis://h?k=%g0",
+           "redis://%zz@h",
+       }) {
+    absl::StatusOr<Uri> uri = ParseUri(text);
+    EXPECT_EQ(uri.status().code(), absl::StatusCode::kInvalidArgument)
+        << "'" << text << "': " << uri.status();
+  }
+}
+
+TEST(ParseUri, ErrorsSayWhatIsWrong) {
+  EXPECT_THAT(ParseUri("localhost:6379").status().message(),
+              HasSubstr("scheme://"));
+  EXPECT_THAT(ParseUri("redis://h:99999").status().message(),
+              HasSubstr("port"));
+  EXPECT_THAT(ParseUri("redis://h?db=1&db=2").status().message(),
+              HasSubstr("'db'"));
+  EXPECT_THAT(ParseUri("redis://h#x").status().message(), HasSubstr("#"));
+}
+
+TEST(Redacted, HidesThePassword) {
+  Uri uri = MustParse("redis://alice:hunter2@h:6379/3?namespace=n");
+  EXPECT_EQ(uri.Redacted(), "redis://alice:***@h:6379/3?namespace=n");
+  EXPECT_EQ(MustParse("redis://:hunter2@h").Redacted(), "redis://:***@h");
+  // An empty password is still a password.
+  EXPECT_EQ(MustParse("redis://bob:@h").Redacted(), "redis://bob:***@h");
+}
+
+TEST(Redacted, HidesSecretQueryParameters) {
+  Uri uri = MustParse(
+      "postgres://h?password=hunter2&sslpassword=hunter2&AUTH=hunter2&x=1");
+  EXPECT_EQ(uri.Redacted(),
+            "postgres://h?password=***&sslpassword=***&AUTH=***&x=1");
+}
+
+TEST(Redacted, KeepsEverythingElse) {
+  EXPECT_EQ(MustParse("redis://h:1").Redacted(), "redis://h:1");
+  EXPECT_EQ(MustParse("redis://bob@h").Redacted(), "redis://bob@h");
+  EXPECT_EQ(MustParse("memory://").Redacted(), "memory://");
+  EXPECT_EQ(MustParse("zk://a:1,[::1]:2/c").Redacted(), "zk://a:1,[::1]:2/c");
+}
+
+// A password must never appear in a message, even when the URI around it is
+// malformed or the password holds characters that should have been escaped.
+TEST(UriErrors, NeverQuoteThePassword) {
+  for (const char* text : {
+           "redis://alice:hunter2@h:notaport",
+           "redis://alice:hunter2@h:0",
+           "redis://alice:hunter2@h?a=1&a=2",
+           "redis://alice:hunter2@h/%zz",
+           "redis://alice:hunter2@[::1",
+           "redis://alice:hunt%zzer2@h",
+           "redis://alice:hunter2#x@h",
+           // Unescaped '/' or '?' in the password end the authority early.
+           "redis://alice:hunter2/x@h:6379",
+           "redis://alice:hunter2?x@h:6379",
+           "redis://:hunter2/x@h",
+           // ...or leave a numeric start of it to pass for a port.
+           "redis://alice:6379/hunter2@h",
+       }) {
+    absl::StatusOr<Uri> uri = ParseUri(text);
+    if (uri.ok()) {
+      EXPECT_THAT(uri->Redacted(), Not(HasSubstr(kPassword))) << text;
+      for (const HostPort& host : uri->hosts) {
+        EXPECT_THAT(host.host, Not(HasSubstr(kPassword))) << text;
+      }
+    } else {
+      EXPECT_THAT(std::string(uri.status().message()),
+                  Not(HasSubstr(kPassword)))
+          << text;
+      // Connect says no more than ParseUri.
+      absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(text);
+      EXPECT_THAT(std::string(client.status().message()),
+                  Not(HasSubstr(kPassword)))
+          << text;
+    }
+  }
+}
+
+TEST(ParsePositiveDuration, AcceptsCommonForms) {
+  const std::vector<std::pair<const char*, absl::Duration>> cases = {
+      {"500ms", absl::Milliseconds(500)}, {"30s", absl::Seconds(30)},
+      {"2m", absl::Minutes(2)},           {"1h", absl::Hours(1)},
+      {"1.5s", absl::Milliseconds(1500)}, {"1h30m", absl::Minutes(90)},
+      {"250us", absl::Microseconds(250)},
+  };
+  for (const auto& [text, want] : cases) {
+    absl::StatusOr<absl::Duration> got = ParsePositiveDuration(text);
+    ASSERT_TRUE(got.ok()) << text << ": " << got.status();
+    EXPECT_EQ(*got, want) << text;
+  }
+}
+
+TEST(ParsePositiveDuration, RejectsZeroNegativeInfiniteAndJunk) {
+  for (const char* text :
+       {"", "0", "0s", "-1s", "inf", "-inf", "abc", "10", "1x", "s", " 1s"}) {
+    absl::StatusOr<absl::Duration> got = ParsePositiveDuration(text);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument)
+        << "'" << text << "'";
+    EXPECT_THAT(got.status().message(), HasSubstr("500ms")) << text;
+  }
+}
+
+TEST(UriParams, TakesEachParameterOnce) {
+  Uri uri = MustParse("x://h?a=1&b=2&c=3");
+  UriParams params(uri);
+  EXPECT_EQ(params.TakeString("b"), "2");
+  EXPECT_EQ(params.TakeString("b"), std::nullopt);
+  EXPECT_EQ(params.TakeString("missing"), std::nullopt);
+  EXPECT_THAT(params.Rest(), ElementsAre(Pair("a", "1"), Pair("c", "3")));
+}
+
+TEST(UriParams, TakesDurations) {
+  Uri uri = MustParse("x://h?timeout=250ms&bad=soon&zero=0s");
+  UriParams params(uri);
+  absl::StatusOr<std::optional<absl::Duration>> timeout =
+      params.TakeDuration("timeout");
+  ASSERT_TRUE(timeout.ok()) << timeout.status();
+  EXPECT_EQ(*timeout, absl::Milliseconds(250));
+
+  absl::StatusOr<std::optional<absl::Duration>> absent =
+      params.TakeDuration("absent");
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(absent->has_value());
+
+  for (const char* key : {"bad", "zero"}) {
+    absl::StatusOr<std::optional<absl::Duration>> bad =
+        params.TakeDuration(key);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(bad.status().message(), HasSubstr(key));
+    EXPECT_THAT(bad.status().message(), HasSubstr("500ms"));
+  }
+}
+
+TEST(UriParams, TakesIntsInRange) {
+  Uri uri = MustParse("x://h?db=3&low=-1&high=16&word=three");
+  UriParams params(uri);
+  absl::StatusOr<std::optional<int64_t>> db = params.TakeInt("db", 0, 15);
+  ASSERT_TRUE(db.ok()) << db.status();
+  EXPECT_EQ(*db, 3);
+  absl::StatusOr<std::optional<int64_t>> absent = params.TakeInt("x", 0, 1);
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(absent->has_value());
+  for (const char* key : {"low", "high", "word"}) {
+    absl::StatusOr<std::optional<int64_t>> bad = params.TakeInt(key, 0, 15);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_THAT(bad.status().message(), HasSubstr(key));
+    EXPECT_THAT(bad.status().message(), HasSubstr("0 to 15"));
+  }
+}
+
+TEST(UriParams, RejectUnknownNamesTheKeyAndTheKnownOnes) {
+  Uri uri = MustParse("redis://h?namespace=n&tiemout=1s&other=2");
+  UriParams params(uri);
+  params.TakeString("namespace");
+  absl::Status status = params.RejectUnknown("redis", "namespace, timeout");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("'tiemout'"));
+  EXPECT_THAT(status.message(), HasSubstr("namespace, timeout"));
+  EXPECT_THAT(status.message(), HasSubstr("redis://"));
+
+  params.TakeString("tiemout");
+  params.TakeString("other");
+  EXPECT_TRUE(params.RejectUnknown("redis", "").ok());
+}
+
+}  // namespace
+}  // namespace dlock

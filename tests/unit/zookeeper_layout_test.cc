@@ -1,0 +1,115 @@
+// Copyright dlock authors. The zk:// backend without a server: lock names
+// map injectively to one safe path component (C15), queues sort by sequence
+// number, node data round-trips, bad URIs are rejected before connecting.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../../backends/zookeeper/zk_layout.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "dlock/dlock.h"
+#include "gtest/gtest.h"
+
+namespace dlock::zk {
+namespace {
+
+TEST(ZooKeeperLayout, NamesBecomeOneSafeComponentAndComeBack) {
+  const std::vector<std::string> names = {
+      "orders",
+      "orders/42",
+      "..",
+      ".",
+      "...",
+      "a b",
+      "%2F",
+      "%",
+      "{tag}*",
+      "quote'\"",
+      "Zürich",
+      "東京",
+      "\xEE\x80\x80" /* U+E000, private use: ZooKeeper rejects it raw */,
+      std::string(512, 'x'),
+      "a%b"};
+  std::set<std::string> seen;
+  for (const std::string& name : names) {
+    const std::string component = EncodeName(name);
+    EXPECT_FALSE(absl::StrContains(component, "/")) << name;
+    EXPECT_NE(component, ".");
+    EXPECT_NE(component, "..");
+    for (char c : component) {
+      EXPECT_TRUE(absl::ascii_isalnum(c) || c == '%' || c == '_' || c == '-' ||
+                  c == '.')
+          << name;
+    }
+    EXPECT_EQ(DecodeName(component), name);
+    EXPECT_TRUE(seen.insert(component).second) << "collision for " << name;
+  }
+  EXPECT_EQ(EncodeName("orders/42"), "orders%2F42");
+  EXPECT_EQ(EncodeName(".."), "%2E%2E");
+  // What EncodeName cannot produce is not a lock name.
+  EXPECT_FALSE(DecodeName("a%2Eb").has_value());  // "a.b" keeps its dot
+  EXPECT_FALSE(DecodeName("a b").has_value());
+  EXPECT_FALSE(DecodeName("%zz").has_value());
+  EXPECT_FALSE(DecodeName("%2").has_value());
+}
+
+TEST(ZooKeeperLayout, QueueSortsBySequenceNotByClient) {
+  const std::vector<std::string> queue =
+      SortedQueue({"ffff-1-lock-0000000010", "0000-7-lock-0000000002",
+                   "not a lock node", "aaaa-3-lock-0000000009"});
+  EXPECT_EQ(queue, (std::vector<std::string>{"0000-7-lock-0000000002",
+                                             "aaaa-3-lock-0000000009",
+                                             "ffff-1-lock-0000000010"}));
+  EXPECT_EQ(SequenceOf("x-lock-0000000123"), 123);
+  EXPECT_FALSE(SequenceOf("x-lock-12").has_value());
+}
+
+TEST(ZooKeeperLayout, NodeDataRoundTrips) {
+  NodeData data{.owner = "t:job 7 with spaces",
+                .holds = 3,
+                .lease_ms = 1500,
+                .kept_ms = 6000,
+                .since_ms = 1700000000000};
+  std::optional<NodeData> parsed = Parse(Serialize(data));
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->owner, data.owner);
+  EXPECT_EQ(parsed->holds, 3);
+  EXPECT_EQ(parsed->lease_ms, 1500);
+  EXPECT_EQ(parsed->kept_ms, 6000);
+  EXPECT_EQ(parsed->since_ms, 1700000000000);
+  EXPECT_FALSE(Parse("").has_value());
+  EXPECT_FALSE(Parse("dlock1 0 1 1 0 owner").has_value());  // no holds
+  EXPECT_FALSE(Parse("other 1 1 1 0 owner").has_value());
+}
+
+TEST(ZooKeeperUri, BadUrisAreInvalidArgumentWithoutThePassword) {
+  for (const char* uri : {
+           "zk://",
+           "zk://user:s3cret@127.0.0.1:2181",
+           "zk://127.0.0.1:2181?auth=s3cret",
+           "zk://127.0.0.1:2181?auth=digest:s3cret",
+           "zk://127.0.0.1:2181?auth=sasl:u:s3cret",
+           "zk://127.0.0.1:2181?session_timeout=fast",
+           "zk://127.0.0.1:2181?session_timeout=10ms",
+           "zk://127.0.0.1:2181/a/../b",
+           "zk://127.0.0.1:2181?nope=1&auth=digest:u:s3cret",
+       }) {
+    absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
+    EXPECT_TRUE(absl::IsInvalidArgument(client.status()))
+        << uri << ": " << client.status();
+    EXPECT_FALSE(absl::StrContains(client.status().message(), "s3cret"))
+        << client.status();
+  }
+}
+
+TEST(ZooKeeperUri, NoServerIsUnavailableNamingTheEndpoint) {
+  absl::StatusOr<std::unique_ptr<LockClient>> client =
+      Connect("zk://127.0.0.1:1?connect_timeout=300ms&auth=digest:u:s3cret");
+  EXPECT_TRUE(absl::IsUnavailable(client.status())) << client.status();
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "127.0.0.1:1"));
+  EXPECT_FALSE(absl::StrContains(client.status().message(), "s3cret"));
+}
+
+}  // namespace
+}  // namespace dlock::zk
