@@ -147,6 +147,32 @@ absl::StatusOr<double> RunRedisBenchmark(
                                           ") printed no rate: ", output));
 }
 
+absl::StatusOr<Paired> MeasurePaired(
+    int rounds, absl::FunctionRef<absl::StatusOr<double>()> ceiling,
+    absl::FunctionRef<absl::StatusOr<double>()> ours) {
+  std::vector<double> ceilings, rates, ratios;
+  for (int i = 0; i < rounds; ++i) {
+    absl::StatusOr<double> c = ceiling();
+    if (!c.ok()) return c.status();
+    absl::StatusOr<double> o = ours();
+    if (!o.ok()) return o.status();
+    ceilings.push_back(*c);
+    rates.push_back(*o);
+    ratios.push_back(*o / *c);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  Paired out;
+  out.ceiling = median(ceilings);
+  out.ours = median(rates);
+  out.ratio = median(ratios);
+  out.ratio_min = *std::min_element(ratios.begin(), ratios.end());
+  out.ratio_max = *std::max_element(ratios.begin(), ratios.end());
+  return out;
+}
+
 std::string Verdict(double ratio, double target) {
   return absl::StrFormat("%.2f of ceiling (target %.2f): %s", ratio, target,
                          ratio >= target ? "ok" : "MISSED");

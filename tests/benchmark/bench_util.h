@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -31,6 +32,20 @@ absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples);
 absl::StatusOr<double> RunRedisBenchmark(
     int port, int clients, int requests,
     const std::vector<std::string>& command);
+
+// A rate and its ceiling measured in alternating short slices, so that load
+// that comes and goes on a shared machine hits both alike. Medians over the
+// rounds, and the spread of the per-round ratio.
+struct Paired {
+  double ceiling = 0;
+  double ours = 0;
+  double ratio = 0;
+  double ratio_min = 0;
+  double ratio_max = 0;
+};
+absl::StatusOr<Paired> MeasurePaired(
+    int rounds, absl::FunctionRef<absl::StatusOr<double>()> ceiling,
+    absl::FunctionRef<absl::StatusOr<double>()> ours);
 
 // "0.91 of ceiling (target 0.85): ok" / "... MISSED".
 std::string Verdict(double ratio, double target);
