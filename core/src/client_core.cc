@@ -35,7 +35,10 @@ ClientCore::~ClientCore() { Close().IgnoreError(); }
 
 void ClientCore::Start(std::unique_ptr<Backend> backend) {
   backend_ = std::move(backend);
-  watchdog_ = std::thread([this] { WatchdogLoop(); });
+  // The thread keeps the core alive: a lost callback may close the client
+  // and drop the last reference while the thread is still unwinding.
+  watchdog_ =
+      std::thread([self = shared_from_this()] { self->WatchdogLoop(); });
 }
 
 std::string ClientCore::CurrentOwner() const { return ThreadOwner(client_id_); }
@@ -179,36 +182,40 @@ absl::Status ClientCore::Renew(absl::string_view name,
                                absl::string_view owner_token) {
   absl::StatusOr<std::string> owner = ResolveOwner(owner_token);
   if (!owner.ok()) return owner.status();
-  absl::ReaderMutexLock in_flight(&ops_mu_);
-  if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  const HoldKey key(name, *owner);
-  absl::Duration effective = options_.watchdog_lease;
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = holds_.find(key); it != holds_.end()) {
-      effective = it->second.lease;
-    }
-  }
-  if (lease.has_value()) effective = *lease;
-  if (absl::Status s = ValidateLease(effective); !s.ok()) return s;
-  const absl::Time sent = absl::Now();
-  absl::Status renewed = backend_->Renew(
-      RenewCall{.name = name, .owner = *owner, .lease = effective});
-
   std::vector<Delivery> deliveries;
+  absl::Status renewed;
   {
-    absl::MutexLock lock(&mu_);
-    auto it = holds_.find(key);
-    if (it != holds_.end()) {
-      if (renewed.ok()) {
-        it->second.expires_locally =
-            std::max(it->second.expires_locally, sent + effective);
-      } else if (renewed.code() == absl::StatusCode::kFailedPrecondition &&
-                 !it->second.lost) {
-        MarkLost(key, it->second, renewed, deliveries);
+    absl::ReaderMutexLock in_flight(&ops_mu_);
+    if (absl::Status s = CheckOpen(); !s.ok()) return s;
+    const HoldKey key(name, *owner);
+    absl::Duration effective = options_.watchdog_lease;
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto it = holds_.find(key); it != holds_.end()) {
+        effective = it->second.lease;
+      }
+    }
+    if (lease.has_value()) effective = *lease;
+    if (absl::Status s = ValidateLease(effective); !s.ok()) return s;
+    const absl::Time sent = absl::Now();
+    renewed = backend_->Renew(
+        RenewCall{.name = name, .owner = *owner, .lease = effective});
+
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = holds_.find(key);
+      if (it != holds_.end()) {
+        if (renewed.ok()) {
+          it->second.expires_locally =
+              std::max(it->second.expires_locally, sent + effective);
+        } else if (renewed.code() == absl::StatusCode::kFailedPrecondition &&
+                   !it->second.lost) {
+          MarkLost(key, it->second, renewed, deliveries);
+        }
       }
     }
   }
+  // Without ops_mu_: a callback may call the client, even Close().
   Deliver(deliveries);
   return renewed;
 }
@@ -405,7 +412,16 @@ absl::Status ClientCore::Close() {
     watchdog_wake_.SignalAll();
   }
   closing_.Cancel();
-  if (watchdog_.joinable()) watchdog_.join();
+  if (watchdog_.joinable()) {
+    // A lost callback runs on the watchdog's thread and may close its own
+    // client: that thread cannot join itself; it ends once the callback
+    // returns.
+    if (watchdog_.get_id() == std::this_thread::get_id()) {
+      watchdog_.detach();
+    } else {
+      watchdog_.join();
+    }
+  }
   std::vector<Delivery> undelivered;
   {
     absl::MutexLock lock(&mu_);

@@ -115,6 +115,14 @@ absl::StatusOr<Uri> ParseUri(absl::string_view text) {
     if (!path.ok()) return path.status();
     uri.path = *std::move(path);
   }
+  // An unescaped '/', '?' or '#' in a password ends the authority early and
+  // would leave the password to be quoted as a port, path or option.
+  if (authority.find('@') == absl::string_view::npos &&
+      text.substr(sep + 3).find('@') != absl::string_view::npos) {
+    return Malformed(
+        "'@' after the host: percent-encode '/', '?' and '#' in a user name "
+        "or password as %2F, %3F and %23");
+  }
   if (size_t at = authority.rfind('@'); at != absl::string_view::npos) {
     absl::string_view userinfo = authority.substr(0, at);
     authority = authority.substr(at + 1);
