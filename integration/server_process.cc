@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -157,6 +158,9 @@ absl::Status ChildProcess::Spawn(const std::vector<std::string>& argv,
         _exit(126);
       }
     }
+    // A server dies with the test that started it, even a killed one (set
+    // after setuid, which clears it).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     execv(args[0], args.data());
     _exit(127);
   }

@@ -31,6 +31,7 @@ bool MuxConnection::broken() const {
 
 absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
     std::vector<std::string> commands) {
+  if (commands.empty()) return std::vector<Reply>();
   std::vector<Request> requests(commands.size());
   absl::MutexLock lock(&mu_);
   if (!broken_.ok()) return broken_;

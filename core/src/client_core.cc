@@ -130,7 +130,18 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
       hold.renewed = true;
       hold.next_renewal = granted + hold.lease / 3;
     }
-    if (options.on_lost) hold.on_lost = options.on_lost;
+    if (options.on_lost) {
+      // Every acquisition that asked to be told is told, outer ones too.
+      hold.on_lost =
+          hold.on_lost
+              ? LockLostCallback([outer = std::move(hold.on_lost),
+                                  inner = options.on_lost](
+                                     const LockLostEvent& e) {
+                  outer(e);
+                  inner(e);
+                })
+              : options.on_lost;
+    }
   }
   ++hold.local_holds;
   if (hold.renewed) watchdog_wake_.Signal();
@@ -325,16 +336,31 @@ void ClientCore::WatchdogLoop() {
     }
     absl::Time earliest = absl::InfiniteFuture();
     for (const auto& [key, hold] : holds_) {
-      if (hold.renewed && !hold.lost) {
-        earliest = std::min(earliest, hold.next_renewal);
-      }
+      if (hold.lost) continue;
+      // A hold with an explicit lease is not renewed; it is lost when the
+      // lease runs out, and its owner is told then (C2, C7).
+      earliest = std::min(earliest, hold.renewed ? hold.next_renewal
+                                                 : hold.expires_locally);
     }
     const absl::Time now = absl::Now();
     if (earliest > now) {
       watchdog_wake_.WaitWithDeadline(&mu_, earliest);
       continue;
     }
+    ExpireUnrenewed(now);
     RenewDue(now);
+  }
+}
+
+void ClientCore::ExpireUnrenewed(absl::Time now) {
+  for (auto& [key, hold] : holds_) {
+    if (!hold.renewed && !hold.lost && hold.expires_locally <= now) {
+      MarkLost(key, hold,
+               absl::FailedPreconditionError(absl::StrCat(
+                   "the lease of ", absl::FormatDuration(hold.lease),
+                   " ran out before release")),
+               queued_deliveries_);
+    }
   }
 }
 
@@ -350,6 +376,7 @@ void ClientCore::RenewDue(absl::Time now) {
       due.push_back(Due{key, hold.generation, hold.lease});
     }
   }
+  if (due.empty()) return;
   std::vector<RenewCall> calls;
   calls.reserve(due.size());
   for (const Due& d : due) {

@@ -80,6 +80,8 @@ class ClientCore : public BackendListener,
   void Deliver(std::vector<Delivery>& deliveries);
   void WatchdogLoop();
   void RenewDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks explicit-lease holds whose lease ran out as lost.
+  void ExpireUnrenewed(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClientOptions options_;
   const std::string lock_namespace_;

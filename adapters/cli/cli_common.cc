@@ -1,0 +1,103 @@
+#include "cli_common.h"
+
+#include <cstdio>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace dlock::cli {
+
+void AddBackendFlags(CLI::App& command, BackendFlags& flags, bool json) {
+  CLI::Option* backend = command.add_option(
+      "--backend", flags.backend,
+      "Backend URI, e.g. redis://127.0.0.1:6379 (default: $DLOCK_BACKEND)");
+  CLI::Option* profile = command.add_option(
+      "--profile", flags.profile,
+      "Profile from the config file (default: $DLOCK_PROFILE)");
+  backend->excludes(profile);
+  command.add_option("--config", flags.config,
+                     "TOML config file with profiles (default: $DLOCK_CONFIG)");
+  command.add_option("--namespace", flags.lock_namespace,
+                     "Lock namespace (default: the URI's or profile's)");
+  if (json)
+    command.add_flag("--json", flags.json, "Print JSON instead of text");
+}
+
+int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return kOk;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:  // a config file or profile
+      return kUsage;
+    case absl::StatusCode::kUnavailable:
+      return kUnreachable;
+    case absl::StatusCode::kDeadlineExceeded:
+      return kNotAcquired;
+    default:
+      return kFailed;
+  }
+}
+
+int Fail(int code, absl::string_view message) {
+  std::string line = absl::StrCat("dlock: ", message);
+  // One line, whatever the message holds.
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  line.push_back('\n');
+  std::fputs(line.c_str(), stderr);
+  return code;
+}
+
+int Fail(const absl::Status& status) {
+  return Fail(ExitCodeFor(status), status.message());
+}
+
+absl::StatusOr<Profile> ResolveProfile(const BackendFlags& flags) {
+  return ResolveBackend(BackendSelection{.uri = flags.backend,
+                                         .profile = flags.profile,
+                                         .config_path = flags.config});
+}
+
+absl::StatusOr<std::unique_ptr<LockClient>> ConnectWith(
+    Profile profile, const BackendFlags& flags) {
+  if (!flags.lock_namespace.empty()) {
+    profile.lock_namespace = flags.lock_namespace;
+  }
+  return ConnectProfile(profile);
+}
+
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out.push_back(static_cast<char>(c));  // UTF-8 passes through
+        }
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+}  // namespace dlock::cli

@@ -1,0 +1,66 @@
+// Copyright dlock authors. What the subcommands of `dlock` share: exit codes,
+// backend flags, and one-line errors.
+#ifndef DLOCK_ADAPTERS_CLI_CLI_COMMON_H_
+#define DLOCK_ADAPTERS_CLI_CLI_COMMON_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "dlock/adapters/config.h"
+#include "dlock/client.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace dlock::cli {
+
+// Documented in docs/cli.md; the tests check each one.
+enum ExitCode : int {
+  kOk = 0,
+  kFailed = 1,        // another backend error (e.g. it cannot list)
+  kUsage = 64,        // bad flag, argument, URI, duration, name or config
+  kUnreachable = 69,  // the backend cannot be reached
+  kInternal = 70,     // a system call failed (fork, pipe)
+  kNotAcquired = 75,  // run: the lock was not had within --wait
+  kLost = 76,         // run: the lock was lost while the command ran
+  kCannotExecute = 126,
+  kCommandNotFound = 127,
+};
+
+// Flags every subcommand takes.
+struct BackendFlags {
+  std::string backend;
+  std::string profile;
+  std::string config;
+  std::string lock_namespace;
+  bool json = false;
+};
+
+// `json`: whether the command takes --json (run passes the command's output
+// through untouched, so it has none).
+void AddBackendFlags(CLI::App& command, BackendFlags& flags, bool json);
+
+// The exit code for a failed operation.
+int ExitCodeFor(const absl::Status& status);
+
+// Writes "dlock: <message>" as one line on stderr and returns `code`.
+int Fail(int code, absl::string_view message);
+int Fail(const absl::Status& status);
+
+// Resolves the profile (flags, then the environment).
+absl::StatusOr<Profile> ResolveProfile(const BackendFlags& flags);
+
+// Connects with the profile; the flags' namespace wins over the profile's.
+absl::StatusOr<std::unique_ptr<LockClient>> ConnectWith(
+    Profile profile, const BackendFlags& flags);
+
+// A JSON string literal (quotes included) for UTF-8 text.
+std::string JsonString(absl::string_view text);
+
+}  // namespace dlock::cli
+
+#endif  // DLOCK_ADAPTERS_CLI_CLI_COMMON_H_

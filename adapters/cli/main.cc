@@ -1,0 +1,110 @@
+// The `dlock` command-line tool. See docs/cli.md.
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "admin_commands.h"
+#include "cli_common.h"
+#include "run_command.h"
+
+namespace dlock::cli {
+namespace {
+
+constexpr char kExamples[] = R"(
+Backends: --backend URI, --profile NAME (with --config FILE or $DLOCK_CONFIG),
+or $DLOCK_BACKEND. Durations: 500ms, 30s, 2m, 1h.
+
+Examples:
+  dlock run --backend redis://127.0.0.1:6379 --wait 30s nightly-report -- ./report.sh
+  DLOCK_BACKEND=redis://cache:6379 dlock run --wait 0 deploy -- make deploy
+  dlock status --profile prod --config /etc/dlock.toml nightly-report
+  dlock list --prefix nightly- --json
+  dlock unlock --force nightly-report
+
+Exit codes: 0 success (run: the command's status), 64 usage error,
+69 backend unreachable, 75 lock not acquired within --wait, 76 lock lost
+while the command ran, 126/127 command not executable/not found, 128+N
+killed by signal N, 1 other backend error. See docs/cli.md.)";
+
+int Main(int argc, char** argv) {
+  CLI::App app("dlock: distributed locks from the shell", "dlock");
+  app.footer(kExamples);
+  app.require_subcommand(1);
+
+  BackendFlags flags;
+  RunFlags run;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run",
+      "Run a command while holding a lock, like flock(1) across machines");
+  AddBackendFlags(*run_cmd, flags, /*json=*/false);
+  run_cmd->add_option("--wait", run.wait,
+                      "How long to wait for the lock: 0 (one try), forever, "
+                      "or a duration (default: profile's, else forever)");
+  run_cmd->add_option("--lease", run.lease,
+                      "Lease renewed by the watchdog while the command runs; "
+                      "if dlock dies the lock frees within it (default 30s)");
+  run_cmd
+      ->add_option("--on-lost-signal", run.on_lost_signal,
+                   "Signal sent to the command if the lock is lost")
+      ->capture_default_str();
+  run_cmd
+      ->add_option("--kill-after", run.kill_after,
+                   "After a loss, SIGKILL the command if it is still "
+                   "running this long after the signal")
+      ->capture_default_str();
+  run_cmd->add_option("name", run.name, "Lock name")->required();
+  run_cmd
+      ->add_option("command", run.command,
+                   "The command and its arguments, after --")
+      ->required();
+  run_cmd->footer(
+      "\nExample:\n  dlock run --backend redis://127.0.0.1:6379 --wait 10s "
+      "--lease 15s backup -- /usr/local/bin/backup.sh --full\n"
+      "The command sees DLOCK_LOCK_NAME and DLOCK_FENCING_TOKEN.");
+
+  std::string status_name;
+  CLI::App* status_cmd = app.add_subcommand("status", "Show who holds a lock");
+  AddBackendFlags(*status_cmd, flags, /*json=*/true);
+  status_cmd->add_option("name", status_name, "Lock name")->required();
+  status_cmd->footer("\nExample:\n  dlock status --json nightly-report");
+
+  std::string prefix;
+  CLI::App* list_cmd = app.add_subcommand(
+      "list", "List the locks held (where the backend can list)");
+  AddBackendFlags(*list_cmd, flags, /*json=*/true);
+  list_cmd->add_option("--prefix", prefix, "Only names starting with this");
+  list_cmd->footer("\nExample:\n  dlock list --prefix nightly-");
+
+  std::string unlock_name;
+  bool force = false;
+  CLI::App* unlock_cmd = app.add_subcommand(
+      "unlock", "Remove a lock whoever holds it (administrators)");
+  AddBackendFlags(*unlock_cmd, flags, /*json=*/true);
+  unlock_cmd->add_flag("--force", force, "Required: the holder loses the lock");
+  unlock_cmd->add_option("name", unlock_name, "Lock name")->required();
+  unlock_cmd->footer("\nExample:\n  dlock unlock --force nightly-report");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    // Prints the help of the subcommand given, if any.
+    std::fputs(app.help().c_str(), stdout);
+    return kOk;
+  } catch (const CLI::CallForAllHelp&) {
+    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return kOk;
+  } catch (const CLI::ParseError& e) {
+    return Fail(kUsage, absl::StrCat(e.what(), " (see dlock --help)"));
+  }
+
+  if (run_cmd->parsed()) return RunCommand(flags, run);
+  if (status_cmd->parsed()) return StatusCommand(flags, status_name);
+  if (list_cmd->parsed()) return ListCommand(flags, prefix);
+  if (unlock_cmd->parsed()) return UnlockCommand(flags, unlock_name, force);
+  return Fail(kUsage, "give a command: run, status, list or unlock");
+}
+
+}  // namespace
+}  // namespace dlock::cli
+
+int main(int argc, char** argv) { return dlock::cli::Main(argc, argv); }

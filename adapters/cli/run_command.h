@@ -1,0 +1,25 @@
+// Copyright dlock authors. `dlock run`: flock(1) across machines.
+#ifndef DLOCK_ADAPTERS_CLI_RUN_COMMAND_H_
+#define DLOCK_ADAPTERS_CLI_RUN_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+#include "cli_common.h"
+
+namespace dlock::cli {
+
+struct RunFlags {
+  std::string name;
+  std::vector<std::string> command;
+  std::string wait;   // empty: the profile's default_wait
+  std::string lease;  // empty: the profile's default_lease
+  std::string on_lost_signal = "TERM";
+  std::string kill_after = "10s";
+};
+
+int RunCommand(const BackendFlags& flags, const RunFlags& run);
+
+}  // namespace dlock::cli
+
+#endif  // DLOCK_ADAPTERS_CLI_RUN_COMMAND_H_

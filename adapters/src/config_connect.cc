@@ -1,0 +1,216 @@
+// Picking a backend (flags, environment, config file) and connecting with a
+// profile: credentials read at the last moment and never put in a message.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "dlock/adapters/config.h"
+#include "dlock/uri.h"
+
+namespace dlock {
+namespace {
+
+// The secret a profile names, read only when connecting.
+absl::StatusOr<std::optional<std::string>> ReadPassword(const Profile& p) {
+  const std::string where =
+      absl::StrCat("profile '", p.name, "' (", p.origin, ")");
+  if (!p.password_env.empty()) {
+    const char* value = std::getenv(p.password_env.c_str());
+    if (value == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": password_env: environment variable ",
+                       p.password_env, " is not set"));
+    }
+    return std::optional<std::string>(value);
+  }
+  if (!p.password_file.empty()) {
+    std::ifstream in(p.password_file, std::ios::binary);
+    if (!in) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": password_file: cannot read '", p.password_file,
+                       "': ", std::strerror(errno)));
+    }
+    std::stringstream content;
+    content << in.rdbuf();
+    std::string secret = content.str();
+    // Files written by `echo` end in a newline that is not part of it.
+    while (!secret.empty() &&
+           (secret.back() == '\n' || secret.back() == '\r')) {
+      secret.pop_back();
+    }
+    return std::optional<std::string>(std::move(secret));
+  }
+  return std::optional<std::string>();
+}
+
+std::string PercentEncode(absl::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_' ||
+        c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
+// The URI to connect with: credentials put into its authority, timeouts
+// appended as query options.
+absl::StatusOr<std::string> ConnectUri(const Profile& p) {
+  std::string uri = p.backend;
+  absl::StatusOr<std::optional<std::string>> password = ReadPassword(p);
+  if (!password.ok()) return password.status();
+  const size_t scheme_end = uri.find("://");
+  if (scheme_end == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.origin, ": backend: '", p.DisplayBackend(), "' is not a URI"));
+  }
+  if (!p.username.empty() || password->has_value()) {
+    const size_t start = scheme_end + 3;
+    size_t end = uri.find_first_of("/?#", start);
+    if (end == std::string::npos) end = uri.size();
+    const std::string authority = uri.substr(start, end - start);
+    const size_t at = authority.rfind('@');
+    std::string user = at == std::string::npos ? "" : authority.substr(0, at);
+    const std::string hosts =
+        at == std::string::npos ? authority : authority.substr(at + 1);
+    if (user.find(':') != std::string::npos && password->has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.origin,
+                       ": the backend URI has a password and the profile names "
+                       "another; give one"));
+    }
+    if (!p.username.empty()) {
+      if (!user.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            p.origin, ": username: the backend URI names a user already"));
+      }
+      user = PercentEncode(p.username);
+    }
+    if (password->has_value()) {
+      absl::StrAppend(&user, ":", PercentEncode(**password));
+    }
+    uri = absl::StrCat(uri.substr(0, start), user, "@", hosts, uri.substr(end));
+  }
+  std::vector<std::pair<const char*, absl::Duration>> extra;
+  if (p.connect_timeout)
+    extra.emplace_back("connect_timeout", *p.connect_timeout);
+  if (p.command_timeout)
+    extra.emplace_back("command_timeout", *p.command_timeout);
+  for (const auto& [key, value] : extra) {
+    if (absl::StrContains(uri, absl::StrCat("?", key, "=")) ||
+        absl::StrContains(uri, absl::StrCat("&", key, "="))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.origin, ": ", key,
+                       ": also given in the backend URI; give it once"));
+    }
+    absl::StrAppend(&uri, uri.find('?') == std::string::npos ? "?" : "&", key,
+                    "=", absl::FormatDuration(value));
+  }
+  return uri;
+}
+
+}  // namespace
+
+absl::StatusOr<Profile> ResolveBackend(const BackendSelection& selection) {
+  if (!selection.uri.empty()) {
+    Profile p;
+    p.backend = selection.uri;
+    p.origin = "the backend URI";
+    return p;
+  }
+  const char* env_config = std::getenv(kConfigEnv);
+  const std::string config_path =
+      !selection.config_path.empty()
+          ? selection.config_path
+          : (env_config != nullptr ? std::string(env_config) : "");
+  auto from_config =
+      [&](const std::string& profile) -> absl::StatusOr<Profile> {
+    if (config_path.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("profile '", profile,
+                       "' needs a config file: give "
+                       "--config FILE or set ",
+                       kConfigEnv));
+    }
+    absl::StatusOr<Config> config = LoadConfig(config_path);
+    if (!config.ok()) return config.status();
+    if (profile.empty()) return config->Find(config->default_profile);
+    return config->Find(profile);
+  };
+  if (!selection.profile.empty()) return from_config(selection.profile);
+  if (const char* uri = std::getenv(kBackendEnv); uri != nullptr && *uri) {
+    Profile p;
+    p.backend = uri;
+    p.origin = absl::StrCat("$", kBackendEnv);
+    return p;
+  }
+  if (const char* profile = std::getenv(kProfileEnv);
+      profile != nullptr && *profile) {
+    return from_config(profile);
+  }
+  if (!config_path.empty()) {
+    absl::StatusOr<Config> config = LoadConfig(config_path);
+    if (!config.ok()) return config.status();
+    if (!config->default_profile.empty()) {
+      return config->Find(config->default_profile);
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "no backend given: pass --backend URI or --profile NAME, or set ",
+      kBackendEnv, " (e.g. redis://127.0.0.1:6379)"));
+}
+
+absl::StatusOr<std::unique_ptr<LockClient>> ConnectProfile(
+    const Profile& profile, ClientOptions options) {
+  absl::StatusOr<std::string> uri = ConnectUri(profile);
+  if (!uri.ok()) return uri.status();
+  if (!profile.lock_namespace.empty()) {
+    options.lock_namespace = profile.lock_namespace;
+  }
+  options.watchdog_lease = profile.default_lease;
+  if (profile.close_timeout) options.close_timeout = *profile.close_timeout;
+  if (profile.fallback_poll) options.fallback_poll = *profile.fallback_poll;
+  absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(*uri, options);
+  if (!client.ok() && !profile.name.empty()) {
+    return absl::Status(
+        client.status().code(),
+        absl::StrCat("profile '", profile.name, "' (", profile.origin,
+                     "): ", client.status().message()));
+  }
+  return client;
+}
+
+absl::StatusOr<std::unique_ptr<LockClient>> ConnectFromEnv(
+    ClientOptions options) {
+  absl::StatusOr<Profile> profile = ResolveBackend({});
+  if (!profile.ok()) return profile.status();
+  return ConnectProfile(*profile, std::move(options));
+}
+
+absl::StatusOr<absl::Duration> ParseWait(absl::string_view text) {
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  if (t == "forever" || t == "inf") return absl::InfiniteDuration();
+  absl::Duration d;
+  if (absl::ParseDuration(t, &d) && d == absl::ZeroDuration()) return d;
+  absl::StatusOr<absl::Duration> positive = ParsePositiveDuration(t);
+  if (!positive.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text,
+                     "' is not a wait; write 0 (one attempt), forever, or a "
+                     "duration like 500ms, 30s, 2m"));
+  }
+  return *positive;
+}
+
+}  // namespace dlock

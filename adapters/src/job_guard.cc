@@ -1,0 +1,184 @@
+// The design is described in job_guard.h.
+#include "dlock/adapters/job_guard.h"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+
+namespace dlock {
+namespace {
+
+// The backend's smallest lease; a marker shorter than that is rounded up,
+// which only keeps others out slightly longer.
+constexpr absl::Duration kMinLease = absl::Milliseconds(10);
+
+std::string RandomOwnerToken() {
+  std::random_device random;
+  return absl::StrCat("job-run-", absl::Hex(random(), absl::kZeroPad8),
+                      absl::Hex(random(), absl::kZeroPad8),
+                      absl::Hex(random(), absl::kZeroPad8));
+}
+
+absl::Status Validate(const JobOptions& options) {
+  if (options.lock_at_most_for <= absl::ZeroDuration() ||
+      options.lock_at_most_for == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        "lock_at_most_for must be positive and finite");
+  }
+  if (options.lock_at_least_for < absl::ZeroDuration() ||
+      options.lock_at_least_for > options.lock_at_most_for) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lock_at_least_for (", absl::FormatDuration(options.lock_at_least_for),
+        ") must be from 0 to lock_at_most_for (",
+        absl::FormatDuration(options.lock_at_most_for), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Fires `token` at `deadline` unless stopped first.
+class DeadlineTimer {
+ public:
+  DeadlineTimer(CancelToken token, absl::Time deadline)
+      : thread_([this, token, deadline] {
+          if (!done_.WaitForNotificationWithDeadline(deadline)) token.Cancel();
+        }) {}
+  ~DeadlineTimer() {
+    done_.Notify();
+    thread_.join();
+  }
+
+ private:
+  absl::Notification done_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::string JobRunLockName(absl::string_view job_name, absl::string_view slot) {
+  return slot.empty() ? std::string(job_name)
+                      : absl::StrCat(job_name, "@", slot);
+}
+
+std::string JobMarkerLockName(absl::string_view job_name,
+                              absl::string_view slot) {
+  return absl::StrCat(JobRunLockName(job_name, slot), "#ran");
+}
+
+absl::Time ScheduledJobGuard::markers_expire() const {
+  absl::MutexLock lock(&mu_);
+  return last_marker_until_;
+}
+
+void ScheduledJobGuard::WaitOutMarkers() const {
+  const absl::Time until = markers_expire();
+  if (until > absl::Now()) absl::SleepFor(until - absl::Now());
+}
+
+void ScheduledJobGuard::ForgetExpiredMarkers() {
+  std::vector<Marker> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    // A margin for clock-rate differences, so that the release below finds
+    // the marker gone on the backend and never frees it early.
+    const absl::Time now = absl::Now();
+    for (auto it = markers_.begin(); it != markers_.end();) {
+      const absl::Duration margin = absl::Seconds(1);
+      if (it->until + margin < now) {
+        expired.push_back(std::move(*it));
+        it = markers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // FailedPrecondition (already gone) is what we expect; the call only
+  // erases the client's record of the hold.
+  for (Marker& m : expired) m.lock->Release(m.owner).IgnoreError();
+}
+
+absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
+                                                 const JobOptions& options,
+                                                 const Job& job) {
+  if (absl::Status s = Validate(options); !s.ok()) return s;
+  ForgetExpiredMarkers();
+  absl::StatusOr<std::unique_ptr<DistributedLock>> run =
+      client_.GetLock(JobRunLockName(job_name, options.slot));
+  if (!run.ok()) return run.status();
+  absl::StatusOr<std::unique_ptr<DistributedLock>> marker =
+      client_.GetLock(JobMarkerLockName(job_name, options.slot));
+  if (!marker.ok()) return marker.status();
+
+  const std::string owner = RandomOwnerToken();
+  JobResult result;
+  // Taken before the request is sent: the backend starts the lease no
+  // earlier, so every lease below ends no earlier than planned (C2).
+  const absl::Time start = absl::Now();
+  AcquireOptions acquire;
+  acquire.wait = absl::ZeroDuration();
+  acquire.lease = options.lock_at_most_for;
+  acquire.owner_token = owner;
+  absl::StatusOr<Acquired> held = (*run)->Acquire(acquire);
+  if (!held.ok()) {
+    if (held.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      result.outcome = JobOutcome::kSkippedRunning;
+      return result;
+    }
+    return held.status();
+  }
+
+  absl::StatusOr<LockInfo> recent = (*marker)->Inspect();
+  if (!recent.ok() || recent->locked) {
+    absl::Status released = (*run)->Release(owner);
+    if (!recent.ok()) return recent.status();
+    result.outcome = JobOutcome::kSkippedRecentlyRan;
+    result.lock_status = released;
+    return result;
+  }
+
+  result.outcome = JobOutcome::kRan;
+  result.fencing_token = held->fencing_token;
+  JobContext context{.job_name = std::string(job_name),
+                     .slot = options.slot,
+                     .fencing_token = held->fencing_token,
+                     .started = start,
+                     .cancel = CancelToken()};
+  {
+    DeadlineTimer timer(context.cancel, start + options.lock_at_most_for);
+    result.job_status = job(context);
+  }
+  const absl::Time finished = absl::Now();
+  result.elapsed = finished - start;
+
+  const absl::Duration keep_out = options.lock_at_least_for - result.elapsed;
+  if (keep_out > absl::ZeroDuration()) {
+    AcquireOptions mark;
+    mark.wait = absl::ZeroDuration();
+    mark.lease = std::max(keep_out, kMinLease);
+    mark.owner_token = owner;
+    absl::StatusOr<Acquired> marked = (*marker)->Acquire(mark);
+    if (!marked.ok()) {
+      // Leave the run lock to expire after lock_at_most_for: later than
+      // lock_at_least_for, so still safe.
+      result.lock_status = absl::Status(
+          marked.status().code(),
+          absl::StrCat("could not take the marker '", (*marker)->name(),
+                       "', leaving the run lock to expire: ",
+                       marked.status().message()));
+      return result;
+    }
+    result.marker_until = start + options.lock_at_least_for;
+    absl::MutexLock lock(&mu_);
+    last_marker_until_ = std::max(last_marker_until_, result.marker_until);
+    markers_.push_back(Marker{.lock = *std::move(marker),
+                              .owner = owner,
+                              .until = absl::Now() + *mark.lease});
+  }
+  result.lock_status = (*run)->Release(owner);
+  return result;
+}
+
+}  // namespace dlock

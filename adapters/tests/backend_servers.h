@@ -1,0 +1,31 @@
+// Copyright dlock authors. The server backends of this build, each with a
+// throwaway server started on first use and kept for the whole test binary,
+// for the tests that need clients in separate processes (memory:// cannot).
+#ifndef DLOCK_ADAPTERS_TESTS_BACKEND_SERVERS_H_
+#define DLOCK_ADAPTERS_TESTS_BACKEND_SERVERS_H_
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace dlock::testing {
+
+struct ServerBackend {
+  std::string label;
+  // A URI for namespace `ns`. Starts the server on first use; if it does not
+  // start, the calling test fails with the harness's message (which says what
+  // to install) and gets a URI that refuses connections.
+  std::function<std::string(const std::string& ns)> uri;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const ServerBackend& b) {
+  return os << b.label;
+}
+
+// One entry per server backend compiled in (redis, zookeeper, postgres).
+std::vector<ServerBackend> ServerBackends();
+
+}  // namespace dlock::testing
+
+#endif  // DLOCK_ADAPTERS_TESTS_BACKEND_SERVERS_H_

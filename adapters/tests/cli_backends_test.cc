@@ -1,0 +1,236 @@
+// The `dlock` binary end to end across processes, on every server backend
+// of this build (backend_servers.h): ten concurrent runs on one file, exit
+// codes for timeout and lost lock, signals, a SIGKILLed run, status, list
+// and unlock. One ctest entry per binary, so each server starts once.
+#include <signal.h>
+
+#include <atomic>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "backend_servers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server_process.h"
+#include "test_util.h"
+
+namespace dlock {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::kCliPath;
+using ::testing::Not;
+using testing::Process;
+using testing::Result;
+using testing::RunProcess;
+
+std::vector<std::string> Dlock(std::vector<std::string> args) {
+  args.insert(args.begin(), kCliPath);
+  return args;
+}
+
+void ExpectOneLine(const Result& r) {
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(absl::StartsWith(r.err, "dlock: ")) << r.err;
+}
+
+class CliBackendTest : public ::testing::TestWithParam<testing::ServerBackend> {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> n{0};
+    ns_ = absl::StrCat("cli", n++);
+    absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-cli");
+    ASSERT_TRUE(dir.ok());
+    dir_ = *dir;
+  }
+  void TearDown() override { testing::RemoveTree(dir_); }
+
+  std::vector<std::string> Env() const {
+    return {absl::StrCat("DLOCK_BACKEND=", GetParam().uri(ns_))};
+  }
+  Result Dl(std::vector<std::string> args,
+            absl::Duration timeout = absl::Seconds(60)) {
+    return RunProcess(Dlock(std::move(args)), Env(), timeout);
+  }
+  std::unique_ptr<Process> Start(std::vector<std::string> args) {
+    return std::make_unique<Process>(Dlock(std::move(args)), Env());
+  }
+  // Waits until `name` is held (by the process just started).
+  void AwaitLocked(const std::string& name) {
+    ASSERT_TRUE(
+        testing::WaitUntil(
+            [&] {
+              return absl::StrContains(Dl({"status", name}).out, ": locked");
+            },
+            absl::Seconds(10), absl::StrCat(name, " locked"))
+            .ok());
+  }
+
+  std::string ns_;
+  std::string dir_;
+};
+
+TEST_P(CliBackendTest, TenConcurrentRunsNeverInterleave) {
+  const std::string file = dir_ + "/log";
+  std::vector<std::unique_ptr<Process>> runs;
+  for (int i = 0; i < 10; ++i) {
+    runs.push_back(Start(
+        {"run", "--wait", "60s", "shared-file", "--", "sh", "-c",
+         absl::StrCat("echo \"begin ", i, "\" >> ", file, "; sleep 0.05; ",
+                      "echo \"end ", i, "\" >> ", file)}));
+  }
+  for (auto& run : runs) EXPECT_EQ(run->Wait(), 0) << run->err();
+  std::vector<std::string> lines =
+      absl::StrSplit(testing::ReadFileOrEmpty(file), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 20u);
+  for (size_t i = 0; i < lines.size(); i += 2) {
+    ASSERT_TRUE(absl::StartsWith(lines[i], "begin ")) << lines[i];
+    EXPECT_EQ(lines[i + 1], absl::StrCat("end ", lines[i].substr(6)));
+  }
+}
+
+TEST_P(CliBackendTest, NotAcquiredWithinWaitExits75AndLeavesNothing) {
+  std::unique_ptr<Process> holder = Start({"run", "busy", "--", "sleep", "30"});
+  AwaitLocked("busy");
+  const std::string before = Dl({"status", "--json", "busy"}).out;
+  const absl::Time start = absl::Now();
+  Result r = Dl({"run", "--wait", "300ms", "busy", "--", "true"});
+  EXPECT_EQ(r.code, 75) << r.err;
+  ExpectOneLine(r);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
+  Result once = Dl({"run", "--wait", "0", "busy", "--", "true"});
+  EXPECT_EQ(once.code, 75);
+  // The holder is untouched (same owner, same token).
+  Result after = Dl({"status", "--json", "busy"});
+  EXPECT_EQ(after.out.substr(0, after.out.find("\"lease_left_ms\"")),
+            before.substr(0, before.find("\"lease_left_ms\"")));
+  holder->Signal(SIGTERM);
+  EXPECT_EQ(holder->Wait(), 128 + SIGTERM);  // forwarded to sleep
+  EXPECT_THAT(Dl({"status", "busy"}).out, HasSubstr("busy: free"));
+}
+
+TEST_P(CliBackendTest, SignalsAreForwardedAndTheLockReleased) {
+  std::unique_ptr<Process> run = Start(
+      {"run", "graceful", "--", "sh", "-c",
+       "trap 'echo got TERM; exit 7' TERM; while :; do sleep 0.05; done"});
+  AwaitLocked("graceful");
+  run->Signal(SIGTERM);
+  EXPECT_EQ(run->Wait(), 7);
+  EXPECT_THAT(run->out(), HasSubstr("got TERM"));
+  EXPECT_THAT(Dl({"status", "graceful"}).out, HasSubstr("graceful: free"));
+}
+
+TEST_P(CliBackendTest, InterruptedWhileWaitingLeavesNothingBehind) {
+  std::unique_ptr<Process> holder = Start({"run", "w", "--", "sleep", "30"});
+  AwaitLocked("w");
+  std::unique_ptr<Process> waiter = Start({"run", "w", "--", "true"});
+  absl::SleepFor(absl::Milliseconds(300));
+  waiter->Signal(SIGINT);
+  EXPECT_EQ(waiter->Wait(), 128 + SIGINT);
+  holder->Signal(SIGTERM);
+  holder->Wait();
+  // Nothing of the waiter is left (C9): the lock is free.
+  EXPECT_THAT(Dl({"list", "--json"}).out, Not(HasSubstr("\"w\"")));
+}
+
+TEST_P(CliBackendTest, LostLockExits76AfterSignallingTheCommand) {
+  std::unique_ptr<Process> run = Start(
+      {"run", "--lease", "1s", "lost-one", "--", "sh", "-c",
+       "trap 'echo stopping; exit 0' TERM; while :; do sleep 0.05; done"});
+  AwaitLocked("lost-one");
+  Result unlock = Dl({"unlock", "--force", "lost-one"});
+  EXPECT_EQ(unlock.code, 0) << unlock.err;
+  EXPECT_THAT(unlock.out, HasSubstr("unlocked (was held by t:dlock-run:"));
+  const absl::Time unlocked = absl::Now();
+  EXPECT_EQ(run->Wait(), 76) << run->err();
+  // Noticed at the next renewal (a third of the lease).
+  EXPECT_LT(absl::Now() - unlocked, absl::Seconds(2));
+  EXPECT_THAT(run->out(), HasSubstr("stopping"));
+  EXPECT_THAT(run->err(), HasSubstr("lock 'lost-one' was lost"));
+}
+
+TEST_P(CliBackendTest, ACommandIgnoringSigtermIsKilledAfterKillAfter) {
+  std::unique_ptr<Process> run =
+      Start({"run", "--lease", "1s", "--kill-after", "1s", "stubborn", "--",
+             "sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"});
+  AwaitLocked("stubborn");
+  ASSERT_EQ(Dl({"unlock", "--force", "stubborn"}).code, 0);
+  const absl::Time unlocked = absl::Now();
+  EXPECT_EQ(run->Wait(), 76) << run->err();
+  const absl::Duration took = absl::Now() - unlocked;
+  EXPECT_GE(took, absl::Seconds(1));
+  EXPECT_LT(took, absl::Seconds(4));
+  EXPECT_THAT(run->err(), HasSubstr("sending SIGKILL"));
+}
+
+TEST_P(CliBackendTest, OnLostSignalIsConfigurable) {
+  std::unique_ptr<Process> run = Start(
+      {"run", "--lease", "1s", "--on-lost-signal", "USR1", "custom", "--", "sh",
+       "-c",
+       "trap 'echo got USR1; exit 0' USR1; while :; do sleep 0.05; done"});
+  AwaitLocked("custom");
+  ASSERT_EQ(Dl({"unlock", "--force", "custom"}).code, 0);
+  EXPECT_EQ(run->Wait(), 76) << run->err();
+  EXPECT_THAT(run->out(), HasSubstr("got USR1"));
+}
+
+TEST_P(CliBackendTest, ARunKilledWithSigkillFreesTheLockWithinItsLease) {
+  const std::string pid_file = dir_ + "/child.pid";
+  std::unique_ptr<Process> run =
+      Start({"run", "--lease", "2s", "crashy", "--", "sh", "-c",
+             absl::StrCat("echo $$ > ", pid_file, "; exec sleep 30")});
+  AwaitLocked("crashy");
+  run->Signal(SIGKILL);
+  EXPECT_EQ(run->Wait(), 128 + SIGKILL);
+  const absl::Time killed = absl::Now();
+  Result next = Dl({"run", "--wait", "10s", "crashy", "--", "true"});
+  EXPECT_EQ(next.code, 0) << next.err;
+  // The lease, plus the start of a process and a few round trips.
+  EXPECT_LE(absl::Now() - killed, absl::Seconds(3));
+  // The orphaned command was told too (PR_SET_PDEATHSIG), so it does not
+  // go on working unprotected.
+  const std::string pid = testing::ReadFileOrEmpty(pid_file);
+  ASSERT_FALSE(pid.empty());
+  EXPECT_TRUE(testing::WaitUntil([&] { return kill(std::stoi(pid), 0) != 0; },
+                                 absl::Seconds(5),
+                                 "the orphaned command to end")
+                  .ok());
+}
+
+TEST_P(CliBackendTest, StatusListUnlockInTextAndJson) {
+  std::unique_ptr<Process> holder =
+      Start({"run", "--lease", "1s", "reports/nightly", "--", "sleep", "30"});
+  AwaitLocked("reports/nightly");
+  Result status = Dl({"status", "--json", "reports/nightly"});
+  EXPECT_EQ(status.code, 0);
+  EXPECT_THAT(status.out,
+              HasSubstr("{\"name\":\"reports/nightly\",\"locked\":true,"
+                        "\"owner\":\"t:dlock-run:"));
+  EXPECT_THAT(status.out, HasSubstr("\"fencing_token\":"));
+  EXPECT_THAT(status.out, HasSubstr("\"lease_left_ms\":"));
+  Result list = Dl({"list", "--prefix", "reports/"});
+  EXPECT_EQ(list.code, 0);
+  EXPECT_THAT(list.out, HasSubstr("reports/nightly"));
+  EXPECT_THAT(Dl({"list", "--prefix", "other/"}).out,
+              HasSubstr("no locks held"));
+  Result json_list = Dl({"list", "--json"});
+  EXPECT_TRUE(absl::StartsWith(json_list.out, "[{\"name\":\"reports/nightly\""))
+      << json_list.out;
+  Result unlock = Dl({"unlock", "--force", "--json", "reports/nightly"});
+  EXPECT_THAT(unlock.out, HasSubstr("\"unlocked\":true,\"was_locked\":true"));
+  EXPECT_EQ(holder->Wait(), 76);
+  EXPECT_EQ(Dl({"status", "--json", "reports/nightly"}).out,
+            "{\"name\":\"reports/nightly\",\"locked\":false}\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, CliBackendTest, ::testing::ValuesIn(testing::ServerBackends()),
+    [](const ::testing::TestParamInfo<testing::ServerBackend>& info) {
+      return info.param.label;
+    });
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,147 @@
+// The `dlock` binary end to end, the cases one process can show on
+// memory://: exit codes, the command's environment and status, usage errors,
+// config profiles. Cross-process cases are in cli_backends_test.cc.
+#include <signal.h>
+
+#include <atomic>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server_process.h"
+#include "test_util.h"
+
+namespace dlock {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::kCliPath;
+using ::testing::Not;
+using testing::Process;
+using testing::Result;
+using testing::RunProcess;
+
+std::vector<std::string> Dlock(std::vector<std::string> args) {
+  args.insert(args.begin(), kCliPath);
+  return args;
+}
+
+// stderr of a failing command is exactly one line.
+void ExpectOneLine(const Result& r) {
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(absl::StartsWith(r.err, "dlock: ")) << r.err;
+}
+
+TEST(CliTest, RunPassesTheCommandsStatusAndEnvironment) {
+  Result r = RunProcess(
+      Dlock({"run", "--backend", "memory://", "my/job", "--", "sh", "-c",
+             "echo \"$DLOCK_LOCK_NAME $DLOCK_FENCING_TOKEN\"; "
+             "exit 3"}));
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(r.out, "my/job 1\n");
+  EXPECT_EQ(
+      RunProcess(Dlock({"run", "--backend", "memory://", "j", "--", "true"}))
+          .code,
+      0);
+  // Killed by a signal: 128 + N, as a shell reports it.
+  EXPECT_EQ(RunProcess(Dlock({"run", "--backend", "memory://", "j", "--", "sh",
+                              "-c", "kill -KILL $$"}))
+                .code,
+            128 + SIGKILL);
+}
+
+TEST(CliTest, UsageErrorsExit64WithOneLine) {
+  const std::vector<std::vector<std::string>> cases = {
+      {},
+      {"frobnicate"},
+      {"run", "--backend", "memory://", "name"},  // no command
+      {"run", "--bogus", "--backend", "memory://", "n", "--", "true"},
+      {"run", "--backend", "memory://", "--wait", "5x", "n", "--", "true"},
+      {"run", "--backend", "memory://", "--lease", "0", "n", "--", "true"},
+      {"run", "--backend", "memory://", "--on-lost-signal", "NOPE", "n", "--",
+       "true"},
+      {"run", "--backend", "memory:/", "n", "--", "true"},    // bad URI
+      {"run", "--backend", "nosuch://x", "n", "--", "true"},  // unknown scheme
+      {"run", "--backend", "memory://", "--profile", "p", "n", "--", "true"},
+      {"run", "--profile", "p", "n", "--", "true"},         // no config file
+      {"run", "--backend", "memory://", "", "--", "true"},  // bad name (C15)
+      {"status", "--backend", "memory://"},
+      {"unlock", "--backend", "memory://", "n"},  // no --force
+  };
+  for (const auto& args : cases) {
+    Result r = RunProcess(Dlock(args), {"DLOCK_BACKEND=", "DLOCK_CONFIG="});
+    EXPECT_EQ(r.code, 64) << absl::StrJoin(args, " ") << "\n" << r.err;
+    ExpectOneLine(r);
+  }
+  Result none = RunProcess(Dlock({"status", "x"}), {"DLOCK_BACKEND="});
+  EXPECT_EQ(none.code, 64);
+  EXPECT_THAT(none.err, HasSubstr("DLOCK_BACKEND"));
+}
+
+TEST(CliTest, HelpHasExamples) {
+  Result r = RunProcess(Dlock({"--help"}));
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("Examples:"));
+  EXPECT_THAT(r.out, HasSubstr("dlock run"));
+  Result sub = RunProcess(Dlock({"run", "--help"}));
+  EXPECT_EQ(sub.code, 0);
+  EXPECT_THAT(sub.out, HasSubstr("--on-lost-signal"));
+  EXPECT_THAT(sub.out, HasSubstr("Example:"));
+}
+
+TEST(CliTest, CommandNotFoundOrNotExecutable) {
+  Result missing = RunProcess(Dlock(
+      {"run", "--backend", "memory://", "n", "--", "no-such-command-xyz"}));
+  EXPECT_EQ(missing.code, 127);
+  ExpectOneLine(missing);
+  EXPECT_EQ(RunProcess(Dlock({"run", "--backend", "memory://", "n", "--",
+                              "/etc/hostname"}))
+                .code,
+            126);
+}
+
+TEST(CliTest, ConfigProfileSelectsTheBackend) {
+  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-cli-config");
+  ASSERT_TRUE(dir.ok());
+  testing::WriteFile(*dir + "/dlock.toml",
+                     "[profiles.dev]\nbackend = \"memory://dev\"\n"
+                     "namespace = \"team\"\n");
+  Result r = RunProcess(Dlock({"run", "--config", *dir + "/dlock.toml",
+                               "--profile", "dev", "n", "--", "echo", "ok"}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "ok\n");
+  testing::WriteFile(*dir + "/bad.toml",
+                     "[profiles.dev]\nbackend = \"memory://dev\"\n"
+                     "default_lease = \"forever\"\n");
+  Result bad = RunProcess(Dlock(
+      {"status", "--config", *dir + "/bad.toml", "--profile", "dev", "n"}));
+  EXPECT_EQ(bad.code, 64);
+  ExpectOneLine(bad);
+  EXPECT_THAT(bad.err, HasSubstr("bad.toml:3: profiles.dev.default_lease"));
+  testing::RemoveTree(*dir);
+}
+
+TEST(CliTest, UnreachableBackendExits69WithoutThePassword) {
+  absl::StatusOr<int> port = testing::FreeLoopbackPort();
+  ASSERT_TRUE(port.ok());
+  const std::string uri =
+      absl::StrCat("redis://app:topsecret@127.0.0.1:", *port);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"status", "--backend", uri, "x"},
+           {"list", "--backend", uri},
+           {"unlock", "--force", "--backend", uri, "x"},
+           {"run", "--backend", uri, "x", "--", "true"}}) {
+    Result r = RunProcess(Dlock(args));
+    EXPECT_EQ(r.code, 69) << r.err;
+    ExpectOneLine(r);
+    EXPECT_THAT(r.err, Not(HasSubstr("topsecret")));
+  }
+}
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,138 @@
+// The C++ examples of docs/adapters.md, run. docs_test.cc checks that every
+// ```cpp block of that page appears in this file, so the page cannot drift
+// from code that compiles and passes.
+#include <iostream>
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/adapters/config.h"
+#include "dlock/adapters/job_guard.h"
+#include "dlock/adapters/lock_guard.h"
+#include "dlock/adapters/std_mutex.h"
+#include "gtest/gtest.h"
+#include "server_process.h"
+#include "test_util.h"
+
+namespace {
+
+std::vector<std::string> transfers;
+void Transfer(int from, int to, uint64_t fence) {
+  transfers.push_back(absl::StrCat(from, "->", to, "@", fence));
+}
+std::vector<int> batches;
+void WriteBatch(int batch, uint64_t /*fence*/) { batches.push_back(batch); }
+absl::Status SendInvoices(const std::string& /*day*/, uint64_t fence,
+                          const dlock::CancelToken& cancel) {
+  if (cancel.IsCancelled() || fence == 0) return absl::AbortedError("stop");
+  return absl::OkStatus();
+}
+
+absl::Status StdAdapterExample() {
+  absl::StatusOr<std::unique_ptr<dlock::LockClient>> client =
+      dlock::Connect("memory://docs");
+  if (!client.ok()) return client.status();
+  auto from = dlock::DistributedMutex::Create(**client, "account/17");
+  auto to = dlock::DistributedMutex::Create(**client, "account/42");
+  if (!from.ok() || !to.ok()) return absl::InternalError("bad names");
+  std::mutex local_cache;
+  {
+    // Takes all three without deadlock, in any order, like std::mutex.
+    std::scoped_lock lock(**from, **to, local_cache);
+    Transfer(17, 42, /*fence=*/*(*from)->fencing_token());
+  }
+  return absl::OkStatus();
+}
+
+bool TryLockForExample(std::unique_ptr<dlock::DistributedMutex>& mutex) {
+  std::unique_lock<dlock::DistributedMutex> lock(*mutex, std::defer_lock);
+  if (!lock.try_lock_for(std::chrono::milliseconds(200))) {
+    return false;  // another owner has it
+  }
+  return true;
+}
+
+absl::Status GuardExample(std::unique_ptr<dlock::LockClient>& client) {
+  absl::StatusOr<dlock::LockGuard> guard = dlock::LockGuard::Acquire(
+      *client, "reindex",
+      {.wait = absl::Seconds(5),
+       .on_release_error = [](absl::string_view name, const absl::Status& s) {
+         std::cerr << "release of " << name << " failed: " << s << "\n";
+       }});
+  if (!guard.ok()) return guard.status();
+  for (int batch = 0; batch < 100 && !guard->cancel_token().IsCancelled();
+       ++batch) {
+    WriteBatch(batch, guard->fencing_token());
+  }
+  if (guard->lost()) return guard->lost_reason();
+  return absl::OkStatus();
+}
+
+absl::Status ConfigExample(const std::string& config_path) {
+  absl::StatusOr<dlock::Config> config = dlock::LoadConfig(config_path);
+  if (!config.ok()) return config.status();  // "file:line: key: what is wrong"
+  absl::StatusOr<dlock::Profile> profile = config->Find("local");
+  if (!profile.ok()) return profile.status();
+  absl::StatusOr<std::unique_ptr<dlock::LockClient>> client =
+      dlock::ConnectProfile(*profile);
+  if (!client.ok()) return client.status();
+  return absl::OkStatus();
+}
+
+absl::Status EnvExample() {
+  // DLOCK_BACKEND=redis://host:6379, or DLOCK_PROFILE + DLOCK_CONFIG.
+  absl::StatusOr<std::unique_ptr<dlock::LockClient>> client =
+      dlock::ConnectFromEnv();
+  if (!client.ok()) return client.status();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<dlock::JobOutcome> JobExample(dlock::LockClient& client) {
+  dlock::ScheduledJobGuard scheduler(client);
+  absl::StatusOr<dlock::JobResult> result = scheduler.Run(
+      "invoice-run",
+      {.lock_at_most_for = absl::Minutes(30),
+       .lock_at_least_for = absl::Seconds(1),
+       .slot = "2026-11-22"},
+      [](const dlock::JobContext& job) {
+        return SendInvoices(job.slot, job.fencing_token, job.cancel);
+      });
+  if (!result.ok()) return result.status();
+  return result->outcome;  // kRan, kSkippedRunning or kSkippedRecentlyRan
+}
+
+TEST(DocsExamplesTest, StdAdapter) {
+  ASSERT_TRUE(StdAdapterExample().ok());
+  ASSERT_EQ(transfers.size(), 1u);
+  auto client = dlock::Connect("memory://docs-try");
+  auto a = dlock::DistributedMutex::Create(**client, "m");
+  ASSERT_TRUE(TryLockForExample(*a));
+}
+
+TEST(DocsExamplesTest, Guard) {
+  auto client = dlock::Connect("memory://docs-guard");
+  ASSERT_TRUE(client.ok());
+  EXPECT_TRUE(GuardExample(*client).ok());
+  EXPECT_EQ(batches.size(), 100u);
+}
+
+TEST(DocsExamplesTest, Config) {
+  absl::StatusOr<std::string> dir = dlock::testing::MakeTempDir("dlock-docs");
+  ASSERT_TRUE(dir.ok());
+  dlock::testing::WriteFile(*dir + "/dlock.toml",
+                            "[profiles.local]\nbackend = \"memory://docs\"\n");
+  EXPECT_TRUE(ConfigExample(*dir + "/dlock.toml").ok());
+  setenv("DLOCK_BACKEND", "memory://docs-env", 1);
+  EXPECT_TRUE(EnvExample().ok());
+  unsetenv("DLOCK_BACKEND");
+  dlock::testing::RemoveTree(*dir);
+}
+
+TEST(DocsExamplesTest, JobGuard) {
+  auto a = dlock::Connect("memory://docs-job");
+  auto b = dlock::Connect("memory://docs-job");
+  EXPECT_EQ(*JobExample(**a), dlock::JobOutcome::kRan);
+  EXPECT_EQ(*JobExample(**b), dlock::JobOutcome::kSkippedRecentlyRan);
+}
+
+}  // namespace

@@ -1,0 +1,89 @@
+// The scheduled-job guard with nodes in separate processes (the
+// dlock_job_runner helper), on every server backend of this build.
+#include <algorithm>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "backend_servers.h"
+#include "gtest/gtest.h"
+#include "server_process.h"
+#include "test_util.h"
+
+namespace dlock {
+namespace {
+
+class JobGuardProcessTest
+    : public ::testing::TestWithParam<testing::ServerBackend> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-jobs");
+    ASSERT_TRUE(dir.ok());
+    dir_ = *dir;
+  }
+  void TearDown() override { testing::RemoveTree(dir_); }
+
+  std::unique_ptr<testing::Process> Node(const std::string& ns,
+                                         const std::string& at_least,
+                                         const std::string& job_time) {
+    return std::make_unique<testing::Process>(std::vector<std::string>{
+        testing::kJobRunnerPath, GetParam().uri(ns), "nightly-report",
+        "2026-11-22T01:00Z", "30s", at_least, job_time, dir_ + "/runs"});
+  }
+  int Runs() {
+    const std::string text = testing::ReadFileOrEmpty(dir_ + "/runs");
+    return std::count(text.begin(), text.end(), '\n');
+  }
+
+  std::string dir_;
+};
+
+TEST_P(JobGuardProcessTest, FiveProcessesSharingASlotRunTheJobOnce) {
+  std::vector<std::unique_ptr<testing::Process>> nodes;
+  for (int i = 0; i < 5; ++i) nodes.push_back(Node("five", "2s", "300ms"));
+  int ran = 0, skipped = 0;
+  for (auto& node : nodes) {
+    const int code = node->Wait();
+    if (code == 0) ++ran;
+    if (code == 3) ++skipped;
+    EXPECT_TRUE(code == 0 || code == 3) << code << " " << node->err();
+  }
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(skipped, 4);
+  EXPECT_EQ(Runs(), 1);
+}
+
+TEST_P(JobGuardProcessTest, AnEarlyFinishDoesNotLetTheSlotRunTwice) {
+  // The first node's job finishes in ~10ms; nodes that come later, within
+  // lock_at_least_for of its start, must not run the slot again. (The
+  // runner keeps its client open until the marker runs out, as
+  // job_guard.h tells a process that exits after its run to do.)
+  const absl::Time start = absl::Now();
+  std::unique_ptr<testing::Process> first = Node("early", "3s", "10ms");
+  ASSERT_TRUE(testing::WaitUntil([&] { return Runs() == 1; }, absl::Seconds(5),
+                                 "the first run")
+                  .ok());
+  absl::SleepFor(absl::Milliseconds(100));  // the job is over
+  for (int i = 0; i < 2; ++i) {
+    std::unique_ptr<testing::Process> late = Node("early", "3s", "10ms");
+    EXPECT_EQ(late->Wait(), 3) << late->err();
+  }
+  ASSERT_LT(absl::Now() - start, absl::Seconds(3)) << "too slow to be a test";
+  EXPECT_EQ(Runs(), 1);
+  EXPECT_EQ(first->Wait(), 0) << first->err();
+  // And after lock_at_least_for, the job is free to run (no wait for
+  // lock_at_most_for, 30s).
+  absl::SleepFor(start + absl::Milliseconds(3300) - absl::Now());
+  std::unique_ptr<testing::Process> next = Node("early", "3s", "10ms");
+  EXPECT_EQ(next->Wait(), 0) << next->err();
+  EXPECT_EQ(Runs(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, JobGuardProcessTest,
+    ::testing::ValuesIn(testing::ServerBackends()),
+    [](const ::testing::TestParamInfo<testing::ServerBackend>& info) {
+      return info.param.label;
+    });
+
+}  // namespace
+}  // namespace dlock
