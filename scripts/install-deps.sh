@@ -8,7 +8,7 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev redis-server redis-tools
   libzookeeper-mt-dev zookeeper python3-kazoo
-  libpq-dev postgresql python3-tooz
+  libpq-dev postgresql python3-tooz python3-psycopg2
   libtomlplusplus-dev libcli11-dev
 )
 
