@@ -17,33 +17,25 @@
 
 namespace dlock::bench {
 
-absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
-                                                 int threads,
-                                                 absl::Duration duration) {
-  absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
-  if (!client.ok()) return client.status();
-  std::atomic<int64_t> pairs{0};
+absl::StatusOr<double> LoopRate(int threads, absl::Duration duration,
+                                absl::FunctionRef<absl::Status(int)> op) {
+  std::atomic<int64_t> calls{0};
   std::atomic<bool> stop{false};
-  absl::Status first_error;
   absl::Mutex error_mu;
+  absl::Status first_error;
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
-          (*client)->GetLock(absl::StrCat("bench-uncontended-", t));
       int64_t done = 0;
-      while (lock.ok() && !stop.load(std::memory_order_relaxed)) {
-        absl::Status s =
-            (*lock)->Acquire({.lease = absl::Seconds(10)}).status();
-        if (s.ok()) s = (*lock)->Release();
-        if (!s.ok()) {
-          absl::MutexLock l(&error_mu);
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (absl::Status s = op(t); !s.ok()) {
+          absl::MutexLock lock(&error_mu);
           if (first_error.ok()) first_error = s;
           break;
         }
         ++done;
       }
-      pairs += done;
+      calls += done;
     });
   }
   const absl::Time start = absl::Now();
@@ -52,7 +44,55 @@ absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
   for (std::thread& w : workers) w.join();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!first_error.ok()) return first_error;
-  return static_cast<double>(pairs.load()) / seconds;
+  return static_cast<double>(calls.load()) / seconds;
+}
+
+std::string CommandOutput(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return output;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
+  pclose(pipe);
+  return output;
+}
+
+absl::StatusOr<double> PeerScriptRate(const std::string& script,
+                                      const std::string& args,
+                                      const std::string& packages) {
+  std::string dir = __FILE__;
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  const std::string output =
+      CommandOutput(absl::StrCat("/usr/bin/python3 ", dir, script, " ", args));
+  const size_t at = output.rfind("RATE ");
+  double rate = 0;
+  if (at == std::string::npos ||
+      !absl::SimpleAtod(output.substr(at + 5, output.find('\n', at) - at - 5),
+                        &rate) ||
+      rate <= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(script, " printed no rate (apt-get install -y ", packages,
+                     "): ", output));
+  }
+  return rate;
+}
+
+absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
+                                                 int threads,
+                                                 absl::Duration duration) {
+  absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
+  if (!client.ok()) return client.status();
+  std::vector<std::unique_ptr<DistributedLock>> locks;
+  for (int t = 0; t < threads; ++t) {
+    absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+        (*client)->GetLock(absl::StrCat("bench-uncontended-", t));
+    if (!lock.ok()) return lock.status();
+    locks.push_back(*std::move(lock));
+  }
+  return LoopRate(threads, duration, [&](int t) {
+    absl::Status s = locks[t]->Acquire({.lease = absl::Seconds(10)}).status();
+    return s.ok() ? locks[t]->Release() : s;
+  });
 }
 
 absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples) {
@@ -121,15 +161,9 @@ absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples) {
 absl::StatusOr<double> RunRedisBenchmark(
     int port, int clients, int requests,
     const std::vector<std::string>& command) {
-  std::string cmd = absl::StrCat("redis-benchmark -h 127.0.0.1 -p ", port,
-                                 " -c ", clients, " -n ", requests, " -q ",
-                                 absl::StrJoin(command, " "), " 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return absl::InternalError("cannot run redis-benchmark");
-  std::string output;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-  int rc = pclose(pipe);
+  const std::string output = CommandOutput(
+      absl::StrCat("redis-benchmark -h 127.0.0.1 -p ", port, " -c ", clients,
+                   " -n ", requests, " -q ", absl::StrJoin(command, " ")));
   // -q prints "<command>: <rate> requests per second", possibly after
   // progress lines separated by carriage returns.
   for (absl::string_view line :
@@ -143,8 +177,8 @@ absl::StatusOr<double> RunRedisBenchmark(
     double rate = 0;
     if (absl::SimpleAtod(rest.substr(0, rest.find(' ')), &rate)) return rate;
   }
-  return absl::InternalError(absl::StrCat("redis-benchmark (exit ", rc,
-                                          ") printed no rate: ", output));
+  return absl::InternalError(
+      absl::StrCat("redis-benchmark printed no rate: ", output));
 }
 
 absl::StatusOr<Paired> MeasurePaired(

@@ -12,6 +12,21 @@
 
 namespace dlock::bench {
 
+// Calls `op(thread)` in a loop on `threads` threads for `duration` and
+// returns the calls per second, or the first error.
+absl::StatusOr<double> LoopRate(int threads, absl::Duration duration,
+                                absl::FunctionRef<absl::Status(int)> op);
+
+// What a shell command prints (stdout and stderr).
+std::string CommandOutput(const std::string& command);
+
+// Runs a peer's benchmark script next to this file with Debian's python
+// (`packages` are installed for it, not for another python on PATH) and
+// returns the rate the script prints as "RATE <n>".
+absl::StatusOr<double> PeerScriptRate(const std::string& script,
+                                      const std::string& args,
+                                      const std::string& packages);
+
 // Acquire-plus-release pairs per second: `threads` threads of one client,
 // each on its own name, for `duration`.
 absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,

@@ -134,33 +134,9 @@ absl::StatusOr<double> CeilingUpsertsPerSecond(const std::string& conninfo,
     if (!conn.ok()) return conn.status();
     conns.push_back(*std::move(conn));
   }
-  std::atomic<int64_t> done{0};
-  std::atomic<bool> stop{false};
-  absl::Mutex error_mu;
-  absl::Status first_error;
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      const std::string key = absl::StrCat("ceiling-", t);
-      int64_t mine = 0;
-      while (!stop.load(std::memory_order_relaxed)) {
-        if (absl::Status s = Upsert(conns[t].get(), key); !s.ok()) {
-          absl::MutexLock lock(&error_mu);
-          if (first_error.ok()) first_error = s;
-          break;
-        }
-        ++mine;
-      }
-      done += mine;
-    });
-  }
-  const absl::Time start = absl::Now();
-  absl::SleepFor(duration);
-  stop = true;
-  for (std::thread& w : workers) w.join();
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  if (!first_error.ok()) return first_error;
-  return static_cast<double>(done.load()) / seconds;
+  return dlock::bench::LoopRate(threads, duration, [&](int t) {
+    return Upsert(conns[t].get(), absl::StrCat("ceiling-", t));
+  });
 }
 
 // The least a LISTEN/NOTIFY hand-off takes: from sending a write that
@@ -252,34 +228,11 @@ absl::StatusOr<dlock::bench::Latency> LoneRoundTrip(const std::string& conninfo,
       .samples = samples};
 }
 
-// tooz's rate, from the script next to this file, run by Debian's python
-// (python3-tooz and python3-psycopg2 are installed for it, not for another
-// python on PATH).
 absl::StatusOr<double> ToozPairsPerSecond(const std::string& url, int threads,
                                           int seconds) {
-  std::string dir = __FILE__;
-  dir = dir.substr(0, dir.rfind('/') + 1);
-  const std::string cmd =
-      absl::StrCat("/usr/bin/python3 ", dir, "tooz_lock_bench.py ", url, " ",
-                   seconds, " ", threads, " 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return absl::InternalError("cannot run python3");
-  std::string output;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-  pclose(pipe);
-  const size_t at = output.rfind("RATE ");
-  double rate = 0;
-  if (at == std::string::npos ||
-      !absl::SimpleAtod(output.substr(at + 5, output.find('\n', at) - at - 5),
-                        &rate) ||
-      rate <= 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("tooz printed no rate (apt-get install -y python3-tooz "
-                     "python3-psycopg2): ",
-                     output));
-  }
-  return rate;
+  return dlock::bench::PeerScriptRate(
+      "tooz_lock_bench.py", absl::StrCat(url, " ", seconds, " ", threads),
+      "python3-tooz python3-psycopg2");
 }
 
 }  // namespace

@@ -139,30 +139,11 @@ absl::StatusOr<dlock::bench::Latency> CeilingHandOff(const std::string& hosts,
       .samples = samples};
 }
 
-// kazoo's rate, from the script next to this file, run by Debian's python
-// (python3-kazoo is installed for it, not for another python on PATH).
 absl::StatusOr<double> KazooPairsPerSecond(const std::string& hosts,
                                            int threads, int seconds) {
-  std::string dir = __FILE__;
-  dir = dir.substr(0, dir.rfind('/') + 1);
-  const std::string cmd =
-      absl::StrCat("/usr/bin/python3 ", dir, "kazoo_lock_bench.py ", hosts, " ",
-                   seconds, " ", threads, " 2>&1");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return absl::InternalError("cannot run python3");
-  std::string output;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-  pclose(pipe);
-  const size_t at = output.rfind("RATE ");
-  double rate = 0;
-  if (at == std::string::npos ||
-      !absl::SimpleAtod(output.substr(at + 5, output.find('\n', at) - at - 5),
-                        &rate)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "kazoo printed no rate (apt-get install -y python3-kazoo): ", output));
-  }
-  return rate;
+  return dlock::bench::PeerScriptRate(
+      "kazoo_lock_bench.py", absl::StrCat(hosts, " ", seconds, " ", threads),
+      "python3-kazoo");
 }
 
 }  // namespace
