@@ -155,7 +155,11 @@ BEGIN
   IF v_left = 0 THEN
     UPDATE {T} l SET owner = '', holds = 0, expires_at = clock_timestamp()
       WHERE l.namespace = p_ns AND l.name = p_name;
-    PERFORM pg_notify(p_channel, p_ns || ':' || p_name);
+    -- A notifying commit takes a cluster-wide lock and wakes every
+    -- listener: only when a waiter marked the row.
+    IF v_row.wanted THEN
+      PERFORM pg_notify(p_channel, p_ns || ':' || p_name);
+    END IF;
   ELSE
     UPDATE {T} l SET holds = v_left
       WHERE l.namespace = p_ns AND l.name = p_name;
