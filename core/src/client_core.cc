@@ -133,14 +133,13 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
     if (options.on_lost) {
       // Every acquisition that asked to be told is told, outer ones too.
       hold.on_lost =
-          hold.on_lost
-              ? LockLostCallback([outer = std::move(hold.on_lost),
-                                  inner = options.on_lost](
-                                     const LockLostEvent& e) {
-                  outer(e);
-                  inner(e);
-                })
-              : options.on_lost;
+          hold.on_lost ? LockLostCallback(
+                             [outer = std::move(hold.on_lost),
+                              inner = options.on_lost](const LockLostEvent& e) {
+                               outer(e);
+                               inner(e);
+                             })
+                       : options.on_lost;
     }
   }
   ++hold.local_holds;
@@ -339,8 +338,8 @@ void ClientCore::WatchdogLoop() {
       if (hold.lost) continue;
       // A hold with an explicit lease is not renewed; it is lost when the
       // lease runs out, and its owner is told then (C2, C7).
-      earliest = std::min(earliest, hold.renewed ? hold.next_renewal
-                                                 : hold.expires_locally);
+      earliest = std::min(
+          earliest, hold.renewed ? hold.next_renewal : hold.expires_locally);
     }
     const absl::Time now = absl::Now();
     if (earliest > now) {
