@@ -20,17 +20,12 @@
 namespace dlock {
 namespace {
 
+using testing::Dlock;
 using ::testing::HasSubstr;
-using testing::kCliPath;
 using ::testing::Not;
 using testing::Process;
 using testing::Result;
 using testing::RunProcess;
-
-std::vector<std::string> Dlock(std::vector<std::string> args) {
-  args.insert(args.begin(), kCliPath);
-  return args;
-}
 
 void ExpectOneLine(const Result& r) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -19,17 +19,12 @@
 namespace dlock {
 namespace {
 
+using testing::Dlock;
 using ::testing::HasSubstr;
-using testing::kCliPath;
 using ::testing::Not;
 using testing::Process;
 using testing::Result;
 using testing::RunProcess;
-
-std::vector<std::string> Dlock(std::vector<std::string> args) {
-  args.insert(args.begin(), kCliPath);
-  return args;
-}
 
 // stderr of a failing command is exactly one line.
 void ExpectOneLine(const Result& r) {

@@ -61,6 +61,12 @@ Result RunShell(const std::string& script,
                 const std::vector<std::string>& env = {},
                 absl::Duration timeout = absl::Seconds(120));
 
+// The argv of the dlock CLI run with `args`.
+inline std::vector<std::string> Dlock(std::vector<std::string> args) {
+  args.insert(args.begin(), kCliPath);
+  return args;
+}
+
 }  // namespace dlock::testing
 
 #endif  // DLOCK_ADAPTERS_TESTS_TEST_UTIL_H_

@@ -14,30 +14,12 @@
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "postgres_server.h"
+#include "postgres_suite.h"
 
 namespace dlock::testing {
 namespace {
 
-class PostgresRestartTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<PostgresServer>> started =
-        PostgresServer::Start();
-    ASSERT_TRUE(started.ok()) << started.status();
-    server_ = started->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr) << "postgres did not start";
-  }
-
-  static PostgresServer* server_;
-};
-
-PostgresServer* PostgresRestartTest::server_ = nullptr;
+class PostgresRestartTest : public PostgresSuite {};
 
 struct LostFlag {
   absl::Notification lost;
