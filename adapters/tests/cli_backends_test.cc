@@ -141,8 +141,9 @@ TEST_P(CliBackendTest, LostLockExits76AfterSignallingTheCommand) {
   EXPECT_THAT(unlock.out, HasSubstr("unlocked (was held by t:dlock-run:"));
   const absl::Time unlocked = absl::Now();
   EXPECT_EQ(run->Wait(), 76) << run->err();
-  // Noticed at the next renewal (a third of the lease).
-  EXPECT_LT(absl::Now() - unlocked, absl::Seconds(2));
+  // Noticed at the next renewal (a third of the lease); the bound is loose
+  // because it also counts the command's exit on a loaded 2-core machine.
+  EXPECT_LT(absl::Now() - unlocked, absl::Seconds(4));
   EXPECT_THAT(run->out(), HasSubstr("stopping"));
   EXPECT_THAT(run->err(), HasSubstr("lock 'lost-one' was lost"));
 }
@@ -157,7 +158,7 @@ TEST_P(CliBackendTest, ACommandIgnoringSigtermIsKilledAfterKillAfter) {
   EXPECT_EQ(run->Wait(), 76) << run->err();
   const absl::Duration took = absl::Now() - unlocked;
   EXPECT_GE(took, absl::Seconds(1));
-  EXPECT_LT(took, absl::Seconds(4));
+  EXPECT_LT(took, absl::Seconds(6));
   EXPECT_THAT(run->err(), HasSubstr("sending SIGKILL"));
 }
 
@@ -183,8 +184,10 @@ TEST_P(CliBackendTest, ARunKilledWithSigkillFreesTheLockWithinItsLease) {
   const absl::Time killed = absl::Now();
   Result next = Dl({"run", "--wait", "10s", "crashy", "--", "true"});
   EXPECT_EQ(next.code, 0) << next.err;
-  // The lease, plus the start of a process and a few round trips.
-  EXPECT_LE(absl::Now() - killed, absl::Seconds(3));
+  // The lease (2 s), plus the start of a process, its session (ZooKeeper)
+  // and a few round trips, on a loaded machine; a lock that never expired
+  // would have made the run above time out (exit 75) after 10 s.
+  EXPECT_LE(absl::Now() - killed, absl::Seconds(5));
   // The orphaned command was told too (PR_SET_PDEATHSIG), so it does not
   // go on working unprotected.
   const std::string pid = testing::ReadFileOrEmpty(pid_file);
