@@ -21,16 +21,12 @@ namespace dlock {
 namespace {
 
 using testing::Dlock;
+using testing::ExpectOneLine;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::Process;
 using testing::Result;
 using testing::RunProcess;
-
-void ExpectOneLine(const Result& r) {
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_TRUE(absl::StartsWith(r.err, "dlock: ")) << r.err;
-}
 
 class CliBackendTest : public ::testing::TestWithParam<testing::ServerBackend> {
  protected:

@@ -5,10 +5,13 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 
 namespace dlock::testing {
 
@@ -65,6 +68,12 @@ Result RunShell(const std::string& script,
 inline std::vector<std::string> Dlock(std::vector<std::string> args) {
   args.insert(args.begin(), kCliPath);
   return args;
+}
+
+// stderr of a failing command is exactly one line, starting "dlock: ".
+inline void ExpectOneLine(const Result& r) {
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(absl::StartsWith(r.err, "dlock: ")) << r.err;
 }
 
 }  // namespace dlock::testing

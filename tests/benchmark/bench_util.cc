@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iostream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -205,6 +206,20 @@ absl::StatusOr<Paired> MeasurePaired(
   out.ratio_min = *std::min_element(ratios.begin(), ratios.end());
   out.ratio_max = *std::max_element(ratios.begin(), ratios.end());
   return out;
+}
+
+int SecondsPerCase(int argc, char** argv) {
+  int seconds = 5;
+  if (argc > 1 && (!absl::SimpleAtoi(argv[1], &seconds) || seconds < 1)) {
+    std::cerr << "usage: " << argv[0] << " [seconds-per-case]\n";
+    return 0;
+  }
+  return seconds;
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "benchmark failed: " << status << "\n";
+  return 1;
 }
 
 std::string Verdict(double ratio, double target) {

@@ -62,6 +62,13 @@ absl::StatusOr<Paired> MeasurePaired(
     int rounds, absl::FunctionRef<absl::StatusOr<double>()> ceiling,
     absl::FunctionRef<absl::StatusOr<double>()> ours);
 
+// The benchmark's only argument, seconds per case (default 5); prints the
+// usage and returns 0 when it is not a positive whole number.
+int SecondsPerCase(int argc, char** argv);
+
+// Prints why the benchmark failed; returns the exit code (1).
+int Fail(const absl::Status& status);
+
 // "0.91 of ceiling (target 0.85): ok" / "... MISSED".
 std::string Verdict(double ratio, double target);
 

@@ -47,11 +47,6 @@ constexpr char kUpsert[] =
     "INSERT INTO dlock_bench_ceiling AS c (k, v) VALUES ($1, 1) "
     "ON CONFLICT (k) DO UPDATE SET v = c.v + 1 RETURNING c.v";
 
-int Fail(const absl::Status& status) {
-  std::cerr << "benchmark failed: " << status << "\n";
-  return 1;
-}
-
 struct ConnCloser {
   void operator()(PGconn* conn) const { PQfinish(conn); }
 };
@@ -238,15 +233,12 @@ absl::StatusOr<double> ToozPairsPerSecond(const std::string& url, int threads,
 }  // namespace
 
 int main(int argc, char** argv) {
-  int seconds = 5;
-  if (argc > 1 && (!absl::SimpleAtoi(argv[1], &seconds) || seconds < 1)) {
-    std::cerr << "usage: " << argv[0] << " [seconds-per-case]\n";
-    return 2;
-  }
+  const int seconds = dlock::bench::SecondsPerCase(argc, argv);
+  if (seconds < 1) return 2;
   const absl::Duration duration = absl::Seconds(seconds);
   absl::StatusOr<std::unique_ptr<dlock::testing::PostgresServer>> server =
       dlock::testing::PostgresServer::Start();
-  if (!server.ok()) return Fail(server.status());
+  if (!server.ok()) return dlock::bench::Fail(server.status());
   const dlock::testing::PostgresServer& pg = **server;
   const std::string conninfo =
       absl::StrCat("host=127.0.0.1 port=", pg.port(),
@@ -264,17 +256,18 @@ int main(int argc, char** argv) {
 
   // Creates the scratch table and dlock's schema, and warms the server's
   // caches up before anything is measured.
-  if (absl::Status s = CreateCeilingTable(conninfo); !s.ok()) return Fail(s);
+  if (absl::Status s = CreateCeilingTable(conninfo); !s.ok())
+    return dlock::bench::Fail(s);
   const absl::Duration warm_up = std::min(duration, absl::Seconds(2));
   if (absl::Status s = CeilingUpsertsPerSecond(conninfo, 4, warm_up).status();
       !s.ok()) {
-    return Fail(s);
+    return dlock::bench::Fail(s);
   }
   for (const std::string& uri : {lease_16, session_16}) {
     if (absl::Status s =
             dlock::bench::UncontendedPairsPerSecond(uri, 4, warm_up).status();
         !s.ok()) {
-      return Fail(s);
+      return dlock::bench::Fail(s);
     }
   }
 
@@ -310,29 +303,31 @@ int main(int argc, char** argv) {
   };
   absl::StatusOr<std::vector<std::vector<double>>> one = interleaved(
       {ceiling_run(1), dlock_run(lease_1, 1), dlock_run(session_1, 1)});
-  if (!one.ok()) return Fail(one.status());
+  if (!one.ok()) return dlock::bench::Fail(one.status());
   absl::StatusOr<std::vector<std::vector<double>>> sixteen =
       interleaved({ceiling_run(16), dlock_run(lease_16, 16),
                    dlock_run(lease_1, 16), dlock_run(session_16, 16)});
-  if (!sixteen.ok()) return Fail(sixteen.status());
+  if (!sixteen.ok()) return dlock::bench::Fail(sixteen.status());
 
   absl::StatusOr<double> tooz_1 = ToozPairsPerSecond(tooz_url, 1, seconds);
-  if (!tooz_1.ok()) return Fail(tooz_1.status());
+  if (!tooz_1.ok()) return dlock::bench::Fail(tooz_1.status());
   absl::StatusOr<double> tooz_16 = ToozPairsPerSecond(tooz_url, 16, seconds);
-  if (!tooz_16.ok()) return Fail(tooz_16.status());
+  if (!tooz_16.ok()) return dlock::bench::Fail(tooz_16.status());
 
   const int samples = 200 * seconds;
   absl::StatusOr<dlock::bench::Latency> lone = LoneRoundTrip(conninfo, samples);
-  if (!lone.ok()) return Fail(lone.status());
+  if (!lone.ok()) return dlock::bench::Fail(lone.status());
   absl::StatusOr<dlock::bench::Latency> ceiling_handoff =
       CeilingHandOff(conninfo, samples);
-  if (!ceiling_handoff.ok()) return Fail(ceiling_handoff.status());
+  if (!ceiling_handoff.ok())
+    return dlock::bench::Fail(ceiling_handoff.status());
   absl::StatusOr<dlock::bench::Latency> lease_handoff =
       dlock::bench::HandOffLatency(lease_1, samples);
-  if (!lease_handoff.ok()) return Fail(lease_handoff.status());
+  if (!lease_handoff.ok()) return dlock::bench::Fail(lease_handoff.status());
   absl::StatusOr<dlock::bench::Latency> session_handoff =
       dlock::bench::HandOffLatency(session_1, samples);
-  if (!session_handoff.ok()) return Fail(session_handoff.status());
+  if (!session_handoff.ok())
+    return dlock::bench::Fail(session_handoff.status());
 
   const std::vector<double>& ceiling_1 = (*one)[0];
   const std::vector<double>& ceiling_16 = (*sixteen)[0];

@@ -54,22 +54,14 @@ absl::StatusOr<absl::Duration> IsolatedRoundTrip(int port, int samples) {
   return times[times.size() / 2];
 }
 
-int Fail(const absl::Status& status) {
-  std::cerr << "benchmark failed: " << status << "\n";
-  return 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int seconds = 5;
-  if (argc > 1 && (!absl::SimpleAtoi(argv[1], &seconds) || seconds < 1)) {
-    std::cerr << "usage: " << argv[0] << " [seconds-per-case]\n";
-    return 2;
-  }
+  const int seconds = dlock::bench::SecondsPerCase(argc, argv);
+  if (seconds < 1) return 2;
   absl::StatusOr<std::unique_ptr<dlock::testing::RedisServer>> server =
       dlock::testing::RedisServer::Start();
-  if (!server.ok()) return Fail(server.status());
+  if (!server.ok()) return dlock::bench::Fail(server.status());
   const int port = (*server)->port();
   const std::string uri = (*server)->Uri("bench");
 
@@ -93,15 +85,15 @@ int main(int argc, char** argv) {
   };
   absl::StatusOr<dlock::bench::Paired> one =
       dlock::bench::MeasurePaired(rounds, ceiling(1, 5000), ours(1));
-  if (!one.ok()) return Fail(one.status());
+  if (!one.ok()) return dlock::bench::Fail(one.status());
   absl::StatusOr<dlock::bench::Paired> sixteen =
       dlock::bench::MeasurePaired(rounds, ceiling(16, 20000), ours(16));
-  if (!sixteen.ok()) return Fail(sixteen.status());
+  if (!sixteen.ok()) return dlock::bench::Fail(sixteen.status());
   absl::StatusOr<dlock::bench::Latency> handoff =
       dlock::bench::HandOffLatency(uri, 500 * seconds);
-  if (!handoff.ok()) return Fail(handoff.status());
+  if (!handoff.ok()) return dlock::bench::Fail(handoff.status());
   absl::StatusOr<absl::Duration> lone_trip = IsolatedRoundTrip(port, 300);
-  if (!lone_trip.ok()) return Fail(lone_trip.status());
+  if (!lone_trip.ok()) return dlock::bench::Fail(lone_trip.status());
 
   const double handoff_trips = absl::FDivDuration(handoff->median, *lone_trip);
   std::cout << absl::StrFormat(

@@ -35,11 +35,6 @@ constexpr double kTargetOfCeiling = 0.8;
 constexpr double kTargetOverKazoo = 2.0;
 constexpr double kTargetHandOffExtraRoundTrips = 3.0;
 
-int Fail(const absl::Status& status) {
-  std::cerr << "benchmark failed: " << status << "\n";
-  return 1;
-}
-
 // Session events of a raw handle: wakes whoever waits for a watch.
 struct WatchSignal {
   absl::Mutex mu;
@@ -149,46 +144,44 @@ absl::StatusOr<double> KazooPairsPerSecond(const std::string& hosts,
 }  // namespace
 
 int main(int argc, char** argv) {
-  int seconds = 5;
-  if (argc > 1 && (!absl::SimpleAtoi(argv[1], &seconds) || seconds < 1)) {
-    std::cerr << "usage: " << argv[0] << " [seconds-per-case]\n";
-    return 2;
-  }
+  const int seconds = dlock::bench::SecondsPerCase(argc, argv);
+  if (seconds < 1) return 2;
   const absl::Duration duration = absl::Seconds(seconds);
   absl::StatusOr<std::unique_ptr<dlock::testing::ZooKeeperServer>> server =
       dlock::testing::ZooKeeperServer::Start();
-  if (!server.ok()) return Fail(server.status());
+  if (!server.ok()) return dlock::bench::Fail(server.status());
   const std::string hosts = (*server)->Hosts();
   const std::string uri = (*server)->Uri("bench");
 
   // Warm the JVM's paths up before anything is measured.
   if (absl::Status s = CeilingPairsPerSecond(hosts, 4, duration).status();
       !s.ok()) {
-    return Fail(s);
+    return dlock::bench::Fail(s);
   }
   absl::StatusOr<double> ceiling_1 = CeilingPairsPerSecond(hosts, 1, duration);
-  if (!ceiling_1.ok()) return Fail(ceiling_1.status());
+  if (!ceiling_1.ok()) return dlock::bench::Fail(ceiling_1.status());
   absl::StatusOr<double> ceiling_16 =
       CeilingPairsPerSecond(hosts, 16, duration);
-  if (!ceiling_16.ok()) return Fail(ceiling_16.status());
+  if (!ceiling_16.ok()) return dlock::bench::Fail(ceiling_16.status());
   absl::StatusOr<dlock::bench::Latency> ceiling_handoff =
       CeilingHandOff(hosts, 200 * seconds);
-  if (!ceiling_handoff.ok()) return Fail(ceiling_handoff.status());
+  if (!ceiling_handoff.ok())
+    return dlock::bench::Fail(ceiling_handoff.status());
 
   absl::StatusOr<double> ours_1 =
       dlock::bench::UncontendedPairsPerSecond(uri, 1, duration);
-  if (!ours_1.ok()) return Fail(ours_1.status());
+  if (!ours_1.ok()) return dlock::bench::Fail(ours_1.status());
   absl::StatusOr<double> ours_16 =
       dlock::bench::UncontendedPairsPerSecond(uri, 16, duration);
-  if (!ours_16.ok()) return Fail(ours_16.status());
+  if (!ours_16.ok()) return dlock::bench::Fail(ours_16.status());
   absl::StatusOr<dlock::bench::Latency> handoff =
       dlock::bench::HandOffLatency(uri, 200 * seconds);
-  if (!handoff.ok()) return Fail(handoff.status());
+  if (!handoff.ok()) return dlock::bench::Fail(handoff.status());
 
   absl::StatusOr<double> kazoo_1 = KazooPairsPerSecond(hosts, 1, seconds);
-  if (!kazoo_1.ok()) return Fail(kazoo_1.status());
+  if (!kazoo_1.ok()) return dlock::bench::Fail(kazoo_1.status());
   absl::StatusOr<double> kazoo_16 = KazooPairsPerSecond(hosts, 16, seconds);
-  if (!kazoo_16.ok()) return Fail(kazoo_16.status());
+  if (!kazoo_16.ok()) return dlock::bench::Fail(kazoo_16.status());
 
   // A pair of the ceiling is two round trips.
   const absl::Duration round_trip = absl::Seconds(0.5 / *ceiling_1);
