@@ -13,11 +13,12 @@ struct LockGuard::Shared {
   absl::Mutex mu;
   absl::Status reason ABSL_GUARDED_BY(mu);
 
+  void RecordReason(absl::Status why) {
+    absl::MutexLock lock(&mu);
+    if (reason.ok()) reason = std::move(why);
+  }
   void MarkLost(absl::Status why) {
-    {
-      absl::MutexLock lock(&mu);
-      if (reason.ok()) reason = std::move(why);
-    }
+    RecordReason(std::move(why));
     lost.Cancel();
   }
 };
@@ -31,9 +32,12 @@ absl::StatusOr<LockGuard> LockGuard::Acquire(DistributedLock& lock,
   acquire.owner_token = options.owner_token;
   acquire.cancel = options.cancel;
   acquire.on_lost = [shared, user = options.on_lost](const LockLostEvent& e) {
-    shared->MarkLost(e.reason.ok() ? absl::FailedPreconditionError("lost")
-                                   : e.reason);
+    // The user's callback runs before the token fires: work that stops on
+    // the token finds everything the callback did already done.
+    shared->RecordReason(e.reason.ok() ? absl::FailedPreconditionError("lost")
+                                       : e.reason);
     if (user) user(e);
+    shared->lost.Cancel();
   };
   absl::StatusOr<Acquired> acquired = lock.Acquire(acquire);
   if (!acquired.ok()) return acquired.status();

@@ -20,13 +20,20 @@ struct Entry {
   int64_t holds = 0;
   uint64_t fencing_token = 0;
   absl::Duration kept_lease;  // the largest lease asked for this hold (C5)
-  absl::Time expires;
-  absl::Time since;
+  MonoTime expires;           // on the clients' shared clock
+  absl::Time since;           // a date, for introspection only
 };
 
 // One instance: the state a server would hold.
 class MemoryInstance {
  public:
+  // `clock` null: Clock::Real().
+  explicit MemoryInstance(std::shared_ptr<Clock> clock)
+      : clock_owner(std::move(clock)),
+        clock(clock_owner != nullptr ? *clock_owner : Clock::Real()),
+        releases(this->clock) {}
+  const std::shared_ptr<Clock> clock_owner;
+  const Clock& clock;  // the "server's" clock
   absl::Mutex mu;
   // Keyed by namespace + '\0' + name: a namespace has no NUL (C16).
   absl::flat_hash_map<std::string, Entry> locks ABSL_GUARDED_BY(mu);
@@ -34,7 +41,7 @@ class MemoryInstance {
   WakeupHub releases;  // keyed like `locks`
 
   // The live entry for `key`, dropping it if its lease ran out (C2).
-  Entry* Find(const std::string& key, absl::Time now)
+  Entry* Find(const std::string& key, MonoTime now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = locks.find(key);
     if (it == locks.end()) return nullptr;
@@ -46,13 +53,26 @@ class MemoryInstance {
   }
 };
 
-std::shared_ptr<MemoryInstance> InstanceNamed(const std::string& name) {
+// The instance called `name`, kept for the life of the process as a server
+// would keep its state (its fencing counter never goes back, C8). Its
+// expiries count on the clock of the client that made it: clients that share
+// an instance share a clock (ClientOptions::clock), as clients of one server
+// share the server's.
+absl::StatusOr<std::shared_ptr<MemoryInstance>> InstanceNamed(
+    const std::string& name, const std::shared_ptr<Clock>& clock) {
   static absl::Mutex mu(absl::kConstInit);
   static auto* instances =
       new std::map<std::string, std::shared_ptr<MemoryInstance>>;
   absl::MutexLock lock(&mu);
   std::shared_ptr<MemoryInstance>& instance = (*instances)[name];
-  if (instance == nullptr) instance = std::make_shared<MemoryInstance>();
+  if (instance == nullptr) {
+    instance = std::make_shared<MemoryInstance>(clock);
+  } else if (instance->clock_owner != clock) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory://", name,
+        " is in use by clients with another ClientOptions::clock; clients "
+        "of one instance share one clock"));
+  }
   return instance;
 }
 
@@ -67,11 +87,12 @@ class MemoryBackend : public Backend {
  public:
   MemoryBackend(std::shared_ptr<MemoryInstance> instance, std::string ns,
                 absl::Duration fallback_poll)
-      : instance_(std::move(instance)),
+      : clock_(instance->clock),
+        instance_(std::move(instance)),
         prefix_(absl::StrCat(ns, absl::string_view("\0", 1))),
         fallback_poll_(fallback_poll) {}
 
-  absl::StatusOr<Acquired> Acquire(const AcquireCall& call) override {
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const std::string key = Key(call.name);
     // The hub is keyed like the table, so wait on the full key.
     AcquireCall keyed = call;
@@ -88,7 +109,7 @@ class MemoryBackend : public Backend {
     int64_t left = 0;
     {
       absl::MutexLock lock(&instance_->mu);
-      Entry* entry = instance_->Find(key, absl::Now());
+      Entry* entry = instance_->Find(key, clock_.Now());
       if (entry == nullptr || entry->owner != owner) return NotOwner(name);
       entry->holds -= holds;
       left = std::max<int64_t>(entry->holds, 0);
@@ -100,7 +121,7 @@ class MemoryBackend : public Backend {
 
   absl::Status Renew(const RenewCall& call) override {
     absl::MutexLock lock(&instance_->mu);
-    const absl::Time now = absl::Now();
+    const MonoTime now = clock_.Now();
     Entry* entry = instance_->Find(Key(call.name), now);
     if (entry == nullptr || entry->owner != call.owner) {
       return NotOwner(call.name);
@@ -112,7 +133,7 @@ class MemoryBackend : public Backend {
 
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
     absl::MutexLock lock(&instance_->mu);
-    const absl::Time now = absl::Now();
+    const MonoTime now = clock_.Now();
     LockInfo info;
     info.name = std::string(name);
     if (const Entry* entry = instance_->Find(Key(name), now)) {
@@ -124,7 +145,7 @@ class MemoryBackend : public Backend {
   absl::StatusOr<std::vector<LockInfo>> List(
       absl::string_view prefix) override {
     absl::MutexLock lock(&instance_->mu);
-    const absl::Time now = absl::Now();
+    const MonoTime now = clock_.Now();
     std::vector<LockInfo> out;
     for (const auto& [key, entry] : instance_->locks) {
       if (!absl::StartsWith(key, prefix_) || entry.expires <= now) continue;
@@ -158,7 +179,7 @@ class MemoryBackend : public Backend {
     return absl::StrCat(prefix_, name);
   }
 
-  static void Describe(const Entry& entry, absl::Time now, LockInfo& info) {
+  static void Describe(const Entry& entry, MonoTime now, LockInfo& info) {
     info.locked = true;
     info.owner = entry.owner;
     info.hold_count = entry.holds;
@@ -170,7 +191,7 @@ class MemoryBackend : public Backend {
   absl::StatusOr<Attempt> TryOnce(const std::string& key,
                                   const AcquireCall& call) {
     absl::MutexLock lock(&instance_->mu);
-    const absl::Time now = absl::Now();
+    const MonoTime now = clock_.Now();
     Entry* entry = instance_->Find(key, now);
     if (entry == nullptr) {
       Entry& fresh = instance_->locks[key];
@@ -179,7 +200,7 @@ class MemoryBackend : public Backend {
       fresh.fencing_token = ++instance_->last_fencing_token;
       fresh.kept_lease = call.lease;
       fresh.expires = now + call.lease;
-      fresh.since = now;
+      fresh.since = absl::Now();
       return Attempt{.acquired = Acquired{fresh.fencing_token, 1}};
     }
     if (entry->owner == call.owner) {
@@ -192,6 +213,7 @@ class MemoryBackend : public Backend {
                    .holder_lease_left = entry->expires - now};
   }
 
+  const Clock& clock_;
   const std::shared_ptr<MemoryInstance> instance_;
   const std::string prefix_;
   const absl::Duration fallback_poll_;
@@ -210,8 +232,12 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeMemoryBackend(
         "a memory URI is memory://[instance-name][?namespace=...]");
   }
   std::string name = config.uri.hosts.empty() ? "" : config.uri.hosts[0].host;
-  return std::make_unique<MemoryBackend>(
-      InstanceNamed(name), config.lock_namespace, config.options.fallback_poll);
+  absl::StatusOr<std::shared_ptr<MemoryInstance>> instance =
+      InstanceNamed(name, config.options.clock);
+  if (!instance.ok()) return instance.status();
+  return std::make_unique<MemoryBackend>(*std::move(instance),
+                                         config.lock_namespace,
+                                         config.options.fallback_poll);
 }
 
 const bool kRegistered = RegisterBackend("memory", &MakeMemoryBackend);

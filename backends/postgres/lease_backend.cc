@@ -12,7 +12,7 @@ class LeaseBackend : public PgBackendBase {
  public:
   using PgBackendBase::PgBackendBase;
 
-  absl::StatusOr<Acquired> Acquire(const AcquireCall& call) override {
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const std::string params[] = {ns_, std::string(call.name),
                                   std::string(call.owner), Millis(call.lease)};
     return AcquireWithWakeups(

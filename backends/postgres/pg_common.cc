@@ -31,7 +31,9 @@ PgBackendBase::PgBackendBase(PgOptions options, const BackendConfig& config)
       ns_(config.lock_namespace),
       fallback_poll_(config.options.fallback_poll),
       listener_(config.listener),
-      pool_(options_, options_.pool_size, "pooled") {}
+      clock_(config.clock),
+      pool_(options_, options_.pool_size, "pooled"),
+      hub_(config.clock) {}
 
 absl::Status PgBackendBase::Start(PgListener::Watcher* watcher) {
   {

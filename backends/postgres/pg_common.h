@@ -43,6 +43,7 @@ class PgBackendBase : public Backend {
   const std::string ns_;
   const absl::Duration fallback_poll_;
   BackendListener* const listener_;
+  const Clock& clock_;
   PgPool pool_;
   WakeupHub hub_;
   std::unique_ptr<PgListener> notifications_;

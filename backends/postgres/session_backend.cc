@@ -40,14 +40,19 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     if (notifications_ != nullptr) notifications_->Stop();
   }
 
-  absl::StatusOr<Acquired> Acquire(const AcquireCall& call) override {
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const Key key(call.name, call.owner);
     PgPool::Handle conn;
     if (std::shared_ptr<Session> s = Find(key)) {
+      const MonoTime sent = clock_.Now();
       absl::StatusOr<std::optional<Acquired>> again =
           Reenter(key, *s, call, conn);
       if (!again.ok()) return again.status();
-      if (again->has_value()) return **again;
+      if (again->has_value()) {
+        return Grant{.fencing_token = (*again)->fencing_token,
+                     .hold_count = (*again)->hold_count,
+                     .sent = sent};
+      }
     }
     if (!conn) {
       absl::StatusOr<PgPool::Handle> fresh = sessions_pool_.Get();
@@ -56,7 +61,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     }
     const std::string params[] = {ns_, key.first, key.second,
                                   Millis(call.lease), Bool(false)};
-    absl::StatusOr<Acquired> acquired = AcquireWithWakeups(
+    absl::StatusOr<Grant> acquired = AcquireWithWakeups(
         call, hub_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
           absl::StatusOr<PgResult> r = conn->Run(sql_.s_acquire, params);
           if (!r.ok()) return r.status();

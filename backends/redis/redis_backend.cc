@@ -30,12 +30,14 @@ absl::Status Malformed(absl::string_view what, absl::string_view endpoint) {
 class RedisBackend : public Backend {
  public:
   RedisBackend(ConnectionConfig config, std::string prefix, std::string channel,
-               absl::Duration fallback_poll)
+               absl::Duration fallback_poll, const Clock& clock)
       : config_(config),
+        clock_(clock),
         prefix_(std::move(prefix)),
         fence_key_(absl::StrCat(prefix_, "fence")),
         channel_(std::move(channel)),
         fallback_poll_(fallback_poll),
+        releases_(clock),
         subscriber_(config, channel_, &releases_) {}
 
   ~RedisBackend() override { Shutdown(); }
@@ -54,9 +56,9 @@ class RedisBackend : public Backend {
     return subscriber_.Start();
   }
 
-  absl::StatusOr<Acquired> Acquire(const AcquireCall& call) override {
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const std::vector<std::string> keys = {LockKey(call.name), fence_key_};
-    const bool will_wait = call.deadline > absl::Now();
+    const bool will_wait = call.deadline > clock_.Now();
     const std::vector<std::string> args = {std::string(call.owner),
                                            absl::StrCat(Millis(call.lease)),
                                            will_wait ? "1" : "0"};
@@ -227,6 +229,7 @@ class RedisBackend : public Backend {
   }
 
   const ConnectionConfig config_;
+  const Clock& clock_;
   absl::Mutex connect_mu_ ABSL_ACQUIRED_BEFORE(mux_mu_);
   absl::Mutex mux_mu_;
   std::shared_ptr<MuxConnection> mux_ ABSL_GUARDED_BY(mux_mu_);
@@ -331,7 +334,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedisBackend(
       absl::StrCat("dlock:", conn->db, ":", config.lock_namespace, ":released");
   auto backend = std::make_unique<RedisBackend>(
       *conn, absl::StrCat("dlock:", config.lock_namespace, ":"),
-      std::move(channel), config.options.fallback_poll);
+      std::move(channel), config.options.fallback_poll, config.clock);
   if (absl::Status s = backend->Start(); !s.ok()) return s;
   return backend;
 }

@@ -24,9 +24,9 @@ NodeData ZkBackend::Reentered(const LocalHold& hold,
   return next;
 }
 
-absl::StatusOr<Acquired> ZkBackend::Acquire(const AcquireCall& call) {
+absl::StatusOr<Grant> ZkBackend::Acquire(const AcquireCall& call) {
   LostWithSession(call.name, call.owner, /*consume=*/true);
-  if (std::optional<absl::StatusOr<Acquired>> again = ReenterKnown(call)) {
+  if (std::optional<absl::StatusOr<Grant>> again = ReenterKnown(call)) {
     return *std::move(again);
   }
   const std::string parent = ParentOf(call.name);
@@ -44,7 +44,7 @@ absl::StatusOr<Acquired> ZkBackend::Acquire(const AcquireCall& call) {
   return WaitTurn(call, parent, data, own, std::move(children));
 }
 
-std::optional<absl::StatusOr<Acquired>> ZkBackend::ReenterKnown(
+std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
     const AcquireCall& call) {
   LocalHold hold;
   {
@@ -53,7 +53,7 @@ std::optional<absl::StatusOr<Acquired>> ZkBackend::ReenterKnown(
     if (it == holds_.end()) return std::nullopt;
     hold = it->second;
   }
-  if (absl::Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
+  if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
     // The lease ran out: this is a fresh acquisition, not a re-entry.
     Forget(call.name, call.owner, hold.path);
     QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
@@ -67,9 +67,10 @@ std::optional<absl::StatusOr<Acquired>> ZkBackend::ReenterKnown(
   if (written.code() == absl::StatusCode::kFailedPrecondition) {
     return std::nullopt;  // gone: acquire afresh
   }
-  if (!written.ok()) return absl::StatusOr<Acquired>(written);
-  return absl::StatusOr<Acquired>(
-      Acquired{.fencing_token = hold.czxid, .hold_count = hold.data.holds});
+  if (!written.ok()) return absl::StatusOr<Grant>(written);
+  return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
+                                     .hold_count = hold.data.holds,
+                                     .sent = hold.confirmed});
 }
 
 absl::Status ZkBackend::CreateOwnNode(
@@ -81,7 +82,7 @@ absl::Status ZkBackend::CreateOwnNode(
       absl::StrCat(settings_.client_id, "-", attempts_.fetch_add(1), "-lock-");
   const std::string payload = Serialize(data);
   for (int attempt = 0; attempt < 5; ++attempt) {
-    const absl::Time deadline = CallDeadline();
+    const MonoTime deadline = CallDeadline();
     // Pipelined: ZooKeeper answers one session's requests in order, so the
     // listing includes our node and costs no extra round trip.
     Call created = session_->Create(absl::StrCat(parent, "/", prefix), payload,
@@ -94,7 +95,8 @@ absl::Status ZkBackend::CreateOwnNode(
       own.name = own.path.substr(own.path.rfind('/') + 1);
       own.stat = create.stat;
       own.generation = create.generation;
-      session_->NoteServerTime(create.stat.mtime, absl::Now());
+      own.written = created.sent();
+      session_->NoteServerTime(create.stat.mtime, Now());
       if (list.rc == ZOK) children = std::move(list.children);
       return absl::OkStatus();
     }
@@ -109,8 +111,8 @@ absl::Status ZkBackend::CreateOwnNode(
     }
     // The create may have happened. Look for it once we are back; if we
     // cannot, a background task removes it so it never holds the lock.
-    const absl::Time until = std::min(std::max(call.deadline, absl::Now()),
-                                      absl::Now() + session_->call_timeout());
+    const MonoTime until = std::min(std::max(call.deadline, Now()),
+                                    Now() + session_->call_timeout());
     if (!Reconnected(until)) {
       QueueDelete(PendingDelete{.path = parent, .prefix = prefix});
       return session_->ErrorStatus(
@@ -127,6 +129,7 @@ absl::Status ZkBackend::CreateOwnNode(
       if (exists.rc != ZOK) break;
       own.stat = exists.stat;
       own.generation = exists.generation;
+      own.written = created.sent();
       children = std::move(again.children);
       return absl::OkStatus();
     }
@@ -137,11 +140,12 @@ absl::Status ZkBackend::CreateOwnNode(
 }
 
 int ZkBackend::Touch(OwnNode& own, const NodeData& data) {
-  Reply r = session_->Set(own.path, Serialize(data), own.stat.version)
-                .Wait(CallDeadline());
+  Call set = session_->Set(own.path, Serialize(data), own.stat.version);
+  Reply r = set.Wait(CallDeadline());
   if (r.rc == ZOK) {
     own.stat = r.stat;
-    session_->NoteServerTime(r.stat.mtime, absl::Now());
+    own.written = set.sent();
+    session_->NoteServerTime(r.stat.mtime, Now());
   }
   return r.rc;
 }
@@ -159,7 +163,7 @@ void ZkBackend::Record(absl::string_view name, absl::string_view owner,
   holds_[HoldKey(name, owner)] = std::move(hold);
 }
 
-std::optional<absl::StatusOr<Acquired>> ZkBackend::MaybeReenterHolder(
+std::optional<absl::StatusOr<Grant>> ZkBackend::MaybeReenterHolder(
     const AcquireCall& call, const std::string& holder_path, OwnNode& own) {
   Reply r = session_->Get(holder_path, false).Wait(CallDeadline());
   if (r.rc != ZOK) return std::nullopt;
@@ -174,7 +178,7 @@ std::optional<absl::StatusOr<Acquired>> ZkBackend::MaybeReenterHolder(
                  .czxid = static_cast<uint64_t>(r.stat.czxid),
                  .mtime = r.stat.mtime,
                  .generation = 0,
-                 .confirmed = absl::Now()};
+                 .confirmed = Now()};  // Write() below sets it
   absl::Status written = absl::AbortedError("not written");
   for (int i = 0; i < kWriteRetries && absl::IsAborted(written); ++i) {
     written = Write(call.name, call.owner, hold, Reentered(hold, call.lease),
@@ -184,20 +188,21 @@ std::optional<absl::StatusOr<Acquired>> ZkBackend::MaybeReenterHolder(
     return std::nullopt;
   }
   Abandon(own);
-  if (!written.ok()) return absl::StatusOr<Acquired>(written);
+  if (!written.ok()) return absl::StatusOr<Grant>(written);
   Record(call.name, call.owner, hold);
-  return absl::StatusOr<Acquired>(
-      Acquired{.fencing_token = hold.czxid, .hold_count = hold.data.holds});
+  return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
+                                     .hold_count = hold.data.holds,
+                                     .sent = hold.confirmed});
 }
 
-absl::StatusOr<Acquired> ZkBackend::WaitTurn(
+absl::StatusOr<Grant> ZkBackend::WaitTurn(
     const AcquireCall& call, const std::string& parent, const NodeData& data,
     OwnNode& own, std::optional<std::vector<std::string>> children) {
   const absl::Duration lease = absl::Milliseconds(data.lease_ms);
   const bool token_owner = absl::StartsWith(call.owner, "t:");
   bool waited = false;
   bool checked_holder = false;
-  absl::Time next_refresh = absl::Now() + lease / 3;
+  MonoTime next_refresh = Now() + lease / 3;
   auto fail = [&](absl::Status status) {
     Abandon(own);
     return status;
@@ -214,8 +219,8 @@ absl::StatusOr<Acquired> ZkBackend::WaitTurn(
       } else if (list.rc == ZNONODE) {
         children.emplace();
       } else if (IsConnectionError(list.rc) &&
-                 Reconnected(std::min(
-                     call.deadline, absl::Now() + session_->call_timeout()))) {
+                 Reconnected(std::min(call.deadline,
+                                      Now() + session_->call_timeout()))) {
         continue;
       } else {
         return fail(session_->ErrorStatus(
@@ -229,7 +234,7 @@ absl::StatusOr<Acquired> ZkBackend::WaitTurn(
     if (mine == queue.end() || session_->generation() != own.generation) {
       // Our node is gone: the session expired, or it was removed as stale
       // or by a force unlock while we waited. Queue up again.
-      if (absl::Now() >= call.deadline) {
+      if (Now() >= call.deadline) {
         return absl::DeadlineExceededError(
             absl::StrCat("lock '", call.name, "' is held by another owner"));
       }
@@ -259,9 +264,10 @@ absl::StatusOr<Acquired> ZkBackend::WaitTurn(
                        .czxid = static_cast<uint64_t>(own.stat.czxid),
                        .mtime = own.stat.mtime,
                        .generation = own.generation,
-                       .confirmed = absl::Now()});
-      return Acquired{.fencing_token = static_cast<uint64_t>(own.stat.czxid),
-                      .hold_count = 1};
+                       .confirmed = own.written});
+      return Grant{.fencing_token = static_cast<uint64_t>(own.stat.czxid),
+                   .hold_count = 1,
+                   .sent = own.written};
     }
     if (token_owner && !checked_holder) {
       // An explicit owner token may hold the lock through another client.
@@ -280,8 +286,8 @@ absl::StatusOr<Acquired> ZkBackend::WaitTurn(
     if (pred.rc == ZNONODE) continue;
     if (pred.rc != ZOK) {
       if (IsConnectionError(pred.rc) &&
-          Reconnected(std::min(call.deadline,
-                               absl::Now() + session_->call_timeout()))) {
+          Reconnected(
+              std::min(call.deadline, Now() + session_->call_timeout()))) {
         continue;
       }
       return fail(session_->ErrorStatus(
@@ -296,19 +302,19 @@ absl::StatusOr<Acquired> ZkBackend::WaitTurn(
       // own write stamps its time, and the versioned delete fails if the
       // predecessor renewed meanwhile (C2, C3).
       const int rc = Touch(own, data);
-      next_refresh = absl::Now() + lease / 3;
+      next_refresh = Now() + lease / 3;
       if (rc == ZOK && pred_end <= own.stat.mtime) {
         session_->Delete(predecessor, pred.stat.version).Wait(CallDeadline());
         continue;
       }
       if (rc == ZNONODE || rc == ZBADVERSION) continue;
     }
-    const absl::Time now = absl::Now();
+    const MonoTime now = Now();
     if (now >= call.deadline) {
       return fail(absl::DeadlineExceededError(
           absl::StrCat("lock '", call.name, "' is held by another owner")));
     }
-    absl::Time wake =
+    MonoTime wake =
         std::min({call.deadline, now + settings_.fallback_poll, next_refresh});
     if (pred_end != INT64_MAX) {
       const int64_t left = pred_end - session_->EstimatedServerNowMs();
@@ -317,11 +323,11 @@ absl::StatusOr<Acquired> ZkBackend::WaitTurn(
     }
     waiter.Wait(wake, call.cancel);
     waited = true;
-    if (absl::Now() >= next_refresh) {
+    if (Now() >= next_refresh) {
       // Waiting nodes carry a lease too, so that a waiter that stopped (but
       // whose session lives) cannot block the queue forever.
       const int rc = Touch(own, data);
-      next_refresh = absl::Now() + lease / 3;
+      next_refresh = Now() + lease / 3;
       if (rc != ZOK && rc != ZNONODE && rc != ZBADVERSION &&
           !IsConnectionError(rc)) {
         return fail(session_->ErrorStatus(

@@ -45,7 +45,8 @@ absl::StatusOr<std::unique_ptr<Backend>> ZkBackend::Create(
 ZkBackend::ZkBackend(BackendSettings settings)
     : settings_(std::move(settings)),
       base_(
-          absl::StrCat(settings_.chroot, "/dlock/", settings_.lock_namespace)) {
+          absl::StrCat(settings_.chroot, "/dlock/", settings_.lock_namespace)),
+      hub_(*settings_.clock) {
   std::string path;
   for (absl::string_view part :
        absl::StrSplit(settings_.chroot, '/', absl::SkipEmpty())) {
@@ -69,11 +70,11 @@ std::string ZkBackend::ParentOf(absl::string_view name) const {
   return absl::StrCat(base_, "/", EncodeName(name));
 }
 
-absl::Time ZkBackend::CallDeadline() const {
-  return absl::Now() + session_->call_timeout();
+MonoTime ZkBackend::CallDeadline() const {
+  return Now() + session_->call_timeout();
 }
 
-bool ZkBackend::Reconnected(absl::Time until) {
+bool ZkBackend::Reconnected(MonoTime until) {
   return session_->WaitConnected(until);
 }
 
@@ -83,7 +84,7 @@ bool ZkBackend::IsConnectionError(int rc) {
 }
 
 absl::Status ZkBackend::EnsureParents(const std::string& parent,
-                                      absl::Time deadline) {
+                                      MonoTime deadline) {
   // The lock-name node and the namespace node are containers: ZooKeeper
   // deletes them once their last child is gone, so names never accumulate.
   auto create = [&](const std::string& path, int mode, bool open_acl) {
@@ -169,7 +170,7 @@ absl::StatusOr<std::optional<ZkBackend::LocalHold>> ZkBackend::HoldOf(
                 .czxid = static_cast<uint64_t>(h.stat.czxid),
                 .mtime = h.stat.mtime,
                 .generation = 0,
-                .confirmed = absl::Now() - absl::Milliseconds(age_ms)});
+                .confirmed = Now() - absl::Milliseconds(age_ms)});
 }
 
 bool ZkBackend::Reload(LocalHold& hold, absl::string_view owner) {
@@ -215,10 +216,10 @@ absl::Status ZkBackend::Write(absl::string_view name, absl::string_view owner,
                                  absl::StrCat(what, " of lock '", name, "'"));
   }
   const std::string payload = Serialize(next);
-  Reply r =
-      session_->Set(hold.path, payload, hold.version).Wait(CallDeadline());
+  Call set = session_->Set(hold.path, payload, hold.version);
+  Reply r = set.Wait(CallDeadline());
   if (IsConnectionError(r.rc) &&
-      Reconnected(absl::Now() +
+      Reconnected(Now() +
                   std::min(session_->call_timeout(), absl::Seconds(3)))) {
     // Sent, reply lost: it happened iff the node holds exactly our write.
     Reply check = session_->Get(hold.path, false).Wait(CallDeadline());
@@ -232,8 +233,8 @@ absl::Status ZkBackend::Write(absl::string_view name, absl::string_view owner,
       hold.data = next;
       hold.version = r.stat.version;
       hold.mtime = r.stat.mtime;
-      hold.confirmed = absl::Now();
-      session_->NoteServerTime(r.stat.mtime, hold.confirmed);
+      hold.confirmed = set.sent();
+      session_->NoteServerTime(r.stat.mtime, Now());
       absl::MutexLock lock(&mu_);
       auto it = holds_.find(HoldKey(name, owner));
       if (it != holds_.end() && it->second.path == hold.path) it->second = hold;
@@ -259,7 +260,7 @@ absl::StatusOr<int64_t> ZkBackend::Release(absl::string_view name,
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwner(name);
   LocalHold hold = **found;
-  if (absl::Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
+  if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
     Forget(name, owner, hold.path);
     if (hold.generation != 0) QueueDelete(PendingDelete{.path = hold.path});
     return LeaseRanOut(name, "release");
@@ -302,7 +303,7 @@ absl::StatusOr<int64_t> ZkBackend::Release(absl::string_view name,
     // connection is back; failing that, a background task retries until the
     // delete is confirmed. Until then the node keeps everyone else out.
     delete_sent = true;
-    if (!Reconnected(absl::Now() +
+    if (!Reconnected(Now() +
                      std::min(session_->call_timeout(), absl::Seconds(3)))) {
       Forget(name, owner, hold.path);
       QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
@@ -321,7 +322,7 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwner(call.name);
   LocalHold hold = **found;
-  if (absl::Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
+  if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
     Forget(call.name, call.owner, hold.path);
     if (hold.generation != 0) QueueDelete(PendingDelete{.path = hold.path});
     return LeaseRanOut(call.name, "renewal");
@@ -350,7 +351,7 @@ std::vector<absl::Status> ZkBackend::RenewMany(
   std::vector<absl::Status> results(calls.size());
   std::vector<InFlight> in_flight;
   std::vector<size_t> one_by_one;
-  const absl::Time now = absl::Now();
+  const MonoTime now = Now();
   for (size_t i = 0; i < calls.size(); ++i) {
     std::optional<LocalHold> hold;
     {
@@ -372,7 +373,7 @@ std::vector<absl::Status> ZkBackend::RenewMany(
     Call call = session_->Set(hold->path, Serialize(next), hold->version);
     in_flight.push_back(InFlight{i, *std::move(hold), next, std::move(call)});
   }
-  const absl::Time deadline = CallDeadline();
+  const MonoTime deadline = CallDeadline();
   for (InFlight& f : in_flight) {
     Reply r = f.call.Wait(deadline);
     const RenewCall& c = calls[f.index];
@@ -380,8 +381,8 @@ std::vector<absl::Status> ZkBackend::RenewMany(
       f.hold.data = f.next;
       f.hold.version = r.stat.version;
       f.hold.mtime = r.stat.mtime;
-      f.hold.confirmed = absl::Now();
-      session_->NoteServerTime(r.stat.mtime, f.hold.confirmed);
+      f.hold.confirmed = f.call.sent();
+      session_->NoteServerTime(r.stat.mtime, Now());
       absl::MutexLock lock(&mu_);
       auto it = holds_.find(HoldKey(c.name, c.owner));
       if (it != holds_.end() && it->second.path == f.hold.path) {
@@ -482,8 +483,8 @@ void ZkBackend::RetryPending() {
   std::vector<PendingDelete> keep;
   // Short, so that the session thread soon gets back to its watch on the
   // connection.
-  const absl::Time deadline =
-      absl::Now() + std::min(session_->call_timeout(), absl::Seconds(2));
+  const MonoTime deadline =
+      Now() + std::min(session_->call_timeout(), absl::Seconds(2));
   for (PendingDelete& p : work) {
     if (p.prefix.empty()) {
       const int rc = session_->Delete(p.path, p.version).Wait(deadline).rc;

@@ -30,6 +30,7 @@ struct BackendSettings {
   std::string client_id;
   absl::Duration fallback_poll;
   BackendListener* listener;
+  const Clock* clock;
 };
 
 class ZkBackend : public Backend {
@@ -38,7 +39,7 @@ class ZkBackend : public Backend {
       BackendSettings settings);
   ~ZkBackend() override;
 
-  absl::StatusOr<Acquired> Acquire(const AcquireCall& call) override;
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override;
   absl::StatusOr<int64_t> Release(absl::string_view name,
                                   absl::string_view owner,
                                   int64_t holds) override;
@@ -63,7 +64,9 @@ class ZkBackend : public Backend {
     uint64_t czxid = 0;
     int64_t mtime = 0;        // of the last write, on ZooKeeper's clock
     uint64_t generation = 0;  // our session that owns the node; 0: another's
-    absl::Time confirmed;     // when the reply to the last write arrived
+    // When the last write that ZooKeeper confirmed was sent: its lease began
+    // no earlier (C19).
+    MonoTime confirmed;
   };
 
   // A node to delete once the connection allows: a release or an abandoned
@@ -82,6 +85,7 @@ class ZkBackend : public Backend {
     std::string name;  // the last component
     Stat stat{};
     uint64_t generation = 0;
+    MonoTime written;  // when the create or last touch was sent
   };
 
   // The holder node as read from ZooKeeper.
@@ -94,27 +98,28 @@ class ZkBackend : public Backend {
   explicit ZkBackend(BackendSettings settings);
 
   std::string ParentOf(absl::string_view name) const;
-  absl::Time CallDeadline() const;
+  MonoTime Now() const { return session_->clock().Now(); }
+  MonoTime CallDeadline() const;
   // Waits for the connection to return, at most until `until`.
-  bool Reconnected(absl::Time until);
-  bool Connected() { return session_->WaitConnected(absl::InfinitePast()); }
+  bool Reconnected(MonoTime until);
+  bool Connected() { return session_->WaitConnected(MonoTime::InfinitePast()); }
   static bool IsConnectionError(int rc);
-  absl::Status EnsureParents(const std::string& parent, absl::Time deadline);
+  absl::Status EnsureParents(const std::string& parent, MonoTime deadline);
 
   // zk_acquire.cc
-  std::optional<absl::StatusOr<Acquired>> ReenterKnown(const AcquireCall& call);
+  std::optional<absl::StatusOr<Grant>> ReenterKnown(const AcquireCall& call);
   absl::Status CreateOwnNode(const AcquireCall& call, const std::string& parent,
                              const NodeData& data, OwnNode& own,
                              std::optional<std::vector<std::string>>& children);
   // One more hold (C5): the kept lease grows to what is asked; the lease
   // becomes the larger of what remains and what is asked.
   NodeData Reentered(const LocalHold& hold, absl::Duration lease) const;
-  absl::StatusOr<Acquired> WaitTurn(
+  absl::StatusOr<Grant> WaitTurn(
       const AcquireCall& call, const std::string& parent, const NodeData& data,
       OwnNode& own, std::optional<std::vector<std::string>> children);
   // Writes our node again: refreshes its lease and reads ZooKeeper's clock.
   int Touch(OwnNode& own, const NodeData& data);
-  std::optional<absl::StatusOr<Acquired>> MaybeReenterHolder(
+  std::optional<absl::StatusOr<Grant>> MaybeReenterHolder(
       const AcquireCall& call, const std::string& holder_path, OwnNode& own);
   void Abandon(const OwnNode& own);
   void Record(absl::string_view name, absl::string_view owner, LocalHold hold);

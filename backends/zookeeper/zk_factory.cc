@@ -110,7 +110,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
       .lock_namespace = config.lock_namespace,
       .client_id = config.client_id,
       .fallback_poll = config.options.fallback_poll,
-      .listener = config.listener});
+      .listener = config.listener,
+      .clock = &config.clock});
 }
 
 const bool kRegistered = RegisterBackend("zk", &MakeZooKeeperBackend);

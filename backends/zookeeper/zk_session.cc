@@ -10,9 +10,11 @@
 namespace dlock::zk {
 
 struct Call::Slot {
-  absl::Mutex mu;
-  bool done ABSL_GUARDED_BY(mu) = false;
-  Reply reply ABSL_GUARDED_BY(mu);
+  std::mutex mu;
+  std::condition_variable done_cv;
+  bool done = false;  // guarded by mu
+  Reply reply;        // guarded by mu
+  MonoTime sent;      // set before the call is submitted
 };
 
 namespace {
@@ -25,11 +27,12 @@ template <typename Fill>
 void Complete(const void* data, int rc, Fill fill) {
   auto* holder = static_cast<SlotPtr*>(const_cast<void*>(data));
   {
-    absl::MutexLock lock(&(*holder)->mu);
+    std::lock_guard<std::mutex> lock((*holder)->mu);
     (*holder)->reply.rc = rc;
     if (rc == ZOK) fill((*holder)->reply);
     (*holder)->done = true;
   }
+  (*holder)->done_cv.notify_all();
   delete holder;
 }
 
@@ -88,9 +91,15 @@ struct HandleContext {
 
 }  // namespace
 
-Reply Call::Wait(absl::Time deadline) const {
-  absl::MutexLock lock(&slot_->mu);
-  slot_->mu.AwaitWithDeadline(absl::Condition(&slot_->done), deadline);
+MonoTime Call::sent() const {
+  std::lock_guard<std::mutex> lock(slot_->mu);
+  return slot_->sent;
+}
+
+Reply Call::Wait(MonoTime deadline) const {
+  std::unique_lock<std::mutex> lock(slot_->mu);
+  clock_->WaitUntil(slot_->done_cv, lock, deadline,
+                    [this] { return slot_->done; });
   if (!slot_->done) {
     Reply timed_out;
     timed_out.rc = ZOPERATIONTIMEOUT;
@@ -103,7 +112,12 @@ Reply Call::Wait(absl::Time deadline) const {
 Session::Session(Options options, WakeupHub* hub)
     : options_(std::move(options)),
       hub_(hub),
-      negotiated_(options_.session_timeout) {
+      negotiated_(options_.session_timeout),
+      // Until a write of ours tells ZooKeeper's time, assume our date.
+      clock_offset_ms_(absl::ToUnixMillis(absl::Now()) -
+                       absl::ToInt64Milliseconds(
+                           hub->clock().Now().since_origin())),
+      changed_(hub->clock()) {
   acl_entries_[0] = ACL{ZOO_PERM_ALL, ZOO_AUTH_IDS};
   acl_entries_[1] = ACL{ZOO_PERM_READ, ZOO_ANYONE_ID_UNSAFE};
   acl_ = ACL_vector{2, acl_entries_};
@@ -122,7 +136,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(Options options,
     }
   }
   const absl::Duration wait = session->options_.connect_timeout;
-  if (!session->WaitConnected(absl::Now() + wait)) {
+  if (!session->WaitConnected(session->clock().Now() + wait)) {
     return absl::UnavailableError(
         absl::StrCat("no ZooKeeper server of ", session->endpoint(),
                      " accepted a session within ", absl::FormatDuration(wait),
@@ -135,8 +149,8 @@ void Session::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    changed_.SignalAll();
   }
+  changed_.Signal();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -198,7 +212,7 @@ void Session::Watcher(zhandle_t* zh, int type, int state, const char* path,
       reconnected = self->was_connected_;
       self->connected_ = true;
       self->was_connected_ = true;
-      self->disconnected_at_ = absl::InfiniteFuture();
+      self->disconnected_at_ = MonoTime::InfiniteFuture();
       self->lost_reported_ = false;
       self->negotiated_ = absl::Milliseconds(zoo_recv_timeout(zh));
     } else if (state == ZOO_EXPIRED_SESSION_STATE ||
@@ -207,21 +221,20 @@ void Session::Watcher(zhandle_t* zh, int type, int state, const char* path,
       self->expired_ = true;
     } else if (self->connected_) {
       self->connected_ = false;
-      self->disconnected_at_ = absl::Now();
+      self->disconnected_at_ = self->clock().Now();
     }
-    self->changed_.SignalAll();
+    self->changed_.Signal();
   }
   // Watches are re-armed by the C client, but a release may have happened
   // while we were away: every waiter looks again.
   if (reconnected) self->hub_->NotifyAll();
 }
 
-bool Session::WaitConnected(absl::Time until) {
+bool Session::WaitConnected(MonoTime until) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return connected_ || stopping_;
-  };
-  mu_.AwaitWithDeadline(absl::Condition(&ready), until);
+  while (!connected_ && !stopping_ && clock().Now() < until) {
+    changed_.WaitUntil(&mu_, until);
+  }
   return connected_;
 }
 
@@ -231,22 +244,25 @@ uint64_t Session::generation() const {
 }
 
 int64_t Session::EstimatedServerNowMs() const {
+  const int64_t local_ms =
+      absl::ToInt64Milliseconds(clock().Now().since_origin());
   absl::MutexLock lock(&mu_);
-  return absl::ToUnixMillis(absl::Now()) + clock_offset_ms_;
+  return local_ms + clock_offset_ms_;
 }
 
-void Session::NoteServerTime(int64_t server_ms, absl::Time local_reply) {
+void Session::NoteServerTime(int64_t server_ms, MonoTime local_reply) {
   absl::MutexLock lock(&mu_);
-  clock_offset_ms_ = server_ms - absl::ToUnixMillis(local_reply);
+  clock_offset_ms_ =
+      server_ms - absl::ToInt64Milliseconds(local_reply.since_origin());
 }
 
 void Session::Loop() {
   constexpr absl::Duration kTick = absl::Milliseconds(50);
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    changed_.WaitWithTimeout(&mu_, kTick);
+    changed_.WaitUntil(&mu_, clock().Now() + kTick);
     if (stopping_) break;
-    const absl::Time now = absl::Now();
+    const MonoTime now = clock().Now();
     if (expired_) {
       const uint64_t old_generation = generation_;
       mu_.Unlock();
@@ -265,7 +281,7 @@ void Session::Loop() {
           connected_ = false;
           was_connected_ = false;
           lost_reported_ = false;
-          disconnected_at_ = absl::InfiniteFuture();
+          disconnected_at_ = MonoTime::InfiniteFuture();
         }
         handle_ = NewHandle();
       }
@@ -278,7 +294,7 @@ void Session::Loop() {
       continue;
     }
     if (!connected_ && !lost_reported_ &&
-        disconnected_at_ != absl::InfiniteFuture()) {
+        !disconnected_at_.is_infinite_future()) {
       // The C client notices silence after 2/3 of the session timeout, and
       // the ensemble may expire the session a full timeout after it last
       // heard from us: holds are safe only for about a third of the timeout
@@ -308,12 +324,13 @@ void Session::Loop() {
 
 Call Session::Submit(const std::function<int(zhandle_t*, void*)>& submit) {
   auto slot = std::make_shared<Call::Slot>();
+  slot->sent = clock().Now();
   absl::ReaderMutexLock handle_lock(&handle_mu_);
   bool connected;
   {
     absl::MutexLock lock(&mu_);
     connected = connected_ && handle_ != nullptr;
-    absl::MutexLock slot_lock(&slot->mu);
+    std::lock_guard<std::mutex> slot_lock(slot->mu);
     slot->reply.generation = generation_;
   }
   int rc = ZCONNECTIONLOSS;
@@ -323,11 +340,11 @@ Call Session::Submit(const std::function<int(zhandle_t*, void*)>& submit) {
     if (rc != ZOK) delete holder;
   }
   if (rc != ZOK) {
-    absl::MutexLock slot_lock(&slot->mu);
+    std::lock_guard<std::mutex> slot_lock(slot->mu);
     slot->reply.rc = rc;
     slot->done = true;
   }
-  return Call(slot);
+  return Call(slot, clock());
 }
 
 Call Session::Create(const std::string& path, absl::string_view data, int mode,

@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "dlock/clock.h"
 #include "dlock/wakeup.h"
 
 namespace dlock::zk {
@@ -40,11 +41,16 @@ struct Reply {
 class Call {
  public:
   struct Slot;
-  explicit Call(std::shared_ptr<Slot> slot) : slot_(std::move(slot)) {}
-  Reply Wait(absl::Time deadline) const;
+  Call(std::shared_ptr<Slot> slot, const Clock& clock)
+      : slot_(std::move(slot)), clock_(&clock) {}
+  Reply Wait(MonoTime deadline) const;
+  // When the call was handed to the client library: the server acted on it
+  // no earlier.
+  MonoTime sent() const;
 
  private:
   std::shared_ptr<Slot> slot_;
+  const Clock* clock_;
 };
 
 class Session {
@@ -69,6 +75,7 @@ class Session {
   // naming the endpoint, when no server answers.
   static absl::StatusOr<std::unique_ptr<Session>> Open(Options options,
                                                        WakeupHub* hub);
+  const Clock& clock() const { return hub_->clock(); }
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -93,7 +100,7 @@ class Session {
   Call Children(const std::string& path);
 
   // Blocks until the session is connected or `until` passes.
-  bool WaitConnected(absl::Time until);
+  bool WaitConnected(MonoTime until);
   uint64_t generation() const;
   // How long to wait for a reply before giving up on a call.
   absl::Duration call_timeout() const { return options_.session_timeout; }
@@ -104,7 +111,7 @@ class Session {
   // the Unix epoch). Only for hints and introspection; lease decisions
   // compare two ZooKeeper timestamps.
   int64_t EstimatedServerNowMs() const;
-  void NoteServerTime(int64_t server_ms, absl::Time local_reply);
+  void NoteServerTime(int64_t server_ms, MonoTime local_reply);
 
   // The status for a failed call, naming the endpoint and what was done.
   absl::Status ErrorStatus(int rc, absl::string_view what) const;
@@ -134,11 +141,12 @@ class Session {
   bool expired_ ABSL_GUARDED_BY(mu_) = false;
   bool was_connected_ ABSL_GUARDED_BY(mu_) = false;
   bool lost_reported_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Time disconnected_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  MonoTime disconnected_at_ ABSL_GUARDED_BY(mu_) = MonoTime::InfiniteFuture();
   absl::Duration negotiated_ ABSL_GUARDED_BY(mu_);
+  // ZooKeeper's clock (ms since the epoch) less our monotonic clock (ms).
   int64_t clock_offset_ms_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  absl::CondVar changed_;
+  ClockCondVar changed_;
   std::thread thread_;
 };
 

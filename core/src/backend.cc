@@ -10,6 +10,10 @@ std::vector<absl::Status> Backend::RenewMany(
   return results;
 }
 
+MonoTime Backend::HeldUntil(absl::string_view, absl::string_view) {
+  return MonoTime::InfiniteFuture();
+}
+
 absl::StatusOr<std::vector<LockInfo>> Backend::List(absl::string_view) {
   return absl::UnimplementedError("this backend cannot list its locks");
 }

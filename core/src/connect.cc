@@ -171,9 +171,18 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
                             .lock_namespace = lock_namespace,
                             .client_id = client_id,
                             .endpoint = core->endpoint(),
-                            .listener = core.get()});
+                            .listener = core.get(),
+                            .clock = core->clock()});
   if (!backend.ok()) return backend.status();
-  core->Start(*std::move(backend));
+  std::unique_ptr<Backend> used = *std::move(backend);
+  if (options.backend_decorator) {
+    used = options.backend_decorator(std::move(used));
+    if (used == nullptr) {
+      return absl::InvalidArgumentError(
+          "ClientOptions::backend_decorator returned no backend");
+    }
+  }
+  core->Start(std::move(used));
   return std::make_unique<Client>(std::move(core));
 }
 

@@ -1,8 +1,11 @@
 #include "identity.h"
 
+#include <pthread.h>
+#include <sys/random.h>
+
 #include <atomic>
 #include <cstdint>
-#include <random>
+#include <mutex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -98,21 +101,58 @@ absl::Status ValidateClientId(absl::string_view id) {
   return absl::OkStatus();
 }
 
-std::string RandomClientId() {
-  std::random_device rd;  // /dev/urandom on Linux
-  std::string bytes(16, '\0');
-  for (size_t i = 0; i < bytes.size(); i += 4) {
-    uint32_t r = rd();
-    for (size_t k = 0; k < 4; ++k)
-      bytes[i + k] = static_cast<char>(r >> (8 * k));
+namespace {
+
+// Fills `out` from the kernel's random pool; async-signal-safe, so that a
+// forked child may call it before it execs or goes on.
+void FillRandom(void* out, size_t size) {
+  auto* p = static_cast<char*>(out);
+  while (size > 0) {
+    const ssize_t n = getrandom(p, size, 0);
+    if (n <= 0) continue;  // EINTR; the pool is initialized after boot
+    p += n;
+    size -= static_cast<size_t>(n);
   }
+}
+
+std::atomic<uint64_t> process_nonce{0};
+
+void DrawProcessNonce() {
+  uint64_t nonce = 0;
+  FillRandom(&nonce, sizeof(nonce));
+  process_nonce.store(nonce);
+}
+
+uint64_t ProcessNonce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    DrawProcessNonce();
+    // A forked child must not act as its parent's owners (C6).
+    pthread_atfork(nullptr, nullptr, &DrawProcessNonce);
+  });
+  return process_nonce.load();
+}
+
+}  // namespace
+
+uint64_t RandomBits() {
+  uint64_t bits = 0;
+  FillRandom(&bits, sizeof(bits));
+  return bits;
+}
+
+std::string RandomClientId() {
+  std::string bytes(16, '\0');
+  FillRandom(bytes.data(), bytes.size());
   return absl::BytesToHexString(bytes);
 }
 
-std::string ThreadOwner(absl::string_view client_id) {
+std::string ThreadOwner(absl::string_view client_id, uint64_t instance) {
   static std::atomic<uint64_t> next_thread{1};
   thread_local const uint64_t thread_number = next_thread.fetch_add(1);
-  return absl::StrCat("c:", client_id, ":", thread_number);
+  return absl::StrCat("c:", client_id, ":",
+                      absl::Hex(instance ^ ProcessNonce(), absl::kZeroPad16),
+                      ":", thread_number);
 }
 
 std::string TokenOwner(absl::string_view token) {

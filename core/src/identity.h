@@ -3,6 +3,7 @@
 #ifndef DLOCK_CORE_SRC_IDENTITY_H_
 #define DLOCK_CORE_SRC_IDENTITY_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -23,10 +24,16 @@ absl::Status ValidateOwnerToken(absl::string_view token);
 absl::Status ValidateClientId(absl::string_view id);
 
 std::string RandomClientId();
+// 64 random bits (getrandom(2)).
+uint64_t RandomBits();
 
-// "c:<client id>:<n>" where n numbers the calling thread within the process;
-// a thread keeps its number for life.
-std::string ThreadOwner(absl::string_view client_id);
+// "c:<client id>:<instance>:<n>" where n numbers the calling thread within
+// the process (a thread keeps its number for life) and <instance> mixes the
+// client object's random `instance` with a random number of this process
+// that a forked child draws anew. So two clients given the same client id,
+// in one process or two, and a parent and its child after fork(), never act
+// as the same owner.
+std::string ThreadOwner(absl::string_view client_id, uint64_t instance);
 // "t:<token>" for an explicit owner token, so it never equals a thread owner.
 std::string TokenOwner(absl::string_view token);
 

@@ -11,19 +11,19 @@ void WakeupHub::Notify(absl::string_view name) {
   auto it = slots_.find(name);
   if (it == slots_.end()) return;
   ++it->second.generation;
-  it->second.changed.SignalAll();
+  it->second.changed.Signal();
 }
 
 void WakeupHub::NotifyAll() {
   absl::MutexLock lock(&mu_);
   ++global_generation_;
-  for (auto& [name, slot] : slots_) slot.changed.SignalAll();
+  for (auto& [name, slot] : slots_) slot.changed.Signal();
 }
 
 WakeupHub::Waiter::Waiter(WakeupHub& hub, absl::string_view name)
     : hub_(hub), name_(name) {
   absl::MutexLock lock(&hub_.mu_);
-  slot_ = &hub_.slots_[name_];
+  slot_ = &hub_.slots_.try_emplace(name_, hub_.clock_).first->second;
   ++slot_->waiters;
   seen_generation_ = slot_->generation;
   seen_global_ = hub_.global_generation_;
@@ -34,12 +34,12 @@ WakeupHub::Waiter::~Waiter() {
   if (--slot_->waiters == 0) hub_.slots_.erase(name_);
 }
 
-bool WakeupHub::Waiter::Wait(absl::Time until, const CancelToken& cancel) {
+bool WakeupHub::Waiter::Wait(MonoTime until, const CancelToken& cancel) {
   // Cancellation signals the slot's condition variable under the hub's lock,
   // so the check below cannot miss it.
   ScopedCancelCallback on_cancel(cancel, [this] {
     absl::MutexLock lock(&hub_.mu_);
-    slot_->changed.SignalAll();
+    slot_->changed.Signal();
   });
   absl::MutexLock lock(&hub_.mu_);
   while (true) {
@@ -49,32 +49,31 @@ bool WakeupHub::Waiter::Wait(absl::Time until, const CancelToken& cancel) {
       seen_global_ = hub_.global_generation_;
       return true;
     }
-    if (cancel.IsCancelled()) return false;
-    if (slot_->changed.WaitWithDeadline(&hub_.mu_, until)) {
-      // Timed out; one last look in case a notification raced the timeout.
-      if (slot_->generation != seen_generation_ ||
-          hub_.global_generation_ != seen_global_) {
-        continue;
-      }
-      return false;
-    }
+    if (cancel.IsCancelled() || hub_.clock_.Now() >= until) return false;
+    slot_->changed.WaitUntil(&hub_.mu_, until);
   }
 }
 
-absl::StatusOr<Acquired> AcquireWithWakeups(
+absl::StatusOr<Grant> AcquireWithWakeups(
     const AcquireCall& call, WakeupHub& hub, absl::Duration fallback_poll,
     absl::FunctionRef<absl::StatusOr<Attempt>()> attempt) {
-  const absl::Time started = absl::Now();
+  const Clock& clock = hub.clock();
+  const MonoTime started = clock.Now();
   WakeupHub::Waiter waiter(hub, call.name);
   while (true) {
     if (call.cancel.IsCancelled()) {
       return absl::CancelledError(
           absl::StrCat("wait for lock '", call.name, "' was cancelled"));
     }
+    const MonoTime sent = clock.Now();
     absl::StatusOr<Attempt> result = attempt();
     if (!result.ok()) return result.status();
-    if (result->acquired.has_value()) return *result->acquired;
-    const absl::Time now = absl::Now();
+    if (result->acquired.has_value()) {
+      return Grant{.fencing_token = result->acquired->fencing_token,
+                   .hold_count = result->acquired->hold_count,
+                   .sent = sent};
+    }
+    const MonoTime now = clock.Now();
     if (now >= call.deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "lock '", call.name, "' is held by another owner (waited ",

@@ -4,6 +4,7 @@
 #include "dlock/wakeup.h"
 
 #include <atomic>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -16,126 +17,125 @@ namespace {
 constexpr absl::Duration kLong = absl::Seconds(10);
 constexpr absl::Duration kPrompt = absl::Seconds(1);
 
+MonoTime Now() { return Clock::Real().Now(); }
+
 TEST(WakeupHub, NotifyBeforeWaitIsNotLost) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   WakeupHub::Waiter waiter(hub, "a");
   hub.Notify("a");  // between the attempt and the wait
-  const absl::Time start = absl::Now();
-  EXPECT_TRUE(waiter.Wait(absl::Now() + kLong, CancelToken()));
-  EXPECT_LT(absl::Now() - start, kPrompt);
+  const MonoTime start = Now();
+  EXPECT_TRUE(waiter.Wait(Now() + kLong, CancelToken()));
+  EXPECT_LT(Now() - start, kPrompt);
 }
 
 TEST(WakeupHub, EachNotificationWakesOnce) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   WakeupHub::Waiter waiter(hub, "a");
   hub.Notify("a");
   hub.Notify("a");  // coalesced with the first: one wake-up
-  EXPECT_TRUE(waiter.Wait(absl::Now() + kLong, CancelToken()));
-  EXPECT_FALSE(
-      waiter.Wait(absl::Now() + absl::Milliseconds(50), CancelToken()));
+  EXPECT_TRUE(waiter.Wait(Now() + kLong, CancelToken()));
+  EXPECT_FALSE(waiter.Wait(Now() + absl::Milliseconds(50), CancelToken()));
 }
 
 TEST(WakeupHub, TimesOut) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   WakeupHub::Waiter waiter(hub, "a");
-  const absl::Time start = absl::Now();
+  const MonoTime start = Now();
   EXPECT_FALSE(waiter.Wait(start + absl::Milliseconds(100), CancelToken()));
-  const absl::Duration waited = absl::Now() - start;
+  const absl::Duration waited = Now() - start;
   EXPECT_GE(waited, absl::Milliseconds(95));
   EXPECT_LT(waited, kPrompt + absl::Milliseconds(100));
 }
 
 TEST(WakeupHub, OtherNamesDoNotWake) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   WakeupHub::Waiter waiter(hub, "a");
   hub.Notify("b");
   hub.Notify("ab");
-  EXPECT_FALSE(
-      waiter.Wait(absl::Now() + absl::Milliseconds(100), CancelToken()));
+  EXPECT_FALSE(waiter.Wait(Now() + absl::Milliseconds(100), CancelToken()));
 }
 
 TEST(WakeupHub, NotifyWithoutWaitersIsForgotten) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   hub.Notify("a");  // nobody registered: nothing to remember
   WakeupHub::Waiter waiter(hub, "a");
-  EXPECT_FALSE(
-      waiter.Wait(absl::Now() + absl::Milliseconds(50), CancelToken()));
+  EXPECT_FALSE(waiter.Wait(Now() + absl::Milliseconds(50), CancelToken()));
 }
 
 TEST(WakeupHub, NotifyWakesABlockedWaiterPromptly) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   WakeupHub::Waiter waiter(hub, "a");
-  absl::Time notified;
+  MonoTime notified;
   std::thread notifier([&] {
     absl::SleepFor(absl::Milliseconds(100));
-    notified = absl::Now();
+    notified = Now();
     hub.Notify("a");
   });
-  EXPECT_TRUE(waiter.Wait(absl::Now() + kLong, CancelToken()));
-  const absl::Time woke = absl::Now();
+  EXPECT_TRUE(waiter.Wait(Now() + kLong, CancelToken()));
+  const MonoTime woke = Now();
   notifier.join();
   EXPECT_LT(woke - notified, kPrompt);
 }
 
 TEST(WakeupHub, EveryWaiterOfANameWakes) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   WakeupHub::Waiter first(hub, "a");
   WakeupHub::Waiter second(hub, "a");
   hub.Notify("a");
-  EXPECT_TRUE(first.Wait(absl::Now() + kLong, CancelToken()));
-  EXPECT_TRUE(second.Wait(absl::Now() + kLong, CancelToken()));
+  EXPECT_TRUE(first.Wait(Now() + kLong, CancelToken()));
+  EXPECT_TRUE(second.Wait(Now() + kLong, CancelToken()));
 }
 
 TEST(WakeupHub, NotifyAllWakesEveryName) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   WakeupHub::Waiter a(hub, "a");
   WakeupHub::Waiter b(hub, "b");
   hub.NotifyAll();
-  EXPECT_TRUE(a.Wait(absl::Now() + kLong, CancelToken()));
-  EXPECT_TRUE(b.Wait(absl::Now() + kLong, CancelToken()));
+  EXPECT_TRUE(a.Wait(Now() + kLong, CancelToken()));
+  EXPECT_TRUE(b.Wait(Now() + kLong, CancelToken()));
   // A waiter registered after NotifyAll did not miss anything of its own.
   WakeupHub::Waiter late(hub, "c");
-  EXPECT_FALSE(late.Wait(absl::Now() + absl::Milliseconds(50), CancelToken()));
+  EXPECT_FALSE(late.Wait(Now() + absl::Milliseconds(50), CancelToken()));
 }
 
 TEST(WakeupHub, CancelWakesABlockedWaiter) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   WakeupHub::Waiter waiter(hub, "a");
   CancelToken cancel;
-  absl::Time cancelled;
+  MonoTime cancelled;
   std::thread canceller([&] {
     absl::SleepFor(absl::Milliseconds(100));
-    cancelled = absl::Now();
+    cancelled = Now();
     cancel.Cancel();
   });
-  EXPECT_FALSE(waiter.Wait(absl::InfiniteFuture(), cancel));
-  const absl::Time woke = absl::Now();
+  EXPECT_FALSE(waiter.Wait(MonoTime::InfiniteFuture(), cancel));
+  const MonoTime woke = Now();
   canceller.join();
   EXPECT_LT(woke - cancelled, kPrompt);
 }
 
 TEST(WakeupHub, AlreadyCancelledReturnsAtOnce) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   WakeupHub::Waiter waiter(hub, "a");
   CancelToken cancel;
   cancel.Cancel();
-  const absl::Time start = absl::Now();
-  EXPECT_FALSE(waiter.Wait(absl::InfiniteFuture(), cancel));
-  EXPECT_LT(absl::Now() - start, kPrompt);
+  const MonoTime start = Now();
+  EXPECT_FALSE(waiter.Wait(MonoTime::InfiniteFuture(), cancel));
+  EXPECT_LT(Now() - start, kPrompt);
 }
 
 TEST(WakeupHub, WaitersComeAndGo) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   for (int i = 0; i < 3; ++i) {
     WakeupHub::Waiter waiter(hub, "a");
     hub.Notify("a");
-    EXPECT_TRUE(waiter.Wait(absl::Now() + kLong, CancelToken()));
+    EXPECT_TRUE(waiter.Wait(Now() + kLong, CancelToken()));
   }
 }
 
 // --- AcquireWithWakeups ----------------------------------------------------
 
-AcquireCall CallUntil(absl::Time deadline, CancelToken cancel = {}) {
+AcquireCall CallUntil(MonoTime deadline, CancelToken cancel = {}) {
   return AcquireCall{.name = "lock",
                      .owner = "me",
                      .lease = absl::Seconds(30),
@@ -150,10 +150,10 @@ Attempt Held(absl::Duration lease_left = absl::InfiniteDuration()) {
 Attempt Granted() { return Attempt{.acquired = Acquired{7, 1}}; }
 
 TEST(AcquireWithWakeups, ReturnsTheFirstGrant) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   int attempts = 0;
-  absl::StatusOr<Acquired> acquired =
-      AcquireWithWakeups(CallUntil(absl::Now() + kLong), hub, kLong, [&] {
+  absl::StatusOr<Grant> acquired =
+      AcquireWithWakeups(CallUntil(Now() + kLong), hub, kLong, [&] {
         ++attempts;
         return absl::StatusOr<Attempt>(Granted());
       });
@@ -163,44 +163,44 @@ TEST(AcquireWithWakeups, ReturnsTheFirstGrant) {
 }
 
 TEST(AcquireWithWakeups, PastDeadlineMeansOneAttempt) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   int attempts = 0;
-  const absl::Time start = absl::Now();
-  absl::StatusOr<Acquired> acquired =
-      AcquireWithWakeups(CallUntil(absl::InfinitePast()), hub, kLong, [&] {
+  const MonoTime start = Now();
+  absl::StatusOr<Grant> acquired =
+      AcquireWithWakeups(CallUntil(MonoTime::InfinitePast()), hub, kLong, [&] {
         ++attempts;
         return absl::StatusOr<Attempt>(Held());
       });
   EXPECT_EQ(acquired.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(absl::StrContains(acquired.status().message(), "lock"));
   EXPECT_EQ(attempts, 1);
-  EXPECT_LT(absl::Now() - start, kPrompt);
+  EXPECT_LT(Now() - start, kPrompt);
 }
 
 TEST(AcquireWithWakeups, NotifyTriggersTheNextAttempt) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   std::atomic<int> attempts{0};
   std::thread releaser([&] {
     absl::SleepFor(absl::Milliseconds(100));
     hub.Notify("lock");
   });
-  const absl::Time start = absl::Now();
-  absl::StatusOr<Acquired> acquired =
-      AcquireWithWakeups(CallUntil(absl::Now() + kLong), hub, kLong, [&] {
+  const MonoTime start = Now();
+  absl::StatusOr<Grant> acquired =
+      AcquireWithWakeups(CallUntil(Now() + kLong), hub, kLong, [&] {
         return absl::StatusOr<Attempt>(++attempts == 1 ? Held() : Granted());
       });
   releaser.join();
   ASSERT_TRUE(acquired.ok()) << acquired.status();
   EXPECT_EQ(attempts.load(), 2);
-  EXPECT_LT(absl::Now() - start, kPrompt + absl::Milliseconds(100))
+  EXPECT_LT(Now() - start, kPrompt + absl::Milliseconds(100))
       << "waited for the fallback poll, not the notification";
 }
 
 TEST(AcquireWithWakeups, FallbackPollRetriesWithoutNotify) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   int attempts = 0;
-  absl::StatusOr<Acquired> acquired = AcquireWithWakeups(
-      CallUntil(absl::Now() + kLong), hub, absl::Milliseconds(20), [&] {
+  absl::StatusOr<Grant> acquired = AcquireWithWakeups(
+      CallUntil(Now() + kLong), hub, absl::Milliseconds(20), [&] {
         return absl::StatusOr<Attempt>(++attempts < 4 ? Held() : Granted());
       });
   ASSERT_TRUE(acquired.ok()) << acquired.status();
@@ -208,56 +208,104 @@ TEST(AcquireWithWakeups, FallbackPollRetriesWithoutNotify) {
 }
 
 TEST(AcquireWithWakeups, HolderLeaseEndShortensTheNap) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   int attempts = 0;
-  const absl::Time start = absl::Now();
-  absl::StatusOr<Acquired> acquired =
-      AcquireWithWakeups(CallUntil(absl::Now() + kLong), hub, kLong, [&] {
+  const MonoTime start = Now();
+  absl::StatusOr<Grant> acquired =
+      AcquireWithWakeups(CallUntil(Now() + kLong), hub, kLong, [&] {
         return absl::StatusOr<Attempt>(
             ++attempts == 1 ? Held(absl::Milliseconds(50)) : Granted());
       });
   ASSERT_TRUE(acquired.ok()) << acquired.status();
-  EXPECT_LT(absl::Now() - start, kPrompt);
+  EXPECT_LT(Now() - start, kPrompt);
 }
 
 TEST(AcquireWithWakeups, DeadlineExceededWhenNeverFree) {
-  WakeupHub hub;
-  const absl::Time start = absl::Now();
-  absl::StatusOr<Acquired> acquired =
+  WakeupHub hub(Clock::Real());
+  const MonoTime start = Now();
+  absl::StatusOr<Grant> acquired =
       AcquireWithWakeups(CallUntil(start + absl::Milliseconds(150)), hub, kLong,
                          [] { return absl::StatusOr<Attempt>(Held()); });
   EXPECT_EQ(acquired.status().code(), absl::StatusCode::kDeadlineExceeded);
-  const absl::Duration waited = absl::Now() - start;
+  const absl::Duration waited = Now() - start;
   EXPECT_GE(waited, absl::Milliseconds(145));
   EXPECT_LT(waited, kPrompt + absl::Milliseconds(150));
 }
 
 TEST(AcquireWithWakeups, CancelEndsTheWait) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   CancelToken cancel;
   std::thread canceller([&] {
     absl::SleepFor(absl::Milliseconds(100));
     cancel.Cancel();
   });
-  const absl::Time start = absl::Now();
-  absl::StatusOr<Acquired> acquired =
-      AcquireWithWakeups(CallUntil(absl::InfiniteFuture(), cancel), hub, kLong,
-                         [] { return absl::StatusOr<Attempt>(Held()); });
+  const MonoTime start = Now();
+  absl::StatusOr<Grant> acquired =
+      AcquireWithWakeups(CallUntil(MonoTime::InfiniteFuture(), cancel), hub,
+                         kLong, [] { return absl::StatusOr<Attempt>(Held()); });
   canceller.join();
   EXPECT_EQ(acquired.status().code(), absl::StatusCode::kCancelled);
-  EXPECT_LT(absl::Now() - start, kPrompt + absl::Milliseconds(100));
+  EXPECT_LT(Now() - start, kPrompt + absl::Milliseconds(100));
 }
 
 TEST(AcquireWithWakeups, AttemptErrorsReturnAsIs) {
-  WakeupHub hub;
+  WakeupHub hub(Clock::Real());
   int attempts = 0;
-  absl::StatusOr<Acquired> acquired =
-      AcquireWithWakeups(CallUntil(absl::Now() + kLong), hub, kLong, [&] {
+  absl::StatusOr<Grant> acquired =
+      AcquireWithWakeups(CallUntil(Now() + kLong), hub, kLong, [&] {
         ++attempts;
         return absl::StatusOr<Attempt>(absl::UnavailableError("down"));
       });
   EXPECT_EQ(acquired.status(), absl::UnavailableError("down"));
   EXPECT_EQ(attempts, 1);
+}
+
+// The lease a grant starts is counted from the attempt that won, however
+// long the wait before it (C19).
+TEST(AcquireWithWakeups, GrantCarriesTheSendTimeOfTheWinningAttempt) {
+  ManualClock clock;
+  WakeupHub hub(clock);
+  const MonoTime start = clock.Now();
+  int attempts = 0;
+  MonoTime last_sent;
+  absl::StatusOr<Grant> acquired = AcquireWithWakeups(
+      CallUntil(MonoTime::InfiniteFuture()), hub, kLong, [&] {
+        last_sent = clock.Now();
+        // Each reply takes 4 s; the holder releases during the first.
+        clock.Advance(absl::Seconds(4));
+        if (++attempts == 1) {
+          hub.Notify("lock");
+          return absl::StatusOr<Attempt>(Held());
+        }
+        return absl::StatusOr<Attempt>(Granted());
+      });
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  EXPECT_EQ(attempts, 2);
+  EXPECT_EQ(acquired->sent, last_sent);
+  EXPECT_EQ(acquired->sent, start + absl::Seconds(4));
+}
+
+// Waits count on the hub's clock: an injected clock that does not move keeps
+// a waiter waiting however much real time passes, and moving it ends the
+// wait at once.
+TEST(WakeupHub, WaitsFollowTheInjectedClock) {
+  ManualClock clock;
+  WakeupHub hub(clock);
+  WakeupHub::Waiter waiter(hub, "a");
+  std::atomic<bool> returned{false};
+  std::thread waiting([&] {
+    EXPECT_FALSE(waiter.Wait(clock.Now() + absl::Seconds(30), CancelToken()));
+    returned = true;
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(returned.load()) << "the wait ended on real time";
+  clock.Advance(absl::Seconds(29));
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(returned.load()) << "the wait ended before its deadline";
+  const MonoTime real_start = Now();
+  clock.Advance(absl::Seconds(1));
+  waiting.join();
+  EXPECT_LT(Now() - real_start, kPrompt);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "absl/types/span.h"
 #include "dlock/cancel.h"
 #include "dlock/client.h"
+#include "dlock/clock.h"
 #include "dlock/lock.h"
 #include "dlock/uri.h"
 
@@ -29,8 +30,21 @@ struct AcquireCall {
   absl::string_view name;
   absl::string_view owner;
   absl::Duration lease;
-  absl::Time deadline;  // past: a single attempt (C10)
+  // When to stop waiting, on the client's clock (BackendConfig::clock). At
+  // or before now: a single attempt (C10).
+  MonoTime deadline;
   CancelToken cancel;
+};
+
+// A successful acquisition as a backend reports it to the core.
+struct Grant {
+  uint64_t fencing_token = 0;  // same on re-entry (C8)
+  int64_t hold_count = 0;      // the backend's count after this acquisition
+  // When the request that the backend granted was sent (after a wait: the
+  // attempt that won, not the first one). The backend starts the lease no
+  // earlier, so the core, counting the lease from here, stops believing in
+  // the hold no later than the backend frees it (C19).
+  MonoTime sent;
 };
 
 struct RenewCall {
@@ -54,7 +68,7 @@ class Backend {
 
   // Acquires or re-enters atomically (C3, C5), waiting until call.deadline
   // (C9). The fencing token of a fresh hold exceeds every earlier one (C8).
-  virtual absl::StatusOr<Acquired> Acquire(const AcquireCall& call) = 0;
+  virtual absl::StatusOr<Grant> Acquire(const AcquireCall& call) = 0;
 
   // Takes `holds` holds of `owner` off `name` and returns how many are left;
   // the lock is freed and waiters are woken at zero. FailedPrecondition when
@@ -71,6 +85,14 @@ class Backend {
   // overrides this. Returns one status per call, in order.
   virtual std::vector<absl::Status> RenewMany(
       absl::Span<const RenewCall> calls);
+
+  // Beyond the lease, how long the backend's own liveness lets this client
+  // believe that `owner` holds `name`: a session that the server may end on
+  // its own (ZooKeeper, a PostgreSQL session) bounds every hold on it. The
+  // core believes a hold until the earlier of its lease deadline and this
+  // (C19), and wakes then to report it lost (C20). Called on every State():
+  // answer from memory, never with a round trip. Default: no bound.
+  virtual MonoTime HeldUntil(absl::string_view name, absl::string_view owner);
 
   virtual absl::StatusOr<LockInfo> Inspect(absl::string_view name) = 0;
   virtual absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix);
@@ -91,6 +113,7 @@ struct BackendConfig {
   std::string client_id;
   std::string endpoint;       // the redacted URI, for messages
   BackendListener* listener;  // outlives the backend
+  const Clock& clock;         // local time for every wait and deadline
 };
 
 using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(

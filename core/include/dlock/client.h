@@ -2,6 +2,7 @@
 #ifndef DLOCK_CLIENT_H_
 #define DLOCK_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,9 +11,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/clock.h"
 #include "dlock/lock.h"
 
 namespace dlock {
+
+class Backend;  // dlock/backend.h
 
 struct ClientOptions {
   // Locks in different namespaces never interact (C16). Letters, digits,
@@ -30,6 +34,15 @@ struct ClientOptions {
   std::string client_id;
   // Called for every lost hold of this client, after the hold's own callback.
   LockLostCallback on_lost;
+  // Local time for leases, renewals and waits. Null: Clock::Real(), the
+  // monotonic clock. Tests pass a ManualClock; clients that share a
+  // memory:// instance must share its clock too.
+  std::shared_ptr<Clock> clock;
+  // Wraps the backend the URI names before the client uses it: metrics,
+  // tracing, or a fault-injecting backend in tests (dlock/forwarding_backend.h
+  // is the base for such decorators). Null: none.
+  std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>
+      backend_decorator;
 };
 
 // Hands out locks by name. Safe to share between threads (C17). Service code

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dlock/backend.h"
+#include "dlock/clock.h"
 
 namespace dlock {
 
@@ -23,7 +24,8 @@ class WakeupHub {
  public:
   class Waiter;
 
-  WakeupHub() = default;
+  // Waits count on `clock`, which must outlive the hub.
+  explicit WakeupHub(const Clock& clock) : clock_(clock) {}
   WakeupHub(const WakeupHub&) = delete;
   WakeupHub& operator=(const WakeupHub&) = delete;
 
@@ -32,13 +34,17 @@ class WakeupHub {
   // Wakes every waiter: after a reconnect, when announcements may be lost.
   void NotifyAll();
 
+  const Clock& clock() const { return clock_; }
+
  private:
   friend class Waiter;
   struct Slot {
+    explicit Slot(const Clock& clock) : changed(clock) {}
     int waiters = 0;
     uint64_t generation = 0;  // bumped by Notify(name)
-    absl::CondVar changed;
+    ClockCondVar changed;
   };
+  const Clock& clock_;
   absl::Mutex mu_;
   absl::node_hash_map<std::string, Slot> slots_ ABSL_GUARDED_BY(mu_);
   uint64_t global_generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by NotifyAll
@@ -54,9 +60,9 @@ class WakeupHub::Waiter {
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
-  // Blocks until a notification newer than the last one seen, `until`, or
-  // cancellation. Returns true when notified.
-  bool Wait(absl::Time until, const CancelToken& cancel);
+  // Blocks until a notification newer than the last one seen, `until` (on
+  // the hub's clock), or cancellation. Returns true when notified.
+  bool Wait(MonoTime until, const CancelToken& cancel);
 
  private:
   WakeupHub& hub_;
@@ -74,9 +80,10 @@ struct Attempt {
 };
 
 // Attempts, then sleeps until a wake-up, the holder's lease end, the fallback
-// poll or the deadline, and attempts again. DeadlineExceeded or Cancelled
-// when the wait ends without the lock; an attempt's error is returned as is.
-absl::StatusOr<Acquired> AcquireWithWakeups(
+// poll or the deadline, and attempts again. Returns the grant with the send
+// time of the attempt that won. DeadlineExceeded or Cancelled when the wait
+// ends without the lock; an attempt's error is returned as is.
+absl::StatusOr<Grant> AcquireWithWakeups(
     const AcquireCall& call, WakeupHub& hub, absl::Duration fallback_poll,
     absl::FunctionRef<absl::StatusOr<Attempt>()> attempt);
 

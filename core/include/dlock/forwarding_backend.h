@@ -1,0 +1,60 @@
+// Copyright dlock authors. A backend that forwards every call to another one:
+// the base for decorators that observe or perturb a backend without knowing
+// which it is (metrics, tracing, and in tests a fault-injecting backend).
+// Override only what the decorator changes. ClientOptions::backend_decorator
+// puts one between a client's core and the backend its URI names.
+#ifndef DLOCK_FORWARDING_BACKEND_H_
+#define DLOCK_FORWARDING_BACKEND_H_
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "dlock/backend.h"
+
+namespace dlock {
+
+class ForwardingBackend : public Backend {
+ public:
+  explicit ForwardingBackend(std::unique_ptr<Backend> target)
+      : target_(std::move(target)) {}
+
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
+    return target_->Acquire(call);
+  }
+  absl::StatusOr<int64_t> Release(absl::string_view name,
+                                  absl::string_view owner,
+                                  int64_t holds) override {
+    return target_->Release(name, owner, holds);
+  }
+  absl::Status Renew(const RenewCall& call) override {
+    return target_->Renew(call);
+  }
+  std::vector<absl::Status> RenewMany(
+      absl::Span<const RenewCall> calls) override {
+    return target_->RenewMany(calls);
+  }
+  MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override {
+    return target_->HeldUntil(name, owner);
+  }
+  absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
+    return target_->Inspect(name);
+  }
+  absl::StatusOr<std::vector<LockInfo>> List(
+      absl::string_view prefix) override {
+    return target_->List(prefix);
+  }
+  absl::Status ForceUnlock(absl::string_view name) override {
+    return target_->ForceUnlock(name);
+  }
+  void Shutdown() override { target_->Shutdown(); }
+
+  Backend& target() const { return *target_; }
+
+ private:
+  const std::unique_ptr<Backend> target_;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_FORWARDING_BACKEND_H_

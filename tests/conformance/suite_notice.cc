@@ -1,0 +1,122 @@
+// Copyright dlock authors. Conformance: every loss is told exactly once,
+// whatever notices it first (C20), and owners stay apart when clients share
+// a configured client id (C6). Public API only, so the cases also run
+// against older builds of the library.
+#include <string>
+
+#include "absl/strings/match.h"
+#include "conformance_fixture.h"
+
+namespace dlock::testing {
+namespace {
+
+// Lets the client's threads deliver anything still due, then reports how
+// many notices arrived in all.
+size_t SettledEvents(const LostRecorder& lost) {
+  absl::SleepFor(kLetWaiterBlock);
+  return lost.Events().size();
+}
+
+TEST_P(Conformance, C20_ExplicitLeaseEndIsToldOnce) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("leased"));
+  LostRecorder lost;
+  AcquireOptions options = WithLease(absl::Milliseconds(400));
+  options.on_lost = lost.Callback();
+  ASSERT_OK_AND_ASSIGN(Acquired acquired, lock->Acquire(options));
+
+  // Told when the lease runs out, though nobody asked about the lock.
+  ASSERT_TRUE(lost.WaitForEvents(1, absl::Milliseconds(400) + kNoHang))
+      << "no notice when the explicit lease ran out";
+  EXPECT_EQ(lost.Events()[0].fencing_token, acquired.fencing_token);
+  EXPECT_EQ(lock->State(), LockState::kLost);
+  EXPECT_CODE(lock->FencingToken(), kFailedPrecondition);
+  EXPECT_CODE(lock->Release(), kFailedPrecondition);
+  EXPECT_EQ(SettledEvents(lost), 1u);
+}
+
+TEST_P(Conformance, C20_LossFoundByReleaseIsToldOnce) {
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("taken away"));
+  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("taken away"));
+  LostRecorder lost;
+  AcquireOptions options;  // renewed, with the default 30 s lease: the
+  options.on_lost = lost.Callback();  // watchdog will not look soon
+  ASSERT_OK(held->Acquire(options));
+  ASSERT_OK(forced->ForceUnlock());
+
+  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  // The release found the loss, so the notice has run by now.
+  ASSERT_EQ(lost.Events().size(), 1u) << "the release found a loss untold";
+  EXPECT_FALSE(lost.Events()[0].reason.ok());
+  EXPECT_EQ(held->State(), LockState::kNotHeld);
+  EXPECT_EQ(SettledEvents(lost), 1u);
+}
+
+TEST_P(Conformance, C20_LossToldOnceWhateverNoticesIt) {
+  ClientOptions client_options;
+  client_options.watchdog_lease = kShortWatchdogLease;
+  LostRecorder client_lost;
+  client_options.on_lost = client_lost.Callback();
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(client_options));
+  ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("noticed"));
+  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("noticed"));
+  LostRecorder outer, inner;
+  AcquireOptions options;
+  options.on_lost = outer.Callback();
+  ASSERT_OK(held->Acquire(options));
+  options.on_lost = inner.Callback();
+  ASSERT_OK(held->Acquire(options));  // a re-entry asks to be told too
+  ASSERT_OK(forced->ForceUnlock());
+
+  // The watchdog finds it; then a renewal and a release find it again.
+  ASSERT_TRUE(outer.WaitForEvents(1, kShortWatchdogLease + kNoHang));
+  EXPECT_CODE(held->Renew(), kFailedPrecondition);
+  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  EXPECT_EQ(SettledEvents(outer), 1u);
+  EXPECT_EQ(inner.Events().size(), 1u);
+  EXPECT_EQ(client_lost.Events().size(), 1u);
+}
+
+TEST_P(Conformance, C20_CloseTellsEveryHoldItEnds) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto renewed, client->GetLock("renewed"));
+  ASSERT_OK_AND_ASSIGN(auto leased, client->GetLock("leased"));
+  LostRecorder lost;
+  AcquireOptions options;
+  options.on_lost = lost.Callback();
+  ASSERT_OK(renewed->Acquire(options));
+  options.lease = kLongLease;
+  ASSERT_OK(leased->Acquire(options));
+  ASSERT_OK(client->Close());
+  // Both were still held, and Close() ended them: told once each.
+  ASSERT_EQ(lost.Events().size(), 2u);
+  EXPECT_NE(lost.Events()[0].name, lost.Events()[1].name);
+  EXPECT_EQ(SettledEvents(lost), 2u);
+}
+
+TEST_P(Conformance, C6_ClientsSharingAClientIdAreDistinctOwners) {
+  // A "stable id" from configuration, given to two clients (two services,
+  // or two processes started from one config).
+  ClientOptions shared_id;
+  shared_id.client_id = "0123456789abcdef0123456789abcdef";
+  ASSERT_OK_AND_ASSIGN(auto first, NewClient(shared_id));
+  ASSERT_OK_AND_ASSIGN(auto second, NewClient(shared_id));
+  EXPECT_NE(first->CurrentOwner(), second->CurrentOwner());
+  ASSERT_OK_AND_ASSIGN(auto by_first, first->GetLock("one owner"));
+  ASSERT_OK_AND_ASSIGN(auto by_second, second->GetLock("one owner"));
+  ASSERT_OK(by_first->Acquire(WithLease(kLongLease)));
+  // The same thread, through the other client: another owner.
+  EXPECT_CODE(by_second->TryAcquire(WithLease(kLongLease)), kDeadlineExceeded);
+  EXPECT_NE(by_second->State(), LockState::kHeld);
+  EXPECT_CODE(by_second->Release(), kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(LockInfo info, by_second->Inspect());
+  EXPECT_EQ(info.owner, first->CurrentOwner());
+  EXPECT_EQ(info.hold_count, 1);
+  EXPECT_OK(by_first->Release());
+}
+
+}  // namespace
+}  // namespace dlock::testing

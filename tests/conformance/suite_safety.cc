@@ -1,0 +1,221 @@
+// Copyright dlock authors. Conformance under faults: a client believes a hold
+// only while no other owner can be granted it (C19), and a release or an
+// acquisition whose reply is lost never leaves the lock held (C21). Faults
+// come from a FaultPlan decorator in front of the backend under test
+// (integration/fault_backend.h): a lost reply, a slow reply, a call that
+// hangs. Network-level faults on real servers are in tests/faults/.
+#include <atomic>
+#include <memory>
+
+#include "absl/cleanup/cleanup.h"
+#include "conformance_fixture.h"
+#include "fault_backend.h"
+
+namespace dlock::testing {
+namespace {
+
+using Op = FaultPlan;
+
+ClientOptions Faulty(const std::shared_ptr<FaultPlan>& faults,
+                     absl::Duration watchdog_lease = absl::Seconds(30)) {
+  ClientOptions options;
+  options.watchdog_lease = watchdog_lease;
+  options.backend_decorator = faults->Decorator();
+  return options;
+}
+
+bool FreeOnBackend(DistributedLock& lock) {
+  absl::StatusOr<LockInfo> info = lock.Inspect();
+  return info.ok() && !info->locked;
+}
+
+TEST_P(Conformance, C21_ReleaseThatFailsEndsRenewalAndIsRetried) {
+  auto faults = std::make_shared<FaultPlan>();
+  // Renewed every ~1.7 s; the backend would free it by itself after 5 s.
+  ASSERT_OK_AND_ASSIGN(auto holder,
+                       NewClient(Faulty(faults, absl::Seconds(5))));
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("released once"));
+  ASSERT_OK_AND_ASSIGN(auto seen, other->GetLock("released once"));
+  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire());
+
+  faults->Set(Op::kRelease, {.fail_before = true});
+  EXPECT_CODE(held->Release(), kUnavailable);
+  EXPECT_EQ(held->State(), LockState::kNotHeld);
+  const int renewals = faults->calls(Op::kRenew);
+  absl::SleepFor(absl::Seconds(2));  // past the next renewal's time
+  EXPECT_EQ(faults->calls(Op::kRenew), renewals)
+      << "a hold whose release failed is still renewed";
+
+  // The backend comes back: the client's retry frees the lock well before
+  // its lease would have.
+  faults->Clear(Op::kRelease);
+  EXPECT_TRUE(Eventually([&] { return FreeOnBackend(*seen); }, kPromptly))
+      << "the failed release was not retried";
+
+  // The owner's next acquisition is a fresh hold, not a re-entry.
+  ASSERT_OK_AND_ASSIGN(Acquired again, held->Acquire());
+  EXPECT_EQ(again.hold_count, 1);
+  EXPECT_GT(again.fencing_token, first.fencing_token);
+  EXPECT_OK(held->Release());
+}
+
+TEST_P(Conformance, C21_AcquireWaitsForAReleaseStillPending) {
+  auto faults = std::make_shared<FaultPlan>();
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("pending"));
+  absl::Cleanup unblock = [&] { faults->Unblock(Op::kRelease); };
+  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire(AsOwner("job-7")));
+
+  faults->Set(Op::kRelease, {.fail_before = true});
+  EXPECT_CODE(held->Release("job-7"), kUnavailable);
+  // The background retry gets through to the backend but hangs there.
+  faults->Set(Op::kRelease, {.block = true});
+  ASSERT_TRUE(faults->WaitForBlocked(Op::kRelease, 1, kNoHang));
+
+  // The same owner, from another thread, acquires again: it must not
+  // re-enter the hold it asked to release.
+  BackgroundAcquire again(*held, AsOwner("job-7"));
+  absl::SleepFor(kLetWaiterBlock);
+  EXPECT_FALSE(again.done()) << "acquired before the pending release ended";
+  faults->Unblock(Op::kRelease);
+  ASSERT_TRUE(again.WaitDone(kNoHang));
+  ASSERT_OK(again.result());
+  EXPECT_EQ(again.result()->hold_count, 1);
+  EXPECT_GT(again.result()->fencing_token, first.fencing_token);
+  EXPECT_OK(again.release_status());
+}
+
+TEST_P(Conformance, C21_ReleaseWhoseReplyWasLostLeavesTheLockFree) {
+  auto faults = std::make_shared<FaultPlan>();
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("reply lost"));
+  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("reply lost"));
+  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire(WithLease(kLongLease)));
+
+  faults->Set(Op::kRelease, {.fail_after = true, .times = 1});
+  EXPECT_CODE(held->Release(), kUnavailable);
+  // It ran: the lock is free at once.
+  ASSERT_OK_AND_ASSIGN(Acquired taken, next->TryAcquire(WithLease(kLongLease)));
+  // The client's retry finds the lock no longer its own, and leaves the
+  // new holder alone (C4).
+  ASSERT_TRUE(faults->WaitForCalls(Op::kRelease, 2, kNoHang));
+  absl::SleepFor(kLetWaiterBlock);
+  ASSERT_OK_AND_ASSIGN(LockInfo info, next->Inspect());
+  EXPECT_TRUE(info.locked);
+  EXPECT_EQ(info.owner, other->CurrentOwner());
+  EXPECT_EQ(info.fencing_token, taken.fencing_token);
+  EXPECT_OK(next->Release());
+
+  ASSERT_OK_AND_ASSIGN(Acquired again, held->Acquire(WithLease(kLongLease)));
+  EXPECT_EQ(again.hold_count, 1);
+  EXPECT_GT(again.fencing_token, first.fencing_token);
+  EXPECT_OK(held->Release());
+}
+
+TEST_P(Conformance, C21_RetriedAcquireAfterALostReplyLeavesNoExtraHold) {
+  auto faults = std::make_shared<FaultPlan>();
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("acquired twice"));
+  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("acquired twice"));
+
+  faults->Set(Op::kAcquire, {.fail_after = true, .times = 1});
+  EXPECT_CODE(held->Acquire(WithLease(kLongLease)), kUnavailable);
+  ASSERT_OK_AND_ASSIGN(Acquired retried, held->Acquire(WithLease(kLongLease)));
+  EXPECT_EQ(retried.hold_count, 1);
+  EXPECT_OK(held->Release());
+
+  // One release frees it: the lost acquisition left nothing counted.
+  ASSERT_OK_AND_ASSIGN(LockInfo info, next->Inspect());
+  EXPECT_FALSE(info.locked)
+      << "held by " << info.owner << " with " << info.hold_count << " holds";
+  EXPECT_OK(next->TryAcquire(WithLease(kLongLease)));
+  EXPECT_OK(next->Release());
+}
+
+TEST_P(Conformance, C19_GrantSlowerThanItsLeaseIsNotBelieved) {
+  auto faults = std::make_shared<FaultPlan>();
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("slow grant"));
+  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("slow grant"));
+  constexpr absl::Duration kLease = absl::Milliseconds(500);
+
+  // A try whose reply takes longer than the lease it started.
+  faults->Set(Op::kAcquire,
+              {.delay_after = kLease + absl::Milliseconds(200), .times = 1});
+  absl::StatusOr<Acquired> tried = held->TryAcquire(WithLease(kLease));
+  EXPECT_FALSE(tried.ok() && held->State() == LockState::kHeld)
+      << "believes a hold whose lease ended before the reply came";
+  EXPECT_CODE(held->FencingToken(), kFailedPrecondition);
+  ASSERT_OK(next->Acquire(WithLease(absl::Milliseconds(300), kNoHang)));
+
+  // A wait whose winning attempt's reply is as slow: the lease counts from
+  // that attempt, not from the reply.
+  faults->Set(Op::kAcquire,
+              {.delay_after = kLease + absl::Milliseconds(200), .times = 1});
+  absl::StatusOr<Acquired> waited = held->Acquire(WithLease(kLease, kNoHang));
+  EXPECT_FALSE(waited.ok() && held->State() == LockState::kHeld)
+      << "believes a hold whose lease ended before the reply came";
+  EXPECT_CODE(held->FencingToken(), kFailedPrecondition);
+  // Nothing is left to wait out beyond that lease.
+  EXPECT_OK(next->Acquire(WithLease(kLongLease, kLease + kNoHang)));
+  EXPECT_OK(next->Release());
+}
+
+TEST_P(Conformance, C19_HolderThatCannotRenewStopsBelievingFirst) {
+  auto faults = std::make_shared<FaultPlan>();
+  constexpr absl::Duration kLease = absl::Seconds(1);
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults, kLease)));
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("partitioned"));
+  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("partitioned"));
+  // Renewals hang, as behind a silent partition.
+  absl::Cleanup heal = [&] { faults->Unblock(Op::kRenew); };
+  faults->Set(Op::kRenew, {.block = true});
+  std::atomic<int64_t> told_at_ns{0};
+  AcquireOptions options;
+  options.on_lost = [&](const LockLostEvent&) {
+    told_at_ns = absl::ToInt64Nanoseconds(Clock::Real().Now().since_origin());
+  };
+  ASSERT_OK(held->Acquire(options));
+
+  ASSERT_OK(next->Acquire(WithLease(kLongLease, kLease + kNoHang)));
+  const int64_t granted_ns =
+      absl::ToInt64Nanoseconds(Clock::Real().Now().since_origin());
+  // At the other owner's grant the holder no longer believes, and was told.
+  EXPECT_EQ(held->State(), LockState::kLost);
+  EXPECT_CODE(held->FencingToken(), kFailedPrecondition);
+  ASSERT_NE(told_at_ns.load(), 0) << "not told before another was granted";
+  EXPECT_LT(told_at_ns.load(), granted_ns);
+  EXPECT_OK(next->Release());
+}
+
+TEST_P(Conformance, C21_HoldWhoseRenewalRepliesAreLostIsLetGo) {
+  auto faults = std::make_shared<FaultPlan>();
+  // Renewed every second; a renewal that got through keeps the lock on
+  // the backend for 3 s more.
+  constexpr absl::Duration kLease = absl::Seconds(3);
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults, kLease)));
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("renewed blind"));
+  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("renewed blind"));
+  LostRecorder lost;
+  AcquireOptions options;
+  options.on_lost = lost.Callback();
+  ASSERT_OK(held->Acquire(options));
+  // Renewals reach the backend, which keeps the lock, but no reply does.
+  faults->Set(Op::kRenew, {.fail_after = true});
+  ASSERT_TRUE(lost.WaitForEvents(1, kLease + kNoHang));
+  EXPECT_EQ(held->State(), LockState::kLost);
+  // The client lets the lock go rather than leave it renewed for nobody:
+  // free well before the lease of the last renewal would end.
+  EXPECT_OK(next->Acquire(WithLease(kLongLease, kPromptly)));
+  EXPECT_OK(next->Release());
+  EXPECT_CODE(held->Release(), kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace dlock::testing
