@@ -27,13 +27,8 @@ class FaultInjectingBackend : public ForwardingBackend {
     });
   }
   absl::Status Renew(const RenewCall& call) override {
-    return Run<bool>(FaultPlan::kRenew,
-                     [&]() -> absl::StatusOr<bool> {
-                       absl::Status s = ForwardingBackend::Renew(call);
-                       if (!s.ok()) return s;
-                       return true;
-                     })
-        .status();
+    return RunStatus(FaultPlan::kRenew,
+                     [&] { return ForwardingBackend::Renew(call); });
   }
   std::vector<absl::Status> RenewMany(
       absl::Span<const RenewCall> calls) override {
@@ -53,13 +48,8 @@ class FaultInjectingBackend : public ForwardingBackend {
                          [&] { return ForwardingBackend::Inspect(name); });
   }
   absl::Status ForceUnlock(absl::string_view name) override {
-    return Run<bool>(FaultPlan::kForceUnlock,
-                     [&]() -> absl::StatusOr<bool> {
-                       absl::Status s = ForwardingBackend::ForceUnlock(name);
-                       if (!s.ok()) return s;
-                       return true;
-                     })
-        .status();
+    return RunStatus(FaultPlan::kForceUnlock,
+                     [&] { return ForwardingBackend::ForceUnlock(name); });
   }
 
  private:
@@ -85,6 +75,17 @@ class FaultInjectingBackend : public ForwardingBackend {
     AfterCall(fault);
     if (fault.fail_after) return Lost("call", true);
     return result;
+  }
+
+  template <typename Call>
+  absl::Status RunStatus(FaultPlan::Op op, Call call) {
+    return Run<bool>(op,
+                     [&]() -> absl::StatusOr<bool> {
+                       absl::Status s = call();
+                       if (!s.ok()) return s;
+                       return true;
+                     })
+        .status();
   }
 
   const std::shared_ptr<FaultPlan> plan_;
