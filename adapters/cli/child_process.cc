@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -71,6 +72,17 @@ std::vector<std::string> ChildEnvironment(const std::string& name,
 
 namespace {
 
+// Closes every descriptor above stderr except `keep`, so that the command
+// inherits neither the client's sockets and pipes (hiredis and the
+// ZooKeeper client do not set close-on-exec) nor what dlock inherited.
+// Runs between fork and exec: async-signal-safe calls only.
+void CloseInheritedDescriptors(int keep) {
+  if (keep > 3 && close_range(3, keep - 1, 0) != 0) {
+    for (int fd = 3; fd < keep; ++fd) close(fd);
+  }
+  closefrom(std::max(keep + 1, 3));
+}
+
 std::vector<char*> CStrings(std::vector<std::string>& strings) {
   std::vector<char*> out;
   for (std::string& s : strings) out.push_back(s.data());
@@ -84,7 +96,8 @@ Spawned Spawn(const std::string& path, std::vector<std::string> argv,
               std::vector<std::string> env, int death_signal) {
   std::vector<char*> c_argv = CStrings(argv);
   std::vector<char*> c_env = CStrings(env);
-  // exec() failures come back through a close-on-exec pipe.
+  // exec() failures come back through a close-on-exec pipe, which the child
+  // keeps open when it closes what it inherited.
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) {
     return {.exit_code =
@@ -107,6 +120,7 @@ Spawned Spawn(const std::string& path, std::vector<std::string> argv,
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    CloseInheritedDescriptors(report[1]);
     execve(path.c_str(), c_argv.data(), c_env.data());
     const int error = errno;
     ssize_t ignored = write(report[1], &error, sizeof(error));

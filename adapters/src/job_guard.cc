@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 
@@ -56,11 +57,76 @@ class DeadlineTimer {
   std::thread thread_;
 };
 
+// C15: the longest lock name every backend takes.
+constexpr size_t kMaxLockNameBytes = 512;
+
+// '@' and '#' separate the job, the slot and the role in a lock name, so
+// they are percent-encoded in the job and the slot, and '%' too so that the
+// escape is reversible: then no job, slot or marker can produce another's
+// name, and a name without these three characters keeps its lock name.
+std::string EscapeJobPart(absl::string_view part) {
+  std::string out;
+  out.reserve(part.size());
+  for (char c : part) {
+    switch (c) {
+      case '%':
+        out += "%25";
+        break;
+      case '@':
+        out += "%40";
+        break;
+      case '#':
+        out += "%23";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// A job name or slot for a message: escaped (it may be any bytes) and cut
+// short (it may be too long, which is what the message may be about).
+std::string Quoted(absl::string_view text) {
+  constexpr size_t kShown = 40;
+  if (text.size() <= kShown) {
+    return absl::StrCat("'", absl::CHexEscape(text), "'");
+  }
+  return absl::StrCat("'", absl::CHexEscape(text.substr(0, kShown)), "...' (",
+                      text.size(), " bytes)");
+}
+
+std::string JobForMessages(absl::string_view job_name, absl::string_view slot) {
+  return slot.empty()
+             ? absl::StrCat("job ", Quoted(job_name))
+             : absl::StrCat("job ", Quoted(job_name), " slot ", Quoted(slot));
+}
+
+// Errors name the job, not the lock names derived from it.
+absl::Status ValidateJobName(absl::string_view job_name,
+                             absl::string_view slot) {
+  if (job_name.empty()) {
+    return absl::InvalidArgumentError("a job needs a name; it is empty");
+  }
+  const size_t longest = JobMarkerLockName(job_name, slot).size();
+  if (longest > kMaxLockNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        JobForMessages(job_name, slot), ": ",
+        slot.empty() ? "the job name is" : "the job name and slot are",
+        " too long: with '%', '@' and '#' escaped as %25, %40 and %23 and "
+        "\"#ran\" added, the job's marker lock name would be ",
+        longest, " bytes, and lock names hold at most ", kMaxLockNameBytes,
+        " bytes; shorten the job name", slot.empty() ? "" : " or the slot"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string JobRunLockName(absl::string_view job_name, absl::string_view slot) {
-  return slot.empty() ? std::string(job_name)
-                      : absl::StrCat(job_name, "@", slot);
+  return slot.empty()
+             ? EscapeJobPart(job_name)
+             : absl::StrCat(EscapeJobPart(job_name), "@", EscapeJobPart(slot));
 }
 
 std::string JobMarkerLockName(absl::string_view job_name,
@@ -104,13 +170,23 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
                                                  const JobOptions& options,
                                                  const Job& job) {
   if (absl::Status s = Validate(options); !s.ok()) return s;
+  if (absl::Status s = ValidateJobName(job_name, options.slot); !s.ok()) {
+    return s;
+  }
   ForgetExpiredMarkers();
+  // The names are checked like any lock name (valid UTF-8, no control
+  // characters); say which job they came from.
+  auto named = [&](const absl::Status& s) {
+    return absl::Status(
+        s.code(), absl::StrCat(JobForMessages(job_name, options.slot), ": ",
+                               s.message()));
+  };
   absl::StatusOr<std::unique_ptr<DistributedLock>> run =
       client_.GetLock(JobRunLockName(job_name, options.slot));
-  if (!run.ok()) return run.status();
+  if (!run.ok()) return named(run.status());
   absl::StatusOr<std::unique_ptr<DistributedLock>> marker =
       client_.GetLock(JobMarkerLockName(job_name, options.slot));
-  if (!marker.ok()) return marker.status();
+  if (!marker.ok()) return named(marker.status());
 
   const std::string owner = RandomOwnerToken();
   JobResult result;

@@ -4,7 +4,9 @@
 #include "dlock/adapters/job_guard.h"
 
 #include <atomic>
+#include <map>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -160,7 +162,143 @@ TEST(JobGuardTest, BadOptionsRunNothing) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+  // Not even with a slot, which would otherwise make a lock name.
+  EXPECT_EQ(
+      guard.Run("", {.lock_at_most_for = absl::Seconds(1), .slot = "s"}, job)
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ran);
+}
+
+// The lock names encode (job, slot, role) with '@' and '#' as separators,
+// so a job named like another job's slot or marker must not share its locks.
+absl::StatusOr<JobResult> RunJob(ScheduledJobGuard& guard,
+                                 absl::string_view job, absl::string_view slot,
+                                 std::vector<std::string>& ran) {
+  return guard.Run(
+      job,
+      {.lock_at_most_for = absl::Seconds(30),
+       .lock_at_least_for = absl::Seconds(30),
+       .slot = std::string(slot)},
+      [&](const JobContext& context) {
+        ran.push_back(absl::StrCat(context.job_name, "|", context.slot));
+        return absl::OkStatus();
+      });
+}
+
+TEST(JobGuardTest, JobsNamedLikeASlotOrAMarkerAreDistinctJobs) {
+  const std::vector<std::vector<std::pair<std::string, std::string>>> cases = {
+      // Job "x" ran recently (its marker is held); job "x#ran" is another.
+      {{"x", ""}, {"x#ran", ""}},
+      {{"x#ran", ""}, {"x", ""}},
+      // Job "a" in slot "b", and job "a@b" without a slot.
+      {{"a", "b"}, {"a@b", ""}},
+      {{"a@b", ""}, {"a", "b"}},
+      // ...and the same with the marker of a slotted run.
+      {{"a", "b"}, {"a", "b#ran"}},
+      {{"a", "b"}, {"a@b#ran", ""}},
+      {{"a%40b", ""}, {"a@b", ""}},
+  };
+  for (const auto& jobs : cases) {
+    // Two nodes, so that neither reuses the other's holds.
+    const std::string uri = UniqueUri();
+    std::unique_ptr<LockClient> a = MustConnect(uri), b = MustConnect(uri);
+    ScheduledJobGuard node_a(*a), node_b(*b);
+    std::vector<std::string> ran;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const auto& [job, slot] = jobs[i];
+      absl::StatusOr<JobResult> result =
+          RunJob(i % 2 == 0 ? node_a : node_b, job, slot, ran);
+      ASSERT_TRUE(result.ok()) << job << "|" << slot << ": " << result.status();
+      EXPECT_EQ(result->outcome, JobOutcome::kRan)
+          << "job '" << job << "' slot '" << slot << "' after " << jobs[0].first
+          << "|" << jobs[0].second << ": skipped as "
+          << (result->outcome == JobOutcome::kSkippedRunning ? "running"
+                                                             : "recently ran");
+    }
+    EXPECT_EQ(ran.size(), jobs.size());
+  }
+}
+
+TEST(JobLockNames, AreDistinctForEveryJobSlotAndRole) {
+  const std::vector<std::string> parts = {
+      "",      "a",       "b",   "x",         "ran", "#ran", "a@b",
+      "b#ran", "a@b#ran", "@",   "#",         "%",   "%25",  "%40",
+      "%23",   "a%40b",   "a%b", "x#ran#ran", "@@",  "a@",   "@b",
+      "%4",    "a@b@c",   "锁",  "锁@锁",     "a/b", " ",    "x#",
+  };
+  // name -> "role job|slot" of the first (job, slot, role) that produced it.
+  std::map<std::string, std::string> seen;
+  int names = 0;
+  for (const std::string& job : parts) {
+    if (job.empty()) continue;  // a job needs a name
+    for (const std::string& slot : parts) {
+      const std::string who = absl::StrCat(job, "|", slot);
+      for (const auto& [role, name] :
+           {std::pair<std::string, std::string>{"run",
+                                                JobRunLockName(job, slot)},
+            {"marker", JobMarkerLockName(job, slot)}}) {
+        ++names;
+        auto [it, inserted] = seen.emplace(name, role + " lock of " + who);
+        EXPECT_TRUE(inserted)
+            << "'" << name << "' is the " << role << " lock of " << who
+            << " and the " << it->second;
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(names));
+}
+
+TEST(JobLockNames, PlainNamesAreUnchanged) {
+  EXPECT_EQ(JobRunLockName("nightly", ""), "nightly");
+  EXPECT_EQ(JobMarkerLockName("nightly", ""), "nightly#ran");
+  EXPECT_EQ(JobRunLockName("invoice-run", "2026-11-22"),
+            "invoice-run@2026-11-22");
+  EXPECT_EQ(JobMarkerLockName("invoice-run", "2026-11-22T01:00Z"),
+            "invoice-run@2026-11-22T01:00Z#ran");
+  EXPECT_EQ(JobRunLockName("reports/daily 锁", "slot/1"),
+            "reports/daily 锁@slot/1");
+  // Only the separators (and the escape character) are escaped.
+  EXPECT_EQ(JobRunLockName("a@b", "c#d"), "a%40b@c%23d");
+  EXPECT_EQ(JobMarkerLockName("100%", ""), "100%25#ran");
+}
+
+TEST(JobGuardTest, ANameTooLongOnceEscapedIsRejectedNamingTheJob) {
+  std::unique_ptr<LockClient> client = MustConnect(UniqueUri());
+  ScheduledJobGuard guard(*client);
+  bool ran = false;
+  auto job = [&](const JobContext&) {
+    ran = true;
+    return absl::OkStatus();
+  };
+  const JobOptions options{.lock_at_most_for = absl::Seconds(1)};
+  // 200 bytes, but 600 once every '@' is escaped.
+  const std::string ats = "mail@" + std::string(195, '@');
+  // 509 plain bytes: the run lock fits, its marker (+ "#ran") does not.
+  const std::string plain = "report-" + std::string(502, 'x');
+  for (const auto& [name, slot] :
+       std::vector<std::pair<std::string, std::string>>{
+           {ats, ""}, {plain, ""}, {"report-x", std::string(600, 's')}}) {
+    JobOptions with_slot = options;
+    with_slot.slot = slot;
+    absl::StatusOr<JobResult> result = guard.Run(name, with_slot, job);
+    ASSERT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
+        << name.size() << " bytes: " << result.status();
+    const std::string message(result.status().message());
+    EXPECT_THAT(message,
+                ::testing::HasSubstr(absl::StrCat("job '", name.substr(0, 7))));
+    EXPECT_THAT(message, ::testing::HasSubstr("512"));
+    EXPECT_THAT(message,
+                ::testing::HasSubstr(slot.empty() ? "job name" : "slot"));
+  }
+  EXPECT_FALSE(ran);
+  // The longest name that fits still runs: its marker is exactly 512 bytes.
+  const std::string longest(508, 'y');
+  absl::StatusOr<JobResult> fits = guard.Run(longest, options, job);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(fits->outcome, JobOutcome::kRan);
+  EXPECT_EQ(JobMarkerLockName(longest, "").size(), 512u);
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 #include "redis_connection.h"
 
+#include <fcntl.h>
 #include <sys/time.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -36,6 +40,16 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
     if (ctx != nullptr) redisFree(ctx);
     return absl::UnavailableError(absl::StrCat("cannot connect to redis at ",
                                                config.endpoint, ": ", why));
+  }
+  // hiredis 0.14 does not set close-on-exec: without it every program the
+  // process execs would inherit the connection.
+  if (const int flags = fcntl(ctx->fd, F_GETFD);
+      flags < 0 || fcntl(ctx->fd, F_SETFD, flags | FD_CLOEXEC) != 0) {
+    const int error = errno;
+    redisFree(ctx);
+    return absl::InternalError(
+        absl::StrCat("cannot set close-on-exec on the connection to redis at ",
+                     config.endpoint, ": ", strerror(error)));
   }
   redisSetTimeout(ctx, absl::ToTimeval(config.command_timeout));
   redisEnableKeepAlive(ctx);

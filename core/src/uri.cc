@@ -49,7 +49,39 @@ bool IsSecretKey(absl::string_view key) {
   return lower.find("password") != std::string::npos || lower == "auth";
 }
 
-absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
+// Where a host of the authority sits, for messages that cannot quote it.
+struct HostContext {
+  absl::string_view scheme;
+  int index;          // 1-based
+  int count;          // hosts in the list
+  bool has_userinfo;  // the authority had a '@'
+};
+
+// "the host", or "host 2 of 3" in a list: messages cannot quote it.
+std::string WhichHost(const HostContext& where) {
+  if (where.count < 2) return "the host";
+  return absl::StrCat("host ", where.index, " of ", where.count);
+}
+
+// A host error. Without a '@', "user:password" parses as "host:port", so
+// the port may be a password: it is never quoted, and the message says how
+// to write what was probably meant.
+absl::Status HostError(const HostContext& where, absl::string_view problem,
+                       absl::string_view unquoted = "") {
+  std::string message(problem);
+  if (!where.has_userinfo) {
+    absl::StrAppend(&message, unquoted,
+                    "; if this is a user:password, end it with '@' and the "
+                    "host, as in ",
+                    where.scheme,
+                    "://user:password@host, percent-encoding '/', '?' and "
+                    "'#' in it as %2F, %3F and %23");
+  }
+  return Malformed(message);
+}
+
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text,
+                                       const HostContext& where) {
   HostPort hp;
   absl::string_view port_text;
   if (!text.empty() && text.front() == '[') {  // [IPv6]:port
@@ -64,10 +96,17 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
       port_text = after.substr(1);
     }
   } else {
-    size_t colon = text.rfind(':');
+    size_t colon = text.find(':');
     if (colon == absl::string_view::npos) {
       hp.host = std::string(text);
     } else {
+      // "user:password:port" lands here too, so quote nothing.
+      if (text.find(':', colon + 1) != absl::string_view::npos) {
+        return HostError(where, absl::StrCat(WhichHost(where),
+                                             " has more than one ':'; write an "
+                                             "IPv6 address in brackets, as in "
+                                             "[::1]:6379"));
+      }
       hp.host = std::string(text.substr(0, colon));
       port_text = text.substr(colon + 1);
     }
@@ -75,8 +114,10 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
   if (!port_text.empty() || absl::EndsWith(text, ":")) {
     int port = 0;
     if (!absl::SimpleAtoi(port_text, &port) || port < 1 || port > 65535) {
-      return Malformed(absl::StrCat("port '", port_text,
-                                    "' is not a number from 1 to 65535"));
+      return HostError(where,
+                       absl::StrCat("the port of ", WhichHost(where),
+                                    " is not a number from 1 to 65535"),
+                       " (it is not shown, as it may be a password)");
     }
     hp.port = static_cast<uint16_t>(port);
   }
@@ -115,10 +156,11 @@ absl::StatusOr<Uri> ParseUri(absl::string_view text) {
     if (!path.ok()) return path.status();
     uri.path = *std::move(path);
   }
-  // An unescaped '/', '?' or '#' in a password ends the authority early and
-  // would leave the password to be quoted as a port, path or option.
-  if (authority.find('@') == absl::string_view::npos &&
-      text.substr(sep + 3).find('@') != absl::string_view::npos) {
+  // An unescaped '/' in a password ends the authority early and would leave
+  // the password to be quoted as a port or path. Only before the query: an
+  // '@' in a query value (application_name=svc@host) is legal.
+  const bool has_userinfo = authority.find('@') != absl::string_view::npos;
+  if (!has_userinfo && rest.find('@') != absl::string_view::npos) {
     return Malformed(
         "'@' after the host: percent-encode '/', '?' and '#' in a user name "
         "or password as %2F, %3F and %23");
@@ -139,11 +181,17 @@ absl::StatusOr<Uri> ParseUri(absl::string_view text) {
     uri.user = *std::move(decoded);
   }
   if (!authority.empty()) {
-    for (absl::string_view part : absl::StrSplit(authority, ',')) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(authority, ',');
+    HostContext where{.scheme = uri.scheme,
+                      .index = 0,
+                      .count = static_cast<int>(parts.size()),
+                      .has_userinfo = has_userinfo};
+    for (absl::string_view part : parts) {
+      ++where.index;
       if (part.empty()) return Malformed("an empty host in the host list");
       absl::StatusOr<std::string> decoded = PercentDecode(part, "host");
       if (!decoded.ok()) return decoded.status();
-      absl::StatusOr<HostPort> hp = ParseHostPort(*decoded);
+      absl::StatusOr<HostPort> hp = ParseHostPort(*decoded, where);
       if (!hp.ok()) return hp.status();
       uri.hosts.push_back(*std::move(hp));
     }
@@ -153,6 +201,13 @@ absl::StatusOr<Uri> ParseUri(absl::string_view text) {
       if (pair.empty()) continue;
       std::pair<absl::string_view, absl::string_view> kv =
           absl::StrSplit(pair, absl::MaxSplits('=', 1));
+      // No option name has an '@'; a raw one is the rest of a password
+      // whose '?' ended the authority ("user:6379?pw@host"), so not quoted.
+      if (!has_userinfo && absl::StrContains(kv.first, '@')) {
+        return Malformed(
+            "an option name in the query has an '@': percent-encode '/', '?' "
+            "and '#' in a user name or password as %2F, %3F and %23");
+      }
       absl::StatusOr<std::string> key = PercentDecode(kv.first, "query");
       if (!key.ok()) return key.status();
       absl::StatusOr<std::string> value = PercentDecode(kv.second, "query");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "dlock/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -189,6 +190,124 @@ TEST(UriErrors, NeverQuoteThePassword) {
                   Not(HasSubstr(kPassword)))
           << text;
     }
+  }
+}
+
+// A user:password with the '@host' left out reads as a host and a port.
+// Whatever the shape, the password is never quoted back: not in a message,
+// not in Redacted(), not by Connect.
+TEST(UriErrors, NeverQuoteThePasswordWhateverTheShape) {
+  constexpr char kSecret[] = "Zq7pw-s3cr3t";
+  constexpr char kNumericSecret[] = "987654321";  // too big for a port
+  const std::vector<std::string> shapes = {
+      "redis://user:PW",
+      "redis://user:PW@",
+      "redis://user:PW@/0",
+      "redis://:PW",
+      "redis://:PW@",
+      "redis://user:PW:6379",
+      "redis://user:PW/0",
+      "redis://user:PW?namespace=n",
+      "redis://user:PW,h",
+      "redis://user:PW%zz",
+      "zk://u:PW",
+      "zk://u:PW/chroot",
+      "zk://a:2181,u:PW",
+      "zk://u:PW:2181,b:2181",
+      "postgres://u:PW/db",
+      "postgres://u:PW@/db",
+      "postgresql://u:PW",
+      "postgres://u:PW?application_name=x",
+      "redis://user:PW@h:PW",
+      "redis://user:PW@[::1]:PW",
+      // An unescaped '?' in the password whose start passes for a port.
+      "redis://alice:6379?PW@h",
+      "redis://alice:6379?xPW@h:6379/0",
+  };
+  for (const char* secret : {kSecret, kNumericSecret}) {
+    for (std::string text : shapes) {
+      for (size_t at = text.find("PW"); at != std::string::npos;
+           at = text.find("PW")) {
+        text.replace(at, 2, secret);
+      }
+      absl::StatusOr<Uri> uri = ParseUri(text);
+      if (uri.ok()) {
+        EXPECT_THAT(uri->Redacted(), Not(HasSubstr(secret))) << text;
+        for (const HostPort& host : uri->hosts) {
+          EXPECT_THAT(host.host, Not(HasSubstr(secret))) << text;
+        }
+        for (const auto& [key, value] : uri->params) {
+          EXPECT_THAT(key, Not(HasSubstr(secret))) << text;
+        }
+      } else {
+        EXPECT_EQ(uri.status().code(), absl::StatusCode::kInvalidArgument)
+            << text;
+        EXPECT_THAT(std::string(uri.status().message()), Not(HasSubstr(secret)))
+            << text;
+      }
+      absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(
+          absl::StrCat(text, text.find('?') == std::string::npos ? "?" : "&",
+                       "connect_timeout=100ms"));
+      EXPECT_THAT(std::string(client.status().message()),
+                  Not(HasSubstr(secret)))
+          << text;
+    }
+  }
+}
+
+// What a person needs to fix "redis://user:password": the '@host' part.
+TEST(UriErrors, AUserPasswordWithoutAHostSaysToAddTheHost) {
+  for (const char* text : {"redis://user:s3cr3tpw", "redis://:s3cr3tpw",
+                           "zk://u:s3cr3tpw", "postgres://u:s3cr3tpw/db"}) {
+    absl::StatusOr<Uri> uri = ParseUri(text);
+    ASSERT_EQ(uri.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(uri.status().message(), HasSubstr("port")) << text;
+    EXPECT_THAT(uri.status().message(), HasSubstr("user:password")) << text;
+    EXPECT_THAT(uri.status().message(), HasSubstr("'@'")) << text;
+    EXPECT_THAT(uri.status().message(), Not(HasSubstr("s3cr3tpw"))) << text;
+  }
+  // A host with a bad port, after a userinfo, is just a bad port.
+  absl::StatusOr<Uri> port = ParseUri("redis://u:pw@h:99999");
+  EXPECT_THAT(port.status().message(),
+              HasSubstr("not a number from 1 to 65535"));
+  EXPECT_THAT(port.status().message(), Not(HasSubstr("user:password")));
+  // "user:password:port" has the password in the host; say so, not quote it.
+  absl::StatusOr<Uri> colon = ParseUri("redis://user:s3cr3tpw:6379");
+  EXPECT_EQ(colon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(colon.status().message(), HasSubstr("[::1]"));
+  EXPECT_THAT(colon.status().message(), Not(HasSubstr("s3cr3tpw")));
+}
+
+// '@' is legal in a query; only the part before it ends at a userinfo.
+TEST(ParseUri, KeepsAnAtSignInTheQuery) {
+  Uri redis = MustParse("redis://h:6379?application_name=svc@host");
+  ASSERT_EQ(redis.hosts.size(), 1u);
+  EXPECT_EQ(redis.hosts[0].host, "h");
+  EXPECT_EQ(redis.hosts[0].port, 6379);
+  EXPECT_EQ(redis.user, "");
+  EXPECT_THAT(redis.params, ElementsAre(Pair("application_name", "svc@host")));
+
+  Uri pg = MustParse("postgres://u:p@h/db?application_name=a@b&x=c%40d");
+  EXPECT_EQ(pg.user, "u");
+  EXPECT_EQ(pg.password, "p");
+  ASSERT_EQ(pg.hosts.size(), 1u);
+  EXPECT_EQ(pg.hosts[0].host, "h");
+  EXPECT_EQ(pg.path, "db");
+  EXPECT_THAT(pg.params,
+              ElementsAre(Pair("application_name", "a@b"), Pair("x", "c@d")));
+  EXPECT_EQ(pg.Redacted(), "postgres://u:***@h/db?application_name=a@b&x=c@d");
+
+  Uri zk = MustParse("zk://a:2181,b:2181/c?auth=digest:u:p@w");
+  EXPECT_THAT(zk.params, ElementsAre(Pair("auth", "digest:u:p@w")));
+  EXPECT_EQ(zk.Redacted(), "zk://a:2181,b:2181/c?auth=***");
+
+  // Still caught: an unescaped '/' or '?' in a password, before the query.
+  for (const char* text :
+       {"redis://u:pw/x@h?a=b@c", "redis://u:pw?x@h", "redis://u:6379?x@h"}) {
+    EXPECT_EQ(ParseUri(text).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << text;
+    EXPECT_THAT(ParseUri(text).status().message(), HasSubstr("%3F")) << text;
   }
 }
 

@@ -5,7 +5,10 @@
 // Design. Each run uses two lock names in the client's namespace:
 //   run key     "<job>@<slot>"        (or "<job>" when no slot is given)
 //   marker key  "<run key>#ran"
-// and a fresh random owner token, so the job may use any threads.
+// with '%', '@' and '#' percent-encoded in <job> and <slot> (%25, %40, %23),
+// so that no job, slot or marker can take another's name (job "a@b" is not
+// job "a" in slot "b", nor job "x#ran" the marker of job "x"); and a fresh
+// random owner token, so the job may use any threads.
 //  1. Try the run key once, with lease = lock_at_most_for and no watchdog:
 //     a node that crashes mid-job blocks the slot for at most that long.
 //     Held by another node: skipped (kSkippedRunning).
@@ -131,7 +134,8 @@ class ScheduledJobGuard {
   absl::Time last_marker_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
-// The lock names a run uses, for introspection and tests.
+// The lock names a run uses, for introspection and tests: see the encoding
+// above. A job whose marker name would exceed 512 bytes is refused by Run().
 std::string JobRunLockName(absl::string_view job_name, absl::string_view slot);
 std::string JobMarkerLockName(absl::string_view job_name,
                               absl::string_view slot);
