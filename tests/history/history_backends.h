@@ -1,0 +1,48 @@
+// Copyright dlock authors. The lock services the history checker runs
+// against: a throwaway server per backend (started once per test binary),
+// how a worker's URI reaches it through a proxy, and the server-side faults
+// (kill -9 and restart, a stop across releases, terminated sessions).
+#ifndef DLOCK_TESTS_HISTORY_HISTORY_BACKENDS_H_
+#define DLOCK_TESTS_HISTORY_HISTORY_BACKENDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace dlock::testing {
+
+class HistoryBackend {
+ public:
+  virtual ~HistoryBackend() = default;
+  // The server's port on 127.0.0.1 (stable across restarts).
+  virtual int port() const = 0;
+  // Worker `i`'s URI through 127.0.0.1:proxy_port; `short_session` asks for
+  // a 2 s ZooKeeper session (for the session expiry scenario).
+  virtual std::string Uri(int proxy_port, const std::string& ns, int i,
+                          bool short_session) const = 0;
+  // SIGKILL to the server, and a start on the same port and data at once.
+  virtual absl::Status KillAndRestart() = 0;
+  // A clean stop, `down` of nothing, and a start on the same port and data.
+  virtual absl::Status StopAndStart(absl::Duration down) = 0;
+  // Ends, on the server, every session of worker `i` (PostgreSQL);
+  // Unimplemented elsewhere.
+  virtual absl::Status TerminateSessionsOf(int i);
+  // How soon others must get the lock after its holder was killed: the
+  // lease (C2), plus room for the waiters' next look.
+  virtual absl::Duration KilledHolderBound(absl::Duration lease) const {
+    return lease + absl::Milliseconds(1500);
+  }
+};
+
+// The backends this build has, by the names the scenarios use: redis,
+// redis_aof, zookeeper, postgres_lease, postgres_session.
+std::vector<std::string> BuiltBackends();
+// The backend's server, started on first use and kept for the binary's
+// life. FailedPrecondition, saying what to install, if it cannot start.
+absl::StatusOr<HistoryBackend*> SharedBackend(const std::string& name);
+
+}  // namespace dlock::testing
+
+#endif  // DLOCK_TESTS_HISTORY_HISTORY_BACKENDS_H_

@@ -1,0 +1,252 @@
+#include "history_checker.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace dlock::testing {
+namespace {
+
+constexpr size_t kMaxProblems = 8;
+
+// One acquisition as its worker saw it.
+struct Hold {
+  size_t worker = 0;
+  const std::string* owner = nullptr;
+  uint64_t token = 0;
+  int64_t granted = 0;
+  int64_t believed_until = 0;  // the last "held" observation, or `granted`
+  int64_t released = -1;       // when Release() was called
+  bool released_ok = false;    // and it returned OK
+  // Whether the worker's last look before the release said "held": then it
+  // gave the hold up, rather than reacting to its loss.
+  bool held_at_release = true;
+  int64_t told = -1;  // the first lost notice for it
+};
+
+std::vector<Hold> HoldsOf(const std::vector<WorkerHistory>& workers) {
+  std::vector<Hold> holds;
+  for (size_t w = 0; w < workers.size(); ++w) {
+    size_t first = holds.size();
+    int64_t current = -1;  // index into holds of the open hold
+    for (const WorkerEvent& e : workers[w].events) {
+      if (e.kind == "grant") {
+        current = static_cast<int64_t>(holds.size());
+        holds.push_back(Hold{.worker = w,
+                             .owner = &workers[w].owner,
+                             .token = e.token,
+                             .granted = e.at_ns,
+                             .believed_until = e.at_ns});
+      } else if (e.kind == "held" && current >= 0 &&
+                 holds[current].token == e.token) {
+        holds[current].believed_until = e.at_ns;
+        holds[current].held_at_release = true;
+      } else if (e.kind == "not_held" && current >= 0) {
+        holds[current].held_at_release = false;
+      } else if ((e.kind == "released" || e.kind == "release_error") &&
+                 current >= 0) {
+        holds[current].released = e.at_ns;
+        holds[current].released_ok = e.kind == "released";
+        current = -1;
+      } else if (e.kind == "lost") {
+        // The notice names the token of the hold it ends.
+        for (size_t i = holds.size(); i-- > first;) {
+          if (holds[i].token == e.token) {
+            if (holds[i].told < 0) holds[i].told = e.at_ns;
+            break;
+          }
+        }
+      }
+    }
+  }
+  std::sort(holds.begin(), holds.end(),
+            [](const Hold& a, const Hold& b) { return a.granted < b.granted; });
+  return holds;
+}
+
+std::string Ms(int64_t ns) {
+  return absl::StrCat(static_cast<double>(ns) / 1e6, " ms");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<WorkerEvent>> ReadEvents(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("no event file ", path));
+  std::vector<WorkerEvent> events;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> parts =
+        absl::StrSplit(line, absl::MaxSplits(' ', 3));
+    WorkerEvent e;
+    if (parts.size() < 3 || !absl::SimpleAtoi(parts[0], &e.at_ns) ||
+        !absl::SimpleAtoi(parts[2], &e.token)) {
+      continue;  // a line cut short by SIGKILL
+    }
+    e.kind = parts[1];
+    if (parts.size() == 4) e.detail = parts[3];
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
+HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
+                           const std::vector<RegisterWrite>& writes,
+                           int64_t counter, int64_t healed_at_ns) {
+  HistoryReport report;
+  auto problem = [&](std::string text) {
+    if (report.problems.size() < kMaxProblems) {
+      report.problems.push_back(std::move(text));
+    }
+  };
+  const std::vector<Hold> holds = HoldsOf(workers);
+  report.grants = static_cast<int>(holds.size());
+
+  // C19: two owners believing at once.
+  for (size_t i = 0; i < holds.size(); ++i) {
+    for (size_t j = i + 1; j < holds.size(); ++j) {
+      const Hold& a = holds[i];
+      const Hold& b = holds[j];  // granted no earlier than a
+      // Holds are sorted by grant: none later can overlap `a` either.
+      if (b.granted >= a.believed_until) break;
+      if (*a.owner == *b.owner) continue;
+      const int64_t overlap =
+          std::min(a.believed_until, b.believed_until) - b.granted;
+      if (overlap <= 0) continue;
+      ++report.overlaps;
+      report.max_overlap_ns = std::max(report.max_overlap_ns, overlap);
+      problem(absl::StrCat("worker ", workers[a.worker].id, " (token ", a.token,
+                           ") still believed it held the lock ", Ms(overlap),
+                           " after worker ", workers[b.worker].id,
+                           " was granted token ", b.token));
+    }
+  }
+
+  // Token order across grants, and writes made after a larger grant.
+  uint64_t largest = 0;
+  for (const Hold& h : holds) {
+    if (h.token < largest) ++report.token_regressions;
+    largest = std::max(largest, h.token);
+  }
+  for (const RegisterWrite& w : writes) {
+    uint64_t granted_before = 0;
+    for (const Hold& h : holds) {
+      if (h.granted >= w.at_ns) break;
+      granted_before = std::max(granted_before, h.token);
+    }
+    if (w.token >= granted_before) continue;
+    if (w.accepted) {
+      ++report.stale_writes_accepted;
+      problem(absl::StrCat("the register accepted token ", w.token,
+                           " from worker ", w.worker, " after token ",
+                           granted_before, " was granted"));
+    } else {
+      ++report.stale_writes_refused;
+    }
+  }
+
+  for (const WorkerHistory& w : workers) {
+    for (const WorkerEvent& e : w.events) {
+      if (e.kind == "increment") ++report.increments;
+    }
+  }
+  report.lost_updates = report.increments - counter;
+
+  // C20: a hold that another owner was granted next, without a release
+  // before that grant, must have been told before it.
+  for (size_t i = 0; i < holds.size(); ++i) {
+    const Hold& h = holds[i];
+    const Hold* next = nullptr;
+    for (size_t j = i + 1; j < holds.size() && next == nullptr; ++j) {
+      if (*holds[j].owner != *h.owner) next = &holds[j];
+    }
+    if (next == nullptr) continue;
+    // Given up before the next grant: a release the backend confirmed, or
+    // one started while the hold was still believed, whatever its answer
+    // (an unconfirmed release gives the hold up all the same; one that
+    // found the lock expired on arrival tells so, after the fact). A
+    // release that reacted to a loss is judged by that loss's notice.
+    if (h.released >= 0 && h.released <= next->granted &&
+        (h.released_ok || h.held_at_release || h.told < 0)) {
+      continue;
+    }
+    const int64_t killed = workers[h.worker].killed_at_ns;
+    if (killed >= 0 && killed <= next->granted) continue;  // nobody to tell
+    ++report.holds_superseded;
+    bool paused = false;
+    for (const auto& [from, until] : workers[h.worker].paused) {
+      paused = paused || (from <= next->granted && next->granted <= until);
+    }
+    if (paused && h.told >= 0) {
+      ++report.notices_after_pause;
+      continue;
+    }
+    if (h.told >= 0 && h.told < next->granted) {
+      report.min_notice_lead_ns =
+          std::min(report.min_notice_lead_ns, next->granted - h.told);
+      continue;
+    }
+    ++report.notices_late;
+    const int64_t late = h.told < 0 ? INT64_MAX : h.told - next->granted;
+    report.max_notice_lateness_ns =
+        std::max(report.max_notice_lateness_ns, late);
+    problem(absl::StrCat(
+        "worker ", workers[h.worker].id, " (token ", h.token, ") was ",
+        h.told < 0 ? "never told of its loss"
+                   : absl::StrCat("told of its loss ", Ms(late), " late"),
+        "; worker ", workers[next->worker].id, " was granted token ",
+        next->token));
+  }
+
+  for (const WorkerHistory& w : workers) {
+    if (w.killed_at_ns < 0) continue;
+    for (const Hold& h : holds) {
+      if (h.granted > w.killed_at_ns && *h.owner != w.owner) {
+        report.max_recovery_ns =
+            std::max(report.max_recovery_ns, h.granted - w.killed_at_ns);
+        break;
+      }
+    }
+  }
+
+  report.grants_after_heal.assign(workers.size(), 0);
+  for (const Hold& h : holds) {
+    if (h.granted > healed_at_ns) ++report.grants_after_heal[h.worker];
+  }
+  for (size_t w = 0; w < workers.size(); ++w) {
+    if (workers[w].killed_at_ns >= 0) report.grants_after_heal[w] = -1;
+  }
+  return report;
+}
+
+std::string HistoryReport::Summary() const {
+  std::string out = absl::StrCat(
+      "grants ", grants, ", overlaps ", overlaps, " (max ", Ms(max_overlap_ns),
+      "), stale writes accepted ", stale_writes_accepted, " / refused ",
+      stale_writes_refused, ", token regressions ", token_regressions,
+      ", lost updates ", lost_updates, " of ", increments,
+      ", superseded holds ", holds_superseded, ", late notices ", notices_late);
+  if (notices_after_pause > 0) {
+    absl::StrAppend(&out, ", told on resume ", notices_after_pause);
+  }
+  if (max_recovery_ns >= 0) {
+    absl::StrAppend(&out, ", recovery after kill ", Ms(max_recovery_ns));
+  }
+  if (min_notice_lead_ns != INT64_MAX) {
+    absl::StrAppend(&out, ", earliest notice lead ", Ms(min_notice_lead_ns));
+  }
+  absl::StrAppend(&out, ", grants after heal per worker [");
+  for (size_t i = 0; i < grants_after_heal.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : " ", grants_after_heal[i]);
+  }
+  absl::StrAppend(&out, "]");
+  for (const std::string& p : problems) absl::StrAppend(&out, "\n  ", p);
+  for (const std::string& p : exit_problems) absl::StrAppend(&out, "\n  ", p);
+  return out;
+}
+
+}  // namespace dlock::testing

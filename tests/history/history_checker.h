@@ -1,0 +1,86 @@
+// Copyright dlock authors. Reads what the history workers logged and what the
+// register saw, and measures the contract under faults: whether two owners
+// ever believed they held the lock at once (C19), whether the fence let a
+// superseded holder write, how many unfenced updates were lost, whether
+// every loss was told before the next owner's grant (C20), and whether every
+// worker got the lock again once the faults healed. All times are
+// CLOCK_MONOTONIC nanoseconds of this machine, shared by every process.
+#ifndef DLOCK_TESTS_HISTORY_HISTORY_CHECKER_H_
+#define DLOCK_TESTS_HISTORY_HISTORY_CHECKER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "history_register.h"
+
+namespace dlock::testing {
+
+struct WorkerEvent {
+  int64_t at_ns = 0;
+  std::string kind;  // attempt, grant, held, not_held, lost, released, ...
+  uint64_t token = 0;
+  std::string detail;
+};
+
+struct WorkerHistory {
+  int id = 0;
+  // Workers that share an explicit owner token are one owner (C6): their
+  // holds may overlap.
+  std::string owner;
+  std::vector<WorkerEvent> events;
+  int64_t killed_at_ns = -1;  // SIGKILLed by the scenario: nobody to tell
+  // SIGSTOP to SIGCONT: a stopped process can tell nothing until it runs.
+  std::vector<std::pair<int64_t, int64_t>> paused;
+};
+
+// Parses one worker's event file.
+absl::StatusOr<std::vector<WorkerEvent>> ReadEvents(const std::string& path);
+
+struct HistoryReport {
+  int grants = 0;
+  // Pairs of holds of different owners believed at once, and the longest
+  // such stretch: from the later grant to the earlier holder's last
+  // "held" observation.
+  int overlaps = 0;
+  int64_t max_overlap_ns = 0;
+  // Writes the register accepted from a holder after a grant of a larger
+  // token had been made.
+  int stale_writes_accepted = 0;
+  int stale_writes_refused = 0;
+  // Grants whose token is below an earlier grant's (a backend that lost
+  // its counter).
+  int token_regressions = 0;
+  int64_t increments = 0;    // done by workers
+  int64_t lost_updates = 0;  // increments minus the counter's value
+  // Holds that ended without a release while another owner was granted the
+  // lock next: how many were told only after that grant (or never), and by
+  // how much the latest was late; how early the earliest notice came.
+  int holds_superseded = 0;
+  int notices_late = 0;
+  int64_t max_notice_lateness_ns = 0;
+  int64_t min_notice_lead_ns = INT64_MAX;
+  // Superseded while their process was stopped: told once it ran again.
+  int notices_after_pause = 0;
+  // From a worker's SIGKILL to the next grant to another owner (C2), the
+  // longest of them; -1 without a kill.
+  int64_t max_recovery_ns = -1;
+  // Per worker (by index), grants after `healed_at_ns`; -1 for a worker
+  // the scenario killed.
+  std::vector<int> grants_after_heal;
+  std::vector<std::string> problems;  // first examples, for messages
+  // Workers that crashed, hung, or did not exit when asked.
+  std::vector<std::string> exit_problems;
+
+  std::string Summary() const;
+};
+
+// `healed_at_ns`: when the scenario ended its last fault.
+HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
+                           const std::vector<RegisterWrite>& writes,
+                           int64_t counter, int64_t healed_at_ns);
+
+}  // namespace dlock::testing
+
+#endif  // DLOCK_TESTS_HISTORY_HISTORY_CHECKER_H_
