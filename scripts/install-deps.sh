@@ -10,6 +10,7 @@ packages=(
   libzookeeper-mt-dev zookeeper python3-kazoo
   libpq-dev postgresql python3-tooz python3-psycopg2
   libtomlplusplus-dev libcli11-dev
+  libfaketime
 )
 
 missing=()
