@@ -4,11 +4,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace dlock::testing {
@@ -96,8 +98,13 @@ PostgresServer::~PostgresServer() {
 
 std::string PostgresServer::Uri(const std::string& ns,
                                 const std::string& extra) const {
+  return UriAt(port_, ns, extra);
+}
+
+std::string PostgresServer::UriAt(int port, const std::string& ns,
+                                  const std::string& extra) const {
   std::string uri =
-      absl::StrCat("postgres://postgres@127.0.0.1:", port_, "/postgres");
+      absl::StrCat("postgres://postgres@127.0.0.1:", port, "/postgres");
   const char* sep = "?";
   if (!ns.empty()) {
     absl::StrAppend(&uri, sep, "namespace=", ns);
@@ -105,6 +112,56 @@ std::string PostgresServer::Uri(const std::string& ns,
   }
   if (!extra.empty()) absl::StrAppend(&uri, sep, extra);
   return uri;
+}
+
+absl::StatusOr<std::string> PostgresServer::Psql(const std::string& sql) const {
+  static std::atomic<int> runs{0};
+  const std::string base = absl::StrCat(dir_, "/psql-", ++runs);
+  {
+    std::ofstream script(base + ".sql");
+    script << sql << "\n";
+    if (!script) return absl::InternalError("cannot write " + base + ".sql");
+  }
+  ChildProcess psql;
+  if (absl::Status s =
+          psql.Spawn({absl::StrCat(kBinDir, "/psql"), "-X", "-q", "-At", "-v",
+                      "ON_ERROR_STOP=1", "-h", dir_, "-p", absl::StrCat(port_),
+                      "-U", kUser, "-d", "postgres", "-f", base + ".sql"},
+                     base + ".out", kUser);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = WaitUntil([&] { return !psql.Running(); },
+                                 absl::Seconds(60), "psql finishing");
+      !s.ok()) {
+    return s;
+  }
+  std::string out = FileTail(base + ".out", 1 << 20);
+  // psql reports errors as "psql:<file>:<line>: ERROR: ..." on stderr,
+  // which the log shares with the rows.
+  if (absl::StrContains(out, "ERROR:") || absl::StrContains(out, "FATAL:") ||
+      absl::StrContains(out, "psql:")) {
+    return absl::InternalError(absl::StrCat("psql failed: ", out));
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) {
+    out.pop_back();
+  }
+  return out;
+}
+
+absl::StatusOr<int> PostgresServer::TerminateBackends(
+    const std::string& application_name) const {
+  // Dollar quoting: a test's application name carries no "$t$".
+  absl::StatusOr<std::string> out = Psql(absl::StrCat(
+      "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+      "WHERE application_name = $t$",
+      application_name, "$t$;"));
+  if (!out.ok()) return out.status();
+  int n = 0;
+  if (!absl::SimpleAtoi(*out, &n)) {
+    return absl::InternalError(absl::StrCat("psql printed '", *out, "'"));
+  }
+  return n;
 }
 
 absl::Status PostgresServer::StartServer() {

@@ -31,6 +31,19 @@ class PostgresServer {
   // `extra` ("mode=session&pool_size=2") as query parameters when set.
   std::string Uri(const std::string& ns = "",
                   const std::string& extra = "") const;
+  // The same URI with another port: a FaultProxy's in front of the server.
+  std::string UriAt(int port, const std::string& ns = "",
+                    const std::string& extra = "") const;
+
+  // Runs `sql` (one or more statements) with psql as the superuser over the
+  // server's unix socket, not through any proxy, and returns what it printed
+  // (unaligned, rows only). Internal with psql's output when it failed.
+  absl::StatusOr<std::string> Psql(const std::string& sql) const;
+  // pg_terminate_backend() for every session whose application_name is
+  // `application_name`; returns how many there were. The server closes
+  // their connections: a client behind a stalled proxy does not hear it.
+  absl::StatusOr<int> TerminateBackends(
+      const std::string& application_name) const;
 
   // Fast shutdown (clients are disconnected, data kept), then a start on
   // the same port: what an operator's restart does.

@@ -43,8 +43,8 @@ absl::Status PgBackendBase::Start(PgListener::Watcher* watcher) {
   }
   notifications_ =
       std::make_unique<PgListener>(options_, sql_, ns_, hub_, watcher);
-  notifications_->Start();
-  return absl::OkStatus();
+  // Before Connect() returns: a waiter's first release must be heard (C9).
+  return notifications_->Start();
 }
 
 void PgBackendBase::Shutdown() {

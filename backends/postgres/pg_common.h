@@ -21,7 +21,8 @@ class PgBackendBase : public Backend {
  public:
   PgBackendBase(PgOptions options, const BackendConfig& config);
 
-  // Connects once, creating the schema on first use, and starts listening.
+  // Connects once, creating the schema on first use, and starts listening:
+  // LISTEN is in place when it returns, or it fails with Unavailable.
   absl::Status Start(PgListener::Watcher* watcher);
 
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;

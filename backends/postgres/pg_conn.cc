@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/clock.h"
 
 namespace dlock::postgres {
 namespace {
@@ -123,13 +124,16 @@ bool PgConn::Alive() {
 }
 
 absl::StatusOr<PgResult> PgConn::Await(absl::string_view doing) {
-  const absl::Time deadline = absl::Now() + timeout_ + kClientGrace;
+  // Monotonic: a step of the wall clock must neither cut a statement short
+  // nor let a stuck server hold the caller longer.
+  const Clock& clock = Clock::Real();
+  const MonoTime deadline = clock.Now() + timeout_ + kClientGrace;
   const int fd = PQsocket(conn_);
   PgResult first_error;
   PgResult last;
   while (true) {
     while (PQisBusy(conn_)) {
-      const absl::Duration left = deadline - absl::Now();
+      const absl::Duration left = deadline - clock.Now();
       if (left <= absl::ZeroDuration()) {
         broken_ = true;
         return absl::UnavailableError(

@@ -35,8 +35,13 @@ PgListener::~PgListener() {
   if (wake_pipe_[1] >= 0) close(wake_pipe_[1]);
 }
 
-void PgListener::Start() {
+absl::Status PgListener::Start() {
+  if (absl::Status s = Connect(); !s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for releases (LISTEN): ", s.message()));
+  }
   thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
 }
 
 void PgListener::Stop() {
@@ -54,12 +59,12 @@ void PgListener::Wake() {
   }
 }
 
-bool PgListener::Connect() {
+absl::Status PgListener::Connect() {
   absl::StatusOr<std::unique_ptr<PgConn>> conn = PgConn::Open(options_);
-  if (!conn.ok()) return false;
-  if (!(*conn)->Exec(sql_.listen).ok()) return false;
+  if (!conn.ok()) return conn.status();
+  if (absl::Status s = (*conn)->Exec(sql_.listen); !s.ok()) return s;
   conn_ = *std::move(conn);
-  return true;
+  return absl::OkStatus();
 }
 
 void PgListener::Drain() {
@@ -77,18 +82,17 @@ void PgListener::Drain() {
 }
 
 void PgListener::Loop() {
+  const Clock& clock = Clock::Real();
   absl::Duration backoff = absl::Milliseconds(20);
-  absl::Time next_sweep = absl::Now() + absl::Minutes(1);
-  bool first = true;
+  MonoTime next_sweep = clock.Now() + absl::Minutes(1);
   while (!stop_) {
     absl::Duration wait = absl::Seconds(1);
     if (conn_ == nullptr) {
-      if (Connect()) {
+      if (Connect().ok()) {
         backoff = absl::Milliseconds(20);
         // Releases announced while we were away were missed: every waiter
-        // looks again.
-        if (!first) hub_.NotifyAll();
-        first = false;
+        // looks again. (Start() set up the first LISTEN before any waiter.)
+        hub_.NotifyAll();
       } else {
         wait = backoff;
         backoff = std::min(backoff * 2, kMaxBackoff);
@@ -113,8 +117,8 @@ void PgListener::Loop() {
     for (size_t i = first_watched; n > 0 && i < fds.size(); ++i) {
       if (fds[i].revents != 0) watcher_->OnReadable(fds[i].fd);
     }
-    if (conn_ != nullptr && absl::Now() >= next_sweep) {
-      next_sweep = absl::Now() + kSweepEvery;
+    if (conn_ != nullptr && clock.Now() >= next_sweep) {
+      next_sweep = clock.Now() + kSweepEvery;
       if (!conn_->Run(sql_.sweep, {}).ok() && conn_->broken()) {
         conn_.reset();
       } else {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "dlock/wakeup.h"
 #include "pg_conn.h"
 #include "pg_schema.h"
@@ -35,14 +36,18 @@ class PgListener {
   PgListener(const PgListener&) = delete;
   PgListener& operator=(const PgListener&) = delete;
 
-  void Start();
+  // Connects and LISTENs before the thread starts, so that no release is
+  // announced unheard after the client's Connect() returned (C9). Bounded by
+  // libpq's connect_timeout and the statement timeout; Unavailable naming
+  // the endpoint when the listener cannot be set up.
+  absl::Status Start();
   void Stop();
   // Makes the thread look at Watcher::Fds() again.
   void Wake();
 
  private:
   void Loop();
-  bool Connect();
+  absl::Status Connect();
   void Drain();
 
   const PgOptions& options_;

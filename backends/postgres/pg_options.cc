@@ -2,6 +2,8 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,9 +12,11 @@ namespace dlock::postgres {
 namespace {
 
 constexpr size_t kMaxTableBytes = 40;  // suffixes must fit in 63 bytes
+constexpr absl::Duration kMinGrace = absl::Milliseconds(100);
+constexpr absl::Duration kMaxGrace = absl::Minutes(10);
 constexpr char kKnownOptions[] =
     "namespace, table, mode (lease|session), pool_size, statement_timeout, "
-    "max_sessions, and libpq connection parameters (sslmode, "
+    "max_sessions, session_grace, and libpq connection parameters (sslmode, "
     "connect_timeout, application_name, options, ...)";
 
 // Keywords this libpq accepts, as PQconndefaults() lists them.
@@ -99,6 +103,34 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
           "URI option 'statement_timeout' must be from 10ms to 1m");
     }
     out.statement_timeout = **timeout;
+  }
+
+  absl::StatusOr<std::optional<absl::Duration>> grace =
+      params.TakeDuration("session_grace");
+  if (!grace.ok()) return grace.status();
+  const absl::Duration lease = config.options.watchdog_lease;
+  if (grace->has_value()) {
+    const absl::Duration g = **grace;
+    if (out.mode != Mode::kSession) {
+      return absl::InvalidArgumentError(
+          "URI option 'session_grace' applies to mode=session only");
+    }
+    // At least a few heartbeats (one every third of it) per grace, and
+    // shorter than the watchdog's lease: a grace at least as long as the
+    // lease would never free a dead holder's lock sooner than the lease.
+    if (g < kMinGrace || g > kMaxGrace || g >= lease) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "URI option 'session_grace' must be from ",
+          absl::FormatDuration(kMinGrace), " to ",
+          absl::FormatDuration(kMaxGrace),
+          " and shorter than the watchdog lease (", absl::FormatDuration(lease),
+          "), not ", absl::FormatDuration(g)));
+    }
+    out.session_grace = g;
+  } else if (lease < out.session_grace) {
+    // A short watchdog lease: its holds end with their lease first anyway;
+    // heartbeats as often as the watchdog renews are enough.
+    out.session_grace = std::max(lease, kMinGrace);
   }
 
   // The URI's own parts, with libpq's meaning.

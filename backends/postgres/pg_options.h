@@ -33,6 +33,11 @@ struct PgOptions {
   // Session mode: at most this many dedicated connections (held locks and
   // waiters) per client.
   int max_sessions = 64;
+  // Session mode: how long a holder's session may have been gone before
+  // another client takes the row over, and so how long after the last
+  // statement the server confirmed on a session the holder still believes
+  // in its holds (C19). See docs/postgres.md, "Session mode".
+  absl::Duration session_grace = absl::Seconds(3);
 };
 
 // Takes dlock's options from config.params and passes every other parameter

@@ -16,8 +16,11 @@ PgPool::Handle& PgPool::Handle::operator=(Handle&& other) {
 void PgPool::Handle::Discard() {
   if (conn_ == nullptr) return;
   conn_.reset();
-  absl::MutexLock lock(&pool_->mu_);
-  --pool_->open_;
+  {
+    absl::MutexLock lock(&pool_->mu_);
+    --pool_->open_;
+  }
+  pool_->freed_.Signal();
 }
 
 void PgPool::Handle::Return() {
@@ -27,25 +30,29 @@ void PgPool::Handle::Return() {
 void PgPool::Put(std::unique_ptr<PgConn> conn) {
   const bool keep = !conn->broken();
   if (!keep) conn.reset();  // closes outside the lock below
-  absl::MutexLock lock(&mu_);
-  if (keep) {
-    idle_.push_back(std::move(conn));
-  } else {
-    --open_;
+  {
+    absl::MutexLock lock(&mu_);
+    if (keep) {
+      idle_.push_back(std::move(conn));
+    } else {
+      --open_;
+    }
   }
+  freed_.Signal();
 }
 
 absl::StatusOr<PgPool::Handle> PgPool::Get() {
-  const absl::Time deadline = absl::Now() + options_.statement_timeout;
+  const Clock& clock = freed_.clock();
+  const MonoTime deadline = clock.Now() + options_.statement_timeout;
   while (true) {
     std::unique_ptr<PgConn> conn;
     bool open_new = false;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !idle_.empty() || open_ < size_;
-      };
-      if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+      while (idle_.empty() && open_ >= size_ && clock.Now() < deadline) {
+        freed_.WaitUntil(&mu_, deadline);
+      }
+      if (idle_.empty() && open_ >= size_) {
         return absl::UnavailableError(
             absl::StrCat(options_.endpoint, ": all ", size_, " ", what_,
                          " connections stayed busy for ",
@@ -63,8 +70,11 @@ absl::StatusOr<PgPool::Handle> PgPool::Get() {
     if (open_new) {
       absl::StatusOr<std::unique_ptr<PgConn>> opened = PgConn::Open(options_);
       if (!opened.ok()) {
-        absl::MutexLock lock(&mu_);
-        --open_;
+        {
+          absl::MutexLock lock(&mu_);
+          --open_;
+        }
+        freed_.Signal();
         return opened.status();
       }
       return Handle(this, *std::move(opened));
@@ -74,7 +84,7 @@ absl::StatusOr<PgPool::Handle> PgPool::Get() {
     if (conn->Alive()) return Handle(this, std::move(conn));
     conn.reset();
     absl::MutexLock lock(&mu_);
-    --open_;
+    --open_;  // this thread takes the place itself on its next round
   }
 }
 
@@ -85,6 +95,7 @@ void PgPool::Clear() {
     idle.swap(idle_);
     open_ -= static_cast<int>(idle.size());
   }
+  freed_.Signal();
 }
 
 }  // namespace dlock::postgres

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "dlock/clock.h"
 #include "pg_conn.h"
 
 namespace dlock::postgres {
@@ -59,6 +60,9 @@ class PgPool {
   absl::Mutex mu_;
   std::vector<std::unique_ptr<PgConn>> idle_ ABSL_GUARDED_BY(mu_);
   int open_ ABSL_GUARDED_BY(mu_) = 0;  // idle plus checked out
+  // Signalled when a connection comes back or a place frees up. Waits count
+  // on the monotonic clock (absl's timed waits count on the wall clock).
+  ClockCondVar freed_{Clock::Real()};
 };
 
 }  // namespace dlock::postgres

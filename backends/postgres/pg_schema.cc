@@ -14,6 +14,13 @@ namespace {
 // released row stays, free (owner '', expires_at = release time), so that
 // the next fresh hold takes its token under the row lock: strictly greater
 // than the last one (C8). The sweeper deletes rows free for 10 minutes.
+//
+// Version 2 adds dead_since and grace_ms (session mode, C19): a row whose
+// holder's session is gone is taken over only once it has been seen gone for
+// the holder's grace on the server's clock. The same script creates a fresh
+// schema and migrates a version-1 one, under the same advisory lock; the
+// version-1 acquire function is dropped so that an older client cannot take
+// over a row within its holder's grace.
 constexpr char kCreate[] = R"sql(
 BEGIN;
 SELECT pg_advisory_xact_lock(7238085217420861440);
@@ -32,6 +39,13 @@ CREATE TABLE IF NOT EXISTS {T} (
   wanted boolean NOT NULL DEFAULT false,
   PRIMARY KEY (namespace, name)
 ) WITH (fillfactor = 70);
+-- Version 2. dead_since: when an acquirer first found the row's session
+-- gone (NULL while it is found alive). grace_ms: the holder's session_grace;
+-- NULL on rows held by a version-1 client, which believed in its hold until
+-- its lease ended, so such a row is taken over only then.
+ALTER TABLE {T} ADD COLUMN IF NOT EXISTS dead_since timestamptz,
+  ADD COLUMN IF NOT EXISTS grace_ms bigint;
+DROP FUNCTION IF EXISTS {F}acquire"(text, text, text, bigint, boolean);
 
 -- Whether some session still holds the shared advisory lock on p_key: the
 -- exclusive try fails exactly when another session does. A shared lock held
@@ -48,8 +62,15 @@ RETURNS boolean LANGUAGE sql AS $fn$
       AND objid = (p_key & 4294967295)::oid)
 $fn$;
 
+-- Why the grace is safe (C19): the holder believes in a hold only until the
+-- send time of the last statement the server answered on its session, plus
+-- the grace, less a margin for clock rates (SessionBackend::HeldUntil). That
+-- statement ran before the session died, and the session died no later than
+-- an acquirer first found it gone (dead_since); the takeover waits until
+-- dead_since + grace on the server's clock. So the holder's belief ends
+-- before (death + grace) <= (dead_since + grace) <= the takeover.
 CREATE OR REPLACE FUNCTION {F}acquire"(p_ns text, p_name text, p_owner text,
-    p_lease_ms bigint, p_have boolean)
+    p_lease_ms bigint, p_have boolean, p_grace_ms bigint)
 RETURNS TABLE (o_got boolean, o_holds bigint, o_token bigint, o_left bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -57,16 +78,18 @@ DECLARE
   v_lease interval := p_lease_ms * interval '1 millisecond';
   v_row record;
   v_now timestamptz;
+  v_until timestamptz;
 BEGIN
   LOOP
-    SELECT l.owner, l.expires_at, l.session_key INTO v_row FROM {T} l
+    SELECT l.owner, l.expires_at, l.session_key, l.dead_since, l.grace_ms
+      INTO v_row FROM {T} l
       WHERE l.namespace = p_ns AND l.name = p_name FOR UPDATE;
     v_now := clock_timestamp();
     IF NOT FOUND THEN
       INSERT INTO {T} AS l (namespace, name, owner, holds, fencing_token,
-          kept_lease_ms, expires_at, since, session_key)
+          kept_lease_ms, expires_at, since, session_key, grace_ms)
         VALUES (p_ns, p_name, p_owner, 1, nextval('{S}'), p_lease_ms,
-          v_now + v_lease, v_now, v_key)
+          v_now + v_lease, v_now, v_key, p_grace_ms)
         ON CONFLICT DO NOTHING RETURNING l.fencing_token INTO o_token;
       IF NOT FOUND THEN
         CONTINUE;  -- a concurrent insert won; look at its row
@@ -77,12 +100,17 @@ BEGIN
       RETURN QUERY SELECT true, 1::bigint, o_token, 0::bigint;
       RETURN;
     END IF;
-    -- Re-entry: ours and live (our own session's lock, or anybody's).
+    -- Re-entry: ours and live (our own session's lock, or anybody's). The
+    -- row keeps the longest grace of its sessions' holders; a version-1
+    -- holder's NULL stays.
     IF v_row.owner = p_owner AND v_row.expires_at > v_now AND (p_have
         OR v_row.session_key IS NULL OR {F}alive"(v_row.session_key)) THEN
       UPDATE {T} l SET holds = l.holds + 1,
           kept_lease_ms = GREATEST(l.kept_lease_ms, p_lease_ms),
-          expires_at = GREATEST(l.expires_at, v_now + v_lease)
+          expires_at = GREATEST(l.expires_at, v_now + v_lease),
+          dead_since = NULL,
+          grace_ms = CASE WHEN l.grace_ms IS NULL THEN NULL
+                          ELSE GREATEST(l.grace_ms, p_grace_ms) END
         WHERE l.namespace = p_ns AND l.name = p_name
         RETURNING l.holds, l.fencing_token INTO o_holds, o_token;
       IF NOT p_have THEN
@@ -97,20 +125,31 @@ BEGIN
       PERFORM pg_advisory_unlock_shared(v_key);
       p_have := false;
     END IF;
-    IF v_row.expires_at > v_now AND (v_row.session_key IS NULL
-        OR {F}alive"(v_row.session_key)) THEN
-      -- A waiter now: the holder's release must announce itself.
-      UPDATE {T} l SET wanted = true
-        WHERE l.namespace = p_ns AND l.name = p_name;
-      RETURN QUERY SELECT false, 0::bigint, 0::bigint, GREATEST(0,
-          ceil(extract(epoch FROM v_row.expires_at - v_now) * 1000))::bigint;
-      RETURN;
+    IF v_row.expires_at > v_now THEN
+      v_until := v_row.expires_at;
+      IF v_row.session_key IS NULL OR {F}alive"(v_row.session_key) THEN
+        v_row.dead_since := NULL;
+      ELSIF v_row.grace_ms IS NOT NULL THEN
+        -- The holder's session is gone: it may still believe in its hold
+        -- for up to its grace after it died; wait that long.
+        v_row.dead_since := COALESCE(v_row.dead_since, v_now);
+        v_until := LEAST(v_until,
+            v_row.dead_since + v_row.grace_ms * interval '1 millisecond');
+      END IF;
+      IF v_until > v_now THEN
+        -- A waiter now: the holder's release must announce itself.
+        UPDATE {T} l SET wanted = true, dead_since = v_row.dead_since
+          WHERE l.namespace = p_ns AND l.name = p_name;
+        RETURN QUERY SELECT false, 0::bigint, 0::bigint, GREATEST(0,
+            ceil(extract(epoch FROM v_until - v_now) * 1000))::bigint;
+        RETURN;
+      END IF;
     END IF;
-    -- Free, expired, or its holder's session is gone: take it over.
+    -- Free, expired, or its holder's session gone for the grace: take it.
     UPDATE {T} l SET owner = p_owner, holds = 1,
         fencing_token = nextval('{S}'), kept_lease_ms = p_lease_ms,
         expires_at = v_now + v_lease, since = v_now, session_key = v_key,
-        wanted = false
+        wanted = false, dead_since = NULL, grace_ms = p_grace_ms
       WHERE l.namespace = p_ns AND l.name = p_name
       RETURNING l.fencing_token INTO o_token;
     PERFORM pg_advisory_lock_shared(v_key);
@@ -188,7 +227,8 @@ BEGIN
 END
 $fn$;
 
-INSERT INTO {M} SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM {M});
+INSERT INTO {M} SELECT 2 WHERE NOT EXISTS (SELECT 1 FROM {M});
+UPDATE {M} SET version = 2 WHERE version < 2;
 COMMIT;
 )sql";
 
@@ -326,7 +366,8 @@ Sql::Sql(const std::string& table) {
            fill("DELETE FROM {T} WHERE expires_at < clock_timestamp() - "
                 "interval '10 minutes'")};
   s_acquire = {"dlock_s_acquire",
-               fill("SELECT * FROM {F}acquire\"($1, $2, $3, $4, $5)")};
+               fill("SELECT * FROM {F}acquire\"($1, $2, $3, $4, $5, $6)")};
+  ping = {"dlock_ping", "SELECT 1"};
   s_release = {"dlock_s_release",
                fill("SELECT {F}release\"($1, $2, $3, $4, $5, $6, $7)")};
   s_renew = {"dlock_s_renew", fill("SELECT {F}renew\"($1, $2, $3, $4, $5)")};
@@ -348,7 +389,8 @@ absl::Status EnsureSchema(PgConn& conn, const Sql& sql) {
             ", newer than this dlock understands (", kSchemaVersion,
             "); upgrade dlock"));
       }
-      // v < kSchemaVersion: migrations go here, in order.
+      // v < kSchemaVersion: create_schema migrates (ADD COLUMN IF NOT
+      // EXISTS, functions replaced) in its serialized transaction.
       if (v == kSchemaVersion) return absl::OkStatus();
     } else if (!version.ok() &&
                version.status().code() == absl::StatusCode::kUnavailable) {

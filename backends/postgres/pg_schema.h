@@ -12,8 +12,9 @@
 namespace dlock::postgres {
 
 // The schema version this build creates and understands. A table created by
-// a newer version is refused; an older one is migrated (none exists yet).
-inline constexpr int kSchemaVersion = 1;
+// a newer version is refused; an older one is migrated. 2: dead_since and
+// grace_ms, for session mode's grace (C19).
+inline constexpr int kSchemaVersion = 2;
 
 struct Sql {
   explicit Sql(const std::string& table);
@@ -34,9 +35,11 @@ struct Sql {
   Statement force;    // $1, $2, $3 channel -> one row when it was held
   Statement sweep;    // no parameters: deletes rows free for 10 minutes
   // Session mode: calls of the functions the schema defines.
-  Statement s_acquire;  // $4 lease ms, $5 has-session -> like acquire
+  // $4 lease ms, $5 has-session, $6 grace ms -> like acquire
+  Statement s_acquire;
   Statement s_release;  // $4 holds, $5 has-session, $6 keep, $7 channel
   Statement s_renew;    // $4 lease ms, $5 has-session -> bool
+  Statement ping;       // no parameters: confirms a session is alive
 
   std::string schema_version;  // SELECT the version (42P01 when missing)
   std::string create_schema;   // one transaction, idempotent

@@ -1,13 +1,25 @@
 // mode=session: the lease-mode row, bound as well to the holder's session.
 // Each lock this client holds keeps a dedicated connection whose session
 // holds a shared advisory lock on a 64-bit key of namespace and name; a row
-// whose key no session holds is dead and is taken over at once. So a holder
-// whose process dies or whose connection drops frees the lock immediately,
-// not after its lease; the lease still bounds a holder that hangs (C2).
+// whose key no session holds is dead, and is taken over once it has been
+// seen dead for the holder's grace G (session_grace). So a holder whose
+// process dies or whose connection drops frees the lock within about G, not
+// after its lease; the lease still bounds a holder that hangs (C2).
+//
+// The holder, for its part, believes in a hold only until the send time of
+// the last statement the server answered on the hold's session plus G, less
+// a margin (HeldUntil): a holder cut off from the server (a partition that
+// swallowed the server's FIN) stops believing before anyone can take over
+// (C19; the argument is in pg_schema.cc). A keeper thread keeps that fresh
+// with a light statement on each held session none ran on for G/3.
 // The server-side functions are in pg_schema.cc; docs/postgres.md explains
 // the design, and what this mode does not give behind a pooling proxy.
+#include <algorithm>
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -22,8 +34,28 @@ struct Session {
   PgPool::Handle conn ABSL_GUARDED_BY(mu);  // empty once dropped
   int64_t local_holds ABSL_GUARDED_BY(mu) = 0;
   std::atomic<bool> busy{false};  // a statement is in flight on conn
+  // The send time (on the client's clock, since its origin) of the last
+  // statement the server answered on conn. Atomic: HeldUntil() reads it
+  // without taking `mu`, which a statement in flight may hold for seconds.
+  std::atomic<int64_t> confirmed_ns{0};
   int fd = -1;
+
+  void Confirm(MonoTime sent) {
+    const int64_t ns = absl::ToInt64Nanoseconds(sent.since_origin());
+    int64_t seen = confirmed_ns.load();
+    while (seen < ns && !confirmed_ns.compare_exchange_weak(seen, ns)) {
+    }
+  }
+  MonoTime confirmed() const {
+    return MonoTime::FromSinceOrigin(absl::Nanoseconds(confirmed_ns.load()));
+  }
 };
+
+// How far the client's clock may run fast against the server's over a
+// grace: 1% of it plus 2 ms, as for leases (client_core.cc, DriftMargin).
+absl::Duration GraceMargin(absl::Duration grace) {
+  return grace / 100 + absl::Milliseconds(2);
+}
 
 using Key = std::pair<std::string, std::string>;  // name, owner
 
@@ -33,11 +65,18 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
  public:
   SessionBackend(PgOptions options, const BackendConfig& config)
       : PgBackendBase(std::move(options), config),
-        sessions_pool_(options_, options_.max_sessions, "session") {}
-  // The listener calls into this object; it must stop before the members
-  // below go (Shutdown() normally stopped it already).
+        grace_(options_.session_grace),
+        sessions_pool_(options_, options_.max_sessions, "session"),
+        keeper_wake_(clock_) {}
+  // The listener and the keeper call into this object; they must stop before
+  // the members below go (Shutdown() normally stopped them already).
   ~SessionBackend() override {
+    StopKeeper();
     if (notifications_ != nullptr) notifications_->Stop();
+  }
+
+  void StartKeeper() {
+    keeper_ = std::thread([this] { KeepLoop(); });
   }
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
@@ -59,8 +98,9 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
       if (!fresh.ok()) return fresh.status();
       conn = *std::move(fresh);
     }
-    const std::string params[] = {ns_, key.first, key.second,
-                                  Millis(call.lease), Bool(false)};
+    const std::string params[] = {ns_,         key.first,
+                                  key.second,  Millis(call.lease),
+                                  Bool(false), Millis(grace_)};
     absl::StatusOr<Grant> acquired = AcquireWithWakeups(
         call, hub_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
           absl::StatusOr<PgResult> r = conn->Run(sql_.s_acquire, params);
@@ -68,7 +108,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
           return ToAttempt(r->get());
         });
     if (!acquired.ok()) return acquired.status();
-    Install(key, std::move(conn));
+    Install(key, std::move(conn), acquired->sent);
     return acquired;
   }
 
@@ -123,7 +163,19 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     return absl::OkStatus();
   }
 
+  // The hold is believed only while its session may still be alive on the
+  // server: until the last confirmed send on it plus the grace, less the
+  // margin (C19). From memory and atomics only: the core calls this under
+  // its own lock, on every State() and from its notifier. A hold with no
+  // session here was released or dropped: not believed.
+  MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override {
+    std::shared_ptr<Session> s = Find(Key(name, owner));
+    if (s == nullptr) return MonoTime::InfinitePast();
+    return s->confirmed() + grace_ - GraceMargin(grace_);
+  }
+
   void Shutdown() override {
+    StopKeeper();
     PgBackendBase::Shutdown();
     absl::flat_hash_map<Key, std::shared_ptr<Session>> sessions;
     {
@@ -183,8 +235,9 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
                                                   PgPool::Handle& reuse) {
     absl::MutexLock lock(&s.mu);
     if (!s.conn) return std::optional<Acquired>();
-    const std::string params[] = {ns_, key.first, key.second,
-                                  Millis(call.lease), Bool(true)};
+    const std::string params[] = {ns_,        key.first,
+                                  key.second, Millis(call.lease),
+                                  Bool(true), Millis(grace_)};
     absl::StatusOr<PgResult> r = RunOn(s, sql_.s_acquire, params);
     if (!r.ok()) {
       if (!s.conn->broken()) return r.status();
@@ -203,9 +256,11 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     return std::optional<Acquired>();
   }
 
-  void Install(const Key& key, PgPool::Handle conn) {
+  // `sent`: when the winning attempt was sent, on conn's session.
+  void Install(const Key& key, PgPool::Handle conn, MonoTime sent) {
     auto fresh = std::make_shared<Session>();
     fresh->fd = conn->socket();
+    fresh->Confirm(sent);
     std::shared_ptr<Session> existing;
     {
       // Lock order everywhere: a session's mu, then sessions_mu_.
@@ -256,13 +311,85 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
         error.ok() ? "" : absl::StrCat(" (", error.message(), ")")));
   }
 
+  // Every statement on a session goes through here: an answer confirms the
+  // session was alive after `sent`, which moves HeldUntil() on.
   absl::StatusOr<PgResult> RunOn(Session& s, const Statement& stmt,
                                  absl::Span<const std::string> params)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
     s.busy = true;
+    const MonoTime sent = clock_.Now();
     absl::StatusOr<PgResult> r = s.conn->Run(stmt, params);
+    if (r.ok()) s.Confirm(sent);
     s.busy = false;
     return r;
+  }
+
+  // The keeper: a light statement on each held session on which none was
+  // answered for a third of the grace, so that a live holder's HeldUntil()
+  // stays ahead. Its own thread, not the listener's: a ping waits up to the
+  // statement timeout, and wake-ups must not wait behind it.
+  void KeepLoop() {
+    absl::MutexLock lock(&keeper_mu_);
+    while (!keeper_stop_) {
+      const MonoTime now = clock_.Now();
+      // Wake at the next session due, and no later than a third of the
+      // grace: a session installed meanwhile is due no sooner than that.
+      MonoTime next = now + grace_ / 3;
+      // A session busy with a caller's statement is looked at again soon
+      // rather than at once: that statement's answer may confirm it.
+      const MonoTime soon = now + grace_ / 10;
+      std::vector<std::pair<Key, std::shared_ptr<Session>>> due;
+      {
+        absl::MutexLock sessions_lock(&sessions_mu_);
+        for (const auto& [key, s] : sessions_) {
+          const MonoTime at = s->confirmed() + grace_ / 3;
+          if (at > now) {
+            next = std::min(next, at);
+          } else if (s->busy) {
+            next = std::min(next, soon);
+          } else {
+            due.emplace_back(key, s);
+          }
+        }
+      }
+      if (!due.empty()) {
+        keeper_mu_.Unlock();
+        bool skipped = false;
+        for (auto& [key, s] : due) skipped = !Ping(key, *s) || skipped;
+        notifications_->Wake();  // watch the sockets that were busy again
+        keeper_mu_.Lock();
+        if (skipped) next = std::min(next, soon);
+      }
+      if (!keeper_stop_) keeper_wake_.WaitUntil(&keeper_mu_, next);
+    }
+  }
+
+  // Returns false when a caller held the session, so no ping was sent.
+  bool Ping(const Key& key, Session& s) {
+    // A caller's statement in flight holds mu: its answer confirms the
+    // session just as well, and its failure reports the loss. Never wait
+    // behind it, so that one stuck session does not hold up the others.
+    if (!s.mu.TryLock()) return false;
+    absl::Status lost;
+    if (s.conn && clock_.Now() >= s.confirmed() + grace_ / 3) {
+      absl::StatusOr<PgResult> r = RunOn(s, sql_.ping, {});
+      // A broken connection ends the session: the hold is gone. Another
+      // error (a statement timeout) leaves the session as it was.
+      if (!r.ok()) lost = Dropped(key, s, r.status());
+      if (s.conn) lost = absl::OkStatus();
+    }
+    s.mu.Unlock();
+    if (!lost.ok()) listener_->OnHoldLost(key.first, key.second, lost);
+    return true;
+  }
+
+  void StopKeeper() {
+    {
+      absl::MutexLock lock(&keeper_mu_);
+      keeper_stop_ = true;
+    }
+    keeper_wake_.Signal();
+    if (keeper_.joinable()) keeper_.join();
   }
 
   absl::StatusOr<int64_t> Released(absl::string_view name,
@@ -288,10 +415,17 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     return attempt;
   }
 
+  const absl::Duration grace_;
   PgPool sessions_pool_;
+  // Held only for lookups and updates of the map, never across a statement
+  // or a call into the core: HeldUntil() takes it under the core's lock.
   absl::Mutex sessions_mu_;
   absl::flat_hash_map<Key, std::shared_ptr<Session>> sessions_
       ABSL_GUARDED_BY(sessions_mu_);
+  absl::Mutex keeper_mu_;
+  bool keeper_stop_ ABSL_GUARDED_BY(keeper_mu_) = false;
+  ClockCondVar keeper_wake_;
+  std::thread keeper_;
 };
 
 }  // namespace
@@ -300,6 +434,7 @@ absl::StatusOr<std::unique_ptr<Backend>> NewSessionBackend(
     PgOptions options, const BackendConfig& config) {
   auto backend = std::make_unique<SessionBackend>(std::move(options), config);
   if (absl::Status s = backend->Start(backend.get()); !s.ok()) return s;
+  backend->StartKeeper();
   return backend;
 }
 

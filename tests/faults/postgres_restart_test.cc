@@ -120,10 +120,12 @@ TEST_F(PostgresRestartTest, SessionHolderIsToldTheLockIsLost) {
   EXPECT_TRUE(held->Release().ok());
 }
 
-// Session mode's point: a holder killed with SIGKILL frees the lock as soon as
-// the server sees its connection close, not after its (long) lease.
-TEST_F(PostgresRestartTest, SessionHolderKilledFreesTheLockAtOnce) {
-  const std::string uri = server_->Uri("killed_session", "mode=session");
+// Session mode's point: a holder killed with SIGKILL frees the lock within
+// the session grace of the server seeing its connection close, not after its
+// (long) lease.
+TEST_F(PostgresRestartTest, SessionHolderKilledFreesTheLockWithinTheGrace) {
+  const std::string uri =
+      server_->Uri("killed_session", "mode=session&session_grace=1s");
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   const pid_t child = fork();
@@ -166,7 +168,8 @@ TEST_F(PostgresRestartTest, SessionHolderKilledFreesTheLockAtOnce) {
   wait.wait = absl::Seconds(10);
   absl::StatusOr<Acquired> got = lock->Acquire(wait);
   ASSERT_TRUE(got.ok()) << got.status();
-  // Within the fallback poll (1s) plus slack, far below the 60s lease.
+  // Within the fallback poll (1s) and the grace (1s) plus slack, far below
+  // the 60s lease.
   EXPECT_LT(absl::Now() - killed_at, absl::Seconds(3));
   EXPECT_TRUE(lock->Release().ok());
 }

@@ -1,0 +1,90 @@
+// Copyright dlock authors. A lock table made by dlock 0.1 (schema version 1)
+// keeps working: the first client of this version migrates it in place, and
+// a session-mode row held by a 0.1 client, which believed in its hold until
+// its lease ended, is not taken over before then.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/dlock.h"
+#include "gtest/gtest.h"
+#include "postgres_server.h"
+#include "postgres_suite.h"
+
+namespace dlock::testing {
+namespace {
+
+class PostgresSchemaTest : public PostgresSuite {};
+
+// What dlock 0.1 created (its session functions reduced to the one whose
+// signature changed), and one row a 0.1 session-mode client holds for a
+// minute through a session that is gone now.
+constexpr char kVersion1[] = R"sql(
+CREATE TABLE old_locks_meta (version integer NOT NULL);
+INSERT INTO old_locks_meta VALUES (1);
+CREATE SEQUENCE old_locks_fencing AS bigint;
+CREATE TABLE old_locks (
+  namespace text NOT NULL, name text NOT NULL, owner text NOT NULL,
+  holds bigint NOT NULL, fencing_token bigint NOT NULL,
+  kept_lease_ms bigint NOT NULL, expires_at timestamptz NOT NULL,
+  since timestamptz NOT NULL, session_key bigint,
+  wanted boolean NOT NULL DEFAULT false,
+  PRIMARY KEY (namespace, name)) WITH (fillfactor = 70);
+CREATE FUNCTION "old_locks_s_acquire"(p_ns text, p_name text, p_owner text,
+    p_lease_ms bigint, p_have boolean)
+RETURNS TABLE (o_got boolean, o_holds bigint, o_token bigint, o_left bigint)
+LANGUAGE sql AS $$ SELECT true, 1::bigint, 1::bigint, 0::bigint $$;
+INSERT INTO old_locks VALUES ('migrate', 'held by 0.1', 'a 0.1 owner', 1,
+  nextval('old_locks_fencing'), 60000, clock_timestamp() + interval '60s',
+  clock_timestamp(), hashtextextended('migrate/held by 0.1', 0), false);
+)sql";
+
+TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
+  ASSERT_TRUE(server_->Psql(kVersion1).ok());
+  const std::string session =
+      server_->Uri("migrate", "table=old_locks&mode=session");
+  absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(session);
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  absl::StatusOr<std::string> version =
+      server_->Psql("SELECT max(version) FROM old_locks_meta;");
+  ASSERT_TRUE(version.ok()) << version.status();
+  EXPECT_EQ(*version, "2");
+  absl::StatusOr<std::string> columns = server_->Psql(
+      "SELECT string_agg(column_name, ',' ORDER BY column_name) FROM "
+      "information_schema.columns WHERE table_name = 'old_locks' AND "
+      "column_name IN ('dead_since', 'grace_ms');");
+  ASSERT_TRUE(columns.ok()) << columns.status();
+  EXPECT_EQ(*columns, "dead_since,grace_ms");
+  // The 0.1 acquire function, which took over dead sessions at once, is
+  // gone: a 0.1 client left running fails rather than break a new holder.
+  absl::StatusOr<std::string> old_functions = server_->Psql(
+      "SELECT count(*) FROM pg_proc WHERE proname = 'old_locks_s_acquire' "
+      "AND pronargs = 5;");
+  ASSERT_TRUE(old_functions.ok()) << old_functions.status();
+  EXPECT_EQ(*old_functions, "0");
+
+  // Both modes work on the migrated table.
+  for (const std::string mode : {"lease", "session"}) {
+    SCOPED_TRACE(mode);
+    absl::StatusOr<std::unique_ptr<LockClient>> c =
+        Connect(server_->Uri("migrate", "table=old_locks&mode=" + mode));
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto lock = *(*c)->GetLock("after the migration " + mode);
+    absl::StatusOr<Acquired> got = lock->Acquire();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(lock->State(), LockState::kHeld);
+    EXPECT_TRUE(lock->Release().ok());
+  }
+
+  // The 0.1 holder's session is gone, but it knew no grace: the row waits
+  // for its lease, well past the grace of this client.
+  auto old_row = *(*client)->GetLock("held by 0.1");
+  AcquireOptions wait;
+  wait.wait = absl::Seconds(5);  // the default grace (3s) and a poll
+  EXPECT_EQ(old_row->Acquire(wait).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+}  // namespace
+}  // namespace dlock::testing
