@@ -196,6 +196,11 @@ void PostgresServer::StopServer() {
   process_.Stop();
 }
 
+void PostgresServer::Kill() {
+  SignalAll(SIGKILL);
+  process_.Kill();  // reaps the postmaster
+}
+
 void PostgresServer::SignalAll(int signal) {
   const pid_t postmaster = process_.pid();
   if (postmaster <= 0) return;

@@ -49,6 +49,9 @@ class PostgresServer {
   // the same port: what an operator's restart does.
   absl::Status Restart();
   void StopServer();
+  // SIGKILL to the postmaster and every backend, as a crash or an OOM kill
+  // would; StartServer() then runs crash recovery on the same data.
+  void Kill();
   absl::Status StartServer();
   // SIGSTOP / SIGCONT to the postmaster and each of its children: every
   // backend is a process group of its own, so the group signal misses them.

@@ -86,7 +86,7 @@ class PostgresBackend : public HistoryBackend {
                         "&application_name=history-worker-", i);
   }
   absl::Status KillAndRestart() override {
-    server_->StopServer();  // TODO(history): kill -9
+    server_->Kill();
     return server_->StartServer();
   }
   absl::Status StopAndStart(absl::Duration down) override {
