@@ -37,14 +37,23 @@ class MuxConnection {
   bool broken() const;
 
  private:
+  // One Call: its caller sleeps on `wake` until every reply is in or the
+  // connection failed, or until it is its turn to read. Every request of the
+  // Call points here, so whoever finishes the Call or hands it the reading
+  // wakes the one thread that waits for it, whichever request is in front.
+  struct Waiter {
+    size_t unanswered = 0;
+    absl::CondVar wake;
+  };
   struct Request {
     Reply reply;
-    bool done = false;
-    absl::CondVar wake;
+    Waiter* waiter = nullptr;
   };
 
   absl::Status WriteAll(const std::string& bytes);
   absl::Status ReadSome(std::vector<Reply>& replies);
+  // Fails every pending request and wakes their callers; shuts the socket
+  // down so that a caller blocked reading it returns at once.
   void FailAll(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<Connection> conn_;
