@@ -131,7 +131,10 @@ absl::Status MuxConnection::WriteAll(const std::string& bytes) {
   const int fd = conn_->context()->fd;
   size_t sent = 0;
   while (sent < bytes.size()) {
-    ssize_t n = write(fd, bytes.data() + sent, bytes.size() - sent);
+    // MSG_NOSIGNAL: a write to a connection the server has reset raises
+    // SIGPIPE otherwise, whose default action kills the host process.
+    ssize_t n =
+        send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       return absl::UnavailableError(

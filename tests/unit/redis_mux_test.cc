@@ -334,6 +334,31 @@ TEST(MuxConnection, HangupFailsEveryWaitingCallerAtOnce) {
             absl::StatusCode::kUnavailable);
 }
 
+// A write to a connection the server has closed and then reset raises
+// SIGPIPE, which kills the process unless the write says not to: a library
+// must never take its host process down because a server went away. A batch
+// larger than the socket buffer takes several write()s; the first provokes
+// the reset, the next would raise the signal.
+TEST(MuxConnectionDeathTest, WritingToAClosedConnectionDoesNotKillTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ScriptedServer server;
+        auto mux = OpenMux(server.port());
+        if (mux == nullptr || !server.Accept()) _exit(2);
+        server.Hangup();
+        absl::SleepFor(absl::Milliseconds(100));  // its FIN is here
+        const std::string big(8 << 20, 'x');
+        absl::StatusOr<std::vector<Reply>> replies =
+            mux->Call({FormatCommand({"ECHO", big})});
+        _exit(!replies.ok() &&
+                      replies.status().code() == absl::StatusCode::kUnavailable
+                  ? 0
+                  : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 // Many threads, single commands and batches mixed, against a real server:
 // every call gets its own replies, in order, and nobody is left asleep when
 // the others stop (each thread's last call is where a lost hand-off would
