@@ -35,8 +35,11 @@ class Connection {
  public:
   // Connects, authenticates and selects the db. Unavailable when the server
   // cannot be reached, Unauthenticated when it rejects the credentials.
+  // When `cancel_fd` is not -1, the connect() gives up (Cancelled) as soon
+  // as that descriptor turns readable, instead of waiting out
+  // connect_timeout: a thread that is being stopped stops at once.
   static absl::StatusOr<std::unique_ptr<Connection>> Open(
-      const ConnectionConfig& config);
+      const ConnectionConfig& config, int cancel_fd = -1);
   ~Connection();
 
   // One command. An error reply is returned as a reply (type

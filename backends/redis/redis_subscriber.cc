@@ -39,7 +39,10 @@ void Subscriber::Stop() {
 
 absl::Status Subscriber::Subscribe() {
   conn_.reset();
-  absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config_);
+  // Stop() interrupts the dial: against an address that swallows SYNs it
+  // would otherwise hold Close() for a whole connect_timeout.
+  absl::StatusOr<std::unique_ptr<Connection>> conn =
+      Connection::Open(config_, stop_fd_);
   if (!conn.ok()) return conn.status();
   absl::StatusOr<Reply> reply = (*conn)->Command({"SUBSCRIBE", channel_});
   if (!reply.ok()) return reply.status();

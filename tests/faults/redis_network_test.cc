@@ -1,5 +1,6 @@
 // Copyright dlock authors. The redis:// backend between a client and a real
-// redis-server that a fault proxy (integration/fault_proxy.h) stands between.
+// redis-server that a fault proxy (integration/fault_proxy.h) stands between:
+// slow replies, a network that swallows new connections.
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,9 +28,11 @@
 namespace dlock {
 namespace {
 
+using testing::Admission;
 using testing::Direction;
 using testing::Fault;
 using testing::FaultProxy;
+using ::testing::HasSubstr;
 using testing::RedisServer;
 
 std::unique_ptr<RedisServer> StartOrDie() {
@@ -206,6 +209,87 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
     (void)gate.redis->Inspect("rescue");
   }
   closer.join();
+}
+
+// Defect: a broken connection was redialed under a lock held for the whole
+// dial, so against an address that swallows SYNs the k-th caller (the
+// watchdog included) waited k connect timeouts. One caller dials; the
+// others fail fast, naming the server.
+TEST(RedisNetwork, CallersFailFastWhileOneReconnectIsInFlight) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  FaultProxy proxy;
+  ASSERT_TRUE(proxy.Start("127.0.0.1", server->port()).ok());
+  const std::string endpoint = absl::StrCat("127.0.0.1:", proxy.port());
+  auto client = ConnectOrDie(
+      absl::StrCat("redis://", endpoint, "?namespace=dial&connect_timeout=1s"));
+  ASSERT_NE(client, nullptr);
+  constexpr int kCallers = 5;
+  std::vector<std::unique_ptr<DistributedLock>> locks;
+  for (int i = 0; i < kCallers; ++i) {
+    locks.push_back(LockOrDie(*client, absl::StrCat("lock-", i)));
+    ASSERT_NE(locks.back(), nullptr);
+  }
+  ASSERT_TRUE(locks[0]->TryAcquire().ok());
+  ASSERT_TRUE(locks[0]->Release().ok());
+
+  ASSERT_TRUE(proxy.SetAdmission(Admission::kBlackhole).ok());
+  proxy.ResetAll();
+  std::vector<absl::Status> results(kCallers);
+  std::vector<absl::Duration> took(kCallers);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kCallers; ++i) {
+    threads.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < kCallers) std::this_thread::yield();
+      const absl::Time start = absl::Now();
+      results[i] = locks[i]->TryAcquire().status();
+      took[i] = absl::Now() - start;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kCallers; ++i) {
+    EXPECT_EQ(results[i].code(), absl::StatusCode::kUnavailable)
+        << i << ": " << results[i];
+    EXPECT_THAT(results[i].message(), HasSubstr(endpoint)) << i;
+    EXPECT_LT(took[i], absl::Seconds(2))
+        << "caller " << i << " waited for other callers' dials: " << results[i];
+  }
+
+  // Healed, the client gets going again by itself.
+  ASSERT_TRUE(proxy.Heal().ok());
+  absl::Status last;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  do {
+    last = locks[1]->TryAcquire().status();
+    if (last.ok()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  } while (absl::Now() < deadline);
+  EXPECT_TRUE(last.ok()) << last;
+}
+
+// Close() does not wait for the subscriber's reconnect to time out.
+TEST(RedisNetwork, CloseDoesNotWaitForTheSubscribersDial) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  FaultProxy proxy;
+  ASSERT_TRUE(proxy.Start("127.0.0.1", server->port()).ok());
+  auto client =
+      ConnectOrDie(absl::StrCat("redis://127.0.0.1:", proxy.port(),
+                                "?namespace=stop&connect_timeout=5s"));
+  ASSERT_NE(client, nullptr);
+  const uint64_t accepted = proxy.stats().accepted;
+  ASSERT_TRUE(proxy.SetAdmission(Admission::kBlackhole).ok());
+  proxy.ResetAll();
+  // The subscriber sees its connection reset and dials again at once (its
+  // first backoff is 50 ms); give it time to be in the middle of it.
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(proxy.stats().accepted, accepted) << "the blackhole let one in";
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(client->Close().ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2))
+      << "Close() waited for a dial into the blackhole";
 }
 
 }  // namespace
