@@ -189,9 +189,16 @@ class RedisBackend : public Backend {
   // swallows SYNs nobody (the watchdog included) waits more than one
   // connect_timeout, and at most one dial is open at a time (C17, C18).
   absl::StatusOr<std::shared_ptr<MuxConnection>> Mux() {
+    bool resubscribe = false;
     {
       absl::MutexLock lock(&mux_mu_);
       if (mux_ != nullptr && !mux_->broken()) return mux_;
+      // A server that answered READONLY (or LOADING, MASTERDOWN) likely
+      // holds the subscription too, and a demoted master hears no releases:
+      // each time the command connection is dialed again after such an
+      // answer, so is the subscription, which thus follows the address to
+      // wherever it leads now.
+      resubscribe = mux_ != nullptr && mux_->wrong_server();
       if (dialing_) {
         return absl::UnavailableError(
             absl::StrCat("no connection to redis at ", endpoint(),
@@ -214,6 +221,7 @@ class RedisBackend : public Backend {
           absl::StrCat("the client of redis at ", endpoint(), " is closed"));
     }
     mux_ = std::make_shared<MuxConnection>(*std::move(conn));
+    if (resubscribe) subscriber_.Resubscribe();
     return mux_;
   }
 

@@ -19,24 +19,45 @@
 #include "absl/strings/str_cat.h"
 
 namespace dlock::redis {
+namespace {
+
+// The error code of an error reply: its first word ("READONLY" of
+// "READONLY You can't write against a read only replica.").
+absl::string_view ErrorCode(const redisReply* reply) {
+  absl::string_view text(reply->str, reply->len);
+  return text.substr(0, text.find(' '));
+}
+
+}  // namespace
+
 absl::Status ReplyError(const redisReply* reply, absl::string_view what,
                         absl::string_view endpoint) {
   if (reply == nullptr || reply->type != REDIS_REPLY_ERROR) {
     return absl::OkStatus();
   }
   absl::string_view text(reply->str, reply->len);
-  if (absl::StartsWith(text, "NOAUTH") || absl::StartsWith(text, "WRONGPASS")) {
+  const absl::string_view code = ErrorCode(reply);
+  if (code == "NOAUTH" || code == "WRONGPASS") {
     return absl::UnauthenticatedError(
         absl::StrCat("redis at ", endpoint, " refused ", what, ": ", text));
   }
-  if (absl::StartsWith(text, "LOADING") || absl::StartsWith(text, "BUSY") ||
-      absl::StartsWith(text, "MASTERDOWN") ||
-      absl::StartsWith(text, "READONLY")) {
+  if (MustReconnect(reply)) {
+    return absl::UnavailableError(absl::StrCat("redis at ", endpoint,
+                                               " cannot serve ", what,
+                                               " (reconnecting): ", text));
+  }
+  if (code == "BUSY") {
     return absl::UnavailableError(absl::StrCat(
         "redis at ", endpoint, " cannot serve ", what, ": ", text));
   }
   return absl::InternalError(
       absl::StrCat("redis at ", endpoint, " failed ", what, ": ", text));
+}
+
+bool MustReconnect(const redisReply* reply) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ERROR) return false;
+  const absl::string_view code = ErrorCode(reply);
+  return code == "READONLY" || code == "MASTERDOWN" || code == "LOADING";
 }
 
 namespace {

@@ -61,8 +61,19 @@ class Connection {
 };
 
 // An error reply as a Status, or OK. `what` names the operation.
+// Unauthenticated for NOAUTH and WRONGPASS; Unavailable for a server that
+// cannot serve now (BUSY, and the MustReconnect() replies); Internal for the
+// rest.
 absl::Status ReplyError(const redisReply* reply, absl::string_view what,
                         absl::string_view endpoint);
+
+// True for the error replies of a server that cannot take this client's
+// writes and will not on this connection: READONLY (a replica, such as a
+// master demoted by a failover), MASTERDOWN (a replica that lost its
+// master), LOADING (a server still reading its data set). The connection must
+// be dropped, so that the next command connects again, possibly to the new
+// master behind the same address (DNS, a proxy, a virtual IP).
+bool MustReconnect(const redisReply* reply);
 
 }  // namespace dlock::redis
 

@@ -27,7 +27,12 @@ MuxConnection::MuxConnection(std::unique_ptr<Connection> conn)
 
 bool MuxConnection::broken() const {
   absl::MutexLock lock(&mu_);
-  return !broken_.ok();
+  return !broken_.ok() || wrong_server_;
+}
+
+bool MuxConnection::wrong_server() const {
+  absl::MutexLock lock(&mu_);
+  return wrong_server_;
 }
 
 absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
@@ -81,6 +86,10 @@ absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
                            " sent a reply nobody asked for")));
           break;
         }
+        // Seen here, so that every caller's reply counts, whatever it
+        // makes of it: a server that stopped taking our writes (demoted
+        // after a failover, say) gets no new commands on this connection.
+        if (MustReconnect(reply.get())) wrong_server_ = true;
         Request* r = pending_.front();
         pending_.pop_front();
         r->reply = std::move(reply);

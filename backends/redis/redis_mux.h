@@ -34,7 +34,13 @@ class MuxConnection {
   // fails; the connection is broken() from then on.
   absl::StatusOr<std::vector<Reply>> Call(std::vector<std::string> commands);
 
+  // True once the connection failed, or once the server answered that it
+  // cannot serve this client (MustReconnect(): READONLY, MASTERDOWN,
+  // LOADING): new calls must go to a new connection. Commands already sent
+  // still get their replies.
   bool broken() const;
+  // True when broken() because of such an answer rather than a failure.
+  bool wrong_server() const;
 
  private:
   // One Call: its caller sleeps on `wake` until every reply is in or the
@@ -63,6 +69,7 @@ class MuxConnection {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  bool wrong_server_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace dlock::redis

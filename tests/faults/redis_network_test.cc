@@ -1,6 +1,7 @@
 // Copyright dlock authors. The redis:// backend between a client and a real
 // redis-server that a fault proxy (integration/fault_proxy.h) stands between:
-// slow replies, a network that swallows new connections.
+// slow replies, a network that swallows new connections, an address that
+// moves from a demoted master to the new one.
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -290,6 +291,81 @@ TEST(RedisNetwork, CloseDoesNotWaitForTheSubscribersDial) {
   EXPECT_TRUE(client->Close().ok());
   EXPECT_LT(absl::Now() - start, absl::Seconds(2))
       << "Close() waited for a dial into the blackhole";
+}
+
+// Defect: READONLY (and LOADING, MASTERDOWN) meant Unavailable but the
+// connection was kept, so a client left on a demoted master, here behind an
+// address that now leads to the new master, was refused forever.
+TEST(RedisNetwork, LeavesADemotedMasterByItself) {
+  auto master = StartOrDie();
+  auto elsewhere = StartOrDie();
+  auto demoted = StartOrDie();
+  ASSERT_TRUE(master && elsewhere && demoted);
+  // A replica of a server the new master has nothing to do with: neither
+  // its writes nor its announcements reach the new master's clients.
+  ASSERT_EQ(*demoted->RawCommand(
+                {"REPLICAOF", "127.0.0.1", absl::StrCat(elsewhere->port())}),
+            "+OK\r\n");
+  const absl::Time synced_by = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < synced_by &&
+         !absl::StrContains(*demoted->RawCommand({"INFO", "replication"}),
+                            "master_link_status:up")) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_THAT(*demoted->RawCommand({"INFO", "replication"}),
+              HasSubstr("master_link_status:up"));
+
+  FaultProxy proxy;
+  ASSERT_TRUE(proxy.Start("127.0.0.1", demoted->port()).ok());
+  ClientOptions options;
+  // Wake-ups below must come from the subscription, not from polling.
+  options.fallback_poll = absl::Seconds(30);
+  auto client = ConnectOrDie(
+      absl::StrCat("redis://127.0.0.1:", proxy.port(), "?namespace=moved"),
+      options);
+  ASSERT_NE(client, nullptr);
+  auto x = LockOrDie(*client, "x");
+  ASSERT_NE(x, nullptr);
+  absl::StatusOr<Acquired> refused = x->TryAcquire();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("READONLY"));
+
+  ASSERT_TRUE(proxy.SetUpstream("127.0.0.1", master->port()).ok());
+  absl::StatusOr<Acquired> held;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  do {
+    held = x->TryAcquire();
+    if (held.ok()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  } while (absl::Now() < deadline);
+  ASSERT_TRUE(held.ok()) << "still refused after the address moved: "
+                         << held.status();
+  EXPECT_EQ(*master->RawCommand({"EXISTS", "dlock:moved:l:x"}), ":1\r\n");
+
+  // The subscription moved too: a release on the new master wakes a waiter
+  // of this client long before the fallback poll or the holder's lease.
+  auto holder = ConnectOrDie(master->Uri("moved"));
+  ASSERT_NE(holder, nullptr);
+  auto held_y = LockOrDie(*holder, "y");
+  ASSERT_NE(held_y, nullptr);
+  ASSERT_TRUE(held_y->Acquire().ok());
+  auto y = LockOrDie(*client, "y");
+  ASSERT_NE(y, nullptr);
+  absl::StatusOr<Acquired> waited;
+  absl::Time got_at;
+  std::thread waiter([&] {
+    waited = y->Acquire({.wait = absl::Seconds(20)});
+    got_at = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(500));  // the waiter is asleep by now
+  const absl::Time released_at = absl::Now();
+  ASSERT_TRUE(held_y->Release().ok());
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_LT(got_at - released_at, absl::Seconds(5))
+      << "the release was not announced to this client";
 }
 
 }  // namespace

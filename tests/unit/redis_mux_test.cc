@@ -334,6 +334,42 @@ TEST(MuxConnection, HangupFailsEveryWaitingCallerAtOnce) {
             absl::StatusCode::kUnavailable);
 }
 
+// A server that answers READONLY, MASTERDOWN or LOADING cannot serve this
+// client on this connection: the connection takes no new calls (the backend
+// dials again), while calls already sent get their replies.
+TEST(MuxConnection, ServerThatCannotServeUsRetiresTheConnection) {
+  ScriptedServer server;
+  auto mux = OpenMux(server.port());
+  ASSERT_NE(mux, nullptr);
+  ASSERT_TRUE(server.Accept());
+
+  Caller ordinary(*mux, Commands({"e"}));
+  ASSERT_EQ(server.ReadCommands(1).size(), 1u);
+  server.Send("-ERR something else\r\n");
+  ASSERT_TRUE(ordinary.Returned(absl::Seconds(10)));
+  EXPECT_FALSE(mux->broken()) << "an ordinary error keeps the connection";
+
+  Caller a(*mux, Commands({"a"}));
+  ASSERT_EQ(server.ReadCommands(1).size(), 1u);
+  ASSERT_TRUE(AsleepInKernel(a.tid()));
+  Caller batch(*mux, Commands({"b1", "b2"}));
+  ASSERT_EQ(server.ReadCommands(2).size(), 2u);
+  ASSERT_TRUE(AsleepInKernel(batch.tid()));
+  server.Send(
+      "-READONLY You can't write against a read only replica.\r\n"
+      "$2\r\nb1\r\n");
+  ASSERT_TRUE(a.Returned(absl::Seconds(10)));
+  ASSERT_TRUE(a.result().ok()) << a.result().status();
+  EXPECT_EQ(Text((*a.result())[0]).substr(0, 8), "READONLY");
+  EXPECT_TRUE(mux->broken());
+  EXPECT_TRUE(mux->wrong_server());
+  // The batch sent before still gets its replies.
+  server.Send("$2\r\nb2\r\n");
+  ASSERT_TRUE(batch.Returned(absl::Seconds(10)));
+  ASSERT_TRUE(batch.result().ok()) << batch.result().status();
+  EXPECT_EQ(Text((*batch.result())[1]), "b2");
+}
+
 // A write to a connection the server has closed and then reset raises
 // SIGPIPE, which kills the process unless the write says not to: a library
 // must never take its host process down because a server went away. A batch
