@@ -31,10 +31,17 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
        << "port " << server->port_ << "\n"
        << "dir " << server->dir_ << "\n"
        << "save \"\"\n"
-       << "appendonly no\n"
        << "daemonize no\n"
        << "loglevel warning\n"
        << "logfile \"\"\n";
+  if (options.persistence) {
+    // Redis 7 keeps the append-only files in <dir>/<appenddirname>.
+    conf << "appendonly yes\n"
+         << "appendfsync always\n"
+         << "appenddirname appendonlydir\n";
+  } else {
+    conf << "appendonly no\n";
+  }
   if (!options.requirepass.empty()) {
     conf << "requirepass " << options.requirepass << "\n";
   }

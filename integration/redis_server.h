@@ -17,10 +17,16 @@ class RedisServer {
     std::string requirepass;   // the default user's password
     std::string acl_user;      // an extra ACL user with full rights
     std::string acl_password;  // its password
+    // Append-only file with an fsync per write (appendfsync always) in the
+    // server's directory: every acknowledged write survives Kill() (kill -9)
+    // and the restart after it, as on a master run for durable locks and
+    // fencing tokens. Off: nothing is persisted.
+    bool persistence = false;
   };
 
-  // Starts redis-server on a free port with no persistence. Fails, saying what
-  // to install, when redis-server is missing.
+  // Starts redis-server on a free port, in a fresh directory, with no
+  // persistence unless Options::persistence. Fails, saying what to install,
+  // when redis-server is missing.
   static absl::StatusOr<std::unique_ptr<RedisServer>> Start(
       const Options& options);
   static absl::StatusOr<std::unique_ptr<RedisServer>> Start() {
@@ -37,8 +43,12 @@ class RedisServer {
   // ":1\r\n" for DBSIZE. For tests that look at the server directly.
   absl::StatusOr<std::string> RawCommand(const std::vector<std::string>& argv);
 
-  // Fault injection. Restart() loses every key (no persistence), as a
-  // master restarted without persistence would.
+  // Fault injection. Every restart uses the same port, directory and
+  // configuration. Restart() (SIGTERM, then start) loses every key without
+  // persistence, as a master restarted without persistence would; with it,
+  // the keys are read back from the append-only file before the server
+  // answers. Kill() is kill -9: with persistence, StartServer() afterwards
+  // finds every write the server acknowledged.
   absl::Status Restart();
   void StopServer() { process_.Stop(); }
   absl::Status StartServer();

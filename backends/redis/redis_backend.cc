@@ -161,6 +161,7 @@ class RedisBackend : public Backend {
   void Shutdown() override {
     subscriber_.Stop();
     absl::MutexLock lock(&mux_mu_);
+    shut_down_ = true;
     mux_.reset();
   }
 
@@ -182,26 +183,46 @@ class RedisBackend : public Backend {
     if (r->type != REDIS_REPLY_INTEGER) return Malformed("renew", endpoint());
     return r->integer == 1 ? absl::OkStatus() : NotOwner(name);
   }
-  // The shared connection, reconnected when it broke (C18). Connecting
-  // happens under its own lock so that one caller connects while the
-  // others wait for it, instead of all of them dialing at once.
+  // The shared connection, reconnected when it broke (C18). One caller
+  // dials, outside every lock; callers that find a dial in flight fail at
+  // once instead of queueing behind it, so that against an address that
+  // swallows SYNs nobody (the watchdog included) waits more than one
+  // connect_timeout, and at most one dial is open at a time (C17, C18).
   absl::StatusOr<std::shared_ptr<MuxConnection>> Mux() {
+    bool resubscribe = false;
     {
       absl::MutexLock lock(&mux_mu_);
       if (mux_ != nullptr && !mux_->broken()) return mux_;
-    }
-    absl::MutexLock connecting(&connect_mu_);
-    {
-      absl::MutexLock lock(&mux_mu_);
-      if (mux_ != nullptr && !mux_->broken()) return mux_;
+      // A server that answered READONLY (or LOADING, MASTERDOWN) likely
+      // holds the subscription too, and a demoted master hears no releases:
+      // each time the command connection is dialed again after such an
+      // answer, so is the subscription, which thus follows the address to
+      // wherever it leads now.
+      resubscribe = mux_ != nullptr && mux_->wrong_server();
+      if (dialing_) {
+        return absl::UnavailableError(
+            absl::StrCat("no connection to redis at ", endpoint(),
+                         ": another call is reconnecting", last_failure_));
+      }
+      dialing_ = true;
     }
     absl::StatusOr<std::unique_ptr<Connection>> conn =
         Connection::Open(config_);
-    if (!conn.ok()) return conn.status();
-    auto fresh = std::make_shared<MuxConnection>(*std::move(conn));
     absl::MutexLock lock(&mux_mu_);
-    mux_ = fresh;
-    return fresh;
+    dialing_ = false;
+    if (!conn.ok()) {
+      last_failure_ =
+          absl::StrCat(" (last attempt: ", conn.status().message(), ")");
+      return conn.status();
+    }
+    last_failure_.clear();
+    if (shut_down_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the client of redis at ", endpoint(), " is closed"));
+    }
+    mux_ = std::make_shared<MuxConnection>(*std::move(conn));
+    if (resubscribe) subscriber_.Resubscribe();
+    return mux_;
   }
 
   absl::StatusOr<std::vector<Reply>> Send(std::vector<std::string> commands) {
@@ -230,9 +251,12 @@ class RedisBackend : public Backend {
 
   const ConnectionConfig config_;
   const Clock& clock_;
-  absl::Mutex connect_mu_ ABSL_ACQUIRED_BEFORE(mux_mu_);
   absl::Mutex mux_mu_;
   std::shared_ptr<MuxConnection> mux_ ABSL_GUARDED_BY(mux_mu_);
+  bool dialing_ ABSL_GUARDED_BY(mux_mu_) = false;
+  // Why the last dial failed, for the callers that fail fast meanwhile.
+  std::string last_failure_ ABSL_GUARDED_BY(mux_mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mux_mu_) = false;
   Scripts scripts_;
   const std::string prefix_;     // "dlock:<namespace>:"
   const std::string fence_key_;  // one counter per namespace (C8)

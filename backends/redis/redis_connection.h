@@ -35,8 +35,11 @@ class Connection {
  public:
   // Connects, authenticates and selects the db. Unavailable when the server
   // cannot be reached, Unauthenticated when it rejects the credentials.
+  // When `cancel_fd` is not -1, the connect() gives up (Cancelled) as soon
+  // as that descriptor turns readable, instead of waiting out
+  // connect_timeout: a thread that is being stopped stops at once.
   static absl::StatusOr<std::unique_ptr<Connection>> Open(
-      const ConnectionConfig& config);
+      const ConnectionConfig& config, int cancel_fd = -1);
   ~Connection();
 
   // One command. An error reply is returned as a reply (type
@@ -58,8 +61,19 @@ class Connection {
 };
 
 // An error reply as a Status, or OK. `what` names the operation.
+// Unauthenticated for NOAUTH and WRONGPASS; Unavailable for a server that
+// cannot serve now (BUSY, and the MustReconnect() replies); Internal for the
+// rest.
 absl::Status ReplyError(const redisReply* reply, absl::string_view what,
                         absl::string_view endpoint);
+
+// True for the error replies of a server that cannot take this client's
+// writes and will not on this connection: READONLY (a replica, such as a
+// master demoted by a failover), MASTERDOWN (a replica that lost its
+// master), LOADING (a server still reading its data set). The connection must
+// be dropped, so that the next command connects again, possibly to the new
+// master behind the same address (DNS, a proxy, a virtual IP).
+bool MustReconnect(const redisReply* reply);
 
 }  // namespace dlock::redis
 

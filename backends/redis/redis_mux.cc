@@ -1,5 +1,6 @@
 #include "redis_mux.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,23 +27,32 @@ MuxConnection::MuxConnection(std::unique_ptr<Connection> conn)
 
 bool MuxConnection::broken() const {
   absl::MutexLock lock(&mu_);
-  return !broken_.ok();
+  return !broken_.ok() || wrong_server_;
+}
+
+bool MuxConnection::wrong_server() const {
+  absl::MutexLock lock(&mu_);
+  return wrong_server_;
 }
 
 absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
     std::vector<std::string> commands) {
   if (commands.empty()) return std::vector<Reply>();
+  Waiter waiter;
   std::vector<Request> requests(commands.size());
   absl::MutexLock lock(&mu_);
   if (!broken_.ok()) return broken_;
   for (size_t i = 0; i < commands.size(); ++i) {
     absl::StrAppend(&queued_, commands[i]);
+    requests[i].waiter = &waiter;
     pending_.push_back(&requests[i]);
   }
-  Request& last = requests.back();
+  waiter.unanswered = requests.size();
   while (true) {
     // Write first, even when our replies are in: a caller leaves no queued
-    // command behind with nobody to write it.
+    // command behind with nobody to write it. Whoever appends to queued_
+    // either writes it here or finds a writer that loops back here before
+    // it leaves, so no command waits for a writer that is not coming.
     if (!writing_ && !queued_.empty() && broken_.ok()) {
       writing_ = true;
       std::string batch;
@@ -54,7 +64,7 @@ absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
       if (!written.ok()) FailAll(written);
       continue;
     }
-    if (last.done) break;
+    if (waiter.unanswered == 0) break;
     if (!reading_) {
       reading_ = true;
       std::vector<Reply> replies;
@@ -66,24 +76,39 @@ absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
         FailAll(read);
         continue;
       }
+      // Replies read after the connection failed belong to requests that
+      // were already failed: drop them.
+      if (!broken_.ok()) continue;
       for (Reply& reply : replies) {
         if (pending_.empty()) {
-          FailAll(absl::InternalError("redis sent a reply nobody asked for"));
+          FailAll(absl::InternalError(
+              absl::StrCat("redis at ", conn_->endpoint(),
+                           " sent a reply nobody asked for")));
           break;
         }
+        // Seen here, so that every caller's reply counts, whatever it
+        // makes of it: a server that stopped taking our writes (demoted
+        // after a failover, say) gets no new commands on this connection.
+        if (MustReconnect(reply.get())) wrong_server_ = true;
         Request* r = pending_.front();
         pending_.pop_front();
         r->reply = std::move(reply);
-        r->done = true;
-        r->wake.Signal();
+        // Our own Call is counted too; we look at it when we loop.
+        if (--r->waiter->unanswered == 0 && r->waiter != &waiter) {
+          r->waiter->wake.Signal();
+        }
       }
       continue;
     }
-    last.wake.Wait(&mu_);
+    // Someone else reads (and wakes us when our replies are in, or when we
+    // are next to read) or writes (and loops back to the checks above).
+    waiter.wake.Wait(&mu_);
   }
-  // Someone must go on reading for the callers still waiting.
-  if (!reading_ && !pending_.empty()) pending_.front()->wake.Signal();
-  if (!broken_.ok() && last.reply == nullptr) return broken_;
+  // Hand the reading over: replies of the callers still waiting come only
+  // if somebody reads, and the owner of the oldest request needs them first.
+  // A Call leaves only once its own requests are answered, so the oldest
+  // pending request belongs to a caller that is asleep or about to look.
+  if (!reading_ && !pending_.empty()) pending_.front()->waiter->wake.Signal();
   std::vector<Reply> replies;
   replies.reserve(requests.size());
   for (Request& r : requests) {
@@ -94,11 +119,19 @@ absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
 }
 
 void MuxConnection::FailAll(const absl::Status& status) {
-  if (broken_.ok()) broken_ = status;
+  if (broken_.ok()) {
+    broken_ = status;
+    // A caller blocked in read() or write() on this socket would otherwise
+    // sit there until command_timeout, holding up nobody but itself, since
+    // every pending caller is failed below; this ends its wait at once.
+    shutdown(conn_->context()->fd, SHUT_RDWR);
+  }
   queued_.clear();
   for (Request* r : pending_) {
-    r->done = true;
-    r->wake.Signal();
+    // Each Call's Waiter once, when its last pending request goes.
+    if (r->waiter->unanswered > 0 && --r->waiter->unanswered == 0) {
+      r->waiter->wake.Signal();
+    }
   }
   pending_.clear();
 }
@@ -107,7 +140,10 @@ absl::Status MuxConnection::WriteAll(const std::string& bytes) {
   const int fd = conn_->context()->fd;
   size_t sent = 0;
   while (sent < bytes.size()) {
-    ssize_t n = write(fd, bytes.data() + sent, bytes.size() - sent);
+    // MSG_NOSIGNAL: a write to a connection the server has reset raises
+    // SIGPIPE otherwise, whose default action kills the host process.
+    ssize_t n =
+        send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       return absl::UnavailableError(

@@ -34,17 +34,32 @@ class MuxConnection {
   // fails; the connection is broken() from then on.
   absl::StatusOr<std::vector<Reply>> Call(std::vector<std::string> commands);
 
+  // True once the connection failed, or once the server answered that it
+  // cannot serve this client (MustReconnect(): READONLY, MASTERDOWN,
+  // LOADING): new calls must go to a new connection. Commands already sent
+  // still get their replies.
   bool broken() const;
+  // True when broken() because of such an answer rather than a failure.
+  bool wrong_server() const;
 
  private:
+  // One Call: its caller sleeps on `wake` until every reply is in or the
+  // connection failed, or until it is its turn to read. Every request of the
+  // Call points here, so whoever finishes the Call or hands it the reading
+  // wakes the one thread that waits for it, whichever request is in front.
+  struct Waiter {
+    size_t unanswered = 0;
+    absl::CondVar wake;
+  };
   struct Request {
     Reply reply;
-    bool done = false;
-    absl::CondVar wake;
+    Waiter* waiter = nullptr;
   };
 
   absl::Status WriteAll(const std::string& bytes);
   absl::Status ReadSome(std::vector<Reply>& replies);
+  // Fails every pending request and wakes their callers; shuts the socket
+  // down so that a caller blocked reading it returns at once.
   void FailAll(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<Connection> conn_;
@@ -54,6 +69,7 @@ class MuxConnection {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  bool wrong_server_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace dlock::redis

@@ -37,12 +37,34 @@ void Subscriber::Stop() {
   conn_.reset();
 }
 
+void Subscriber::Resubscribe() {
+  // The flag before the wake-up: the thread that sees the wake-up sees it.
+  resubscribe_.store(true);
+  uint64_t one = 1;
+  if (stop_fd_ >= 0) (void)!write(stop_fd_, &one, sizeof(one));
+}
+
+bool Subscriber::Woken() {
+  uint64_t count = 0;
+  if (stop_fd_ >= 0) (void)!read(stop_fd_, &count, sizeof(count));
+  // Stop() sets the flag before it writes, so a consumed stop is not lost.
+  return stopping_.load();
+}
+
 absl::Status Subscriber::Subscribe() {
   conn_.reset();
-  absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config_);
+  // Stop() interrupts the dial: against an address that swallows SYNs it
+  // would otherwise hold Close() for a whole connect_timeout.
+  absl::StatusOr<std::unique_ptr<Connection>> conn =
+      Connection::Open(config_, stop_fd_);
   if (!conn.ok()) return conn.status();
   absl::StatusOr<Reply> reply = (*conn)->Command({"SUBSCRIBE", channel_});
   if (!reply.ok()) return reply.status();
+  // LOADING, MASTERDOWN: Unavailable, and tried again with backoff.
+  if (absl::Status s = ReplyError(reply->get(), "SUBSCRIBE", config_.endpoint);
+      !s.ok()) {
+    return s;
+  }
   if ((*reply)->type != REDIS_REPLY_ARRAY) {
     return absl::InternalError(absl::StrCat("redis at ", config_.endpoint,
                                             " did not confirm SUBSCRIBE"));
@@ -53,7 +75,7 @@ absl::Status Subscriber::Subscribe() {
 
 void Subscriber::Run() {
   absl::Duration backoff = absl::Milliseconds(50);
-  while (!stopping_.load()) {
+  while (true) {
     if (conn_ != nullptr) {
       if (!Listen()) return;
       // Announcements made while we were away are lost: wake every waiter
@@ -61,11 +83,16 @@ void Subscriber::Run() {
       hub_->NotifyAll();
       conn_.reset();
     }
-    pollfd stop{stop_fd_, POLLIN, 0};
-    if (poll(&stop, 1, static_cast<int>(absl::ToInt64Milliseconds(backoff))) >
-        0) {
-      return;
+    // A requested resubscription goes at once; after a failure, back off.
+    if (!resubscribe_.load()) {
+      pollfd stop{stop_fd_, POLLIN, 0};
+      (void)poll(&stop, 1,
+                 static_cast<int>(absl::ToInt64Milliseconds(backoff)));
     }
+    if (Woken()) return;
+    // Cleared before dialing: a request that comes during the dial may have
+    // been made after the address moved, so it dials once more.
+    resubscribe_.store(false);
     if (Subscribe().ok()) {
       hub_->NotifyAll();
       backoff = absl::Milliseconds(50);
@@ -94,7 +121,11 @@ bool Subscriber::Listen() {
     pollfd fds[2] = {{ctx->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     int n = poll(fds, 2, -1);
     if (n < 0) continue;  // EINTR
-    if (fds[1].revents != 0) return false;
+    if (fds[1].revents != 0) {
+      if (Woken()) return false;
+      if (resubscribe_.load()) return true;
+      continue;
+    }
     if (redisBufferRead(ctx) != REDIS_OK) return true;
   }
 }

@@ -25,18 +25,29 @@ class Subscriber {
   absl::Status Start();
   void Stop();
 
+  // Drops the subscription and subscribes again on a new connection, at
+  // once, waking every waiter: for when the address may now lead to another
+  // server (the command connection found a demoted master). Non-blocking;
+  // any thread.
+  void Resubscribe();
+
  private:
   absl::Status Subscribe();
   void Run();
-  // Reads until the connection fails or Stop(); returns false on Stop().
+  // Reads until the connection fails, Resubscribe() or Stop(); returns
+  // false on Stop().
   bool Listen();
+  // Consumes the wake-ups of stop_fd_; true when stopping.
+  bool Woken();
 
   const ConnectionConfig config_;
   const std::string channel_;
   WakeupHub* const hub_;
   std::unique_ptr<Connection> conn_;  // used by the listener thread only
-  int stop_fd_ = -1;                  // eventfd that interrupts poll()
+  // eventfd that interrupts poll() and a dial: for Stop() and Resubscribe().
+  int stop_fd_ = -1;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> resubscribe_{false};
   std::thread thread_;
 };
 

@@ -1,0 +1,71 @@
+// Copyright dlock authors. The throwaway redis-server of the tests
+// (integration/redis_server.h) with persistence: what fault-injection tests
+// rely on when they kill -9 a master and start it again.
+#include "redis_server.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/dlock.h"
+#include "gtest/gtest.h"
+
+namespace dlock {
+namespace {
+
+TEST(RedisServer, PersistentServerKeepsLocksAndTokensAcrossKillNine) {
+  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+      testing::RedisServer::Start({.persistence = true});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  // Kept open to the end: closing it would release lock a.
+  absl::StatusOr<std::unique_ptr<LockClient>> client =
+      Connect((*server)->Uri("durable"));
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (const char* name : {"a", "b"}) {
+    absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+        (*client)->GetLock(name);
+    ASSERT_TRUE(lock.ok());
+    ASSERT_TRUE((*lock)->Acquire({.lease = absl::Seconds(120)}).ok());
+  }
+  absl::StatusOr<std::unique_ptr<DistributedLock>> b = (*client)->GetLock("b");
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->Release().ok());
+
+  (*server)->Kill();  // no shutdown, no final fsync
+  ASSERT_TRUE((*server)->StartServer().ok());
+  EXPECT_EQ((*server)->port(), port);
+  // Lock a's key and the fencing counter came back; b stays released.
+  EXPECT_EQ(*(*server)->RawCommand({"EXISTS", "dlock:durable:l:a"}), ":1\r\n");
+  EXPECT_EQ(*(*server)->RawCommand({"EXISTS", "dlock:durable:l:b"}), ":0\r\n");
+  EXPECT_EQ(*(*server)->RawCommand({"GET", "dlock:durable:fence"}),
+            "$1\r\n2\r\n");
+
+  // A graceful restart keeps them too, on the same port.
+  ASSERT_TRUE((*server)->Restart().ok());
+  EXPECT_EQ((*server)->port(), port);
+  EXPECT_EQ(*(*server)->RawCommand({"EXISTS", "dlock:durable:l:a"}), ":1\r\n");
+  absl::StatusOr<std::unique_ptr<LockClient>> other =
+      Connect((*server)->Uri("durable"));
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<std::unique_ptr<DistributedLock>> c = (*other)->GetLock("c");
+  ASSERT_TRUE(c.ok());
+  absl::StatusOr<Acquired> held = (*c)->TryAcquire();
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held->fencing_token, 3u) << "the counter went on from 2";
+}
+
+TEST(RedisServer, WithoutPersistenceRestartForgetsEverything) {
+  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+      testing::RedisServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  ASSERT_EQ(*(*server)->RawCommand({"SET", "k", "v"}), "+OK\r\n");
+  (*server)->Kill();
+  ASSERT_TRUE((*server)->StartServer().ok());
+  EXPECT_EQ((*server)->port(), port);
+  EXPECT_EQ(*(*server)->RawCommand({"DBSIZE"}), ":0\r\n");
+}
+
+}  // namespace
+}  // namespace dlock
