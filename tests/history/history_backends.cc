@@ -128,7 +128,7 @@ absl::StatusOr<std::unique_ptr<HistoryBackend>> StartBackend(
 #ifdef DLOCK_HISTORY_REDIS
   if (name == "redis" || name == "redis_aof") {
     RedisServer::Options options;
-    // TODO(history): persistence for redis_aof once redis_server has it.
+    options.persistence = name == "redis_aof";
     absl::StatusOr<std::unique_ptr<RedisServer>> server =
         RedisServer::Start(options);
     if (!server.ok()) return server.status();

@@ -218,7 +218,17 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
     if (h.granted > healed_at_ns) ++report.grants_after_heal[h.worker];
   }
   for (size_t w = 0; w < workers.size(); ++w) {
-    if (workers[w].killed_at_ns >= 0) report.grants_after_heal[w] = -1;
+    if (workers[w].killed_at_ns >= 0) {
+      report.grants_after_heal[w] = -1;
+      continue;
+    }
+    for (const Hold& h : holds) {
+      if (h.worker == w && h.granted > healed_at_ns) {
+        report.all_granted_after_heal_ns = std::max(
+            report.all_granted_after_heal_ns, h.granted - healed_at_ns);
+        break;
+      }
+    }
   }
   return report;
 }
@@ -239,7 +249,8 @@ std::string HistoryReport::Summary() const {
   if (min_notice_lead_ns != INT64_MAX) {
     absl::StrAppend(&out, ", earliest notice lead ", Ms(min_notice_lead_ns));
   }
-  absl::StrAppend(&out, ", grants after heal per worker [");
+  absl::StrAppend(&out, ", all granted ", Ms(all_granted_after_heal_ns),
+                  " after the heal; grants after heal per worker [");
   for (size_t i = 0; i < grants_after_heal.size(); ++i) {
     absl::StrAppend(&out, i == 0 ? "" : " ", grants_after_heal[i]);
   }

@@ -69,6 +69,9 @@ struct HistoryReport {
   // Per worker (by index), grants after `healed_at_ns`; -1 for a worker
   // the scenario killed.
   std::vector<int> grants_after_heal;
+  // How long after the heal the last of the workers got the lock again: a
+  // lock stuck with a dead hold shows here.
+  int64_t all_granted_after_heal_ns = 0;
   std::vector<std::string> problems;  // first examples, for messages
   // Workers that crashed, hung, or did not exit when asked.
   std::vector<std::string> exit_problems;
