@@ -76,10 +76,12 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
 absl::Status ZkBackend::CreateOwnNode(
     const AcquireCall& call, const std::string& parent, const NodeData& data,
     OwnNode& own, std::optional<std::vector<std::string>>& children) {
-  // A unique prefix per attempt (client id and a counter) lets us find the
-  // node again when the reply to its create is lost (Curator's protection).
+  // A unique prefix per attempt (client id, this backend's random instance
+  // and a counter) lets us find the node again when the reply to its create
+  // is lost (Curator's protection), and never another client's node.
   const std::string prefix =
-      absl::StrCat(settings_.client_id, "-", attempts_.fetch_add(1), "-lock-");
+      absl::StrCat(settings_.client_id, "-", instance_, "-",
+                   attempts_.fetch_add(1), "-lock-");
   const std::string payload = Serialize(data);
   for (int attempt = 0; attempt < 5; ++attempt) {
     const MonoTime deadline = CallDeadline();

@@ -3,6 +3,7 @@
 #include "zk_backend.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,14 @@ absl::Status NotOwner(absl::string_view name) {
 absl::Status LeaseRanOut(absl::string_view name, absl::string_view what) {
   return absl::FailedPreconditionError(
       absl::StrCat("the lease of lock '", name, "' ran out before the ", what));
+}
+
+// 64 random bits as hex. The client id alone does not tell two backends
+// apart: ClientOptions::client_id may give two processes the same one.
+std::string RandomHex() {
+  std::random_device random;
+  const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random();
+  return absl::StrCat(absl::Hex(bits, absl::kZeroPad16));
 }
 
 }  // namespace
@@ -46,7 +55,8 @@ ZkBackend::ZkBackend(BackendSettings settings)
     : settings_(std::move(settings)),
       base_(
           absl::StrCat(settings_.chroot, "/dlock/", settings_.lock_namespace)),
-      hub_(*settings_.clock) {
+      hub_(*settings_.clock),
+      instance_(RandomHex()) {
   std::string path;
   for (absl::string_view part :
        absl::StrSplit(settings_.chroot, '/', absl::SkipEmpty())) {

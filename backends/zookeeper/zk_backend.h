@@ -163,6 +163,10 @@ class ZkBackend : public Backend {
   std::vector<std::string> ancestors_;
   WakeupHub hub_;  // keyed by the path a waiter watches
   std::unique_ptr<Session> session_;
+  // Random, drawn once per backend: with the client id and attempts_ it
+  // names our nodes, so that a lost create finds only its own node even
+  // when another process was given the same client id.
+  const std::string instance_;
   std::atomic<uint64_t> attempts_{0};
 
   absl::Mutex mu_;
