@@ -95,6 +95,7 @@ absl::Status ZkBackend::CreateOwnNode(
     if (create.rc == ZOK) {
       own.path = create.path;
       own.name = own.path.substr(own.path.rfind('/') + 1);
+      own.data = data;
       own.stat = create.stat;
       own.generation = create.generation;
       own.written = created.sent();
@@ -129,6 +130,7 @@ absl::Status ZkBackend::CreateOwnNode(
       own.name = child;
       Reply exists = session_->Exists(own.path, false).Wait(CallDeadline());
       if (exists.rc != ZOK) break;
+      own.data = data;
       own.stat = exists.stat;
       own.generation = exists.generation;
       own.written = created.sent();
@@ -141,15 +143,44 @@ absl::Status ZkBackend::CreateOwnNode(
                    "' on ZooKeeper ", session_->endpoint(), " after retries"));
 }
 
-int ZkBackend::Touch(OwnNode& own, const NodeData& data) {
-  Call set = session_->Set(own.path, Serialize(data), own.stat.version);
-  Reply r = set.Wait(CallDeadline());
-  if (r.rc == ZOK) {
-    own.stat = r.stat;
-    own.written = set.sent();
-    session_->NoteServerTime(r.stat.mtime, Now());
+int ZkBackend::Touch(OwnNode& own, int64_t lease_ms,
+                     std::optional<int64_t> since_ms) {
+  int rc = ZBADVERSION;
+  for (int attempt = 0; attempt < kWriteRetries && rc == ZBADVERSION;
+       ++attempt) {
+    NodeData next = own.data;
+    next.lease_ms = std::max(lease_ms, RemainingMs(own.data, own.stat.mtime));
+    next.kept_ms = std::max(next.kept_ms, lease_ms);
+    if (since_ms.has_value() && next.since_ms == 0) next.since_ms = *since_ms;
+    Call set = session_->Set(own.path, Serialize(next), own.stat.version);
+    Reply r = set.Wait(CallDeadline());
+    rc = r.rc;
+    if (rc == ZOK) {
+      own.data = std::move(next);
+      own.stat = r.stat;
+      own.written = set.sent();
+      session_->NoteServerTime(r.stat.mtime, Now());
+    } else if (rc == ZBADVERSION) {
+      // Our version is old: a write of ours whose reply was lost, or, once
+      // the node was first, a re-entry by another client of the same owner
+      // token (C6). Writing our old data again would undo that re-entry;
+      // the next write builds on what the node holds now.
+      const int reloaded = ReloadOwn(own);
+      if (reloaded != ZOK) return reloaded;
+    }
   }
-  return r.rc;
+  return rc;
+}
+
+int ZkBackend::ReloadOwn(OwnNode& own) {
+  Reply got = session_->Get(own.path, false).Wait(CallDeadline());
+  if (got.rc != ZOK) return got.rc;
+  std::optional<NodeData> data = Parse(got.data);
+  // Owners never change on a node; anything else is not our node.
+  if (!data.has_value() || data->owner != own.data.owner) return ZNONODE;
+  own.data = *std::move(data);
+  own.stat = got.stat;
+  return ZOK;
 }
 
 void ZkBackend::Abandon(const OwnNode& own) {
@@ -220,7 +251,7 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
         children = std::move(list.children);
       } else if (list.rc == ZNONODE) {
         children.emplace();
-      } else if (IsConnectionError(list.rc) &&
+      } else if (IsConnectionError(list.rc) && Now() < call.deadline &&
                  Reconnected(std::min(call.deadline,
                                       Now() + session_->call_timeout()))) {
         continue;
@@ -248,12 +279,11 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
       continue;
     }
     if (mine == queue.begin()) {
-      NodeData held = data;
       if (waited) {
         // The lease starts now, not when we queued (C2).
-        held.since_ms = session_->EstimatedServerNowMs();
-        const int rc = Touch(own, held);
-        if (rc == ZNONODE || rc == ZBADVERSION) continue;
+        const int rc =
+            Touch(own, data.lease_ms, session_->EstimatedServerNowMs());
+        if (rc == ZNONODE) continue;  // removed meanwhile: queue again
         if (rc != ZOK) {
           return fail(session_->ErrorStatus(
               rc, absl::StrCat("taking lock '", call.name, "'")));
@@ -261,14 +291,16 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
       }
       Record(call.name, call.owner,
              LocalHold{.path = own.path,
-                       .data = held,
+                       .data = own.data,
                        .version = own.stat.version,
                        .czxid = static_cast<uint64_t>(own.stat.czxid),
                        .mtime = own.stat.mtime,
                        .generation = own.generation,
                        .confirmed = own.written});
+      // More than one hold when the owner token's other client re-entered
+      // our node before we saw it first (C6).
       return Grant{.fencing_token = static_cast<uint64_t>(own.stat.czxid),
-                   .hold_count = 1,
+                   .hold_count = own.data.holds,
                    .sent = own.written};
     }
     if (token_owner && !checked_holder) {
@@ -287,7 +319,7 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
         session_->Get(predecessor, /*watch=*/true).Wait(CallDeadline());
     if (pred.rc == ZNONODE) continue;
     if (pred.rc != ZOK) {
-      if (IsConnectionError(pred.rc) &&
+      if (IsConnectionError(pred.rc) && Now() < call.deadline &&
           Reconnected(
               std::min(call.deadline, Now() + session_->call_timeout()))) {
         continue;
@@ -303,13 +335,13 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
       // The predecessor's lease looks over. Decide on ZooKeeper's clock: our
       // own write stamps its time, and the versioned delete fails if the
       // predecessor renewed meanwhile (C2, C3).
-      const int rc = Touch(own, data);
+      const int rc = Touch(own, data.lease_ms);
       next_refresh = Now() + lease / 3;
       if (rc == ZOK && pred_end <= own.stat.mtime) {
         session_->Delete(predecessor, pred.stat.version).Wait(CallDeadline());
         continue;
       }
-      if (rc == ZNONODE || rc == ZBADVERSION) continue;
+      if (rc == ZNONODE) continue;
     }
     const MonoTime now = Now();
     if (now >= call.deadline) {
@@ -328,7 +360,7 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
     if (Now() >= next_refresh) {
       // Waiting nodes carry a lease too, so that a waiter that stopped (but
       // whose session lives) cannot block the queue forever.
-      const int rc = Touch(own, data);
+      const int rc = Touch(own, data.lease_ms);
       next_refresh = Now() + lease / 3;
       if (rc != ZOK && rc != ZNONODE && rc != ZBADVERSION &&
           !IsConnectionError(rc)) {

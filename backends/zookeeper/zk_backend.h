@@ -83,6 +83,10 @@ class ZkBackend : public Backend {
   struct OwnNode {
     std::string path;
     std::string name;  // the last component
+    // What the node holds at stat.version: our create or last write, or
+    // what we last read (another client of the same owner token may have
+    // re-entered it once it was first, C6).
+    NodeData data;
     Stat stat{};
     uint64_t generation = 0;
     MonoTime written;  // when the create or last touch was sent
@@ -117,8 +121,14 @@ class ZkBackend : public Backend {
   absl::StatusOr<Grant> WaitTurn(
       const AcquireCall& call, const std::string& parent, const NodeData& data,
       OwnNode& own, std::optional<std::vector<std::string>> children);
-  // Writes our node again: refreshes its lease and reads ZooKeeper's clock.
-  int Touch(OwnNode& own, const NodeData& data);
+  // Writes our node again: its lease starts anew (at least `lease_ms`, never
+  // less than what remains of it) and the write reads ZooKeeper's clock;
+  // `since_ms`, when set, marks the start of a hold. On a version conflict
+  // the node is read again and the write made on what it holds now.
+  int Touch(OwnNode& own, int64_t lease_ms,
+            std::optional<int64_t> since_ms = std::nullopt);
+  // Reads our node into `own`; false when it is gone, or not ours.
+  int ReloadOwn(OwnNode& own);
   std::optional<absl::StatusOr<Grant>> MaybeReenterHolder(
       const AcquireCall& call, const std::string& holder_path, OwnNode& own);
   void Abandon(const OwnNode& own);
