@@ -117,7 +117,8 @@ absl::Status ZkBackend::CreateOwnNode(
     const MonoTime until = std::min(std::max(call.deadline, Now()),
                                     Now() + session_->call_timeout());
     if (!Reconnected(until)) {
-      QueueDelete(PendingDelete{.path = parent, .prefix = prefix});
+      QueueDelete(
+          PendingDelete{.path = parent, .prefix = prefix, .owner = data.owner});
       return session_->ErrorStatus(
           create.rc,
           absl::StrCat("creating a node for lock '", call.name, "'"));
@@ -165,15 +166,15 @@ int ZkBackend::Touch(OwnNode& own, int64_t lease_ms,
       // the node was first, a re-entry by another client of the same owner
       // token (C6). Writing our old data again would undo that re-entry;
       // the next write builds on what the node holds now.
-      const int reloaded = ReloadOwn(own);
+      const int reloaded = ReloadOwn(own, CallDeadline());
       if (reloaded != ZOK) return reloaded;
     }
   }
   return rc;
 }
 
-int ZkBackend::ReloadOwn(OwnNode& own) {
-  Reply got = session_->Get(own.path, false).Wait(CallDeadline());
+int ZkBackend::ReloadOwn(OwnNode& own, MonoTime deadline) {
+  Reply got = session_->Get(own.path, false).Wait(deadline);
   if (got.rc != ZOK) return got.rc;
   std::optional<NodeData> data = Parse(got.data);
   // Owners never change on a node; anything else is not our node.
@@ -183,10 +184,33 @@ int ZkBackend::ReloadOwn(OwnNode& own) {
   return ZOK;
 }
 
-void ZkBackend::Abandon(const OwnNode& own) {
-  Reply r = session_->Delete(own.path, -1).Wait(CallDeadline());
-  if (r.rc != ZOK && r.rc != ZNONODE) {
-    QueueDelete(PendingDelete{.path = own.path});
+int ZkBackend::TakeOwnHoldOff(OwnNode& own, MonoTime deadline) {
+  for (int attempt = 0; attempt < kWriteRetries; ++attempt) {
+    int rc;
+    if (own.data.holds <= 1) {
+      rc = session_->Delete(own.path, own.stat.version).Wait(deadline).rc;
+    } else {
+      // Our hold off, the expiry kept, as a release of one hold does.
+      NodeData next = own.data;
+      next.holds -= 1;
+      next.lease_ms =
+          std::max<int64_t>(1, RemainingMs(own.data, own.stat.mtime));
+      rc = session_->Set(own.path, Serialize(next), own.stat.version)
+               .Wait(deadline)
+               .rc;
+    }
+    if (rc == ZOK || rc == ZNONODE) return ZOK;
+    if (rc != ZBADVERSION) return rc;
+    rc = ReloadOwn(own, deadline);
+    if (rc == ZNONODE) return ZOK;
+    if (rc != ZOK) return rc;
+  }
+  return ZBADVERSION;
+}
+
+void ZkBackend::Abandon(OwnNode& own) {
+  if (IsConnectionError(TakeOwnHoldOff(own, CallDeadline()))) {
+    QueueDelete(PendingDelete{.path = own.path, .owner = own.data.owner});
   }
 }
 

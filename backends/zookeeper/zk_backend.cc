@@ -272,7 +272,9 @@ absl::StatusOr<int64_t> ZkBackend::Release(absl::string_view name,
   LocalHold hold = **found;
   if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
     Forget(name, owner, hold.path);
-    if (hold.generation != 0) QueueDelete(PendingDelete{.path = hold.path});
+    if (hold.generation != 0) {
+      QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
+    }
     return LeaseRanOut(name, "release");
   }
   bool delete_sent = false;
@@ -334,7 +336,9 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
   LocalHold hold = **found;
   if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
     Forget(call.name, call.owner, hold.path);
-    if (hold.generation != 0) QueueDelete(PendingDelete{.path = hold.path});
+    if (hold.generation != 0) {
+      QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
+    }
     return LeaseRanOut(call.name, "renewal");
   }
   const int64_t lease_ms =
@@ -472,7 +476,8 @@ void ZkBackend::OnSessionLost(uint64_t generation, const absl::Status& why) {
         continue;
       }
       // If the session lives on after all, the node must not keep the lock.
-      pending_.push_back(PendingDelete{.path = it->second.path});
+      pending_.push_back(PendingDelete{.path = it->second.path,
+                                       .version = it->second.version});
       lost_[it->first] = why;
       lost.push_back(it->first);
       holds_.erase(it++);
@@ -495,9 +500,19 @@ void ZkBackend::RetryPending() {
   // connection.
   const MonoTime deadline =
       Now() + std::min(session_->call_timeout(), absl::Seconds(2));
+  // An acquisition's node is never deleted blindly: another client of the
+  // same owner token may have re-entered it (C6).
+  auto give_up_own = [&](const std::string& path, const std::string& owner) {
+    OwnNode own{.path = path, .data = NodeData{.owner = owner}};
+    int rc = ReloadOwn(own, deadline);
+    if (rc == ZOK) rc = TakeOwnHoldOff(own, deadline);
+    return rc;
+  };
   for (PendingDelete& p : work) {
     if (p.prefix.empty()) {
-      const int rc = session_->Delete(p.path, p.version).Wait(deadline).rc;
+      const int rc = p.owner.empty()
+                         ? session_->Delete(p.path, p.version).Wait(deadline).rc
+                         : give_up_own(p.path, p.owner);
       if (IsConnectionError(rc)) keep.push_back(std::move(p));
       continue;
     }
@@ -509,9 +524,7 @@ void ZkBackend::RetryPending() {
     bool done = true;
     for (const std::string& child : list.children) {
       if (!absl::StartsWith(child, p.prefix)) continue;
-      const int rc = session_->Delete(absl::StrCat(p.path, "/", child), -1)
-                         .Wait(deadline)
-                         .rc;
+      const int rc = give_up_own(absl::StrCat(p.path, "/", child), p.owner);
       done = done && !IsConnectionError(rc);
     }
     if (!done) keep.push_back(std::move(p));

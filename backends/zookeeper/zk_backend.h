@@ -69,14 +69,18 @@ class ZkBackend : public Backend {
     MonoTime confirmed;
   };
 
-  // A node to delete once the connection allows: a release or an abandoned
-  // wait whose delete was not confirmed, a hold presumed lost. With
-  // `prefix` set, every child of `path` whose name starts with it (a create
-  // whose reply was lost).
+  // A node to delete once the connection allows: a release whose delete was
+  // not confirmed, a hold presumed lost (at `version`, so that a node that
+  // changed since, re-entered by another client of the same owner token,
+  // stays). With `owner` set, a node of an acquisition we gave up (an
+  // abandoned wait, a create whose reply was lost): its hold is taken off
+  // as TakeOwnHoldOff() does. With `prefix` set, every child of `path` whose
+  // name starts with it (a create whose reply was lost).
   struct PendingDelete {
     std::string path;
     std::string prefix;
     int32_t version = -1;
+    std::string owner;
   };
 
   // Our node in a lock's queue.
@@ -127,11 +131,17 @@ class ZkBackend : public Backend {
   // the node is read again and the write made on what it holds now.
   int Touch(OwnNode& own, int64_t lease_ms,
             std::optional<int64_t> since_ms = std::nullopt);
-  // Reads our node into `own`; false when it is gone, or not ours.
-  int ReloadOwn(OwnNode& own);
+  // Reads our node into `own`: ZNONODE when it is gone, or not ours.
+  int ReloadOwn(OwnNode& own, MonoTime deadline);
   std::optional<absl::StatusOr<Grant>> MaybeReenterHolder(
       const AcquireCall& call, const std::string& holder_path, OwnNode& own);
-  void Abandon(const OwnNode& own);
+  // Takes the hold of an acquisition we give up off our node, by versioned
+  // writes: deletes the node, or, when another client of the same owner
+  // token re-entered it (C6), takes one hold off and leaves it to that
+  // client. ZOK once done or gone; else the failed call's rc.
+  int TakeOwnHoldOff(OwnNode& own, MonoTime deadline);
+  // TakeOwnHoldOff(), left to the background if the connection fails.
+  void Abandon(OwnNode& own);
   void Record(absl::string_view name, absl::string_view owner, LocalHold hold);
 
   // zk_backend.cc

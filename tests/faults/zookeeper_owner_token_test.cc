@@ -153,5 +153,33 @@ TEST_F(SameTokenTest, WaiterAtTheHeadReloadsANodeTheTokenReentered) {
   EXPECT_TRUE(ThirdTries().ok());
 }
 
+// Defect: a waiter that gave up deleted its node with version -1, although
+// the token's other client had re-entered it: a third owner then took the
+// lock while that client said it held it.
+TEST_F(SameTokenTest, WaiterThatGivesUpLeavesTheTokensHoldAlone) {
+  CancelToken cancel;
+  auto late = QueueLateBehindHolder(absl::Seconds(30), cancel);
+  ASSERT_NO_FATAL_FAILURE(EagerReentersWhileLateIsDeaf());
+  // Late gives up before it hears that its node is first.
+  cancel.Cancel();
+  proxy_.SetFault(Direction::kReplies, Fault::Pass());
+  std::optional<absl::StatusOr<Acquired>> got = late->Wait(absl::Seconds(30));
+  ASSERT_TRUE(got.has_value()) << "the cancelled wait did not return";
+  EXPECT_TRUE(absl::IsCancelled(got->status())) << got->status();
+
+  EXPECT_EQ(eager_lock_->State(kToken), LockState::kHeld);
+  const absl::Status third = ThirdTries();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(third))
+      << "another owner took the lock while the token's client holds it: "
+      << third;
+  absl::StatusOr<LockInfo> info = eager_lock_->Inspect();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->locked);
+  EXPECT_EQ(info->fencing_token, eager_token_);
+  EXPECT_EQ(info->hold_count, 1);  // late's hold is taken off, eager's stays
+  EXPECT_TRUE(eager_lock_->Release(kToken).ok());
+  EXPECT_TRUE(ThirdTries().ok());
+}
+
 }  // namespace
 }  // namespace dlock::testing
