@@ -129,12 +129,20 @@ absl::Status ZkBackend::CreateOwnNode(
       if (!absl::StartsWith(child, prefix)) continue;
       own.path = absl::StrCat(parent, "/", child);
       own.name = child;
-      Reply exists = session_->Exists(own.path, false).Wait(CallDeadline());
-      if (exists.rc != ZOK) break;
       own.data = data;
-      own.stat = exists.stat;
-      own.generation = exists.generation;
-      own.written = created.sent();
+      own.generation = create.generation;
+      if (ReloadOwn(own, CallDeadline()) != ZOK) break;
+      // Its mtime is the create's, which may be a lease ago by now: on
+      // ZooKeeper's clock its lease may be over, and a successor may remove
+      // it as expired. Written again, it starts a fresh lease, and the hold
+      // counts from that write (C19).
+      const int rc = Touch(own, data.lease_ms);
+      if (rc == ZNONODE) break;  // removed meanwhile: create again
+      if (rc != ZOK) {
+        Abandon(own);
+        return session_->ErrorStatus(
+            rc, absl::StrCat("adopting a node for lock '", call.name, "'"));
+      }
       children = std::move(again.children);
       return absl::OkStatus();
     }

@@ -1,6 +1,7 @@
 // Copyright dlock authors. zk:// requests whose replies are lost with the
-// connection: the client must find out what happened on ZooKeeper without
-// taking someone else's node for its own.
+// connection (a FaultProxy drops them, then resets the connection; or the
+// server is paused): the client must find out what happened on ZooKeeper
+// without taking someone else's node, or someone else's delete, for its own.
 #include <memory>
 #include <string>
 
@@ -8,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dlock/dlock.h"
+#include "fault_proxy.h"
 #include "gtest/gtest.h"
+#include "zookeeper_fault_helpers.h"
 #include "zookeeper_server.h"
 
 namespace dlock::testing {
@@ -76,6 +79,85 @@ TEST(ZooKeeperLostReply, SameClientIdNeverRemovesTheOthersNode) {
       << "a third owner got the lock while the holder believes it holds it: "
       << taken.status();
   EXPECT_TRUE((*held)->Release().ok());
+}
+
+// A server, a proxy in front of it, and a client `near` that reaches the
+// server directly.
+class LostReplyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<ZooKeeperServer>> started =
+        ZooKeeperServer::Start();
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+    ASSERT_TRUE(proxy_.Start("127.0.0.1", server_->client_port(0)).ok());
+    absl::StatusOr<std::unique_ptr<LockClient>> near =
+        Connect(server_->Uri(kNs));
+    ASSERT_TRUE(near.ok()) << near.status();
+    near_ = *std::move(near);
+    raw_ = std::make_unique<RawZooKeeper>(server_->Hosts());
+  }
+
+  // A client through the proxy.
+  std::unique_ptr<LockClient> Far() {
+    absl::StatusOr<std::unique_ptr<LockClient>> far =
+        Connect(UriAt(proxy_.port(), kNs));
+    EXPECT_TRUE(far.ok()) << far.status();
+    return far.ok() ? *std::move(far) : nullptr;
+  }
+
+  static constexpr char kNs[] = "lost-reply";
+  std::unique_ptr<ZooKeeperServer> server_;
+  FaultProxy proxy_;
+  std::unique_ptr<LockClient> near_;
+  std::unique_ptr<RawZooKeeper> raw_;
+};
+
+// Defect: a node adopted after its create's reply was lost kept the mtime of
+// its creation, so its lease on ZooKeeper could be over (others may remove
+// it) by the time the client took it as a fresh hold. The adopted node is
+// written again, and the hold counts from that write.
+TEST_F(LostReplyTest, NodeAdoptedAfterALostCreateStartsAFreshLease) {
+  constexpr char kName[] = "adopted";
+  constexpr absl::Duration kLease = absl::Seconds(2);
+  std::unique_ptr<LockClient> far = Far();
+  ASSERT_NE(far, nullptr);
+  auto lock = far->GetLock(kName);
+  ASSERT_TRUE(lock.ok());
+  // The lock's parent exists (and, persistent, stays), so that the create
+  // below succeeds at once.
+  ASSERT_TRUE(raw_->CreatePath(LockParent(kNs, kName)));
+  proxy_.SetFault(Direction::kReplies, Fault::Drop());
+  Background<absl::StatusOr<Acquired>> acquire([&] {
+    AcquireOptions options;
+    options.owner_token = "adopter";
+    options.lease = kLease;
+    options.wait = absl::Seconds(30);
+    return (*lock)->Acquire(options);
+  });
+  // The create happened; its reply is gone. The connection stays silent
+  // past the lease, then breaks, and the client reconnects.
+  ASSERT_TRUE(
+      raw_->WaitForChildren(LockParent(kNs, kName), 1, absl::Seconds(10)));
+  absl::SleepFor(kLease + absl::Seconds(1));
+  proxy_.SetFault(Direction::kReplies, Fault::Pass());
+  proxy_.ResetAll();
+  std::optional<absl::StatusOr<Acquired>> got = acquire.Wait(absl::Seconds(30));
+  ASSERT_TRUE(got.has_value()) << "the acquire did not return";
+  ASSERT_TRUE(got->ok()) << got->status();
+
+  // ZooKeeper counts a fresh lease too: others see it held, and cannot
+  // remove the node as expired.
+  auto near_lock = near_->GetLock(kName);
+  ASSERT_TRUE(near_lock.ok());
+  absl::StatusOr<LockInfo> info = (*near_lock)->Inspect();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->locked);
+  EXPECT_EQ(info->owner, "t:adopter");
+  EXPECT_GT(info->remaining_lease, kLease / 2);
+  EXPECT_TRUE(absl::IsDeadlineExceeded((*near_lock)->TryAcquire().status()));
+  EXPECT_EQ((*lock)->State("adopter"), LockState::kHeld);
+  EXPECT_TRUE((*lock)->Release("adopter").ok());
 }
 
 }  // namespace
