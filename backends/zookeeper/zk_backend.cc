@@ -294,12 +294,13 @@ absl::StatusOr<int64_t> ZkBackend::Release(absl::string_view name,
           ZCONNECTIONLOSS, absl::StrCat("release of lock '", name, "'"));
     }
     Reply r = session_->Delete(hold.path, hold.version).Wait(CallDeadline());
-    if (r.rc == ZOK || (r.rc == ZNONODE && delete_sent)) {
+    if (r.rc == ZOK) {
       Forget(name, owner, hold.path);
       return 0;
     }
     if (r.rc == ZNONODE) {
       Forget(name, owner, hold.path);
+      if (delete_sent && OurDeleteRan(hold)) return 0;
       return NotOwner(name);
     }
     if (r.rc == ZBADVERSION) {
@@ -317,14 +318,41 @@ absl::StatusOr<int64_t> ZkBackend::Release(absl::string_view name,
     delete_sent = true;
     if (!Reconnected(Now() +
                      std::min(session_->call_timeout(), absl::Seconds(3)))) {
+      // Not known to have happened: the core retries the release (C21).
       Forget(name, owner, hold.path);
       QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
-      return 0;
+      return session_->ErrorStatus(
+          r.rc, absl::StrCat("release of lock '", name, "'"));
     }
   }
   return absl::UnavailableError(absl::StrCat("release of lock '", name,
                                              "' kept conflicting on ZooKeeper ",
                                              session_->endpoint()));
+}
+
+bool ZkBackend::OurDeleteRan(const LocalHold& hold) {
+  // Our delete went out, its reply was lost, and now the node is gone. Who
+  // else removes a lock node?
+  // - A successor, and only once the node's lease is over on ZooKeeper's
+  //   clock: it deletes the node (at the version it read) only if the
+  //   node's mtime plus lease_ms is not after the mtime of its own write.
+  //   Our last confirmed write, which set lease_ms, was sent at
+  //   `hold.confirmed`, so ZooKeeper stamped it no earlier; until
+  //   confirmed + lease (less a drift margin) has passed here, the node's
+  //   lease cannot be over there. This NONODE came back before that, so no
+  //   successor can have removed the node before it was read.
+  // - The end of the session that owns the node: then the session changed.
+  // - A force unlock (C12) or the owner token's release from another
+  //   client (C6), both asked by the owner's side: either way the lock was
+  //   let go for the owner, and this release counts as done.
+  // Past that point nothing tells our delete from a successor's, and only a
+  // delete known to have taken effect may count (C4): the caller reports
+  // the hold as not held.
+  if (hold.generation != 0 && session_->generation() != hold.generation) {
+    return false;
+  }
+  const absl::Duration lease = absl::Milliseconds(hold.data.lease_ms);
+  return Now() < hold.confirmed + lease - lease / 100 - absl::Milliseconds(2);
 }
 
 absl::Status ZkBackend::Renew(const RenewCall& call) {

@@ -154,6 +154,9 @@ class ZkBackend : public Backend {
   // when the owner does not hold it (FailedPrecondition for the caller).
   absl::StatusOr<std::optional<LocalHold>> HoldOf(absl::string_view name,
                                                   absl::string_view owner);
+  // After a delete whose reply was lost, a NONODE: whether it was our delete
+  // that removed the node (true), or it may have been a successor's.
+  bool OurDeleteRan(const LocalHold& hold);
   // Re-reads the hold's node after a version conflict; false when it is
   // gone or changed owner.
   bool Reload(LocalHold& hold, absl::string_view owner);

@@ -160,5 +160,87 @@ TEST_F(LostReplyTest, NodeAdoptedAfterALostCreateStartsAFreshLease) {
   EXPECT_TRUE((*lock)->Release("adopter").ok());
 }
 
+// Defect: a release whose delete got no reply took a later NONODE as its
+// own success, although the delete never ran and a successor had removed
+// the node after its lease ran out: C4 wants FailedPrecondition.
+TEST_F(LostReplyTest, ReleaseAfterASuccessorRemovedTheExpiredNodeFails) {
+  constexpr char kName[] = "taken-over";
+  constexpr absl::Duration kLease = absl::Milliseconds(1500);
+  std::unique_ptr<LockClient> far = Far();
+  ASSERT_NE(far, nullptr);
+  auto lock = far->GetLock(kName);
+  ASSERT_TRUE(lock.ok());
+  AcquireOptions short_lease;
+  short_lease.owner_token = "releaser";
+  short_lease.lease = kLease;
+  ASSERT_TRUE((*lock)->TryAcquire(short_lease).ok());
+  auto near_lock = near_->GetLock(kName);
+  ASSERT_TRUE(near_lock.ok());
+  Background<absl::StatusOr<Acquired>> successor([&] {
+    AcquireOptions options;
+    options.owner_token = "successor";
+    options.lease = absl::Seconds(60);
+    options.wait = absl::Seconds(30);
+    return (*near_lock)->Acquire(options);
+  });
+  ASSERT_TRUE(
+      raw_->WaitForChildren(LockParent(kNs, kName), 2, absl::Seconds(10)));
+
+  // The delete never reaches ZooKeeper, and no reply comes.
+  const uint64_t sent_before = proxy_.stats().requests.received;
+  proxy_.SetFault(Direction::kRequests, Fault::Drop());
+  Background<absl::Status> release(
+      [&] { return (*lock)->Release("releaser"); });
+  ASSERT_TRUE(proxy_
+                  .WaitForReceived(Direction::kRequests, sent_before + 1,
+                                   absl::Seconds(5))
+                  .ok());
+  // The lease runs out on ZooKeeper, and the successor removes the node.
+  std::optional<absl::StatusOr<Acquired>> taken =
+      successor.Wait(absl::Seconds(30));
+  ASSERT_TRUE(taken.has_value()) << "the successor did not return";
+  ASSERT_TRUE(taken->ok()) << taken->status();
+  // The connection breaks; the client reconnects and finds its node gone.
+  proxy_.SetFault(Direction::kRequests, Fault::Pass());
+  proxy_.ResetAll();
+  std::optional<absl::Status> released = release.Wait(absl::Seconds(30));
+  ASSERT_TRUE(released.has_value()) << "the release did not return";
+  EXPECT_TRUE(absl::IsFailedPrecondition(*released))
+      << "a release that never ran reported: " << *released;
+
+  absl::StatusOr<LockInfo> info = (*near_lock)->Inspect();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->owner, "t:successor");
+  EXPECT_EQ(info->fencing_token, (*taken)->fencing_token);
+  EXPECT_TRUE((*near_lock)->Release("successor").ok());
+}
+
+// The other side of the same rule: a delete that did run, whose reply alone
+// was lost, is the release it was meant to be.
+TEST_F(LostReplyTest, ReleaseWhoseReplyAloneWasLostSucceeds) {
+  constexpr char kName[] = "released";
+  std::unique_ptr<LockClient> far = Far();
+  ASSERT_NE(far, nullptr);
+  auto lock = far->GetLock(kName);
+  ASSERT_TRUE(lock.ok());
+  AcquireOptions options;
+  options.owner_token = "releaser";
+  options.lease = absl::Seconds(30);
+  ASSERT_TRUE((*lock)->TryAcquire(options).ok());
+  proxy_.SetFault(Direction::kReplies, Fault::Drop());
+  Background<absl::Status> release(
+      [&] { return (*lock)->Release("releaser"); });
+  ASSERT_TRUE(
+      raw_->WaitForChildren(LockParent(kNs, kName), 0, absl::Seconds(10)));
+  proxy_.SetFault(Direction::kReplies, Fault::Pass());
+  proxy_.ResetAll();
+  std::optional<absl::Status> released = release.Wait(absl::Seconds(30));
+  ASSERT_TRUE(released.has_value()) << "the release did not return";
+  EXPECT_TRUE(released->ok()) << *released;
+  auto near_lock = near_->GetLock(kName);
+  ASSERT_TRUE(near_lock.ok());
+  EXPECT_TRUE((*near_lock)->TryAcquire().ok());
+}
+
 }  // namespace
 }  // namespace dlock::testing
