@@ -330,6 +330,27 @@ absl::StatusOr<int64_t> ZkBackend::Release(absl::string_view name,
                                              session_->endpoint()));
 }
 
+MonoTime ZkBackend::HeldUntil(absl::string_view name, absl::string_view owner) {
+  // The core calls this under its own mutex. mu_ is a leaf here: it is held
+  // only around map lookups and updates, never across a call to the server
+  // or into the listener, so this neither blocks for long nor deadlocks
+  // with OnHoldLost().
+  uint64_t generation;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = holds_.find(HoldKey(name, owner));
+    // Forgotten: released, taken over, or lost with its session.
+    if (it == holds_.end()) return MonoTime::InfinitePast();
+    generation = it->second.generation;
+  }
+  // Generation 0: a re-entry of a node another client created (an owner
+  // token shared between clients, C6). That node lives on the other
+  // client's session, which we cannot watch; our own session must at least
+  // be alive for us to renew or release it.
+  if (generation == 0) generation = session_->current_generation();
+  return session_->BelievableUntil(generation);
+}
+
 bool ZkBackend::OurDeleteRan(const LocalHold& hold) {
   // Our delete went out, its reply was lost, and now the node is gone. Who
   // else removes a lock node?

@@ -46,6 +46,12 @@ class ZkBackend : public Backend {
   absl::Status Renew(const RenewCall& call) override;
   std::vector<absl::Status> RenewMany(
       absl::Span<const RenewCall> calls) override;
+  // A hold lives on the session that created its node: ZooKeeper expires
+  // that session, and deletes the node, no earlier than the session timeout
+  // after the send of its latest answered request (Session's heartbeat
+  // keeps that recent while the server answers). Holds of an earlier
+  // session are not believed at all (C19).
+  MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override;
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
   absl::Status ForceUnlock(absl::string_view name) override;
