@@ -160,9 +160,6 @@ class ZkBackend : public Backend {
   // when the owner does not hold it (FailedPrecondition for the caller).
   absl::StatusOr<std::optional<LocalHold>> HoldOf(absl::string_view name,
                                                   absl::string_view owner);
-  // After a delete whose reply was lost, a NONODE: whether it was our delete
-  // that removed the node (true), or it may have been a successor's.
-  bool OurDeleteRan(const LocalHold& hold);
   // Re-reads the hold's node after a version conflict; false when it is
   // gone or changed owner.
   bool Reload(LocalHold& hold, absl::string_view owner);
@@ -176,6 +173,8 @@ class ZkBackend : public Backend {
   void QueueDelete(PendingDelete pending);
   void OnSessionLost(uint64_t generation, const absl::Status& why);
   void RetryPending();
+
+  // zk_release.cc
   // Writes `next` to the hold's node with a versioned write and updates
   // `hold` and our record. On a version conflict (another client re-entered
   // with the same owner token) re-reads `hold` and returns Aborted: the
@@ -185,6 +184,9 @@ class ZkBackend : public Backend {
   absl::Status Write(absl::string_view name, absl::string_view owner,
                      LocalHold& hold, const NodeData& next,
                      absl::string_view what);
+  // After a delete whose reply was lost, a NONODE: whether it was our delete
+  // that removed the node (true), or it may have been a successor's.
+  bool OurDeleteRan(const LocalHold& hold);
 
   const BackendSettings settings_;
   const std::string base_;  // <chroot>/dlock/<namespace>
