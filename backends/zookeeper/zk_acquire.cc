@@ -265,6 +265,8 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
     OwnNode& own, std::optional<std::vector<std::string>> children) {
   const absl::Duration lease = absl::Milliseconds(data.lease_ms);
   const bool token_owner = absl::StartsWith(call.owner, "t:");
+  // Whether our node was ever behind another: then it becomes first while we
+  // are not looking, and must be written again when we see it first.
   bool waited = false;
   bool checked_holder = false;
   MonoTime next_refresh = Now() + lease / 3;
@@ -335,6 +337,11 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
                    .hold_count = own.data.holds,
                    .sent = own.written};
     }
+    // Behind another node, even if it goes before we sleep (the predecessor
+    // is gone when we read it): by the time we see our node first, it may
+    // have been first for a while, and another client of the same owner
+    // token may have re-entered it (C6).
+    waited = true;
     if (token_owner && !checked_holder) {
       // An explicit owner token may hold the lock through another client.
       checked_holder = true;

@@ -7,13 +7,16 @@
 #include <memory>
 #include <string>
 
+#include "../../backends/zookeeper/zk_layout.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dlock/dlock.h"
 #include "fault_proxy.h"
 #include "gtest/gtest.h"
+#include "server_process.h"
 #include "zookeeper_fault_helpers.h"
 #include "zookeeper_server.h"
 
@@ -53,9 +56,11 @@ class SameTokenTest : public ::testing::Test {
   }
 
   // The lock taken by another owner, and `late` queued behind it for the
-  // token, waiting at most `wait`. Returns the wait, running.
+  // token, waiting at most `wait`. Returns the wait, running, once late
+  // watches the holder's node; or, with `deaf_from_start`, once late's node
+  // exists, late having heard nothing from ZooKeeper since it started.
   std::unique_ptr<Background<absl::StatusOr<Acquired>>> QueueLateBehindHolder(
-      absl::Duration wait, CancelToken cancel) {
+      absl::Duration wait, CancelToken cancel, bool deaf_from_start = false) {
     auto held = holder_->GetLock(kName);
     EXPECT_TRUE(held.ok());
     holder_lock_ = *std::move(held);
@@ -65,6 +70,7 @@ class SameTokenTest : public ::testing::Test {
     auto lock = late_->GetLock(kName);
     EXPECT_TRUE(lock.ok());
     late_lock_ = *std::move(lock);
+    if (deaf_from_start) proxy_.SetFault(Direction::kReplies, Fault::Stall());
     auto queued = std::make_unique<Background<absl::StatusOr<Acquired>>>(
         [lock = late_lock_.get(), wait, cancel] {
           AcquireOptions options;
@@ -75,6 +81,20 @@ class SameTokenTest : public ::testing::Test {
         });
     EXPECT_TRUE(raw_->WaitForChildren(parent_, 2, absl::Seconds(10)))
         << "the token's waiting node did not appear";
+    if (!deaf_from_start) {
+      // ZooKeeper lists the paths it watches (`wchp`): late waits on the
+      // holder's node, the first in the queue.
+      const std::string holder_node = absl::StrCat(
+          parent_, "/", zk::SortedQueue(raw_->Children(parent_))[0]);
+      bool watching = false;
+      for (int i = 0; i < 1000 && !watching; ++i) {
+        absl::StatusOr<std::string> watched = TcpExchange(
+            server_->client_port(0), "wchp", absl::Milliseconds(500));
+        watching = watched.ok() && absl::StrContains(*watched, holder_node);
+        if (!watching) absl::SleepFor(absl::Milliseconds(10));
+      }
+      EXPECT_TRUE(watching) << "late never watched " << holder_node;
+    }
     return queued;
   }
 
@@ -149,6 +169,31 @@ TEST_F(SameTokenTest, WaiterAtTheHeadReloadsANodeTheTokenReentered) {
   EXPECT_TRUE(late_lock_->Release(kToken).ok());
   EXPECT_TRUE(absl::IsDeadlineExceeded(ThirdTries()));
   EXPECT_EQ(eager_lock_->State(kToken), LockState::kHeld);
+  EXPECT_TRUE(eager_lock_->Release(kToken).ok());
+  EXPECT_TRUE(ThirdTries().ok());
+}
+
+// The same re-entry when the waiter's predecessor is gone before the waiter
+// could watch it: the waiter never sleeps, yet its node became first while
+// it was not looking. It must write it again when it sees it first, and so
+// learn of the re-entry, rather than take its node as it created it.
+TEST_F(SameTokenTest, WaiterThatNeverSleptStillReadsTheReentry) {
+  CancelToken cancel;
+  auto late = QueueLateBehindHolder(absl::Seconds(8), cancel,
+                                    /*deaf_from_start=*/true);
+  ASSERT_NO_FATAL_FAILURE(EagerReentersWhileLateIsDeaf());
+  proxy_.SetFault(Direction::kReplies, Fault::Pass());
+  std::optional<absl::StatusOr<Acquired>> got = late->Wait(absl::Seconds(30));
+  if (!got.has_value()) {
+    cancel.Cancel();
+    late->Wait(absl::Seconds(30));
+    FAIL() << "the waiter did not return";
+  }
+  ASSERT_TRUE(got->ok()) << got->status();
+  EXPECT_EQ((*got)->fencing_token, eager_token_);
+  EXPECT_EQ((*got)->hold_count, 2);
+  EXPECT_TRUE(late_lock_->Release(kToken).ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(ThirdTries()));
   EXPECT_TRUE(eager_lock_->Release(kToken).ok());
   EXPECT_TRUE(ThirdTries().ok());
 }
