@@ -45,17 +45,19 @@ template <typename Fill>
 void Complete(const void* data, int rc, Fill fill) {
   auto* holder = static_cast<SlotPtr*>(const_cast<void*>(data));
   Call::Slot& slot = **holder;
-  uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(slot.mu);
+    // Any answer proves the session alive when the request was read (C19).
+    // Noted before the caller can see the reply, so that a hold it grants
+    // is never judged by an older bound.
+    if (ServerAnswered(rc)) {
+      slot.liveness->NoteReply(slot.reply.generation, slot.sent);
+    }
     slot.reply.rc = rc;
     if (rc == ZOK) fill(slot.reply);
     slot.done = true;
-    generation = slot.reply.generation;
   }
   slot.done_cv.notify_all();
-  // Any answer proves the session alive when the request was read (C19).
-  if (ServerAnswered(rc)) slot.liveness->NoteReply(generation, slot.sent);
   delete holder;
 }
 
