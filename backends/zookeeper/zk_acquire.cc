@@ -76,10 +76,12 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
 absl::Status ZkBackend::CreateOwnNode(
     const AcquireCall& call, const std::string& parent, const NodeData& data,
     OwnNode& own, std::optional<std::vector<std::string>>& children) {
-  // A unique prefix per attempt (client id and a counter) lets us find the
-  // node again when the reply to its create is lost (Curator's protection).
+  // A unique prefix per attempt (client id, this backend's random instance
+  // and a counter) lets us find the node again when the reply to its create
+  // is lost (Curator's protection), and never another client's node.
   const std::string prefix =
-      absl::StrCat(settings_.client_id, "-", attempts_.fetch_add(1), "-lock-");
+      absl::StrCat(settings_.client_id, "-", instance_, "-",
+                   attempts_.fetch_add(1), "-lock-");
   const std::string payload = Serialize(data);
   for (int attempt = 0; attempt < 5; ++attempt) {
     const MonoTime deadline = CallDeadline();
@@ -93,6 +95,7 @@ absl::Status ZkBackend::CreateOwnNode(
     if (create.rc == ZOK) {
       own.path = create.path;
       own.name = own.path.substr(own.path.rfind('/') + 1);
+      own.data = data;
       own.stat = create.stat;
       own.generation = create.generation;
       own.written = created.sent();
@@ -114,7 +117,8 @@ absl::Status ZkBackend::CreateOwnNode(
     const MonoTime until = std::min(std::max(call.deadline, Now()),
                                     Now() + session_->call_timeout());
     if (!Reconnected(until)) {
-      QueueDelete(PendingDelete{.path = parent, .prefix = prefix});
+      QueueDelete(
+          PendingDelete{.path = parent, .prefix = prefix, .owner = data.owner});
       return session_->ErrorStatus(
           create.rc,
           absl::StrCat("creating a node for lock '", call.name, "'"));
@@ -125,11 +129,20 @@ absl::Status ZkBackend::CreateOwnNode(
       if (!absl::StartsWith(child, prefix)) continue;
       own.path = absl::StrCat(parent, "/", child);
       own.name = child;
-      Reply exists = session_->Exists(own.path, false).Wait(CallDeadline());
-      if (exists.rc != ZOK) break;
-      own.stat = exists.stat;
-      own.generation = exists.generation;
-      own.written = created.sent();
+      own.data = data;
+      own.generation = create.generation;
+      if (ReloadOwn(own, CallDeadline()) != ZOK) break;
+      // Its mtime is the create's, which may be a lease ago by now: on
+      // ZooKeeper's clock its lease may be over, and a successor may remove
+      // it as expired. Written again, it starts a fresh lease, and the hold
+      // counts from that write (C19).
+      const int rc = Touch(own, data.lease_ms);
+      if (rc == ZNONODE) break;  // removed meanwhile: create again
+      if (rc != ZOK) {
+        Abandon(own);
+        return session_->ErrorStatus(
+            rc, absl::StrCat("adopting a node for lock '", call.name, "'"));
+      }
       children = std::move(again.children);
       return absl::OkStatus();
     }
@@ -139,21 +152,73 @@ absl::Status ZkBackend::CreateOwnNode(
                    "' on ZooKeeper ", session_->endpoint(), " after retries"));
 }
 
-int ZkBackend::Touch(OwnNode& own, const NodeData& data) {
-  Call set = session_->Set(own.path, Serialize(data), own.stat.version);
-  Reply r = set.Wait(CallDeadline());
-  if (r.rc == ZOK) {
-    own.stat = r.stat;
-    own.written = set.sent();
-    session_->NoteServerTime(r.stat.mtime, Now());
+int ZkBackend::Touch(OwnNode& own, int64_t lease_ms,
+                     std::optional<int64_t> since_ms) {
+  int rc = ZBADVERSION;
+  for (int attempt = 0; attempt < kWriteRetries && rc == ZBADVERSION;
+       ++attempt) {
+    NodeData next = own.data;
+    next.lease_ms = std::max(lease_ms, RemainingMs(own.data, own.stat.mtime));
+    next.kept_ms = std::max(next.kept_ms, lease_ms);
+    if (since_ms.has_value() && next.since_ms == 0) next.since_ms = *since_ms;
+    Call set = session_->Set(own.path, Serialize(next), own.stat.version);
+    Reply r = set.Wait(CallDeadline());
+    rc = r.rc;
+    if (rc == ZOK) {
+      own.data = std::move(next);
+      own.stat = r.stat;
+      own.written = set.sent();
+      session_->NoteServerTime(r.stat.mtime, Now());
+    } else if (rc == ZBADVERSION) {
+      // Our version is old: a write of ours whose reply was lost, or, once
+      // the node was first, a re-entry by another client of the same owner
+      // token (C6). Writing our old data again would undo that re-entry;
+      // the next write builds on what the node holds now.
+      const int reloaded = ReloadOwn(own, CallDeadline());
+      if (reloaded != ZOK) return reloaded;
+    }
   }
-  return r.rc;
+  return rc;
 }
 
-void ZkBackend::Abandon(const OwnNode& own) {
-  Reply r = session_->Delete(own.path, -1).Wait(CallDeadline());
-  if (r.rc != ZOK && r.rc != ZNONODE) {
-    QueueDelete(PendingDelete{.path = own.path});
+int ZkBackend::ReloadOwn(OwnNode& own, MonoTime deadline) {
+  Reply got = session_->Get(own.path, false).Wait(deadline);
+  if (got.rc != ZOK) return got.rc;
+  std::optional<NodeData> data = Parse(got.data);
+  // Owners never change on a node; anything else is not our node.
+  if (!data.has_value() || data->owner != own.data.owner) return ZNONODE;
+  own.data = *std::move(data);
+  own.stat = got.stat;
+  return ZOK;
+}
+
+int ZkBackend::TakeOwnHoldOff(OwnNode& own, MonoTime deadline) {
+  for (int attempt = 0; attempt < kWriteRetries; ++attempt) {
+    int rc;
+    if (own.data.holds <= 1) {
+      rc = session_->Delete(own.path, own.stat.version).Wait(deadline).rc;
+    } else {
+      // Our hold off, the expiry kept, as a release of one hold does.
+      NodeData next = own.data;
+      next.holds -= 1;
+      next.lease_ms =
+          std::max<int64_t>(1, RemainingMs(own.data, own.stat.mtime));
+      rc = session_->Set(own.path, Serialize(next), own.stat.version)
+               .Wait(deadline)
+               .rc;
+    }
+    if (rc == ZOK || rc == ZNONODE) return ZOK;
+    if (rc != ZBADVERSION) return rc;
+    rc = ReloadOwn(own, deadline);
+    if (rc == ZNONODE) return ZOK;
+    if (rc != ZOK) return rc;
+  }
+  return ZBADVERSION;
+}
+
+void ZkBackend::Abandon(OwnNode& own) {
+  if (IsConnectionError(TakeOwnHoldOff(own, CallDeadline()))) {
+    QueueDelete(PendingDelete{.path = own.path, .owner = own.data.owner});
   }
 }
 
@@ -200,6 +265,8 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
     OwnNode& own, std::optional<std::vector<std::string>> children) {
   const absl::Duration lease = absl::Milliseconds(data.lease_ms);
   const bool token_owner = absl::StartsWith(call.owner, "t:");
+  // Whether our node was ever behind another: then it becomes first while we
+  // are not looking, and must be written again when we see it first.
   bool waited = false;
   bool checked_holder = false;
   MonoTime next_refresh = Now() + lease / 3;
@@ -218,7 +285,7 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
         children = std::move(list.children);
       } else if (list.rc == ZNONODE) {
         children.emplace();
-      } else if (IsConnectionError(list.rc) &&
+      } else if (IsConnectionError(list.rc) && Now() < call.deadline &&
                  Reconnected(std::min(call.deadline,
                                       Now() + session_->call_timeout()))) {
         continue;
@@ -246,12 +313,11 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
       continue;
     }
     if (mine == queue.begin()) {
-      NodeData held = data;
       if (waited) {
         // The lease starts now, not when we queued (C2).
-        held.since_ms = session_->EstimatedServerNowMs();
-        const int rc = Touch(own, held);
-        if (rc == ZNONODE || rc == ZBADVERSION) continue;
+        const int rc =
+            Touch(own, data.lease_ms, session_->EstimatedServerNowMs());
+        if (rc == ZNONODE) continue;  // removed meanwhile: queue again
         if (rc != ZOK) {
           return fail(session_->ErrorStatus(
               rc, absl::StrCat("taking lock '", call.name, "'")));
@@ -259,16 +325,23 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
       }
       Record(call.name, call.owner,
              LocalHold{.path = own.path,
-                       .data = held,
+                       .data = own.data,
                        .version = own.stat.version,
                        .czxid = static_cast<uint64_t>(own.stat.czxid),
                        .mtime = own.stat.mtime,
                        .generation = own.generation,
                        .confirmed = own.written});
+      // More than one hold when the owner token's other client re-entered
+      // our node before we saw it first (C6).
       return Grant{.fencing_token = static_cast<uint64_t>(own.stat.czxid),
-                   .hold_count = 1,
+                   .hold_count = own.data.holds,
                    .sent = own.written};
     }
+    // Behind another node, even if it goes before we sleep (the predecessor
+    // is gone when we read it): by the time we see our node first, it may
+    // have been first for a while, and another client of the same owner
+    // token may have re-entered it (C6).
+    waited = true;
     if (token_owner && !checked_holder) {
       // An explicit owner token may hold the lock through another client.
       checked_holder = true;
@@ -285,7 +358,7 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
         session_->Get(predecessor, /*watch=*/true).Wait(CallDeadline());
     if (pred.rc == ZNONODE) continue;
     if (pred.rc != ZOK) {
-      if (IsConnectionError(pred.rc) &&
+      if (IsConnectionError(pred.rc) && Now() < call.deadline &&
           Reconnected(
               std::min(call.deadline, Now() + session_->call_timeout()))) {
         continue;
@@ -301,13 +374,13 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
       // The predecessor's lease looks over. Decide on ZooKeeper's clock: our
       // own write stamps its time, and the versioned delete fails if the
       // predecessor renewed meanwhile (C2, C3).
-      const int rc = Touch(own, data);
+      const int rc = Touch(own, data.lease_ms);
       next_refresh = Now() + lease / 3;
       if (rc == ZOK && pred_end <= own.stat.mtime) {
         session_->Delete(predecessor, pred.stat.version).Wait(CallDeadline());
         continue;
       }
-      if (rc == ZNONODE || rc == ZBADVERSION) continue;
+      if (rc == ZNONODE) continue;
     }
     const MonoTime now = Now();
     if (now >= call.deadline) {
@@ -326,7 +399,7 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
     if (Now() >= next_refresh) {
       // Waiting nodes carry a lease too, so that a waiter that stopped (but
       // whose session lives) cannot block the queue forever.
-      const int rc = Touch(own, data);
+      const int rc = Touch(own, data.lease_ms);
       next_refresh = Now() + lease / 3;
       if (rc != ZOK && rc != ZNONODE && rc != ZBADVERSION &&
           !IsConnectionError(rc)) {

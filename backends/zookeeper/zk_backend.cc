@@ -1,8 +1,10 @@
-// Release, renewal, introspection, force unlock and the background work of
-// the zk:// backend. Acquisition lives in zk_acquire.cc.
+// The zk:// backend's setup, shared helpers, introspection, force unlock,
+// the session bound of holds and the background work. Acquisition lives in
+// zk_acquire.cc, release and renewal in zk_release.cc.
 #include "zk_backend.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -11,16 +13,12 @@
 namespace dlock::zk {
 namespace {
 
-absl::Status NotOwner(absl::string_view name) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "lock '", name,
-      "' is not held by this owner (released, expired, force-unlocked or "
-      "taken over)"));
-}
-
-absl::Status LeaseRanOut(absl::string_view name, absl::string_view what) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("the lease of lock '", name, "' ran out before the ", what));
+// 64 random bits as hex. The client id alone does not tell two backends
+// apart: ClientOptions::client_id may give two processes the same one.
+std::string RandomHex() {
+  std::random_device random;
+  const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random();
+  return absl::StrCat(absl::Hex(bits, absl::kZeroPad16));
 }
 
 }  // namespace
@@ -46,7 +44,8 @@ ZkBackend::ZkBackend(BackendSettings settings)
     : settings_(std::move(settings)),
       base_(
           absl::StrCat(settings_.chroot, "/dlock/", settings_.lock_namespace)),
-      hub_(*settings_.clock) {
+      hub_(*settings_.clock),
+      instance_(RandomHex()) {
   std::string path;
   for (absl::string_view part :
        absl::StrSplit(settings_.chroot, '/', absl::SkipEmpty())) {
@@ -208,195 +207,25 @@ void ZkBackend::QueueDelete(PendingDelete pending) {
   pending_.push_back(std::move(pending));
 }
 
-absl::Status ZkBackend::Write(absl::string_view name, absl::string_view owner,
-                              LocalHold& hold, const NodeData& next,
-                              absl::string_view what) {
-  if (!Connected()) {
-    return session_->ErrorStatus(ZCONNECTIONLOSS,
-                                 absl::StrCat(what, " of lock '", name, "'"));
+MonoTime ZkBackend::HeldUntil(absl::string_view name, absl::string_view owner) {
+  // The core calls this under its own mutex. mu_ is a leaf here: it is held
+  // only around map lookups and updates, never across a call to the server
+  // or into the listener, so this neither blocks for long nor deadlocks
+  // with OnHoldLost().
+  uint64_t generation;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = holds_.find(HoldKey(name, owner));
+    // Forgotten: released, taken over, or lost with its session.
+    if (it == holds_.end()) return MonoTime::InfinitePast();
+    generation = it->second.generation;
   }
-  const std::string payload = Serialize(next);
-  Call set = session_->Set(hold.path, payload, hold.version);
-  Reply r = set.Wait(CallDeadline());
-  if (IsConnectionError(r.rc) &&
-      Reconnected(Now() +
-                  std::min(session_->call_timeout(), absl::Seconds(3)))) {
-    // Sent, reply lost: it happened iff the node holds exactly our write.
-    Reply check = session_->Get(hold.path, false).Wait(CallDeadline());
-    if (check.rc == ZOK && check.stat.version == hold.version + 1 &&
-        check.data == payload) {
-      r = check;
-    }
-  }
-  switch (r.rc) {
-    case ZOK: {
-      hold.data = next;
-      hold.version = r.stat.version;
-      hold.mtime = r.stat.mtime;
-      hold.confirmed = set.sent();
-      session_->NoteServerTime(r.stat.mtime, Now());
-      absl::MutexLock lock(&mu_);
-      auto it = holds_.find(HoldKey(name, owner));
-      if (it != holds_.end() && it->second.path == hold.path) it->second = hold;
-      return absl::OkStatus();
-    }
-    case ZBADVERSION:
-      if (Reload(hold, owner)) return absl::AbortedError("version conflict");
-      [[fallthrough]];
-    case ZNONODE:
-      Forget(name, owner, hold.path);
-      return NotOwner(name);
-    default:
-      return session_->ErrorStatus(r.rc,
-                                   absl::StrCat(what, " of lock '", name, "'"));
-  }
-}
-
-absl::StatusOr<int64_t> ZkBackend::Release(absl::string_view name,
-                                           absl::string_view owner,
-                                           int64_t holds) {
-  if (auto lost = LostWithSession(name, owner, /*consume=*/true)) return *lost;
-  absl::StatusOr<std::optional<LocalHold>> found = HoldOf(name, owner);
-  if (!found.ok()) return found.status();
-  if (!found->has_value()) return NotOwner(name);
-  LocalHold hold = **found;
-  if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
-    Forget(name, owner, hold.path);
-    if (hold.generation != 0) QueueDelete(PendingDelete{.path = hold.path});
-    return LeaseRanOut(name, "release");
-  }
-  bool delete_sent = false;
-  for (int attempt = 0; attempt < kWriteRetries; ++attempt) {
-    if (hold.data.holds > holds) {
-      // Fewer holds, the same expiry: the write moves mtime to now.
-      NodeData next = hold.data;
-      next.holds -= holds;
-      next.lease_ms = std::max<int64_t>(1, RemainingMs(hold.data, hold.mtime));
-      absl::Status s = Write(name, owner, hold, next, "release");
-      if (absl::IsAborted(s)) continue;
-      if (!s.ok()) return s;
-      return next.holds;
-    }
-    if (!Connected()) {
-      return session_->ErrorStatus(
-          ZCONNECTIONLOSS, absl::StrCat("release of lock '", name, "'"));
-    }
-    Reply r = session_->Delete(hold.path, hold.version).Wait(CallDeadline());
-    if (r.rc == ZOK || (r.rc == ZNONODE && delete_sent)) {
-      Forget(name, owner, hold.path);
-      return 0;
-    }
-    if (r.rc == ZNONODE) {
-      Forget(name, owner, hold.path);
-      return NotOwner(name);
-    }
-    if (r.rc == ZBADVERSION) {
-      if (Reload(hold, owner)) continue;
-      Forget(name, owner, hold.path);
-      return NotOwner(name);
-    }
-    if (!IsConnectionError(r.rc)) {
-      return session_->ErrorStatus(
-          r.rc, absl::StrCat("release of lock '", name, "'"));
-    }
-    // The delete went out and its reply was lost. Try again once the
-    // connection is back; failing that, a background task retries until the
-    // delete is confirmed. Until then the node keeps everyone else out.
-    delete_sent = true;
-    if (!Reconnected(Now() +
-                     std::min(session_->call_timeout(), absl::Seconds(3)))) {
-      Forget(name, owner, hold.path);
-      QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
-      return 0;
-    }
-  }
-  return absl::UnavailableError(absl::StrCat("release of lock '", name,
-                                             "' kept conflicting on ZooKeeper ",
-                                             session_->endpoint()));
-}
-
-absl::Status ZkBackend::Renew(const RenewCall& call) {
-  if (auto lost = LostWithSession(call.name, call.owner, false)) return *lost;
-  absl::StatusOr<std::optional<LocalHold>> found =
-      HoldOf(call.name, call.owner);
-  if (!found.ok()) return found.status();
-  if (!found->has_value()) return NotOwner(call.name);
-  LocalHold hold = **found;
-  if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
-    Forget(call.name, call.owner, hold.path);
-    if (hold.generation != 0) QueueDelete(PendingDelete{.path = hold.path});
-    return LeaseRanOut(call.name, "renewal");
-  }
-  const int64_t lease_ms =
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(call.lease));
-  absl::Status s = absl::AbortedError("not written");
-  for (int i = 0; i < kWriteRetries && absl::IsAborted(s); ++i) {
-    NodeData next = hold.data;
-    next.kept_ms = std::max(next.kept_ms, lease_ms);
-    next.lease_ms = next.kept_ms;
-    s = Write(call.name, call.owner, hold, next, "renewal");
-  }
-  return s;
-}
-
-std::vector<absl::Status> ZkBackend::RenewMany(
-    absl::Span<const RenewCall> calls) {
-  // The watchdog's batch goes out pipelined: one round trip for all of them.
-  struct InFlight {
-    size_t index;
-    LocalHold hold;
-    NodeData next;
-    Call call;
-  };
-  std::vector<absl::Status> results(calls.size());
-  std::vector<InFlight> in_flight;
-  std::vector<size_t> one_by_one;
-  const MonoTime now = Now();
-  for (size_t i = 0; i < calls.size(); ++i) {
-    std::optional<LocalHold> hold;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = holds_.find(HoldKey(calls[i].name, calls[i].owner));
-      if (it != holds_.end()) hold = it->second;
-    }
-    if (!hold.has_value() ||
-        now > hold->confirmed + absl::Milliseconds(hold->data.lease_ms) ||
-        !Connected()) {
-      one_by_one.push_back(i);
-      continue;
-    }
-    NodeData next = hold->data;
-    next.kept_ms = std::max<int64_t>(
-        next.kept_ms,
-        std::max<int64_t>(1, absl::ToInt64Milliseconds(calls[i].lease)));
-    next.lease_ms = next.kept_ms;
-    Call call = session_->Set(hold->path, Serialize(next), hold->version);
-    in_flight.push_back(InFlight{i, *std::move(hold), next, std::move(call)});
-  }
-  const MonoTime deadline = CallDeadline();
-  for (InFlight& f : in_flight) {
-    Reply r = f.call.Wait(deadline);
-    const RenewCall& c = calls[f.index];
-    if (r.rc == ZOK) {
-      f.hold.data = f.next;
-      f.hold.version = r.stat.version;
-      f.hold.mtime = r.stat.mtime;
-      f.hold.confirmed = f.call.sent();
-      session_->NoteServerTime(r.stat.mtime, Now());
-      absl::MutexLock lock(&mu_);
-      auto it = holds_.find(HoldKey(c.name, c.owner));
-      if (it != holds_.end() && it->second.path == f.hold.path) {
-        it->second = f.hold;
-      }
-    } else if (r.rc == ZNONODE) {
-      Forget(c.name, c.owner, f.hold.path);
-      results[f.index] = NotOwner(c.name);
-    } else {
-      one_by_one.push_back(f.index);  // a conflict or a lost reply
-    }
-  }
-  for (size_t i : one_by_one) results[i] = Renew(calls[i]);
-  return results;
+  // Generation 0: a re-entry of a node another client created (an owner
+  // token shared between clients, C6). That node lives on the other
+  // client's session, which we cannot watch; our own session must at least
+  // be alive for us to renew or release it.
+  if (generation == 0) generation = session_->current_generation();
+  return session_->BelievableUntil(generation);
 }
 
 absl::StatusOr<LockInfo> ZkBackend::Inspect(absl::string_view name) {
@@ -462,7 +291,8 @@ void ZkBackend::OnSessionLost(uint64_t generation, const absl::Status& why) {
         continue;
       }
       // If the session lives on after all, the node must not keep the lock.
-      pending_.push_back(PendingDelete{.path = it->second.path});
+      pending_.push_back(PendingDelete{.path = it->second.path,
+                                       .version = it->second.version});
       lost_[it->first] = why;
       lost.push_back(it->first);
       holds_.erase(it++);
@@ -485,9 +315,19 @@ void ZkBackend::RetryPending() {
   // connection.
   const MonoTime deadline =
       Now() + std::min(session_->call_timeout(), absl::Seconds(2));
+  // An acquisition's node is never deleted blindly: another client of the
+  // same owner token may have re-entered it (C6).
+  auto give_up_own = [&](const std::string& path, const std::string& owner) {
+    OwnNode own{.path = path, .data = NodeData{.owner = owner}};
+    int rc = ReloadOwn(own, deadline);
+    if (rc == ZOK) rc = TakeOwnHoldOff(own, deadline);
+    return rc;
+  };
   for (PendingDelete& p : work) {
     if (p.prefix.empty()) {
-      const int rc = session_->Delete(p.path, p.version).Wait(deadline).rc;
+      const int rc = p.owner.empty()
+                         ? session_->Delete(p.path, p.version).Wait(deadline).rc
+                         : give_up_own(p.path, p.owner);
       if (IsConnectionError(rc)) keep.push_back(std::move(p));
       continue;
     }
@@ -499,9 +339,7 @@ void ZkBackend::RetryPending() {
     bool done = true;
     for (const std::string& child : list.children) {
       if (!absl::StartsWith(child, p.prefix)) continue;
-      const int rc = session_->Delete(absl::StrCat(p.path, "/", child), -1)
-                         .Wait(deadline)
-                         .rc;
+      const int rc = give_up_own(absl::StrCat(p.path, "/", child), p.owner);
       done = done && !IsConnectionError(rc);
     }
     if (!done) keep.push_back(std::move(p));

@@ -46,6 +46,12 @@ class ZkBackend : public Backend {
   absl::Status Renew(const RenewCall& call) override;
   std::vector<absl::Status> RenewMany(
       absl::Span<const RenewCall> calls) override;
+  // A hold lives on the session that created its node: ZooKeeper expires
+  // that session, and deletes the node, no earlier than the session timeout
+  // after the send of its latest answered request (Session's heartbeat
+  // keeps that recent while the server answers). Holds of an earlier
+  // session are not believed at all (C19).
+  MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override;
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
   absl::Status ForceUnlock(absl::string_view name) override;
@@ -69,20 +75,28 @@ class ZkBackend : public Backend {
     MonoTime confirmed;
   };
 
-  // A node to delete once the connection allows: a release or an abandoned
-  // wait whose delete was not confirmed, a hold presumed lost. With
-  // `prefix` set, every child of `path` whose name starts with it (a create
-  // whose reply was lost).
+  // A node to delete once the connection allows: a release whose delete was
+  // not confirmed, a hold presumed lost (at `version`, so that a node that
+  // changed since, re-entered by another client of the same owner token,
+  // stays). With `owner` set, a node of an acquisition we gave up (an
+  // abandoned wait, a create whose reply was lost): its hold is taken off
+  // as TakeOwnHoldOff() does. With `prefix` set, every child of `path` whose
+  // name starts with it (a create whose reply was lost).
   struct PendingDelete {
     std::string path;
     std::string prefix;
     int32_t version = -1;
+    std::string owner;
   };
 
   // Our node in a lock's queue.
   struct OwnNode {
     std::string path;
     std::string name;  // the last component
+    // What the node holds at stat.version: our create or last write, or
+    // what we last read (another client of the same owner token may have
+    // re-entered it once it was first, C6).
+    NodeData data;
     Stat stat{};
     uint64_t generation = 0;
     MonoTime written;  // when the create or last touch was sent
@@ -117,11 +131,23 @@ class ZkBackend : public Backend {
   absl::StatusOr<Grant> WaitTurn(
       const AcquireCall& call, const std::string& parent, const NodeData& data,
       OwnNode& own, std::optional<std::vector<std::string>> children);
-  // Writes our node again: refreshes its lease and reads ZooKeeper's clock.
-  int Touch(OwnNode& own, const NodeData& data);
+  // Writes our node again: its lease starts anew (at least `lease_ms`, never
+  // less than what remains of it) and the write reads ZooKeeper's clock;
+  // `since_ms`, when set, marks the start of a hold. On a version conflict
+  // the node is read again and the write made on what it holds now.
+  int Touch(OwnNode& own, int64_t lease_ms,
+            std::optional<int64_t> since_ms = std::nullopt);
+  // Reads our node into `own`: ZNONODE when it is gone, or not ours.
+  int ReloadOwn(OwnNode& own, MonoTime deadline);
   std::optional<absl::StatusOr<Grant>> MaybeReenterHolder(
       const AcquireCall& call, const std::string& holder_path, OwnNode& own);
-  void Abandon(const OwnNode& own);
+  // Takes the hold of an acquisition we give up off our node, by versioned
+  // writes: deletes the node, or, when another client of the same owner
+  // token re-entered it (C6), takes one hold off and leaves it to that
+  // client. ZOK once done or gone; else the failed call's rc.
+  int TakeOwnHoldOff(OwnNode& own, MonoTime deadline);
+  // TakeOwnHoldOff(), left to the background if the connection fails.
+  void Abandon(OwnNode& own);
   void Record(absl::string_view name, absl::string_view owner, LocalHold hold);
 
   // zk_backend.cc
@@ -147,6 +173,8 @@ class ZkBackend : public Backend {
   void QueueDelete(PendingDelete pending);
   void OnSessionLost(uint64_t generation, const absl::Status& why);
   void RetryPending();
+
+  // zk_release.cc
   // Writes `next` to the hold's node with a versioned write and updates
   // `hold` and our record. On a version conflict (another client re-entered
   // with the same owner token) re-reads `hold` and returns Aborted: the
@@ -156,6 +184,9 @@ class ZkBackend : public Backend {
   absl::Status Write(absl::string_view name, absl::string_view owner,
                      LocalHold& hold, const NodeData& next,
                      absl::string_view what);
+  // After a delete whose reply was lost, a NONODE: whether it was our delete
+  // that removed the node (true), or it may have been a successor's.
+  bool OurDeleteRan(const LocalHold& hold);
 
   const BackendSettings settings_;
   const std::string base_;  // <chroot>/dlock/<namespace>
@@ -163,6 +194,10 @@ class ZkBackend : public Backend {
   std::vector<std::string> ancestors_;
   WakeupHub hub_;  // keyed by the path a waiter watches
   std::unique_ptr<Session> session_;
+  // Random, drawn once per backend: with the client id and attempts_ it
+  // names our nodes, so that a lost create finds only its own node even
+  // when another process was given the same client id.
+  const std::string instance_;
   std::atomic<uint64_t> attempts_{0};
 
   absl::Mutex mu_;

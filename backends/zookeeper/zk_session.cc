@@ -12,27 +12,52 @@ namespace dlock::zk {
 struct Call::Slot {
   std::mutex mu;
   std::condition_variable done_cv;
-  bool done = false;  // guarded by mu
-  Reply reply;        // guarded by mu
-  MonoTime sent;      // set before the call is submitted
+  bool done = false;                   // guarded by mu
+  Reply reply;                         // guarded by mu
+  MonoTime sent;                       // set before the call is submitted
+  std::shared_ptr<Liveness> liveness;  // set before the call is submitted
 };
 
 namespace {
 
 using SlotPtr = std::shared_ptr<Call::Slot>;
 
+// Whether `rc` came from the server, for a session it still had: the
+// connection-level errors (lost, timed out, expired, closing) did not.
+bool ServerAnswered(int rc) {
+  switch (rc) {
+    case ZOK:
+    case ZNONODE:
+    case ZNOAUTH:
+    case ZBADVERSION:
+    case ZNOCHILDRENFOREPHEMERALS:
+    case ZNODEEXISTS:
+    case ZNOTEMPTY:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The C client hands `data` back to the completion; it owns one reference
 // to the slot, so a caller that stopped waiting leaves nothing dangling.
 template <typename Fill>
 void Complete(const void* data, int rc, Fill fill) {
   auto* holder = static_cast<SlotPtr*>(const_cast<void*>(data));
+  Call::Slot& slot = **holder;
   {
-    std::lock_guard<std::mutex> lock((*holder)->mu);
-    (*holder)->reply.rc = rc;
-    if (rc == ZOK) fill((*holder)->reply);
-    (*holder)->done = true;
+    std::lock_guard<std::mutex> lock(slot.mu);
+    // Any answer proves the session alive when the request was read (C19).
+    // Noted before the caller can see the reply, so that a hold it grants
+    // is never judged by an older bound.
+    if (ServerAnswered(rc)) {
+      slot.liveness->NoteReply(slot.reply.generation, slot.sent);
+    }
+    slot.reply.rc = rc;
+    if (rc == ZOK) fill(slot.reply);
+    slot.done = true;
   }
-  (*holder)->done_cv.notify_all();
+  slot.done_cv.notify_all();
   delete holder;
 }
 
@@ -112,11 +137,11 @@ Reply Call::Wait(MonoTime deadline) const {
 Session::Session(Options options, WakeupHub* hub)
     : options_(std::move(options)),
       hub_(hub),
-      negotiated_(options_.session_timeout),
+      liveness_(std::make_shared<Liveness>(options_.session_timeout)),
       // Until a write of ours tells ZooKeeper's time, assume our date.
-      clock_offset_ms_(absl::ToUnixMillis(absl::Now()) -
-                       absl::ToInt64Milliseconds(
-                           hub->clock().Now().since_origin())),
+      clock_offset_ms_(
+          absl::ToUnixMillis(absl::Now()) -
+          absl::ToInt64Milliseconds(hub->clock().Now().since_origin())),
       changed_(hub->clock()) {
   acl_entries_[0] = ACL{ZOO_PERM_ALL, ZOO_AUTH_IDS};
   acl_entries_[1] = ACL{ZOO_PERM_READ, ZOO_ANYONE_ID_UNSAFE};
@@ -212,16 +237,19 @@ void Session::Watcher(zhandle_t* zh, int type, int state, const char* path,
       reconnected = self->was_connected_;
       self->connected_ = true;
       self->was_connected_ = true;
-      self->disconnected_at_ = MonoTime::InfiniteFuture();
-      self->lost_reported_ = false;
-      self->negotiated_ = absl::Milliseconds(zoo_recv_timeout(zh));
+      // The ensemble may have clamped the timeout we asked for.
+      self->liveness_->SetTimeout(absl::Milliseconds(zoo_recv_timeout(zh)));
     } else if (state == ZOO_EXPIRED_SESSION_STATE ||
                state == ZOO_AUTH_FAILED_STATE) {
       self->connected_ = false;
       self->expired_ = true;
-    } else if (self->connected_) {
+      // Its nodes are gone: no hold of it is believed from now on, before
+      // the session thread gets round to telling the holders.
+      self->liveness_->Distrust();
+    } else {
+      // A disconnection alone ends nothing: the holds stay believable as
+      // long as BelievableUntil() says, whatever the C client noticed.
       self->connected_ = false;
-      self->disconnected_at_ = self->clock().Now();
     }
     self->changed_.Signal();
   }
@@ -277,11 +305,12 @@ void Session::Loop() {
         {
           absl::MutexLock state_lock(&mu_);
           ++generation_;
+          liveness_->NewSession(generation_);
           expired_ = false;
           connected_ = false;
           was_connected_ = false;
-          lost_reported_ = false;
-          disconnected_at_ = MonoTime::InfiniteFuture();
+          lost_at_bound_ = MonoTime::InfinitePast();
+          heartbeat_sent_ = MonoTime::InfinitePast();
         }
         handle_ = NewHandle();
       }
@@ -293,28 +322,10 @@ void Session::Loop() {
       mu_.Lock();
       continue;
     }
-    if (!connected_ && !lost_reported_ &&
-        !disconnected_at_.is_infinite_future()) {
-      // The C client notices silence after 2/3 of the session timeout, and
-      // the ensemble may expire the session a full timeout after it last
-      // heard from us: holds are safe only for about a third of the timeout
-      // after the disconnection, less a margin for round trips.
-      const absl::Duration safe = negotiated_ / 3 - negotiated_ / 10;
-      if (now >= disconnected_at_ + safe) {
-        lost_reported_ = true;
-        const uint64_t generation = generation_;
-        const absl::Duration away = now - disconnected_at_;
-        mu_.Unlock();
-        events_.lost(
-            generation,
-            absl::UnavailableError(absl::StrCat(
-                "no ZooKeeper server of ", options_.endpoint, " answered for ",
-                absl::FormatDuration(away), "; the session may have expired")));
-        mu_.Lock();
-        continue;
-      }
-    }
+    ReportUnbelievable(now);
+    if (stopping_ || expired_) continue;
     if (connected_) {
+      Heartbeat(now);
       mu_.Unlock();
       if (events_.tick) events_.tick();
       mu_.Lock();
@@ -322,9 +333,41 @@ void Session::Loop() {
   }
 }
 
+void Session::Heartbeat(MonoTime now) {
+  const absl::Duration third = liveness_->timeout() / 3;
+  if (now - std::max(liveness_->LastReplied(), heartbeat_sent_) < third) {
+    return;
+  }
+  heartbeat_sent_ = now;
+  mu_.Unlock();
+  // The root always exists, and reading it needs no right; the reply is
+  // all we want (Complete() notes it).
+  Exists("/", /*watch=*/false);
+  mu_.Lock();
+}
+
+void Session::ReportUnbelievable(MonoTime now) {
+  const MonoTime until = liveness_->BelievableUntil(generation_);
+  if (until <= lost_at_bound_ || now < until) return;
+  lost_at_bound_ = until;
+  const uint64_t generation = generation_;
+  const absl::Duration silent = now - liveness_->LastReplied();
+  mu_.Unlock();
+  // The core stopped believing these holds at the same bound; this tells
+  // the backend to forget them and to remove their nodes if the session
+  // lives on after all.
+  events_.lost(generation, absl::UnavailableError(absl::StrCat(
+                               "no ZooKeeper server of ", options_.endpoint,
+                               " answered a request sent in the last ",
+                               absl::FormatDuration(silent),
+                               "; the session may have expired")));
+  mu_.Lock();
+}
+
 Call Session::Submit(const std::function<int(zhandle_t*, void*)>& submit) {
   auto slot = std::make_shared<Call::Slot>();
   slot->sent = clock().Now();
+  slot->liveness = liveness_;
   absl::ReaderMutexLock handle_lock(&handle_mu_);
   bool connected;
   {

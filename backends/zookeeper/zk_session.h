@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "dlock/clock.h"
 #include "dlock/wakeup.h"
+#include "zk_liveness.h"
 
 namespace dlock::zk {
 
@@ -64,8 +65,9 @@ class Session {
   };
   // Called from the session's own thread, never with its lock held.
   struct Events {
-    // The session `generation` ended: expired on the server, or presumed
-    // gone because the client stayed disconnected past the safe bound.
+    // The holds of session `generation` are over: it expired on the server,
+    // or it got no reply for so long that it may have (BelievableUntil()
+    // passed).
     std::function<void(uint64_t generation, const absl::Status& why)> lost;
     // Every tick while connected (background retries).
     std::function<void()> tick;
@@ -102,6 +104,13 @@ class Session {
   // Blocks until the session is connected or `until` passes.
   bool WaitConnected(MonoTime until);
   uint64_t generation() const;
+  // Until when the holds of session `generation` can be believed (C19), from
+  // the latest request of that session the server answered: never blocks.
+  MonoTime BelievableUntil(uint64_t generation) const {
+    return liveness_->BelievableUntil(generation);
+  }
+  // generation() without a lock.
+  uint64_t current_generation() const { return liveness_->generation(); }
   // How long to wait for a reply before giving up on a call.
   absl::Duration call_timeout() const { return options_.session_timeout; }
   const std::string& endpoint() const { return options_.endpoint; }
@@ -122,6 +131,12 @@ class Session {
                       void* context);
   zhandle_t* NewHandle();
   void Loop();
+  // Sends a light request when none was answered for a third of the
+  // timeout, so that an idle session's holds stay believable.
+  void Heartbeat(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reports the holds of the current session lost once BelievableUntil()
+  // has passed; they are no longer believed by then.
+  void ReportUnbelievable(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Submits a call on the current handle; `submit` returns the C client's rc.
   Call Submit(const std::function<int(zhandle_t*, void*)>& submit);
 
@@ -140,9 +155,13 @@ class Session {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   bool expired_ ABSL_GUARDED_BY(mu_) = false;
   bool was_connected_ ABSL_GUARDED_BY(mu_) = false;
-  bool lost_reported_ ABSL_GUARDED_BY(mu_) = false;
-  MonoTime disconnected_at_ ABSL_GUARDED_BY(mu_) = MonoTime::InfiniteFuture();
-  absl::Duration negotiated_ ABSL_GUARDED_BY(mu_);
+  // Shared with every call in flight, whose reply tells it the session
+  // lived.
+  const std::shared_ptr<Liveness> liveness_;
+  // The bound at which the holds of this session were last reported lost.
+  MonoTime lost_at_bound_ ABSL_GUARDED_BY(mu_) = MonoTime::InfinitePast();
+  // When the session thread last sent a heartbeat of its own.
+  MonoTime heartbeat_sent_ ABSL_GUARDED_BY(mu_) = MonoTime::InfinitePast();
   // ZooKeeper's clock (ms since the epoch) less our monotonic clock (ms).
   int64_t clock_offset_ms_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

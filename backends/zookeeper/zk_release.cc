@@ -1,0 +1,248 @@
+// Release and renewal of the zk:// backend: versioned writes and deletes of
+// the holder node, and what a reply lost with the connection leaves open.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "zk_backend.h"
+
+namespace dlock::zk {
+namespace {
+
+absl::Status NotOwner(absl::string_view name) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "lock '", name,
+      "' is not held by this owner (released, expired, force-unlocked or "
+      "taken over)"));
+}
+
+absl::Status LeaseRanOut(absl::string_view name, absl::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("the lease of lock '", name, "' ran out before the ", what));
+}
+
+}  // namespace
+
+absl::Status ZkBackend::Write(absl::string_view name, absl::string_view owner,
+                              LocalHold& hold, const NodeData& next,
+                              absl::string_view what) {
+  if (!Connected()) {
+    return session_->ErrorStatus(ZCONNECTIONLOSS,
+                                 absl::StrCat(what, " of lock '", name, "'"));
+  }
+  const std::string payload = Serialize(next);
+  Call set = session_->Set(hold.path, payload, hold.version);
+  Reply r = set.Wait(CallDeadline());
+  if (IsConnectionError(r.rc) &&
+      Reconnected(Now() +
+                  std::min(session_->call_timeout(), absl::Seconds(3)))) {
+    // Sent, reply lost: it happened iff the node holds exactly our write.
+    Reply check = session_->Get(hold.path, false).Wait(CallDeadline());
+    if (check.rc == ZOK && check.stat.version == hold.version + 1 &&
+        check.data == payload) {
+      r = check;
+    }
+  }
+  switch (r.rc) {
+    case ZOK: {
+      hold.data = next;
+      hold.version = r.stat.version;
+      hold.mtime = r.stat.mtime;
+      hold.confirmed = set.sent();
+      session_->NoteServerTime(r.stat.mtime, Now());
+      absl::MutexLock lock(&mu_);
+      auto it = holds_.find(HoldKey(name, owner));
+      if (it != holds_.end() && it->second.path == hold.path) it->second = hold;
+      return absl::OkStatus();
+    }
+    case ZBADVERSION:
+      if (Reload(hold, owner)) return absl::AbortedError("version conflict");
+      [[fallthrough]];
+    case ZNONODE:
+      Forget(name, owner, hold.path);
+      return NotOwner(name);
+    default:
+      return session_->ErrorStatus(r.rc,
+                                   absl::StrCat(what, " of lock '", name, "'"));
+  }
+}
+
+absl::StatusOr<int64_t> ZkBackend::Release(absl::string_view name,
+                                           absl::string_view owner,
+                                           int64_t holds) {
+  if (auto lost = LostWithSession(name, owner, /*consume=*/true)) return *lost;
+  absl::StatusOr<std::optional<LocalHold>> found = HoldOf(name, owner);
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) return NotOwner(name);
+  LocalHold hold = **found;
+  if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
+    Forget(name, owner, hold.path);
+    if (hold.generation != 0) {
+      QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
+    }
+    return LeaseRanOut(name, "release");
+  }
+  bool delete_sent = false;
+  for (int attempt = 0; attempt < kWriteRetries; ++attempt) {
+    if (hold.data.holds > holds) {
+      // Fewer holds, the same expiry: the write moves mtime to now.
+      NodeData next = hold.data;
+      next.holds -= holds;
+      next.lease_ms = std::max<int64_t>(1, RemainingMs(hold.data, hold.mtime));
+      absl::Status s = Write(name, owner, hold, next, "release");
+      if (absl::IsAborted(s)) continue;
+      if (!s.ok()) return s;
+      return next.holds;
+    }
+    if (!Connected()) {
+      return session_->ErrorStatus(
+          ZCONNECTIONLOSS, absl::StrCat("release of lock '", name, "'"));
+    }
+    Reply r = session_->Delete(hold.path, hold.version).Wait(CallDeadline());
+    if (r.rc == ZOK) {
+      Forget(name, owner, hold.path);
+      return 0;
+    }
+    if (r.rc == ZNONODE) {
+      Forget(name, owner, hold.path);
+      if (delete_sent && OurDeleteRan(hold)) return 0;
+      return NotOwner(name);
+    }
+    if (r.rc == ZBADVERSION) {
+      if (Reload(hold, owner)) continue;
+      Forget(name, owner, hold.path);
+      return NotOwner(name);
+    }
+    if (!IsConnectionError(r.rc)) {
+      return session_->ErrorStatus(
+          r.rc, absl::StrCat("release of lock '", name, "'"));
+    }
+    // The delete went out and its reply was lost. Try again once the
+    // connection is back; failing that, a background task retries until the
+    // delete is confirmed. Until then the node keeps everyone else out.
+    delete_sent = true;
+    if (!Reconnected(Now() +
+                     std::min(session_->call_timeout(), absl::Seconds(3)))) {
+      // Not known to have happened: the core retries the release (C21).
+      Forget(name, owner, hold.path);
+      QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
+      return session_->ErrorStatus(
+          r.rc, absl::StrCat("release of lock '", name, "'"));
+    }
+  }
+  return absl::UnavailableError(absl::StrCat("release of lock '", name,
+                                             "' kept conflicting on ZooKeeper ",
+                                             session_->endpoint()));
+}
+
+bool ZkBackend::OurDeleteRan(const LocalHold& hold) {
+  // Our delete went out, its reply was lost, and now the node is gone. Who
+  // else removes a lock node?
+  // - A successor, and only once the node's lease is over on ZooKeeper's
+  //   clock: it deletes the node (at the version it read) only if the
+  //   node's mtime plus lease_ms is not after the mtime of its own write.
+  //   Our last confirmed write, which set lease_ms, was sent at
+  //   `hold.confirmed`, so ZooKeeper stamped it no earlier; until
+  //   confirmed + lease (less a drift margin) has passed here, the node's
+  //   lease cannot be over there. This NONODE came back before that, so no
+  //   successor can have removed the node before it was read.
+  // - The end of the session that owns the node: then the session changed.
+  // - A force unlock (C12) or the owner token's release from another
+  //   client (C6), both asked by the owner's side: either way the lock was
+  //   let go for the owner, and this release counts as done.
+  // Past that point nothing tells our delete from a successor's, and only a
+  // delete known to have taken effect may count (C4): the caller reports
+  // the hold as not held.
+  if (hold.generation != 0 && session_->generation() != hold.generation) {
+    return false;
+  }
+  const absl::Duration lease = absl::Milliseconds(hold.data.lease_ms);
+  return Now() < hold.confirmed + lease - lease / 100 - absl::Milliseconds(2);
+}
+
+absl::Status ZkBackend::Renew(const RenewCall& call) {
+  if (auto lost = LostWithSession(call.name, call.owner, false)) return *lost;
+  absl::StatusOr<std::optional<LocalHold>> found =
+      HoldOf(call.name, call.owner);
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) return NotOwner(call.name);
+  LocalHold hold = **found;
+  if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
+    Forget(call.name, call.owner, hold.path);
+    if (hold.generation != 0) {
+      QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
+    }
+    return LeaseRanOut(call.name, "renewal");
+  }
+  const int64_t lease_ms =
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(call.lease));
+  absl::Status s = absl::AbortedError("not written");
+  for (int i = 0; i < kWriteRetries && absl::IsAborted(s); ++i) {
+    NodeData next = hold.data;
+    next.kept_ms = std::max(next.kept_ms, lease_ms);
+    next.lease_ms = next.kept_ms;
+    s = Write(call.name, call.owner, hold, next, "renewal");
+  }
+  return s;
+}
+
+std::vector<absl::Status> ZkBackend::RenewMany(
+    absl::Span<const RenewCall> calls) {
+  // The watchdog's batch goes out pipelined: one round trip for all of them.
+  struct InFlight {
+    size_t index;
+    LocalHold hold;
+    NodeData next;
+    Call call;
+  };
+  std::vector<absl::Status> results(calls.size());
+  std::vector<InFlight> in_flight;
+  std::vector<size_t> one_by_one;
+  const MonoTime now = Now();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    std::optional<LocalHold> hold;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = holds_.find(HoldKey(calls[i].name, calls[i].owner));
+      if (it != holds_.end()) hold = it->second;
+    }
+    if (!hold.has_value() ||
+        now > hold->confirmed + absl::Milliseconds(hold->data.lease_ms) ||
+        !Connected()) {
+      one_by_one.push_back(i);
+      continue;
+    }
+    NodeData next = hold->data;
+    next.kept_ms = std::max<int64_t>(
+        next.kept_ms,
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(calls[i].lease)));
+    next.lease_ms = next.kept_ms;
+    Call call = session_->Set(hold->path, Serialize(next), hold->version);
+    in_flight.push_back(InFlight{i, *std::move(hold), next, std::move(call)});
+  }
+  const MonoTime deadline = CallDeadline();
+  for (InFlight& f : in_flight) {
+    Reply r = f.call.Wait(deadline);
+    const RenewCall& c = calls[f.index];
+    if (r.rc == ZOK) {
+      f.hold.data = f.next;
+      f.hold.version = r.stat.version;
+      f.hold.mtime = r.stat.mtime;
+      f.hold.confirmed = f.call.sent();
+      session_->NoteServerTime(r.stat.mtime, Now());
+      absl::MutexLock lock(&mu_);
+      auto it = holds_.find(HoldKey(c.name, c.owner));
+      if (it != holds_.end() && it->second.path == f.hold.path) {
+        it->second = f.hold;
+      }
+    } else if (r.rc == ZNONODE) {
+      Forget(c.name, c.owner, f.hold.path);
+      results[f.index] = NotOwner(c.name);
+    } else {
+      one_by_one.push_back(f.index);  // a conflict or a lost reply
+    }
+  }
+  for (size_t i : one_by_one) results[i] = Renew(calls[i]);
+  return results;
+}
+
+}  // namespace dlock::zk
