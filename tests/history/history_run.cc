@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -99,12 +100,31 @@ absl::StatusOr<std::unique_ptr<HistoryRun>> HistoryRun::Start(
               // libfaketime is preloaded before the sanitizer's runtime.
               "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"};
     }
-    argv.insert(argv.end(), {worker, "--uri", o.uri(proxy->port(), run->ns_, i),
-                             "--lock", "contended", "--id", absl::StrCat(i),
-                             "--events", EventsPath(run->dir_, i), "--register",
-                             absl::StrCat(run->register_->port()), "--lease",
-                             absl::FormatDuration(o.lease), "--steps",
-                             absl::StrCat(o.steps), "--seconds", "600s"});
+    // A waiter waits longer than two holds, so that it is waiting, not
+    // starting over, when the lock is handed on.
+    const absl::Duration wait =
+        std::max(absl::Seconds(2), o.steps * absl::Milliseconds(80));
+    argv.insert(argv.end(), {worker,
+                             "--uri",
+                             o.uri(proxy->port(), run->ns_, i),
+                             "--lock",
+                             "contended",
+                             "--id",
+                             absl::StrCat(i),
+                             "--events",
+                             EventsPath(run->dir_, i),
+                             "--register",
+                             absl::StrCat(run->register_->port()),
+                             "--lease",
+                             absl::FormatDuration(o.lease),
+                             "--steps",
+                             absl::StrCat(o.steps),
+                             "--wait",
+                             absl::FormatDuration(wait),
+                             "--pause",
+                             absl::FormatDuration(o.pause),
+                             "--seconds",
+                             "600s"});
     if (o.explicit_lease) argv.push_back("--explicit-lease");
     if (i < o.shared_token_workers) {
       argv.insert(argv.end(), {"--owner-token", "shared-owner"});

@@ -32,6 +32,8 @@ struct RunOptions {
   // Steps of 40 ms a worker works per hold: long holds put a fault in the
   // middle of one.
   int steps = 4;
+  // Between holds, a worker waits a random time below this.
+  absl::Duration pause = absl::Milliseconds(30);
   bool explicit_lease = false;
   // Workers [0, shared_token_workers) act as one owner with a shared
   // explicit owner token (C6).

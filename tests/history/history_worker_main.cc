@@ -7,7 +7,8 @@
 //
 //   dlock_history_worker --uri U --lock NAME --id N --events FILE
 //       --register PORT [--lease 1s] [--explicit-lease] [--wait 2s]
-//       [--steps 4] [--step 40ms] [--owner-token T] [--seconds 30]
+//       [--steps 4] [--step 40ms] [--pause 30ms] [--owner-token T]
+//       [--seconds 30]
 //
 // Event lines: "<ns> <kind> <token> <detail>", kinds: attempt, grant,
 // acquire_error, held, not_held, write_ok, write_stale, increment, lost,
@@ -17,6 +18,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -69,7 +71,8 @@ struct Flags {
   std::string uri, lock, events, owner_token;
   int id = 0, register_port = 0, steps = 4;
   absl::Duration lease = absl::Seconds(1), wait = absl::Seconds(2),
-                 step = absl::Milliseconds(40), run = absl::Seconds(30);
+                 step = absl::Milliseconds(40), run = absl::Seconds(30),
+                 pause = absl::Milliseconds(30);
   bool explicit_lease = false;
 };
 
@@ -111,6 +114,8 @@ bool ParseFlags(int argc, char** argv, Flags& f) {
       ok = duration(f.step);
     } else if (arg == "--seconds") {
       ok = duration(f.run);
+    } else if (arg == "--pause") {
+      ok = duration(f.pause);
     } else {
       ok = false;
     }
@@ -160,7 +165,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s --uri U --lock NAME --id N --events FILE "
                  "--register PORT [--lease D] [--explicit-lease] [--wait D] "
-                 "[--steps N] [--step D] [--owner-token T] [--seconds D]\n",
+                 "[--steps N] [--step D] [--pause D] [--owner-token T] "
+                 "[--seconds D]\n",
                  argv[0]);
     return 2;
   }
@@ -205,7 +211,9 @@ int main(int argc, char** argv) {
     absl::Status released = lock->Release(f.owner_token);
     log.Add(releasing, released.ok() ? "released" : "release_error", token,
             released.ToString());
-    absl::SleepFor(absl::Milliseconds(random() % 30));
+    // A random pause between holds, so that others get their turn.
+    absl::SleepFor(absl::Milliseconds(
+        random() % std::max<int64_t>(1, absl::ToInt64Milliseconds(f.pause))));
   }
   absl::Status closed = (*client)->Close();
   log.Add(MonoNs(), "exit", 0, closed.ToString());
