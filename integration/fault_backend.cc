@@ -1,5 +1,6 @@
 #include "fault_backend.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -42,6 +43,10 @@ class FaultInjectingBackend : public ForwardingBackend {
       return std::vector<absl::Status>(calls.size(), Lost("renewal", true));
     }
     return results;
+  }
+  MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override {
+    return std::min(plan_->held_until(),
+                    ForwardingBackend::HeldUntil(name, owner));
   }
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
     return Run<LockInfo>(FaultPlan::kInspect,
@@ -102,6 +107,16 @@ FaultPlan::Decorator() {
 void FaultPlan::Set(Op op, Fault fault) {
   absl::MutexLock lock(&mu_);
   faults_[op] = std::move(fault);
+}
+
+void FaultPlan::SetHeldUntil(MonoTime until) {
+  absl::MutexLock lock(&mu_);
+  held_until_ = until;
+}
+
+MonoTime FaultPlan::held_until() const {
+  absl::MutexLock lock(&mu_);
+  return held_until_;
 }
 
 void FaultPlan::Unblock(Op op) {

@@ -64,6 +64,12 @@ class FaultPlan : public std::enable_shared_from_this<FaultPlan> {
   // Lets the calls blocked on `op` go, and the next ones pass unblocked.
   void Unblock(Op op);
 
+  // Caps what the wrapped backend's HeldUntil() answers, as a backend
+  // whose session (ZooKeeper, PostgreSQL) stopped answering would.
+  // InfiniteFuture: no cap.
+  void SetHeldUntil(MonoTime until);
+  MonoTime held_until() const;
+
   // Calls of `op` that reached the decorator, and of those, the ones that
   // are blocked now.
   int calls(Op op) const;
@@ -83,6 +89,7 @@ class FaultPlan : public std::enable_shared_from_this<FaultPlan> {
   std::array<int, kOpCount> calls_ ABSL_GUARDED_BY(mu_) = {};
   std::array<int, kOpCount> blocked_ ABSL_GUARDED_BY(mu_) = {};
   std::array<uint64_t, kOpCount> unblocks_ ABSL_GUARDED_BY(mu_) = {};
+  MonoTime held_until_ ABSL_GUARDED_BY(mu_) = MonoTime::InfiniteFuture();
 };
 
 }  // namespace dlock::testing

@@ -104,10 +104,17 @@ TEST_P(CliBackendTest, NotAcquiredWithinWaitExits75AndLeavesNothing) {
 }
 
 TEST_P(CliBackendTest, SignalsAreForwardedAndTheLockReleased) {
-  std::unique_ptr<Process> run = Start(
-      {"run", "graceful", "--", "sh", "-c",
-       "trap 'echo got TERM; exit 7' TERM; while :; do sleep 0.05; done"});
+  std::unique_ptr<Process> run =
+      Start({"run", "graceful", "--", "sh", "-c",
+             "trap 'echo got TERM; exit 7' TERM; echo ready; "
+             "while :; do sleep 0.05; done"});
   AwaitLocked("graceful");
+  // The command sets its trap before it says so: a signal sooner would
+  // end the shell before the trap exists.
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return absl::StrContains(run->out(), "ready"); },
+                         absl::Seconds(10), "the command's trap")
+          .ok());
   run->Signal(SIGTERM);
   EXPECT_EQ(run->Wait(), 7);
   EXPECT_THAT(run->out(), HasSubstr("got TERM"));

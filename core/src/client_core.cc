@@ -7,6 +7,7 @@
 #include "lease_policy.h"
 
 namespace dlock::internal {
+
 ClientCore::ClientCore(ClientOptions options, std::string lock_namespace,
                        std::string client_id, std::string endpoint)
     : options_(std::move(options)),
@@ -16,6 +17,8 @@ ClientCore::ClientCore(ClientOptions options, std::string lock_namespace,
       client_id_(std::move(client_id)),
       endpoint_(std::move(endpoint)),
       instance_(RandomBits()),
+      renewer_wakes_at_(MonoTime::InfiniteFuture()),
+      notifier_wakes_at_(MonoTime::InfiniteFuture()),
       renewer_wake_(clock_),
       notifier_wake_(clock_),
       released_(clock_) {}
@@ -31,15 +34,33 @@ void ClientCore::Start(std::unique_ptr<Backend> backend) {
       std::thread([self = shared_from_this()] { self->NotifierLoop(); });
 }
 
-std::string ClientCore::CurrentOwner() const {
-  return ThreadOwner(client_id_, instance_);
+const std::string& ClientCore::ThreadOwnerRef() const {
+  // State() runs on every guarded step of service code: no allocation.
+  struct Cache {
+    const ClientCore* core = nullptr;
+    uint64_t instance = 0;
+    uint64_t process = 0;
+    std::string owner;
+  };
+  thread_local Cache cache;
+  const uint64_t process = ProcessNonce();
+  if (cache.core != this || cache.instance != instance_ ||
+      cache.process != process) {
+    cache = Cache{this, instance_, process, ThreadOwner(client_id_, instance_)};
+  }
+  return cache.owner;
 }
 
 absl::StatusOr<std::string> ClientCore::ResolveOwner(
     absl::string_view owner_token) const {
-  if (owner_token.empty()) return CurrentOwner();
+  if (owner_token.empty()) return ThreadOwnerRef();
   if (absl::Status s = ValidateOwnerToken(owner_token); !s.ok()) return s;
   return TokenOwner(owner_token);
+}
+
+absl::Status ClientCore::ClosedError() const {
+  return absl::FailedPreconditionError(
+      absl::StrCat("client of ", endpoint_, " is closed"));
 }
 
 absl::Status ClientCore::CheckOpen() const {
@@ -51,8 +72,14 @@ MonoTime ClientCore::LocalDeadline(MonoTime sent, absl::Duration lease) const {
   return sent + lease - DriftMargin(lease);
 }
 
-MonoTime ClientCore::DeadlineOf(const HoldKey& key, const Hold& hold) {
+MonoTime ClientCore::DeadlineOf(const HoldKeyView& key, const Hold& hold) {
   return std::min(hold.valid_until, backend_->HeldUntil(key.first, key.second));
+}
+
+int64_t ClientCore::AllHoldsOf(absl::string_view owner, const Hold& hold) {
+  // A thread owner is this client's alone: whatever the backend counts for
+  // it (acquisitions whose reply was lost included) is this hold's.
+  return IsThreadOwner(owner) ? kAllHolds : hold.local_holds + hold.unsynced;
 }
 
 absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
@@ -68,6 +95,13 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   const HoldKey key(name, *owner);
   if (absl::Status s = SettlePendingRelease(key); !s.ok()) return s;
+  uint64_t releases_before = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    Acquiring& a = acquiring_[key];
+    ++a.count;
+    releases_before = a.releases_sent;
+  }
 
   const MonoTime start = clock_.Now();
   AcquireCall call{.name = name,
@@ -89,18 +123,20 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
   } else {
     grant = backend_->Acquire(call);
   }
+
+  absl::MutexLock lock(&mu_);
+  Acquiring& a = acquiring_[key];
+  // A background release of this owner's lost hold, sent while the grant
+  // was on its way, may have taken off what was just granted (C1).
+  const bool raced =
+      a.releases_sent != releases_before || pending_releases_.contains(key);
+  if (--a.count == 0) acquiring_.erase(key);
   if (!grant.ok()) {
     if (closing_.IsCancelled() && !options.cancel.IsCancelled()) {
       return ClosedError();
     }
-    if (MayHaveHappened(grant.status())) {
-      absl::MutexLock lock(&mu_);
-      NoteUncertainAcquire(key, lease);
-    }
     return grant.status();
   }
-
-  absl::MutexLock lock(&mu_);
   if (closed_) {
     // Close() began while we were acquiring; it will not see this hold.
     mu_.Unlock();
@@ -108,97 +144,87 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
     mu_.Lock();
     return ClosedError();
   }
-  if (clock_.Now() >= LocalDeadline(grant->sent, lease)) {
-    auto it = holds_.find(key);
-    const bool live_reentry =
-        it != holds_.end() && !it->second.lost && it->second.local_holds > 0 &&
-        it->second.fencing_token == grant->fencing_token &&
-        clock_.Now() < DeadlineOf(key, it->second);
-    if (!live_reentry) {
-      // The reply came back after the lease it started had run out: the
-      // hold cannot be believed (C19). Let go of what may be left of it.
-      AddPendingRelease(key, 1, lease);
-      return absl::UnavailableError(absl::StrCat(
-          "lock '", name, "' was granted, but the reply took ",
-          absl::FormatDuration(clock_.Now() - grant->sent),
-          ", longer than the lease of ", absl::FormatDuration(lease),
-          ": the hold may already be another owner's; try again"));
-    }
+  if (raced) {
+    AddPendingRelease(key, IsThreadOwner(*owner) ? kAllHolds : 1, lease);
+    return absl::UnavailableError(absl::StrCat(
+        "lock '", name,
+        "' was granted while a release of an earlier hold of this owner was "
+        "under way, which may have taken the grant off; try again"));
   }
-  const int64_t unsynced = RecordGrant(key, *grant, options, lease);
-  // The count the caller expects: holds the backend still counts only
-  // because a release or a reply was lost are not the caller's.
-  return Acquired{.fencing_token = grant->fencing_token,
-                  .hold_count = grant->hold_count - unsynced};
+  RecordGrant(key, *grant, options, lease);
+  Hold& hold = holds_[key];
+  if (LatchDeadline(key, hold, clock_.Now())) {
+    // The reply came back after the lease it started had run out (or the
+    // backend's session bound passed meanwhile): not to be believed (C19).
+    // What may be left of it is let go in the background.
+    return absl::UnavailableError(absl::StrCat(
+        "lock '", name, "' was granted, but the reply took ",
+        absl::FormatDuration(clock_.Now() - grant->sent),
+        ", past the hold's deadline (lease ", absl::FormatDuration(lease),
+        "): the hold may already be another owner's; try again"));
+  }
+  // A thread owner's count is the caller's own acquisitions; an owner
+  // token's is the backend's, shared by every process that uses it.
+  const int64_t count =
+      IsThreadOwner(*owner)
+          ? hold.local_holds
+          : std::max<int64_t>(1, grant->hold_count - hold.unsynced);
+  return Acquired{.fencing_token = grant->fencing_token, .hold_count = count};
 }
 
-int64_t ClientCore::RecordGrant(const HoldKey& key, const Grant& grant,
-                                const AcquireOptions& options,
-                                absl::Duration lease) {
+void ClientCore::RecordGrant(const HoldKey& key, const Grant& grant,
+                             const AcquireOptions& options,
+                             absl::Duration lease) {
   Hold& hold = holds_[key];
-  const bool reentry = hold.local_holds > 0 && !hold.lost &&
-                       hold.fencing_token == grant.fencing_token &&
-                       clock_.Now() < DeadlineOf(key, hold);
-  const MonoTime valid_until = LocalDeadline(grant.sent, lease);
-  if (!reentry) {
-    // A hold this client no longer believed in, which the backend kept
-    // (the same token): its holds are still counted there.
-    const int64_t kept =
-        hold.local_holds > 0 && hold.fencing_token == grant.fencing_token
-            ? std::min(hold.local_holds + hold.unsynced, grant.hold_count - 1)
-            : 0;
-    hold = Hold{};
-    hold.unsynced = kept;
-    hold.generation = next_generation_++;
-    hold.fencing_token = grant.fencing_token;
-    hold.lease = lease;
-    hold.renewed = !options.lease.has_value();
-    hold.valid_until = valid_until;
-    hold.next_renewal = grant.sent + lease / 3;
-  } else {
+  const MonoTime now = clock_.Now();
+  const bool same_hold = hold.local_holds > 0 && !hold.lost &&
+                         hold.fencing_token == grant.fencing_token;
+  if (same_hold && now < DeadlineOf(key, hold) - NoticeLead(hold.lease)) {
     // Re-entry never shortens the lease (C5); the backend kept the maximum.
     hold.lease = std::max(hold.lease, lease);
-    hold.valid_until = std::max(hold.valid_until, valid_until);
+    hold.max_lease = std::max(hold.max_lease, lease);
+    hold.valid_until =
+        std::max(hold.valid_until, LocalDeadline(grant.sent, lease));
     if (!options.lease.has_value() && !hold.renewed) {
       hold.renewed = true;
       hold.next_renewal = grant.sent + hold.lease / 3;
     }
+  } else {
+    const bool continues =
+        hold.local_holds > 0 && hold.fencing_token == grant.fencing_token;
+    if (hold.local_holds > 0 && !hold.lost) {
+      // Still believed, yet not re-entered: its deadline passed, or the
+      // backend granted a new hold because the old one was gone (forced
+      // away, expired). Its acquisitions are told (C20). The new grant
+      // replaces what the backend had of it.
+      MarkLostQueued(key, hold,
+                     continues
+                         ? DeadlineReason(key, hold)
+                         : absl::FailedPreconditionError(absl::StrCat(
+                               "the backend granted a new hold (token ",
+                               grant.fencing_token, "), so this one was gone")),
+                     Leftover::kGone);
+    }
+    // An owner token's holds the backend still counts for the hold the new
+    // grant continues.
+    const int64_t kept =
+        continues && !IsThreadOwner(key.second)
+            ? std::min(hold.local_holds + hold.unsynced, grant.hold_count - 1)
+            : 0;
+    const absl::Duration kept_lease = continues ? hold.max_lease : lease;
+    hold = Hold{};
+    hold.generation = next_generation_++;
+    hold.fencing_token = grant.fencing_token;
+    hold.unsynced = std::max<int64_t>(0, kept);
+    hold.lease = lease;
+    hold.max_lease = std::max(lease, kept_lease);
+    hold.renewed = !options.lease.has_value();
+    hold.valid_until = LocalDeadline(grant.sent, lease);
+    hold.next_renewal = grant.sent + lease / 3;
   }
-  if (options.on_lost) hold.on_lost.push_back(options.on_lost);
+  hold.on_lost.push_back(options.on_lost);
   ++hold.local_holds;
-  // Holds the backend counts beyond ours come from acquisitions whose reply
-  // was lost: the final release takes them off as well (C21).
-  const int64_t expected = hold.local_holds + hold.unsynced;
-  if (auto it = uncertain_.find(key);
-      it != uncertain_.end() && grant.hold_count > expected) {
-    if (clock_.Now() < it->second.until) {
-      const int64_t orphans =
-          std::min(it->second.count, grant.hold_count - expected);
-      hold.unsynced += orphans;
-      it->second.count -= orphans;
-    }
-    if (it->second.count <= 0 || clock_.Now() >= it->second.until) {
-      uncertain_.erase(it);
-    }
-  }
-  notifier_wake_.Signal();
-  if (hold.renewed) renewer_wake_.Signal();
-  return hold.unsynced;
-}
-
-void ClientCore::NoteUncertainAcquire(const HoldKey& key,
-                                      absl::Duration lease) {
-  const MonoTime now = clock_.Now();
-  for (auto it = uncertain_.begin(); it != uncertain_.end();) {
-    if (it->second.until <= now) {
-      uncertain_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-  UncertainAcquires& u = uncertain_[key];
-  ++u.count;
-  u.until = std::max(u.until, now + lease + DriftMargin(lease));
+  WakeFor(key, hold);
 }
 
 absl::Status ClientCore::Release(absl::string_view name,
@@ -233,13 +259,10 @@ absl::Status ClientCore::ReleaseHold(const HoldKey& key,
     auto it = holds_.find(key);
     if (it != holds_.end()) {
       Hold& hold = it->second;
-      if (!hold.lost && clock_.Now() >= DeadlineOf(key, hold)) {
-        MarkLost(key, hold,
-                 absl::FailedPreconditionError("its local deadline passed"),
-                 deliveries);
-      }
+      LatchDeadline(key, hold, clock_.Now());
       if (hold.lost) {
-        // Known without asking the backend, which may be unreachable now.
+        // Known without asking the backend, which may be unreachable now;
+        // what may remain of the hold there is being let go already.
         absl::Status why = hold.lost_reason;
         holds_.erase(it);
         return lost_before(why);
@@ -247,16 +270,17 @@ absl::Status ClientCore::ReleaseHold(const HoldKey& key,
       generation = hold.generation;
       if (hold.local_holds > 1) {
         --hold.local_holds;
+        // The innermost acquisition's callback goes with it (releases of
+        // one owner are taken as nested).
+        if (!hold.on_lost.empty()) hold.on_lost.pop_back();
       } else {
         // Renewal stops now, whatever the backend answers (C21), and an
         // acquisition of the same key waits for the answer.
         final_release = true;
-        holds = 1 + hold.unsynced;
+        holds = AllHoldsOf(key.second, hold);
         given_up = std::move(hold);
         holds_.erase(it);
-        PendingRelease& marker = pending_releases_[key];
-        marker.in_flight = true;
-        marker.give_up = MonoTime::InfiniteFuture();
+        releasing_.insert(key);
       }
     }
   }
@@ -264,15 +288,15 @@ absl::Status ClientCore::ReleaseHold(const HoldKey& key,
 
   absl::MutexLock lock(&mu_);
   if (final_release) {
-    pending_releases_.erase(key);
+    releasing_.erase(key);
     released_.Signal();
     if (left.ok()) return absl::OkStatus();
     if (IsGone(left.status())) {
       // The release is what found the loss: it is told now (C20).
-      MarkLost(key, given_up, left.status(), deliveries);
+      MarkLost(key, given_up, left.status(), Leftover::kGone, deliveries);
       return lost_before(left.status());
     }
-    if (!closed_) AddPendingRelease(key, holds, given_up.lease);
+    if (!closed_) AddPendingRelease(key, holds, given_up.max_lease);
     return absl::Status(
         left.status().code(),
         absl::StrCat(left.status().message(),
@@ -286,12 +310,14 @@ absl::Status ClientCore::ReleaseHold(const HoldKey& key,
     return absl::OkStatus();
   }
   if (IsGone(left.status())) {
-    if (!it->second.lost) MarkLost(key, it->second, left.status(), deliveries);
+    if (!it->second.lost) {
+      MarkLost(key, it->second, left.status(), Leftover::kGone, deliveries);
+    }
     holds_.erase(it);
     return lost_before(left.status());
   }
-  // Taken off here; the backend's count is corrected by the final release,
-  // or by the lease if the client goes away first.
+  // Taken off here; the final release takes it off the backend too (or the
+  // lease, if the client goes away first).
   ++it->second.unsynced;
   return absl::OkStatus();
 }
@@ -308,13 +334,14 @@ absl::Status ClientCore::Renew(absl::string_view name,
     const HoldKey key(name, *owner);
     absl::Duration effective = options_.watchdog_lease;
     uint64_t generation = 0;
-    absl::Status lost;  // a hold known lost is never renewed back to life
     {
       absl::MutexLock lock(&mu_);
       if (closed_) return ClosedError();
       if (auto it = holds_.find(key); it != holds_.end()) {
+        LatchDeadline(key, it->second, clock_.Now());
         if (it->second.lost) {
-          lost = absl::FailedPreconditionError(
+          // Never renewed back to life, here or on the backend.
+          return absl::FailedPreconditionError(
               absl::StrCat("lock '", name,
                            "' was lost: ", it->second.lost_reason.message()));
         }
@@ -327,18 +354,23 @@ absl::Status ClientCore::Renew(absl::string_view name,
     const MonoTime sent = clock_.Now();
     renewed = backend_->Renew(
         RenewCall{.name = name, .owner = *owner, .lease = effective});
-    if (!lost.ok() && (renewed.ok() || IsGone(renewed))) return lost;
 
     absl::MutexLock lock(&mu_);
     auto it = holds_.find(key);
     if (it != holds_.end() && it->second.generation == generation &&
         !it->second.lost) {
-      if (renewed.ok()) {
-        it->second.valid_until =
-            std::max(it->second.valid_until, LocalDeadline(sent, effective));
-        notifier_wake_.Signal();
-      } else if (IsGone(renewed)) {
-        MarkLost(key, it->second, renewed, deliveries);
+      Hold& hold = it->second;
+      hold.max_lease = std::max(hold.max_lease, effective);
+      // A confirmation that comes after the deadline does not bring the
+      // hold back: it may have been seen lost meanwhile.
+      if (!LatchDeadline(key, hold, clock_.Now())) {
+        if (renewed.ok()) {
+          hold.valid_until =
+              std::max(hold.valid_until, LocalDeadline(sent, effective));
+          WakeFor(key, hold);
+        } else if (IsGone(renewed)) {
+          MarkLost(key, hold, renewed, Leftover::kGone, deliveries);
+        }
       }
     }
   }
@@ -377,118 +409,46 @@ absl::StatusOr<std::vector<LockInfo>> ClientCore::List(
 
 LockState ClientCore::State(absl::string_view name,
                             absl::string_view owner_token) {
-  absl::StatusOr<std::string> owner = ResolveOwner(owner_token);
-  if (!owner.ok()) return LockState::kNotHeld;
-  absl::MutexLock lock(&mu_);
-  if (closed_) return LockState::kNotHeld;
-  const HoldKey key(name, *owner);
-  auto it = holds_.find(key);
-  if (it == holds_.end()) return LockState::kNotHeld;
-  Hold& hold = it->second;
-  if (hold.lost) return LockState::kLost;
-  // A local clock read, never a round trip (C19); the notifier tells the
-  // loss at the same deadline, so none is queued from here.
-  if (clock_.Now() >= DeadlineOf(key, hold)) return LockState::kLost;
-  return LockState::kHeld;
+  absl::StatusOr<uint64_t> token = Believed(name, owner_token);
+  if (token.ok()) return LockState::kHeld;
+  return absl::IsNotFound(token.status()) ? LockState::kNotHeld
+                                          : LockState::kLost;
 }
 
 absl::StatusOr<uint64_t> ClientCore::FencingToken(
     absl::string_view name, absl::string_view owner_token) {
-  absl::StatusOr<std::string> owner = ResolveOwner(owner_token);
-  if (owner.ok()) {
-    absl::MutexLock lock(&mu_);
-    const HoldKey key(name, *owner);
-    auto it = holds_.find(key);
-    if (!closed_ && it != holds_.end() && !it->second.lost &&
-        clock_.Now() < DeadlineOf(key, it->second)) {
-      return it->second.fencing_token;
-    }
+  absl::StatusOr<uint64_t> token = Believed(name, owner_token);
+  if (absl::IsNotFound(token.status())) {
+    return absl::FailedPreconditionError(token.status().message());
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat("lock '", name, "' is not held by this owner"));
+  return token;
 }
 
-absl::Status ClientCore::Close() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (closed_ || backend_ == nullptr) {
-      closed_ = true;
-      return absl::OkStatus();
-    }
-    closed_ = true;
+absl::StatusOr<uint64_t> ClientCore::Believed(absl::string_view name,
+                                              absl::string_view owner_token) {
+  auto not_held = [&] {
+    return absl::NotFoundError(
+        absl::StrCat("lock '", name, "' is not held by this owner"));
+  };
+  std::string token_owner;
+  absl::string_view owner;
+  if (owner_token.empty()) {
+    owner = ThreadOwnerRef();
+  } else {
+    if (!ValidateOwnerToken(owner_token).ok()) return not_held();
+    token_owner = TokenOwner(owner_token);
+    owner = token_owner;
   }
-  renewer_wake_.Signal();
-  notifier_wake_.Signal();
-  released_.Signal();
-  closing_.Cancel();
-  // A lost callback runs on the notifier's thread and may close its own
-  // client: that thread cannot join itself; it ends once the callback
-  // returns.
-  for (std::thread* t : {&renewer_, &notifier_}) {
-    if (!t->joinable()) continue;
-    if (t->get_id() == std::this_thread::get_id()) {
-      t->detach();
-    } else {
-      t->join();
-    }
+  absl::MutexLock lock(&mu_);
+  if (closed_) return not_held();
+  auto it = holds_.find(HoldKeyView(name, owner));
+  if (it == holds_.end()) return not_held();
+  // A local clock read, never a round trip (C19); once past, for good.
+  if (LatchDeadline(it->first, it->second, clock_.Now())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lock '", name, "' was lost: ", it->second.lost_reason.message()));
   }
-
-  // Every hold still believed held ends here: its owner is told (C20)
-  // before the lock is let go, so that the work it guards can stop first.
-  std::vector<Delivery> deliveries;
-  std::vector<std::pair<HoldKey, int64_t>> to_release;
-  {
-    absl::MutexLock lock(&mu_);
-    deliveries.swap(queued_);
-    for (auto& [key, hold] : holds_) {
-      if (hold.lost) continue;
-      to_release.emplace_back(key, hold.local_holds + hold.unsynced);
-      MarkLost(key, hold,
-               absl::FailedPreconditionError(
-                   absl::StrCat("the client of ", endpoint_, " was closed")),
-               deliveries);
-    }
-    holds_.clear();
-    for (auto& [key, p] : pending_releases_) {
-      // An in-flight release belongs to the thread that sends it.
-      if (!p.in_flight && clock_.Now() < p.give_up) {
-        to_release.emplace_back(key, p.holds);
-      }
-    }
-    pending_releases_.clear();
-    uncertain_.clear();
-  }
-  Deliver(deliveries);
-
-  const MonoTime give_up = clock_.Now() + options_.close_timeout;
-  int failed = 0;
-  absl::Status first_error;
-  for (const auto& [key, holds] : to_release) {
-    if (clock_.Now() >= give_up) {
-      ++failed;
-      continue;
-    }
-    absl::StatusOr<int64_t> left =
-        backend_->Release(key.first, key.second, holds);
-    if (!left.ok() && !IsGone(left.status())) {
-      if (failed++ == 0) first_error = left.status();
-    }
-  }
-  {
-    // Waits for calls still in flight on other threads; they end within
-    // their timeouts, and blocking waits were cancelled above.
-    absl::WriterMutexLock no_calls(&ops_mu_);
-    backend_->Shutdown();
-  }
-  if (failed > 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "closing the client of ", endpoint_, ": ", failed, " of ",
-        to_release.size(),
-        " locks were not released and will expire with their lease",
-        first_error.ok() ? ""
-                         : absl::StrCat(" (", first_error.message(), ")")));
-  }
-  return absl::OkStatus();
+  return it->second.fencing_token;
 }
 
 }  // namespace dlock::internal

@@ -5,12 +5,16 @@
 //
 // Two threads per client, whatever the number of locks: the renewer sends
 // the watchdog's renewals and retries unconfirmed releases; the notifier
-// wakes at each hold's local deadline and runs the lost callbacks. They are
+// marks holds lost at their deadlines and runs the lost callbacks. They are
 // apart so that a renewal stuck in a slow network call cannot delay the
 // notice that its hold is over.
+//
+// The calls service code makes are in client_core.cc; the two threads and
+// Close() in client_core_background.cc.
 #ifndef DLOCK_CORE_SRC_CLIENT_CORE_H_
 #define DLOCK_CORE_SRC_CLIENT_CORE_H_
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,12 +23,38 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/synchronization/mutex.h"
 #include "dlock/backend.h"
 #include "dlock/client.h"
 #include "dlock/clock.h"
 
 namespace dlock::internal {
+
+// (name, owner); looked up by string views, so that State() allocates
+// nothing.
+using HoldKey = std::pair<std::string, std::string>;
+using HoldKeyView = std::pair<absl::string_view, absl::string_view>;
+struct HoldKeyHash {
+  using is_transparent = void;
+  size_t operator()(const HoldKeyView& k) const {
+    return absl::HashOf(k.first, k.second);
+  }
+  size_t operator()(const HoldKey& k) const {
+    return (*this)(HoldKeyView(k.first, k.second));
+  }
+};
+struct HoldKeyEq {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return absl::string_view(a.first) == absl::string_view(b.first) &&
+           absl::string_view(a.second) == absl::string_view(b.second);
+  }
+};
+template <typename V>
+using HoldMap = absl::flat_hash_map<HoldKey, V, HoldKeyHash, HoldKeyEq>;
 
 class ClientCore : public BackendListener,
                    public std::enable_shared_from_this<ClientCore> {
@@ -60,20 +90,22 @@ class ClientCore : public BackendListener,
   const std::string& endpoint() const { return endpoint_; }
   // Unique to this client object in this process, even when two clients (or
   // two processes, or a parent and its forked child) share a client id.
-  std::string CurrentOwner() const;
+  std::string CurrentOwner() const { return ThreadOwnerRef(); }
   const Clock& clock() const { return clock_; }
 
  private:
-  using HoldKey = std::pair<std::string, std::string>;  // name, owner
-
   struct Hold {
     uint64_t generation = 0;  // tells a call's hold from a later one
     uint64_t fencing_token = 0;
     int64_t local_holds = 0;  // taken through this client, not yet released
-    // Releases the backend did not confirm: the final release takes them
-    // off too, and so do acquisitions whose reply was lost (C21).
+    // Explicit owner tokens only: holds the backend counts that the final
+    // release must take off besides the caller's (inner releases that
+    // could not reach it). A thread owner's final release takes off all.
     int64_t unsynced = 0;
-    absl::Duration lease;  // the longest asked for this hold
+    absl::Duration lease;  // of the renewals (and of the first grant)
+    // The longest lease ever asked of the backend for this hold: it keeps
+    // that maximum (C5), so the hold can outlive the client by as much.
+    absl::Duration max_lease;
     bool renewed = false;  // by the watchdog
     // Believed held until here: the send time of the last grant or renewal
     // the backend confirmed, plus the lease, less the drift margin (C19).
@@ -82,11 +114,13 @@ class ClientCore : public BackendListener,
     absl::Status renewal_error;  // the last transient renewal failure
     bool lost = false;           // no longer believed; told, or being told
     absl::Status lost_reason;
-    std::vector<LockLostCallback> on_lost;  // one per acquisition that asked
+    // One per acquisition, innermost last (empty where none was given); an
+    // inner release takes its own off.
+    std::vector<LockLostCallback> on_lost;
   };
 
-  // A release the backend did not confirm. Retried in the background until
-  // it is confirmed or the backend's lease must be over (C21).
+  // A release to retry in the background until the backend confirms it or
+  // its lease must be over there (C21).
   struct PendingRelease {
     int64_t holds = 0;
     MonoTime give_up;
@@ -95,12 +129,12 @@ class ClientCore : public BackendListener,
     bool in_flight = false;  // a thread is sending it now
   };
 
-  // Acquisitions that failed in a way that may have happened on the
-  // backend (a lost reply): a later grant counting more holds than the
-  // client knows of includes them (C21).
-  struct UncertainAcquires {
-    int64_t count = 0;
-    MonoTime until;  // by then their lease is over on the backend
+  // An acquisition in flight for a key, and the background releases sent
+  // for that key meanwhile: one of them may have removed what it is
+  // granted.
+  struct Acquiring {
+    int count = 0;
+    uint64_t releases_sent = 0;
   };
 
   struct Delivery {
@@ -108,41 +142,66 @@ class ClientCore : public BackendListener,
     std::vector<LockLostCallback> callbacks;
   };
 
+  // Whether what a lost hold may have left on the backend must be let go
+  // (the deadline passed, a grant came too late) or is gone already (the
+  // backend said so, or a new grant replaces it).
+  enum class Leftover { kGone, kRelease };
+
+  // The hold's fencing token while it is believed held; NotFound when the
+  // owner has no hold here, FailedPrecondition when it was lost.
+  absl::StatusOr<uint64_t> Believed(absl::string_view name,
+                                    absl::string_view owner_token);
+  // The calling thread's default owner: built once per thread and client.
+  const std::string& ThreadOwnerRef() const;
   absl::StatusOr<std::string> ResolveOwner(absl::string_view owner_token) const;
   absl::Status CheckOpen() const;
   absl::Status ClosedError() const;
   MonoTime LocalDeadline(MonoTime sent, absl::Duration lease) const;
   // The earlier of the hold's lease deadline and the backend's bound.
-  MonoTime DeadlineOf(const HoldKey& key, const Hold& hold)
+  MonoTime DeadlineOf(const HoldKeyView& key, const Hold& hold)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks a hold lost and adds its notice to `out`; deliver it with
+  // How many holds a release of the whole hold takes off the backend.
+  static int64_t AllHoldsOf(absl::string_view owner, const Hold& hold);
+  // Marks a hold lost and queues its notice on `out`; deliver it with
   // Deliver() once no lock is held. A hold is marked lost once (C20).
   void MarkLost(const HoldKey& key, Hold& hold, absl::Status reason,
-                std::vector<Delivery>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Deliver(std::vector<Delivery>& deliveries);
-  // Records the new state of a hold after a grant; returns how many of the
-  // backend's holds the client will take off at the final release beyond
-  // the caller's own.
-  int64_t RecordGrant(const HoldKey& key, const Grant& grant,
-                      const AcquireOptions& options, absl::Duration lease)
+                Leftover leftover, std::vector<Delivery>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Before a new acquisition of `key`: a release still pending for it must
-  // be confirmed first, so that the acquisition is fresh (C21).
-  absl::Status SettlePendingRelease(const HoldKey& key);
+  // The same, queued for the notifier's thread.
+  void MarkLostQueued(const HoldKey& key, Hold& hold, absl::Status reason,
+                      Leftover leftover) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the hold lost if its deadline (less the notice lead) has passed:
+  // once past, never believed again (C19, C20). Returns whether it is lost.
+  bool LatchDeadline(const HoldKey& key, Hold& hold, MonoTime now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DeadlineReason(const HoldKey& key, const Hold& hold)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Deliver(std::vector<Delivery>& deliveries);
+  // Records the new state of a hold after a grant.
+  void RecordGrant(const HoldKey& key, const Grant& grant,
+                   const AcquireOptions& options, absl::Duration lease)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Release() without the owner's resolution; adds the notices to tell.
   absl::Status ReleaseHold(const HoldKey& key,
                            std::vector<Delivery>& deliveries);
+
+  // Before a new acquisition of `key`: a release still pending for it must
+  // be confirmed first, so that the acquisition is fresh (C21).
+  absl::Status SettlePendingRelease(const HoldKey& key);
   void AddPendingRelease(const HoldKey& key, int64_t holds,
                          absl::Duration lease)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteUncertainAcquire(const HoldKey& key, absl::Duration lease)
+  // A background release of `key` is about to be sent.
+  void NoteReleaseSent(const HoldKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the threads if the hold needs them before they planned to wake.
+  void WakeFor(const HoldKey& key, const Hold& hold)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void RenewerLoop();
   void RenewDue(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RetryReleases(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifierLoop();
-  // Marks holds past their deadline lost; returns the next deadline.
+  // Marks holds whose notice time has come lost; returns the next one.
   MonoTime ExpireOverdue(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClientOptions options_;
@@ -162,17 +221,21 @@ class ClientCore : public BackendListener,
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(ops_mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<HoldKey, Hold> holds_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<HoldKey, PendingRelease> pending_releases_
+  HoldMap<Hold> holds_ ABSL_GUARDED_BY(mu_);
+  HoldMap<PendingRelease> pending_releases_ ABSL_GUARDED_BY(mu_);
+  // Final releases in flight on callers' threads.
+  absl::flat_hash_set<HoldKey, HoldKeyHash, HoldKeyEq> releasing_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<HoldKey, UncertainAcquires> uncertain_
-      ABSL_GUARDED_BY(mu_);
-  // Notices for the notifier's thread: losses a backend reported, or the
-  // renewer found.
-  std::vector<Delivery> queued_ ABSL_GUARDED_BY(mu_);
-  ClockCondVar renewer_wake_;   // new renewals or releases are due
-  ClockCondVar notifier_wake_;  // a new deadline, or notices to deliver
-  ClockCondVar released_;       // a pending release is no longer in flight
+  HoldMap<Acquiring> acquiring_ ABSL_GUARDED_BY(mu_);
+  // Notices for the notifier's thread, oldest first.
+  std::deque<Delivery> queued_ ABSL_GUARDED_BY(mu_);
+  // When each thread plans to wake next: a change that needs it sooner
+  // signals it, others do not.
+  MonoTime renewer_wakes_at_ ABSL_GUARDED_BY(mu_);
+  MonoTime notifier_wakes_at_ ABSL_GUARDED_BY(mu_);
+  ClockCondVar renewer_wake_;   // renewals or releases are due sooner
+  ClockCondVar notifier_wake_;  // a deadline sooner, or notices to deliver
+  ClockCondVar released_;       // a release in flight for a key ended
   std::thread renewer_;
   std::thread notifier_;
 };

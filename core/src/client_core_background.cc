@@ -1,6 +1,6 @@
-// The client core's background half: the renewer's renewals and release
-// retries, the notifier's deadlines and notices, and Close(). The calls
-// service code makes are in client_core.cc.
+// The client core's background half: lost holds and their notices, the
+// renewer's renewals and release retries, the notifier's deadlines, and
+// Close(). The calls service code makes are in client_core.cc.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -9,83 +9,71 @@
 
 namespace dlock::internal {
 
-absl::Status ClientCore::SettlePendingRelease(const HoldKey& key) {
-  int64_t holds = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    while (true) {
-      auto it = pending_releases_.find(key);
-      if (it == pending_releases_.end()) return absl::OkStatus();
-      if (!it->second.in_flight && clock_.Now() >= it->second.give_up) {
-        // The backend's lease is over: nothing is left to release.
-        pending_releases_.erase(it);
-        return absl::OkStatus();
-      }
-      if (!it->second.in_flight) {
-        it->second.in_flight = true;
-        holds = it->second.holds;
-        break;
-      }
-      released_.WaitUntil(&mu_, it->second.give_up);
-    }
-  }
-  absl::StatusOr<int64_t> left =
-      backend_->Release(key.first, key.second, holds);
-  absl::MutexLock lock(&mu_);
-  auto it = pending_releases_.find(key);
-  if (it == pending_releases_.end()) return absl::OkStatus();  // Close()
-  it->second.in_flight = false;
-  released_.Signal();
-  if (left.ok() || IsGone(left.status())) {
-    pending_releases_.erase(it);
-    return absl::OkStatus();
-  }
-  return absl::Status(
-      left.status().code(),
-      absl::StrCat("an earlier release of lock '", key.first,
-                   "' is not confirmed yet, and the lock cannot be taken "
-                   "afresh until it is: ",
-                   left.status().message()));
-}
-
-void ClientCore::AddPendingRelease(const HoldKey& key, int64_t holds,
-                                   absl::Duration lease) {
-  const MonoTime now = clock_.Now();
-  PendingRelease& p = pending_releases_[key];
-  p.holds += holds;
-  // The backend set its expiry no later than now; with no renewal it ends
-  // within one lease (C2).
-  p.give_up = std::max(p.give_up, now + lease + DriftMargin(lease));
-  p.retry_every = RetryEvery(lease);
-  p.next_try = now;
-  renewer_wake_.Signal();
-}
-
-void ClientCore::OnHoldLost(absl::string_view name, absl::string_view owner,
-                            const absl::Status& reason) {
-  // Callbacks run on the notifier's thread, not the backend's: a callback
-  // that calls into the client must not block the backend thread that
-  // Close() waits for.
-  absl::MutexLock lock(&mu_);
-  const HoldKey key(name, owner);
-  auto it = holds_.find(key);
-  if (it != holds_.end() && !it->second.lost) {
-    MarkLost(key, it->second, reason, queued_);
-    notifier_wake_.Signal();
-  }
-}
-
 void ClientCore::MarkLost(const HoldKey& key, Hold& hold, absl::Status reason,
-                          std::vector<Delivery>& out) {
+                          Leftover leftover, std::vector<Delivery>& out) {
+  if (hold.lost) return;
   hold.lost = true;
   hold.lost_reason = reason;
-  out.push_back(
-      Delivery{.event = LockLostEvent{.name = key.first,
-                                      .owner = key.second,
-                                      .fencing_token = hold.fencing_token,
-                                      .reason = std::move(reason)},
-               .callbacks = std::move(hold.on_lost)});
+  if (leftover == Leftover::kRelease) {
+    // The backend may still count the hold (a renewal got through
+    // unanswered, the lease has a moment left): let it go, so that others
+    // need not wait it out and the owner's next Acquire starts afresh
+    // (C21).
+    AddPendingRelease(key, AllHoldsOf(key.second, hold), hold.max_lease);
+  }
+  Delivery d{.event = LockLostEvent{.name = key.first,
+                                    .owner = key.second,
+                                    .fencing_token = hold.fencing_token,
+                                    .reason = std::move(reason)}};
+  for (LockLostCallback& callback : hold.on_lost) {
+    if (callback) d.callbacks.push_back(std::move(callback));
+  }
   hold.on_lost.clear();
+  out.push_back(std::move(d));
+}
+
+void ClientCore::MarkLostQueued(const HoldKey& key, Hold& hold,
+                                absl::Status reason, Leftover leftover) {
+  std::vector<Delivery> out;
+  MarkLost(key, hold, std::move(reason), leftover, out);
+  if (out.empty()) return;
+  for (Delivery& d : out) queued_.push_back(std::move(d));
+  notifier_wake_.Signal();
+}
+
+absl::Status ClientCore::DeadlineReason(const HoldKey& key, const Hold& hold) {
+  if (backend_->HeldUntil(key.first, key.second) < hold.valid_until) {
+    return absl::UnavailableError(
+        "the backend session that kept the hold can no longer be trusted");
+  }
+  if (!hold.renewed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the lease of ", absl::FormatDuration(hold.lease),
+                     " ran out before release"));
+  }
+  if (!hold.renewal_error.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the lease ran out while renewal kept failing: ",
+                     hold.renewal_error.message()));
+  }
+  return absl::UnavailableError(
+      "the lease ran out before a renewal was confirmed");
+}
+
+bool ClientCore::LatchDeadline(const HoldKey& key, Hold& hold, MonoTime now) {
+  if (hold.lost) return true;
+  if (now < DeadlineOf(key, hold) - NoticeLead(hold.lease)) return false;
+  MarkLostQueued(key, hold, DeadlineReason(key, hold), Leftover::kRelease);
+  return true;
+}
+
+void ClientCore::WakeFor(const HoldKey& key, const Hold& hold) {
+  if (hold.lost) return;
+  const MonoTime notice_at = DeadlineOf(key, hold) - NoticeLead(hold.lease);
+  if (notice_at < notifier_wakes_at_) notifier_wake_.Signal();
+  if (hold.renewed && hold.next_renewal < renewer_wakes_at_) {
+    renewer_wake_.Signal();
+  }
 }
 
 void ClientCore::Deliver(std::vector<Delivery>& deliveries) {
@@ -96,67 +84,130 @@ void ClientCore::Deliver(std::vector<Delivery>& deliveries) {
   deliveries.clear();
 }
 
-void ClientCore::NotifierLoop() {
+void ClientCore::OnHoldLost(absl::string_view name, absl::string_view owner,
+                            const absl::Status& reason) {
+  // Callbacks run on the notifier's thread, not the backend's: a callback
+  // that calls into the client must not block the backend thread that
+  // Close() waits for.
   absl::MutexLock lock(&mu_);
-  while (!closed_) {
-    if (!queued_.empty()) {
-      std::vector<Delivery> deliveries;
-      deliveries.swap(queued_);
-      mu_.Unlock();
-      Deliver(deliveries);
-      mu_.Lock();
-      continue;
-    }
-    const MonoTime now = clock_.Now();
-    const MonoTime next = ExpireOverdue(now);
-    if (!queued_.empty()) continue;
-    notifier_wake_.WaitUntil(&mu_, next);
+  auto it = holds_.find(HoldKeyView(name, owner));
+  if (it != holds_.end()) {
+    MarkLostQueued(it->first, it->second, reason, Leftover::kGone);
   }
 }
 
-MonoTime ClientCore::ExpireOverdue(MonoTime now) {
-  MonoTime next = MonoTime::InfiniteFuture();
-  for (auto& [key, hold] : holds_) {
-    if (hold.lost) continue;
-    const MonoTime notice_at = DeadlineOf(key, hold) - NoticeLead(hold.lease);
-    if (now < notice_at) {
-      next = std::min(next, notice_at);
+// --- Releases the backend did not confirm (C21) ----------------------------
+
+void ClientCore::AddPendingRelease(const HoldKey& key, int64_t holds,
+                                   absl::Duration lease) {
+  const MonoTime now = clock_.Now();
+  PendingRelease& p = pending_releases_[key];
+  p.holds = std::min(kAllHolds, p.holds + holds);
+  // The backend set its expiry no later than now, to at most the longest
+  // lease it was asked for: with no renewal it ends within that (C2).
+  p.give_up = std::max(p.give_up, now + lease + DriftMargin(lease));
+  p.retry_every = RetryEvery(lease);
+  p.next_try = now;
+  renewer_wake_.Signal();
+}
+
+void ClientCore::NoteReleaseSent(const HoldKey& key) {
+  if (auto it = acquiring_.find(key); it != acquiring_.end()) {
+    ++it->second.releases_sent;
+  }
+}
+
+absl::Status ClientCore::SettlePendingRelease(const HoldKey& key) {
+  int64_t holds = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      if (closed_) return ClosedError();
+      auto it = pending_releases_.find(key);
+      const bool releasing = releasing_.contains(key);
+      if (it == pending_releases_.end() && !releasing) {
+        return absl::OkStatus();
+      }
+      if (!releasing && !it->second.in_flight) {
+        if (clock_.Now() >= it->second.give_up) {
+          // The backend's lease is over: nothing is left to release.
+          pending_releases_.erase(it);
+          return absl::OkStatus();
+        }
+        it->second.in_flight = true;
+        holds = it->second.holds;
+        NoteReleaseSent(key);
+        break;
+      }
+      // Another thread is sending a release of this key: wait for it.
+      released_.WaitUntil(&mu_, MonoTime::InfiniteFuture());
+    }
+  }
+  const MonoTime sent = clock_.Now();
+  absl::StatusOr<int64_t> left =
+      backend_->Release(key.first, key.second, holds);
+  absl::MutexLock lock(&mu_);
+  released_.Signal();
+  auto it = pending_releases_.find(key);
+  if (it == pending_releases_.end()) return ClosedError();  // Close() took it
+  it->second.in_flight = false;
+  if (left.ok() || IsGone(left.status())) {
+    pending_releases_.erase(it);
+    return absl::OkStatus();
+  }
+  it->second.next_try = sent + it->second.retry_every;
+  renewer_wake_.Signal();
+  return absl::Status(
+      left.status().code(),
+      absl::StrCat("an earlier release of lock '", key.first,
+                   "' is not confirmed yet, and the lock cannot be taken "
+                   "afresh until it is: ",
+                   left.status().message()));
+}
+
+void ClientCore::RetryReleases(MonoTime now) {
+  std::vector<std::pair<HoldKey, int64_t>> due;
+  for (auto it = pending_releases_.begin(); it != pending_releases_.end();) {
+    PendingRelease& p = it->second;
+    if (!p.in_flight && now >= p.give_up) {
+      pending_releases_.erase(it++);  // the lease is over on the backend
       continue;
     }
-    absl::Status why;
-    if (backend_->HeldUntil(key.first, key.second) < hold.valid_until) {
-      why = absl::UnavailableError(
-          "the backend session that kept the hold can no longer be trusted");
-    } else if (!hold.renewed) {
-      why = absl::FailedPreconditionError(
-          absl::StrCat("the lease of ", absl::FormatDuration(hold.lease),
-                       " ran out before release"));
-    } else if (!hold.renewal_error.ok()) {
-      why = absl::UnavailableError(
-          absl::StrCat("the lease ran out while renewal kept failing: ",
-                       hold.renewal_error.message()));
-    } else {
-      why = absl::UnavailableError(
-          "the lease ran out before a renewal was confirmed");
+    if (!p.in_flight && p.next_try <= now && !releasing_.contains(it->first)) {
+      p.in_flight = true;
+      NoteReleaseSent(it->first);
+      due.emplace_back(it->first, p.holds);
     }
-    if (hold.renewed) {
-      // A renewal may have reached the backend after all: release it in the
-      // background, so that others need not wait out a lease (C21).
-      AddPendingRelease(key, hold.local_holds + hold.unsynced, hold.lease);
-    }
-    MarkLost(key, hold, std::move(why), queued_);
+    ++it;
   }
-  return next;
+  for (const auto& [key, holds] : due) {
+    mu_.Unlock();
+    absl::StatusOr<int64_t> left =
+        backend_->Release(key.first, key.second, holds);
+    mu_.Lock();
+    released_.Signal();
+    auto it = pending_releases_.find(key);
+    if (it == pending_releases_.end()) continue;
+    it->second.in_flight = false;
+    if (left.ok() || IsGone(left.status())) {
+      pending_releases_.erase(it);
+    } else {
+      // Counted from the attempt's start: one try per period, however
+      // long each takes.
+      it->second.next_try = now + it->second.retry_every;
+    }
+  }
 }
+
+// --- The renewer -------------------------------------------------------------
 
 void ClientCore::RenewerLoop() {
   absl::MutexLock lock(&mu_);
   while (!closed_) {
-    MonoTime now = clock_.Now();
-    RenewDue(now);
+    renewer_wakes_at_ = MonoTime::InfinitePast();  // busy: signal freely
+    RenewDue(clock_.Now());
     if (closed_) break;
-    now = clock_.Now();
-    RetryReleases(now);
+    RetryReleases(clock_.Now());
     if (closed_) break;
     MonoTime next = MonoTime::InfiniteFuture();
     for (const auto& [key, hold] : holds_) {
@@ -165,8 +216,10 @@ void ClientCore::RenewerLoop() {
     for (const auto& [key, p] : pending_releases_) {
       if (!p.in_flight) next = std::min(next, p.next_try);
     }
-    now = clock_.Now();
-    if (next > now) renewer_wake_.WaitUntil(&mu_, next);
+    if (next > clock_.Now()) {
+      renewer_wakes_at_ = next;
+      renewer_wake_.WaitUntil(&mu_, next);
+    }
   }
 }
 
@@ -178,19 +231,19 @@ void ClientCore::RenewDue(MonoTime now) {
   };
   // Holds due a little later ride along: holds taken moments apart then
   // share one batch instead of queueing one round trip after another.
-  std::vector<Due> due;
   bool any_due = false;
   for (const auto& [key, hold] : holds_) {
-    if (hold.renewed && !hold.lost && hold.next_renewal <= now) any_due = true;
+    any_due =
+        any_due || (hold.renewed && !hold.lost && hold.next_renewal <= now);
   }
   if (!any_due) return;
+  std::vector<Due> due;
   for (const auto& [key, hold] : holds_) {
     if (hold.renewed && !hold.lost &&
         hold.next_renewal <= now + hold.lease / 10) {
       due.push_back(Due{key, hold.generation, hold.lease});
     }
   }
-  if (due.empty()) return;
   std::vector<RenewCall> calls;
   calls.reserve(due.size());
   for (const Due& d : due) {
@@ -208,11 +261,13 @@ void ClientCore::RenewDue(MonoTime now) {
   for (size_t i = 0; i < due.size(); ++i) {
     auto it = holds_.find(due[i].key);
     // Released, or released and taken again, or lost meanwhile.
-    if (it == holds_.end() || it->second.generation != due[i].generation ||
-        it->second.lost) {
+    if (it == holds_.end() || it->second.generation != due[i].generation) {
       continue;
     }
     Hold& hold = it->second;
+    // A confirmation after the deadline does not bring the hold back: it
+    // may have been seen lost meanwhile (C19, C20).
+    if (LatchDeadline(it->first, hold, after)) continue;
     const absl::Status& result =
         i < results.size() ? results[i]
                            : absl::InternalError("backend lost a renewal");
@@ -222,7 +277,7 @@ void ClientCore::RenewDue(MonoTime now) {
       hold.next_renewal = sent + due[i].lease / 3;
       hold.renewal_error = absl::OkStatus();
     } else if (IsGone(result)) {
-      MarkLost(due[i].key, hold, result, queued_);
+      MarkLostQueued(it->first, hold, result, Leftover::kGone);
     } else {
       // Transient: try again soon; the notifier ends the hold at its
       // deadline if no renewal gets through by then.
@@ -230,43 +285,125 @@ void ClientCore::RenewDue(MonoTime now) {
       hold.next_renewal = after + RetryEvery(hold.lease);
     }
   }
-  notifier_wake_.Signal();  // deadlines moved, or notices are queued
+  notifier_wake_.Signal();  // deadlines moved
 }
 
-void ClientCore::RetryReleases(MonoTime now) {
-  std::vector<std::pair<HoldKey, int64_t>> due;
-  for (auto it = pending_releases_.begin(); it != pending_releases_.end();) {
-    PendingRelease& p = it->second;
-    if (!p.in_flight && now >= p.give_up) {
-      pending_releases_.erase(it++);  // the lease is over on the backend
+// --- The notifier ------------------------------------------------------------
+
+void ClientCore::NotifierLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!closed_) {
+    notifier_wakes_at_ = MonoTime::InfinitePast();  // busy: signal freely
+    const MonoTime next = ExpireOverdue(clock_.Now());
+    if (!queued_.empty()) {
+      // One notice at a time, with deadlines checked again in between, so
+      // that a slow callback delays the others as little as it can.
+      std::vector<Delivery> one;
+      one.push_back(std::move(queued_.front()));
+      queued_.pop_front();
+      mu_.Unlock();
+      Deliver(one);
+      mu_.Lock();
       continue;
     }
-    if (!p.in_flight && p.next_try <= now) {
-      p.in_flight = true;
-      due.emplace_back(it->first, p.holds);
-    }
-    ++it;
-  }
-  for (const auto& [key, holds] : due) {
-    mu_.Unlock();
-    absl::StatusOr<int64_t> left =
-        backend_->Release(key.first, key.second, holds);
-    mu_.Lock();
-    auto it = pending_releases_.find(key);
-    if (it == pending_releases_.end()) continue;
-    it->second.in_flight = false;
-    if (left.ok() || IsGone(left.status())) {
-      pending_releases_.erase(it);
-    } else {
-      it->second.next_try = clock_.Now() + it->second.retry_every;
-    }
-    released_.Signal();
+    notifier_wakes_at_ = next;
+    notifier_wake_.WaitUntil(&mu_, next);
   }
 }
 
-absl::Status ClientCore::ClosedError() const {
-  return absl::FailedPreconditionError(
-      absl::StrCat("client of ", endpoint_, " is closed"));
+MonoTime ClientCore::ExpireOverdue(MonoTime now) {
+  MonoTime next = MonoTime::InfiniteFuture();
+  for (auto& [key, hold] : holds_) {
+    if (hold.lost || LatchDeadline(key, hold, now)) continue;
+    next = std::min(next, DeadlineOf(key, hold) - NoticeLead(hold.lease));
+  }
+  return next;
+}
+
+// --- Close -------------------------------------------------------------------
+
+absl::Status ClientCore::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_ || backend_ == nullptr) {
+      closed_ = true;
+      return absl::OkStatus();
+    }
+    closed_ = true;
+  }
+  renewer_wake_.Signal();
+  notifier_wake_.Signal();
+  released_.Signal();
+  closing_.Cancel();
+  // A lost callback runs on the notifier's thread and may close its own
+  // client: that thread cannot join itself; it ends once the callback
+  // returns.
+  for (std::thread* t : {&renewer_, &notifier_}) {
+    if (!t->joinable()) continue;
+    if (t->get_id() == std::this_thread::get_id()) {
+      t->detach();
+    } else {
+      t->join();
+    }
+  }
+
+  // Every hold still believed held ends here: its owner is told (C20)
+  // before the lock is let go, so that the work it guards can stop first.
+  std::vector<Delivery> deliveries;
+  std::vector<std::pair<HoldKey, int64_t>> to_release;
+  {
+    absl::MutexLock lock(&mu_);
+    for (Delivery& d : queued_) deliveries.push_back(std::move(d));
+    queued_.clear();
+    for (auto& [key, hold] : holds_) {
+      if (hold.lost) continue;
+      to_release.emplace_back(key, AllHoldsOf(key.second, hold));
+      MarkLost(key, hold,
+               absl::FailedPreconditionError(
+                   absl::StrCat("the client of ", endpoint_, " was closed")),
+               Leftover::kGone, deliveries);
+    }
+    holds_.clear();
+    for (auto& [key, p] : pending_releases_) {
+      // One in flight belongs to the thread that sends it.
+      if (!p.in_flight && clock_.Now() < p.give_up) {
+        to_release.emplace_back(key, p.holds);
+      }
+    }
+    pending_releases_.clear();
+    released_.Signal();
+  }
+  Deliver(deliveries);
+
+  const MonoTime give_up = clock_.Now() + options_.close_timeout;
+  int failed = 0;
+  absl::Status first_error;
+  for (const auto& [key, holds] : to_release) {
+    if (clock_.Now() >= give_up) {
+      ++failed;
+      continue;
+    }
+    absl::StatusOr<int64_t> left =
+        backend_->Release(key.first, key.second, holds);
+    if (!left.ok() && !IsGone(left.status())) {
+      if (failed++ == 0) first_error = left.status();
+    }
+  }
+  {
+    // Waits for calls still in flight on other threads; they end within
+    // their timeouts, and blocking waits were cancelled above.
+    absl::WriterMutexLock no_calls(&ops_mu_);
+    backend_->Shutdown();
+  }
+  if (failed > 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "closing the client of ", endpoint_, ": ", failed, " of ",
+        to_release.size(),
+        " locks were not released and will expire with their lease",
+        first_error.ok() ? ""
+                         : absl::StrCat(" (", first_error.message(), ")")));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dlock::internal

@@ -2,24 +2,30 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 
 namespace dlock {
 namespace {
 
-// Longest single wait on the steady clock: far deadlines (an infinite wait)
-// are reached in slices, which keeps the time arithmetic from overflowing.
-constexpr absl::Duration kMaxSlice = absl::Hours(24);
+// Longest single wait. Waits run on CLOCK_MONOTONIC, which stands still
+// while the machine is suspended; time is read on CLOCK_BOOTTIME, which
+// does not. Waking at least this often notices a resume promptly.
+constexpr absl::Duration kMaxSlice = absl::Seconds(1);
 
 // A wait whose deadline has not come yet re-checks a ManualClock at least
 // this often: Advance() notifies, and this covers a notification that fell
 // between a waiter's check and its wait.
 constexpr auto kManualRecheck = std::chrono::milliseconds(10);
 
+// The time since boot, suspended time included: a lease keeps running on
+// the backend while this machine sleeps, so the local deadline must too.
 class SteadyClock : public Clock {
  public:
   MonoTime Now() const override {
-    return MonoTime::FromSinceOrigin(
-        absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch()));
+    timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return MonoTime::FromSinceOrigin(absl::Seconds(ts.tv_sec) +
+                                     absl::Nanoseconds(ts.tv_nsec));
   }
 
   bool WaitUntil(std::condition_variable& cv,

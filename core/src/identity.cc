@@ -1,11 +1,14 @@
 #include "identity.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
-#include <mutex>
+#include <cstdlib>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -109,9 +112,27 @@ void FillRandom(void* out, size_t size) {
   auto* p = static_cast<char*>(out);
   while (size > 0) {
     const ssize_t n = getrandom(p, size, 0);
-    if (n <= 0) continue;  // EINTR; the pool is initialized after boot
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // no getrandom (seccomp, old kernel): urandom below
     p += n;
     size -= static_cast<size_t>(n);
+  }
+  if (size == 0) return;
+  const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  while (fd >= 0 && size > 0) {
+    const ssize_t n = read(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  if (fd >= 0) close(fd);
+  if (size != 0) {
+    // Owner ids must not repeat across clients and processes (C6).
+    static const char kMessage[] =
+        "dlock: no source of random bits (getrandom, /dev/urandom)\n";
+    (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+    abort();
   }
 }
 
@@ -119,21 +140,24 @@ std::atomic<uint64_t> process_nonce{0};
 
 void DrawProcessNonce() {
   uint64_t nonce = 0;
-  FillRandom(&nonce, sizeof(nonce));
+  while (nonce == 0) FillRandom(&nonce, sizeof(nonce));
   process_nonce.store(nonce);
 }
 
-uint64_t ProcessNonce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    DrawProcessNonce();
-    // A forked child must not act as its parent's owners (C6).
-    pthread_atfork(nullptr, nullptr, &DrawProcessNonce);
-  });
-  return process_nonce.load();
-}
+// Registered while the program starts, single-threaded: a forked child
+// must not act as its parent's owners (C6).
+const int kForkHandler = pthread_atfork(nullptr, nullptr, &DrawProcessNonce);
 
 }  // namespace
+
+uint64_t ProcessNonce() {
+  uint64_t nonce = process_nonce.load();
+  if (nonce != 0) return nonce;
+  uint64_t drawn = 0;
+  while (drawn == 0) FillRandom(&drawn, sizeof(drawn));
+  // The first thread to draw wins; the others use its number.
+  return process_nonce.compare_exchange_strong(nonce, drawn) ? drawn : nonce;
+}
 
 uint64_t RandomBits() {
   uint64_t bits = 0;

@@ -26,6 +26,8 @@ absl::Status ValidateClientId(absl::string_view id);
 std::string RandomClientId();
 // 64 random bits (getrandom(2)).
 uint64_t RandomBits();
+// 64 random bits of this process, drawn anew in a child after fork().
+uint64_t ProcessNonce();
 
 // "c:<client id>:<instance>:<n>" where n numbers the calling thread within
 // the process (a thread keeps its number for life) and <instance> mixes the

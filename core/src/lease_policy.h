@@ -1,14 +1,16 @@
 // Copyright dlock authors. The numbers the client core lives by: the
 // shortest lease, how often a failed renewal or release is tried again, the
 // margin for clock drift in a hold's local deadline (C19), how early a loss
-// is told (C20), and which errors leave an operation's outcome unknown.
+// is told (C20), and which answers mean that the backend has no hold.
 #ifndef DLOCK_CORE_SRC_LEASE_POLICY_H_
 #define DLOCK_CORE_SRC_LEASE_POLICY_H_
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace dlock::internal {
@@ -45,15 +47,18 @@ inline absl::Duration NoticeLead(absl::Duration lease) {
   return std::min(lease / 20, absl::Milliseconds(20));
 }
 
-// Errors after which the request may still have run on the backend (a
-// reply lost or too late). A wait that ran out is not one: its last attempt
-// was answered.
-inline bool MayHaveHappened(const absl::Status& status) {
-  return absl::IsUnavailable(status) || absl::IsUnknown(status);
-}
-
+// What a backend answers when the owner does not hold the lock (any more).
 inline bool IsGone(const absl::Status& status) {
   return absl::IsFailedPrecondition(status) || absl::IsNotFound(status);
+}
+
+// A release of this many holds takes off all of them, whatever the count.
+inline constexpr int64_t kAllHolds = int64_t{1} << 40;
+
+// Default owners ("c:<client id>:<instance>:<thread>") belong to one client
+// object of one process; explicit owner tokens ("t:...") may be shared.
+inline bool IsThreadOwner(absl::string_view owner) {
+  return owner.size() > 2 && owner[0] == 'c' && owner[1] == ':';
 }
 
 }  // namespace dlock::internal

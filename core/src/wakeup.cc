@@ -81,8 +81,9 @@ absl::StatusOr<Grant> AcquireWithWakeups(
     }
     // The holder's lease end is when the lock frees itself without any
     // announcement; 1ms past it, so that the backend has expired it.
-    absl::Duration nap = std::min(
-        fallback_poll, result->holder_lease_left + absl::Milliseconds(1));
+    absl::Duration nap =
+        std::clamp(result->holder_lease_left + absl::Milliseconds(1),
+                   absl::Milliseconds(1), fallback_poll);
     waiter.Wait(std::min(call.deadline, now + nap), call.cancel);
   }
 }

@@ -97,6 +97,47 @@ TEST_P(Conformance, C20_CloseTellsEveryHoldItEnds) {
   EXPECT_EQ(SettledEvents(lost), 2u);
 }
 
+TEST_P(Conformance, C20_HoldReplacedByAFreshGrantIsTold) {
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("forced, then again"));
+  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("forced, then again"));
+  LostRecorder lost;
+  AcquireOptions options = WithLease(kLongLease);
+  options.on_lost = lost.Callback();
+  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire(options));
+  ASSERT_OK(forced->ForceUnlock());
+  // Before anything noticed the loss, the owner acquires again: the
+  // backend grants a new hold, and the one the outer code still relies on
+  // is over. Its acquisition is told.
+  ASSERT_OK_AND_ASSIGN(Acquired second, held->Acquire(WithLease(kLongLease)));
+  EXPECT_GT(second.fencing_token, first.fencing_token);
+  ASSERT_TRUE(lost.WaitForEvents(1, kNoHang))
+      << "the hold the new grant replaced was never told lost";
+  EXPECT_EQ(lost.Events()[0].fencing_token, first.fencing_token);
+  EXPECT_EQ(SettledEvents(lost), 1u);
+  EXPECT_OK(held->Release());
+}
+
+TEST_P(Conformance, C20_ReleasedInnerAcquisitionIsNotTold) {
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("nested"));
+  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("nested"));
+  LostRecorder outer, inner;
+  AcquireOptions options = WithLease(kLongLease);
+  options.on_lost = outer.Callback();
+  ASSERT_OK(held->Acquire(options));
+  options.on_lost = inner.Callback();
+  ASSERT_OK(held->Acquire(options));
+  ASSERT_OK(held->Release());  // the inner one: its callback goes with it
+  ASSERT_OK(forced->ForceUnlock());
+  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  EXPECT_EQ(outer.Events().size(), 1u);
+  EXPECT_EQ(SettledEvents(inner), 0u)
+      << "an acquisition already released was told of a later loss";
+}
+
 TEST_P(Conformance, C6_ClientsSharingAClientIdAreDistinctOwners) {
   // A "stable id" from configuration, given to two clients (two services,
   // or two processes started from one config).

@@ -135,6 +135,44 @@ TEST_P(Conformance, C21_RetriedAcquireAfterALostReplyLeavesNoExtraHold) {
   EXPECT_OK(next->Release());
 }
 
+TEST_P(Conformance, C21_ReentryWhoseReplyWasLostLeavesNoExtraHold) {
+  auto faults = std::make_shared<FaultPlan>();
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("re-entered blind"));
+  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("re-entered blind"));
+  ASSERT_OK(held->Acquire());  // renewed by the watchdog
+  faults->Set(Op::kAcquire, {.fail_after = true, .times = 1});
+  // The re-entry ran on the backend; only its reply was lost, and the
+  // caller, told Unavailable, never releases it.
+  EXPECT_CODE(held->Acquire(), kUnavailable);
+  EXPECT_OK(held->Release());  // the one acquisition the caller knows of
+  ASSERT_OK_AND_ASSIGN(LockInfo info, next->Inspect());
+  EXPECT_FALSE(info.locked) << "still held with " << info.hold_count
+                            << " holds after the owner's last release";
+}
+
+TEST_P(Conformance, C1_RetriedAcquireOfASharedTokenLeavesTheOthersHold) {
+  auto faults = std::make_shared<FaultPlan>();
+  ASSERT_OK_AND_ASSIGN(auto first, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto second, NewClient(Faulty(faults)));
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto by_first, first->GetLock("one token"));
+  ASSERT_OK_AND_ASSIGN(auto by_second, second->GetLock("one token"));
+  ASSERT_OK_AND_ASSIGN(auto by_other, other->GetLock("one token"));
+  ASSERT_OK(by_first->Acquire(AsOwner("job-9")));
+  // The second process's acquisition never reaches the backend; it tries
+  // again and re-enters the first one's hold.
+  faults->Set(Op::kAcquire, {.fail_before = true, .times = 1});
+  EXPECT_CODE(by_second->Acquire(AsOwner("job-9")), kUnavailable);
+  ASSERT_OK(by_second->Acquire(AsOwner("job-9")));
+  EXPECT_OK(by_second->Release("job-9"));
+  // The first process still holds it: nobody else may take it.
+  EXPECT_EQ(by_first->State("job-9"), LockState::kHeld);
+  EXPECT_CODE(by_other->TryAcquire(WithLease(kLongLease)), kDeadlineExceeded);
+  EXPECT_OK(by_first->Release("job-9"));
+}
+
 TEST_P(Conformance, C19_GrantSlowerThanItsLeaseIsNotBelieved) {
   auto faults = std::make_shared<FaultPlan>();
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));

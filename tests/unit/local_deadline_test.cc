@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,30 @@ using testing::FaultPlan;
 constexpr absl::Duration kReact = absl::Seconds(5);
 // How long a test looks for something that must not happen.
 constexpr absl::Duration kQuiet = absl::Milliseconds(150);
+
+// Counts a hold's lost notices.
+struct Notices {
+  absl::Notification told;
+  std::atomic<int> count{0};
+  LockLostCallback Callback() {
+    return [this](const LockLostEvent&) {
+      ++count;
+      if (!told.HasBeenNotified()) told.Notify();
+    };
+  }
+};
+
+// Whether the backend shows `lock` free within `kReact` (real time: the
+// client's threads act on a clock move in their own time).
+bool FreeSoon(DistributedLock& lock) {
+  const absl::Time give_up = absl::Now() + kReact;
+  while (absl::Now() < give_up) {
+    absl::StatusOr<LockInfo> info = lock.Inspect();
+    if (info.ok() && !info->locked) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
 
 class LocalDeadlineTest : public ::testing::Test {
  protected:
@@ -70,13 +95,9 @@ TEST_F(LocalDeadlineTest, UnconfirmedHoldEndsAtItsLocalDeadline) {
   // Renewals hang, as behind a silent partition.
   absl::Cleanup heal = [&] { faults_->Unblock(FaultPlan::kRenew); };
   faults_->Set(FaultPlan::kRenew, {.block = true});
-  absl::Notification told;
-  std::atomic<int> notices{0};
+  Notices notices;
   AcquireOptions options;
-  options.on_lost = [&](const LockLostEvent&) {
-    ++notices;
-    told.Notify();
-  };
+  options.on_lost = notices.Callback();
   ASSERT_TRUE(lock->Acquire(options).ok());
   // The grant was sent at the clock's current time; the lease is 1 s and
   // the drift margin 1% + 2 ms: the hold is believed until +988 ms.
@@ -84,30 +105,30 @@ TEST_F(LocalDeadlineTest, UnconfirmedHoldEndsAtItsLocalDeadline) {
   ASSERT_TRUE(faults_->WaitForBlocked(FaultPlan::kRenew, 1, kReact));
   EXPECT_EQ(lock->State(), LockState::kHeld);
   EXPECT_TRUE(lock->FencingToken().ok());
-  EXPECT_FALSE(told.HasBeenNotified());
+  EXPECT_FALSE(notices.told.HasBeenNotified());
   // The notice comes a little before the deadline (20 ms for this lease).
   clock_->Advance(absl::Milliseconds(20));
-  ASSERT_TRUE(told.WaitForNotificationWithTimeout(kReact));
+  ASSERT_TRUE(notices.told.WaitForNotificationWithTimeout(kReact));
   clock_->Advance(absl::Milliseconds(18));
   EXPECT_EQ(lock->State(), LockState::kLost);
   EXPECT_FALSE(lock->FencingToken().ok());
   clock_->Advance(absl::Seconds(10));
   absl::SleepFor(kQuiet);
-  EXPECT_EQ(notices.load(), 1);
+  EXPECT_EQ(notices.count.load(), 1);
 }
 
 TEST_F(LocalDeadlineTest, ExplicitLeaseIsToldWhenItEnds) {
   std::unique_ptr<LockClient> client = Connect(absl::Seconds(30));
   std::unique_ptr<DistributedLock> lock = *client->GetLock("leased");
-  absl::Notification told;
+  Notices notices;
   AcquireOptions options;
   options.lease = absl::Seconds(10);
-  options.on_lost = [&](const LockLostEvent&) { told.Notify(); };
+  options.on_lost = notices.Callback();
   ASSERT_TRUE(lock->Acquire(options).ok());
   absl::SleepFor(kQuiet);
-  EXPECT_FALSE(told.HasBeenNotified()) << "told on real time";
+  EXPECT_FALSE(notices.told.HasBeenNotified()) << "told on real time";
   clock_->Advance(absl::Seconds(10));
-  ASSERT_TRUE(told.WaitForNotificationWithTimeout(kReact));
+  ASSERT_TRUE(notices.told.WaitForNotificationWithTimeout(kReact));
   EXPECT_EQ(lock->State(), LockState::kLost);
   EXPECT_EQ(faults_->calls(FaultPlan::kRenew), 0);
 }
@@ -127,16 +148,187 @@ TEST_F(LocalDeadlineTest, FailedReleaseIsRetriedEveryTenthOfTheLease) {
   faults_->Clear(FaultPlan::kRelease);
   clock_->Advance(absl::Milliseconds(500));
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 3, kReact));
-  absl::StatusOr<LockInfo> info;
-  for (int i = 0; i < 100; ++i) {
-    info = seen->Inspect();
-    if (info.ok() && !info->locked) break;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_FALSE(info->locked) << "the retried release did not free the lock";
+  EXPECT_TRUE(FreeSoon(*seen)) << "the retried release did not free the lock";
   // Nothing renewed it meanwhile.
   EXPECT_EQ(faults_->calls(FaultPlan::kRenew), 0);
+}
+
+// A lost hold may still be on the backend for a moment (its lease has a
+// margin left there): releasing it locally must not let the owner's next
+// acquisition re-enter it (C21).
+TEST_F(LocalDeadlineTest, ReleaseOfALostHoldLetsItGoBeforeTheNextAcquire) {
+  std::unique_ptr<LockClient> client = Connect(absl::Seconds(30));
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("lost, then again");
+  AcquireOptions leased;
+  leased.lease = absl::Seconds(10);
+  absl::StatusOr<Acquired> first = lock->Acquire(leased);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Past the local deadline (9.898 s), before the backend's expiry (10 s).
+  clock_->Advance(absl::Milliseconds(9950));
+  EXPECT_EQ(lock->State(), LockState::kLost);
+  EXPECT_EQ(lock->Release().code(), absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<Acquired> again = lock->Acquire(leased);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->hold_count, 1) << "re-entered the hold it had lost";
+  EXPECT_GT(again->fencing_token, first->fencing_token);
+  EXPECT_TRUE(lock->Release().ok());
+}
+
+TEST_F(LocalDeadlineTest, RenewingALostHoldSendsNothing) {
+  std::unique_ptr<LockClient> client = Connect(absl::Seconds(30));
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("not revived");
+  AcquireOptions leased;
+  leased.lease = absl::Seconds(10);
+  ASSERT_TRUE(lock->Acquire(leased).ok());
+  clock_->Advance(absl::Milliseconds(9950));
+  const int renewals = faults_->calls(FaultPlan::kRenew);
+  EXPECT_EQ(lock->Renew().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(faults_->calls(FaultPlan::kRenew), renewals)
+      << "a lost hold was renewed on the backend, for nobody";
+}
+
+// A release that failed is retried for as long as the backend may keep the
+// hold: the longest lease ever asked for it, not the watchdog's (C21).
+TEST_F(LocalDeadlineTest, FailedReleaseIsRetriedForTheLongestLeaseAsked) {
+  std::unique_ptr<LockClient> client = Connect(absl::Seconds(3));
+  std::unique_ptr<LockClient> other = Connect(absl::Seconds(3), false);
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("kept long");
+  std::unique_ptr<DistributedLock> seen = *other->GetLock("kept long");
+  ASSERT_TRUE(lock->Acquire().ok());
+  ASSERT_TRUE(lock->Renew(absl::Hours(1)).ok());  // the backend keeps 1 h
+  faults_->Set(FaultPlan::kRelease, {.fail_before = true});
+  EXPECT_EQ(lock->Release().code(), absl::StatusCode::kUnavailable);
+  // One retry at once, then one a second, for ten seconds.
+  ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 2, kReact));
+  for (int i = 0; i < 10; ++i) {
+    clock_->Advance(absl::Seconds(1));
+    ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, i + 3, kReact));
+  }
+  faults_->Clear(FaultPlan::kRelease);
+  clock_->Advance(absl::Seconds(1));
+  ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 13, kReact))
+      << "the release was given up while the backend kept the lock";
+  EXPECT_TRUE(FreeSoon(*seen));
+}
+
+// Once a hold was seen past its deadline, nothing brings it back: not a
+// backend session that answers again (C19, C20).
+TEST_F(LocalDeadlineTest, PassedDeadlineIsFinal) {
+  std::unique_ptr<LockClient> client = Connect(absl::Seconds(30));
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("latched");
+  Notices notices;
+  AcquireOptions options;
+  options.on_lost = notices.Callback();
+  ASSERT_TRUE(lock->Acquire(options).ok());
+  faults_->SetHeldUntil(clock_->Now());  // its session stopped answering
+  EXPECT_EQ(lock->State(), LockState::kLost);
+  faults_->SetHeldUntil(MonoTime::InfiniteFuture());  // and answers again
+  EXPECT_EQ(lock->State(), LockState::kLost) << "a lost hold came back";
+  EXPECT_FALSE(lock->FencingToken().ok());
+  ASSERT_TRUE(notices.told.WaitForNotificationWithTimeout(kReact))
+      << "never told";
+  absl::SleepFor(kQuiet);
+  EXPECT_EQ(notices.count.load(), 1);
+}
+
+TEST_F(LocalDeadlineTest, GrantPastTheBackendsSessionBoundIsNotReturned) {
+  std::unique_ptr<LockClient> client = Connect(absl::Seconds(30));
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("bound passed");
+  // The backend's session stops answering while the grant is on its way.
+  faults_->Set(
+      FaultPlan::kAcquire,
+      {.after = [&] { faults_->SetHeldUntil(clock_->Now()); }, .times = 1});
+  absl::StatusOr<Acquired> acquired = lock->TryAcquire();
+  EXPECT_FALSE(acquired.ok())
+      << "returned fencing token " << acquired->fencing_token
+      << " for a hold it does not believe";
+  EXPECT_NE(lock->State(), LockState::kHeld);
+}
+
+// A grant that arrives while a background release of the same owner's lost
+// hold was under way may be taken off by that release: it is not to be
+// believed (C1, C19).
+TEST_F(LocalDeadlineTest, GrantRacingABackgroundReleaseIsNotBelieved) {
+  std::unique_ptr<LockClient> client = Connect(absl::Seconds(1));
+  std::unique_ptr<LockClient> other = Connect(absl::Seconds(1), false);
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("raced");
+  std::unique_ptr<DistributedLock> seen = *other->GetLock("raced");
+  AcquireOptions as_job;
+  as_job.owner_token = "job";
+  ASSERT_TRUE(lock->Acquire(as_job).ok());
+  absl::Cleanup unblock = [&] { faults_->Unblock(FaultPlan::kAcquire); };
+  faults_->Set(FaultPlan::kRenew, {.fail_before = true});
+  faults_->Set(FaultPlan::kAcquire, {.block = true});
+  absl::StatusOr<Acquired> again = absl::UnknownError("not yet");
+  absl::Notification done;
+  std::thread acquirer([&] {
+    again = lock->Acquire(as_job);
+    done.Notify();
+  });
+  ASSERT_TRUE(faults_->WaitForBlocked(FaultPlan::kAcquire, 1, kReact));
+  // The hold's deadline passes; its release runs on the backend, but the
+  // reply is lost, so the release stays pending.
+  faults_->Set(FaultPlan::kRelease, {.fail_after = true});
+  clock_->Advance(absl::Seconds(1));
+  ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 1, kReact));
+  faults_->Unblock(FaultPlan::kAcquire);
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kReact));
+  acquirer.join();
+  if (again.ok()) {
+    // Believed: then the pending release, tried again, must not take it.
+    clock_->Advance(absl::Seconds(1));
+    ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 2, kReact));
+    absl::SleepFor(kQuiet);
+    absl::StatusOr<LockInfo> info = seen->Inspect();
+    ASSERT_TRUE(info.ok());
+    EXPECT_TRUE(info->locked && info->fencing_token == again->fencing_token)
+        << "the client believes token " << again->fencing_token
+        << ", which its own pending release took off the backend";
+  } else {
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
+  }
+}
+
+// Close() is bounded even with acquisitions waiting for a release that
+// hangs in the network (C13).
+TEST_F(LocalDeadlineTest, CloseDoesNotWaitForAcquisitionsSettlingARelease) {
+  std::unique_ptr<LockClient> client = Connect(absl::Seconds(30));
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("settling");
+  AcquireOptions as_job;
+  as_job.owner_token = "job";
+  as_job.lease = absl::Seconds(60);
+  ASSERT_TRUE(lock->Acquire(as_job).ok());
+  faults_->Set(FaultPlan::kRelease, {.fail_before = true});
+  EXPECT_EQ(lock->Release("job").code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 2, kReact));
+  faults_->Set(FaultPlan::kRelease, {.block = true});
+  absl::Cleanup unblock = [&] { faults_->Unblock(FaultPlan::kRelease); };
+  absl::Notification first_done, second_done, closed;
+  // The first settles the pending release, which hangs; the second waits
+  // for it.
+  std::thread first([&] {
+    lock->Acquire(as_job).IgnoreError();
+    first_done.Notify();
+  });
+  ASSERT_TRUE(faults_->WaitForBlocked(FaultPlan::kRelease, 1, kReact));
+  std::thread second([&] {
+    lock->Acquire(as_job).IgnoreError();
+    second_done.Notify();
+  });
+  absl::SleepFor(kQuiet);
+  std::thread closer([&] {
+    client->Close().IgnoreError();
+    closed.Notify();
+  });
+  absl::SleepFor(kQuiet);
+  faults_->Unblock(FaultPlan::kRelease);
+  EXPECT_TRUE(second_done.WaitForNotificationWithTimeout(kReact))
+      << "an acquisition waiting for a release outlived Close()";
+  EXPECT_TRUE(closed.WaitForNotificationWithTimeout(kReact)) << "Close() hung";
+  EXPECT_TRUE(first_done.WaitForNotificationWithTimeout(kReact));
+  first.join();
+  second.join();
+  closer.join();
 }
 
 TEST_F(LocalDeadlineTest, ClientsSharingAMemoryInstanceShareAClock) {

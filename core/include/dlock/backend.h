@@ -90,8 +90,10 @@ class Backend {
   // believe that `owner` holds `name`: a session that the server may end on
   // its own (ZooKeeper, a PostgreSQL session) bounds every hold on it. The
   // core believes a hold until the earlier of its lease deadline and this
-  // (C19), and wakes then to report it lost (C20). Called on every State():
-  // answer from memory, never with a round trip. Default: no bound.
+  // (C19), and wakes then to report it lost (C20). Called on every State(),
+  // under the client's own lock: answer from memory, never with a round
+  // trip, and take no lock that is held while calling BackendListener.
+  // Default: no bound.
   virtual MonoTime HeldUntil(absl::string_view name, absl::string_view owner);
 
   virtual absl::StatusOr<LockInfo> Inspect(absl::string_view name) = 0;

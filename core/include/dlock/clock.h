@@ -72,7 +72,9 @@ class Clock {
  public:
   virtual ~Clock() = default;
 
-  // The process's steady clock (CLOCK_MONOTONIC). Never destroyed.
+  // The machine's clock since boot (CLOCK_BOOTTIME: monotonic, and it
+  // counts time spent suspended, as the backend's lease does). Never
+  // destroyed.
   static Clock& Real();
 
   virtual MonoTime Now() const = 0;
@@ -80,8 +82,8 @@ class Clock {
   // Blocks the caller, which holds `lock`, on `cv` until `ready()` is true or
   // Now() reaches `deadline`, and returns ready(). `ready` is evaluated with
   // `lock` held; whoever makes it true notifies `cv`. Spurious wake-ups are
-  // absorbed here. Real(): a wait on CLOCK_MONOTONIC, so a wall-clock step
-  // neither lengthens nor shortens it.
+  // absorbed here. Real(): a wall-clock step neither lengthens nor shortens
+  // the wait, and a suspend ends it within a second of the resume.
   virtual bool WaitUntil(std::condition_variable& cv,
                          std::unique_lock<std::mutex>& lock, MonoTime deadline,
                          absl::FunctionRef<bool()> ready) const = 0;

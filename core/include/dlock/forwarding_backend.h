@@ -34,6 +34,7 @@ class ForwardingBackend : public Backend {
       absl::Span<const RenewCall> calls) override {
     return target_->RenewMany(calls);
   }
+  // Runs under the client's own lock: must not block (see backend.h).
   MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override {
     return target_->HeldUntil(name, owner);
   }
