@@ -20,7 +20,7 @@ void PgPool::Handle::Discard() {
     absl::MutexLock lock(&pool_->mu_);
     --pool_->open_;
   }
-  pool_->freed_.Signal();
+  pool_->freed_.SignalOne();
 }
 
 void PgPool::Handle::Return() {
@@ -38,7 +38,7 @@ void PgPool::Put(std::unique_ptr<PgConn> conn) {
       --open_;
     }
   }
-  freed_.Signal();
+  freed_.SignalOne();
 }
 
 absl::StatusOr<PgPool::Handle> PgPool::Get() {
@@ -74,7 +74,7 @@ absl::StatusOr<PgPool::Handle> PgPool::Get() {
           absl::MutexLock lock(&mu_);
           --open_;
         }
-        freed_.Signal();
+        freed_.SignalOne();
         return opened.status();
       }
       return Handle(this, *std::move(opened));
@@ -95,7 +95,7 @@ void PgPool::Clear() {
     idle.swap(idle_);
     open_ -= static_cast<int>(idle.size());
   }
-  freed_.Signal();
+  freed_.Signal();  // every waiter: the pool is closing
 }
 
 }  // namespace dlock::postgres

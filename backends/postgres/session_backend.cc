@@ -23,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/hold_key.h"
 #include "pg_common.h"
 
 namespace dlock::postgres {
@@ -57,7 +58,7 @@ absl::Duration GraceMargin(absl::Duration grace) {
   return grace / 100 + absl::Milliseconds(2);
 }
 
-using Key = std::pair<std::string, std::string>;  // name, owner
+using Key = HoldKey;  // name, owner
 
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
@@ -169,7 +170,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   // its own lock, on every State() and from its notifier. A hold with no
   // session here was released or dropped: not believed.
   MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override {
-    std::shared_ptr<Session> s = Find(Key(name, owner));
+    std::shared_ptr<Session> s = Find(HoldKeyView(name, owner));
     if (s == nullptr) return MonoTime::InfinitePast();
     return s->confirmed() + grace_ - GraceMargin(grace_);
   }
@@ -177,7 +178,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   void Shutdown() override {
     StopKeeper();
     PgBackendBase::Shutdown();
-    absl::flat_hash_map<Key, std::shared_ptr<Session>> sessions;
+    HoldMap<std::shared_ptr<Session>> sessions;
     {
       absl::MutexLock lock(&sessions_mu_);
       sessions.swap(sessions_);
@@ -221,7 +222,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   }
 
  private:
-  std::shared_ptr<Session> Find(const Key& key) {
+  std::shared_ptr<Session> Find(const HoldKeyView& key) {
     absl::MutexLock lock(&sessions_mu_);
     auto it = sessions_.find(key);
     return it == sessions_.end() ? nullptr : it->second;
@@ -420,8 +421,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   // Held only for lookups and updates of the map, never across a statement
   // or a call into the core: HeldUntil() takes it under the core's lock.
   absl::Mutex sessions_mu_;
-  absl::flat_hash_map<Key, std::shared_ptr<Session>> sessions_
-      ABSL_GUARDED_BY(sessions_mu_);
+  HoldMap<std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(sessions_mu_);
   absl::Mutex keeper_mu_;
   bool keeper_stop_ ABSL_GUARDED_BY(keeper_mu_) = false;
   ClockCondVar keeper_wake_;

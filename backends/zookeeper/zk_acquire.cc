@@ -49,7 +49,7 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
   LocalHold hold;
   {
     absl::MutexLock lock(&mu_);
-    auto it = holds_.find(HoldKey(call.name, call.owner));
+    auto it = holds_.find(HoldKeyView(call.name, call.owner));
     if (it == holds_.end()) return std::nullopt;
     hold = it->second;
   }

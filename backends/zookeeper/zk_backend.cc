@@ -150,7 +150,7 @@ absl::StatusOr<std::optional<ZkBackend::LocalHold>> ZkBackend::HoldOf(
     absl::string_view name, absl::string_view owner) {
   {
     absl::MutexLock lock(&mu_);
-    auto it = holds_.find(HoldKey(name, owner));
+    auto it = holds_.find(HoldKeyView(name, owner));
     if (it != holds_.end()) return std::optional<LocalHold>(it->second);
   }
   // Not taken through this client: an owner token may hold it elsewhere.
@@ -186,7 +186,7 @@ bool ZkBackend::Reload(LocalHold& hold, absl::string_view owner) {
 void ZkBackend::Forget(absl::string_view name, absl::string_view owner,
                        const std::string& path) {
   absl::MutexLock lock(&mu_);
-  auto it = holds_.find(HoldKey(name, owner));
+  auto it = holds_.find(HoldKeyView(name, owner));
   if (it != holds_.end() && it->second.path == path) holds_.erase(it);
 }
 
@@ -194,7 +194,7 @@ std::optional<absl::Status> ZkBackend::LostWithSession(absl::string_view name,
                                                        absl::string_view owner,
                                                        bool consume) {
   absl::MutexLock lock(&mu_);
-  auto it = lost_.find(HoldKey(name, owner));
+  auto it = lost_.find(HoldKeyView(name, owner));
   if (it == lost_.end()) return std::nullopt;
   absl::Status why = absl::FailedPreconditionError(
       absl::StrCat("lock '", name, "' was lost: ", it->second.message()));
@@ -215,7 +215,7 @@ MonoTime ZkBackend::HeldUntil(absl::string_view name, absl::string_view owner) {
   uint64_t generation;
   {
     absl::MutexLock lock(&mu_);
-    auto it = holds_.find(HoldKey(name, owner));
+    auto it = holds_.find(HoldKeyView(name, owner));
     // Forgotten: released, taken over, or lost with its session.
     if (it == holds_.end()) return MonoTime::InfinitePast();
     generation = it->second.generation;

@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "dlock/backend.h"
+#include "dlock/hold_key.h"
 #include "dlock/wakeup.h"
 #include "zk_layout.h"
 #include "zk_session.h"
@@ -58,7 +59,6 @@ class ZkBackend : public Backend {
   void Shutdown() override;
 
  private:
-  using HoldKey = std::pair<std::string, std::string>;  // name, owner
   // Versioned writes that lost a race are tried again this many times.
   static constexpr int kWriteRetries = 5;
 
@@ -201,10 +201,10 @@ class ZkBackend : public Backend {
   std::atomic<uint64_t> attempts_{0};
 
   absl::Mutex mu_;
-  absl::flat_hash_map<HoldKey, LocalHold> holds_ ABSL_GUARDED_BY(mu_);
+  HoldMap<LocalHold> holds_ ABSL_GUARDED_BY(mu_);
   // Holds lost with a session, by why: their release and renewal fail
   // with FailedPrecondition at once, even before a new session is up.
-  absl::flat_hash_map<HoldKey, absl::Status> lost_ ABSL_GUARDED_BY(mu_);
+  HoldMap<absl::Status> lost_ ABSL_GUARDED_BY(mu_);
   std::vector<PendingDelete> pending_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -50,7 +50,7 @@ absl::Status ZkBackend::Write(absl::string_view name, absl::string_view owner,
       hold.confirmed = set.sent();
       session_->NoteServerTime(r.stat.mtime, Now());
       absl::MutexLock lock(&mu_);
-      auto it = holds_.find(HoldKey(name, owner));
+      auto it = holds_.find(HoldKeyView(name, owner));
       if (it != holds_.end() && it->second.path == hold.path) it->second = hold;
       return absl::OkStatus();
     }
@@ -202,7 +202,7 @@ std::vector<absl::Status> ZkBackend::RenewMany(
     std::optional<LocalHold> hold;
     {
       absl::MutexLock lock(&mu_);
-      auto it = holds_.find(HoldKey(calls[i].name, calls[i].owner));
+      auto it = holds_.find(HoldKeyView(calls[i].name, calls[i].owner));
       if (it != holds_.end()) hold = it->second;
     }
     if (!hold.has_value() ||
@@ -230,7 +230,7 @@ std::vector<absl::Status> ZkBackend::RenewMany(
       f.hold.confirmed = f.call.sent();
       session_->NoteServerTime(r.stat.mtime, Now());
       absl::MutexLock lock(&mu_);
-      auto it = holds_.find(HoldKey(c.name, c.owner));
+      auto it = holds_.find(HoldKeyView(c.name, c.owner));
       if (it != holds_.end() && it->second.path == f.hold.path) {
         it->second = f.hold;
       }

@@ -92,15 +92,10 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
     return absl::InvalidArgumentError("wait must not be negative");
   }
   absl::ReaderMutexLock in_flight(&ops_mu_);
-  if (absl::Status s = CheckOpen(); !s.ok()) return s;
   const HoldKey key(name, *owner);
-  if (absl::Status s = SettlePendingRelease(key); !s.ok()) return s;
   uint64_t releases_before = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    Acquiring& a = acquiring_[key];
-    ++a.count;
-    releases_before = a.releases_sent;
+  if (absl::Status s = SettleAndRegister(key, releases_before); !s.ok()) {
+    return s;
   }
 
   const MonoTime start = clock_.Now();
@@ -125,12 +120,13 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
   }
 
   absl::MutexLock lock(&mu_);
-  Acquiring& a = acquiring_[key];
+  const size_t key_hash = HoldKeyHash()(key);
+  Acquiring& a = acquiring_[key_hash];
   // A background release of this owner's lost hold, sent while the grant
   // was on its way, may have taken off what was just granted (C1).
   const bool raced =
       a.releases_sent != releases_before || pending_releases_.contains(key);
-  if (--a.count == 0) acquiring_.erase(key);
+  if (--a.count == 0) acquiring_.erase(key_hash);
   if (!grant.ok()) {
     if (closing_.IsCancelled() && !options.cancel.IsCancelled()) {
       return ClosedError();
@@ -280,7 +276,7 @@ absl::Status ClientCore::ReleaseHold(const HoldKey& key,
         holds = AllHoldsOf(key.second, hold);
         given_up = std::move(hold);
         holds_.erase(it);
-        releasing_.insert(key);
+        ++releasing_[HoldKeyHash()(key)];
       }
     }
   }
@@ -288,7 +284,8 @@ absl::Status ClientCore::ReleaseHold(const HoldKey& key,
 
   absl::MutexLock lock(&mu_);
   if (final_release) {
-    releasing_.erase(key);
+    const size_t key_hash = HoldKeyHash()(key);
+    if (--releasing_[key_hash] == 0) releasing_.erase(key_hash);
     released_.Signal();
     if (left.ok()) return absl::OkStatus();
     if (IsGone(left.status())) {

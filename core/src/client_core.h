@@ -23,38 +23,18 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/hash/hash.h"
 #include "absl/synchronization/mutex.h"
 #include "dlock/backend.h"
 #include "dlock/client.h"
 #include "dlock/clock.h"
+#include "dlock/hold_key.h"
 
 namespace dlock::internal {
 
-// (name, owner); looked up by string views, so that State() allocates
-// nothing.
-using HoldKey = std::pair<std::string, std::string>;
-using HoldKeyView = std::pair<absl::string_view, absl::string_view>;
-struct HoldKeyHash {
-  using is_transparent = void;
-  size_t operator()(const HoldKeyView& k) const {
-    return absl::HashOf(k.first, k.second);
-  }
-  size_t operator()(const HoldKey& k) const {
-    return (*this)(HoldKeyView(k.first, k.second));
-  }
-};
-struct HoldKeyEq {
-  using is_transparent = void;
-  template <typename A, typename B>
-  bool operator()(const A& a, const B& b) const {
-    return absl::string_view(a.first) == absl::string_view(b.first) &&
-           absl::string_view(a.second) == absl::string_view(b.second);
-  }
-};
-template <typename V>
-using HoldMap = absl::flat_hash_map<HoldKey, V, HoldKeyHash, HoldKeyEq>;
+using ::dlock::HoldKey;
+using ::dlock::HoldKeyHash;
+using ::dlock::HoldKeyView;
+using ::dlock::HoldMap;
 
 class ClientCore : public BackendListener,
                    public std::enable_shared_from_this<ClientCore> {
@@ -186,8 +166,9 @@ class ClientCore : public BackendListener,
                            std::vector<Delivery>& deliveries);
 
   // Before a new acquisition of `key`: a release still pending for it must
-  // be confirmed first, so that the acquisition is fresh (C21).
-  absl::Status SettlePendingRelease(const HoldKey& key);
+  // be confirmed first, so that the acquisition is fresh (C21). Then
+  // registers the acquisition in acquiring_.
+  absl::Status SettleAndRegister(const HoldKey& key, uint64_t& releases_sent);
   void AddPendingRelease(const HoldKey& key, int64_t holds,
                          absl::Duration lease)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -223,10 +204,11 @@ class ClientCore : public BackendListener,
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   HoldMap<Hold> holds_ ABSL_GUARDED_BY(mu_);
   HoldMap<PendingRelease> pending_releases_ ABSL_GUARDED_BY(mu_);
-  // Final releases in flight on callers' threads.
-  absl::flat_hash_set<HoldKey, HoldKeyHash, HoldKeyEq> releasing_
-      ABSL_GUARDED_BY(mu_);
-  HoldMap<Acquiring> acquiring_ ABSL_GUARDED_BY(mu_);
+  // Final releases in flight on callers' threads, and acquisitions in
+  // flight, by HoldKeyHash: no allocation on the fast path; two keys that
+  // share a hash only make one wait for, or refuse, the other's.
+  absl::flat_hash_map<size_t, int> releasing_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<size_t, Acquiring> acquiring_ ABSL_GUARDED_BY(mu_);
   // Notices for the notifier's thread, oldest first.
   std::deque<Delivery> queued_ ABSL_GUARDED_BY(mu_);
   // When each thread plans to wake next: a change that needs it sooner

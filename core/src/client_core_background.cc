@@ -112,57 +112,65 @@ void ClientCore::AddPendingRelease(const HoldKey& key, int64_t holds,
 }
 
 void ClientCore::NoteReleaseSent(const HoldKey& key) {
-  if (auto it = acquiring_.find(key); it != acquiring_.end()) {
+  if (auto it = acquiring_.find(HoldKeyHash()(key)); it != acquiring_.end()) {
     ++it->second.releases_sent;
   }
 }
 
-absl::Status ClientCore::SettlePendingRelease(const HoldKey& key) {
-  int64_t holds = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    while (true) {
-      if (closed_) return ClosedError();
-      auto it = pending_releases_.find(key);
-      const bool releasing = releasing_.contains(key);
-      if (it == pending_releases_.end() && !releasing) {
-        return absl::OkStatus();
-      }
-      if (!releasing && !it->second.in_flight) {
-        if (clock_.Now() >= it->second.give_up) {
-          // The backend's lease is over: nothing is left to release.
-          pending_releases_.erase(it);
+absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
+                                           uint64_t& releases_sent) {
+  const size_t key_hash = HoldKeyHash()(key);
+  while (true) {
+    int64_t holds = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      while (true) {
+        if (closed_) return ClosedError();
+        auto it = pending_releases_.find(key);
+        const bool releasing = releasing_.contains(key_hash);
+        if (it == pending_releases_.end() && !releasing) {
+          // The fast path: nothing of this owner is being released.
+          Acquiring& a = acquiring_[key_hash];
+          ++a.count;
+          releases_sent = a.releases_sent;
           return absl::OkStatus();
         }
-        it->second.in_flight = true;
-        holds = it->second.holds;
-        NoteReleaseSent(key);
-        break;
+        if (!releasing && !it->second.in_flight) {
+          if (clock_.Now() >= it->second.give_up) {
+            // The backend's lease is over: nothing is left to release.
+            pending_releases_.erase(it);
+            continue;
+          }
+          it->second.in_flight = true;
+          holds = it->second.holds;
+          NoteReleaseSent(key);
+          break;
+        }
+        // Another thread is sending a release of this key: wait for it.
+        released_.WaitUntil(&mu_, MonoTime::InfiniteFuture());
       }
-      // Another thread is sending a release of this key: wait for it.
-      released_.WaitUntil(&mu_, MonoTime::InfiniteFuture());
     }
+    const MonoTime sent = clock_.Now();
+    absl::StatusOr<int64_t> left =
+        backend_->Release(key.first, key.second, holds);
+    absl::MutexLock lock(&mu_);
+    released_.Signal();
+    auto it = pending_releases_.find(key);
+    if (it == pending_releases_.end()) return ClosedError();  // Close() took it
+    it->second.in_flight = false;
+    if (left.ok() || IsGone(left.status())) {
+      pending_releases_.erase(it);
+      continue;  // and register, unless another release came meanwhile
+    }
+    it->second.next_try = sent + it->second.retry_every;
+    renewer_wake_.Signal();
+    return absl::Status(
+        left.status().code(),
+        absl::StrCat("an earlier release of lock '", key.first,
+                     "' is not confirmed yet, and the lock cannot be taken "
+                     "afresh until it is: ",
+                     left.status().message()));
   }
-  const MonoTime sent = clock_.Now();
-  absl::StatusOr<int64_t> left =
-      backend_->Release(key.first, key.second, holds);
-  absl::MutexLock lock(&mu_);
-  released_.Signal();
-  auto it = pending_releases_.find(key);
-  if (it == pending_releases_.end()) return ClosedError();  // Close() took it
-  it->second.in_flight = false;
-  if (left.ok() || IsGone(left.status())) {
-    pending_releases_.erase(it);
-    return absl::OkStatus();
-  }
-  it->second.next_try = sent + it->second.retry_every;
-  renewer_wake_.Signal();
-  return absl::Status(
-      left.status().code(),
-      absl::StrCat("an earlier release of lock '", key.first,
-                   "' is not confirmed yet, and the lock cannot be taken "
-                   "afresh until it is: ",
-                   left.status().message()));
 }
 
 void ClientCore::RetryReleases(MonoTime now) {
@@ -173,7 +181,8 @@ void ClientCore::RetryReleases(MonoTime now) {
       pending_releases_.erase(it++);  // the lease is over on the backend
       continue;
     }
-    if (!p.in_flight && p.next_try <= now && !releasing_.contains(it->first)) {
+    if (!p.in_flight && p.next_try <= now &&
+        !releasing_.contains(HoldKeyHash()(it->first))) {
       p.in_flight = true;
       NoteReleaseSent(it->first);
       due.emplace_back(it->first, p.holds);

@@ -80,6 +80,14 @@ void ClockCondVar::Signal() {
   cv_.notify_all();
 }
 
+void ClockCondVar::SignalOne() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++signals_;
+  }
+  cv_.notify_one();
+}
+
 ManualClock::ManualClock() : now_(MonoTime::FromSinceOrigin(absl::Hours(1))) {}
 
 MonoTime ManualClock::Now() const {

@@ -47,7 +47,10 @@ Profile CurrentProfile() {
 
 constexpr absl::Duration kLease = absl::Seconds(1);
 constexpr absl::Duration kWarmUp = absl::Seconds(20);
-constexpr absl::Duration kRecover = absl::Seconds(20);
+// How long a run waits, once the faults healed, for every worker to have
+// had the lock again. With holds of a second or more, a worker may lose
+// several races for it in a row: no backend but ZooKeeper queues waiters.
+constexpr absl::Duration kRecover = absl::Seconds(30);
 // Once the faults healed, every worker must have had the lock within this:
 // a few turns of every worker, and a lease for whatever the fault left.
 constexpr absl::Duration kAllGrantedBound = absl::Seconds(8);
@@ -276,7 +279,7 @@ TEST_P(History, ContractHoldsUnderTheFault) {
         // again while the holder still believes, and a session found dead
         // must not be taken over then.
         options.lease = 5 * kLease;
-        options.steps = 60;
+        options.steps = 40;
         break;
       default:
         break;

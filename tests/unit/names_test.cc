@@ -1,5 +1,8 @@
 // Copyright dlock authors. Unit tests of lock name and owner token validation
 // (C15, C6), through the public API on memory://.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -121,6 +124,36 @@ TEST_F(Names, OwnerTokensAreValidatedLikeNames) {
   options.owner_token = "trace-锁-42";
   EXPECT_TRUE((*lock)->Acquire(options).ok());
   EXPECT_TRUE((*lock)->Release(options.owner_token).ok());
+}
+
+// A child forked after Connect() inherits the client object: acting through
+// it, it must not be its parent's owner (C6), or both would "hold" one lock.
+TEST_F(Names, ForkedChildIsNotItsParentsOwner) {
+  const std::string parent = client_->CurrentOwner();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Only what is safe in a child of a threaded process: no locks taken
+    // by the client's threads, which the child does not have.
+    const std::string child = client_->CurrentOwner();
+    (void)!write(fds[1], child.data(), child.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string child;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) {
+    child.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_FALSE(child.empty());
+  EXPECT_NE(child, parent) << "the forked child acts as its parent's owner";
+  EXPECT_EQ(client_->CurrentOwner(), parent);  // the parent's is unchanged
 }
 
 }  // namespace

@@ -111,6 +111,9 @@ class ClockCondVar {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Wakes every waiter.
   void Signal();
+  // Wakes one waiter: for a resource freed one at a time (a pooled
+  // connection), where waking all would only send the rest back to sleep.
+  void SignalOne();
 
   const Clock& clock() const { return clock_; }
 
