@@ -52,7 +52,7 @@ struct HistoryReport {
   // Grants whose token is below an earlier grant's (a backend that lost
   // its counter).
   int token_regressions = 0;
-  int64_t increments = 0;    // done by workers
+  int64_t increments = 0;    // counter writes the register applied
   int64_t lost_updates = 0;  // increments minus the counter's value
   // Holds that ended without a release while another owner was granted the
   // lock next: how many were told only after that grant (or never), and by
@@ -79,10 +79,12 @@ struct HistoryReport {
   std::string Summary() const;
 };
 
-// `healed_at_ns`: when the scenario ended its last fault.
+// `counter` and `counter_sets`: the register's counter and how many writes
+// to it were applied. `healed_at_ns`: when the scenario ended its last fault.
 HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
                            const std::vector<RegisterWrite>& writes,
-                           int64_t counter, int64_t healed_at_ns);
+                           int64_t counter, int64_t counter_sets,
+                           int64_t healed_at_ns);
 
 }  // namespace dlock::testing
 

@@ -118,6 +118,7 @@ std::string RegisterServer::Handle(const std::string& line) {
   if (words.size() == 2 && words[0] == "S" &&
       absl::SimpleAtoi(words[1], &value)) {
     counter_ = value;
+    ++sets_;
     return "OK";
   }
   return "ERR";
@@ -131,6 +132,11 @@ std::vector<RegisterWrite> RegisterServer::Writes() const {
 int64_t RegisterServer::counter() const {
   absl::MutexLock lock(&mu_);
   return counter_;
+}
+
+int64_t RegisterServer::sets() const {
+  absl::MutexLock lock(&mu_);
+  return sets_;
 }
 
 uint64_t RegisterServer::max_token() const {

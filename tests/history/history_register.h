@@ -44,6 +44,10 @@ class RegisterServer {
   int port() const { return port_; }
   std::vector<RegisterWrite> Writes() const;
   int64_t counter() const;
+  // Counter writes applied. Counted here, not from the workers' logs: a
+  // worker killed with SIGKILL can have its write applied and die before
+  // it logs it.
+  int64_t sets() const;
   uint64_t max_token() const;
   // The worker whose write was accepted last (-1 before any): who holds the
   // lock as far as the resource can tell.
@@ -62,6 +66,7 @@ class RegisterServer {
   mutable absl::Mutex mu_;
   uint64_t max_token_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t counter_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t sets_ ABSL_GUARDED_BY(mu_) = 0;
   int last_writer_ ABSL_GUARDED_BY(mu_) = -1;
   std::vector<RegisterWrite> writes_ ABSL_GUARDED_BY(mu_);
 };

@@ -273,9 +273,9 @@ HistoryReport HistoryRun::Finish() {
           FileTail(absl::StrCat(dir_, "/worker-", w.id, ".log"), 600)));
     }
   }
-  HistoryReport report =
-      CheckHistory(histories, register_->Writes(), register_->counter(),
-                   healed_at_ == 0 ? MonoNowNs() : healed_at_);
+  HistoryReport report = CheckHistory(
+      histories, register_->Writes(), register_->counter(), register_->sets(),
+      healed_at_ == 0 ? MonoNowNs() : healed_at_);
   for (std::string& p : exit_problems) {
     report.exit_problems.push_back(std::move(p));
   }
