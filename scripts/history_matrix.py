@@ -48,6 +48,8 @@ def cell(summary):
         parts.append(f"taken over {recovery / 1000:.2f} s after the kill")
     if never:
         parts.append("**a worker never got the lock back**")
+    elif back is not None and back >= 20000:
+        parts.append(f"**all workers back only after {back / 1000:.0f} s**")
     elif back is not None:
         parts.append(f"all workers back in {back / 1000:.1f} s")
     return ", ".join(p for p in parts if p)
