@@ -22,7 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "dlock/forwarding_backend.h"
+#include "dlock/backend/forwarding_backend.h"
 
 namespace dlock::testing {
 

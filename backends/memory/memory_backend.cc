@@ -9,8 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "dlock/backend.h"
-#include "dlock/wakeup.h"
+#include "dlock/backend/backend.h"
+#include "dlock/backend/wakeup.h"
 
 namespace dlock {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "dlock/backend.h"
-#include "dlock/wakeup.h"
+#include "dlock/backend/backend.h"
+#include "dlock/backend/wakeup.h"
 #include "pg_listener.h"
 #include "pg_options.h"
 #include "pg_pool.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dlock/wakeup.h"
+#include "dlock/backend/wakeup.h"
 #include "pg_conn.h"
 #include "pg_schema.h"
 

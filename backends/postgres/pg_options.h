@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "dlock/backend.h"
+#include "dlock/backend/backend.h"
 
 namespace dlock::postgres {
 

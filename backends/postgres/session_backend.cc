@@ -23,7 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "dlock/hold_key.h"
+#include "dlock/backend/hold_key.h"
 #include "pg_common.h"
 
 namespace dlock::postgres {

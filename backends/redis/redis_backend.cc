@@ -6,8 +6,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "dlock/backend.h"
-#include "dlock/wakeup.h"
+#include "dlock/backend/backend.h"
+#include "dlock/backend/wakeup.h"
 #include "redis_connection.h"
 #include "redis_mux.h"
 #include "redis_scripts.h"

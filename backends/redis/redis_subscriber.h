@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "dlock/wakeup.h"
+#include "dlock/backend/wakeup.h"
 #include "redis_connection.h"
 
 namespace dlock::redis {

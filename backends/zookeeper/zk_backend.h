@@ -16,9 +16,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "dlock/backend.h"
-#include "dlock/hold_key.h"
-#include "dlock/wakeup.h"
+#include "dlock/backend/backend.h"
+#include "dlock/backend/hold_key.h"
+#include "dlock/backend/wakeup.h"
 #include "zk_layout.h"
 #include "zk_session.h"
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "dlock/backend.h"
+#include "dlock/backend/backend.h"
 #include "zk_backend.h"
 
 namespace dlock::zk {

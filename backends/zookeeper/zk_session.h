@@ -22,7 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dlock/clock.h"
-#include "dlock/wakeup.h"
+#include "dlock/backend/wakeup.h"
 #include "zk_liveness.h"
 
 namespace dlock::zk {

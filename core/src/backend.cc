@@ -1,4 +1,4 @@
-#include "dlock/backend.h"
+#include "dlock/backend/backend.h"
 
 namespace dlock {
 

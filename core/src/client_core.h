@@ -24,10 +24,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "dlock/backend.h"
+#include "dlock/backend/backend.h"
 #include "dlock/client.h"
 #include "dlock/clock.h"
-#include "dlock/hold_key.h"
+#include "dlock/backend/hold_key.h"
 
 namespace dlock::internal {
 

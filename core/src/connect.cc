@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "client_core.h"
-#include "dlock/backend.h"
+#include "dlock/backend/backend.h"
 #include "dlock/client.h"
 #include "identity.h"
 

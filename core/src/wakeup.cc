@@ -1,4 +1,4 @@
-#include "dlock/wakeup.h"
+#include "dlock/backend/wakeup.h"
 
 #include <algorithm>
 

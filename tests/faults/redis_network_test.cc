@@ -20,7 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dlock/dlock.h"
-#include "dlock/forwarding_backend.h"
+#include "dlock/backend/forwarding_backend.h"
 #include "fault_proxy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

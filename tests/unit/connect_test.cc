@@ -7,7 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "dlock/backend.h"
+#include "dlock/backend/backend.h"
 #include "dlock/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

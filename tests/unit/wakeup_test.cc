@@ -1,7 +1,7 @@
-// Copyright dlock authors. Unit tests of dlock/wakeup.h: WakeupHub and
+// Copyright dlock authors. Unit tests of dlock/backend/wakeup.h: WakeupHub and
 // AcquireWithWakeups. Bounds are loose (a loaded 2-core machine); they tell
 // a wake-up from a timeout that is ten times longer.
-#include "dlock/wakeup.h"
+#include "dlock/backend/wakeup.h"
 
 #include <atomic>
 #include <memory>

@@ -16,7 +16,7 @@
 
 namespace dlock {
 
-class Backend;  // dlock/backend.h
+class Backend;  // dlock/backend/backend.h
 
 struct ClientOptions {
   // Locks in different namespaces never interact (C16). Letters, digits,
@@ -39,7 +39,7 @@ struct ClientOptions {
   // memory:// instance must share its clock too.
   std::shared_ptr<Clock> clock;
   // Wraps the backend the URI names before the client uses it: metrics,
-  // tracing, or a fault-injecting backend in tests (dlock/forwarding_backend.h
+  // tracing, or a fault-injecting backend in tests (dlock/backend/forwarding_backend.h
   // is the base for such decorators). Null: none.
   std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>
       backend_decorator;

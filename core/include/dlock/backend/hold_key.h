@@ -2,8 +2,8 @@
 // and a hash map of holds that is looked up by string views, so that a
 // lookup on a hot path (State(), Backend::HeldUntil()) allocates nothing.
 // For the core and for backends that keep a table of their own holds.
-#ifndef DLOCK_HOLD_KEY_H_
-#define DLOCK_HOLD_KEY_H_
+#ifndef DLOCK_BACKEND_HOLD_KEY_H_
+#define DLOCK_BACKEND_HOLD_KEY_H_
 
 #include <string>
 #include <utility>
@@ -42,4 +42,4 @@ using HoldMap = absl::flat_hash_map<HoldKey, V, HoldKeyHash, HoldKeyEq>;
 
 }  // namespace dlock
 
-#endif  // DLOCK_HOLD_KEY_H_
+#endif  // DLOCK_BACKEND_HOLD_KEY_H_

@@ -2,8 +2,8 @@
 // includes this. The core does validation (C15), owner identity (C6), the
 // local hold table, the watchdog (C7) and shutdown (C13) once for every
 // backend; a backend supplies the atomic operations on its server.
-#ifndef DLOCK_BACKEND_H_
-#define DLOCK_BACKEND_H_
+#ifndef DLOCK_BACKEND_BACKEND_H_
+#define DLOCK_BACKEND_BACKEND_H_
 
 #include <cstdint>
 #include <functional>
@@ -129,4 +129,4 @@ std::vector<std::string> RegisteredSchemes();
 
 }  // namespace dlock
 
-#endif  // DLOCK_BACKEND_H_
+#endif  // DLOCK_BACKEND_BACKEND_H_

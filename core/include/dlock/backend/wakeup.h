@@ -1,7 +1,7 @@
 // Copyright dlock authors. Waiting without polling (C9), shared by backends
 // whose acquire is one atomic attempt and whose releases are announced.
-#ifndef DLOCK_WAKEUP_H_
-#define DLOCK_WAKEUP_H_
+#ifndef DLOCK_BACKEND_WAKEUP_H_
+#define DLOCK_BACKEND_WAKEUP_H_
 
 #include <optional>
 #include <string>
@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "dlock/backend.h"
+#include "dlock/backend/backend.h"
 #include "dlock/clock.h"
 
 namespace dlock {
@@ -89,4 +89,4 @@ absl::StatusOr<Grant> AcquireWithWakeups(
 
 }  // namespace dlock
 
-#endif  // DLOCK_WAKEUP_H_
+#endif  // DLOCK_BACKEND_WAKEUP_H_

@@ -3,14 +3,14 @@
 // which it is (metrics, tracing, and in tests a fault-injecting backend).
 // Override only what the decorator changes. ClientOptions::backend_decorator
 // puts one between a client's core and the backend its URI names.
-#ifndef DLOCK_FORWARDING_BACKEND_H_
-#define DLOCK_FORWARDING_BACKEND_H_
+#ifndef DLOCK_BACKEND_FORWARDING_BACKEND_H_
+#define DLOCK_BACKEND_FORWARDING_BACKEND_H_
 
 #include <memory>
 #include <utility>
 #include <vector>
 
-#include "dlock/backend.h"
+#include "dlock/backend/backend.h"
 
 namespace dlock {
 
@@ -58,4 +58,4 @@ class ForwardingBackend : public Backend {
 
 }  // namespace dlock
 
-#endif  // DLOCK_FORWARDING_BACKEND_H_
+#endif  // DLOCK_BACKEND_FORWARDING_BACKEND_H_
