@@ -21,8 +21,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "dlock/clock.h"
 #include "dlock/backend/wakeup.h"
+#include "dlock/clock.h"
 #include "zk_liveness.h"
 
 namespace dlock::zk {

@@ -25,9 +25,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "dlock/backend/backend.h"
+#include "dlock/backend/hold_key.h"
 #include "dlock/client.h"
 #include "dlock/clock.h"
-#include "dlock/backend/hold_key.h"
 
 namespace dlock::internal {
 

@@ -39,8 +39,9 @@ struct ClientOptions {
   // memory:// instance must share its clock too.
   std::shared_ptr<Clock> clock;
   // Wraps the backend the URI names before the client uses it: metrics,
-  // tracing, or a fault-injecting backend in tests (dlock/backend/forwarding_backend.h
-  // is the base for such decorators). Null: none.
+  // tracing, or a fault-injecting backend in tests
+  // (dlock/backend/forwarding_backend.h is the base for such decorators). Null:
+  // none.
   std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>
       backend_decorator;
 };
