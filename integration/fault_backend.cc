@@ -20,12 +20,9 @@ class FaultInjectingBackend : public ForwardingBackend {
     return Run<Grant>(FaultPlan::kAcquire,
                       [&] { return ForwardingBackend::Acquire(call); });
   }
-  absl::StatusOr<int64_t> Release(absl::string_view name,
-                                  absl::string_view owner,
-                                  int64_t holds) override {
-    return Run<int64_t>(FaultPlan::kRelease, [&] {
-      return ForwardingBackend::Release(name, owner, holds);
-    });
+  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
+    return Run<int64_t>(FaultPlan::kRelease,
+                        [&] { return ForwardingBackend::Release(call); });
   }
   absl::Status Renew(const RenewCall& call) override {
     return RunStatus(FaultPlan::kRenew,
@@ -44,9 +41,10 @@ class FaultInjectingBackend : public ForwardingBackend {
     }
     return results;
   }
-  MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override {
+  MonoTime HeldUntil(absl::string_view name, absl::string_view owner,
+                     const HoldRecord* record) override {
     return std::min(plan_->held_until(),
-                    ForwardingBackend::HeldUntil(name, owner));
+                    ForwardingBackend::HeldUntil(name, owner, record));
   }
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
     return Run<LockInfo>(FaultPlan::kInspect,

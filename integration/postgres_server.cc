@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace dlock::testing {
 namespace {
@@ -196,14 +197,41 @@ void PostgresServer::StopServer() {
   process_.Stop();
 }
 
-void PostgresServer::Kill() {
-  SignalAll(SIGKILL);
-  process_.Kill();  // reaps the postmaster
+namespace {
+
+// Whether `pid` exists and is not a zombie.
+bool IsRunning(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(stat)),
+                   std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return false;
+  return text[close + 2] != 'Z';
 }
 
-void PostgresServer::SignalAll(int signal) {
+}  // namespace
+
+void PostgresServer::Kill() {
+  // Stopped first, the postmaster forks no child after the scan of its
+  // children below: one it forked meanwhile would survive, keep the shared
+  // memory attached, and the next start would refuse to run.
+  if (process_.pid() > 0) kill(process_.pid(), SIGSTOP);
+  const std::vector<pid_t> children = SignalAll(SIGKILL);
+  process_.Kill();  // reaps the postmaster
+  // Killed children detach from the shared memory as they die (a zombie
+  // holds none); wait for that too.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  for (pid_t child : children) {
+    while (IsRunning(child) && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+}
+
+std::vector<pid_t> PostgresServer::SignalAll(int signal) {
+  std::vector<pid_t> signalled;
   const pid_t postmaster = process_.pid();
-  if (postmaster <= 0) return;
+  if (postmaster <= 0) return signalled;
   if (signal == SIGCONT) kill(postmaster, signal);
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
@@ -224,9 +252,10 @@ void PostgresServer::SignalAll(int signal) {
     rest >> state >> ppid;
     if (ppid != postmaster) continue;
     pid = static_cast<pid_t>(std::atoi(dir.c_str()));
-    if (pid > 0) kill(pid, signal);
+    if (pid > 0 && kill(pid, signal) == 0) signalled.push_back(pid);
   }
   if (signal != SIGCONT) kill(postmaster, signal);
+  return signalled;
 }
 
 absl::Status PostgresServer::Restart() {

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,7 +62,9 @@ class PostgresServer {
  private:
   PostgresServer() = default;
   absl::Status InitDb();
-  void SignalAll(int signal);
+  // Signals the postmaster's children, then the postmaster; returns the
+  // children signalled.
+  std::vector<pid_t> SignalAll(int signal);
 
   std::string dir_;
   std::string data_dir_;

@@ -56,9 +56,7 @@ std::unique_ptr<LockClient> ConnectOrFail(const BackendFlags& flags,
 
 absl::StatusOr<LockInfo> InspectNamed(LockClient& client,
                                       const std::string& name) {
-  absl::StatusOr<std::unique_ptr<DistributedLock>> lock = client.GetLock(name);
-  if (!lock.ok()) return lock.status();
-  absl::StatusOr<LockInfo> info = (*lock)->Inspect();
+  absl::StatusOr<LockInfo> info = client.Admin().Inspect(name);
   if (info.ok() && info->name.empty()) info->name = name;
   return info;
 }
@@ -89,7 +87,7 @@ int ListCommand(const BackendFlags& flags, const std::string& prefix) {
   int code = kOk;
   std::unique_ptr<LockClient> client = ConnectOrFail(flags, code);
   if (client == nullptr) return code;
-  absl::StatusOr<std::vector<LockInfo>> locks = client->List(prefix);
+  absl::StatusOr<std::vector<LockInfo>> locks = client->Admin().List(prefix);
   if (!locks.ok()) {
     if (locks.status().code() == absl::StatusCode::kUnimplemented) {
       return Fail(kFailed, absl::StrCat("this backend cannot list locks (",
@@ -131,13 +129,12 @@ int UnlockCommand(const BackendFlags& flags, const std::string& name,
   int code = kOk;
   std::unique_ptr<LockClient> client = ConnectOrFail(flags, code);
   if (client == nullptr) return code;
-  absl::StatusOr<std::unique_ptr<DistributedLock>> lock = client->GetLock(name);
-  if (!lock.ok()) return Fail(lock.status());
+  LockAdmin& admin = client->Admin();
   // Only to tell the operator whom they unlocked; the removal is one atomic
   // operation either way (C12).
-  absl::StatusOr<LockInfo> before = (*lock)->Inspect();
+  absl::StatusOr<LockInfo> before = admin.Inspect(name);
   if (!before.ok()) return Fail(before.status());
-  if (absl::Status s = (*lock)->ForceUnlock(); !s.ok()) return Fail(s);
+  if (absl::Status s = admin.ForceUnlock(name); !s.ok()) return Fail(s);
   if (flags.json) {
     std::string out = absl::StrCat("{\"name\":", JsonString(name),
                                    ",\"unlocked\":true,\"was_locked\":",

@@ -75,7 +75,6 @@ std::string RandomHex() {
 }
 
 // The owner token of this run: readable in `dlock status`, unique per run.
-// Explicit, because the lock is taken on one thread and released on another.
 std::string OwnerToken() {
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
@@ -129,11 +128,11 @@ absl::StatusOr<ParsedRun> ParseRunFlags(const RunFlags& run,
 // Acquires on a helper thread so that the main thread can keep waiting for
 // signals: SIGINT/SIGTERM while waiting cancel the wait (nothing is left on
 // the backend, C9) and dlock exits with 128 + the signal.
-absl::StatusOr<Acquired> AcquireInterruptibly(DistributedLock& lock,
-                                              const AcquireOptions& options,
-                                              int& interrupted_by) {
+absl::StatusOr<Hold> AcquireInterruptibly(DistributedLock& lock,
+                                          const AcquireOptions& options,
+                                          int& interrupted_by) {
   std::atomic<bool> done{false};
-  absl::StatusOr<Acquired> result;
+  absl::StatusOr<Hold> result;
   std::thread acquirer([&] {
     result = lock.Acquire(options);
     done = true;
@@ -192,11 +191,11 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
     kill(getpid(), kWakeSignal);
   };
   int interrupted_by = 0;
-  absl::StatusOr<Acquired> acquired =
+  absl::StatusOr<Hold> acquired =
       AcquireInterruptibly(**lock, acquire, interrupted_by);
   if (acquired.ok() && interrupted_by != 0) {
     // The signal came as the lock was granted: honour the signal.
-    (*lock)->Release(owner).IgnoreError();
+    acquired->Release().IgnoreError();
   }
   if (!acquired.ok() || interrupted_by != 0) {
     if (interrupted_by != 0) {
@@ -212,11 +211,12 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
     return Fail(acquired.status());
   }
 
+  Hold& hold = *acquired;
   Spawned child = Spawn(*path, run.command,
-                        ChildEnvironment(run.name, acquired->fencing_token),
+                        ChildEnvironment(run.name, hold.fencing_token()),
                         parsed->lost_signal);
   if (child.pid < 0) {
-    (*lock)->Release(owner).IgnoreError();
+    hold.Release().IgnoreError();
     return child.exit_code;
   }
 
@@ -229,7 +229,7 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
     const int sig = WaitForSignal(kPoll, &info);
     if (IsForwarded(sig)) kill(-child.pid, sig);
     if (waitpid(child.pid, &status, WNOHANG) == child.pid) break;
-    if (!lost_handled && (*lost || (*lock)->State(owner) == LockState::kLost)) {
+    if (!lost_handled && (*lost || hold.lost())) {
       lost_handled = true;
       Fail(0,
            absl::StrCat("lock '", run.name, "' was lost; sending SIG",
@@ -250,10 +250,10 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
 
   const int child_code = ExitCodeOfChild(status);
   if (lost_handled) {
-    (*lock)->Release(owner).IgnoreError();  // forgets the lost hold
+    hold.Release().IgnoreError();  // forgets the lost hold
     return kLost;
   }
-  absl::Status released = (*lock)->Release(owner);
+  absl::Status released = hold.Release();
   if (released.code() == absl::StatusCode::kFailedPrecondition) {
     // Lost between the last check and the end of the command.
     return Fail(kLost, absl::StrCat("lock '", run.name,

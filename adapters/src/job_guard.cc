@@ -6,9 +6,11 @@
 #include <random>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "dlock/errors.h"
 
 namespace dlock {
 namespace {
@@ -144,28 +146,6 @@ void ScheduledJobGuard::WaitOutMarkers() const {
   if (until > absl::Now()) absl::SleepFor(until - absl::Now());
 }
 
-void ScheduledJobGuard::ForgetExpiredMarkers() {
-  std::vector<Marker> expired;
-  {
-    absl::MutexLock lock(&mu_);
-    // A margin for clock-rate differences, so that the release below finds
-    // the marker gone on the backend and never frees it early.
-    const absl::Time now = absl::Now();
-    for (auto it = markers_.begin(); it != markers_.end();) {
-      const absl::Duration margin = absl::Seconds(1);
-      if (it->until + margin < now) {
-        expired.push_back(std::move(*it));
-        it = markers_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  // FailedPrecondition (already gone) is what we expect; the call only
-  // erases the client's record of the hold.
-  for (Marker& m : expired) m.lock->Release(m.owner).IgnoreError();
-}
-
 absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
                                                  const JobOptions& options,
                                                  const Job& job) {
@@ -173,7 +153,6 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
   if (absl::Status s = ValidateJobName(job_name, options.slot); !s.ok()) {
     return s;
   }
-  ForgetExpiredMarkers();
   // The names are checked like any lock name (valid UTF-8, no control
   // characters); say which job they came from.
   auto named = [&](const absl::Status& s) {
@@ -197,7 +176,7 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
   acquire.wait = absl::ZeroDuration();
   acquire.lease = options.lock_at_most_for;
   acquire.owner_token = owner;
-  absl::StatusOr<Acquired> held = (*run)->Acquire(acquire);
+  absl::StatusOr<Hold> held = (*run)->Acquire(acquire);
   if (!held.ok()) {
     if (held.status().code() == absl::StatusCode::kDeadlineExceeded) {
       result.outcome = JobOutcome::kSkippedRunning;
@@ -206,9 +185,9 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
     return held.status();
   }
 
-  absl::StatusOr<LockInfo> recent = (*marker)->Inspect();
+  absl::StatusOr<LockInfo> recent = client_.Admin().Inspect((*marker)->name());
   if (!recent.ok() || recent->locked) {
-    absl::Status released = (*run)->Release(owner);
+    absl::Status released = held->Release();
     if (!recent.ok()) return recent.status();
     result.outcome = JobOutcome::kSkippedRecentlyRan;
     result.lock_status = released;
@@ -216,10 +195,10 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
   }
 
   result.outcome = JobOutcome::kRan;
-  result.fencing_token = held->fencing_token;
+  result.fencing_token = held->fencing_token();
   JobContext context{.job_name = std::string(job_name),
                      .slot = options.slot,
-                     .fencing_token = held->fencing_token,
+                     .fencing_token = held->fencing_token(),
                      .started = start,
                      .cancel = CancelToken()};
   {
@@ -230,30 +209,40 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
   result.elapsed = finished - start;
 
   const absl::Duration keep_out = options.lock_at_least_for - result.elapsed;
+  absl::Status marker_kept;
   if (keep_out > absl::ZeroDuration()) {
     AcquireOptions mark;
     mark.wait = absl::ZeroDuration();
     mark.lease = std::max(keep_out, kMinLease);
     mark.owner_token = owner;
-    absl::StatusOr<Acquired> marked = (*marker)->Acquire(mark);
+    absl::StatusOr<Hold> marked = (*marker)->Acquire(mark);
     if (!marked.ok()) {
       // Leave the run lock to expire after lock_at_most_for: later than
-      // lock_at_least_for, so still safe.
-      result.lock_status = absl::Status(
-          marked.status().code(),
+      // lock_at_least_for, so still safe. Its Hold is kept, unreleased,
+      // until then.
+      result.lock_status = WithContext(
+          marked.status(),
           absl::StrCat("could not take the marker '", (*marker)->name(),
-                       "', leaving the run lock to expire: ",
-                       marked.status().message()));
+                       "', leaving the run lock to expire"));
+      if (absl::Status kept = held->KeepUntilLeaseEnd(); !kept.ok()) {
+        result.lock_status = WithContext(result.lock_status, kept.message());
+      }
       return result;
     }
     result.marker_until = start + options.lock_at_least_for;
-    absl::MutexLock lock(&mu_);
-    last_marker_until_ = std::max(last_marker_until_, result.marker_until);
-    markers_.push_back(Marker{.lock = *std::move(marker),
-                              .owner = owner,
-                              .until = absl::Now() + *mark.lease});
+    {
+      absl::MutexLock lock(&mu_);
+      last_marker_until_ = std::max(last_marker_until_, result.marker_until);
+    }
+    // Not released: the marker must run out with its lease.
+    marker_kept = marked->KeepUntilLeaseEnd();
   }
-  result.lock_status = (*run)->Release(owner);
+  result.lock_status = held->Release();
+  if (!marker_kept.ok()) {
+    result.lock_status =
+        WithContext(marker_kept, absl::StrCat("releasing the run lock: ",
+                                              result.lock_status.ToString()));
+  }
   return result;
 }
 

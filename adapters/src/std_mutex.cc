@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "dlock/errors.h"
+
 namespace dlock {
 
 DistributedMutex::DistributedMutex(std::unique_ptr<DistributedLock> lock,
@@ -25,40 +27,96 @@ AcquireOptions DistributedMutex::MakeAcquireOptions(absl::Duration wait) const {
   return acquire;
 }
 
-void DistributedMutex::lock() {
-  absl::StatusOr<Acquired> acquired =
-      lock_->Acquire(MakeAcquireOptions(options_.lock_wait));
-  if (!acquired.ok()) {
-    throw MakeSystemError(acquired.status(), "dlock: lock() failed");
+std::vector<Hold>* DistributedMutex::StackOfCaller() {
+  if (!options_.owner_token.empty()) return &by_token_;
+  auto it = by_thread_.find(std::this_thread::get_id());
+  return it == by_thread_.end() ? nullptr : &it->second;
+}
+
+const std::vector<Hold>* DistributedMutex::StackOfCaller() const {
+  if (!options_.owner_token.empty()) return &by_token_;
+  auto it = by_thread_.find(std::this_thread::get_id());
+  return it == by_thread_.end() ? nullptr : &it->second;
+}
+
+void DistributedMutex::Push(Hold hold) {
+  absl::MutexLock lock(&mu_);
+  if (!options_.owner_token.empty()) {
+    by_token_.push_back(std::move(hold));
+  } else {
+    by_thread_[std::this_thread::get_id()].push_back(std::move(hold));
   }
+}
+
+void DistributedMutex::lock() {
+  absl::StatusOr<Hold> hold =
+      lock_->Acquire(MakeAcquireOptions(options_.lock_wait));
+  if (!hold.ok()) {
+    throw MakeSystemError(hold.status(), "dlock: lock() failed");
+  }
+  Push(*std::move(hold));
 }
 
 bool DistributedMutex::try_lock() { return TryLockFor(absl::ZeroDuration()); }
 
 bool DistributedMutex::TryLockFor(absl::Duration wait) {
-  absl::StatusOr<Acquired> acquired = lock_->Acquire(MakeAcquireOptions(wait));
-  if (acquired.ok()) return true;
+  absl::StatusOr<Hold> hold = lock_->Acquire(MakeAcquireOptions(wait));
+  if (hold.ok()) {
+    Push(*std::move(hold));
+    return true;
+  }
   // "Held by another owner until the wait ran out" is the false of try_lock;
   // anything else (unreachable, closed client) must not look like contention.
-  if (acquired.status().code() == absl::StatusCode::kDeadlineExceeded) {
+  if (hold.status().code() == absl::StatusCode::kDeadlineExceeded) {
     return false;
   }
-  throw MakeSystemError(acquired.status(), "dlock: try_lock() failed");
+  throw MakeSystemError(hold.status(), "dlock: try_lock() failed");
 }
 
 void DistributedMutex::unlock() noexcept {
-  absl::Status released = lock_->Release(options_.owner_token);
-  if (!released.ok()) {
+  Hold innermost;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<Hold>* stack = StackOfCaller();
+    if (stack != nullptr && !stack->empty()) {
+      innermost = std::move(stack->back());
+      stack->pop_back();
+      if (stack->empty() && options_.owner_token.empty()) {
+        by_thread_.erase(std::this_thread::get_id());
+      }
+    }
+  }
+  // Released without mu_: the release is a round trip, and other threads'
+  // lock() and unlock() need not wait for it.
+  absl::Status released =
+      innermost.active()
+          ? innermost.Release()
+          : WithContext(NotOwnerError(lock_->name()),
+                        "unlock() without a lock() of this owner");
+  // Close() ended the hold already, and told if it was believed (C13).
+  if (!released.ok() && !IsClientClosed(released)) {
     ReportReleaseError(options_.on_release_error, lock_->name(), released);
   }
 }
 
 absl::StatusOr<uint64_t> DistributedMutex::fencing_token() const {
-  return lock_->FencingToken(options_.owner_token);
+  absl::MutexLock lock(&mu_);
+  const std::vector<Hold>* stack = StackOfCaller();
+  if (stack == nullptr || stack->empty()) {
+    return WithContext(NotOwnerError(lock_->name()),
+                       "this owner holds nothing through this mutex");
+  }
+  const Hold& current = stack->back();
+  if (current.state() == LockState::kHeld) return current.fencing_token();
+  absl::Status why = current.lost_reason();
+  return why.ok() ? NotOwnerError(lock_->name()) : why;
 }
 
 LockState DistributedMutex::state() const {
-  return lock_->State(options_.owner_token);
+  absl::MutexLock lock(&mu_);
+  const std::vector<Hold>* stack = StackOfCaller();
+  if (stack == nullptr || stack->empty()) return LockState::kNotHeld;
+  return stack->back().state();
 }
 
 }  // namespace dlock

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "dlock/adapters/config.h"
 #include "dlock/adapters/job_guard.h"
-#include "dlock/adapters/lock_guard.h"
 #include "dlock/adapters/std_mutex.h"
+#include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
 #include "test_util.h"
@@ -52,20 +52,30 @@ bool TryLockForExample(std::unique_ptr<dlock::DistributedMutex>& mutex) {
   return true;
 }
 
-absl::Status GuardExample(std::unique_ptr<dlock::LockClient>& client) {
-  absl::StatusOr<dlock::LockGuard> guard = dlock::LockGuard::Acquire(
-      *client, "reindex",
-      {.wait = absl::Seconds(5),
-       .on_release_error = [](absl::string_view name, const absl::Status& s) {
-         std::cerr << "release of " << name << " failed: " << s << "\n";
-       }});
-  if (!guard.ok()) return guard.status();
-  for (int batch = 0; batch < 100 && !guard->cancel_token().IsCancelled();
+absl::StatusOr<std::unique_ptr<dlock::LockClient>> ConnectWithHook(
+    const std::string& uri) {
+  dlock::ClientOptions options;
+  options.on_release_error = [](absl::string_view name, const absl::Status& s) {
+    std::cerr << "release of " << name << " failed: " << s << "\n";
+  };
+  absl::StatusOr<std::unique_ptr<dlock::LockClient>> client =
+      dlock::Connect(uri, options);
+  return client;
+}
+
+absl::Status HoldExample(dlock::LockClient& client) {
+  absl::StatusOr<std::unique_ptr<dlock::DistributedLock>> lock =
+      client.GetLock("reindex");
+  if (!lock.ok()) return lock.status();
+  absl::StatusOr<dlock::Hold> hold =
+      (*lock)->Acquire({.wait = absl::Seconds(5)});
+  if (!hold.ok()) return hold.status();
+  for (int batch = 0; batch < 100 && !hold->lost_token().IsCancelled();
        ++batch) {
-    WriteBatch(batch, guard->fencing_token());
+    WriteBatch(batch, hold->fencing_token());
   }
-  if (guard->lost()) return guard->lost_reason();
-  return absl::OkStatus();
+  if (hold->lost()) return hold->lost_reason();
+  return absl::OkStatus();  // the Hold's destructor releases
 }
 
 absl::Status ConfigExample(const std::string& config_path) {
@@ -109,11 +119,13 @@ TEST(DocsExamplesTest, StdAdapter) {
   ASSERT_TRUE(TryLockForExample(*a));
 }
 
-TEST(DocsExamplesTest, Guard) {
-  auto client = dlock::Connect("memory://docs-guard");
+TEST(DocsExamplesTest, Hold) {
+  auto client = ConnectWithHook("memory://docs-hold");
   ASSERT_TRUE(client.ok());
-  EXPECT_TRUE(GuardExample(*client).ok());
+  EXPECT_TRUE(HoldExample(**client).ok());
   EXPECT_EQ(batches.size(), 100u);
+  // Released when the example returned.
+  EXPECT_FALSE((*client)->Admin().Inspect("reindex")->locked);
 }
 
 TEST(DocsExamplesTest, Config) {

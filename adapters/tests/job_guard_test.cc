@@ -88,6 +88,29 @@ TEST(JobGuardTest, AFastRunKeepsTheSlotClosedForLockAtLeastFor) {
   EXPECT_EQ(runs.load(), 2);
 }
 
+TEST(JobGuardTest, AGuardMadeForOneRunStillKeepsTheSlotClosed) {
+  const std::string uri = UniqueUri();
+  std::unique_ptr<LockClient> a = MustConnect(uri), b = MustConnect(uri);
+  const JobOptions options{.lock_at_most_for = absl::Seconds(30),
+                           .lock_at_least_for = absl::Milliseconds(1500)};
+  std::atomic<int> runs{0};
+  const absl::Time start = absl::Now();
+  {
+    ScheduledJobGuard once(*a);
+    EXPECT_EQ(RunOn(once, options, runs, absl::Milliseconds(10)),
+              JobOutcome::kRan);
+  }
+  // The guard is gone, its client is not: the marker still holds.
+  ScheduledJobGuard node_b(*b);
+  EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
+            JobOutcome::kSkippedRecentlyRan);
+  EXPECT_EQ(runs.load(), 1);
+  absl::SleepFor(start + absl::Milliseconds(1600) - absl::Now());
+  EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
+            JobOutcome::kRan);
+  EXPECT_EQ(runs.load(), 2);
+}
+
 TEST(JobGuardTest, WithoutLockAtLeastForAFinishedJobCanRunAgain) {
   std::unique_ptr<LockClient> a = MustConnect(UniqueUri());
   ScheduledJobGuard guard(*a);
@@ -102,15 +125,16 @@ TEST(JobGuardTest, WithoutLockAtLeastForAFinishedJobCanRunAgain) {
 TEST(JobGuardTest, ACrashedNodeBlocksTheJobForLockAtMostForOnly) {
   const std::string uri = UniqueUri();
   std::unique_ptr<LockClient> crashed = MustConnect(uri), b = MustConnect(uri);
-  // The crashed node took the run lock as the guard would and never came back.
+  // The crashed node took the run lock as the guard would and never came back
+  // (its Hold is never released).
   absl::StatusOr<std::unique_ptr<DistributedLock>> run =
       crashed->GetLock(JobRunLockName("nightly-report", "s1"));
   ASSERT_TRUE(run.ok());
-  ASSERT_TRUE((*run)
-                  ->Acquire({.wait = absl::ZeroDuration(),
-                             .lease = absl::Milliseconds(300),
-                             .owner_token = "crashed-node"})
-                  .ok());
+  absl::StatusOr<Hold> never_released =
+      (*run)->Acquire({.wait = absl::ZeroDuration(),
+                       .lease = absl::Milliseconds(300),
+                       .owner_token = "crashed-node"});
+  ASSERT_TRUE(never_released.ok());
   ScheduledJobGuard guard(*b);
   const JobOptions options{.lock_at_most_for = absl::Milliseconds(300),
                            .slot = "s1"};

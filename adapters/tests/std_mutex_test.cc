@@ -1,5 +1,6 @@
 // The std adapter on the in-process backend: std::scoped_lock over two
-// distributed locks and a local mutex, the std error contract, and hooks.
+// distributed locks and a local mutex, the std error contract, hooks, and
+// whose holds unlock() releases.
 #include "dlock/adapters/std_mutex.h"
 
 #include <atomic>
@@ -10,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "dlock/adapters/lock_guard.h"
+#include "dlock/errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -160,10 +161,7 @@ TEST(DistributedMutexTest, UnlockNeverThrowsAndReportsToTheHook) {
         reported.push_back(absl::StrCat(name, ": ", error.ToString()));
       }});
   m->lock();
-  absl::StatusOr<std::unique_ptr<DistributedLock>> admin =
-      c2->GetLock("lost-one");
-  ASSERT_TRUE(admin.ok());
-  ASSERT_TRUE((*admin)->ForceUnlock().ok());
+  ASSERT_TRUE(c2->Admin().ForceUnlock("lost-one").ok());
   static_assert(noexcept(m->unlock()));
   m->unlock();
   ASSERT_EQ(reported.size(), 1u);
@@ -193,6 +191,94 @@ TEST(DistributedMutexTest, ReentrantLikeRecursiveMutex) {
   EXPECT_EQ(m->state(), LockState::kHeld);
   m->unlock();
   EXPECT_EQ(m->state(), LockState::kNotHeld);
+}
+
+TEST(DistributedMutexTest, EachThreadUnlocksOnlyItsOwnHolds) {
+  const std::string uri = UniqueUri();
+  std::unique_ptr<LockClient> c1 = MustConnect(uri), c2 = MustConnect(uri);
+  std::vector<absl::Status> reported;
+  std::unique_ptr<DistributedMutex> m = MustMutex(
+      *c1, "per-thread",
+      MutexOptions{.on_release_error = [&](absl::string_view,
+                                           const absl::Status& error) {
+        reported.push_back(error);
+      }});
+  std::unique_ptr<DistributedMutex> other = MustMutex(*c2, "per-thread");
+  EXPECT_EQ(m->state(), LockState::kNotHeld);
+  EXPECT_TRUE(IsNotOwner(m->fencing_token().status()));
+  m->lock();
+  absl::StatusOr<uint64_t> token = m->fencing_token();
+  ASSERT_TRUE(token.ok()) << token.status();
+  // Another thread of the same client is another owner (C6): it has
+  // nothing to unlock, and sees nothing held.
+  std::thread([&] {
+    EXPECT_EQ(m->state(), LockState::kNotHeld);
+    EXPECT_FALSE(m->fencing_token().ok());
+    m->unlock();
+  }).join();
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_EQ(reported[0].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(IsNotOwner(reported[0])) << reported[0];
+  EXPECT_EQ(m->state(), LockState::kHeld);
+  EXPECT_EQ(*m->fencing_token(), *token);
+  EXPECT_FALSE(other->try_lock());
+  m->unlock();
+  EXPECT_EQ(reported.size(), 1u);
+  EXPECT_EQ(m->state(), LockState::kNotHeld);
+  EXPECT_TRUE(other->try_lock());
+  other->unlock();
+}
+
+TEST(DistributedMutexTest, AnOwnerTokenHandsTheLockBetweenThreads) {
+  const std::string uri = UniqueUri();
+  std::unique_ptr<LockClient> c1 = MustConnect(uri), c2 = MustConnect(uri);
+  std::atomic<int> reported{0};
+  std::unique_ptr<DistributedMutex> m = MustMutex(
+      *c1, "handed",
+      MutexOptions{
+          .owner_token = "batch-7",
+          .on_release_error = [&](absl::string_view, const absl::Status&) {
+            ++reported;
+          }});
+  std::unique_ptr<DistributedMutex> other = MustMutex(*c2, "handed");
+  std::thread([&] {
+    m->lock();
+    ASSERT_TRUE(m->try_lock());  // re-entry of the token's owner
+  }).join();
+  // Every thread acts as the token's owner.
+  EXPECT_EQ(m->state(), LockState::kHeld);
+  EXPECT_TRUE(m->fencing_token().ok());
+  EXPECT_FALSE(other->try_lock());
+  m->unlock();
+  std::thread([&] {
+    EXPECT_EQ(m->state(), LockState::kHeld);
+    m->unlock();
+  }).join();
+  EXPECT_EQ(m->state(), LockState::kNotHeld);
+  EXPECT_EQ(reported.load(), 0);
+  EXPECT_TRUE(other->try_lock());
+  other->unlock();
+}
+
+TEST(DistributedMutexTest, UnlockAfterTheClientClosedIsSilent) {
+  const std::string uri = UniqueUri();
+  std::unique_ptr<LockClient> c1 = MustConnect(uri), c2 = MustConnect(uri);
+  std::atomic<int> reported{0};
+  std::unique_ptr<DistributedMutex> m =
+      MustMutex(*c1, "closed-under",
+                MutexOptions{.on_release_error = [&](absl::string_view,
+                                                     const absl::Status&) {
+                  ++reported;
+                }});
+  m->lock();
+  ASSERT_TRUE(c1->Close().ok());  // releases the hold (C13)
+  EXPECT_EQ(m->state(), LockState::kLost);
+  m->unlock();
+  EXPECT_EQ(reported.load(), 0);
+  EXPECT_EQ(m->state(), LockState::kNotHeld);
+  std::unique_ptr<DistributedMutex> other = MustMutex(*c2, "closed-under");
+  EXPECT_TRUE(other->try_lock());
+  other->unlock();
 }
 
 TEST(DistributedMutexTest, BadNameIsAStatusNotAnException) {

@@ -76,13 +76,6 @@ absl::StatusOr<std::shared_ptr<MemoryInstance>> InstanceNamed(
   return instance;
 }
 
-absl::Status NotOwner(absl::string_view name) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("lock '", name,
-                   "' is not held by this owner (released, expired or "
-                   "taken over)"));
-}
-
 class MemoryBackend : public Backend {
  public:
   MemoryBackend(std::shared_ptr<MemoryInstance> instance, std::string ns,
@@ -92,6 +85,11 @@ class MemoryBackend : public Backend {
         prefix_(absl::StrCat(ns, absl::string_view("\0", 1))),
         fallback_poll_(fallback_poll) {}
 
+  BackendTraits Traits() const override {
+    return BackendTraits{.fencing = FencingStrength::kProcess,
+                         .can_list = true,
+                         .shared_across_processes = false};
+  }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const std::string key = Key(call.name);
     // The hub is keyed like the table, so wait on the full key.
@@ -102,15 +100,16 @@ class MemoryBackend : public Backend {
         [&]() -> absl::StatusOr<Attempt> { return TryOnce(key, call); });
   }
 
-  absl::StatusOr<int64_t> Release(absl::string_view name,
-                                  absl::string_view owner,
-                                  int64_t holds) override {
+  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
+    const absl::string_view name = call.name;
+    const absl::string_view owner = call.owner;
+    const int64_t holds = call.holds;
     const std::string key = Key(name);
     int64_t left = 0;
     {
       absl::MutexLock lock(&instance_->mu);
       Entry* entry = instance_->Find(key, clock_.Now());
-      if (entry == nullptr || entry->owner != owner) return NotOwner(name);
+      if (entry == nullptr || entry->owner != owner) return NotOwnerError(name);
       entry->holds -= holds;
       left = std::max<int64_t>(entry->holds, 0);
       if (left == 0) instance_->locks.erase(key);
@@ -124,7 +123,7 @@ class MemoryBackend : public Backend {
     const MonoTime now = clock_.Now();
     Entry* entry = instance_->Find(Key(call.name), now);
     if (entry == nullptr || entry->owner != call.owner) {
-      return NotOwner(call.name);
+      return NotOwnerError(call.name);
     }
     entry->kept_lease = std::max(entry->kept_lease, call.lease);
     entry->expires = std::max(entry->expires, now + entry->kept_lease);

@@ -12,6 +12,11 @@ class LeaseBackend : public PgBackendBase {
  public:
   using PgBackendBase::PgBackendBase;
 
+  BackendTraits Traits() const override {
+    return BackendTraits{.holds_survive_restart = true,
+                         .fencing = FencingStrength::kDurable,
+                         .can_list = true};
+  }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const std::string params[] = {ns_, std::string(call.name),
                                   std::string(call.owner), Millis(call.lease)};
@@ -23,14 +28,15 @@ class LeaseBackend : public PgBackendBase {
         });
   }
 
-  absl::StatusOr<int64_t> Release(absl::string_view name,
-                                  absl::string_view owner,
-                                  int64_t holds) override {
+  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
+    const absl::string_view name = call.name;
+    const absl::string_view owner = call.owner;
+    const int64_t holds = call.holds;
     const std::string params[] = {ns_, std::string(name), std::string(owner),
                                   absl::StrCat(holds), sql_.channel};
     absl::StatusOr<PgResult> r = RunPooled(sql_.release, params, false);
     if (!r.ok()) return r.status();
-    if (PQntuples(r->get()) == 0) return NotOwner(name);
+    if (PQntuples(r->get()) == 0) return NotOwnerError(name);
     const int64_t left = GetInt(r->get(), 0, 0);
     if (left == 0) hub_.Notify(name);  // local waiters need not wait for NOTIFY
     return left;
@@ -59,7 +65,7 @@ class LeaseBackend : public PgBackendBase {
     for (size_t i = 0; i < calls.size(); ++i) {
       out.push_back(renewed.contains(static_cast<int64_t>(i) + 1)
                         ? absl::OkStatus()
-                        : NotOwner(calls[i].name));
+                        : NotOwnerError(calls[i].name));
     }
     return out;
   }
@@ -69,7 +75,7 @@ class LeaseBackend : public PgBackendBase {
                                   std::string(call.owner), Millis(call.lease)};
     absl::StatusOr<PgResult> r = RunPooled(sql_.renew, params, true);
     if (!r.ok()) return r.status();
-    if (PQntuples(r->get()) == 0) return NotOwner(call.name);
+    if (PQntuples(r->get()) == 0) return NotOwnerError(call.name);
     return absl::OkStatus();
   }
 

@@ -52,13 +52,6 @@ void PgBackendBase::Shutdown() {
   pool_.Clear();
 }
 
-absl::Status PgBackendBase::NotOwner(absl::string_view name) const {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "lock '", name,
-      "' is not held by this owner (released, expired, force-unlocked or "
-      "taken over)"));
-}
-
 absl::StatusOr<PgResult> PgBackendBase::RunPooled(
     const Statement& stmt, absl::Span<const std::string> params,
     bool idempotent) {

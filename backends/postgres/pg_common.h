@@ -37,7 +37,6 @@ class PgBackendBase : public Backend {
   absl::StatusOr<PgResult> RunPooled(const Statement& stmt,
                                      absl::Span<const std::string> params,
                                      bool idempotent);
-  absl::Status NotOwner(absl::string_view name) const;
 
   const PgOptions options_;
   const Sql sql_;

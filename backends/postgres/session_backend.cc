@@ -80,6 +80,12 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     keeper_ = std::thread([this] { KeepLoop(); });
   }
 
+  // Holds live on their session's connection: a restart ends them.
+  BackendTraits Traits() const override {
+    return BackendTraits{.holds_tied_to_session = true,
+                         .fencing = FencingStrength::kDurable,
+                         .can_list = true};
+  }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const Key key(call.name, call.owner);
     PgPool::Handle conn;
@@ -113,9 +119,10 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     return acquired;
   }
 
-  absl::StatusOr<int64_t> Release(absl::string_view name,
-                                  absl::string_view owner,
-                                  int64_t holds) override {
+  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
+    const absl::string_view name = call.name;
+    const absl::string_view owner = call.owner;
+    const int64_t holds = call.holds;
     const Key key(name, owner);
     std::shared_ptr<Session> s = Find(key);
     if (s == nullptr) {
@@ -127,7 +134,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
       return Released(name, r);
     }
     absl::MutexLock lock(&s->mu);
-    if (!s->conn) return NotOwner(name);
+    if (!s->conn) return NotOwnerError(name);
     const bool keep = s->local_holds > holds;
     const std::string params[] = {
         ns_,        key.first,  key.second,  absl::StrCat(holds),
@@ -151,7 +158,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
       if (!r.ok()) return r.status();
     } else {
       absl::MutexLock lock(&s->mu);
-      if (!s->conn) return NotOwner(call.name);
+      if (!s->conn) return NotOwnerError(call.name);
       const std::string params[] = {ns_, key.first, key.second,
                                     Millis(call.lease), Bool(true)};
       r = RunOn(*s, sql_.s_renew, params);
@@ -159,7 +166,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
       if (GetText(r->get(), 0, 0) != "t") Remove(key, *s);
     }
     if (PQntuples(r->get()) != 1 || GetText(r->get(), 0, 0) != "t") {
-      return NotOwner(call.name);
+      return NotOwnerError(call.name);
     }
     return absl::OkStatus();
   }
@@ -169,7 +176,8 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   // margin (C19). From memory and atomics only: the core calls this under
   // its own lock, on every State() and from its notifier. A hold with no
   // session here was released or dropped: not believed.
-  MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override {
+  MonoTime HeldUntil(absl::string_view name, absl::string_view owner,
+                     const HoldRecord*) override {
     std::shared_ptr<Session> s = Find(HoldKeyView(name, owner));
     if (s == nullptr) return MonoTime::InfinitePast();
     return s->confirmed() + grace_ - GraceMargin(grace_);
@@ -306,10 +314,11 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     if (!error.ok() && s.conn && !s.conn->broken()) return error;
     if (s.conn) s.conn.Discard();
     Remove(key, s);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lock '", key.first, "' was lost: the session that held it at ",
-        options_.endpoint, " ended",
-        error.ok() ? "" : absl::StrCat(" (", error.message(), ")")));
+    return LostError(
+        key.first,
+        absl::StrCat(
+            "the session that held it at ", options_.endpoint, " ended",
+            error.ok() ? "" : absl::StrCat(" (", error.message(), ")")));
   }
 
   // Every statement on a session goes through here: an answer confirms the
@@ -397,7 +406,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
                                    const absl::StatusOr<PgResult>& r) {
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) != 1 || PQgetisnull(r->get(), 0, 0)) {
-      return NotOwner(name);
+      return NotOwnerError(name);
     }
     const int64_t left = GetInt(r->get(), 0, 0);
     if (left == 0) hub_.Notify(name);

@@ -56,6 +56,12 @@ class RedisBackend : public Backend {
     return subscriber_.Start();
   }
 
+  // A restart keeps holds only with AOF and appendfsync always, which the
+  // client cannot vouch for: declared as not kept (docs/backends.md).
+  BackendTraits Traits() const override {
+    return BackendTraits{.fencing = FencingStrength::kServerMemory,
+                         .can_list = true};
+  }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const std::vector<std::string> keys = {LockKey(call.name), fence_key_};
     const bool will_wait = call.deadline > clock_.Now();
@@ -85,9 +91,10 @@ class RedisBackend : public Backend {
         });
   }
 
-  absl::StatusOr<int64_t> Release(absl::string_view name,
-                                  absl::string_view owner,
-                                  int64_t holds) override {
+  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
+    const absl::string_view name = call.name;
+    const absl::string_view owner = call.owner;
+    const int64_t holds = call.holds;
     absl::StatusOr<Reply> reply = Run(
         scripts_.release, {LockKey(name)},
         {std::string(owner), absl::StrCat(holds), channel_, std::string(name)});
@@ -95,7 +102,7 @@ class RedisBackend : public Backend {
     if ((*reply)->type != REDIS_REPLY_INTEGER) {
       return Malformed("release", endpoint());
     }
-    if ((*reply)->integer < 0) return NotOwner(name);
+    if ((*reply)->integer < 0) return NotOwnerError(name);
     return (*reply)->integer;
   }
 
@@ -173,15 +180,9 @@ class RedisBackend : public Backend {
   static std::vector<std::string> RenewArgs(const RenewCall& call) {
     return {std::string(call.owner), absl::StrCat(Millis(call.lease))};
   }
-  static absl::Status NotOwner(absl::string_view name) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lock '", name,
-        "' is not held by this owner (released, expired, force-unlocked or "
-        "taken over)"));
-  }
   absl::Status RenewResult(const redisReply* r, absl::string_view name) const {
     if (r->type != REDIS_REPLY_INTEGER) return Malformed("renew", endpoint());
-    return r->integer == 1 ? absl::OkStatus() : NotOwner(name);
+    return r->integer == 1 ? absl::OkStatus() : NotOwnerError(name);
   }
   // The shared connection, reconnected when it broke (C18). One caller
   // dials, outside every lock; callers that find a dial in flight fail at
@@ -217,8 +218,7 @@ class RedisBackend : public Backend {
     }
     last_failure_.clear();
     if (shut_down_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the client of redis at ", endpoint(), " is closed"));
+      return ClientClosedError(endpoint());
     }
     mux_ = std::make_shared<MuxConnection>(*std::move(conn));
     if (resubscribe) subscriber_.Resubscribe();

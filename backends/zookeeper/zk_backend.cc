@@ -196,8 +196,7 @@ std::optional<absl::Status> ZkBackend::LostWithSession(absl::string_view name,
   absl::MutexLock lock(&mu_);
   auto it = lost_.find(HoldKeyView(name, owner));
   if (it == lost_.end()) return std::nullopt;
-  absl::Status why = absl::FailedPreconditionError(
-      absl::StrCat("lock '", name, "' was lost: ", it->second.message()));
+  absl::Status why = LostError(name, it->second.message());
   if (consume) lost_.erase(it);
   return why;
 }
@@ -207,7 +206,16 @@ void ZkBackend::QueueDelete(PendingDelete pending) {
   pending_.push_back(std::move(pending));
 }
 
-MonoTime ZkBackend::HeldUntil(absl::string_view name, absl::string_view owner) {
+BackendTraits ZkBackend::Traits() const {
+  return BackendTraits{.fifo_waiting = true,
+                       .holds_tied_to_session = true,
+                       .holds_survive_restart = true,
+                       .fencing = FencingStrength::kDurable,
+                       .can_list = true};
+}
+
+MonoTime ZkBackend::HeldUntil(absl::string_view name, absl::string_view owner,
+                              const HoldRecord*) {
   // The core calls this under its own mutex. mu_ is a leaf here: it is held
   // only around map lookups and updates, never across a call to the server
   // or into the listener, so this neither blocks for long nor deadlocks

@@ -41,9 +41,8 @@ class ZkBackend : public Backend {
   ~ZkBackend() override;
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override;
-  absl::StatusOr<int64_t> Release(absl::string_view name,
-                                  absl::string_view owner,
-                                  int64_t holds) override;
+  BackendTraits Traits() const override;
+  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override;
   absl::Status Renew(const RenewCall& call) override;
   std::vector<absl::Status> RenewMany(
       absl::Span<const RenewCall> calls) override;
@@ -52,7 +51,8 @@ class ZkBackend : public Backend {
   // after the send of its latest answered request (Session's heartbeat
   // keeps that recent while the server answers). Holds of an earlier
   // session are not believed at all (C19).
-  MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override;
+  MonoTime HeldUntil(absl::string_view name, absl::string_view owner,
+                     const HoldRecord* record) override;
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
   absl::Status ForceUnlock(absl::string_view name) override;

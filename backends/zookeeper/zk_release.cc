@@ -3,21 +3,14 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/errors.h"
 #include "zk_backend.h"
 
 namespace dlock::zk {
 namespace {
 
-absl::Status NotOwner(absl::string_view name) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "lock '", name,
-      "' is not held by this owner (released, expired, force-unlocked or "
-      "taken over)"));
-}
-
 absl::Status LeaseRanOut(absl::string_view name, absl::string_view what) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("the lease of lock '", name, "' ran out before the ", what));
+  return LostError(name, absl::StrCat("its lease ran out before the ", what));
 }
 
 }  // namespace
@@ -59,20 +52,21 @@ absl::Status ZkBackend::Write(absl::string_view name, absl::string_view owner,
       [[fallthrough]];
     case ZNONODE:
       Forget(name, owner, hold.path);
-      return NotOwner(name);
+      return NotOwnerError(name);
     default:
       return session_->ErrorStatus(r.rc,
                                    absl::StrCat(what, " of lock '", name, "'"));
   }
 }
 
-absl::StatusOr<int64_t> ZkBackend::Release(absl::string_view name,
-                                           absl::string_view owner,
-                                           int64_t holds) {
+absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
+  const absl::string_view name = call.name;
+  const absl::string_view owner = call.owner;
+  const int64_t holds = call.holds;
   if (auto lost = LostWithSession(name, owner, /*consume=*/true)) return *lost;
   absl::StatusOr<std::optional<LocalHold>> found = HoldOf(name, owner);
   if (!found.ok()) return found.status();
-  if (!found->has_value()) return NotOwner(name);
+  if (!found->has_value()) return NotOwnerError(name);
   LocalHold hold = **found;
   if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
     Forget(name, owner, hold.path);
@@ -105,12 +99,12 @@ absl::StatusOr<int64_t> ZkBackend::Release(absl::string_view name,
     if (r.rc == ZNONODE) {
       Forget(name, owner, hold.path);
       if (delete_sent && OurDeleteRan(hold)) return 0;
-      return NotOwner(name);
+      return NotOwnerError(name);
     }
     if (r.rc == ZBADVERSION) {
       if (Reload(hold, owner)) continue;
       Forget(name, owner, hold.path);
-      return NotOwner(name);
+      return NotOwnerError(name);
     }
     if (!IsConnectionError(r.rc)) {
       return session_->ErrorStatus(
@@ -164,7 +158,7 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
   absl::StatusOr<std::optional<LocalHold>> found =
       HoldOf(call.name, call.owner);
   if (!found.ok()) return found.status();
-  if (!found->has_value()) return NotOwner(call.name);
+  if (!found->has_value()) return NotOwnerError(call.name);
   LocalHold hold = **found;
   if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
     Forget(call.name, call.owner, hold.path);
@@ -236,7 +230,7 @@ std::vector<absl::Status> ZkBackend::RenewMany(
       }
     } else if (r.rc == ZNONODE) {
       Forget(c.name, c.owner, f.hold.path);
-      results[f.index] = NotOwner(c.name);
+      results[f.index] = NotOwnerError(c.name);
     } else {
       one_by_one.push_back(f.index);  // a conflict or a lost reply
     }

@@ -10,12 +10,25 @@ std::vector<absl::Status> Backend::RenewMany(
   return results;
 }
 
-MonoTime Backend::HeldUntil(absl::string_view, absl::string_view) {
+MonoTime Backend::HeldUntil(absl::string_view, absl::string_view,
+                            const HoldRecord*) {
   return MonoTime::InfiniteFuture();
 }
 
 absl::StatusOr<std::vector<LockInfo>> Backend::List(absl::string_view) {
   return absl::UnimplementedError("this backend cannot list its locks");
+}
+
+const char* FencingStrengthName(FencingStrength strength) {
+  switch (strength) {
+    case FencingStrength::kProcess:
+      return "process";
+    case FencingStrength::kServerMemory:
+      return "server-memory";
+    case FencingStrength::kDurable:
+      return "durable";
+  }
+  return "unknown";
 }
 
 }  // namespace dlock

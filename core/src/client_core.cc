@@ -27,6 +27,7 @@ ClientCore::~ClientCore() { Close().IgnoreError(); }
 
 void ClientCore::Start(std::unique_ptr<Backend> backend) {
   backend_ = std::move(backend);
+  traits_ = backend_->Traits();
   // The threads keep the core alive: a lost callback may close the client
   // and drop the last reference while a thread is still unwinding.
   renewer_ = std::thread([self = shared_from_this()] { self->RenewerLoop(); });
@@ -58,9 +59,14 @@ absl::StatusOr<std::string> ClientCore::ResolveOwner(
   return TokenOwner(owner_token);
 }
 
-absl::Status ClientCore::ClosedError() const {
-  return absl::FailedPreconditionError(
-      absl::StrCat("client of ", endpoint_, " is closed"));
+absl::StatusOr<std::string> ClientCore::TokenOwnerOf(
+    absl::string_view owner_token) const {
+  if (owner_token.empty()) {
+    return absl::InvalidArgumentError(
+        "an owner token is required here: release or renew a hold of this "
+        "thread through the Hold that Acquire() returned");
+  }
+  return ResolveOwner(owner_token);
 }
 
 absl::Status ClientCore::CheckOpen() const {
@@ -72,18 +78,19 @@ MonoTime ClientCore::LocalDeadline(MonoTime sent, absl::Duration lease) const {
   return sent + lease - DriftMargin(lease);
 }
 
-MonoTime ClientCore::DeadlineOf(const HoldKeyView& key, const Hold& hold) {
-  return std::min(hold.valid_until, backend_->HeldUntil(key.first, key.second));
+MonoTime ClientCore::DeadlineOf(const HoldKeyView& key, const HoldEntry& hold) {
+  return std::min(hold.valid_until, backend_->HeldUntil(key.first, key.second,
+                                                        hold.record.get()));
 }
 
-int64_t ClientCore::AllHoldsOf(absl::string_view owner, const Hold& hold) {
+int64_t ClientCore::AllHoldsOf(absl::string_view owner, const HoldEntry& hold) {
   // A thread owner is this client's alone: whatever the backend counts for
   // it (acquisitions whose reply was lost included) is this hold's.
   return IsThreadOwner(owner) ? kAllHolds : hold.local_holds + hold.unsynced;
 }
 
-absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
-                                             const AcquireOptions& options) {
+absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
+    absl::string_view name, const AcquireOptions& options) {
   absl::StatusOr<std::string> owner = ResolveOwner(options.owner_token);
   if (!owner.ok()) return owner.status();
   const absl::Duration lease = options.lease.value_or(options_.watchdog_lease);
@@ -94,7 +101,8 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
   absl::ReaderMutexLock in_flight(&ops_mu_);
   const HoldKey key(name, *owner);
   uint64_t releases_before = 0;
-  if (absl::Status s = SettleAndRegister(key, releases_before); !s.ok()) {
+  std::shared_ptr<HoldRecord> held;
+  if (absl::Status s = SettleAndRegister(key, releases_before, held); !s.ok()) {
     return s;
   }
 
@@ -105,7 +113,8 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
                    .deadline = options.wait == absl::InfiniteDuration()
                                    ? MonoTime::InfiniteFuture()
                                    : start + options.wait,
-                   .cancel = options.cancel};
+                   .cancel = options.cancel,
+                   .held = held.get()};
   absl::StatusOr<Grant> grant;
   if (options.wait > absl::ZeroDuration()) {
     // A blocking wait ends on the caller's cancel or on Close().
@@ -131,24 +140,37 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
     if (closing_.IsCancelled() && !options.cancel.IsCancelled()) {
       return ClosedError();
     }
+    if (absl::IsDeadlineExceeded(grant.status())) {
+      // Backends only say that the lock stayed held; the contract's words
+      // are the core's (C10, C14).
+      return options.wait > absl::ZeroDuration()
+                 ? WaitExpiredError(name, clock_.Now() - start)
+                 : HeldByAnotherError(name);
+    }
     return grant.status();
   }
+  // A re-entry keeps the record of the hold it re-entered (backend.h).
+  if (grant->record == nullptr) grant->record = held;
   if (closed_) {
     // Close() began while we were acquiring; it will not see this hold.
     mu_.Unlock();
-    backend_->Release(name, *owner, 1).IgnoreError();
+    backend_->Release(ReleaseCall{name, *owner, 1, grant->record.get()})
+        .IgnoreError();
     mu_.Lock();
     return ClosedError();
   }
   if (raced) {
-    AddPendingRelease(key, IsThreadOwner(*owner) ? kAllHolds : 1, lease);
+    AddPendingRelease(key, IsThreadOwner(*owner) ? kAllHolds : 1, lease,
+                      grant->record);
     return absl::UnavailableError(absl::StrCat(
         "lock '", name,
         "' was granted while a release of an earlier hold of this owner was "
         "under way, which may have taken the grant off; try again"));
   }
-  RecordGrant(key, *grant, options, lease);
-  Hold& hold = holds_[key];
+  CancelToken lost_token;
+  const uint64_t acquisition =
+      RecordGrant(key, *grant, options, lease, lost_token);
+  HoldEntry& hold = holds_[key];
   if (LatchDeadline(key, hold, clock_.Now())) {
     // The reply came back after the lease it started had run out (or the
     // backend's session bound passed meanwhile): not to be believed (C19).
@@ -165,13 +187,15 @@ absl::StatusOr<Acquired> ClientCore::Acquire(absl::string_view name,
       IsThreadOwner(*owner)
           ? hold.local_holds
           : std::max<int64_t>(1, grant->hold_count - hold.unsynced);
-  return Acquired{.fencing_token = grant->fencing_token, .hold_count = count};
+  return MakeHold(shared_from_this(), std::string(name), *owner,
+                  grant->fencing_token, count, hold.generation, acquisition,
+                  std::move(lost_token));
 }
 
-void ClientCore::RecordGrant(const HoldKey& key, const Grant& grant,
-                             const AcquireOptions& options,
-                             absl::Duration lease) {
-  Hold& hold = holds_[key];
+uint64_t ClientCore::RecordGrant(const HoldKey& key, const Grant& grant,
+                                 const AcquireOptions& options,
+                                 absl::Duration lease, CancelToken lost) {
+  HoldEntry& hold = holds_[key];
   const MonoTime now = clock_.Now();
   const bool same_hold = hold.local_holds > 0 && !hold.lost &&
                          hold.fencing_token == grant.fencing_token;
@@ -181,6 +205,7 @@ void ClientCore::RecordGrant(const HoldKey& key, const Grant& grant,
     hold.max_lease = std::max(hold.max_lease, lease);
     hold.valid_until =
         std::max(hold.valid_until, LocalDeadline(grant.sent, lease));
+    if (grant.record != nullptr) hold.record = grant.record;
     if (!options.lease.has_value() && !hold.renewed) {
       hold.renewed = true;
       hold.next_renewal = grant.sent + hold.lease / 3;
@@ -208,53 +233,100 @@ void ClientCore::RecordGrant(const HoldKey& key, const Grant& grant,
             ? std::min(hold.local_holds + hold.unsynced, grant.hold_count - 1)
             : 0;
     const absl::Duration kept_lease = continues ? hold.max_lease : lease;
-    hold = Hold{};
+    hold = HoldEntry{};
     hold.generation = next_generation_++;
     hold.fencing_token = grant.fencing_token;
     hold.unsynced = std::max<int64_t>(0, kept);
     hold.lease = lease;
     hold.max_lease = std::max(lease, kept_lease);
     hold.renewed = !options.lease.has_value();
+    hold.record = grant.record;
     hold.valid_until = LocalDeadline(grant.sent, lease);
     hold.next_renewal = grant.sent + lease / 3;
   }
-  hold.on_lost.push_back(options.on_lost);
+  const uint64_t id = next_acquisition_++;
+  hold.acquisitions.push_back(Acquisition{
+      .id = id, .on_lost = options.on_lost, .lost = std::move(lost)});
   ++hold.local_holds;
   WakeFor(key, hold);
+  return id;
 }
 
-absl::Status ClientCore::Release(absl::string_view name,
-                                 absl::string_view owner_token) {
-  absl::StatusOr<std::string> owner = ResolveOwner(owner_token);
+absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref) {
+  return Release(ref);
+}
+
+absl::Status ClientCore::KeepUntilLeaseEnd(const HoldRef& ref) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return ClosedError();
+  const HoldKeyView key(ref.name, ref.owner);
+  auto it = holds_.find(key);
+  if (it == holds_.end() || it->second.generation != ref.generation) {
+    return LostError(ref.name, "the hold ended before it was kept");
+  }
+  HoldEntry& hold = it->second;
+  if (LatchDeadline(it->first, hold, clock_.Now())) {
+    return LostError(ref.name, hold.lost_reason.message());
+  }
+  if (hold.renewed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lock '", ref.name,
+        "' is renewed by the watchdog and would never end if kept: only a "
+        "hold with an explicit lease can be kept until its lease ends"));
+  }
+  auto own = std::find_if(
+      hold.acquisitions.begin(), hold.acquisitions.end(),
+      [&](const Acquisition& a) { return a.id == ref.acquisition; });
+  if (own == hold.acquisitions.end()) return ReleasedByToken(ref.name);
+  hold.acquisitions.erase(own);
+  ++hold.kept;
+  return absl::OkStatus();
+}
+
+absl::Status ClientCore::ReleaseByToken(absl::string_view name,
+                                        absl::string_view owner_token) {
+  absl::StatusOr<std::string> owner = TokenOwnerOf(owner_token);
   if (!owner.ok()) return owner.status();
+  return Release(HoldRef{.name = name, .owner = *owner});
+}
+
+absl::Status ClientCore::Release(const HoldRef& ref) {
   std::vector<Delivery> deliveries;
   absl::Status released;
   {
     absl::ReaderMutexLock in_flight(&ops_mu_);
-    released = ReleaseHold(HoldKey(name, *owner), deliveries);
+    released = ReleaseHold(ref, deliveries);
   }
   // Without ops_mu_: a callback may call the client, even Close().
   Deliver(deliveries);
   return released;
 }
 
-absl::Status ClientCore::ReleaseHold(const HoldKey& key,
+absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
                                      std::vector<Delivery>& deliveries) {
-  const std::string& name = key.first;
+  const HoldKey key(ref.name, ref.owner);
+  const absl::string_view name = ref.name;
   auto lost_before = [&](const absl::Status& why) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lock '", name, "' was lost before release: ", why.message()));
+    return LostError(name, absl::StrCat(why.message(), " (before release)"));
   };
-  Hold given_up;  // the hold a final release gives up
+  HoldEntry given_up;  // the hold a final release gives up
   bool final_release = false;
   uint64_t generation = 0;  // 0: no hold of ours (one taken elsewhere, C6)
   int64_t holds = 1;
+  std::shared_ptr<HoldRecord> record;
   {
     absl::MutexLock lock(&mu_);
     if (closed_) return ClosedError();
     auto it = holds_.find(key);
+    if (ref.generation != 0 &&
+        (it == holds_.end() || it->second.generation != ref.generation)) {
+      if (TakeReleasedByToken(ref.generation)) return ReleasedByToken(name);
+      // The Hold's hold ended (lost, and forgotten or replaced by a later
+      // grant): what the owner holds now is not this Hold's to release.
+      return LostError(name, "the hold ended before this release");
+    }
     if (it != holds_.end()) {
-      Hold& hold = it->second;
+      HoldEntry& hold = it->second;
       LatchDeadline(key, hold, clock_.Now());
       if (hold.lost) {
         // Known without asking the backend, which may be unreachable now;
@@ -263,16 +335,35 @@ absl::Status ClientCore::ReleaseHold(const HoldKey& key,
         holds_.erase(it);
         return lost_before(why);
       }
+      if (ref.acquisition != 0 && !HasAcquisition(hold, ref.acquisition)) {
+        TakeReleasedByToken(ref.generation);
+        return ReleasedByToken(name);
+      }
       generation = hold.generation;
+      record = hold.record;
       if (hold.local_holds > 1) {
         --hold.local_holds;
-        // The innermost acquisition's callback goes with it (releases of
-        // one owner are taken as nested).
-        if (!hold.on_lost.empty()) hold.on_lost.pop_back();
+        // The acquisition's callback goes with it; by token, the
+        // innermost's (releases of one owner are taken as nested).
+        auto& acquisitions = hold.acquisitions;
+        auto own = std::find_if(
+            acquisitions.begin(), acquisitions.end(),
+            [&](const Acquisition& a) { return a.id == ref.acquisition; });
+        if (own != acquisitions.end()) {
+          acquisitions.erase(own);
+        } else if (!acquisitions.empty()) {
+          acquisitions.pop_back();
+          ++released_by_token_[hold.generation];  // its Hold will ask
+        }
       } else {
         // Renewal stops now, whatever the backend answers (C21), and an
         // acquisition of the same key waits for the answer.
         final_release = true;
+        if (ref.acquisition == 0 && !hold.acquisitions.empty()) {
+          // A Hold of this client stands for what a release by token
+          // takes: it must learn that it was released, not lost.
+          ++released_by_token_[hold.generation];
+        }
         holds = AllHoldsOf(key.second, hold);
         given_up = std::move(hold);
         holds_.erase(it);
@@ -280,7 +371,8 @@ absl::Status ClientCore::ReleaseHold(const HoldKey& key,
       }
     }
   }
-  absl::StatusOr<int64_t> left = backend_->Release(name, key.second, holds);
+  absl::StatusOr<int64_t> left =
+      backend_->Release(ReleaseCall{name, ref.owner, holds, record.get()});
 
   absl::MutexLock lock(&mu_);
   if (final_release) {
@@ -293,13 +385,11 @@ absl::Status ClientCore::ReleaseHold(const HoldKey& key,
       MarkLost(key, given_up, left.status(), Leftover::kGone, deliveries);
       return lost_before(left.status());
     }
-    if (!closed_) AddPendingRelease(key, holds, given_up.max_lease);
-    return absl::Status(
-        left.status().code(),
-        absl::StrCat(left.status().message(),
-                     "; the hold is given up, and its release is retried in "
-                     "the background until the backend confirms it or the "
-                     "lease ends"));
+    if (!closed_) AddPendingRelease(key, holds, given_up.max_lease, record);
+    return WithContext(left.status(),
+                       "the hold is given up, and its release is retried in "
+                       "the background until the backend confirms it or the "
+                       "lease ends");
   }
   if (generation == 0) return left.status();
   auto it = holds_.find(key);
@@ -319,44 +409,61 @@ absl::Status ClientCore::ReleaseHold(const HoldKey& key,
   return absl::OkStatus();
 }
 
-absl::Status ClientCore::Renew(absl::string_view name,
-                               std::optional<absl::Duration> lease,
-                               absl::string_view owner_token) {
-  absl::StatusOr<std::string> owner = ResolveOwner(owner_token);
+absl::Status ClientCore::RenewAcquisition(const HoldRef& ref,
+                                          std::optional<absl::Duration> lease) {
+  return Renew(HoldKey(ref.name, ref.owner), ref.generation, lease);
+}
+
+absl::Status ClientCore::RenewByToken(absl::string_view name,
+                                      absl::string_view owner_token,
+                                      std::optional<absl::Duration> lease) {
+  absl::StatusOr<std::string> owner = TokenOwnerOf(owner_token);
   if (!owner.ok()) return owner.status();
+  return Renew(HoldKey(name, *owner), 0, lease);
+}
+
+absl::Status ClientCore::Renew(const HoldKey& key, uint64_t hold_generation,
+                               std::optional<absl::Duration> lease) {
+  const std::string& name = key.first;
   std::vector<Delivery> deliveries;
   absl::Status renewed;
   {
     absl::ReaderMutexLock in_flight(&ops_mu_);
-    const HoldKey key(name, *owner);
     absl::Duration effective = options_.watchdog_lease;
     uint64_t generation = 0;
+    std::shared_ptr<HoldRecord> record;
     {
       absl::MutexLock lock(&mu_);
       if (closed_) return ClosedError();
-      if (auto it = holds_.find(key); it != holds_.end()) {
+      auto it = holds_.find(key);
+      if (hold_generation != 0 &&
+          (it == holds_.end() || it->second.generation != hold_generation)) {
+        return LostError(name, "the hold ended before this renewal");
+      }
+      if (it != holds_.end()) {
         LatchDeadline(key, it->second, clock_.Now());
         if (it->second.lost) {
           // Never renewed back to life, here or on the backend.
-          return absl::FailedPreconditionError(
-              absl::StrCat("lock '", name,
-                           "' was lost: ", it->second.lost_reason.message()));
+          return LostError(name, it->second.lost_reason.message());
         }
         effective = it->second.lease;
         generation = it->second.generation;
+        record = it->second.record;
       }
     }
     if (lease.has_value()) effective = *lease;
     if (absl::Status s = ValidateLease(effective); !s.ok()) return s;
     const MonoTime sent = clock_.Now();
-    renewed = backend_->Renew(
-        RenewCall{.name = name, .owner = *owner, .lease = effective});
+    renewed = backend_->Renew(RenewCall{.name = name,
+                                        .owner = key.second,
+                                        .lease = effective,
+                                        .record = record.get()});
 
     absl::MutexLock lock(&mu_);
     auto it = holds_.find(key);
     if (it != holds_.end() && it->second.generation == generation &&
         !it->second.lost) {
-      Hold& hold = it->second;
+      HoldEntry& hold = it->second;
       hold.max_lease = std::max(hold.max_lease, effective);
       // A confirmation that comes after the deadline does not bring the
       // hold back: it may have been seen lost meanwhile.
@@ -382,13 +489,15 @@ absl::StatusOr<LockInfo> ClientCore::Inspect(absl::string_view name) {
   return backend_->Inspect(name);
 }
 
-absl::StatusOr<bool> ClientCore::IsHeldByMe(absl::string_view name,
-                                            absl::string_view owner_token) {
-  absl::StatusOr<std::string> owner = ResolveOwner(owner_token);
-  if (!owner.ok()) return owner.status();
-  absl::StatusOr<LockInfo> info = Inspect(name);  // takes ops_mu_
+absl::StatusOr<bool> ClientCore::IsHeldOnBackend(const HoldRef& ref) {
+  absl::StatusOr<LockInfo> info = Inspect(ref.name);  // takes ops_mu_
   if (!info.ok()) return info.status();
-  return info->locked && info->owner == *owner;
+  return info->locked && info->owner == ref.owner;
+}
+
+void ClientCore::ReportReleaseError(absl::string_view name,
+                                    const absl::Status& error) {
+  ::dlock::ReportReleaseError(options_.on_release_error, name, error);
 }
 
 absl::Status ClientCore::ForceUnlock(absl::string_view name) {
@@ -404,46 +513,69 @@ absl::StatusOr<std::vector<LockInfo>> ClientCore::List(
   return backend_->List(prefix);
 }
 
-LockState ClientCore::State(absl::string_view name,
-                            absl::string_view owner_token) {
-  absl::StatusOr<uint64_t> token = Believed(name, owner_token);
+LockState ClientCore::StateOf(const HoldRef& ref, absl::Status* reason) {
+  absl::StatusOr<uint64_t> token =
+      Believed(ref.name, ref.owner, ref.generation, ref.acquisition);
   if (token.ok()) return LockState::kHeld;
-  return absl::IsNotFound(token.status()) ? LockState::kNotHeld
-                                          : LockState::kLost;
+  if (IsNotOwner(token.status())) return LockState::kNotHeld;
+  if (reason != nullptr) *reason = token.status();
+  return LockState::kLost;
 }
 
-absl::StatusOr<uint64_t> ClientCore::FencingToken(
-    absl::string_view name, absl::string_view owner_token) {
-  absl::StatusOr<uint64_t> token = Believed(name, owner_token);
-  if (absl::IsNotFound(token.status())) {
-    return absl::FailedPreconditionError(token.status().message());
+LockState ClientCore::StateByToken(absl::string_view name,
+                                   absl::string_view owner_token) {
+  if (owner_token.empty() || !ValidateOwnerToken(owner_token).ok()) {
+    return LockState::kNotHeld;
   }
-  return token;
+  const std::string owner = TokenOwner(owner_token);
+  return StateOf(HoldRef{.name = name, .owner = owner}, nullptr);
+}
+
+bool ClientCore::HasAcquisition(const HoldEntry& hold, uint64_t id) {
+  for (const Acquisition& a : hold.acquisitions) {
+    if (a.id == id) return true;
+  }
+  return false;
+}
+
+bool ClientCore::TakeReleasedByToken(uint64_t generation) {
+  auto it = released_by_token_.find(generation);
+  if (it == released_by_token_.end()) return false;
+  if (--it->second == 0) released_by_token_.erase(it);
+  return true;
+}
+
+absl::Status ClientCore::ReleasedByToken(absl::string_view name) {
+  return WithContext(NotOwnerError(name),
+                     "this acquisition was released by ReleaseByToken");
 }
 
 absl::StatusOr<uint64_t> ClientCore::Believed(absl::string_view name,
-                                              absl::string_view owner_token) {
-  auto not_held = [&] {
-    return absl::NotFoundError(
-        absl::StrCat("lock '", name, "' is not held by this owner"));
-  };
-  std::string token_owner;
-  absl::string_view owner;
-  if (owner_token.empty()) {
-    owner = ThreadOwnerRef();
-  } else {
-    if (!ValidateOwnerToken(owner_token).ok()) return not_held();
-    token_owner = TokenOwner(owner_token);
-    owner = token_owner;
-  }
+                                              absl::string_view owner,
+                                              uint64_t generation,
+                                              uint64_t acquisition) {
   absl::MutexLock lock(&mu_);
-  if (closed_) return not_held();
+  // Close() released every hold (C13): none is held, none lost.
+  if (closed_) return NotOwnerError(name);
   auto it = holds_.find(HoldKeyView(name, owner));
-  if (it == holds_.end()) return not_held();
+  if (generation != 0 && it == holds_.end() &&
+      released_by_token_.contains(generation)) {
+    return NotOwnerError(name);
+  }
+  if (generation != 0 &&
+      (it == holds_.end() || it->second.generation != generation)) {
+    // This Hold's hold is over, and was not released through it.
+    return LostError(name,
+                     "the hold ended, and a later one of the same owner is "
+                     "not this one");
+  }
+  if (it == holds_.end()) return NotOwnerError(name);
   // A local clock read, never a round trip (C19); once past, for good.
   if (LatchDeadline(it->first, it->second, clock_.Now())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lock '", name, "' was lost: ", it->second.lost_reason.message()));
+    return LostError(name, it->second.lost_reason.message());
+  }
+  if (acquisition != 0 && !HasAcquisition(it->second, acquisition)) {
+    return NotOwnerError(name);  // released by token
   }
   return it->second.fencing_token;
 }

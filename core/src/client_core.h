@@ -28,6 +28,8 @@
 #include "dlock/backend/hold_key.h"
 #include "dlock/client.h"
 #include "dlock/clock.h"
+#include "dlock/errors.h"
+#include "hold_site.h"
 
 namespace dlock::internal {
 
@@ -37,6 +39,7 @@ using ::dlock::HoldKeyView;
 using ::dlock::HoldMap;
 
 class ClientCore : public BackendListener,
+                   public HoldSite,
                    public std::enable_shared_from_this<ClientCore> {
  public:
   ClientCore(ClientOptions options, std::string lock_namespace,
@@ -46,19 +49,29 @@ class ClientCore : public BackendListener,
   // Takes the backend and starts the threads; called once.
   void Start(std::unique_ptr<Backend> backend);
 
-  absl::StatusOr<Acquired> Acquire(absl::string_view name,
-                                   const AcquireOptions& options);
-  absl::Status Release(absl::string_view name, absl::string_view owner_token);
-  absl::Status Renew(absl::string_view name,
-                     std::optional<absl::Duration> lease,
-                     absl::string_view owner_token);
+  absl::StatusOr<::dlock::Hold> Acquire(absl::string_view name,
+                                        const AcquireOptions& options);
+  // By an explicit owner token (C6): one hold of that owner, whichever.
+  absl::Status ReleaseByToken(absl::string_view name,
+                              absl::string_view owner_token);
+  absl::Status RenewByToken(absl::string_view name,
+                            absl::string_view owner_token,
+                            std::optional<absl::Duration> lease);
+  LockState StateByToken(absl::string_view name, absl::string_view owner_token);
+
+  // HoldSite: what a Hold asks.
+  absl::Status ReleaseAcquisition(const HoldRef& ref) override;
+  absl::Status KeepUntilLeaseEnd(const HoldRef& ref) override;
+  absl::Status RenewAcquisition(const HoldRef& ref,
+                                std::optional<absl::Duration> lease) override;
+  LockState StateOf(const HoldRef& ref, absl::Status* reason) override;
+  absl::StatusOr<bool> IsHeldOnBackend(const HoldRef& ref) override;
+  void ReportReleaseError(absl::string_view name,
+                          const absl::Status& error) override;
+
+  // LockAdmin's calls.
   absl::StatusOr<LockInfo> Inspect(absl::string_view name);
-  absl::StatusOr<bool> IsHeldByMe(absl::string_view name,
-                                  absl::string_view owner_token);
   absl::Status ForceUnlock(absl::string_view name);
-  LockState State(absl::string_view name, absl::string_view owner_token);
-  absl::StatusOr<uint64_t> FencingToken(absl::string_view name,
-                                        absl::string_view owner_token);
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix);
   absl::Status Close();
 
@@ -72,9 +85,17 @@ class ClientCore : public BackendListener,
   // two processes, or a parent and its forked child) share a client id.
   std::string CurrentOwner() const { return ThreadOwnerRef(); }
   const Clock& clock() const { return clock_; }
+  const BackendTraits& traits() const { return traits_; }
 
  private:
-  struct Hold {
+  // What an acquisition asked to be told of a loss.
+  struct Acquisition {
+    uint64_t id = 0;
+    LockLostCallback on_lost;  // may be empty
+    CancelToken lost;          // its Hold's lost_token()
+  };
+
+  struct HoldEntry {
     uint64_t generation = 0;  // tells a call's hold from a later one
     uint64_t fencing_token = 0;
     int64_t local_holds = 0;  // taken through this client, not yet released
@@ -86,7 +107,8 @@ class ClientCore : public BackendListener,
     // The longest lease ever asked of the backend for this hold: it keeps
     // that maximum (C5), so the hold can outlive the client by as much.
     absl::Duration max_lease;
-    bool renewed = false;  // by the watchdog
+    bool renewed = false;                // by the watchdog
+    std::shared_ptr<HoldRecord> record;  // the backend's (backend.h)
     // Believed held until here: the send time of the last grant or renewal
     // the backend confirmed, plus the lease, less the drift margin (C19).
     MonoTime valid_until;
@@ -94,15 +116,20 @@ class ClientCore : public BackendListener,
     absl::Status renewal_error;  // the last transient renewal failure
     bool lost = false;           // no longer believed; told, or being told
     absl::Status lost_reason;
-    // One per acquisition, innermost last (empty where none was given); an
-    // inner release takes its own off.
-    std::vector<LockLostCallback> on_lost;
+    // One per acquisition, innermost last; a release takes its own off.
+    std::vector<Acquisition> acquisitions;
+    // Acquisitions left to run out with the lease (Hold::KeepUntilLeaseEnd),
+    // counted in local_holds; nobody believes them.
+    int64_t kept = 0;
   };
 
   // A release to retry in the background until the backend confirms it or
   // its lease must be over there (C21).
   struct PendingRelease {
     int64_t holds = 0;
+    // The backend's record of the hold given up (the first, if several of
+    // one key pile up).
+    std::shared_ptr<HoldRecord> record;
     MonoTime give_up;
     MonoTime next_try;
     absl::Duration retry_every;
@@ -120,6 +147,7 @@ class ClientCore : public BackendListener,
   struct Delivery {
     LockLostEvent event;
     std::vector<LockLostCallback> callbacks;
+    std::vector<CancelToken> tokens;
   };
 
   // Whether what a lost hold may have left on the backend must be let go
@@ -128,54 +156,72 @@ class ClientCore : public BackendListener,
   enum class Leftover { kGone, kRelease };
 
   // The hold's fencing token while it is believed held; NotFound when the
-  // owner has no hold here, FailedPrecondition when it was lost.
+  // owner has no hold here, FailedPrecondition (IsLost) when it was lost or
+  // (generation not 0) is not that hold any more.
   absl::StatusOr<uint64_t> Believed(absl::string_view name,
-                                    absl::string_view owner_token);
+                                    absl::string_view owner,
+                                    uint64_t generation, uint64_t acquisition)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  static bool HasAcquisition(const HoldEntry& hold, uint64_t id);
+  // Whether a release by token ended the hold of `generation` under a Hold
+  // of this client; counts that Hold off.
+  bool TakeReleasedByToken(uint64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static absl::Status ReleasedByToken(absl::string_view name);
+  absl::Status Renew(const HoldKey& key, uint64_t generation,
+                     std::optional<absl::Duration> lease);
+  absl::StatusOr<std::string> TokenOwnerOf(absl::string_view owner_token) const;
   // The calling thread's default owner: built once per thread and client.
   const std::string& ThreadOwnerRef() const;
   absl::StatusOr<std::string> ResolveOwner(absl::string_view owner_token) const;
   absl::Status CheckOpen() const;
-  absl::Status ClosedError() const;
+  absl::Status ClosedError() const { return ClientClosedError(endpoint_); }
   MonoTime LocalDeadline(MonoTime sent, absl::Duration lease) const;
   // The earlier of the hold's lease deadline and the backend's bound.
-  MonoTime DeadlineOf(const HoldKeyView& key, const Hold& hold)
+  MonoTime DeadlineOf(const HoldKeyView& key, const HoldEntry& hold)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many holds a release of the whole hold takes off the backend.
-  static int64_t AllHoldsOf(absl::string_view owner, const Hold& hold);
+  static int64_t AllHoldsOf(absl::string_view owner, const HoldEntry& hold);
   // Marks a hold lost and queues its notice on `out`; deliver it with
   // Deliver() once no lock is held. A hold is marked lost once (C20).
-  void MarkLost(const HoldKey& key, Hold& hold, absl::Status reason,
+  void MarkLost(const HoldKey& key, HoldEntry& hold, absl::Status reason,
                 Leftover leftover, std::vector<Delivery>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The same, queued for the notifier's thread.
-  void MarkLostQueued(const HoldKey& key, Hold& hold, absl::Status reason,
+  void MarkLostQueued(const HoldKey& key, HoldEntry& hold, absl::Status reason,
                       Leftover leftover) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the hold lost if its deadline (less the notice lead) has passed:
   // once past, never believed again (C19, C20). Returns whether it is lost.
-  bool LatchDeadline(const HoldKey& key, Hold& hold, MonoTime now)
+  bool LatchDeadline(const HoldKey& key, HoldEntry& hold, MonoTime now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status DeadlineReason(const HoldKey& key, const Hold& hold)
+  absl::Status DeadlineReason(const HoldKey& key, const HoldEntry& hold)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<Delivery>& deliveries);
-  // Records the new state of a hold after a grant.
-  void RecordGrant(const HoldKey& key, const Grant& grant,
-                   const AcquireOptions& options, absl::Duration lease)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Release() without the owner's resolution; adds the notices to tell.
-  absl::Status ReleaseHold(const HoldKey& key,
+  // Records the new state of a hold after a grant; returns the
+  // acquisition's id.
+  uint64_t RecordGrant(const HoldKey& key, const Grant& grant,
+                       const AcquireOptions& options, absl::Duration lease,
+                       CancelToken lost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes one acquisition off: `ref.generation` 0 is whichever hold the
+  // owner has, `ref.acquisition` 0 its innermost acquisition.
+  absl::Status Release(const HoldRef& ref);
+  absl::Status ReleaseHold(const HoldRef& ref,
                            std::vector<Delivery>& deliveries);
 
   // Before a new acquisition of `key`: a release still pending for it must
   // be confirmed first, so that the acquisition is fresh (C21). Then
   // registers the acquisition in acquiring_.
-  absl::Status SettleAndRegister(const HoldKey& key, uint64_t& releases_sent);
+  // `held` gets the record of the hold being re-entered, if one is believed.
+  absl::Status SettleAndRegister(const HoldKey& key, uint64_t& releases_sent,
+                                 std::shared_ptr<HoldRecord>& held);
   void AddPendingRelease(const HoldKey& key, int64_t holds,
-                         absl::Duration lease)
+                         absl::Duration lease,
+                         std::shared_ptr<HoldRecord> record)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A background release of `key` is about to be sent.
   void NoteReleaseSent(const HoldKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes the threads if the hold needs them before they planned to wake.
-  void WakeFor(const HoldKey& key, const Hold& hold)
+  void WakeFor(const HoldKey& key, const HoldEntry& hold)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void RenewerLoop();
@@ -193,6 +239,7 @@ class ClientCore : public BackendListener,
   const std::string endpoint_;
   const uint64_t instance_;  // random, tells this client object apart
   std::unique_ptr<Backend> backend_;
+  BackendTraits traits_;  // the backend's, set by Start()
   CancelToken closing_;
 
   // Held shared by every call into the backend from a caller's thread,
@@ -202,8 +249,13 @@ class ClientCore : public BackendListener,
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(ops_mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
-  HoldMap<Hold> holds_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_acquisition_ ABSL_GUARDED_BY(mu_) = 1;
+  HoldMap<HoldEntry> holds_ ABSL_GUARDED_BY(mu_);
   HoldMap<PendingRelease> pending_releases_ ABSL_GUARDED_BY(mu_);
+  // Holds ended by a release by token while Holds of this client stood for
+  // them: generation -> Holds that have not asked since.
+  absl::flat_hash_map<uint64_t, int64_t> released_by_token_
+      ABSL_GUARDED_BY(mu_);
   // Final releases in flight on callers' threads, and acquisitions in
   // flight, by HoldKeyHash: no allocation on the fast path; two keys that
   // share a hash only make one wait for, or refuse, the other's.

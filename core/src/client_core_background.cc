@@ -9,8 +9,9 @@
 
 namespace dlock::internal {
 
-void ClientCore::MarkLost(const HoldKey& key, Hold& hold, absl::Status reason,
-                          Leftover leftover, std::vector<Delivery>& out) {
+void ClientCore::MarkLost(const HoldKey& key, HoldEntry& hold,
+                          absl::Status reason, Leftover leftover,
+                          std::vector<Delivery>& out) {
   if (hold.lost) return;
   hold.lost = true;
   hold.lost_reason = reason;
@@ -19,20 +20,25 @@ void ClientCore::MarkLost(const HoldKey& key, Hold& hold, absl::Status reason,
     // unanswered, the lease has a moment left): let it go, so that others
     // need not wait it out and the owner's next Acquire starts afresh
     // (C21).
-    AddPendingRelease(key, AllHoldsOf(key.second, hold), hold.max_lease);
+    AddPendingRelease(key, AllHoldsOf(key.second, hold), hold.max_lease,
+                      hold.record);
   }
-  Delivery d{.event = LockLostEvent{.name = key.first,
-                                    .owner = key.second,
-                                    .fencing_token = hold.fencing_token,
-                                    .reason = std::move(reason)}};
-  for (LockLostCallback& callback : hold.on_lost) {
-    if (callback) d.callbacks.push_back(std::move(callback));
+  Delivery d{.event = LockLostEvent{
+                 .name = key.first,
+                 .owner = key.second,
+                 .fencing_token = hold.fencing_token,
+                 .reason = WithKind(std::move(reason), ErrorKind::kLost)}};
+  // The acquisitions stay (their Holds still ask after them); what they
+  // asked to be told goes.
+  for (Acquisition& a : hold.acquisitions) {
+    if (a.on_lost) d.callbacks.push_back(std::move(a.on_lost));
+    a.on_lost = nullptr;
+    d.tokens.push_back(a.lost);
   }
-  hold.on_lost.clear();
   out.push_back(std::move(d));
 }
 
-void ClientCore::MarkLostQueued(const HoldKey& key, Hold& hold,
+void ClientCore::MarkLostQueued(const HoldKey& key, HoldEntry& hold,
                                 absl::Status reason, Leftover leftover) {
   std::vector<Delivery> out;
   MarkLost(key, hold, std::move(reason), leftover, out);
@@ -41,8 +47,10 @@ void ClientCore::MarkLostQueued(const HoldKey& key, Hold& hold,
   notifier_wake_.Signal();
 }
 
-absl::Status ClientCore::DeadlineReason(const HoldKey& key, const Hold& hold) {
-  if (backend_->HeldUntil(key.first, key.second) < hold.valid_until) {
+absl::Status ClientCore::DeadlineReason(const HoldKey& key,
+                                        const HoldEntry& hold) {
+  if (backend_->HeldUntil(key.first, key.second, hold.record.get()) <
+      hold.valid_until) {
     return absl::UnavailableError(
         "the backend session that kept the hold can no longer be trusted");
   }
@@ -60,14 +68,22 @@ absl::Status ClientCore::DeadlineReason(const HoldKey& key, const Hold& hold) {
       "the lease ran out before a renewal was confirmed");
 }
 
-bool ClientCore::LatchDeadline(const HoldKey& key, Hold& hold, MonoTime now) {
+bool ClientCore::LatchDeadline(const HoldKey& key, HoldEntry& hold,
+                               MonoTime now) {
   if (hold.lost) return true;
   if (now < DeadlineOf(key, hold) - NoticeLead(hold.lease)) return false;
+  if (hold.kept > 0 && hold.acquisitions.empty()) {
+    // Left to run out (Hold::KeepUntilLeaseEnd): an end foreseen, not a
+    // loss; nobody to tell, and the backend lets it go by itself.
+    hold.lost = true;
+    hold.lost_reason = LostError(key.first, "its lease ended as kept");
+    return true;
+  }
   MarkLostQueued(key, hold, DeadlineReason(key, hold), Leftover::kRelease);
   return true;
 }
 
-void ClientCore::WakeFor(const HoldKey& key, const Hold& hold) {
+void ClientCore::WakeFor(const HoldKey& key, const HoldEntry& hold) {
   if (hold.lost) return;
   const MonoTime notice_at = DeadlineOf(key, hold) - NoticeLead(hold.lease);
   if (notice_at < notifier_wakes_at_) notifier_wake_.Signal();
@@ -78,6 +94,8 @@ void ClientCore::WakeFor(const HoldKey& key, const Hold& hold) {
 
 void ClientCore::Deliver(std::vector<Delivery>& deliveries) {
   for (Delivery& d : deliveries) {
+    // Tokens first: work watching them stops before slower callbacks run.
+    for (const CancelToken& token : d.tokens) token.Cancel();
     for (const LockLostCallback& callback : d.callbacks) callback(d.event);
     if (options_.on_lost) options_.on_lost(d.event);
   }
@@ -99,9 +117,11 @@ void ClientCore::OnHoldLost(absl::string_view name, absl::string_view owner,
 // --- Releases the backend did not confirm (C21) ----------------------------
 
 void ClientCore::AddPendingRelease(const HoldKey& key, int64_t holds,
-                                   absl::Duration lease) {
+                                   absl::Duration lease,
+                                   std::shared_ptr<HoldRecord> record) {
   const MonoTime now = clock_.Now();
   PendingRelease& p = pending_releases_[key];
+  if (p.record == nullptr) p.record = std::move(record);
   p.holds = std::min(kAllHolds, p.holds + holds);
   // The backend set its expiry no later than now, to at most the longest
   // lease it was asked for: with no renewal it ends within that (C2).
@@ -118,10 +138,12 @@ void ClientCore::NoteReleaseSent(const HoldKey& key) {
 }
 
 absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
-                                           uint64_t& releases_sent) {
+                                           uint64_t& releases_sent,
+                                           std::shared_ptr<HoldRecord>& held) {
   const size_t key_hash = HoldKeyHash()(key);
   while (true) {
     int64_t holds = 0;
+    std::shared_ptr<HoldRecord> record;
     {
       absl::MutexLock lock(&mu_);
       while (true) {
@@ -133,6 +155,9 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
           Acquiring& a = acquiring_[key_hash];
           ++a.count;
           releases_sent = a.releases_sent;
+          if (auto h = holds_.find(key); h != holds_.end() && !h->second.lost) {
+            held = h->second.record;
+          }
           return absl::OkStatus();
         }
         if (!releasing && !it->second.in_flight) {
@@ -143,6 +168,7 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
           }
           it->second.in_flight = true;
           holds = it->second.holds;
+          record = it->second.record;
           NoteReleaseSent(key);
           break;
         }
@@ -151,8 +177,8 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
       }
     }
     const MonoTime sent = clock_.Now();
-    absl::StatusOr<int64_t> left =
-        backend_->Release(key.first, key.second, holds);
+    absl::StatusOr<int64_t> left = backend_->Release(
+        ReleaseCall{key.first, key.second, holds, record.get()});
     absl::MutexLock lock(&mu_);
     released_.Signal();
     auto it = pending_releases_.find(key);
@@ -174,7 +200,12 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
 }
 
 void ClientCore::RetryReleases(MonoTime now) {
-  std::vector<std::pair<HoldKey, int64_t>> due;
+  struct Due {
+    HoldKey key;
+    int64_t holds;
+    std::shared_ptr<HoldRecord> record;
+  };
+  std::vector<Due> due;
   for (auto it = pending_releases_.begin(); it != pending_releases_.end();) {
     PendingRelease& p = it->second;
     if (!p.in_flight && now >= p.give_up) {
@@ -185,14 +216,14 @@ void ClientCore::RetryReleases(MonoTime now) {
         !releasing_.contains(HoldKeyHash()(it->first))) {
       p.in_flight = true;
       NoteReleaseSent(it->first);
-      due.emplace_back(it->first, p.holds);
+      due.push_back(Due{it->first, p.holds, p.record});
     }
     ++it;
   }
-  for (const auto& [key, holds] : due) {
+  for (const auto& [key, holds, record] : due) {
     mu_.Unlock();
-    absl::StatusOr<int64_t> left =
-        backend_->Release(key.first, key.second, holds);
+    absl::StatusOr<int64_t> left = backend_->Release(
+        ReleaseCall{key.first, key.second, holds, record.get()});
     mu_.Lock();
     released_.Signal();
     auto it = pending_releases_.find(key);
@@ -237,6 +268,7 @@ void ClientCore::RenewDue(MonoTime now) {
     HoldKey key;
     uint64_t generation;
     absl::Duration lease;
+    std::shared_ptr<HoldRecord> record;
   };
   // Holds due a little later ride along: holds taken moments apart then
   // share one batch instead of queueing one round trip after another.
@@ -250,14 +282,16 @@ void ClientCore::RenewDue(MonoTime now) {
   for (const auto& [key, hold] : holds_) {
     if (hold.renewed && !hold.lost &&
         hold.next_renewal <= now + hold.lease / 10) {
-      due.push_back(Due{key, hold.generation, hold.lease});
+      due.push_back(Due{key, hold.generation, hold.lease, hold.record});
     }
   }
   std::vector<RenewCall> calls;
   calls.reserve(due.size());
   for (const Due& d : due) {
-    calls.push_back(RenewCall{
-        .name = d.key.first, .owner = d.key.second, .lease = d.lease});
+    calls.push_back(RenewCall{.name = d.key.first,
+                              .owner = d.key.second,
+                              .lease = d.lease,
+                              .record = d.record.get()});
   }
 
   // Renew without the lock, so that acquires and releases go on meanwhile.
@@ -273,7 +307,7 @@ void ClientCore::RenewDue(MonoTime now) {
     if (it == holds_.end() || it->second.generation != due[i].generation) {
       continue;
     }
-    Hold& hold = it->second;
+    HoldEntry& hold = it->second;
     // A confirmation after the deadline does not bring the hold back: it
     // may have been seen lost meanwhile (C19, C20).
     if (LatchDeadline(it->first, hold, after)) continue;
@@ -322,9 +356,25 @@ void ClientCore::NotifierLoop() {
 
 MonoTime ClientCore::ExpireOverdue(MonoTime now) {
   MonoTime next = MonoTime::InfiniteFuture();
-  for (auto& [key, hold] : holds_) {
-    if (hold.lost || LatchDeadline(key, hold, now)) continue;
-    next = std::min(next, DeadlineOf(key, hold) - NoticeLead(hold.lease));
+  for (auto it = holds_.begin(); it != holds_.end();) {
+    HoldEntry& hold = it->second;
+    if (hold.kept > 0 && hold.acquisitions.empty()) {
+      // Only kept acquisitions: nobody to tell, nothing to release. The
+      // record goes once the backend has surely expired the hold.
+      const MonoTime gone = hold.valid_until + 2 * DriftMargin(hold.lease);
+      if (now >= gone) {
+        holds_.erase(it++);
+        continue;
+      }
+      next = std::min(next, gone);
+      ++it;
+      continue;
+    }
+    if (!hold.lost && !LatchDeadline(it->first, hold, now)) {
+      next =
+          std::min(next, DeadlineOf(it->first, hold) - NoticeLead(hold.lease));
+    }
+    ++it;
   }
   return next;
 }
@@ -359,24 +409,27 @@ absl::Status ClientCore::Close() {
   // Every hold still believed held ends here: its owner is told (C20)
   // before the lock is let go, so that the work it guards can stop first.
   std::vector<Delivery> deliveries;
-  std::vector<std::pair<HoldKey, int64_t>> to_release;
+  struct ToRelease {
+    HoldKey key;
+    int64_t holds;
+    std::shared_ptr<HoldRecord> record;
+  };
+  std::vector<ToRelease> to_release;
   {
     absl::MutexLock lock(&mu_);
     for (Delivery& d : queued_) deliveries.push_back(std::move(d));
     queued_.clear();
     for (auto& [key, hold] : holds_) {
       if (hold.lost) continue;
-      to_release.emplace_back(key, AllHoldsOf(key.second, hold));
-      MarkLost(key, hold,
-               absl::FailedPreconditionError(
-                   absl::StrCat("the client of ", endpoint_, " was closed")),
-               Leftover::kGone, deliveries);
+      to_release.push_back(
+          ToRelease{key, AllHoldsOf(key.second, hold), hold.record});
+      MarkLost(key, hold, ClosedError(), Leftover::kGone, deliveries);
     }
     holds_.clear();
     for (auto& [key, p] : pending_releases_) {
       // One in flight belongs to the thread that sends it.
       if (!p.in_flight && clock_.Now() < p.give_up) {
-        to_release.emplace_back(key, p.holds);
+        to_release.push_back(ToRelease{key, p.holds, p.record});
       }
     }
     pending_releases_.clear();
@@ -387,13 +440,13 @@ absl::Status ClientCore::Close() {
   const MonoTime give_up = clock_.Now() + options_.close_timeout;
   int failed = 0;
   absl::Status first_error;
-  for (const auto& [key, holds] : to_release) {
+  for (const auto& [key, holds, record] : to_release) {
     if (clock_.Now() >= give_up) {
       ++failed;
       continue;
     }
-    absl::StatusOr<int64_t> left =
-        backend_->Release(key.first, key.second, holds);
+    absl::StatusOr<int64_t> left = backend_->Release(
+        ReleaseCall{key.first, key.second, holds, record.get()});
     if (!left.ok() && !IsGone(left.status())) {
       if (failed++ == 0) first_error = left.status();
     }

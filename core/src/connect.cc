@@ -30,27 +30,18 @@ class LockHandle : public DistributedLock {
       : core_(std::move(core)), name_(std::move(name)) {}
 
   const std::string& name() const override { return name_; }
-  absl::StatusOr<Acquired> Acquire(const AcquireOptions& options) override {
+  absl::StatusOr<Hold> Acquire(const AcquireOptions& options) override {
     return core_->Acquire(name_, options);
   }
-  absl::Status Release(absl::string_view owner_token) override {
-    return core_->Release(name_, owner_token);
+  absl::Status ReleaseByToken(absl::string_view owner_token) override {
+    return core_->ReleaseByToken(name_, owner_token);
   }
-  absl::Status Renew(std::optional<absl::Duration> lease,
-                     absl::string_view owner_token) override {
-    return core_->Renew(name_, lease, owner_token);
+  absl::Status RenewByToken(absl::string_view owner_token,
+                            std::optional<absl::Duration> lease) override {
+    return core_->RenewByToken(name_, owner_token, lease);
   }
-  absl::StatusOr<LockInfo> Inspect() override { return core_->Inspect(name_); }
-  absl::StatusOr<bool> IsHeldByMe(absl::string_view owner_token) override {
-    return core_->IsHeldByMe(name_, owner_token);
-  }
-  absl::Status ForceUnlock() override { return core_->ForceUnlock(name_); }
-  LockState State(absl::string_view owner_token) const override {
-    return core_->State(name_, owner_token);
-  }
-  absl::StatusOr<uint64_t> FencingToken(
-      absl::string_view owner_token) const override {
-    return core_->FencingToken(name_, owner_token);
+  LockState StateByToken(absl::string_view owner_token) const override {
+    return core_->StateByToken(name_, owner_token);
   }
 
  private:
@@ -58,10 +49,32 @@ class LockHandle : public DistributedLock {
   const std::string name_;
 };
 
+class AdminHandle : public LockAdmin {
+ public:
+  explicit AdminHandle(std::shared_ptr<internal::ClientCore> core)
+      : core_(std::move(core)) {}
+
+  absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    return core_->Inspect(name);
+  }
+  absl::StatusOr<std::vector<LockInfo>> List(
+      absl::string_view prefix) override {
+    return core_->List(prefix);
+  }
+  absl::Status ForceUnlock(absl::string_view name) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    return core_->ForceUnlock(name);
+  }
+
+ private:
+  const std::shared_ptr<internal::ClientCore> core_;
+};
+
 class Client : public LockClient {
  public:
   explicit Client(std::shared_ptr<internal::ClientCore> core)
-      : core_(std::move(core)) {}
+      : core_(core), admin_(std::move(core)) {}
   ~Client() override { core_->Close().IgnoreError(); }
 
   absl::StatusOr<std::unique_ptr<DistributedLock>> GetLock(
@@ -69,20 +82,19 @@ class Client : public LockClient {
     if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
     return std::make_unique<LockHandle>(core_, std::string(name));
   }
-  absl::StatusOr<std::vector<LockInfo>> List(
-      absl::string_view prefix) override {
-    return core_->List(prefix);
-  }
+  LockAdmin& Admin() override { return admin_; }
   absl::Status Close() override { return core_->Close(); }
   const std::string& client_id() const override { return core_->client_id(); }
   const std::string& lock_namespace() const override {
     return core_->lock_namespace();
   }
+  const BackendTraits& traits() const override { return core_->traits(); }
   const std::string& endpoint() const override { return core_->endpoint(); }
   std::string CurrentOwner() const override { return core_->CurrentOwner(); }
 
  private:
   const std::shared_ptr<internal::ClientCore> core_;
+  AdminHandle admin_;
 };
 
 absl::Status ValidateOptions(const ClientOptions& options) {

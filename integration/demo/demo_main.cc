@@ -54,7 +54,7 @@ int RunWorker(const std::string& uri, const std::string& dir, int id,
   const std::string counter_path = dir + "/counter";
   const std::string inside_path = dir + "/inside";
   for (int i = 0; i < rounds; ++i) {
-    absl::StatusOr<dlock::Acquired> held =
+    absl::StatusOr<dlock::Hold> held =
         (*lock)->Acquire({.wait = absl::Seconds(60)});
     if (!held.ok()) {
       std::cerr << "worker " << id << ": " << held.status() << "\n";
@@ -65,10 +65,10 @@ int RunWorker(const std::string& uri, const std::string& dir, int id,
     int fd = open(inside_path.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
     const bool overlap = fd < 0;
     Counter c = ReadCounter(counter_path);
-    const bool stale = c.token >= held->fencing_token;
+    const bool stale = c.token >= held->fencing_token();
     {
       std::ofstream out(counter_path + ".tmp");
-      out << c.value + 1 << " " << held->fencing_token << "\n";
+      out << c.value + 1 << " " << held->fencing_token() << "\n";
     }
     std::rename((counter_path + ".tmp").c_str(), counter_path.c_str());
     if (fd >= 0) {
@@ -76,7 +76,7 @@ int RunWorker(const std::string& uri, const std::string& dir, int id,
       unlink(inside_path.c_str());
     }
     const int64_t released_ns = absl::GetCurrentTimeNanos();
-    if (absl::Status s = (*lock)->Release(); !s.ok()) {
+    if (absl::Status s = held->Release(); !s.ok()) {
       std::cerr << "worker " << id << ": " << s << "\n";
       return 1;
     }

@@ -91,8 +91,8 @@ absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
     locks.push_back(*std::move(lock));
   }
   return LoopRate(threads, duration, [&](int t) {
-    absl::Status s = locks[t]->Acquire({.lease = absl::Seconds(10)}).status();
-    return s.ok() ? locks[t]->Release() : s;
+    absl::StatusOr<Hold> hold = locks[t]->Acquire({.lease = absl::Seconds(10)});
+    return hold.ok() ? hold->Release() : hold.status();
   });
 }
 
@@ -108,48 +108,45 @@ absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples) {
     if (!l.ok()) return l.status();
   }
   // Each side in turn: holds, lets the other start waiting, stamps the time
-  // and releases; the other stamps when its Acquire returns. Owner tokens,
-  // since a side acquires on one thread and releases on another.
+  // and releases; the other stamps when its Acquire returns. A side
+  // acquires on one thread and releases on another: its Hold moves.
   const std::string owners[2] = {"bench-side-a", "bench-side-b"};
   std::atomic<int64_t> released_at_ns{0};
   std::vector<absl::Duration> latencies;
   latencies.reserve(samples);
   absl::Status error;
-  if (absl::Status s =
-          (*locks[0])
-              ->Acquire({.lease = absl::Seconds(10), .owner_token = owners[0]})
-              .status();
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<Hold> held = (*locks[0])->Acquire(
+      {.lease = absl::Seconds(10), .owner_token = owners[0]});
+  if (!held.ok()) return held.status();
+  Hold holder = *std::move(held);
   for (int i = 0; i < samples && error.ok(); ++i) {
-    DistributedLock& holder = **locks[i % 2];
     DistributedLock& waiter = **locks[(i + 1) % 2];
-    const std::string& holder_owner = owners[i % 2];
     const std::string& waiter_owner = owners[(i + 1) % 2];
     absl::Notification waiting;
+    Hold next;
     std::thread t([&] {
       waiting.Notify();
-      absl::StatusOr<Acquired> got =
-          waiter.Acquire({.wait = absl::Seconds(10),
-                          .lease = absl::Seconds(10),
-                          .owner_token = waiter_owner});
+      absl::StatusOr<Hold> got = waiter.Acquire({.wait = absl::Seconds(10),
+                                                 .lease = absl::Seconds(10),
+                                                 .owner_token = waiter_owner});
       const int64_t now = absl::GetCurrentTimeNanos();
       if (!got.ok()) {
         error = got.status();
         return;
       }
       latencies.push_back(absl::Nanoseconds(now - released_at_ns.load()));
+      next = *std::move(got);
     });
     waiting.WaitForNotification();
     // Let the waiter make its first attempt and go to sleep on the wake-up.
     absl::SleepFor(absl::Milliseconds(2));
     released_at_ns = absl::GetCurrentTimeNanos();
-    if (absl::Status s = holder.Release(holder_owner); !s.ok()) error = s;
+    if (absl::Status s = holder.Release(); !s.ok()) error = s;
     t.join();
+    holder = std::move(next);
   }
   if (!error.ok()) return error;
-  (*locks[samples % 2])->Release(owners[samples % 2]).IgnoreError();
+  holder.Release().IgnoreError();
   std::sort(latencies.begin(), latencies.end());
   Latency out;
   out.samples = static_cast<int>(latencies.size());

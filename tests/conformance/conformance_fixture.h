@@ -1,10 +1,10 @@
 // Copyright dlock authors. What every conformance test shares: the
 // parameterized fixture `Conformance` (one namespace per test, documented
-// deviations), status assertions, the suite's timing bounds, and helpers for
+// deviations), the suite's timing bounds, and helpers for
 // lost notifications and for waiters on threads of their own.
 //
 // Each suite_<theme>.cc holds the TEST_P cases of a few clauses; each case is
-// named after the clause it checks (C1..C18 of shared/spec/CONTRACT.md).
+// named after the clause it checks (C1..C21, docs/contract.md).
 // <backend>_test.cc instantiates the suite once with a BackendUnderTest.
 #ifndef DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_
 #define DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,56 +30,27 @@
 #include "backend_under_test.h"
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock {
 
-// ---------------------------------------------------------------------------
-// Status assertions. Each evaluates its argument once.
-
-inline const absl::Status& StatusOf(const absl::Status& status) {
-  return status;
-}
-template <typename T>
-const absl::Status& StatusOf(const absl::StatusOr<T>& status_or) {
-  return status_or.status();
-}
-
-template <typename T>
-::testing::AssertionResult IsOk(const char* text, const T& value) {
-  const absl::Status& status = StatusOf(value);
-  if (status.ok()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << text << " failed: " << status;
-}
-
-template <typename T>
-::testing::AssertionResult HasCode(const char* text, const char* code_text,
-                                   const T& value, absl::StatusCode code) {
-  const absl::Status& status = StatusOf(value);
-  if (status.code() == code) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << text << " should be " << code_text << " ("
-         << absl::StatusCodeToString(code) << ") but is "
-         << (status.ok() ? "OK" : status.ToString());
+// Prints LockState by name in test failures.
+inline void PrintTo(LockState state, std::ostream* os) {
+  switch (state) {
+    case LockState::kNotHeld:
+      *os << "kNotHeld";
+      return;
+    case LockState::kHeld:
+      *os << "kHeld";
+      return;
+    case LockState::kLost:
+      *os << "kLost";
+      return;
+  }
+  *os << "LockState(" << static_cast<int>(state) << ")";
 }
 
-}  // namespace dlock::testing
-
-#define EXPECT_OK(expr) EXPECT_PRED_FORMAT1(::dlock::testing::IsOk, expr)
-#define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::dlock::testing::IsOk, expr)
-// EXPECT_CODE(lock->Release(), kFailedPrecondition)
-#define EXPECT_CODE(expr, code) \
-  EXPECT_PRED_FORMAT2(::dlock::testing::HasCode, expr, absl::StatusCode::code)
-
-// ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("x"));
-#define ASSERT_OK_AND_ASSIGN(lhs, expr)                                     \
-  DLOCK_ASSERT_OK_AND_ASSIGN_IMPL(DLOCK_CONCAT(dlock_status_or_, __LINE__), \
-                                  lhs, expr)
-#define DLOCK_CONCAT_INNER(a, b) a##b
-#define DLOCK_CONCAT(a, b) DLOCK_CONCAT_INNER(a, b)
-#define DLOCK_ASSERT_OK_AND_ASSIGN_IMPL(status_or, lhs, expr)                \
-  auto status_or = (expr);                                                   \
-  ASSERT_TRUE(status_or.ok()) << #expr << " failed: " << status_or.status(); \
-  lhs = *std::move(status_or)
+}  // namespace dlock
 
 namespace dlock::testing {
 
@@ -112,8 +84,9 @@ AcquireOptions WithLease(absl::Duration lease,
 AcquireOptions AsOwner(std::string owner_token,
                        absl::Duration lease = kLongLease);
 
-// Names listed by client->List(prefix); nullopt, with a note in the test log,
-// when the backend cannot list (Unimplemented is allowed by client.h).
+// Names listed by client.Admin().List(prefix); nullopt, with a note in the
+// test log, when the backend cannot list (Unimplemented is allowed by
+// client.h).
 absl::StatusOr<std::optional<std::set<std::string>>> ListedNames(
     LockClient& client, absl::string_view prefix = {});
 
@@ -136,9 +109,15 @@ class LostRecorder {
   std::shared_ptr<Record> record_;
 };
 
+// What a successful Acquire() handed back, kept after its Hold was released.
+struct Granted {
+  uint64_t fencing_token = 0;
+  int64_t hold_count = 0;
+};
+
 // An Acquire() on a thread of its own, for a waiter the test watches from the
-// outside (C9, C12, C13, C17). The thread releases what it got at once, so
-// that it leaves nothing behind; tests look at what it got and when. The
+// outside (C9, C12, C13, C17). The thread releases the Hold it got at once,
+// so that it leaves nothing behind; tests look at what it got and when. The
 // destructor cancels the wait and joins.
 class BackgroundAcquire {
  public:
@@ -151,16 +130,16 @@ class BackgroundAcquire {
   bool WaitDone(absl::Duration timeout);
   bool done();
   // What Acquire() returned, and when; valid once done.
-  absl::StatusOr<Acquired> result();
+  absl::StatusOr<Granted> result();
   absl::Time done_at();
-  // The release that followed a successful acquire.
+  // The Hold's Release() that followed a successful acquire.
   absl::Status release_status();
 
  private:
   CancelToken cancel_;
   absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
-  absl::StatusOr<Acquired> result_ ABSL_GUARDED_BY(mu_);
+  absl::StatusOr<Granted> result_ ABSL_GUARDED_BY(mu_);
   absl::Status release_status_ ABSL_GUARDED_BY(mu_);
   absl::Time done_at_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

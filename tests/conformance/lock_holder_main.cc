@@ -46,11 +46,13 @@ int main(int argc, char** argv) {
 
   dlock::AcquireOptions acquire;
   acquire.wait = absl::Seconds(30);
-  absl::StatusOr<dlock::Acquired> acquired = (*lock)->Acquire(acquire);
-  if (!acquired.ok()) return Fail(acquired.status());
+  // The Hold lives as long as main() does: it is never destroyed, so never
+  // released.
+  absl::StatusOr<dlock::Hold> hold = (*lock)->Acquire(acquire);
+  if (!hold.ok()) return Fail(hold.status());
 
   std::printf("HELD %llu\n",
-              static_cast<unsigned long long>(acquired->fencing_token));
+              static_cast<unsigned long long>(hold->fencing_token()));
   std::fflush(stdout);
   // The test ends this process with SIGKILL; nothing here releases the lock.
   while (true) pause();

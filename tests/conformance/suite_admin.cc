@@ -17,44 +17,43 @@ TEST_P(Conformance, C11_InspectDescribesTheHolder) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
   ASSERT_OK_AND_ASSIGN(auto observer, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("inspected"));
-  ASSERT_OK_AND_ASSIGN(auto seen, observer->GetLock("inspected"));
 
-  ASSERT_OK_AND_ASSIGN(LockInfo info, seen->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, observer->Admin().Inspect("inspected"));
   EXPECT_EQ(info.name, "inspected");
   EXPECT_FALSE(info.locked);
   EXPECT_EQ(info.owner, "");
   EXPECT_EQ(info.hold_count, 0);
-  ASSERT_OK_AND_ASSIGN(bool locked, seen->IsLocked());
-  EXPECT_FALSE(locked);
+  ASSERT_OK_AND_ASSIGN(LockInfo probed, observer->Admin().Inspect("inspected"));
+  EXPECT_FALSE(probed.locked);
 
   const absl::Time before = absl::Now();
-  ASSERT_OK_AND_ASSIGN(Acquired acquired, held->Acquire(WithLease(kLease)));
+  ASSERT_OK_AND_ASSIGN(Hold acquired, held->Acquire(WithLease(kLease)));
   const absl::Time after = absl::Now();
-  ASSERT_OK(held->Acquire(WithLease(kLease)));
+  ASSERT_OK_AND_ASSIGN(Hold reentered, held->Acquire(WithLease(kLease)));
 
-  ASSERT_OK_AND_ASSIGN(info, seen->Inspect());
+  ASSERT_OK_AND_ASSIGN(info, observer->Admin().Inspect("inspected"));
   EXPECT_EQ(info.name, "inspected");
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.owner, holder->CurrentOwner());
   EXPECT_EQ(info.hold_count, 2);
-  EXPECT_EQ(info.fencing_token, acquired.fencing_token);
+  EXPECT_EQ(info.fencing_token, acquired.fencing_token());
   EXPECT_GT(info.remaining_lease, kLease - absl::Seconds(5));
   EXPECT_LE(info.remaining_lease, kLease);
   EXPECT_GE(info.since, before - kClockSlack);
   EXPECT_LE(info.since, after + kClockSlack);
-  ASSERT_OK_AND_ASSIGN(locked, seen->IsLocked());
-  EXPECT_TRUE(locked);
-  ASSERT_OK_AND_ASSIGN(bool mine, held->IsHeldByMe());
+  ASSERT_OK_AND_ASSIGN(probed, observer->Admin().Inspect("inspected"));
+  EXPECT_TRUE(probed.locked);
+  ASSERT_OK_AND_ASSIGN(bool mine, acquired.IsHeldOnBackend());
   EXPECT_TRUE(mine);
-  ASSERT_OK_AND_ASSIGN(mine, seen->IsHeldByMe());
-  EXPECT_FALSE(mine);
+  // Not held by the observer's owner.
+  EXPECT_NE(probed.owner, observer->CurrentOwner());
 
   // A re-entry keeps when the hold began.
-  ASSERT_OK_AND_ASSIGN(LockInfo same, held->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo same, holder->Admin().Inspect("inspected"));
   EXPECT_EQ(same.since, info.since);
-  ASSERT_OK(held->Release());
-  ASSERT_OK(held->Release());
-  ASSERT_OK_AND_ASSIGN(info, seen->Inspect());
+  ASSERT_OK(reentered.Release());
+  ASSERT_OK(acquired.Release());
+  ASSERT_OK_AND_ASSIGN(info, observer->Admin().Inspect("inspected"));
   EXPECT_FALSE(info.locked);
   EXPECT_EQ(info.hold_count, 0);
 }
@@ -63,13 +62,13 @@ TEST_P(Conformance, C11_InspectDescribesTheHolder) {
 // exists it shows exactly the held locks of the namespace under the prefix.
 TEST_P(Conformance, C11_ListShowsHeldLocksByPrefix) {
   ASSERT_OK_AND_ASSIGN(auto client, NewClient());
-  std::vector<std::unique_ptr<DistributedLock>> locks;
+  std::vector<Hold> holds;
   for (const char* name : {"job/1", "job/2", "jobs", "other"}) {
     ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock(name));
-    ASSERT_OK(lock->TryAcquire(WithLease(kLongLease)));
-    locks.push_back(std::move(lock));
+    ASSERT_OK_AND_ASSIGN(Hold hold, lock->TryAcquire(WithLease(kLongLease)));
+    holds.push_back(std::move(hold));
   }
-  ASSERT_OK(locks[3]->Release());  // "other" is no longer held
+  ASSERT_OK(holds[3].Release());  // "other" is no longer held
 
   ASSERT_OK_AND_ASSIGN(std::optional<std::set<std::string>> all,
                        ListedNames(*client));
@@ -79,13 +78,14 @@ TEST_P(Conformance, C11_ListShowsHeldLocksByPrefix) {
                        ListedNames(*client, "job/"));
   EXPECT_EQ(*jobs, (std::set<std::string>{"job/1", "job/2"}));
 
-  ASSERT_OK_AND_ASSIGN(std::vector<LockInfo> listed, client->List("job/1"));
+  ASSERT_OK_AND_ASSIGN(std::vector<LockInfo> listed,
+                       client->Admin().List("job/1"));
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_TRUE(listed[0].locked);
   EXPECT_EQ(listed[0].owner, client->CurrentOwner());
   EXPECT_EQ(listed[0].hold_count, 1);
-  ASSERT_OK_AND_ASSIGN(uint64_t token, locks[0]->FencingToken());
-  EXPECT_EQ(listed[0].fencing_token, token);
+  ASSERT_EQ(holds[0].state(), LockState::kHeld);
+  EXPECT_EQ(listed[0].fencing_token, holds[0].fencing_token());
 }
 
 TEST_P(Conformance, C12_ForceUnlockWakesWaiters) {
@@ -94,24 +94,23 @@ TEST_P(Conformance, C12_ForceUnlockWakesWaiters) {
   ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("stuck"));
   ASSERT_OK_AND_ASSIGN(auto waited, waiter_client->GetLock("stuck"));
-  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("stuck"));
-  ASSERT_OK(held->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(WithLease(kLongLease)));
 
   BackgroundAcquire waiter(*waited, WithLease(kLongLease, kNoHang * 2));
   absl::SleepFor(kLetWaiterBlock);
   EXPECT_FALSE(waiter.done());
   const absl::Time forced_at = absl::Now();
-  ASSERT_OK(forced->ForceUnlock());
+  ASSERT_OK(admin->Admin().ForceUnlock("stuck"));
   ASSERT_TRUE(waiter.WaitDone(kNoHang));
   EXPECT_OK(waiter.result());
   EXPECT_LT(waiter.done_at() - forced_at, kPromptly)
       << "the force unlock did not wake the waiter";
   // The former holder's next renew or release reports the loss.
-  EXPECT_CODE(held->Renew(), kFailedPrecondition);
-  EXPECT_EQ(held->State(), LockState::kLost);
-  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  EXPECT_CODE(hold.Renew(), kFailedPrecondition);
+  EXPECT_EQ(hold.state(), LockState::kLost);
+  EXPECT_CODE(hold.Release(), kFailedPrecondition);
   // Forcing a free lock is harmless.
-  EXPECT_OK(forced->ForceUnlock());
+  EXPECT_OK(admin->Admin().ForceUnlock("stuck"));
 }
 
 TEST_P(Conformance, C12_ForceUnlockIsReportedLostToHolder) {
@@ -122,23 +121,24 @@ TEST_P(Conformance, C12_ForceUnlockIsReportedLostToHolder) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient(options));
   ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("forced away"));
-  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("forced away"));
 
   LostRecorder hold_lost;
   AcquireOptions watched;
   watched.on_lost = hold_lost.Callback();
-  ASSERT_OK_AND_ASSIGN(Acquired acquired, held->Acquire(watched));
-  ASSERT_OK(forced->ForceUnlock());
+  ASSERT_OK_AND_ASSIGN(Hold acquired, held->Acquire(watched));
+  ASSERT_OK(admin->Admin().ForceUnlock("forced away"));
 
   ASSERT_TRUE(hold_lost.WaitForEvents(1, kNoHang)) << "no lost callback";
   ASSERT_TRUE(client_lost.WaitForEvents(1, kNoHang)) << "no client callback";
   EXPECT_EQ(hold_lost.Events()[0].name, "forced away");
-  EXPECT_EQ(hold_lost.Events()[0].fencing_token, acquired.fencing_token);
-  EXPECT_EQ(held->State(), LockState::kLost);
-  EXPECT_CODE(held->Renew(), kFailedPrecondition);
-  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  EXPECT_EQ(hold_lost.Events()[0].fencing_token, acquired.fencing_token());
+  EXPECT_TRUE(IsLost(hold_lost.Events()[0].reason))
+      << hold_lost.Events()[0].reason;
+  EXPECT_EQ(acquired.state(), LockState::kLost);
+  EXPECT_CODE(acquired.Renew(), kFailedPrecondition);
+  EXPECT_CODE(acquired.Release(), kFailedPrecondition);
   // The former holder's watchdog did not bring the lock back.
-  ASSERT_OK_AND_ASSIGN(LockInfo info, forced->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, admin->Admin().Inspect("forced away"));
   EXPECT_FALSE(info.locked);
 }
 
@@ -150,10 +150,12 @@ TEST_P(Conformance, C13_CloseReleasesEveryHoldAndWaitersGetThem) {
   ASSERT_OK_AND_ASSIGN(auto renewed, closing->GetLock("renewed"));
   ASSERT_OK_AND_ASSIGN(auto leased, closing->GetLock("leased"));
   ASSERT_OK_AND_ASSIGN(auto by_token, closing->GetLock("by token"));
-  ASSERT_OK(renewed->Acquire());
-  ASSERT_OK(renewed->Acquire());  // two holds, both released by Close
-  ASSERT_OK(leased->Acquire(WithLease(kLongLease)));
-  ASSERT_OK(by_token->Acquire(AsOwner("job-1")));
+  // Kept until Close() ends them: two holds, both released by Close.
+  ASSERT_OK_AND_ASSIGN(Hold renewed_hold, renewed->Acquire());
+  ASSERT_OK_AND_ASSIGN(Hold renewed_again, renewed->Acquire());
+  ASSERT_OK_AND_ASSIGN(Hold leased_hold,
+                       leased->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold by_token_hold, by_token->Acquire(AsOwner("job-1")));
 
   ASSERT_OK_AND_ASSIGN(auto waited, waiter_client->GetLock("renewed"));
   BackgroundAcquire waiter(*waited, WithLease(kLongLease, kNoHang * 2));
@@ -169,19 +171,23 @@ TEST_P(Conformance, C13_CloseReleasesEveryHoldAndWaitersGetThem) {
   EXPECT_LT(waiter.done_at() - closed, kPromptly)
       << "closing did not wake the waiter";
   for (const char* name : {"leased", "by token"}) {
-    ASSERT_OK_AND_ASSIGN(auto lock, waiter_client->GetLock(name));
-    ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+    ASSERT_OK_AND_ASSIGN(LockInfo info, waiter_client->Admin().Inspect(name));
     EXPECT_FALSE(info.locked) << name;
   }
 
   // A closed client refuses everything, and closing again is harmless.
-  EXPECT_CODE(renewed->Acquire(), kFailedPrecondition);
-  EXPECT_CODE(leased->Release(), kFailedPrecondition);
-  EXPECT_CODE(leased->Renew(), kFailedPrecondition);
-  EXPECT_CODE(leased->Inspect(), kFailedPrecondition);
-  EXPECT_CODE(leased->ForceUnlock(), kFailedPrecondition);
-  EXPECT_CODE(closing->List(), kFailedPrecondition);
-  EXPECT_EQ(leased->State(), LockState::kNotHeld);
+  absl::StatusOr<Hold> refused = renewed->Acquire();
+  EXPECT_CODE(refused, kFailedPrecondition);
+  EXPECT_TRUE(IsClientClosed(refused.status())) << refused.status();
+  // Its holds are over (checked before the release below empties one).
+  EXPECT_EQ(leased_hold.state(), LockState::kNotHeld);
+  EXPECT_CODE(leased_hold.Renew(), kFailedPrecondition);
+  const absl::Status released = leased_hold.Release();
+  EXPECT_CODE(released, kFailedPrecondition);
+  EXPECT_TRUE(IsClientClosed(released)) << released;
+  EXPECT_CODE(closing->Admin().Inspect("leased"), kFailedPrecondition);
+  EXPECT_CODE(closing->Admin().ForceUnlock("leased"), kFailedPrecondition);
+  EXPECT_CODE(closing->Admin().List(), kFailedPrecondition);
   EXPECT_OK(closing->Close());
 }
 
@@ -190,7 +196,7 @@ TEST_P(Conformance, C13_CloseInterruptsBlockedAcquire) {
   ASSERT_OK_AND_ASSIGN(auto closing, NewClient(SlowPollOptions()));
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("never free"));
   ASSERT_OK_AND_ASSIGN(auto waited, closing->GetLock("never free"));
-  ASSERT_OK(held->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(WithLease(kLongLease)));
 
   BackgroundAcquire waiter(*waited, WithLease(kLongLease, kNoHang * 3));
   absl::SleepFor(kLetWaiterBlock);
@@ -199,7 +205,9 @@ TEST_P(Conformance, C13_CloseInterruptsBlockedAcquire) {
   EXPECT_LT(absl::Now() - start, kNoHang / 2);
   ASSERT_TRUE(waiter.WaitDone(kPromptly));
   EXPECT_CODE(waiter.result(), kFailedPrecondition);
-  ASSERT_OK_AND_ASSIGN(LockInfo info, held->Inspect());
+  EXPECT_TRUE(IsClientClosed(waiter.result().status()))
+      << waiter.result().status();
+  ASSERT_OK_AND_ASSIGN(LockInfo info, holder->Admin().Inspect("never free"));
   EXPECT_EQ(info.owner, holder->CurrentOwner());
 }
 
@@ -215,15 +223,18 @@ TEST_P(Conformance, C14_InvalidArgumentForBadInput) {
   EXPECT_CODE(lock->Acquire(negative_wait), kInvalidArgument);
   for (const char* owner : {"\xff", "job\n1", "job\x7f"}) {
     EXPECT_CODE(lock->Acquire(AsOwner(owner)), kInvalidArgument);
-    EXPECT_CODE(lock->Release(owner), kInvalidArgument);
+    EXPECT_CODE(lock->ReleaseByToken(owner), kInvalidArgument);
   }
-  ASSERT_OK(lock->Acquire());
-  EXPECT_CODE(lock->Renew(absl::ZeroDuration()), kInvalidArgument);
-  EXPECT_CODE(lock->Renew(absl::Seconds(-5)), kInvalidArgument);
+  // By token, a token is required: the thread's own holds go by their Hold.
+  EXPECT_CODE(lock->ReleaseByToken(""), kInvalidArgument);
+  EXPECT_CODE(lock->RenewByToken(""), kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire());
+  EXPECT_CODE(hold.Renew(absl::ZeroDuration()), kInvalidArgument);
+  EXPECT_CODE(hold.Renew(absl::Seconds(-5)), kInvalidArgument);
   // Nothing above changed the hold.
-  ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, client->Admin().Inspect("argued"));
   EXPECT_EQ(info.hold_count, 1);
-  EXPECT_OK(lock->Release());
+  EXPECT_OK(hold.Release());
 
   const std::string uri = backend().uri(ns());
   const char* join = absl::StrContains(uri, "?") ? "&" : "?";
@@ -240,12 +251,21 @@ TEST_P(Conformance, C14_InvalidArgumentForBadInput) {
 TEST_P(Conformance, C14_FailedPreconditionWhenNotHeld) {
   ASSERT_OK_AND_ASSIGN(auto client, NewClient());
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("never taken"));
-  EXPECT_CODE(lock->Release(), kFailedPrecondition);
-  EXPECT_CODE(lock->Renew(), kFailedPrecondition);
-  EXPECT_CODE(lock->Renew(absl::Seconds(5), "job"), kFailedPrecondition);
-  EXPECT_CODE(lock->FencingToken(), kFailedPrecondition);
-  EXPECT_EQ(lock->State(), LockState::kNotHeld);
-  ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+  // A Hold that holds nothing (what an owner that never acquired has).
+  Hold none;
+  absl::Status released = none.Release();
+  EXPECT_CODE(released, kFailedPrecondition);
+  EXPECT_TRUE(IsNotOwner(released)) << released;
+  EXPECT_CODE(none.Renew(), kFailedPrecondition);
+  EXPECT_NE(none.state(), LockState::kHeld);
+  // By an owner token that never acquired it (these reach the backend).
+  released = lock->ReleaseByToken("job");
+  EXPECT_CODE(released, kFailedPrecondition);
+  EXPECT_TRUE(IsNotOwner(released)) << released;
+  EXPECT_CODE(lock->RenewByToken("job"), kFailedPrecondition);
+  EXPECT_CODE(lock->RenewByToken("job", absl::Seconds(5)), kFailedPrecondition);
+  EXPECT_EQ(lock->StateByToken("job"), LockState::kNotHeld);
+  ASSERT_OK_AND_ASSIGN(LockInfo info, client->Admin().Inspect("never taken"));
   EXPECT_FALSE(info.locked) << "a failed release or renew created the lock";
 }
 
@@ -254,17 +274,18 @@ TEST_P(Conformance, C14_DeadlineExceededAndCancelledForWaits) {
   ASSERT_OK_AND_ASSIGN(auto other, NewClient(SlowPollOptions()));
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("contested"));
   ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("contested"));
-  ASSERT_OK(held->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(WithLease(kLongLease)));
 
-  EXPECT_CODE(
-      contender->Acquire(WithLease(kLongLease, absl::Milliseconds(100))),
-      kDeadlineExceeded);
+  absl::StatusOr<Hold> waited =
+      contender->Acquire(WithLease(kLongLease, absl::Milliseconds(100)));
+  EXPECT_CODE(waited, kDeadlineExceeded);
+  EXPECT_TRUE(IsWaitExpired(waited.status())) << waited.status();
   AcquireOptions cancelled = WithLease(kLongLease, kNoHang);
   cancelled.cancel.Cancel();
   const absl::Time start = absl::Now();
   EXPECT_CODE(contender->Acquire(cancelled), kCancelled);
   EXPECT_LT(absl::Now() - start, kPromptly);
-  EXPECT_OK(held->Release());
+  EXPECT_OK(hold.Release());
 }
 
 }  // namespace

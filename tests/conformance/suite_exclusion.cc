@@ -39,7 +39,7 @@ TEST_P(Conformance, C1_OneOwnerAtATimeUnderContention) {
       AcquireOptions options;
       options.wait = absl::Seconds(60);
       for (int i = 0; i < kCycles; ++i) {
-        absl::StatusOr<Acquired> acquired = lock->Acquire(options);
+        absl::StatusOr<Hold> acquired = lock->Acquire(options);
         if (!acquired.ok()) {
           ADD_FAILURE() << "acquire: " << acquired.status();
           ++failures;
@@ -50,7 +50,7 @@ TEST_P(Conformance, C1_OneOwnerAtATimeUnderContention) {
                       std::memory_order_relaxed);
         std::this_thread::yield();
         inside.fetch_sub(1);
-        if (absl::Status s = lock->Release(); !s.ok()) {
+        if (absl::Status s = acquired->Release(); !s.ok()) {
           ADD_FAILURE() << "release: " << s;
           ++failures;
           return;
@@ -63,7 +63,7 @@ TEST_P(Conformance, C1_OneOwnerAtATimeUnderContention) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(overlaps.load(), 0);
   EXPECT_EQ(counter.load(), kThreads * kCycles);
-  ASSERT_OK_AND_ASSIGN(LockInfo info, locks[0]->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, clients[0]->Admin().Inspect("contended"));
   EXPECT_FALSE(info.locked);
 }
 
@@ -84,6 +84,8 @@ TEST_P(Conformance, C3_RacingAcquiresHaveExactlyOneWinner) {
   std::vector<std::string> owners(kThreads);
   // wins[t][n]: thread t won name n.
   std::vector<std::vector<bool>> wins(kThreads, std::vector<bool>(kNames));
+  // What each thread won, held until the checks below are done.
+  std::vector<std::vector<Hold>> held(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -103,13 +105,14 @@ TEST_P(Conformance, C3_RacingAcquiresHaveExactlyOneWinner) {
       ++ready;
       while (ready.load() < kThreads) std::this_thread::yield();
       for (int n = 0; n < kNames; ++n) {
-        absl::StatusOr<Acquired> acquired =
-            locks[n]->TryAcquire(WithLease(kLease));
+        absl::StatusOr<Hold> acquired = locks[n]->TryAcquire(WithLease(kLease));
         if (acquired.ok()) {
           wins[t][n] = true;
-          EXPECT_EQ(acquired->hold_count, 1);
+          EXPECT_EQ(acquired->hold_count(), 1);
+          held[t].push_back(*std::move(acquired));
         } else {
           EXPECT_CODE(acquired, kDeadlineExceeded);
+          EXPECT_TRUE(IsHeldByAnother(acquired.status())) << acquired.status();
         }
       }
     });
@@ -126,9 +129,8 @@ TEST_P(Conformance, C3_RacingAcquiresHaveExactlyOneWinner) {
       }
     }
     EXPECT_EQ(winners, 1) << "race-" << n;
-    ASSERT_OK_AND_ASSIGN(auto lock,
-                         clients[0]->GetLock(absl::StrCat("race-", n)));
-    ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+    ASSERT_OK_AND_ASSIGN(LockInfo info,
+                         clients[0]->Admin().Inspect(absl::StrCat("race-", n)));
     EXPECT_TRUE(info.locked);
     EXPECT_EQ(info.owner, winner);
     EXPECT_EQ(info.hold_count, 1);
@@ -145,23 +147,29 @@ TEST_P(Conformance, C10_TryAcquireAnswersPromptly) {
   ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("try"));
 
   absl::Time start = absl::Now();
-  ASSERT_OK_AND_ASSIGN(Acquired first, held->TryAcquire());
-  EXPECT_EQ(first.hold_count, 1);
+  ASSERT_OK_AND_ASSIGN(Hold first, held->TryAcquire());
+  EXPECT_EQ(first.hold_count(), 1);
   EXPECT_LT(absl::Now() - start, kPromptly) << "try on a free lock";
 
   for (int i = 0; i < 3; ++i) {
     start = absl::Now();
-    EXPECT_CODE(contender->TryAcquire(), kDeadlineExceeded);
-    EXPECT_CODE(contender->TryAcquire(WithLease(absl::Seconds(5))),
-                kDeadlineExceeded);
+    absl::StatusOr<Hold> tried = contender->TryAcquire();
+    EXPECT_CODE(tried, kDeadlineExceeded);
+    EXPECT_TRUE(IsHeldByAnother(tried.status())) << tried.status();
+    tried = contender->TryAcquire(WithLease(absl::Seconds(5)));
+    EXPECT_CODE(tried, kDeadlineExceeded);
+    EXPECT_TRUE(IsHeldByAnother(tried.status())) << tried.status();
     EXPECT_LT(absl::Now() - start, kPromptly) << "try on a held lock";
   }
 
-  ASSERT_OK(held->Release());
+  ASSERT_OK(first.Release());
   start = absl::Now();
-  EXPECT_OK(contender->TryAcquire());
+  absl::StatusOr<Hold> second = contender->TryAcquire();
+  EXPECT_OK(second);
   EXPECT_LT(absl::Now() - start, kPromptly) << "try on a released lock";
-  EXPECT_OK(contender->Release());
+  if (second.ok()) {
+    EXPECT_OK(second->Release());
+  }
 }
 
 }  // namespace

@@ -37,8 +37,9 @@ TEST_P(Conformance, C18_ServerRestartReportsLostAndClientReconnects) {
   LostRecorder hold_lost;
   AcquireOptions watched;
   watched.on_lost = hold_lost.Callback();
-  ASSERT_OK_AND_ASSIGN(Acquired before, held->Acquire(watched));
-  ASSERT_OK(probe->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold before, held->Acquire(watched));
+  // Kept for the whole test: nobody renews or releases it.
+  ASSERT_OK_AND_ASSIGN(Hold probe_hold, probe->Acquire(WithLease(kLongLease)));
 
   ASSERT_OK(backend().restart_server());
 
@@ -46,7 +47,7 @@ TEST_P(Conformance, C18_ServerRestartReportsLostAndClientReconnects) {
   absl::StatusOr<LockInfo> probed = absl::UnknownError("not asked yet");
   ASSERT_TRUE(Eventually(
       [&] {
-        probed = probe->Inspect();
+        probed = prober->Admin().Inspect("probe");
         return probed.ok();
       },
       kNoHang))
@@ -56,28 +57,31 @@ TEST_P(Conformance, C18_ServerRestartReportsLostAndClientReconnects) {
     // nobody brings the lock back.
     ASSERT_TRUE(hold_lost.WaitForEvents(1, kNoHang)) << "no lost callback";
     ASSERT_TRUE(client_lost.WaitForEvents(1, kNoHang)) << "no client callback";
-    EXPECT_EQ(hold_lost.Events()[0].fencing_token, before.fencing_token);
-    EXPECT_EQ(held->State(), LockState::kLost);
-    EXPECT_CODE(held->Release(), kFailedPrecondition);
-    ASSERT_OK_AND_ASSIGN(LockInfo info, probe->Inspect());
+    EXPECT_EQ(hold_lost.Events()[0].fencing_token, before.fencing_token());
+    EXPECT_TRUE(IsLost(hold_lost.Events()[0].reason))
+        << hold_lost.Events()[0].reason;
+    EXPECT_EQ(before.state(), LockState::kLost);
+    EXPECT_CODE(before.Release(), kFailedPrecondition);
+    ASSERT_OK_AND_ASSIGN(LockInfo info, prober->Admin().Inspect("probe"));
     EXPECT_FALSE(info.locked);
   } else {
     // State kept: the hold is either still ours or reported lost.
     absl::SleepFor(kShortWatchdogLease * 2);
     if (hold_lost.Events().empty()) {
-      EXPECT_EQ(held->State(), LockState::kHeld);
-      ASSERT_OK_AND_ASSIGN(LockInfo info, held->Inspect());
+      EXPECT_EQ(before.state(), LockState::kHeld);
+      ASSERT_OK_AND_ASSIGN(LockInfo info,
+                           holder->Admin().Inspect("through a restart"));
       EXPECT_EQ(info.owner, holder->CurrentOwner());
-      EXPECT_EQ(info.fencing_token, before.fencing_token);
-      EXPECT_OK(held->Release());
+      EXPECT_EQ(info.fencing_token, before.fencing_token());
+      EXPECT_OK(before.Release());
     } else {
-      EXPECT_EQ(held->State(), LockState::kLost);
+      EXPECT_EQ(before.state(), LockState::kLost);
     }
   }
 
   // The same client works again without being told.
   ASSERT_OK_AND_ASSIGN(auto later, holder->GetLock("after the restart"));
-  absl::StatusOr<Acquired> acquired;
+  absl::StatusOr<Hold> acquired;
   ASSERT_TRUE(Eventually(
       [&] {
         acquired = later->TryAcquire();
@@ -85,12 +89,12 @@ TEST_P(Conformance, C18_ServerRestartReportsLostAndClientReconnects) {
       },
       kNoHang))
       << acquired.status();
-  EXPECT_OK(later->Release());
-  ASSERT_OK_AND_ASSIGN(Acquired again,
+  EXPECT_OK(acquired->Release());
+  ASSERT_OK_AND_ASSIGN(Hold again,
                        held->Acquire(WithLease(kLongLease, kNoHang)));
-  EXPECT_EQ(again.hold_count, 1);
-  EXPECT_EQ(held->State(), LockState::kHeld);
-  EXPECT_OK(held->Release());
+  EXPECT_EQ(again.hold_count(), 1);
+  EXPECT_EQ(again.state(), LockState::kHeld);
+  EXPECT_OK(again.Release());
 }
 
 TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
@@ -107,8 +111,10 @@ TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
   LostRecorder hold_lost;
   AcquireOptions watched;
   watched.on_lost = hold_lost.Callback();
-  ASSERT_OK(held->Acquire(watched));
-  ASSERT_OK(closing_lock->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold watched_hold, held->Acquire(watched));
+  // Kept until its client closes.
+  ASSERT_OK_AND_ASSIGN(Hold closing_hold,
+                       closing_lock->Acquire(WithLease(kLongLease)));
 
   backend().stop_server();
   bool started = false;
@@ -119,19 +125,19 @@ TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
 
   // Every call fails fast, with Unavailable naming the endpoint.
   absl::Time start = absl::Now();
-  absl::StatusOr<Acquired> tried = other->TryAcquire();
+  absl::StatusOr<Hold> tried = other->TryAcquire();
   EXPECT_CODE(tried, kUnavailable);
   EXPECT_TRUE(NamesEndpoint(tried.status(), *client));
   EXPECT_CODE(other->Acquire(WithLease(kLongLease, absl::Seconds(2))),
               kUnavailable);
-  EXPECT_CODE(other->Inspect(), kUnavailable);
-  EXPECT_CODE(other->ForceUnlock(), kUnavailable);
+  EXPECT_CODE(client->Admin().Inspect("other"), kUnavailable);
+  EXPECT_CODE(client->Admin().ForceUnlock("other"), kUnavailable);
   // A renewal fails fast: Unavailable, or, where the backend already told
   // the client that the hold ended with the server (a PostgreSQL session),
   // FailedPrecondition for a hold known lost, which no renewal brings back.
-  const absl::Status renewed = held->Renew();
+  const absl::Status renewed = watched_hold.Renew();
   if (absl::IsFailedPrecondition(renewed)) {
-    EXPECT_EQ(held->State(), LockState::kLost) << renewed;
+    EXPECT_EQ(watched_hold.state(), LockState::kLost) << renewed;
   } else {
     EXPECT_CODE(renewed, kUnavailable);
   }
@@ -142,7 +148,9 @@ TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
   // The renewed hold cannot be kept: reported lost once its lease ran out.
   ASSERT_TRUE(hold_lost.WaitForEvents(1, kShortWatchdogLease + kNoHang))
       << "no lost callback while the server was down";
-  EXPECT_EQ(held->State(), LockState::kLost);
+  EXPECT_TRUE(IsLost(hold_lost.Events()[0].reason))
+      << hold_lost.Events()[0].reason;
+  EXPECT_EQ(watched_hold.state(), LockState::kLost);
 
   // Closing is bounded even with nothing to release to.
   start = absl::Now();
@@ -152,7 +160,7 @@ TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
   ASSERT_OK(backend().start_server());
   started = true;
   // The client reconnects by itself.
-  absl::StatusOr<Acquired> acquired;
+  absl::StatusOr<Hold> acquired;
   ASSERT_TRUE(Eventually(
       [&] {
         acquired = other->TryAcquire();
@@ -160,12 +168,12 @@ TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
       },
       kNoHang))
       << "no reconnect: " << acquired.status();
-  EXPECT_OK(other->Release());
-  ASSERT_OK_AND_ASSIGN(Acquired again,
+  EXPECT_OK(acquired->Release());
+  ASSERT_OK_AND_ASSIGN(Hold again,
                        held->Acquire(WithLease(kLongLease, kNoHang)));
-  EXPECT_EQ(again.hold_count, 1);
-  EXPECT_EQ(held->State(), LockState::kHeld);
-  EXPECT_OK(held->Release());
+  EXPECT_EQ(again.hold_count(), 1);
+  EXPECT_EQ(again.state(), LockState::kHeld);
+  EXPECT_OK(again.Release());
 }
 
 }  // namespace

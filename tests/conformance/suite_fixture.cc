@@ -32,7 +32,7 @@ AcquireOptions AsOwner(std::string owner_token, absl::Duration lease) {
 
 absl::StatusOr<std::optional<std::set<std::string>>> ListedNames(
     LockClient& client, absl::string_view prefix) {
-  absl::StatusOr<std::vector<LockInfo>> listed = client.List(prefix);
+  absl::StatusOr<std::vector<LockInfo>> listed = client.Admin().List(prefix);
   if (listed.status().code() == absl::StatusCode::kUnimplemented) {
     ::testing::Test::RecordProperty("list", "unimplemented by this backend");
     return std::optional<std::set<std::string>>();
@@ -74,11 +74,18 @@ BackgroundAcquire::BackgroundAcquire(DistributedLock& lock,
                                      AcquireOptions options)
     : cancel_(options.cancel), result_(absl::UnknownError("still waiting")) {
   thread_ = std::thread([this, &lock, options = std::move(options)] {
-    absl::StatusOr<Acquired> result = lock.Acquire(options);
+    absl::StatusOr<Hold> hold = lock.Acquire(options);
     const absl::Time at = absl::Now();
+    absl::StatusOr<Granted> result;
     absl::Status released;
-    if (result.ok()) released = lock.Release(options.owner_token);
-    absl::MutexLock hold(&mu_);
+    if (hold.ok()) {
+      result = Granted{.fencing_token = hold->fencing_token(),
+                       .hold_count = hold->hold_count()};
+      released = hold->Release();
+    } else {
+      result = hold.status();
+    }
+    absl::MutexLock guard(&mu_);
     result_ = std::move(result);
     done_at_ = at;
     release_status_ = std::move(released);
@@ -101,7 +108,7 @@ bool BackgroundAcquire::done() {
   return done_;
 }
 
-absl::StatusOr<Acquired> BackgroundAcquire::result() {
+absl::StatusOr<Granted> BackgroundAcquire::result() {
   absl::MutexLock lock(&mu_);
   return result_;
 }

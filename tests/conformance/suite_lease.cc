@@ -28,7 +28,8 @@ TEST_P(Conformance, C2_LockExpiresWithoutRenewal) {
   ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("expiring"));
 
   const absl::Time before_grant = absl::Now();
-  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire(WithLease(kLease)));
+  // Kept, never released or renewed: only the lease ends it.
+  ASSERT_OK_AND_ASSIGN(Hold first, held->Acquire(WithLease(kLease)));
   const absl::Time after_grant = absl::Now();
   // The other client waits with the default fallback poll: the lock frees
   // itself, with no release to announce it.
@@ -39,13 +40,15 @@ TEST_P(Conformance, C2_LockExpiresWithoutRenewal) {
 
   // Nobody releases or renews; the lock must still be held for the lease...
   if (absl::Now() - after_grant < kLease / 2) {
-    EXPECT_CODE(contender->TryAcquire(), kDeadlineExceeded);
+    absl::StatusOr<Hold> tried = contender->TryAcquire();
+    EXPECT_CODE(tried, kDeadlineExceeded);
+    EXPECT_TRUE(IsHeldByAnother(tried.status())) << tried.status();
   }
   // ...and free within the lease plus a round trip.
   absl::Time freed;
   ASSERT_TRUE(Eventually(
       [&] {
-        absl::StatusOr<LockInfo> info = held->Inspect();
+        absl::StatusOr<LockInfo> info = holder->Admin().Inspect("expiring");
         freed = absl::Now();
         return info.ok() && info->owner != holder->CurrentOwner();
       },
@@ -55,7 +58,7 @@ TEST_P(Conformance, C2_LockExpiresWithoutRenewal) {
 
   ASSERT_TRUE(waiter.WaitDone(kNoHang));
   ASSERT_OK(waiter.result());
-  EXPECT_GT(waiter.result()->fencing_token, first.fencing_token);
+  EXPECT_GT(waiter.result()->fencing_token, first.fencing_token());
   EXPECT_GE(waiter.done_at() - before_grant, kLease - absl::Milliseconds(50))
       << "another owner got the lock before the lease ran out";
   // The waiter may sleep up to one fallback poll (1s) past the expiry.
@@ -63,9 +66,10 @@ TEST_P(Conformance, C2_LockExpiresWithoutRenewal) {
             kLease + ClientOptions().fallback_poll + kPromptly);
 
   // The former holder knows it without a round trip, and cannot release.
-  EXPECT_EQ(held->State(), LockState::kLost);
-  EXPECT_CODE(held->FencingToken(), kFailedPrecondition);
-  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  EXPECT_EQ(first.state(), LockState::kLost);
+  EXPECT_CODE(first.lost_reason(), kFailedPrecondition);
+  EXPECT_TRUE(IsLost(first.lost_reason())) << first.lost_reason();
+  EXPECT_CODE(first.Release(), kFailedPrecondition);
 }
 
 // Where the lock-holder helper is: DLOCK_LOCK_HOLDER (set by ctest), else
@@ -115,7 +119,8 @@ TEST_P(Conformance, C2_KilledHolderProcessBlocksAtMostItsLease) {
 
   ASSERT_OK_AND_ASSIGN(auto client, NewClient());
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("crashing holder"));
-  ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info,
+                       client->Admin().Inspect("crashing holder"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.fencing_token, child_token);
   // Past its lease the living holder still has it: its watchdog renews.
@@ -126,12 +131,12 @@ TEST_P(Conformance, C2_KilledHolderProcessBlocksAtMostItsLease) {
   holder.Kill();
   AcquireOptions wait;
   wait.wait = kNoHang + kLease;
-  ASSERT_OK_AND_ASSIGN(Acquired acquired, lock->Acquire(wait));
+  ASSERT_OK_AND_ASSIGN(Hold acquired, lock->Acquire(wait));
   // The lease, plus one fallback poll of the waiter, plus slack.
   EXPECT_LE(absl::Now() - killed,
             kLease + ClientOptions().fallback_poll + kPromptly);
-  EXPECT_GT(acquired.fencing_token, child_token);
-  EXPECT_OK(lock->Release());
+  EXPECT_GT(acquired.fencing_token(), child_token);
+  EXPECT_OK(acquired.Release());
 }
 
 // No lease given: the watchdog renews the hold for as long as it is held.
@@ -145,25 +150,25 @@ TEST_P(Conformance, C7_WatchdogKeepsLockPastThreeLeases) {
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("renewed"));
   ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("renewed"));
 
-  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire());
+  ASSERT_OK_AND_ASSIGN(Hold first, held->Acquire());
   absl::SleepFor(kShortWatchdogLease * 3.5);
 
-  ASSERT_OK_AND_ASSIGN(LockInfo info, contender->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("renewed"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.owner, holder->CurrentOwner());
-  EXPECT_EQ(info.fencing_token, first.fencing_token);
+  EXPECT_EQ(info.fencing_token, first.fencing_token());
   EXPECT_GT(info.remaining_lease, absl::ZeroDuration());
   EXPECT_LE(info.remaining_lease, kShortWatchdogLease);
   EXPECT_CODE(contender->TryAcquire(), kDeadlineExceeded);
-  EXPECT_EQ(held->State(), LockState::kHeld);
+  EXPECT_EQ(first.state(), LockState::kHeld);
   EXPECT_TRUE(lost.Events().empty());
 
   // Release stops renewal: the lock stays free.
-  ASSERT_OK(held->Release());
+  ASSERT_OK(first.Release());
   absl::SleepFor(kShortWatchdogLease);
-  ASSERT_OK_AND_ASSIGN(info, contender->Inspect());
+  ASSERT_OK_AND_ASSIGN(info, other->Admin().Inspect("renewed"));
   EXPECT_FALSE(info.locked);
-  EXPECT_EQ(held->State(), LockState::kNotHeld);
+  EXPECT_EQ(first.state(), LockState::kNotHeld);
   EXPECT_TRUE(lost.Events().empty());
 }
 
@@ -196,22 +201,27 @@ TEST_P(Conformance, C7_OneRenewalMechanismRenewsEveryHold) {
     ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock(absl::StrCat("many-", i)));
     locks.push_back(std::move(lock));
   }
+  std::vector<Hold> holds;
   // The first hold may start what a client starts lazily.
-  ASSERT_OK(locks[0]->Acquire());
+  ASSERT_OK_AND_ASSIGN(Hold first, locks[0]->Acquire());
+  holds.push_back(std::move(first));
   const int threads_before = ThreadCount();
   ASSERT_GT(threads_before, 0);
-  for (int i = 1; i < kLocks; ++i) ASSERT_OK(locks[i]->Acquire());
+  for (int i = 1; i < kLocks; ++i) {
+    ASSERT_OK_AND_ASSIGN(Hold hold, locks[i]->Acquire());
+    holds.push_back(std::move(hold));
+  }
   EXPECT_LT(ThreadCount() - threads_before, kLocks / 4)
       << "a thread per renewed lock?";
 
   absl::SleepFor(kShortWatchdogLease * 2);
   for (int i = 0; i < kLocks; ++i) {
-    ASSERT_OK_AND_ASSIGN(auto lock, observer->GetLock(locks[i]->name()));
-    ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+    ASSERT_OK_AND_ASSIGN(LockInfo info,
+                         observer->Admin().Inspect(locks[i]->name()));
     EXPECT_EQ(info.owner, client->CurrentOwner()) << info.name;
-    EXPECT_EQ(locks[i]->State(), LockState::kHeld);
+    EXPECT_EQ(holds[i].state(), LockState::kHeld);
   }
-  for (auto& lock : locks) EXPECT_OK(lock->Release());
+  for (Hold& hold : holds) EXPECT_OK(hold.Release());
 }
 
 // A renewal that finds the lock held by another owner reports the hold lost
@@ -229,35 +239,36 @@ TEST_P(Conformance, C7_RenewalFindingAnotherHolderReportsLost) {
   LostRecorder hold_lost;
   AcquireOptions watched;
   watched.on_lost = hold_lost.Callback();
-  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire(watched));
-  ASSERT_OK(taker->ForceUnlock());
-  ASSERT_OK_AND_ASSIGN(Acquired second,
-                       taker->TryAcquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold first, held->Acquire(watched));
+  ASSERT_OK(other->Admin().ForceUnlock("taken over"));
+  ASSERT_OK_AND_ASSIGN(Hold second, taker->TryAcquire(WithLease(kLongLease)));
 
   ASSERT_TRUE(hold_lost.WaitForEvents(1, kNoHang)) << "no lost callback";
   ASSERT_TRUE(client_lost.WaitForEvents(1, kNoHang)) << "no client callback";
   const LockLostEvent event = hold_lost.Events()[0];
   EXPECT_EQ(event.name, "taken over");
   EXPECT_EQ(event.owner, holder->CurrentOwner());
-  EXPECT_EQ(event.fencing_token, first.fencing_token);
+  EXPECT_EQ(event.fencing_token, first.fencing_token());
   EXPECT_FALSE(event.reason.ok());
-  EXPECT_EQ(held->State(), LockState::kLost);
-  EXPECT_CODE(held->FencingToken(), kFailedPrecondition);
+  EXPECT_TRUE(IsLost(event.reason)) << event.reason;
+  EXPECT_EQ(first.state(), LockState::kLost);
+  EXPECT_CODE(first.lost_reason(), kFailedPrecondition);
 
   // Reported once, and the watchdog stops renewing it.
   absl::SleepFor(kShortWatchdogLease);
   EXPECT_EQ(hold_lost.Events().size(), 1u);
   EXPECT_EQ(client_lost.Events().size(), 1u);
-  EXPECT_CODE(held->Release(), kFailedPrecondition);
-  EXPECT_CODE(held->Renew(), kFailedPrecondition);
+  // (Renew first: a Release empties the Hold.)
+  EXPECT_CODE(first.Renew(), kFailedPrecondition);
+  EXPECT_CODE(first.Release(), kFailedPrecondition);
 
-  ASSERT_OK_AND_ASSIGN(LockInfo info, taker->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("taken over"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.owner, other->CurrentOwner());
-  EXPECT_EQ(info.fencing_token, second.fencing_token);
+  EXPECT_EQ(info.fencing_token, second.fencing_token());
   EXPECT_EQ(info.hold_count, 1);
   EXPECT_GT(info.remaining_lease, kLongLease - absl::Seconds(10));
-  EXPECT_OK(taker->Release());
+  EXPECT_OK(second.Release());
 }
 
 }  // namespace

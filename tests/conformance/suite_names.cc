@@ -91,18 +91,20 @@ TEST_P(Conformance, C15_EveryKindOfNameIsADistinctLock) {
   ASSERT_OK_AND_ASSIGN(auto elsewhere, NewClientIn(OtherNamespace("names")));
 
   std::map<std::string, uint64_t> tokens;
+  std::map<std::string, Hold> holds;  // held until released below
   for (const std::string& name : names) {
     ASSERT_OK_AND_ASSIGN(auto lock, holder->GetLock(name));
     EXPECT_EQ(lock->name(), name);
-    ASSERT_OK_AND_ASSIGN(Acquired acquired,
+    ASSERT_OK_AND_ASSIGN(Hold acquired,
                          lock->TryAcquire(WithLease(kLongLease)));
     // A name that mapped onto an earlier one would be a re-entry.
-    EXPECT_EQ(acquired.hold_count, 1) << "'" << name << "' collides";
-    tokens[name] = acquired.fencing_token;
+    EXPECT_EQ(acquired.hold_count(), 1) << "'" << name << "' collides";
+    tokens[name] = acquired.fencing_token();
+    holds[name] = std::move(acquired);
   }
   for (const std::string& name : names) {
     ASSERT_OK_AND_ASSIGN(auto lock, observer->GetLock(name));
-    ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+    ASSERT_OK_AND_ASSIGN(LockInfo info, observer->Admin().Inspect(name));
     EXPECT_EQ(info.name, name);
     EXPECT_TRUE(info.locked) << name;
     EXPECT_EQ(info.owner, holder->CurrentOwner()) << name;
@@ -118,15 +120,14 @@ TEST_P(Conformance, C15_EveryKindOfNameIsADistinctLock) {
   // None of them reached another namespace.
   for (const std::string& name : names) {
     ASSERT_OK_AND_ASSIGN(auto lock, elsewhere->GetLock(name));
-    ASSERT_OK_AND_ASSIGN(Acquired acquired,
+    ASSERT_OK_AND_ASSIGN(Hold acquired,
                          lock->TryAcquire(WithLease(kLongLease)));
-    EXPECT_EQ(acquired.hold_count, 1) << name;
-    EXPECT_OK(lock->Release());
+    EXPECT_EQ(acquired.hold_count(), 1) << name;
+    EXPECT_OK(acquired.Release());
   }
   for (const std::string& name : names) {
-    ASSERT_OK_AND_ASSIGN(auto lock, holder->GetLock(name));
-    EXPECT_OK(lock->Release()) << name;
-    ASSERT_OK_AND_ASSIGN(LockInfo info, lock->Inspect());
+    EXPECT_OK(holds[name].Release()) << name;
+    ASSERT_OK_AND_ASSIGN(LockInfo info, holder->Admin().Inspect(name));
     EXPECT_FALSE(info.locked) << name;
   }
 }
@@ -173,24 +174,26 @@ TEST_P(Conformance, C16_NamespacesNeverInteract) {
 
   // In <ns>: names that, joined to <ns> with some separator, spell <ns>.b
   // joined to "x".
-  std::vector<std::unique_ptr<DistributedLock>> outer_locks;
+  std::vector<Hold> outer_holds;
   for (const char* name : {"b:x", "b.x", "b/x", "b|x", "b{x", "b}x", ".b:x",
                            ".b.x", ".b/x", "b:{x}", "x", "shared"}) {
     ASSERT_OK_AND_ASSIGN(auto lock, outer->GetLock(name));
-    ASSERT_OK(lock->TryAcquire(WithLease(kLongLease)));
-    outer_locks.push_back(std::move(lock));
+    ASSERT_OK_AND_ASSIGN(Hold hold, lock->TryAcquire(WithLease(kLongLease)));
+    outer_holds.push_back(std::move(hold));
   }
   ASSERT_OK_AND_ASSIGN(auto inner_x, inner->GetLock("x"));
-  ASSERT_OK_AND_ASSIGN(Acquired x, inner_x->TryAcquire(WithLease(kLongLease)));
-  EXPECT_EQ(x.hold_count, 1);
+  ASSERT_OK_AND_ASSIGN(Hold x, inner_x->TryAcquire(WithLease(kLongLease)));
+  EXPECT_EQ(x.hold_count(), 1);
   ASSERT_OK_AND_ASSIGN(auto inner_shared, inner->GetLock("shared"));
-  ASSERT_OK_AND_ASSIGN(LockInfo info, inner_shared->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, inner->Admin().Inspect("shared"));
   EXPECT_FALSE(info.locked) << "a lock of <ns> is visible in <ns>.b";
-  ASSERT_OK(inner_shared->TryAcquire(WithLease(kLongLease)));
+  // Kept: the force unlock below ends it.
+  ASSERT_OK_AND_ASSIGN(Hold inner_shared_hold,
+                       inner_shared->TryAcquire(WithLease(kLongLease)));
 
   // Force and list stay inside their namespace too.
-  ASSERT_OK(inner_shared->ForceUnlock());
-  ASSERT_OK_AND_ASSIGN(info, outer_locks.back()->Inspect());
+  ASSERT_OK(inner->Admin().ForceUnlock("shared"));
+  ASSERT_OK_AND_ASSIGN(info, outer->Admin().Inspect("shared"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.owner, outer->CurrentOwner());
   ASSERT_OK_AND_ASSIGN(std::optional<std::set<std::string>> listed,
@@ -198,10 +201,10 @@ TEST_P(Conformance, C16_NamespacesNeverInteract) {
   if (listed.has_value()) {
     EXPECT_EQ(*listed, std::set<std::string>{"x"});
   }
-  for (auto& lock : outer_locks) EXPECT_OK(lock->Release());
-  ASSERT_OK_AND_ASSIGN(info, inner_x->Inspect());
+  for (Hold& hold : outer_holds) EXPECT_OK(hold.Release());
+  ASSERT_OK_AND_ASSIGN(info, inner->Admin().Inspect("x"));
   EXPECT_TRUE(info.locked);
-  EXPECT_OK(inner_x->Release());
+  EXPECT_OK(x.Release());
 }
 
 }  // namespace

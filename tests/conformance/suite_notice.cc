@@ -23,15 +23,16 @@ TEST_P(Conformance, C20_ExplicitLeaseEndIsToldOnce) {
   LostRecorder lost;
   AcquireOptions options = WithLease(absl::Milliseconds(400));
   options.on_lost = lost.Callback();
-  ASSERT_OK_AND_ASSIGN(Acquired acquired, lock->Acquire(options));
+  ASSERT_OK_AND_ASSIGN(Hold acquired, lock->Acquire(options));
 
   // Told when the lease runs out, though nobody asked about the lock.
   ASSERT_TRUE(lost.WaitForEvents(1, absl::Milliseconds(400) + kNoHang))
       << "no notice when the explicit lease ran out";
-  EXPECT_EQ(lost.Events()[0].fencing_token, acquired.fencing_token);
-  EXPECT_EQ(lock->State(), LockState::kLost);
-  EXPECT_CODE(lock->FencingToken(), kFailedPrecondition);
-  EXPECT_CODE(lock->Release(), kFailedPrecondition);
+  EXPECT_EQ(lost.Events()[0].fencing_token, acquired.fencing_token());
+  EXPECT_TRUE(IsLost(lost.Events()[0].reason)) << lost.Events()[0].reason;
+  EXPECT_EQ(acquired.state(), LockState::kLost);
+  EXPECT_CODE(acquired.lost_reason(), kFailedPrecondition);
+  EXPECT_CODE(acquired.Release(), kFailedPrecondition);
   EXPECT_EQ(SettledEvents(lost), 1u);
 }
 
@@ -39,18 +40,20 @@ TEST_P(Conformance, C20_LossFoundByReleaseIsToldOnce) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
   ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("taken away"));
-  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("taken away"));
   LostRecorder lost;
   AcquireOptions options;  // renewed, with the default 30 s lease: the
   options.on_lost = lost.Callback();  // watchdog will not look soon
-  ASSERT_OK(held->Acquire(options));
-  ASSERT_OK(forced->ForceUnlock());
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(options));
+  ASSERT_OK(admin->Admin().ForceUnlock("taken away"));
 
-  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  const absl::Status released = hold.Release();
+  EXPECT_CODE(released, kFailedPrecondition);
+  EXPECT_TRUE(IsLost(released)) << released;
   // The release found the loss, so the notice has run by now.
   ASSERT_EQ(lost.Events().size(), 1u) << "the release found a loss untold";
   EXPECT_FALSE(lost.Events()[0].reason.ok());
-  EXPECT_EQ(held->State(), LockState::kNotHeld);
+  EXPECT_TRUE(IsLost(lost.Events()[0].reason)) << lost.Events()[0].reason;
+  EXPECT_EQ(hold.state(), LockState::kNotHeld);
   EXPECT_EQ(SettledEvents(lost), 1u);
 }
 
@@ -62,19 +65,19 @@ TEST_P(Conformance, C20_LossToldOnceWhateverNoticesIt) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient(client_options));
   ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("noticed"));
-  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("noticed"));
   LostRecorder outer, inner;
   AcquireOptions options;
   options.on_lost = outer.Callback();
-  ASSERT_OK(held->Acquire(options));
+  ASSERT_OK_AND_ASSIGN(Hold outer_hold, held->Acquire(options));
   options.on_lost = inner.Callback();
-  ASSERT_OK(held->Acquire(options));  // a re-entry asks to be told too
-  ASSERT_OK(forced->ForceUnlock());
+  // A re-entry asks to be told too.
+  ASSERT_OK_AND_ASSIGN(Hold inner_hold, held->Acquire(options));
+  ASSERT_OK(admin->Admin().ForceUnlock("noticed"));
 
   // The watchdog finds it; then a renewal and a release find it again.
   ASSERT_TRUE(outer.WaitForEvents(1, kShortWatchdogLease + kNoHang));
-  EXPECT_CODE(held->Renew(), kFailedPrecondition);
-  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  EXPECT_CODE(outer_hold.Renew(), kFailedPrecondition);
+  EXPECT_CODE(inner_hold.Release(), kFailedPrecondition);
   EXPECT_EQ(SettledEvents(outer), 1u);
   EXPECT_EQ(inner.Events().size(), 1u);
   EXPECT_EQ(client_lost.Events().size(), 1u);
@@ -87,9 +90,10 @@ TEST_P(Conformance, C20_CloseTellsEveryHoldItEnds) {
   LostRecorder lost;
   AcquireOptions options;
   options.on_lost = lost.Callback();
-  ASSERT_OK(renewed->Acquire(options));
+  // Both kept until Close() ends them.
+  ASSERT_OK_AND_ASSIGN(Hold renewed_hold, renewed->Acquire(options));
   options.lease = kLongLease;
-  ASSERT_OK(leased->Acquire(options));
+  ASSERT_OK_AND_ASSIGN(Hold leased_hold, leased->Acquire(options));
   ASSERT_OK(client->Close());
   // Both were still held, and Close() ended them: told once each.
   ASSERT_EQ(lost.Events().size(), 2u);
@@ -101,38 +105,37 @@ TEST_P(Conformance, C20_HoldReplacedByAFreshGrantIsTold) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
   ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("forced, then again"));
-  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("forced, then again"));
   LostRecorder lost;
   AcquireOptions options = WithLease(kLongLease);
   options.on_lost = lost.Callback();
-  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire(options));
-  ASSERT_OK(forced->ForceUnlock());
+  ASSERT_OK_AND_ASSIGN(Hold first, held->Acquire(options));
+  ASSERT_OK(admin->Admin().ForceUnlock("forced, then again"));
   // Before anything noticed the loss, the owner acquires again: the
   // backend grants a new hold, and the one the outer code still relies on
   // is over. Its acquisition is told.
-  ASSERT_OK_AND_ASSIGN(Acquired second, held->Acquire(WithLease(kLongLease)));
-  EXPECT_GT(second.fencing_token, first.fencing_token);
+  ASSERT_OK_AND_ASSIGN(Hold second, held->Acquire(WithLease(kLongLease)));
+  EXPECT_GT(second.fencing_token(), first.fencing_token());
   ASSERT_TRUE(lost.WaitForEvents(1, kNoHang))
       << "the hold the new grant replaced was never told lost";
-  EXPECT_EQ(lost.Events()[0].fencing_token, first.fencing_token);
+  EXPECT_EQ(lost.Events()[0].fencing_token, first.fencing_token());
+  EXPECT_TRUE(IsLost(lost.Events()[0].reason)) << lost.Events()[0].reason;
   EXPECT_EQ(SettledEvents(lost), 1u);
-  EXPECT_OK(held->Release());
+  EXPECT_OK(second.Release());
 }
 
 TEST_P(Conformance, C20_ReleasedInnerAcquisitionIsNotTold) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
   ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("nested"));
-  ASSERT_OK_AND_ASSIGN(auto forced, admin->GetLock("nested"));
   LostRecorder outer, inner;
   AcquireOptions options = WithLease(kLongLease);
   options.on_lost = outer.Callback();
-  ASSERT_OK(held->Acquire(options));
+  ASSERT_OK_AND_ASSIGN(Hold outer_hold, held->Acquire(options));
   options.on_lost = inner.Callback();
-  ASSERT_OK(held->Acquire(options));
-  ASSERT_OK(held->Release());  // the inner one: its callback goes with it
-  ASSERT_OK(forced->ForceUnlock());
-  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(Hold inner_hold, held->Acquire(options));
+  ASSERT_OK(inner_hold.Release());  // its callback goes with it
+  ASSERT_OK(admin->Admin().ForceUnlock("nested"));
+  EXPECT_CODE(outer_hold.Release(), kFailedPrecondition);
   EXPECT_EQ(outer.Events().size(), 1u);
   EXPECT_EQ(SettledEvents(inner), 0u)
       << "an acquisition already released was told of a later loss";
@@ -148,15 +151,21 @@ TEST_P(Conformance, C6_ClientsSharingAClientIdAreDistinctOwners) {
   EXPECT_NE(first->CurrentOwner(), second->CurrentOwner());
   ASSERT_OK_AND_ASSIGN(auto by_first, first->GetLock("one owner"));
   ASSERT_OK_AND_ASSIGN(auto by_second, second->GetLock("one owner"));
-  ASSERT_OK(by_first->Acquire(WithLease(kLongLease)));
-  // The same thread, through the other client: another owner.
-  EXPECT_CODE(by_second->TryAcquire(WithLease(kLongLease)), kDeadlineExceeded);
-  EXPECT_NE(by_second->State(), LockState::kHeld);
-  EXPECT_CODE(by_second->Release(), kFailedPrecondition);
-  ASSERT_OK_AND_ASSIGN(LockInfo info, by_second->Inspect());
+  ASSERT_OK_AND_ASSIGN(Hold hold, by_first->Acquire(WithLease(kLongLease)));
+  // The same thread, through the other client: another owner, handed no
+  // hold it could believe.
+  absl::StatusOr<Hold> tried = by_second->TryAcquire(WithLease(kLongLease));
+  EXPECT_CODE(tried, kDeadlineExceeded);
+  EXPECT_TRUE(IsHeldByAnother(tried.status())) << tried.status();
+  EXPECT_FALSE(tried.ok() && tried->state() == LockState::kHeld);
+  // Nor can it release the first client's hold by naming its owner.
+  const absl::Status released = by_second->ReleaseByToken(hold.owner());
+  EXPECT_CODE(released, kFailedPrecondition);
+  EXPECT_TRUE(IsNotOwner(released)) << released;
+  ASSERT_OK_AND_ASSIGN(LockInfo info, second->Admin().Inspect("one owner"));
   EXPECT_EQ(info.owner, first->CurrentOwner());
   EXPECT_EQ(info.hold_count, 1);
-  EXPECT_OK(by_first->Release());
+  EXPECT_OK(hold.Release());
 }
 
 }  // namespace

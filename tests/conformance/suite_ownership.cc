@@ -18,32 +18,47 @@ void ExpectSameHold(const LockInfo& before, const LockInfo& after) {
   EXPECT_LE(after.remaining_lease, before.remaining_lease);
 }
 
+// FailedPrecondition, marked as the owner check's refusal (C4).
+::testing::AssertionResult RefusedAsNotOwner(const absl::Status& status) {
+  if (absl::IsFailedPrecondition(status) && IsNotOwner(status)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "should be FailedPrecondition (IsNotOwner) but is "
+         << (status.ok() ? "OK" : status.ToString());
+}
+
 TEST_P(Conformance, C4_NonOwnerCannotReleaseOrRenew) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
   ASSERT_OK_AND_ASSIGN(auto other, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("owned"));
   ASSERT_OK_AND_ASSIGN(auto foreign, other->GetLock("owned"));
-  ASSERT_OK(held->Acquire(WithLease(absl::Seconds(20))));
-  ASSERT_OK_AND_ASSIGN(LockInfo before, held->Inspect());
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(WithLease(absl::Seconds(20))));
+  ASSERT_OK_AND_ASSIGN(LockInfo before, holder->Admin().Inspect("owned"));
 
+  // Nobody without the Hold can take it off or renew it. A non-owner's only
+  // way to name the hold is by owner token: the holder's owner id is not one.
   // Another client (on this very thread).
-  EXPECT_CODE(foreign->Release(), kFailedPrecondition);
-  EXPECT_CODE(foreign->Renew(), kFailedPrecondition);
-  EXPECT_CODE(foreign->Renew(kLongLease), kFailedPrecondition);
+  EXPECT_TRUE(RefusedAsNotOwner(foreign->ReleaseByToken(before.owner)));
+  EXPECT_TRUE(RefusedAsNotOwner(foreign->RenewByToken(before.owner)));
+  EXPECT_TRUE(
+      RefusedAsNotOwner(foreign->RenewByToken(before.owner, kLongLease)));
   // An owner token nobody holds it with.
-  EXPECT_CODE(held->Release("someone else"), kFailedPrecondition);
-  EXPECT_CODE(held->Renew(kLongLease, "someone else"), kFailedPrecondition);
+  EXPECT_TRUE(RefusedAsNotOwner(held->ReleaseByToken("someone else")));
+  EXPECT_TRUE(
+      RefusedAsNotOwner(held->RenewByToken("someone else", kLongLease)));
   // Another thread of the holder's client.
   std::thread([&] {
-    EXPECT_CODE(held->Release(), kFailedPrecondition);
-    EXPECT_CODE(held->Renew(kLongLease), kFailedPrecondition);
+    EXPECT_TRUE(RefusedAsNotOwner(held->ReleaseByToken(before.owner)));
+    EXPECT_TRUE(
+        RefusedAsNotOwner(held->RenewByToken(before.owner, kLongLease)));
   }).join();
 
-  ASSERT_OK_AND_ASSIGN(LockInfo after, foreign->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo after, other->Admin().Inspect("owned"));
   ExpectSameHold(before, after);
-  EXPECT_EQ(held->State(), LockState::kHeld);
-  ASSERT_OK(held->Release());
-  ASSERT_OK_AND_ASSIGN(after, foreign->Inspect());
+  EXPECT_EQ(hold.state(), LockState::kHeld);
+  ASSERT_OK(hold.Release());
+  ASSERT_OK_AND_ASSIGN(after, other->Admin().Inspect("owned"));
   EXPECT_FALSE(after.locked);
 }
 
@@ -53,21 +68,27 @@ TEST_P(Conformance, C4_ExpiredOwnerCannotTouchNextHolder) {
   ASSERT_OK_AND_ASSIGN(auto expired, first_client->GetLock("handed on"));
   ASSERT_OK_AND_ASSIGN(auto next, next_client->GetLock("handed on"));
 
-  ASSERT_OK(expired->Acquire(WithLease(absl::Milliseconds(300))));
+  // Kept: only its lease ends it.
+  ASSERT_OK_AND_ASSIGN(Hold expired_hold,
+                       expired->Acquire(WithLease(absl::Milliseconds(300))));
   AcquireOptions wait = WithLease(kLongLease, kNoHang);
-  ASSERT_OK_AND_ASSIGN(Acquired taken, next->Acquire(wait));
-  ASSERT_OK_AND_ASSIGN(LockInfo before, next->Inspect());
+  ASSERT_OK_AND_ASSIGN(Hold taken, next->Acquire(wait));
+  ASSERT_OK_AND_ASSIGN(LockInfo before,
+                       next_client->Admin().Inspect("handed on"));
   EXPECT_EQ(before.owner, next_client->CurrentOwner());
 
-  EXPECT_CODE(expired->Renew(), kFailedPrecondition);
-  EXPECT_CODE(expired->Renew(kLongLease), kFailedPrecondition);
-  EXPECT_CODE(expired->Release(), kFailedPrecondition);
-  EXPECT_CODE(expired->TryAcquire(), kDeadlineExceeded);
+  EXPECT_CODE(expired_hold.Renew(), kFailedPrecondition);
+  EXPECT_CODE(expired_hold.Renew(kLongLease), kFailedPrecondition);
+  EXPECT_CODE(expired_hold.Release(), kFailedPrecondition);
+  absl::StatusOr<Hold> tried = expired->TryAcquire();
+  EXPECT_CODE(tried, kDeadlineExceeded);
+  EXPECT_TRUE(IsHeldByAnother(tried.status())) << tried.status();
 
-  ASSERT_OK_AND_ASSIGN(LockInfo after, next->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo after,
+                       next_client->Admin().Inspect("handed on"));
   ExpectSameHold(before, after);
-  EXPECT_EQ(after.fencing_token, taken.fencing_token);
-  EXPECT_OK(next->Release());
+  EXPECT_EQ(after.fencing_token, taken.fencing_token());
+  EXPECT_OK(taken.Release());
 }
 
 TEST_P(Conformance, C5_HoldCountTracksReentries) {
@@ -76,24 +97,29 @@ TEST_P(Conformance, C5_HoldCountTracksReentries) {
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("reentrant"));
   ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("reentrant"));
 
+  std::vector<Hold> holds;
   for (int64_t count = 1; count <= 3; ++count) {
-    ASSERT_OK_AND_ASSIGN(Acquired acquired, held->TryAcquire());
-    EXPECT_EQ(acquired.hold_count, count);
+    ASSERT_OK_AND_ASSIGN(Hold acquired, held->TryAcquire());
+    EXPECT_EQ(acquired.hold_count(), count);
+    holds.push_back(std::move(acquired));
   }
   for (int64_t left = 2; left >= 0; --left) {
-    ASSERT_OK_AND_ASSIGN(LockInfo info, contender->Inspect());
+    ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("reentrant"));
     EXPECT_TRUE(info.locked);
     EXPECT_EQ(info.hold_count, left + 1);
     EXPECT_CODE(contender->TryAcquire(), kDeadlineExceeded);
-    ASSERT_OK(held->Release());
+    ASSERT_OK(holds[left].Release());
   }
-  ASSERT_OK_AND_ASSIGN(LockInfo info, contender->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("reentrant"));
   EXPECT_FALSE(info.locked);
   EXPECT_EQ(info.hold_count, 0);
-  EXPECT_CODE(held->Release(), kFailedPrecondition);
-  ASSERT_OK_AND_ASSIGN(Acquired acquired, contender->TryAcquire());
-  EXPECT_EQ(acquired.hold_count, 1);
-  EXPECT_OK(contender->Release());
+  // Nothing is left to release.
+  const absl::Status released = holds[0].Release();
+  EXPECT_CODE(released, kFailedPrecondition);
+  EXPECT_TRUE(IsNotOwner(released)) << released;
+  ASSERT_OK_AND_ASSIGN(Hold acquired, contender->TryAcquire());
+  EXPECT_EQ(acquired.hold_count(), 1);
+  EXPECT_OK(acquired.Release());
 }
 
 TEST_P(Conformance, C5_ReentryNeverShortensLease) {
@@ -101,41 +127,45 @@ TEST_P(Conformance, C5_ReentryNeverShortensLease) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("long then short"));
 
-  ASSERT_OK(held->Acquire(WithLease(kLease)));
-  ASSERT_OK_AND_ASSIGN(Acquired again,
+  ASSERT_OK_AND_ASSIGN(Hold first, held->Acquire(WithLease(kLease)));
+  ASSERT_OK_AND_ASSIGN(Hold again,
                        held->Acquire(WithLease(absl::Milliseconds(200))));
-  EXPECT_EQ(again.hold_count, 2);
-  ASSERT_OK_AND_ASSIGN(LockInfo info, held->Inspect());
+  EXPECT_EQ(again.hold_count(), 2);
+  ASSERT_OK_AND_ASSIGN(LockInfo info,
+                       holder->Admin().Inspect("long then short"));
   EXPECT_GT(info.remaining_lease, kLease - absl::Seconds(5));
   // A renewal asking for less keeps the maximum too.
-  ASSERT_OK(held->Renew(absl::Milliseconds(200)));
-  ASSERT_OK_AND_ASSIGN(info, held->Inspect());
+  ASSERT_OK(again.Renew(absl::Milliseconds(200)));
+  ASSERT_OK_AND_ASSIGN(info, holder->Admin().Inspect("long then short"));
   EXPECT_GT(info.remaining_lease, kLease - absl::Seconds(5));
 
   absl::SleepFor(absl::Milliseconds(500));  // past the short lease
-  ASSERT_OK_AND_ASSIGN(info, held->Inspect());
+  ASSERT_OK_AND_ASSIGN(info, holder->Admin().Inspect("long then short"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.hold_count, 2);
-  EXPECT_EQ(held->State(), LockState::kHeld);
-  ASSERT_OK(held->Release());
-  ASSERT_OK(held->Release());
+  EXPECT_EQ(again.state(), LockState::kHeld);
+  EXPECT_EQ(first.state(), LockState::kHeld);
+  ASSERT_OK(again.Release());
+  ASSERT_OK(first.Release());
 }
 
 // The lease becomes the larger of what remains and what was asked.
 TEST_P(Conformance, C5_ReentryWithLongerLeaseExtendsIt) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("short then long"));
-  ASSERT_OK(held->Acquire(WithLease(absl::Seconds(1))));
-  ASSERT_OK(held->Acquire(WithLease(absl::Seconds(20))));
-  ASSERT_OK_AND_ASSIGN(LockInfo info, held->Inspect());
+  ASSERT_OK_AND_ASSIGN(Hold first, held->Acquire(WithLease(absl::Seconds(1))));
+  ASSERT_OK_AND_ASSIGN(Hold again, held->Acquire(WithLease(absl::Seconds(20))));
+  ASSERT_OK_AND_ASSIGN(LockInfo info,
+                       holder->Admin().Inspect("short then long"));
   EXPECT_GT(info.remaining_lease, absl::Seconds(15));
   absl::SleepFor(absl::Milliseconds(1200));  // past the first lease
-  ASSERT_OK_AND_ASSIGN(info, held->Inspect());
+  ASSERT_OK_AND_ASSIGN(info, holder->Admin().Inspect("short then long"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.hold_count, 2);
-  EXPECT_EQ(held->State(), LockState::kHeld);
-  ASSERT_OK(held->Release());
-  ASSERT_OK(held->Release());
+  EXPECT_EQ(first.state(), LockState::kHeld);
+  EXPECT_EQ(again.state(), LockState::kHeld);
+  ASSERT_OK(again.Release());
+  ASSERT_OK(first.Release());
 }
 
 // The kept maximum lives on the backend: an owner re-entering through
@@ -150,24 +180,27 @@ TEST_P(Conformance, C5_KeptMaximumLeaseBindsOwnerInAnotherClient) {
   ASSERT_OK_AND_ASSIGN(auto first, first_client->GetLock("kept maximum"));
   ASSERT_OK_AND_ASSIGN(auto second, second_client->GetLock("kept maximum"));
 
-  ASSERT_OK(first->Acquire(AsOwner(kOwner, kLease)));
+  // The first client's hold is released below by the second client, by
+  // token: this Hold is not released through.
+  ASSERT_OK_AND_ASSIGN(Hold first_hold,
+                       first->Acquire(AsOwner(kOwner, kLease)));
   absl::SleepFor(absl::Milliseconds(1500));
-  ASSERT_OK_AND_ASSIGN(Acquired again,
-                       second->TryAcquire(AsOwner(kOwner, kShort)));
-  EXPECT_EQ(again.hold_count, 2);
-  ASSERT_OK_AND_ASSIGN(LockInfo info, second->Inspect());
+  ASSERT_OK_AND_ASSIGN(Hold again, second->TryAcquire(AsOwner(kOwner, kShort)));
+  EXPECT_EQ(again.hold_count(), 2);
+  ASSERT_OK_AND_ASSIGN(LockInfo info,
+                       second_client->Admin().Inspect("kept maximum"));
   EXPECT_GT(info.remaining_lease, kLease - absl::Milliseconds(2500))
       << "the re-entry shortened the lease";
   EXPECT_LT(info.remaining_lease, kLease - absl::Seconds(1));
 
-  ASSERT_OK(second->Renew(kShort, kOwner));
-  ASSERT_OK_AND_ASSIGN(info, second->Inspect());
+  ASSERT_OK(again.Renew(kShort));
+  ASSERT_OK_AND_ASSIGN(info, second_client->Admin().Inspect("kept maximum"));
   EXPECT_GT(info.remaining_lease, kLease - absl::Milliseconds(800))
       << "a renewal did not restore the kept maximum lease";
 
-  ASSERT_OK(second->Release(kOwner));
-  ASSERT_OK(second->Release(kOwner));
-  ASSERT_OK_AND_ASSIGN(info, second->Inspect());
+  ASSERT_OK(again.Release());
+  ASSERT_OK(second->ReleaseByToken(kOwner));  // the first client's hold
+  ASSERT_OK_AND_ASSIGN(info, second_client->Admin().Inspect("kept maximum"));
   EXPECT_FALSE(info.locked);
 }
 
@@ -180,36 +213,47 @@ TEST_P(Conformance, C6_SameThreadInAnotherClientIsNotOwner) {
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("mine"));
   ASSERT_OK_AND_ASSIGN(auto foreign, other->GetLock("mine"));
 
-  ASSERT_OK(held->Acquire());
-  EXPECT_CODE(foreign->TryAcquire(), kDeadlineExceeded);
-  ASSERT_OK_AND_ASSIGN(bool mine, held->IsHeldByMe());
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
+  // The other client hands out no hold: nothing it could believe.
+  absl::StatusOr<Hold> tried = foreign->TryAcquire();
+  EXPECT_CODE(tried, kDeadlineExceeded);
+  EXPECT_TRUE(IsHeldByAnother(tried.status())) << tried.status();
+  EXPECT_FALSE(tried.ok() && tried->state() == LockState::kHeld);
+  ASSERT_OK_AND_ASSIGN(bool mine, hold.IsHeldOnBackend());
   EXPECT_TRUE(mine);
-  ASSERT_OK_AND_ASSIGN(mine, foreign->IsHeldByMe());
-  EXPECT_FALSE(mine);
-  EXPECT_EQ(foreign->State(), LockState::kNotHeld);
-  EXPECT_CODE(foreign->FencingToken(), kFailedPrecondition);
-  EXPECT_CODE(foreign->Release(), kFailedPrecondition);
-  ASSERT_OK_AND_ASSIGN(LockInfo info, foreign->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo seen, other->Admin().Inspect("mine"));
+  EXPECT_NE(seen.owner, other->CurrentOwner());
+  // Nor can it release the hold by naming the holder's owner id.
+  const absl::Status released = foreign->ReleaseByToken(hold.owner());
+  EXPECT_CODE(released, kFailedPrecondition);
+  EXPECT_TRUE(IsNotOwner(released)) << released;
+  ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("mine"));
   EXPECT_EQ(info.owner, holder->CurrentOwner());
-  EXPECT_OK(held->Release());
+  EXPECT_OK(hold.Release());
 }
 
 TEST_P(Conformance, C6_AnotherThreadIsNotOwner) {
   ASSERT_OK_AND_ASSIGN(auto client, NewClient());
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("this thread's"));
-  ASSERT_OK(lock->Acquire());
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire());
   const std::string main_owner = client->CurrentOwner();
   std::thread([&] {
     EXPECT_NE(client->CurrentOwner(), main_owner);
-    EXPECT_CODE(lock->TryAcquire(), kDeadlineExceeded);
-    absl::StatusOr<bool> mine = lock->IsHeldByMe();
-    ASSERT_OK(mine);
-    EXPECT_FALSE(*mine);
-    EXPECT_EQ(lock->State(), LockState::kNotHeld);
-    EXPECT_CODE(lock->Release(), kFailedPrecondition);
+    // Another owner: handed no hold it could believe.
+    absl::StatusOr<Hold> tried = lock->TryAcquire();
+    EXPECT_CODE(tried, kDeadlineExceeded);
+    EXPECT_TRUE(IsHeldByAnother(tried.status())) << tried.status();
+    EXPECT_FALSE(tried.ok() && tried->state() == LockState::kHeld);
+    absl::StatusOr<LockInfo> info = client->Admin().Inspect("this thread's");
+    ASSERT_OK(info);
+    EXPECT_NE(info->owner, client->CurrentOwner());
+    // Nor can it release the hold by naming the main thread's owner id.
+    const absl::Status released = lock->ReleaseByToken(main_owner);
+    EXPECT_CODE(released, kFailedPrecondition);
+    EXPECT_TRUE(IsNotOwner(released)) << released;
   }).join();
-  EXPECT_EQ(lock->State(), LockState::kHeld);
-  EXPECT_OK(lock->Release());
+  EXPECT_EQ(hold.state(), LockState::kHeld);
+  EXPECT_OK(hold.Release());
 }
 
 // An explicit owner token lets another client (or thread) re-enter and
@@ -221,27 +265,85 @@ TEST_P(Conformance, C6_ExplicitOwnerTokenWorksAcrossClients) {
   ASSERT_OK_AND_ASSIGN(auto first, first_client->GetLock("job lock"));
   ASSERT_OK_AND_ASSIGN(auto second, second_client->GetLock("job lock"));
 
-  ASSERT_OK_AND_ASSIGN(Acquired acquired, first->Acquire(AsOwner(kJob)));
-  ASSERT_OK_AND_ASSIGN(bool mine, second->IsHeldByMe(kJob));
-  EXPECT_TRUE(mine);
-  ASSERT_OK_AND_ASSIGN(mine, second->IsHeldByMe());
-  EXPECT_FALSE(mine);
+  ASSERT_OK_AND_ASSIGN(Hold acquired, first->Acquire(AsOwner(kJob)));
+  // The token's owner holds it, as the second client sees it...
+  ASSERT_OK_AND_ASSIGN(LockInfo info,
+                       second_client->Admin().Inspect("job lock"));
+  EXPECT_EQ(info.owner, acquired.owner());
+  // ...and neither thread owner does.
+  EXPECT_NE(info.owner, second_client->CurrentOwner());
+  EXPECT_NE(info.owner, first_client->CurrentOwner());
   EXPECT_CODE(second->TryAcquire(), kDeadlineExceeded);
   EXPECT_CODE(second->TryAcquire(AsOwner("job-43")), kDeadlineExceeded);
-  EXPECT_CODE(first->Release(), kFailedPrecondition);
+  // The first client's thread, by its own owner id, is not the owner.
+  const absl::Status released =
+      first->ReleaseByToken(first_client->CurrentOwner());
+  EXPECT_CODE(released, kFailedPrecondition);
+  EXPECT_TRUE(IsNotOwner(released)) << released;
 
-  ASSERT_OK_AND_ASSIGN(Acquired again, second->TryAcquire(AsOwner(kJob)));
-  EXPECT_EQ(again.hold_count, 2);
-  EXPECT_EQ(again.fencing_token, acquired.fencing_token);
-  // Another thread of the first client releases one hold by the token...
-  std::thread([&] { EXPECT_OK(first->Release(kJob)); }).join();
-  ASSERT_OK_AND_ASSIGN(LockInfo info, second->Inspect());
+  ASSERT_OK_AND_ASSIGN(Hold again, second->TryAcquire(AsOwner(kJob)));
+  EXPECT_EQ(again.hold_count(), 2);
+  EXPECT_EQ(again.fencing_token(), acquired.fencing_token());
+  // Another thread of the first client, which has no Hold (as an RPC
+  // carrying the job id), releases one hold by the token...
+  std::thread([&] { EXPECT_OK(first->ReleaseByToken(kJob)); }).join();
+  ASSERT_OK_AND_ASSIGN(info, second_client->Admin().Inspect("job lock"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.hold_count, 1);
   // ...and the second client the last one.
-  ASSERT_OK(second->Release(kJob));
-  ASSERT_OK_AND_ASSIGN(info, second->Inspect());
+  ASSERT_OK(again.Release());
+  ASSERT_OK_AND_ASSIGN(info, second_client->Admin().Inspect("job lock"));
   EXPECT_FALSE(info.locked);
+}
+
+// Issue 9: a hold taken for an explicit owner token is released through its
+// Hold, without naming the token again, by Release() or by the Hold's
+// destructor. (In 0.1 the release had to repeat the token; one without it
+// failed and left the lock held.)
+TEST_P(Conformance, C6_OwnerTokenHoldReleasesThroughItsHold) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job lock"));
+  ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("job lock"));
+
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire({.owner_token = "job-1"}));
+  EXPECT_EQ(hold.hold_count(), 1);
+  EXPECT_EQ(hold.state(), LockState::kHeld);
+  EXPECT_EQ(lock->StateByToken("job-1"), LockState::kHeld);
+  ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("job lock"));
+  EXPECT_TRUE(info.locked);
+  EXPECT_EQ(info.owner, hold.owner());
+  EXPECT_NE(info.owner, client->CurrentOwner());
+  EXPECT_CODE(contender->TryAcquire(), kDeadlineExceeded);
+
+  ASSERT_OK(hold.Release());
+  EXPECT_EQ(hold.state(), LockState::kNotHeld);
+  EXPECT_EQ(lock->StateByToken("job-1"), LockState::kNotHeld);
+  ASSERT_OK_AND_ASSIGN(info, other->Admin().Inspect("job lock"));
+  EXPECT_FALSE(info.locked) << "held by " << info.owner << " with "
+                            << info.hold_count << " holds after the release";
+  EXPECT_EQ(info.hold_count, 0);
+  // Released once: nothing is left to release, by Hold or by token.
+  const absl::Status again = hold.Release();
+  EXPECT_CODE(again, kFailedPrecondition);
+  EXPECT_TRUE(IsNotOwner(again)) << again;
+  EXPECT_CODE(lock->ReleaseByToken("job-1"), kFailedPrecondition);
+  // Another client can take it.
+  ASSERT_OK_AND_ASSIGN(Hold taken,
+                       contender->TryAcquire(WithLease(kLongLease)));
+  EXPECT_EQ(taken.hold_count(), 1);
+  ASSERT_OK(taken.Release());
+
+  // The same through the Hold's destructor.
+  {
+    ASSERT_OK_AND_ASSIGN(Hold scoped, lock->Acquire({.owner_token = "job-1"}));
+    EXPECT_EQ(scoped.state(), LockState::kHeld);
+  }
+  EXPECT_EQ(lock->StateByToken("job-1"), LockState::kNotHeld);
+  ASSERT_OK_AND_ASSIGN(info, other->Admin().Inspect("job lock"));
+  EXPECT_FALSE(info.locked) << "the Hold's destructor left it held";
+  ASSERT_OK_AND_ASSIGN(taken, contender->TryAcquire(WithLease(kLongLease)));
+  EXPECT_OK(taken.Release());
 }
 
 }  // namespace

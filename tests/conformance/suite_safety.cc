@@ -24,8 +24,8 @@ ClientOptions Faulty(const std::shared_ptr<FaultPlan>& faults,
   return options;
 }
 
-bool FreeOnBackend(DistributedLock& lock) {
-  absl::StatusOr<LockInfo> info = lock.Inspect();
+bool FreeOnBackend(LockClient& client, absl::string_view name) {
+  absl::StatusOr<LockInfo> info = client.Admin().Inspect(name);
   return info.ok() && !info->locked;
 }
 
@@ -36,12 +36,11 @@ TEST_P(Conformance, C21_ReleaseThatFailsEndsRenewalAndIsRetried) {
                        NewClient(Faulty(faults, absl::Seconds(5))));
   ASSERT_OK_AND_ASSIGN(auto other, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("released once"));
-  ASSERT_OK_AND_ASSIGN(auto seen, other->GetLock("released once"));
-  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire());
+  ASSERT_OK_AND_ASSIGN(Hold first, held->Acquire());
 
   faults->Set(Op::kRelease, {.fail_before = true});
-  EXPECT_CODE(held->Release(), kUnavailable);
-  EXPECT_EQ(held->State(), LockState::kNotHeld);
+  EXPECT_CODE(first.Release(), kUnavailable);
+  EXPECT_EQ(first.state(), LockState::kNotHeld);
   const int renewals = faults->calls(Op::kRenew);
   absl::SleepFor(absl::Seconds(2));  // past the next renewal's time
   EXPECT_EQ(faults->calls(Op::kRenew), renewals)
@@ -50,14 +49,15 @@ TEST_P(Conformance, C21_ReleaseThatFailsEndsRenewalAndIsRetried) {
   // The backend comes back: the client's retry frees the lock well before
   // its lease would have.
   faults->Clear(Op::kRelease);
-  EXPECT_TRUE(Eventually([&] { return FreeOnBackend(*seen); }, kPromptly))
+  EXPECT_TRUE(Eventually([&] { return FreeOnBackend(*other, "released once"); },
+                         kPromptly))
       << "the failed release was not retried";
 
   // The owner's next acquisition is a fresh hold, not a re-entry.
-  ASSERT_OK_AND_ASSIGN(Acquired again, held->Acquire());
-  EXPECT_EQ(again.hold_count, 1);
-  EXPECT_GT(again.fencing_token, first.fencing_token);
-  EXPECT_OK(held->Release());
+  ASSERT_OK_AND_ASSIGN(Hold again, held->Acquire());
+  EXPECT_EQ(again.hold_count(), 1);
+  EXPECT_GT(again.fencing_token(), first.fencing_token());
+  EXPECT_OK(again.Release());
 }
 
 TEST_P(Conformance, C21_AcquireWaitsForAReleaseStillPending) {
@@ -65,10 +65,10 @@ TEST_P(Conformance, C21_AcquireWaitsForAReleaseStillPending) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("pending"));
   absl::Cleanup unblock = [&] { faults->Unblock(Op::kRelease); };
-  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire(AsOwner("job-7")));
+  ASSERT_OK_AND_ASSIGN(Hold first, held->Acquire(AsOwner("job-7")));
 
   faults->Set(Op::kRelease, {.fail_before = true});
-  EXPECT_CODE(held->Release("job-7"), kUnavailable);
+  EXPECT_CODE(first.Release(), kUnavailable);
   // The background retry gets through to the backend but hangs there.
   faults->Set(Op::kRelease, {.block = true});
   ASSERT_TRUE(faults->WaitForBlocked(Op::kRelease, 1, kNoHang));
@@ -82,7 +82,7 @@ TEST_P(Conformance, C21_AcquireWaitsForAReleaseStillPending) {
   ASSERT_TRUE(again.WaitDone(kNoHang));
   ASSERT_OK(again.result());
   EXPECT_EQ(again.result()->hold_count, 1);
-  EXPECT_GT(again.result()->fencing_token, first.fencing_token);
+  EXPECT_GT(again.result()->fencing_token, first.fencing_token());
   EXPECT_OK(again.release_status());
 }
 
@@ -92,26 +92,26 @@ TEST_P(Conformance, C21_ReleaseWhoseReplyWasLostLeavesTheLockFree) {
   ASSERT_OK_AND_ASSIGN(auto other, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("reply lost"));
   ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("reply lost"));
-  ASSERT_OK_AND_ASSIGN(Acquired first, held->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold first, held->Acquire(WithLease(kLongLease)));
 
   faults->Set(Op::kRelease, {.fail_after = true, .times = 1});
-  EXPECT_CODE(held->Release(), kUnavailable);
+  EXPECT_CODE(first.Release(), kUnavailable);
   // It ran: the lock is free at once.
-  ASSERT_OK_AND_ASSIGN(Acquired taken, next->TryAcquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold taken, next->TryAcquire(WithLease(kLongLease)));
   // The client's retry finds the lock no longer its own, and leaves the
   // new holder alone (C4).
   ASSERT_TRUE(faults->WaitForCalls(Op::kRelease, 2, kNoHang));
   absl::SleepFor(kLetWaiterBlock);
-  ASSERT_OK_AND_ASSIGN(LockInfo info, next->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("reply lost"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.owner, other->CurrentOwner());
-  EXPECT_EQ(info.fencing_token, taken.fencing_token);
-  EXPECT_OK(next->Release());
+  EXPECT_EQ(info.fencing_token, taken.fencing_token());
+  EXPECT_OK(taken.Release());
 
-  ASSERT_OK_AND_ASSIGN(Acquired again, held->Acquire(WithLease(kLongLease)));
-  EXPECT_EQ(again.hold_count, 1);
-  EXPECT_GT(again.fencing_token, first.fencing_token);
-  EXPECT_OK(held->Release());
+  ASSERT_OK_AND_ASSIGN(Hold again, held->Acquire(WithLease(kLongLease)));
+  EXPECT_EQ(again.hold_count(), 1);
+  EXPECT_GT(again.fencing_token(), first.fencing_token());
+  EXPECT_OK(again.Release());
 }
 
 TEST_P(Conformance, C21_RetriedAcquireAfterALostReplyLeavesNoExtraHold) {
@@ -123,16 +123,19 @@ TEST_P(Conformance, C21_RetriedAcquireAfterALostReplyLeavesNoExtraHold) {
 
   faults->Set(Op::kAcquire, {.fail_after = true, .times = 1});
   EXPECT_CODE(held->Acquire(WithLease(kLongLease)), kUnavailable);
-  ASSERT_OK_AND_ASSIGN(Acquired retried, held->Acquire(WithLease(kLongLease)));
-  EXPECT_EQ(retried.hold_count, 1);
-  EXPECT_OK(held->Release());
+  ASSERT_OK_AND_ASSIGN(Hold retried, held->Acquire(WithLease(kLongLease)));
+  EXPECT_EQ(retried.hold_count(), 1);
+  EXPECT_OK(retried.Release());
 
   // One release frees it: the lost acquisition left nothing counted.
-  ASSERT_OK_AND_ASSIGN(LockInfo info, next->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("acquired twice"));
   EXPECT_FALSE(info.locked)
       << "held by " << info.owner << " with " << info.hold_count << " holds";
-  EXPECT_OK(next->TryAcquire(WithLease(kLongLease)));
-  EXPECT_OK(next->Release());
+  absl::StatusOr<Hold> taken = next->TryAcquire(WithLease(kLongLease));
+  EXPECT_OK(taken);
+  if (taken.ok()) {
+    EXPECT_OK(taken->Release());
+  }
 }
 
 TEST_P(Conformance, C21_ReentryWhoseReplyWasLostLeavesNoExtraHold) {
@@ -140,14 +143,15 @@ TEST_P(Conformance, C21_ReentryWhoseReplyWasLostLeavesNoExtraHold) {
   ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
   ASSERT_OK_AND_ASSIGN(auto other, NewClient());
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("re-entered blind"));
-  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("re-entered blind"));
-  ASSERT_OK(held->Acquire());  // renewed by the watchdog
+  // Renewed by the watchdog.
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
   faults->Set(Op::kAcquire, {.fail_after = true, .times = 1});
   // The re-entry ran on the backend; only its reply was lost, and the
-  // caller, told Unavailable, never releases it.
+  // caller, told Unavailable, has no Hold to release it by.
   EXPECT_CODE(held->Acquire(), kUnavailable);
-  EXPECT_OK(held->Release());  // the one acquisition the caller knows of
-  ASSERT_OK_AND_ASSIGN(LockInfo info, next->Inspect());
+  EXPECT_OK(hold.Release());  // the one acquisition the caller knows of
+  ASSERT_OK_AND_ASSIGN(LockInfo info,
+                       other->Admin().Inspect("re-entered blind"));
   EXPECT_FALSE(info.locked) << "still held with " << info.hold_count
                             << " holds after the owner's last release";
 }
@@ -160,17 +164,18 @@ TEST_P(Conformance, C1_RetriedAcquireOfASharedTokenLeavesTheOthersHold) {
   ASSERT_OK_AND_ASSIGN(auto by_first, first->GetLock("one token"));
   ASSERT_OK_AND_ASSIGN(auto by_second, second->GetLock("one token"));
   ASSERT_OK_AND_ASSIGN(auto by_other, other->GetLock("one token"));
-  ASSERT_OK(by_first->Acquire(AsOwner("job-9")));
+  ASSERT_OK_AND_ASSIGN(Hold first_hold, by_first->Acquire(AsOwner("job-9")));
   // The second process's acquisition never reaches the backend; it tries
   // again and re-enters the first one's hold.
   faults->Set(Op::kAcquire, {.fail_before = true, .times = 1});
   EXPECT_CODE(by_second->Acquire(AsOwner("job-9")), kUnavailable);
-  ASSERT_OK(by_second->Acquire(AsOwner("job-9")));
-  EXPECT_OK(by_second->Release("job-9"));
+  ASSERT_OK_AND_ASSIGN(Hold second_hold, by_second->Acquire(AsOwner("job-9")));
+  EXPECT_OK(second_hold.Release());
   // The first process still holds it: nobody else may take it.
-  EXPECT_EQ(by_first->State("job-9"), LockState::kHeld);
+  EXPECT_EQ(first_hold.state(), LockState::kHeld);
+  EXPECT_EQ(by_first->StateByToken("job-9"), LockState::kHeld);
   EXPECT_CODE(by_other->TryAcquire(WithLease(kLongLease)), kDeadlineExceeded);
-  EXPECT_OK(by_first->Release("job-9"));
+  EXPECT_OK(first_hold.Release());
 }
 
 TEST_P(Conformance, C19_GrantSlowerThanItsLeaseIsNotBelieved) {
@@ -184,23 +189,33 @@ TEST_P(Conformance, C19_GrantSlowerThanItsLeaseIsNotBelieved) {
   // A try whose reply takes longer than the lease it started.
   faults->Set(Op::kAcquire,
               {.delay_after = kLease + absl::Milliseconds(200), .times = 1});
-  absl::StatusOr<Acquired> tried = held->TryAcquire(WithLease(kLease));
-  EXPECT_FALSE(tried.ok() && held->State() == LockState::kHeld)
+  absl::StatusOr<Hold> tried = held->TryAcquire(WithLease(kLease));
+  EXPECT_FALSE(tried.ok() && tried->state() == LockState::kHeld)
       << "believes a hold whose lease ended before the reply came";
-  EXPECT_CODE(held->FencingToken(), kFailedPrecondition);
-  ASSERT_OK(next->Acquire(WithLease(absl::Milliseconds(300), kNoHang)));
+  if (tried.ok()) {
+    EXPECT_CODE(tried->lost_reason(), kFailedPrecondition);
+  }
+  // Kept: only its lease ends it.
+  ASSERT_OK_AND_ASSIGN(Hold next_hold, next->Acquire(WithLease(
+                                           absl::Milliseconds(300), kNoHang)));
 
   // A wait whose winning attempt's reply is as slow: the lease counts from
   // that attempt, not from the reply.
   faults->Set(Op::kAcquire,
               {.delay_after = kLease + absl::Milliseconds(200), .times = 1});
-  absl::StatusOr<Acquired> waited = held->Acquire(WithLease(kLease, kNoHang));
-  EXPECT_FALSE(waited.ok() && held->State() == LockState::kHeld)
+  absl::StatusOr<Hold> waited = held->Acquire(WithLease(kLease, kNoHang));
+  EXPECT_FALSE(waited.ok() && waited->state() == LockState::kHeld)
       << "believes a hold whose lease ended before the reply came";
-  EXPECT_CODE(held->FencingToken(), kFailedPrecondition);
+  if (waited.ok()) {
+    EXPECT_CODE(waited->lost_reason(), kFailedPrecondition);
+  }
   // Nothing is left to wait out beyond that lease.
-  EXPECT_OK(next->Acquire(WithLease(kLongLease, kLease + kNoHang)));
-  EXPECT_OK(next->Release());
+  absl::StatusOr<Hold> after =
+      next->Acquire(WithLease(kLongLease, kLease + kNoHang));
+  EXPECT_OK(after);
+  if (after.ok()) {
+    EXPECT_OK(after->Release());
+  }
 }
 
 TEST_P(Conformance, C19_HolderThatCannotRenewStopsBelievingFirst) {
@@ -218,17 +233,18 @@ TEST_P(Conformance, C19_HolderThatCannotRenewStopsBelievingFirst) {
   options.on_lost = [&](const LockLostEvent&) {
     told_at_ns = absl::ToInt64Nanoseconds(Clock::Real().Now().since_origin());
   };
-  ASSERT_OK(held->Acquire(options));
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(options));
 
-  ASSERT_OK(next->Acquire(WithLease(kLongLease, kLease + kNoHang)));
+  ASSERT_OK_AND_ASSIGN(Hold next_hold,
+                       next->Acquire(WithLease(kLongLease, kLease + kNoHang)));
   const int64_t granted_ns =
       absl::ToInt64Nanoseconds(Clock::Real().Now().since_origin());
   // At the other owner's grant the holder no longer believes, and was told.
-  EXPECT_EQ(held->State(), LockState::kLost);
-  EXPECT_CODE(held->FencingToken(), kFailedPrecondition);
+  EXPECT_EQ(hold.state(), LockState::kLost);
+  EXPECT_CODE(hold.lost_reason(), kFailedPrecondition);
   ASSERT_NE(told_at_ns.load(), 0) << "not told before another was granted";
   EXPECT_LT(told_at_ns.load(), granted_ns);
-  EXPECT_OK(next->Release());
+  EXPECT_OK(next_hold.Release());
 }
 
 TEST_P(Conformance, C21_HoldWhoseRenewalRepliesAreLostIsLetGo) {
@@ -243,16 +259,20 @@ TEST_P(Conformance, C21_HoldWhoseRenewalRepliesAreLostIsLetGo) {
   LostRecorder lost;
   AcquireOptions options;
   options.on_lost = lost.Callback();
-  ASSERT_OK(held->Acquire(options));
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(options));
   // Renewals reach the backend, which keeps the lock, but no reply does.
   faults->Set(Op::kRenew, {.fail_after = true});
   ASSERT_TRUE(lost.WaitForEvents(1, kLease + kNoHang));
-  EXPECT_EQ(held->State(), LockState::kLost);
+  EXPECT_TRUE(IsLost(lost.Events()[0].reason)) << lost.Events()[0].reason;
+  EXPECT_EQ(hold.state(), LockState::kLost);
   // The client lets the lock go rather than leave it renewed for nobody:
   // free well before the lease of the last renewal would end.
-  EXPECT_OK(next->Acquire(WithLease(kLongLease, kPromptly)));
-  EXPECT_OK(next->Release());
-  EXPECT_CODE(held->Release(), kFailedPrecondition);
+  absl::StatusOr<Hold> taken = next->Acquire(WithLease(kLongLease, kPromptly));
+  EXPECT_OK(taken);
+  if (taken.ok()) {
+    EXPECT_OK(taken->Release());
+  }
+  EXPECT_CODE(hold.Release(), kFailedPrecondition);
 }
 
 }  // namespace

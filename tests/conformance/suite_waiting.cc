@@ -18,7 +18,7 @@ namespace {
 // A waiter that gave up must leave nothing behind: the released lock is free,
 // nothing is listed, and it is at once a fresh hold for whoever asks.
 void ExpectNothingLeftBehind(LockClient& client, DistributedLock& lock) {
-  absl::StatusOr<LockInfo> info = lock.Inspect();
+  absl::StatusOr<LockInfo> info = client.Admin().Inspect(lock.name());
   ASSERT_OK(info);
   EXPECT_FALSE(info->locked);
   absl::StatusOr<std::optional<std::set<std::string>>> listed =
@@ -27,10 +27,10 @@ void ExpectNothingLeftBehind(LockClient& client, DistributedLock& lock) {
   if (listed->has_value()) {
     EXPECT_TRUE((*listed)->empty());
   }
-  absl::StatusOr<Acquired> fresh = lock.TryAcquire();
+  absl::StatusOr<Hold> fresh = lock.TryAcquire();
   ASSERT_OK(fresh);
-  EXPECT_EQ(fresh->hold_count, 1);
-  EXPECT_OK(lock.Release());
+  EXPECT_EQ(fresh->hold_count(), 1);
+  EXPECT_OK(fresh->Release());
 }
 
 TEST_P(Conformance, C9_ReleaseWakesWaitersFarSoonerThanFallbackPoll) {
@@ -41,7 +41,7 @@ TEST_P(Conformance, C9_ReleaseWakesWaitersFarSoonerThanFallbackPoll) {
   ASSERT_OK_AND_ASSIGN(auto first, first_waiter->GetLock("handed off"));
   ASSERT_OK_AND_ASSIGN(auto second, second_waiter->GetLock("handed off"));
   // A long lease, so that only the release can free the lock in time.
-  ASSERT_OK(held->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(WithLease(kLongLease)));
 
   // Two waiters in other clients: the release wakes one, whose release (as
   // soon as it has the lock) wakes the other.
@@ -52,7 +52,7 @@ TEST_P(Conformance, C9_ReleaseWakesWaitersFarSoonerThanFallbackPoll) {
   EXPECT_FALSE(b.done()) << "acquired a held lock";
 
   const absl::Time released = absl::Now();
-  ASSERT_OK(held->Release());
+  ASSERT_OK(hold.Release());
   ASSERT_TRUE(a.WaitDone(kNoHang));
   ASSERT_TRUE(b.WaitDone(kNoHang));
   ASSERT_OK(a.result());
@@ -71,18 +71,20 @@ TEST_P(Conformance, C9_TimedOutWaiterLeavesNothingBehind) {
   ASSERT_OK_AND_ASSIGN(auto waiter_client, NewClient(SlowPollOptions()));
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("waited for"));
   ASSERT_OK_AND_ASSIGN(auto waiter, waiter_client->GetLock("waited for"));
-  ASSERT_OK(held->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(WithLease(kLongLease)));
 
   for (int i = 0; i < 2; ++i) {
     const absl::Time start = absl::Now();
-    EXPECT_CODE(waiter->Acquire(WithLease(kLongLease, kWait)),
-                kDeadlineExceeded);
+    absl::StatusOr<Hold> got = waiter->Acquire(WithLease(kLongLease, kWait));
     const absl::Duration waited = absl::Now() - start;
+    EXPECT_CODE(got, kDeadlineExceeded);
+    EXPECT_TRUE(IsWaitExpired(got.status())) << got.status();
     EXPECT_GE(waited, kWait - absl::Milliseconds(20));
     EXPECT_LT(waited, kWait + kPromptly) << "the deadline did not end the wait";
+    // No hold to believe.
+    EXPECT_FALSE(got.ok() && got->state() == LockState::kHeld);
   }
-  EXPECT_EQ(waiter->State(), LockState::kNotHeld);
-  ASSERT_OK(held->Release());
+  ASSERT_OK(hold.Release());
   ExpectNothingLeftBehind(*holder, *held);
 }
 
@@ -91,7 +93,7 @@ TEST_P(Conformance, C9_CancelledWaiterLeavesNothingBehind) {
   ASSERT_OK_AND_ASSIGN(auto waiter_client, NewClient(SlowPollOptions()));
   ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("given up on"));
   ASSERT_OK_AND_ASSIGN(auto waiter, waiter_client->GetLock("given up on"));
-  ASSERT_OK(held->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(WithLease(kLongLease)));
 
   AcquireOptions options = WithLease(kLongLease, kNoHang * 2);
   CancelToken cancel = options.cancel;
@@ -104,8 +106,7 @@ TEST_P(Conformance, C9_CancelledWaiterLeavesNothingBehind) {
   EXPECT_CODE(waiting.result(), kCancelled);
   EXPECT_LT(waiting.done_at() - cancelled, kPromptly);
 
-  EXPECT_EQ(waiter->State(), LockState::kNotHeld);
-  ASSERT_OK(held->Release());
+  ASSERT_OK(hold.Release());
   ExpectNothingLeftBehind(*holder, *held);
 }
 
@@ -116,20 +117,21 @@ TEST_P(Conformance, C17_BlockedWaiterDoesNotStallOtherLocks) {
   ASSERT_OK_AND_ASSIGN(auto blocked, client->GetLock("blocked"));
   ASSERT_OK_AND_ASSIGN(auto free_lock, client->GetLock("free"));
   ASSERT_OK_AND_ASSIGN(auto held_elsewhere, other->GetLock("blocked"));
-  ASSERT_OK(held_elsewhere->Acquire(WithLease(kLongLease)));
+  ASSERT_OK_AND_ASSIGN(Hold elsewhere,
+                       held_elsewhere->Acquire(WithLease(kLongLease)));
 
   BackgroundAcquire waiter(*blocked, WithLease(kLongLease, kNoHang * 2));
   absl::SleepFor(kLetWaiterBlock);
   const absl::Time start = absl::Now();
   for (int i = 0; i < 20; ++i) {
-    ASSERT_OK(free_lock->TryAcquire());
-    ASSERT_OK(free_lock->Inspect());
-    ASSERT_OK(blocked->Inspect());
-    ASSERT_OK(free_lock->Release());
+    ASSERT_OK_AND_ASSIGN(Hold hold, free_lock->TryAcquire());
+    ASSERT_OK(client->Admin().Inspect("free"));
+    ASSERT_OK(client->Admin().Inspect("blocked"));
+    ASSERT_OK(hold.Release());
   }
   EXPECT_LT(absl::Now() - start, kNoHang / 2);
   EXPECT_FALSE(waiter.done());
-  ASSERT_OK(held_elsewhere->Release());
+  ASSERT_OK(elsewhere.Release());
   ASSERT_TRUE(waiter.WaitDone(kNoHang));
   EXPECT_OK(waiter.result());
 }
@@ -152,23 +154,25 @@ TEST_P(Conformance, C17_ThreadsShareClientAndHandles) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, own = own_locks[t].get()] {
       for (int i = 0; i < kCycles; ++i) {
-        absl::StatusOr<Acquired> first = own->TryAcquire();
-        absl::StatusOr<Acquired> second = own->TryAcquire();
+        absl::StatusOr<Hold> first = own->TryAcquire();
+        absl::StatusOr<Hold> second = own->TryAcquire();
         ASSERT_OK(first);
         ASSERT_OK(second);
-        EXPECT_EQ(second->hold_count, 2);
-        EXPECT_OK(own->Release());
-        EXPECT_OK(own->Release());
+        EXPECT_EQ(second->hold_count(), 2);
+        EXPECT_OK(second->Release());
+        EXPECT_OK(first->Release());
 
-        ASSERT_OK(shared->Acquire(WithLease(kLongLease, kNoHang)));
+        absl::StatusOr<Hold> inside =
+            shared->Acquire(WithLease(kLongLease, kNoHang));
+        ASSERT_OK(inside);
         EXPECT_EQ(inside_shared.fetch_add(1), 0);
         inside_shared.fetch_sub(1);
-        EXPECT_OK(shared->Release());
+        EXPECT_OK(inside->Release());
       }
     });
   }
   for (std::thread& thread : threads) thread.join();
-  ASSERT_OK_AND_ASSIGN(LockInfo info, shared->Inspect());
+  ASSERT_OK_AND_ASSIGN(LockInfo info, client->Admin().Inspect("shared"));
   EXPECT_FALSE(info.locked);
 }
 

@@ -12,9 +12,10 @@ int main() {
   }
   auto lock = (*client)->GetLock("installed");
   if (!lock.ok()) return 1;
-  absl::StatusOr<dlock::Acquired> held = (*lock)->TryAcquire();
-  if (!held.ok() || !(*lock)->Release().ok()) return 1;
-  std::cout << "consumer locked with fencing token " << held->fencing_token
-            << "\n";
+  absl::StatusOr<dlock::Hold> held = (*lock)->TryAcquire();
+  if (!held.ok()) return 1;
+  const uint64_t fencing_token = held->fencing_token();
+  if (!held->Release().ok()) return 1;
+  std::cout << "consumer locked with fencing token " << fencing_token << "\n";
   return 0;
 }

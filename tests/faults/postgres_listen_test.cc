@@ -39,7 +39,8 @@ void WaiterOfAFreshClientIsWoken(PostgresServer& server,
     auto held = *(*holder)->GetLock(name);
     AcquireOptions long_lease;
     long_lease.lease = absl::Seconds(60);  // its end wakes nobody here
-    ASSERT_TRUE(held->Acquire(long_lease).ok());
+    absl::StatusOr<Hold> holding = held->Acquire(long_lease);
+    ASSERT_TRUE(holding.ok());
 
     ClientOptions options;
     options.fallback_poll = kSlowFallbackPoll;
@@ -47,7 +48,7 @@ void WaiterOfAFreshClientIsWoken(PostgresServer& server,
     ASSERT_TRUE(waiter.ok()) << waiter.status();
     auto wanted = *(*waiter)->GetLock(name);
     absl::Notification started;
-    absl::StatusOr<Acquired> got = absl::UnknownError("not done");
+    absl::StatusOr<Hold> got = absl::UnknownError("not done");
     absl::Time granted_at;
     absl::Status released = absl::UnknownError("not released");
     std::thread thread([&] {
@@ -57,8 +58,8 @@ void WaiterOfAFreshClientIsWoken(PostgresServer& server,
       started.Notify();
       got = wanted->Acquire(wait);
       granted_at = absl::Now();
-      // The default owner is the thread: release from here.
-      if (got.ok()) released = wanted->Release();
+      // Released from the waiter's thread, which acquired it.
+      if (got.ok()) released = got->Release();
     });
     started.WaitForNotification();
     // Release within the first few milliseconds of the waiter's life, when
@@ -66,7 +67,7 @@ void WaiterOfAFreshClientIsWoken(PostgresServer& server,
     absl::SleepFor(absl::Microseconds(
         std::uniform_int_distribution<int>(500, 4000)(random)));
     const absl::Time released_at = absl::Now();
-    EXPECT_TRUE(held->Release().ok());
+    EXPECT_TRUE(holding->Release().ok());
     thread.join();
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_LT(granted_at - released_at, kPromptly)

@@ -60,11 +60,11 @@ TEST_F(PostgresPartitionTest, NoTakeoverWhileTheCutOffHolderBelieves) {
   auto wanted = *(*other)->GetLock("behind a partition");
   AcquireOptions long_lease;
   long_lease.lease = kLease;  // no watchdog: nothing renews on its own
-  absl::StatusOr<Acquired> first = held->Acquire(long_lease);
+  absl::StatusOr<Hold> first = held->Acquire(long_lease);
   ASSERT_TRUE(first.ok()) << first.status();
   // Some time in the hold, as in real use.
   absl::SleepFor(absl::Seconds(1));
-  ASSERT_EQ(held->State(), LockState::kHeld);
+  ASSERT_EQ(first->state(), LockState::kHeld);
 
   // The network goes silent; then the server ends the holder's sessions.
   // Their FATAL and FIN reach the proxy, which keeps them.
@@ -76,14 +76,14 @@ TEST_F(PostgresPartitionTest, NoTakeoverWhileTheCutOffHolderBelieves) {
 
   AcquireOptions wait = long_lease;
   wait.wait = kLease / 2;
-  absl::StatusOr<Acquired> taken = wanted->Acquire(wait);
+  absl::StatusOr<Hold> taken = wanted->Acquire(wait);
   // Read at once: whatever the holder believes now, it believed when the
   // other was granted.
-  const LockState holder_state = held->State();
+  const LockState holder_state = first->state();
   const bool holder_told = notice->told.HasBeenNotified();
   const absl::Time taken_at = absl::Now();
   ASSERT_TRUE(taken.ok()) << taken.status();
-  EXPECT_GT(taken->fencing_token, first->fencing_token);
+  EXPECT_GT(taken->fencing_token(), first->fencing_token());
 
   EXPECT_EQ(holder_state, LockState::kLost)
       << "another client was granted the lock "
@@ -101,9 +101,9 @@ TEST_F(PostgresPartitionTest, NoTakeoverWhileTheCutOffHolderBelieves) {
   EXPECT_LT(taken_at - terminated_at,
             kDefaultGrace + ClientOptions().fallback_poll + kSlack);
 
-  EXPECT_TRUE(wanted->Release().ok());
+  EXPECT_TRUE(taken->Release().ok());
   ASSERT_TRUE(proxy.Heal().ok());
-  EXPECT_EQ(held->Release().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(first->Release().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

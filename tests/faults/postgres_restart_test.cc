@@ -44,7 +44,7 @@ TEST_F(PostgresRestartTest, LeaseSurvivesAndHolderRenewsAfterReconnecting) {
   ASSERT_TRUE(other.ok()) << other.status();
   auto held = *(*holder)->GetLock("kept through a restart");
   auto contender = *(*other)->GetLock("kept through a restart");
-  absl::StatusOr<Acquired> before = held->Acquire();
+  absl::StatusOr<Hold> before = held->Acquire();
   ASSERT_TRUE(before.ok()) << before.status();
 
   ASSERT_TRUE(server_->Restart().ok());
@@ -56,20 +56,20 @@ TEST_F(PostgresRestartTest, LeaseSurvivesAndHolderRenewsAfterReconnecting) {
     absl::MutexLock lock(&flag->mu);
     return flag->reason.ToString();
   }();
-  EXPECT_EQ(held->State(), LockState::kHeld);
-  absl::StatusOr<LockInfo> info = contender->Inspect();
+  EXPECT_EQ(before->state(), LockState::kHeld);
+  absl::StatusOr<LockInfo> info = (*other)->Admin().Inspect(contender->name());
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_TRUE(info->locked);
   EXPECT_EQ(info->owner, (*holder)->CurrentOwner());
-  EXPECT_EQ(info->fencing_token, before->fencing_token);
+  EXPECT_EQ(info->fencing_token, before->fencing_token());
   EXPECT_GT(info->remaining_lease, absl::Seconds(1));
   EXPECT_EQ(contender->TryAcquire().status().code(),
             absl::StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(held->Release().ok());
-  absl::StatusOr<Acquired> after = contender->TryAcquire();
+  EXPECT_TRUE(before->Release().ok());
+  absl::StatusOr<Hold> after = contender->TryAcquire();
   ASSERT_TRUE(after.ok()) << after.status();
-  EXPECT_GT(after->fencing_token, before->fencing_token);
-  EXPECT_TRUE(contender->Release().ok());
+  EXPECT_GT(after->fencing_token(), before->fencing_token());
+  EXPECT_TRUE(after->Release().ok());
 }
 
 TEST_F(PostgresRestartTest, SessionHolderIsToldTheLockIsLost) {
@@ -85,7 +85,7 @@ TEST_F(PostgresRestartTest, SessionHolderIsToldTheLockIsLost) {
       Connect(server_->Uri("restart_session", "mode=session"), options);
   ASSERT_TRUE(holder.ok()) << holder.status();
   auto held = *(*holder)->GetLock("lost with its session");
-  absl::StatusOr<Acquired> before = held->Acquire();
+  absl::StatusOr<Hold> before = held->Acquire();
   ASSERT_TRUE(before.ok()) << before.status();
 
   const absl::Time restarted_at = absl::Now();
@@ -98,8 +98,8 @@ TEST_F(PostgresRestartTest, SessionHolderIsToldTheLockIsLost) {
     EXPECT_EQ(flag->reason.code(), absl::StatusCode::kFailedPrecondition)
         << flag->reason;
   }
-  EXPECT_EQ(held->State(), LockState::kLost);
-  EXPECT_EQ(held->Release().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(before->state(), LockState::kLost);
+  EXPECT_EQ(before->Release().code(), absl::StatusCode::kFailedPrecondition);
 
   // Another client gets it now, long before the 30s lease would end.
   absl::StatusOr<std::unique_ptr<LockClient>> other =
@@ -108,16 +108,16 @@ TEST_F(PostgresRestartTest, SessionHolderIsToldTheLockIsLost) {
   auto contender = *(*other)->GetLock("lost with its session");
   AcquireOptions wait;
   wait.wait = absl::Seconds(5);
-  absl::StatusOr<Acquired> after = contender->Acquire(wait);
+  absl::StatusOr<Hold> after = contender->Acquire(wait);
   ASSERT_TRUE(after.ok()) << after.status();
-  EXPECT_GT(after->fencing_token, before->fencing_token);
-  EXPECT_TRUE(contender->Release().ok());
+  EXPECT_GT(after->fencing_token(), before->fencing_token());
+  EXPECT_TRUE(after->Release().ok());
 
   // And the old holder's client works again by itself.
-  absl::StatusOr<Acquired> again = held->Acquire(wait);
+  absl::StatusOr<Hold> again = held->Acquire(wait);
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->hold_count, 1);
-  EXPECT_TRUE(held->Release().ok());
+  EXPECT_EQ(again->hold_count(), 1);
+  EXPECT_TRUE(again->Release().ok());
 }
 
 // Session mode's point: a holder killed with SIGKILL frees the lock within
@@ -137,11 +137,10 @@ TEST_F(PostgresRestartTest, SessionHolderKilledFreesTheLockWithinTheGrace) {
     if (!client.ok()) _exit(1);
     AcquireOptions options;
     options.lease = absl::Seconds(60);
-    if (!(*(*client)->GetLock("held by a killed process"))
-             ->Acquire(options)
-             .ok()) {
-      _exit(2);
-    }
+    auto lock = *(*client)->GetLock("held by a killed process");
+    // Kept until the process is killed.
+    absl::StatusOr<Hold> held = lock->Acquire(options);
+    if (!held.ok()) _exit(2);
     char c = 1;
     if (write(ready[1], &c, 1) != 1) _exit(3);
     pause();
@@ -166,12 +165,12 @@ TEST_F(PostgresRestartTest, SessionHolderKilledFreesTheLockWithinTheGrace) {
   const absl::Time killed_at = absl::Now();
   AcquireOptions wait;
   wait.wait = absl::Seconds(10);
-  absl::StatusOr<Acquired> got = lock->Acquire(wait);
+  absl::StatusOr<Hold> got = lock->Acquire(wait);
   ASSERT_TRUE(got.ok()) << got.status();
   // Within the fallback poll (1s) and the grace (1s) plus slack, far below
   // the 60s lease.
   EXPECT_LT(absl::Now() - killed_at, absl::Seconds(3));
-  EXPECT_TRUE(lock->Release().ok());
+  EXPECT_TRUE(got->Release().ok());
 }
 
 }  // namespace

@@ -71,10 +71,10 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
         Connect(server_->Uri("migrate", "table=old_locks&mode=" + mode));
     ASSERT_TRUE(c.ok()) << c.status();
     auto lock = *(*c)->GetLock("after the migration " + mode);
-    absl::StatusOr<Acquired> got = lock->Acquire();
+    absl::StatusOr<Hold> got = lock->Acquire();
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(lock->State(), LockState::kHeld);
-    EXPECT_TRUE(lock->Release().ok());
+    EXPECT_EQ(got->state(), LockState::kHeld);
+    EXPECT_TRUE(got->Release().ok());
   }
 
   // The 0.1 holder's session is gone, but it knew no grace: the row waits

@@ -34,23 +34,23 @@ TEST_F(PostgresSqlTest, InjectionNameIsOnlyAName) {
     auto lock = *(*a)->GetLock(kInjection);
     auto same = *(*b)->GetLock(kInjection);
     auto plain = *(*b)->GetLock("x");
-    absl::StatusOr<Acquired> got = lock->Acquire();
+    absl::StatusOr<Hold> got = lock->Acquire();
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(same->TryAcquire().status().code(),
               absl::StatusCode::kDeadlineExceeded);
-    absl::StatusOr<Acquired> other = plain->TryAcquire();  // no collision
+    absl::StatusOr<Hold> other = plain->TryAcquire();  // no collision
     ASSERT_TRUE(other.ok()) << other.status();
-    absl::StatusOr<std::vector<LockInfo>> listed = (*b)->List("x'");
+    absl::StatusOr<std::vector<LockInfo>> listed = (*b)->Admin().List("x'");
     ASSERT_TRUE(listed.ok()) << listed.status();
     ASSERT_EQ(listed->size(), 1u);
     EXPECT_EQ((*listed)[0].name, kInjection);
-    EXPECT_TRUE(lock->Release().ok());
-    EXPECT_TRUE(plain->Release().ok());
-    absl::StatusOr<Acquired> after = same->TryAcquire();
+    EXPECT_TRUE(got->Release().ok());
+    EXPECT_TRUE(other->Release().ok());
+    absl::StatusOr<Hold> after = same->TryAcquire();
     ASSERT_TRUE(after.ok()) << after.status();
-    EXPECT_GT(after->fencing_token, got->fencing_token);
-    EXPECT_TRUE(same->Release().ok());
-    EXPECT_TRUE(same->ForceUnlock().ok());
+    EXPECT_GT(after->fencing_token(), got->fencing_token());
+    EXPECT_TRUE(after->Release().ok());
+    EXPECT_TRUE((*b)->Admin().ForceUnlock(same->name()).ok());
   }
 }
 
@@ -83,17 +83,21 @@ TEST_F(PostgresSqlTest, BatchedRenewalKeepsOddlyNamedLocks) {
         Connect(server_->Uri("batch_" + mode, "mode=" + mode), options);
     ASSERT_TRUE(client.ok()) << client.status();
     std::vector<std::unique_ptr<DistributedLock>> locks;
+    std::vector<Hold> holds;
     for (const std::string& name : names) {
       locks.push_back(*(*client)->GetLock(name));
-      ASSERT_TRUE(locks.back()->Acquire().ok()) << name;
+      absl::StatusOr<Hold> hold = locks.back()->Acquire();
+      ASSERT_TRUE(hold.ok()) << name;
+      holds.push_back(*std::move(hold));
     }
     absl::SleepFor(absl::Seconds(2));  // ten watchdog rounds, three leases
-    for (auto& lock : locks) {
-      absl::StatusOr<LockInfo> info = lock->Inspect();
+    for (size_t i = 0; i < locks.size(); ++i) {
+      const std::unique_ptr<DistributedLock>& lock = locks[i];
+      absl::StatusOr<LockInfo> info = (*client)->Admin().Inspect(lock->name());
       ASSERT_TRUE(info.ok()) << info.status();
       EXPECT_TRUE(info->locked) << lock->name();
-      EXPECT_EQ(lock->State(), LockState::kHeld) << lock->name();
-      EXPECT_TRUE(lock->Release().ok()) << lock->name();
+      EXPECT_EQ(holds[i].state(), LockState::kHeld) << lock->name();
+      EXPECT_TRUE(holds[i].Release().ok()) << lock->name();
     }
     absl::MutexLock lock(&mu);
     EXPECT_EQ(lost, 0);
@@ -110,8 +114,11 @@ TEST_F(PostgresSqlTest, BothSchemesAndLibpqParametersWork) {
         "&pool_size=2&statement_timeout=2s"));
     ASSERT_TRUE(client.ok()) << scheme << ": " << client.status();
     auto lock = *(*client)->GetLock("scheme");
-    EXPECT_TRUE(lock->TryAcquire().ok());
-    EXPECT_TRUE(lock->Release().ok());
+    absl::StatusOr<Hold> got = lock->TryAcquire();
+    EXPECT_TRUE(got.ok());
+    if (got.ok()) {
+      EXPECT_TRUE(got->Release().ok());
+    }
   }
 }
 
@@ -124,8 +131,11 @@ TEST_F(PostgresSqlTest, UnixSocketThroughLibpqParameters) {
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_TRUE(absl::StrContains((*client)->endpoint(), "host="));
   auto lock = *(*client)->GetLock("over a unix socket");
-  EXPECT_TRUE(lock->TryAcquire().ok());
-  EXPECT_TRUE(lock->Release().ok());
+  absl::StatusOr<Hold> got = lock->TryAcquire();
+  EXPECT_TRUE(got.ok());
+  if (got.ok()) {
+    EXPECT_TRUE(got->Release().ok());
+  }
 }
 
 TEST_F(PostgresSqlTest, BadOptionsAreInvalidArgumentNamingTheKey) {
@@ -184,25 +194,26 @@ TEST_F(PostgresSqlTest, StuckServerCostsAtMostTheStatementTimeout) {
         server_->Uri("stuck_" + mode, "statement_timeout=500ms&mode=" + mode));
     ASSERT_TRUE(client.ok()) << client.status();
     auto lock = *(*client)->GetLock("stuck");
-    ASSERT_TRUE(lock->TryAcquire().ok());
-    ASSERT_TRUE(lock->Release().ok());
+    absl::StatusOr<Hold> first = lock->TryAcquire();
+    ASSERT_TRUE(first.ok());
+    ASSERT_TRUE(first->Release().ok());
 
     server_->Pause();
     const absl::Time start = absl::Now();
-    absl::StatusOr<Acquired> got = lock->TryAcquire();
+    absl::StatusOr<Hold> got = lock->TryAcquire();
     const absl::Duration took = absl::Now() - start;
     server_->Resume();
     EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable)
         << got.status();
     EXPECT_LT(took, absl::Seconds(3));
 
-    absl::StatusOr<Acquired> later = absl::UnknownError("not tried");
+    absl::StatusOr<Hold> later = absl::UnknownError("not tried");
     for (int i = 0; i < 50 && !later.ok(); ++i) {
       later = lock->TryAcquire();
       if (!later.ok()) absl::SleepFor(absl::Milliseconds(100));
     }
     ASSERT_TRUE(later.ok()) << later.status();
-    EXPECT_TRUE(lock->Release().ok());
+    EXPECT_TRUE(later->Release().ok());
   }
 }
 

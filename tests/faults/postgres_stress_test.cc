@@ -62,7 +62,7 @@ void Hammer(LockClient& client, int seed, absl::Time until, NameState* names,
   if (seed % 2 == 0) options.lease = absl::Seconds(10);  // half use watchdog
   while (absl::Now() < until) {
     const int i = static_cast<int>(random() % kNames);
-    absl::StatusOr<Acquired> got = locks[i]->Acquire(options);
+    absl::StatusOr<Hold> got = locks[i]->Acquire(options);
     if (!got.ok()) {
       if (got.status().code() == absl::StatusCode::kDeadlineExceeded) {
         ++tally.timed_out;
@@ -75,12 +75,14 @@ void Hammer(LockClient& client, int seed, absl::Time until, NameState* names,
     if (names[i].inside.fetch_add(1) != 0) ++tally.overlaps;
     {
       absl::MutexLock lock(&names[i].mu);
-      if (got->fencing_token <= names[i].last_token) ++tally.token_regressions;
-      names[i].last_token = got->fencing_token;
+      if (got->fencing_token() <= names[i].last_token) {
+        ++tally.token_regressions;
+      }
+      names[i].last_token = got->fencing_token();
     }
     std::this_thread::sleep_for(std::chrono::microseconds(random() % 2000));
     names[i].inside.fetch_sub(1);
-    if (absl::Status s = locks[i]->Release(); !s.ok()) tally.Error(s);
+    if (absl::Status s = got->Release(); !s.ok()) tally.Error(s);
   }
 }
 

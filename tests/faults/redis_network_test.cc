@@ -134,10 +134,15 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
   ASSERT_NE(client, nullptr);
   const std::vector<std::string> names = {"a", "b", "c"};
   std::vector<std::unique_ptr<DistributedLock>> locks;
+  // Held until the client closes.
+  std::vector<Hold> holds;
   for (const std::string& name : names) {
     locks.push_back(LockOrDie(*client, name));
     ASSERT_NE(locks.back(), nullptr);
-    ASSERT_TRUE(locks.back()->Acquire({.wait = absl::Seconds(5)}).ok());
+    absl::StatusOr<Hold> hold =
+        locks.back()->Acquire({.wait = absl::Seconds(5)});
+    ASSERT_TRUE(hold.ok());
+    holds.push_back(*std::move(hold));
   }
   const std::string owner = client->CurrentOwner();
   auto other = LockOrDie(*client, "other");
@@ -152,7 +157,7 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
   absl::StatusOr<LockInfo> inspected;
   std::thread foreground([&] {
     reader = ThreadId();
-    inspected = other->Inspect();
+    inspected = client->Admin().Inspect(other->name());
   });
   ASSERT_TRUE(proxy
                   .WaitForReceived(Direction::kRequests, sent_before + 1,
@@ -170,18 +175,13 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
   // From here nobody but the watchdog sends anything, for five leases.
   auto observer = ConnectOrDie(server->Uri("quiet"));
   ASSERT_NE(observer, nullptr);
-  std::vector<std::unique_ptr<DistributedLock>> seen;
-  for (const std::string& name : names) {
-    seen.push_back(LockOrDie(*observer, name));
-    ASSERT_NE(seen.back(), nullptr);
-  }
   // Each lock's first loss, on the server and in the client, is reported.
   std::vector<bool> lost_on_server(names.size(), false);
   std::vector<bool> lost_locally(names.size(), false);
   const absl::Time quiet_until = absl::Now() + absl::Seconds(3);
   while (absl::Now() < quiet_until) {
     for (size_t i = 0; i < names.size(); ++i) {
-      absl::StatusOr<LockInfo> info = seen[i]->Inspect();
+      absl::StatusOr<LockInfo> info = observer->Admin().Inspect(names[i]);
       ASSERT_TRUE(info.ok()) << info.status();
       if ((!info->locked || info->owner != owner) && !lost_on_server[i]) {
         ADD_FAILURE() << "lock " << names[i] << " is no longer held by "
@@ -189,7 +189,7 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
                       << ", owner='" << info->owner << "')";
         lost_on_server[i] = true;
       }
-      if (locks[i]->State() != LockState::kHeld && !lost_locally[i]) {
+      if (holds[i].state() != LockState::kHeld && !lost_locally[i]) {
         ADD_FAILURE() << "the client no longer believes it holds " << names[i];
         lost_locally[i] = true;
       }
@@ -231,8 +231,9 @@ TEST(RedisNetwork, CallersFailFastWhileOneReconnectIsInFlight) {
     locks.push_back(LockOrDie(*client, absl::StrCat("lock-", i)));
     ASSERT_NE(locks.back(), nullptr);
   }
-  ASSERT_TRUE(locks[0]->TryAcquire().ok());
-  ASSERT_TRUE(locks[0]->Release().ok());
+  absl::StatusOr<Hold> first = locks[0]->TryAcquire();
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first->Release().ok());
 
   ASSERT_TRUE(proxy.SetAdmission(Admission::kBlackhole).ok());
   proxy.ResetAll();
@@ -260,14 +261,14 @@ TEST(RedisNetwork, CallersFailFastWhileOneReconnectIsInFlight) {
 
   // Healed, the client gets going again by itself.
   ASSERT_TRUE(proxy.Heal().ok());
-  absl::Status last;
+  absl::StatusOr<Hold> last;
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   do {
-    last = locks[1]->TryAcquire().status();
+    last = locks[1]->TryAcquire();
     if (last.ok()) break;
     absl::SleepFor(absl::Milliseconds(50));
   } while (absl::Now() < deadline);
-  EXPECT_TRUE(last.ok()) << last;
+  EXPECT_TRUE(last.ok()) << last.status();
 }
 
 // Close() does not wait for the subscriber's reconnect to time out.
@@ -326,14 +327,14 @@ TEST(RedisNetwork, LeavesADemotedMasterByItself) {
   ASSERT_NE(client, nullptr);
   auto x = LockOrDie(*client, "x");
   ASSERT_NE(x, nullptr);
-  absl::StatusOr<Acquired> refused = x->TryAcquire();
+  absl::StatusOr<Hold> refused = x->TryAcquire();
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
       << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("READONLY"));
 
   ASSERT_TRUE(proxy.SetUpstream("127.0.0.1", master->port()).ok());
-  absl::StatusOr<Acquired> held;
+  absl::StatusOr<Hold> held;
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   do {
     held = x->TryAcquire();
@@ -350,10 +351,11 @@ TEST(RedisNetwork, LeavesADemotedMasterByItself) {
   ASSERT_NE(holder, nullptr);
   auto held_y = LockOrDie(*holder, "y");
   ASSERT_NE(held_y, nullptr);
-  ASSERT_TRUE(held_y->Acquire().ok());
+  absl::StatusOr<Hold> holding_y = held_y->Acquire();
+  ASSERT_TRUE(holding_y.ok());
   auto y = LockOrDie(*client, "y");
   ASSERT_NE(y, nullptr);
-  absl::StatusOr<Acquired> waited;
+  absl::StatusOr<Hold> waited;
   absl::Time got_at;
   std::thread waiter([&] {
     waited = y->Acquire({.wait = absl::Seconds(20)});
@@ -361,7 +363,7 @@ TEST(RedisNetwork, LeavesADemotedMasterByItself) {
   });
   absl::SleepFor(absl::Milliseconds(500));  // the waiter is asleep by now
   const absl::Time released_at = absl::Now();
-  ASSERT_TRUE(held_y->Release().ok());
+  ASSERT_TRUE(holding_y->Release().ok());
   waiter.join();
   ASSERT_TRUE(waited.ok()) << waited.status();
   EXPECT_LT(got_at - released_at, absl::Seconds(5))

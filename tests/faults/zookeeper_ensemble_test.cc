@@ -93,9 +93,9 @@ TEST(ZooKeeperEnsemble, LeaderLossNeverGivesTwoHolders) {
   absl::StatusOr<std::unique_ptr<DistributedLock>> held =
       (*holder)->GetLock(kLockName);
   ASSERT_TRUE(held.ok());
-  absl::StatusOr<Acquired> first = (*held)->Acquire();
+  absl::StatusOr<Hold> first = (*held)->Acquire();
   ASSERT_TRUE(first.ok()) << first.status();
-  timeline.Begin("holder", first->fencing_token);
+  timeline.Begin("holder", first->fencing_token());
 
   // Two waiters block on the lock through the failover.
   std::vector<std::thread> waiters;
@@ -109,7 +109,7 @@ TEST(ZooKeeperEnsemble, LeaderLossNeverGivesTwoHolders) {
           (*client)->GetLock(kLockName);
       ASSERT_TRUE(lock.ok());
       absl::Time give_up = absl::Now() + absl::Seconds(60);
-      absl::StatusOr<Acquired> got = absl::UnknownError("not tried");
+      absl::StatusOr<Hold> got = absl::UnknownError("not tried");
       // A wait cut by the failover (Unavailable) is simply tried again.
       while (absl::Now() < give_up) {
         AcquireOptions wait;
@@ -119,10 +119,10 @@ TEST(ZooKeeperEnsemble, LeaderLossNeverGivesTwoHolders) {
         absl::SleepFor(absl::Milliseconds(100));
       }
       ASSERT_TRUE(got.ok()) << got.status();
-      timeline.Begin(who, got->fencing_token);
+      timeline.Begin(who, got->fencing_token());
       absl::SleepFor(absl::Milliseconds(300));
       timeline.End(who);
-      EXPECT_TRUE((*lock)->Release().ok());
+      EXPECT_TRUE(got->Release().ok());
     });
   }
   absl::SleepFor(absl::Milliseconds(500));  // both waiting
@@ -140,10 +140,10 @@ TEST(ZooKeeperEnsemble, LeaderLossNeverGivesTwoHolders) {
   EXPECT_NE(*new_leader, *leader);
   // Let the holder reconnect (or learn its loss), then let go.
   absl::SleepFor(absl::Seconds(2));
-  const LockState state = (*held)->State();
+  const LockState state = first->state();
   if (state == LockState::kHeld) {
     timeline.End("holder");
-    EXPECT_TRUE((*held)->Release().ok());
+    EXPECT_TRUE(first->Release().ok());
   } else {
     EXPECT_EQ(state, LockState::kLost);
   }

@@ -103,16 +103,17 @@ class Background {
   explicit Background(std::function<T()> call)
       : result_(std::async(std::launch::async, std::move(call))) {}
 
-  // The call's result once it returned, or nullopt if it is still running
-  // after `timeout`.
-  std::optional<T> Wait(absl::Duration timeout) {
+  // The call's result once it returned, or null if it is still running
+  // after `timeout`. The result stays this object's (a Hold in it is kept
+  // until the Background goes), so the pointer is good as long as it is.
+  T* Wait(absl::Duration timeout) {
     if (!value_.has_value() && result_.wait_for(absl::ToChronoMilliseconds(
                                    timeout)) == std::future_status::ready) {
       value_ = result_.get();
     }
-    return value_;
+    return value_.has_value() ? &*value_ : nullptr;
   }
-  bool Done() { return Wait(absl::ZeroDuration()).has_value(); }
+  bool Done() { return Wait(absl::ZeroDuration()) != nullptr; }
 
  private:
   std::future<T> result_;

@@ -35,7 +35,8 @@ TEST(ZooKeeperLostReply, SameClientIdNeverRemovesTheOthersNode) {
   ASSERT_TRUE(holder.ok()) << holder.status();
   auto held = (*holder)->GetLock(kName);
   ASSERT_TRUE(held.ok());
-  ASSERT_TRUE((*held)->TryAcquire().ok());
+  absl::StatusOr<Hold> holding = (*held)->TryAcquire();
+  ASSERT_TRUE(holding.ok());
 
   // The other gives up on a silent server after 2/3 of its 3 s session.
   absl::StatusOr<std::unique_ptr<LockClient>> other =
@@ -46,39 +47,39 @@ TEST(ZooKeeperLostReply, SameClientIdNeverRemovesTheOthersNode) {
   (*server)->PauseMember(0);
   // Its create goes out and no reply comes: one attempt, so it cannot wait
   // for the reconnect and leaves the cleanup to the background.
-  const absl::StatusOr<Acquired> lost_reply = (*contended)->TryAcquire();
+  const absl::StatusOr<Hold> lost_reply = (*contended)->TryAcquire();
   (*server)->ResumeMember(0);
   EXPECT_TRUE(absl::IsUnavailable(lost_reply.status())) << lost_reply.status();
 
   // Once it is connected again, its cleanup runs within a few ticks.
   const absl::Time resumed = absl::Now();
-  absl::StatusOr<LockInfo> info = (*contended)->Inspect();
+  absl::StatusOr<LockInfo> info = (*other)->Admin().Inspect(kName);
   while (!info.ok() && absl::Now() - resumed < absl::Seconds(30)) {
     absl::SleepFor(absl::Milliseconds(50));
-    info = (*contended)->Inspect();
+    info = (*other)->Admin().Inspect(kName);
   }
   ASSERT_TRUE(info.ok()) << info.status();
   const absl::Time connected = absl::Now();
   while (info.ok() && info->locked &&
          absl::Now() - connected < absl::Seconds(3)) {
     absl::SleepFor(absl::Milliseconds(50));
-    info = (*contended)->Inspect();
+    info = (*other)->Admin().Inspect(kName);
   }
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_TRUE(info->locked) << "the other's cleanup removed the holder's node";
   EXPECT_EQ(info->owner, (*holder)->CurrentOwner());
-  EXPECT_EQ((*held)->State(), LockState::kHeld);
+  EXPECT_EQ(holding->state(), LockState::kHeld);
 
   absl::StatusOr<std::unique_ptr<LockClient>> third =
       Connect((*server)->Uri("same-id"));
   ASSERT_TRUE(third.ok()) << third.status();
   auto lock = (*third)->GetLock(kName);
   ASSERT_TRUE(lock.ok());
-  const absl::StatusOr<Acquired> taken = (*lock)->TryAcquire();
+  const absl::StatusOr<Hold> taken = (*lock)->TryAcquire();
   EXPECT_TRUE(absl::IsDeadlineExceeded(taken.status()))
       << "a third owner got the lock while the holder believes it holds it: "
       << taken.status();
-  EXPECT_TRUE((*held)->Release().ok());
+  EXPECT_TRUE(holding->Release().ok());
 }
 
 // A server, a proxy in front of it, and a client `near` that reaches the
@@ -128,7 +129,7 @@ TEST_F(LostReplyTest, NodeAdoptedAfterALostCreateStartsAFreshLease) {
   // below succeeds at once.
   ASSERT_TRUE(raw_->CreatePath(LockParent(kNs, kName)));
   proxy_.SetFault(Direction::kReplies, Fault::Drop());
-  Background<absl::StatusOr<Acquired>> acquire([&] {
+  Background<absl::StatusOr<Hold>> acquire([&] {
     AcquireOptions options;
     options.owner_token = "adopter";
     options.lease = kLease;
@@ -142,22 +143,22 @@ TEST_F(LostReplyTest, NodeAdoptedAfterALostCreateStartsAFreshLease) {
   absl::SleepFor(kLease + absl::Seconds(1));
   proxy_.SetFault(Direction::kReplies, Fault::Pass());
   proxy_.ResetAll();
-  std::optional<absl::StatusOr<Acquired>> got = acquire.Wait(absl::Seconds(30));
-  ASSERT_TRUE(got.has_value()) << "the acquire did not return";
+  absl::StatusOr<Hold>* got = acquire.Wait(absl::Seconds(30));
+  ASSERT_TRUE(got != nullptr) << "the acquire did not return";
   ASSERT_TRUE(got->ok()) << got->status();
 
   // ZooKeeper counts a fresh lease too: others see it held, and cannot
   // remove the node as expired.
   auto near_lock = near_->GetLock(kName);
   ASSERT_TRUE(near_lock.ok());
-  absl::StatusOr<LockInfo> info = (*near_lock)->Inspect();
+  absl::StatusOr<LockInfo> info = near_->Admin().Inspect((*near_lock)->name());
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_TRUE(info->locked);
   EXPECT_EQ(info->owner, "t:adopter");
   EXPECT_GT(info->remaining_lease, kLease / 2);
   EXPECT_TRUE(absl::IsDeadlineExceeded((*near_lock)->TryAcquire().status()));
-  EXPECT_EQ((*lock)->State("adopter"), LockState::kHeld);
-  EXPECT_TRUE((*lock)->Release("adopter").ok());
+  EXPECT_EQ((*lock)->StateByToken("adopter"), LockState::kHeld);
+  EXPECT_TRUE((*got)->Release().ok());
 }
 
 // Defect: a release whose delete got no reply took a later NONODE as its
@@ -173,10 +174,11 @@ TEST_F(LostReplyTest, ReleaseAfterASuccessorRemovedTheExpiredNodeFails) {
   AcquireOptions short_lease;
   short_lease.owner_token = "releaser";
   short_lease.lease = kLease;
-  ASSERT_TRUE((*lock)->TryAcquire(short_lease).ok());
+  absl::StatusOr<Hold> releaser = (*lock)->TryAcquire(short_lease);
+  ASSERT_TRUE(releaser.ok());
   auto near_lock = near_->GetLock(kName);
   ASSERT_TRUE(near_lock.ok());
-  Background<absl::StatusOr<Acquired>> successor([&] {
+  Background<absl::StatusOr<Hold>> successor([&] {
     AcquireOptions options;
     options.owner_token = "successor";
     options.lease = absl::Seconds(60);
@@ -189,30 +191,28 @@ TEST_F(LostReplyTest, ReleaseAfterASuccessorRemovedTheExpiredNodeFails) {
   // The delete never reaches ZooKeeper, and no reply comes.
   const uint64_t sent_before = proxy_.stats().requests.received;
   proxy_.SetFault(Direction::kRequests, Fault::Drop());
-  Background<absl::Status> release(
-      [&] { return (*lock)->Release("releaser"); });
+  Background<absl::Status> release([&] { return releaser->Release(); });
   ASSERT_TRUE(proxy_
                   .WaitForReceived(Direction::kRequests, sent_before + 1,
                                    absl::Seconds(5))
                   .ok());
   // The lease runs out on ZooKeeper, and the successor removes the node.
-  std::optional<absl::StatusOr<Acquired>> taken =
-      successor.Wait(absl::Seconds(30));
-  ASSERT_TRUE(taken.has_value()) << "the successor did not return";
+  absl::StatusOr<Hold>* taken = successor.Wait(absl::Seconds(30));
+  ASSERT_TRUE(taken != nullptr) << "the successor did not return";
   ASSERT_TRUE(taken->ok()) << taken->status();
   // The connection breaks; the client reconnects and finds its node gone.
   proxy_.SetFault(Direction::kRequests, Fault::Pass());
   proxy_.ResetAll();
-  std::optional<absl::Status> released = release.Wait(absl::Seconds(30));
-  ASSERT_TRUE(released.has_value()) << "the release did not return";
+  absl::Status* released = release.Wait(absl::Seconds(30));
+  ASSERT_TRUE(released != nullptr) << "the release did not return";
   EXPECT_TRUE(absl::IsFailedPrecondition(*released))
       << "a release that never ran reported: " << *released;
 
-  absl::StatusOr<LockInfo> info = (*near_lock)->Inspect();
+  absl::StatusOr<LockInfo> info = near_->Admin().Inspect((*near_lock)->name());
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->owner, "t:successor");
-  EXPECT_EQ(info->fencing_token, (*taken)->fencing_token);
-  EXPECT_TRUE((*near_lock)->Release("successor").ok());
+  EXPECT_EQ(info->fencing_token, (*taken)->fencing_token());
+  EXPECT_TRUE((*taken)->Release().ok());
 }
 
 // The other side of the same rule: a delete that did run, whose reply alone
@@ -226,16 +226,16 @@ TEST_F(LostReplyTest, ReleaseWhoseReplyAloneWasLostSucceeds) {
   AcquireOptions options;
   options.owner_token = "releaser";
   options.lease = absl::Seconds(30);
-  ASSERT_TRUE((*lock)->TryAcquire(options).ok());
+  absl::StatusOr<Hold> releaser = (*lock)->TryAcquire(options);
+  ASSERT_TRUE(releaser.ok());
   proxy_.SetFault(Direction::kReplies, Fault::Drop());
-  Background<absl::Status> release(
-      [&] { return (*lock)->Release("releaser"); });
+  Background<absl::Status> release([&] { return releaser->Release(); });
   ASSERT_TRUE(
       raw_->WaitForChildren(LockParent(kNs, kName), 0, absl::Seconds(10)));
   proxy_.SetFault(Direction::kReplies, Fault::Pass());
   proxy_.ResetAll();
-  std::optional<absl::Status> released = release.Wait(absl::Seconds(30));
-  ASSERT_TRUE(released.has_value()) << "the release did not return";
+  absl::Status* released = release.Wait(absl::Seconds(30));
+  ASSERT_TRUE(released != nullptr) << "the release did not return";
   EXPECT_TRUE(released->ok()) << *released;
   auto near_lock = near_->GetLock(kName);
   ASSERT_TRUE(near_lock.ok());

@@ -59,19 +59,21 @@ class SameTokenTest : public ::testing::Test {
   // token, waiting at most `wait`. Returns the wait, running, once late
   // watches the holder's node; or, with `deaf_from_start`, once late's node
   // exists, late having heard nothing from ZooKeeper since it started.
-  std::unique_ptr<Background<absl::StatusOr<Acquired>>> QueueLateBehindHolder(
+  std::unique_ptr<Background<absl::StatusOr<Hold>>> QueueLateBehindHolder(
       absl::Duration wait, CancelToken cancel, bool deaf_from_start = false) {
     auto held = holder_->GetLock(kName);
     EXPECT_TRUE(held.ok());
     holder_lock_ = *std::move(held);
     AcquireOptions first;
     first.lease = absl::Seconds(60);
-    EXPECT_TRUE(holder_lock_->TryAcquire(first).ok());
+    absl::StatusOr<Hold> held_first = holder_lock_->TryAcquire(first);
+    EXPECT_TRUE(held_first.ok());
+    if (held_first.ok()) holder_hold_ = *std::move(held_first);
     auto lock = late_->GetLock(kName);
     EXPECT_TRUE(lock.ok());
     late_lock_ = *std::move(lock);
     if (deaf_from_start) proxy_.SetFault(Direction::kReplies, Fault::Stall());
-    auto queued = std::make_unique<Background<absl::StatusOr<Acquired>>>(
+    auto queued = std::make_unique<Background<absl::StatusOr<Hold>>>(
         [lock = late_lock_.get(), wait, cancel] {
           AcquireOptions options;
           options.owner_token = kToken;
@@ -103,16 +105,17 @@ class SameTokenTest : public ::testing::Test {
   // re-enters late's node, the token's hold.
   void EagerReentersWhileLateIsDeaf() {
     proxy_.SetFault(Direction::kReplies, Fault::Stall());
-    ASSERT_TRUE(holder_lock_->Release().ok());
+    ASSERT_TRUE(holder_hold_.Release().ok());
     auto lock = eager_->GetLock(kName);
     ASSERT_TRUE(lock.ok());
     eager_lock_ = *std::move(lock);
     AcquireOptions options;
     options.owner_token = kToken;
     options.wait = absl::Seconds(10);
-    absl::StatusOr<Acquired> taken = eager_lock_->Acquire(options);
+    absl::StatusOr<Hold> taken = eager_lock_->Acquire(options);
     ASSERT_TRUE(taken.ok()) << taken.status();
-    eager_token_ = taken->fencing_token;
+    eager_token_ = taken->fencing_token();
+    eager_hold_ = *std::move(taken);
     ASSERT_EQ(raw_->Children(parent_).size(), 1u)
         << "eager should have re-entered late's node, not queued its own";
   }
@@ -121,8 +124,8 @@ class SameTokenTest : public ::testing::Test {
   absl::Status ThirdTries() {
     auto lock = third_->GetLock(kName);
     if (!lock.ok()) return lock.status();
-    absl::StatusOr<Acquired> taken = (*lock)->TryAcquire();
-    if (taken.ok()) (*lock)->Release().IgnoreError();
+    absl::StatusOr<Hold> taken = (*lock)->TryAcquire();
+    if (taken.ok()) taken->Release().IgnoreError();
     return taken.status();
   }
 
@@ -130,6 +133,8 @@ class SameTokenTest : public ::testing::Test {
   FaultProxy proxy_;
   std::unique_ptr<LockClient> holder_, eager_, third_, late_;
   std::unique_ptr<DistributedLock> holder_lock_, eager_lock_, late_lock_;
+  // The holder's hold, and eager's for the token.
+  Hold holder_hold_, eager_hold_;
   std::unique_ptr<RawZooKeeper> raw_;
   std::string parent_;
   uint64_t eager_token_ = 0;
@@ -145,31 +150,30 @@ TEST_F(SameTokenTest, WaiterAtTheHeadReloadsANodeTheTokenReentered) {
   ASSERT_NO_FATAL_FAILURE(EagerReentersWhileLateIsDeaf());
   proxy_.SetFault(Direction::kReplies, Fault::Pass());
 
-  std::optional<absl::StatusOr<Acquired>> got =
-      late->Wait(kWait + absl::Seconds(10));
-  if (!got.has_value()) {
+  absl::StatusOr<Hold>* got = late->Wait(kWait + absl::Seconds(10));
+  if (got == nullptr) {
     cancel.Cancel();  // lets the test end
     got = late->Wait(absl::Seconds(30));
     FAIL() << "the waiter at the head of the queue ignored its deadline of "
            << absl::FormatDuration(kWait) << " (cancelled 10s past it: "
-           << (got.has_value() ? got->status().ToString() : "still running")
+           << (got != nullptr ? got->status().ToString() : "still running")
            << ")";
   }
   // The node is the token's; late's own acquisition is one more hold on it.
   ASSERT_TRUE(got->ok()) << got->status();
-  EXPECT_EQ((*got)->fencing_token, eager_token_);
-  EXPECT_EQ((*got)->hold_count, 2);
-  absl::StatusOr<LockInfo> info = eager_lock_->Inspect();
+  EXPECT_EQ((*got)->fencing_token(), eager_token_);
+  EXPECT_EQ((*got)->hold_count(), 2);
+  absl::StatusOr<LockInfo> info = eager_->Admin().Inspect(kName);
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->hold_count, 2);
   EXPECT_GT(info->remaining_lease, absl::Seconds(10));
   EXPECT_TRUE(absl::IsDeadlineExceeded(ThirdTries()));
 
   // Each client takes its own hold off; the lock is free after both.
-  EXPECT_TRUE(late_lock_->Release(kToken).ok());
+  EXPECT_TRUE((*got)->Release().ok());
   EXPECT_TRUE(absl::IsDeadlineExceeded(ThirdTries()));
-  EXPECT_EQ(eager_lock_->State(kToken), LockState::kHeld);
-  EXPECT_TRUE(eager_lock_->Release(kToken).ok());
+  EXPECT_EQ(eager_lock_->StateByToken(kToken), LockState::kHeld);
+  EXPECT_TRUE(eager_hold_.Release().ok());
   EXPECT_TRUE(ThirdTries().ok());
 }
 
@@ -183,18 +187,18 @@ TEST_F(SameTokenTest, WaiterThatNeverSleptStillReadsTheReentry) {
                                     /*deaf_from_start=*/true);
   ASSERT_NO_FATAL_FAILURE(EagerReentersWhileLateIsDeaf());
   proxy_.SetFault(Direction::kReplies, Fault::Pass());
-  std::optional<absl::StatusOr<Acquired>> got = late->Wait(absl::Seconds(30));
-  if (!got.has_value()) {
+  absl::StatusOr<Hold>* got = late->Wait(absl::Seconds(30));
+  if (got == nullptr) {
     cancel.Cancel();
     late->Wait(absl::Seconds(30));
     FAIL() << "the waiter did not return";
   }
   ASSERT_TRUE(got->ok()) << got->status();
-  EXPECT_EQ((*got)->fencing_token, eager_token_);
-  EXPECT_EQ((*got)->hold_count, 2);
-  EXPECT_TRUE(late_lock_->Release(kToken).ok());
+  EXPECT_EQ((*got)->fencing_token(), eager_token_);
+  EXPECT_EQ((*got)->hold_count(), 2);
+  EXPECT_TRUE((*got)->Release().ok());
   EXPECT_TRUE(absl::IsDeadlineExceeded(ThirdTries()));
-  EXPECT_TRUE(eager_lock_->Release(kToken).ok());
+  EXPECT_TRUE(eager_hold_.Release().ok());
   EXPECT_TRUE(ThirdTries().ok());
 }
 
@@ -208,21 +212,21 @@ TEST_F(SameTokenTest, WaiterThatGivesUpLeavesTheTokensHoldAlone) {
   // Late gives up before it hears that its node is first.
   cancel.Cancel();
   proxy_.SetFault(Direction::kReplies, Fault::Pass());
-  std::optional<absl::StatusOr<Acquired>> got = late->Wait(absl::Seconds(30));
-  ASSERT_TRUE(got.has_value()) << "the cancelled wait did not return";
+  absl::StatusOr<Hold>* got = late->Wait(absl::Seconds(30));
+  ASSERT_TRUE(got != nullptr) << "the cancelled wait did not return";
   EXPECT_TRUE(absl::IsCancelled(got->status())) << got->status();
 
-  EXPECT_EQ(eager_lock_->State(kToken), LockState::kHeld);
+  EXPECT_EQ(eager_lock_->StateByToken(kToken), LockState::kHeld);
   const absl::Status third = ThirdTries();
   EXPECT_TRUE(absl::IsDeadlineExceeded(third))
       << "another owner took the lock while the token's client holds it: "
       << third;
-  absl::StatusOr<LockInfo> info = eager_lock_->Inspect();
+  absl::StatusOr<LockInfo> info = eager_->Admin().Inspect(kName);
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_TRUE(info->locked);
   EXPECT_EQ(info->fencing_token, eager_token_);
   EXPECT_EQ(info->hold_count, 1);  // late's hold is taken off, eager's stays
-  EXPECT_TRUE(eager_lock_->Release(kToken).ok());
+  EXPECT_TRUE(eager_hold_.Release().ok());
   EXPECT_TRUE(ThirdTries().ok());
 }
 

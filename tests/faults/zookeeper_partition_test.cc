@@ -62,11 +62,13 @@ class PartitionTest : public ::testing::Test {
     held_ = *std::move(lock);
     AcquireOptions renewed;  // no lease: the watchdog renews it
     renewed.owner_token = "holder";
-    ASSERT_TRUE(held_->TryAcquire(renewed).ok());
+    absl::StatusOr<Hold> hold = held_->TryAcquire(renewed);
+    ASSERT_TRUE(hold.ok());
+    holder_hold_ = *std::move(hold);
   }
 
   // The rival's wait, queued behind the holder.
-  std::unique_ptr<Background<absl::StatusOr<Acquired>>> RivalWaits() {
+  std::unique_ptr<Background<absl::StatusOr<Hold>>> RivalWaits() {
     absl::StatusOr<std::unique_ptr<LockClient>> rival =
         Connect(server_->Uri(kNs));
     EXPECT_TRUE(rival.ok()) << rival.status();
@@ -74,7 +76,7 @@ class PartitionTest : public ::testing::Test {
     auto lock = rival_->GetLock(kName);
     EXPECT_TRUE(lock.ok());
     rival_lock_ = *std::move(lock);
-    auto wait = std::make_unique<Background<absl::StatusOr<Acquired>>>(
+    auto wait = std::make_unique<Background<absl::StatusOr<Hold>>>(
         [lock = rival_lock_.get()] {
           AcquireOptions options;
           options.owner_token = "rival";
@@ -107,11 +109,10 @@ class PartitionTest : public ::testing::Test {
     }();
     ASSERT_TRUE(proxy_.Partition().ok());
 
-    std::optional<absl::StatusOr<Acquired>> taken =
-        rival->Wait(absl::Seconds(30));
+    absl::StatusOr<Hold>* taken = rival->Wait(absl::Seconds(30));
     const MonoTime granted = Now();
-    const LockState state = held_->State("holder");
-    ASSERT_TRUE(taken.has_value()) << "the rival never got the lock";
+    const LockState state = held_->StateByToken("holder");
+    ASSERT_TRUE(taken != nullptr) << "the rival never got the lock";
     ASSERT_TRUE(taken->ok()) << taken->status();
     std::optional<MonoTime> lost = LostAt();
     std::printf("partition at 0; rival granted at %s; holder told at %s\n",
@@ -128,11 +129,11 @@ class PartitionTest : public ::testing::Test {
     EXPECT_LE(*lost, granted);
 
     ASSERT_TRUE(proxy_.Heal().ok());
-    EXPECT_TRUE(absl::IsFailedPrecondition(held_->Release("holder")));
-    absl::StatusOr<LockInfo> info = rival_lock_->Inspect();
+    EXPECT_TRUE(absl::IsFailedPrecondition(holder_hold_.Release()));
+    absl::StatusOr<LockInfo> info = rival_->Admin().Inspect(kName);
     ASSERT_TRUE(info.ok()) << info.status();
-    EXPECT_EQ(info->fencing_token, (*taken)->fencing_token);
-    EXPECT_TRUE(rival_lock_->Release("rival").ok());
+    EXPECT_EQ(info->fencing_token, (*taken)->fencing_token());
+    EXPECT_TRUE((*taken)->Release().ok());
   }
 
   std::optional<MonoTime> LostAt() {
@@ -152,6 +153,9 @@ class PartitionTest : public ::testing::Test {
   absl::Mutex mu_;
   std::optional<MonoTime> lost_at_ ABSL_GUARDED_BY(mu_);
   absl::Status lost_reason_ ABSL_GUARDED_BY(mu_);
+  // The holder's hold, for the owner token "holder". Last, so that it goes
+  // first, while what on_lost touches is still there.
+  Hold holder_hold_;
 };
 
 // A silent partition: both directions stall at once.
@@ -169,8 +173,8 @@ TEST_F(PartitionTest, HolderWithSlowRepliesStopsBelievingBeforeExpiry) {
 }
 
 // The case the issue measured: lease 1 s, session 2 s, a silent partition.
-// The holder's belief (State() polled every millisecond) must end before the
-// rival's grant: an overlap of 0.
+// The holder's belief (StateByToken() polled every millisecond) must end before
+// the rival's grant: an overlap of 0.
 TEST_F(PartitionTest, BelievedHoldsNeverOverlapThroughASilentPartition) {
   ASSERT_NO_FATAL_FAILURE(HoldThroughProxy(absl::Seconds(2), absl::Seconds(1)));
   auto rival = RivalWaits();
@@ -179,7 +183,7 @@ TEST_F(PartitionTest, BelievedHoldsNeverOverlapThroughASilentPartition) {
   std::thread poller([&] {
     while (!stop.load()) {
       const MonoTime before = Now();
-      if (held_->State("holder") == LockState::kHeld) {
+      if (held_->StateByToken("holder") == LockState::kHeld) {
         last_held_ns = absl::ToInt64Nanoseconds(before.since_origin());
       }
       absl::SleepFor(absl::Milliseconds(1));
@@ -188,12 +192,11 @@ TEST_F(PartitionTest, BelievedHoldsNeverOverlapThroughASilentPartition) {
   absl::SleepFor(absl::Seconds(1));
   const MonoTime cut = Now();
   ASSERT_TRUE(proxy_.Partition().ok());
-  std::optional<absl::StatusOr<Acquired>> taken =
-      rival->Wait(absl::Seconds(30));
+  absl::StatusOr<Hold>* taken = rival->Wait(absl::Seconds(30));
   const MonoTime granted = Now();
   stop = true;
   poller.join();
-  ASSERT_TRUE(taken.has_value()) << "the rival never got the lock";
+  ASSERT_TRUE(taken != nullptr) << "the rival never got the lock";
   ASSERT_TRUE(taken->ok()) << taken->status();
   const MonoTime last_held =
       MonoTime::FromSinceOrigin(absl::Nanoseconds(last_held_ns.load()));
@@ -210,7 +213,7 @@ TEST_F(PartitionTest, BelievedHoldsNeverOverlapThroughASilentPartition) {
   ASSERT_TRUE(lost.has_value());
   EXPECT_LE(*lost, granted);
   ASSERT_TRUE(proxy_.Heal().ok());
-  EXPECT_TRUE(rival_lock_->Release("rival").ok());
+  EXPECT_TRUE((*taken)->Release().ok());
 }
 
 }  // namespace

@@ -73,17 +73,17 @@ std::string ReadLine(int fd, absl::Duration timeout) {
   AcquireOptions acquire;
   acquire.wait = absl::Seconds(10);
   acquire.on_lost = on_lost;
-  absl::StatusOr<Acquired> held = (*lock)->Acquire(acquire);
+  absl::StatusOr<Hold> held = (*lock)->Acquire(acquire);
   if (!held.ok()) {
     WriteLine(to_test, absl::StrCat("ERROR ", held.status().ToString()));
     _exit(1);
   }
-  WriteLine(to_test, absl::StrCat("HELD ", held->fencing_token));
+  WriteLine(to_test, absl::StrCat("HELD ", held->fencing_token()));
   if (ReadLine(from_test, absl::Seconds(60)) != "RELEASE") _exit(2);
-  const absl::Status released = (*lock)->Release();
+  const absl::Status released = held->Release();
   WriteLine(to_test,
             absl::StrCat("RELEASED ", absl::StatusCodeToString(released.code()),
-                         " STATE ", static_cast<int>((*lock)->State())));
+                         " STATE ", static_cast<int>(held->state())));
   _exit(0);
 }
 
@@ -138,15 +138,15 @@ TEST(ZooKeeperSessionExpiry, StoppedHolderLearnsLossAndCannotTouchNewHolder) {
   AcquireOptions wait;
   wait.wait = absl::Seconds(20);
   wait.lease = absl::Seconds(60);
-  absl::StatusOr<Acquired> taken = (*lock)->Acquire(wait);
+  absl::StatusOr<Hold> taken = (*lock)->Acquire(wait);
   ASSERT_TRUE(taken.ok()) << taken.status();
   const absl::Duration blocked = absl::Now() - stopped;
-  EXPECT_GT(taken->fencing_token, old_token);
+  EXPECT_GT(taken->fencing_token(), old_token);
   // Freed by the session's expiry: about the session timeout, never sooner
   // than most of it, and well before the 30s lease.
   EXPECT_GE(blocked, kSessionTimeout * 0.6);
   EXPECT_LE(blocked, kSessionTimeout + absl::Seconds(5));
-  absl::StatusOr<LockInfo> before = (*lock)->Inspect();
+  absl::StatusOr<LockInfo> before = (*client)->Admin().Inspect(kLockName);
   ASSERT_TRUE(before.ok()) << before.status();
 
   // Resumed, the old holder is told; then its release must fail.
@@ -160,14 +160,14 @@ TEST(ZooKeeperSessionExpiry, StoppedHolderLearnsLossAndCannotTouchNewHolder) {
       << "the old holder's release did not fail as not held";
 
   // The new hold is exactly as it was.
-  absl::StatusOr<LockInfo> after = (*lock)->Inspect();
+  absl::StatusOr<LockInfo> after = (*client)->Admin().Inspect(kLockName);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_TRUE(after->locked);
   EXPECT_EQ(after->owner, (*client)->CurrentOwner());
-  EXPECT_EQ(after->fencing_token, taken->fencing_token);
+  EXPECT_EQ(after->fencing_token, taken->fencing_token());
   EXPECT_EQ(after->hold_count, before->hold_count);
-  EXPECT_EQ((*lock)->State(), LockState::kHeld);
-  EXPECT_TRUE((*lock)->Release().ok());
+  EXPECT_EQ(taken->state(), LockState::kHeld);
+  EXPECT_TRUE(taken->Release().ok());
 }
 
 // A holder cut off from ZooKeeper (here: the server stopped with SIGSTOP, as
@@ -195,7 +195,8 @@ TEST(ZooKeeperSessionExpiry, CutOffHolderIsToldItLostTheLock) {
   ASSERT_TRUE(holder.ok()) << holder.status();
   auto held = (*holder)->GetLock("cut off");
   ASSERT_TRUE(held.ok());
-  ASSERT_TRUE((*held)->Acquire().ok());
+  absl::StatusOr<Hold> holding = (*held)->Acquire();
+  ASSERT_TRUE(holding.ok());
 
   (*server)->PauseMember(0);
   const absl::Time paused = absl::Now();
@@ -212,8 +213,8 @@ TEST(ZooKeeperSessionExpiry, CutOffHolderIsToldItLostTheLock) {
   EXPECT_LE(lost_at - paused, kTimeout + absl::Milliseconds(500));
   std::printf("told of the loss %s after the server stopped answering\n",
               absl::FormatDuration(lost_at - paused).c_str());
-  EXPECT_EQ((*held)->State(), LockState::kLost);
-  EXPECT_TRUE(absl::IsFailedPrecondition((*held)->Release()));
+  EXPECT_EQ(holding->state(), LockState::kLost);
+  EXPECT_TRUE(absl::IsFailedPrecondition(holding->Release()));
 
   absl::StatusOr<std::unique_ptr<LockClient>> other = Connect(uri);
   ASSERT_TRUE(other.ok()) << other.status();
@@ -222,13 +223,13 @@ TEST(ZooKeeperSessionExpiry, CutOffHolderIsToldItLostTheLock) {
   AcquireOptions wait;
   wait.wait = absl::Seconds(20);
   wait.lease = absl::Seconds(60);
-  absl::StatusOr<Acquired> taken = (*lock)->Acquire(wait);
+  absl::StatusOr<Hold> taken = (*lock)->Acquire(wait);
   ASSERT_TRUE(taken.ok()) << taken.status();
   {
     absl::MutexLock guard(&mu);
     EXPECT_LT(lost_at, absl::Now());
   }
-  EXPECT_TRUE((*lock)->Release().ok());
+  EXPECT_TRUE(taken->Release().ok());
 }
 
 }  // namespace

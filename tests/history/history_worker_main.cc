@@ -125,26 +125,22 @@ bool ParseFlags(int argc, char** argv, Flags& f) {
          f.register_port > 0;
 }
 
-// Works while the lock is believed held: each step checks State() first.
-void Work(dlock::DistributedLock& lock, const Flags& f, uint64_t token,
+// Works while the lock is believed held: each step checks state() first.
+void Work(const dlock::Hold& hold, const Flags& f,
           dlock::testing::RegisterClient& resource, EventLog& log) {
+  const uint64_t token = hold.fencing_token();
   for (int i = 0; i < f.steps && !stopping; ++i) {
-    // Read before asking: if State() says held, the hold was believed at
+    // Read before asking: if state() says held, the hold was believed at
     // this instant or later, never earlier.
     const int64_t asked = MonoNs();
-    if (lock.State(f.owner_token) != dlock::LockState::kHeld) {
+    if (hold.state() != dlock::LockState::kHeld) {
       log.Add(asked, "not_held", token);
       return;
     }
     log.Add(asked, "held", token);
-    absl::StatusOr<uint64_t> fence = lock.FencingToken(f.owner_token);
-    if (!fence.ok()) {
-      log.Add(MonoNs(), "not_held", token, "no fencing token");
-      return;
-    }
-    absl::StatusOr<bool> written = resource.Write(*fence, f.id);
+    absl::StatusOr<bool> written = resource.Write(token, f.id);
     if (written.ok()) {
-      log.Add(MonoNs(), *written ? "write_ok" : "write_stale", *fence);
+      log.Add(MonoNs(), *written ? "write_ok" : "write_stale", token);
     }
     // An unfenced read-modify-write: a second believer in between loses
     // an update.
@@ -198,17 +194,17 @@ int main(int argc, char** argv) {
     acquire.on_lost = [&log](const dlock::LockLostEvent& e) {
       log.Add(MonoNs(), "lost", e.fencing_token, e.reason.ToString());
     };
-    absl::StatusOr<dlock::Acquired> acquired = lock->Acquire(acquire);
-    if (!acquired.ok()) {
-      log.Add(MonoNs(), "acquire_error", 0, acquired.status().ToString());
+    absl::StatusOr<dlock::Hold> hold = lock->Acquire(acquire);
+    if (!hold.ok()) {
+      log.Add(MonoNs(), "acquire_error", 0, hold.status().ToString());
       absl::SleepFor(absl::Milliseconds(20 + random() % 30));
       continue;
     }
-    const uint64_t token = acquired->fencing_token;
-    log.Add(MonoNs(), "grant", token, absl::StrCat(acquired->hold_count));
-    Work(*lock, f, token, resource, log);
+    const uint64_t token = hold->fencing_token();
+    log.Add(MonoNs(), "grant", token, absl::StrCat(hold->hold_count()));
+    Work(*hold, f, resource, log);
     const int64_t releasing = MonoNs();
-    absl::Status released = lock->Release(f.owner_token);
+    absl::Status released = hold->Release();
     log.Add(releasing, released.ok() ? "released" : "release_error", token,
             released.ToString());
     // A random pause between holds, so that others get their turn.

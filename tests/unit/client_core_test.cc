@@ -9,6 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "dlock/client.h"
+#include "dlock/errors.h"
 #include "gtest/gtest.h"
 
 namespace dlock {
@@ -50,8 +51,9 @@ void CloseFromWatchdogCallback() {
   self = client.get();
   std::unique_ptr<LockClient> admin = MustConnect();
   std::unique_ptr<DistributedLock> lock = *client->GetLock("closes itself");
-  if (!lock->Acquire().ok()) std::abort();
-  if (!(*admin->GetLock("closes itself"))->ForceUnlock().ok()) std::abort();
+  absl::StatusOr<Hold> hold = lock->Acquire();
+  if (!hold.ok()) std::abort();
+  if (!admin->Admin().ForceUnlock("closes itself").ok()) std::abort();
   if (!closed.WaitForNotificationWithTimeout(absl::Seconds(5))) std::abort();
 }
 
@@ -75,9 +77,10 @@ void CloseFromRenewCallback() {
   std::unique_ptr<DistributedLock> lock = *client->GetLock("renewed away");
   AcquireOptions leased;
   leased.lease = absl::Seconds(30);
-  if (!lock->Acquire(leased).ok()) std::abort();
-  if (!(*admin->GetLock("renewed away"))->ForceUnlock().ok()) std::abort();
-  if (lock->Renew().code() != absl::StatusCode::kFailedPrecondition) {
+  absl::StatusOr<Hold> hold = lock->Acquire(leased);
+  if (!hold.ok()) std::abort();
+  if (!admin->Admin().ForceUnlock("renewed away").ok()) std::abort();
+  if (hold->Renew().code() != absl::StatusCode::kFailedPrecondition) {
     std::abort();
   }
   if (!called) std::abort();
@@ -90,20 +93,21 @@ TEST(ClientCore, LostCallbackFromRenewMayCloseTheClient) {
 // A lost callback may use its lock: look at it, take it again.
 TEST(ClientCore, LostCallbackMayUseTheLock) {
   absl::Notification done;
-  DistributedLock* lock_ptr = nullptr;
+  LockClient* client_ptr = nullptr;
   absl::StatusOr<LockInfo> seen;
   ClientOptions options;
   options.watchdog_lease = absl::Milliseconds(300);
   options.on_lost = [&](const LockLostEvent&) {
-    seen = lock_ptr->Inspect();
+    seen = client_ptr->Admin().Inspect("inspected");
     done.Notify();
   };
   std::unique_ptr<LockClient> client = MustConnect(options);
   std::unique_ptr<LockClient> admin = MustConnect();
   std::unique_ptr<DistributedLock> lock = *client->GetLock("inspected");
-  lock_ptr = lock.get();
-  ASSERT_TRUE(lock->Acquire().ok());
-  ASSERT_TRUE((*admin->GetLock("inspected"))->ForceUnlock().ok());
+  client_ptr = client.get();
+  absl::StatusOr<Hold> hold = lock->Acquire();
+  ASSERT_TRUE(hold.ok());
+  ASSERT_TRUE(admin->Admin().ForceUnlock("inspected").ok());
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_FALSE(seen->locked);
@@ -112,18 +116,20 @@ TEST(ClientCore, LostCallbackMayUseTheLock) {
 TEST(ClientCore, StateNeedsNoRoundTrip) {
   std::unique_ptr<LockClient> client = MustConnect();
   std::unique_ptr<DistributedLock> lock = *client->GetLock("local state");
-  EXPECT_EQ(lock->State(), LockState::kNotHeld);
+  EXPECT_EQ(Hold().state(), LockState::kNotHeld);
   AcquireOptions leased;
   leased.lease = absl::Milliseconds(100);
-  ASSERT_TRUE(lock->Acquire(leased).ok());
-  EXPECT_EQ(lock->State(), LockState::kHeld);
+  absl::StatusOr<Hold> hold = lock->Acquire(leased);
+  ASSERT_TRUE(hold.ok());
+  EXPECT_EQ(hold->state(), LockState::kHeld);
   // An explicit lease that ran out is lost as far as the client knows.
   absl::SleepFor(absl::Milliseconds(200));
-  EXPECT_EQ(lock->State(), LockState::kLost);
-  EXPECT_EQ(lock->FencingToken().status().code(),
-            absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(lock->Release().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(lock->State(), LockState::kNotHeld);
+  EXPECT_EQ(hold->state(), LockState::kLost);
+  EXPECT_TRUE(IsLost(hold->lost_reason())) << hold->lost_reason();
+  absl::Status released = hold->Release();
+  EXPECT_EQ(released.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(IsLost(released)) << released;
+  EXPECT_EQ(hold->state(), LockState::kNotHeld);
 }
 
 TEST(ClientCore, LeasesBelowTheMinimumAreInvalid) {
@@ -134,8 +140,9 @@ TEST(ClientCore, LeasesBelowTheMinimumAreInvalid) {
   EXPECT_EQ(lock->Acquire(options).status().code(),
             absl::StatusCode::kInvalidArgument);
   options.lease = absl::Milliseconds(10);
-  EXPECT_TRUE(lock->Acquire(options).ok());
-  EXPECT_TRUE(lock->Release().ok());
+  absl::StatusOr<Hold> hold = lock->Acquire(options);
+  ASSERT_TRUE(hold.ok());
+  EXPECT_TRUE(hold->Release().ok());
 }
 
 }  // namespace

@@ -193,7 +193,7 @@ TEST(Connect, CloseIsIdempotentAndRefusesLaterCalls) {
   EXPECT_TRUE((*client)->Close().ok());
   EXPECT_EQ((*lock)->TryAcquire().status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((*client)->List().status().code(),
+  EXPECT_EQ((*client)->Admin().List().status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 

@@ -33,6 +33,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 
 namespace dlock::testing {
 
@@ -44,12 +45,6 @@ void PrintTo(Direction d, std::ostream* os) {
 namespace {
 
 using ::testing::HasSubstr;
-
-#define ASSERT_OK(expr)                               \
-  do {                                                \
-    const absl::Status dlock_status_ = (expr);        \
-    ASSERT_TRUE(dlock_status_.ok()) << dlock_status_; \
-  } while (false)
 
 constexpr absl::Duration kLong = absl::Seconds(20);
 constexpr absl::Duration kQuiet = absl::Milliseconds(300);

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "dlock/client.h"
 #include "dlock/clock.h"
+#include "dlock/errors.h"
 #include "fault_backend.h"
 #include "gtest/gtest.h"
 
@@ -43,10 +44,10 @@ struct Notices {
 
 // Whether the backend shows `lock` free within `kReact` (real time: the
 // client's threads act on a clock move in their own time).
-bool FreeSoon(DistributedLock& lock) {
+bool FreeSoon(LockClient& client, absl::string_view name) {
   const absl::Time give_up = absl::Now() + kReact;
   while (absl::Now() < give_up) {
-    absl::StatusOr<LockInfo> info = lock.Inspect();
+    absl::StatusOr<LockInfo> info = client.Admin().Inspect(name);
     if (info.ok() && !info->locked) return true;
     absl::SleepFor(absl::Milliseconds(10));
   }
@@ -75,7 +76,8 @@ class LocalDeadlineTest : public ::testing::Test {
 TEST_F(LocalDeadlineTest, WatchdogRenewsAtAThirdOfTheLeaseOfTheClock) {
   std::unique_ptr<LockClient> client = Connect(absl::Seconds(3));
   std::unique_ptr<DistributedLock> lock = *client->GetLock("renewed");
-  ASSERT_TRUE(lock->Acquire().ok());
+  absl::StatusOr<Hold> hold = lock->Acquire();
+  ASSERT_TRUE(hold.ok());
   absl::SleepFor(kQuiet);
   EXPECT_EQ(faults_->calls(FaultPlan::kRenew), 0) << "renewed on real time";
   clock_->Advance(absl::Milliseconds(999));
@@ -85,8 +87,8 @@ TEST_F(LocalDeadlineTest, WatchdogRenewsAtAThirdOfTheLeaseOfTheClock) {
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRenew, 1, kReact));
   clock_->Advance(absl::Seconds(1));
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRenew, 2, kReact));
-  EXPECT_EQ(lock->State(), LockState::kHeld);
-  EXPECT_TRUE(lock->Release().ok());
+  EXPECT_EQ(hold->state(), LockState::kHeld);
+  EXPECT_TRUE(hold->Release().ok());
 }
 
 TEST_F(LocalDeadlineTest, UnconfirmedHoldEndsAtItsLocalDeadline) {
@@ -98,20 +100,22 @@ TEST_F(LocalDeadlineTest, UnconfirmedHoldEndsAtItsLocalDeadline) {
   Notices notices;
   AcquireOptions options;
   options.on_lost = notices.Callback();
-  ASSERT_TRUE(lock->Acquire(options).ok());
+  absl::StatusOr<Hold> hold = lock->Acquire(options);
+  ASSERT_TRUE(hold.ok());
   // The grant was sent at the clock's current time; the lease is 1 s and
   // the drift margin 1% + 2 ms: the hold is believed until +988 ms.
   clock_->Advance(absl::Milliseconds(950));
   ASSERT_TRUE(faults_->WaitForBlocked(FaultPlan::kRenew, 1, kReact));
-  EXPECT_EQ(lock->State(), LockState::kHeld);
-  EXPECT_TRUE(lock->FencingToken().ok());
+  EXPECT_EQ(hold->state(), LockState::kHeld);
+  EXPECT_FALSE(hold->lost_token().IsCancelled());
   EXPECT_FALSE(notices.told.HasBeenNotified());
   // The notice comes a little before the deadline (20 ms for this lease).
   clock_->Advance(absl::Milliseconds(20));
   ASSERT_TRUE(notices.told.WaitForNotificationWithTimeout(kReact));
+  EXPECT_TRUE(hold->lost_token().IsCancelled());
   clock_->Advance(absl::Milliseconds(18));
-  EXPECT_EQ(lock->State(), LockState::kLost);
-  EXPECT_FALSE(lock->FencingToken().ok());
+  EXPECT_EQ(hold->state(), LockState::kLost);
+  EXPECT_TRUE(IsLost(hold->lost_reason())) << hold->lost_reason();
   clock_->Advance(absl::Seconds(10));
   absl::SleepFor(kQuiet);
   EXPECT_EQ(notices.count.load(), 1);
@@ -124,12 +128,13 @@ TEST_F(LocalDeadlineTest, ExplicitLeaseIsToldWhenItEnds) {
   AcquireOptions options;
   options.lease = absl::Seconds(10);
   options.on_lost = notices.Callback();
-  ASSERT_TRUE(lock->Acquire(options).ok());
+  absl::StatusOr<Hold> hold = lock->Acquire(options);
+  ASSERT_TRUE(hold.ok());
   absl::SleepFor(kQuiet);
   EXPECT_FALSE(notices.told.HasBeenNotified()) << "told on real time";
   clock_->Advance(absl::Seconds(10));
   ASSERT_TRUE(notices.told.WaitForNotificationWithTimeout(kReact));
-  EXPECT_EQ(lock->State(), LockState::kLost);
+  EXPECT_EQ(hold->state(), LockState::kLost);
   EXPECT_EQ(faults_->calls(FaultPlan::kRenew), 0);
 }
 
@@ -137,10 +142,10 @@ TEST_F(LocalDeadlineTest, FailedReleaseIsRetriedEveryTenthOfTheLease) {
   std::unique_ptr<LockClient> client = Connect(absl::Seconds(5));
   std::unique_ptr<LockClient> other = Connect(absl::Seconds(5), false);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("retried");
-  std::unique_ptr<DistributedLock> seen = *other->GetLock("retried");
-  ASSERT_TRUE(lock->Acquire().ok());
+  absl::StatusOr<Hold> hold = lock->Acquire();
+  ASSERT_TRUE(hold.ok());
   faults_->Set(FaultPlan::kRelease, {.fail_before = true});
-  EXPECT_EQ(lock->Release().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(hold->Release().code(), absl::StatusCode::kUnavailable);
   // One background attempt right away, then one every 500 ms.
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 2, kReact));
   absl::SleepFor(kQuiet);
@@ -148,7 +153,8 @@ TEST_F(LocalDeadlineTest, FailedReleaseIsRetriedEveryTenthOfTheLease) {
   faults_->Clear(FaultPlan::kRelease);
   clock_->Advance(absl::Milliseconds(500));
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 3, kReact));
-  EXPECT_TRUE(FreeSoon(*seen)) << "the retried release did not free the lock";
+  EXPECT_TRUE(FreeSoon(*other, "retried"))
+      << "the retried release did not free the lock";
   // Nothing renewed it meanwhile.
   EXPECT_EQ(faults_->calls(FaultPlan::kRenew), 0);
 }
@@ -161,17 +167,18 @@ TEST_F(LocalDeadlineTest, ReleaseOfALostHoldLetsItGoBeforeTheNextAcquire) {
   std::unique_ptr<DistributedLock> lock = *client->GetLock("lost, then again");
   AcquireOptions leased;
   leased.lease = absl::Seconds(10);
-  absl::StatusOr<Acquired> first = lock->Acquire(leased);
+  absl::StatusOr<Hold> first = lock->Acquire(leased);
   ASSERT_TRUE(first.ok()) << first.status();
   // Past the local deadline (9.898 s), before the backend's expiry (10 s).
   clock_->Advance(absl::Milliseconds(9950));
-  EXPECT_EQ(lock->State(), LockState::kLost);
-  EXPECT_EQ(lock->Release().code(), absl::StatusCode::kFailedPrecondition);
-  absl::StatusOr<Acquired> again = lock->Acquire(leased);
+  EXPECT_EQ(first->state(), LockState::kLost);
+  const uint64_t first_token = first->fencing_token();
+  EXPECT_EQ(first->Release().code(), absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<Hold> again = lock->Acquire(leased);
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->hold_count, 1) << "re-entered the hold it had lost";
-  EXPECT_GT(again->fencing_token, first->fencing_token);
-  EXPECT_TRUE(lock->Release().ok());
+  EXPECT_EQ(again->hold_count(), 1) << "re-entered the hold it had lost";
+  EXPECT_GT(again->fencing_token(), first_token);
+  EXPECT_TRUE(again->Release().ok());
 }
 
 TEST_F(LocalDeadlineTest, RenewingALostHoldSendsNothing) {
@@ -179,10 +186,13 @@ TEST_F(LocalDeadlineTest, RenewingALostHoldSendsNothing) {
   std::unique_ptr<DistributedLock> lock = *client->GetLock("not revived");
   AcquireOptions leased;
   leased.lease = absl::Seconds(10);
-  ASSERT_TRUE(lock->Acquire(leased).ok());
+  absl::StatusOr<Hold> hold = lock->Acquire(leased);
+  ASSERT_TRUE(hold.ok());
   clock_->Advance(absl::Milliseconds(9950));
   const int renewals = faults_->calls(FaultPlan::kRenew);
-  EXPECT_EQ(lock->Renew().code(), absl::StatusCode::kFailedPrecondition);
+  absl::Status renewed = hold->Renew();
+  EXPECT_EQ(renewed.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(IsLost(renewed)) << renewed;
   EXPECT_EQ(faults_->calls(FaultPlan::kRenew), renewals)
       << "a lost hold was renewed on the backend, for nobody";
 }
@@ -193,11 +203,11 @@ TEST_F(LocalDeadlineTest, FailedReleaseIsRetriedForTheLongestLeaseAsked) {
   std::unique_ptr<LockClient> client = Connect(absl::Seconds(3));
   std::unique_ptr<LockClient> other = Connect(absl::Seconds(3), false);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("kept long");
-  std::unique_ptr<DistributedLock> seen = *other->GetLock("kept long");
-  ASSERT_TRUE(lock->Acquire().ok());
-  ASSERT_TRUE(lock->Renew(absl::Hours(1)).ok());  // the backend keeps 1 h
+  absl::StatusOr<Hold> hold = lock->Acquire();
+  ASSERT_TRUE(hold.ok());
+  ASSERT_TRUE(hold->Renew(absl::Hours(1)).ok());  // the backend keeps 1 h
   faults_->Set(FaultPlan::kRelease, {.fail_before = true});
-  EXPECT_EQ(lock->Release().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(hold->Release().code(), absl::StatusCode::kUnavailable);
   // One retry at once, then one a second, for ten seconds.
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 2, kReact));
   for (int i = 0; i < 10; ++i) {
@@ -208,7 +218,7 @@ TEST_F(LocalDeadlineTest, FailedReleaseIsRetriedForTheLongestLeaseAsked) {
   clock_->Advance(absl::Seconds(1));
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 13, kReact))
       << "the release was given up while the backend kept the lock";
-  EXPECT_TRUE(FreeSoon(*seen));
+  EXPECT_TRUE(FreeSoon(*other, "kept long"));
 }
 
 // Once a hold was seen past its deadline, nothing brings it back: not a
@@ -219,12 +229,13 @@ TEST_F(LocalDeadlineTest, PassedDeadlineIsFinal) {
   Notices notices;
   AcquireOptions options;
   options.on_lost = notices.Callback();
-  ASSERT_TRUE(lock->Acquire(options).ok());
+  absl::StatusOr<Hold> hold = lock->Acquire(options);
+  ASSERT_TRUE(hold.ok());
   faults_->SetHeldUntil(clock_->Now());  // its session stopped answering
-  EXPECT_EQ(lock->State(), LockState::kLost);
+  EXPECT_EQ(hold->state(), LockState::kLost);
   faults_->SetHeldUntil(MonoTime::InfiniteFuture());  // and answers again
-  EXPECT_EQ(lock->State(), LockState::kLost) << "a lost hold came back";
-  EXPECT_FALSE(lock->FencingToken().ok());
+  EXPECT_EQ(hold->state(), LockState::kLost) << "a lost hold came back";
+  EXPECT_TRUE(hold->lost());
   ASSERT_TRUE(notices.told.WaitForNotificationWithTimeout(kReact))
       << "never told";
   absl::SleepFor(kQuiet);
@@ -238,11 +249,10 @@ TEST_F(LocalDeadlineTest, GrantPastTheBackendsSessionBoundIsNotReturned) {
   faults_->Set(
       FaultPlan::kAcquire,
       {.after = [&] { faults_->SetHeldUntil(clock_->Now()); }, .times = 1});
-  absl::StatusOr<Acquired> acquired = lock->TryAcquire();
+  absl::StatusOr<Hold> acquired = lock->TryAcquire();
   EXPECT_FALSE(acquired.ok())
-      << "returned fencing token " << acquired->fencing_token
+      << "returned fencing token " << acquired->fencing_token()
       << " for a hold it does not believe";
-  EXPECT_NE(lock->State(), LockState::kHeld);
 }
 
 // A grant that arrives while a background release of the same owner's lost
@@ -252,14 +262,14 @@ TEST_F(LocalDeadlineTest, GrantRacingABackgroundReleaseIsNotBelieved) {
   std::unique_ptr<LockClient> client = Connect(absl::Seconds(1));
   std::unique_ptr<LockClient> other = Connect(absl::Seconds(1), false);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("raced");
-  std::unique_ptr<DistributedLock> seen = *other->GetLock("raced");
   AcquireOptions as_job;
   as_job.owner_token = "job";
-  ASSERT_TRUE(lock->Acquire(as_job).ok());
+  absl::StatusOr<Hold> first = lock->Acquire(as_job);
+  ASSERT_TRUE(first.ok());
   absl::Cleanup unblock = [&] { faults_->Unblock(FaultPlan::kAcquire); };
   faults_->Set(FaultPlan::kRenew, {.fail_before = true});
   faults_->Set(FaultPlan::kAcquire, {.block = true});
-  absl::StatusOr<Acquired> again = absl::UnknownError("not yet");
+  absl::StatusOr<Hold> again = absl::UnknownError("not yet");
   absl::Notification done;
   std::thread acquirer([&] {
     again = lock->Acquire(as_job);
@@ -279,10 +289,10 @@ TEST_F(LocalDeadlineTest, GrantRacingABackgroundReleaseIsNotBelieved) {
     clock_->Advance(absl::Seconds(1));
     ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 2, kReact));
     absl::SleepFor(kQuiet);
-    absl::StatusOr<LockInfo> info = seen->Inspect();
+    absl::StatusOr<LockInfo> info = other->Admin().Inspect("raced");
     ASSERT_TRUE(info.ok());
-    EXPECT_TRUE(info->locked && info->fencing_token == again->fencing_token)
-        << "the client believes token " << again->fencing_token
+    EXPECT_TRUE(info->locked && info->fencing_token == again->fencing_token())
+        << "the client believes token " << again->fencing_token()
         << ", which its own pending release took off the backend";
   } else {
     EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
@@ -297,22 +307,26 @@ TEST_F(LocalDeadlineTest, CloseDoesNotWaitForAcquisitionsSettlingARelease) {
   AcquireOptions as_job;
   as_job.owner_token = "job";
   as_job.lease = absl::Seconds(60);
-  ASSERT_TRUE(lock->Acquire(as_job).ok());
+  absl::StatusOr<Hold> hold = lock->Acquire(as_job);
+  ASSERT_TRUE(hold.ok());
   faults_->Set(FaultPlan::kRelease, {.fail_before = true});
-  EXPECT_EQ(lock->Release("job").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(hold->Release().code(), absl::StatusCode::kUnavailable);
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 2, kReact));
   faults_->Set(FaultPlan::kRelease, {.block = true});
   absl::Cleanup unblock = [&] { faults_->Unblock(FaultPlan::kRelease); };
   absl::Notification first_done, second_done, closed;
+  // Kept past Close(): a Hold released on the spot would send a release
+  // of its own.
+  absl::StatusOr<Hold> first_hold, second_hold;
   // The first settles the pending release, which hangs; the second waits
   // for it.
   std::thread first([&] {
-    lock->Acquire(as_job).IgnoreError();
+    first_hold = lock->Acquire(as_job);
     first_done.Notify();
   });
   ASSERT_TRUE(faults_->WaitForBlocked(FaultPlan::kRelease, 1, kReact));
   std::thread second([&] {
-    lock->Acquire(as_job).IgnoreError();
+    second_hold = lock->Acquire(as_job);
     second_done.Notify();
   });
   absl::SleepFor(kQuiet);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dlock/client.h"
+#include "dlock/errors.h"
 #include "gtest/gtest.h"
 
 namespace dlock {
@@ -48,8 +49,9 @@ TEST_F(Names, AcceptsAnyValidUtf8UpTo512Bytes) {
         client_->GetLock(name);
     ASSERT_TRUE(lock.ok()) << "'" << name << "': " << lock.status();
     EXPECT_EQ((*lock)->name(), name);
-    EXPECT_TRUE((*lock)->TryAcquire().ok()) << name;
-    EXPECT_TRUE((*lock)->Release().ok()) << name;
+    absl::StatusOr<Hold> hold = (*lock)->TryAcquire();
+    ASSERT_TRUE(hold.ok()) << name;
+    EXPECT_TRUE(hold->Release().ok()) << name;
   }
 }
 
@@ -113,17 +115,28 @@ TEST_F(Names, OwnerTokensAreValidatedLikeNames) {
     options.owner_token = token;
     EXPECT_EQ((*lock)->Acquire(options).status().code(),
               absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ((*lock)->Release(token).code(),
+    EXPECT_EQ((*lock)->ReleaseByToken(token).code(),
               absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ((*lock)->Renew(absl::Seconds(1), token).code(),
+    EXPECT_EQ((*lock)->RenewByToken(token, absl::Seconds(1)).code(),
               absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ((*lock)->IsHeldByMe(token).status().code(),
-              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*lock)->StateByToken(token), LockState::kNotHeld);
   }
+  // Release and renew by token need one: a thread's holds go through Holds.
+  EXPECT_EQ((*lock)->ReleaseByToken("").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*lock)->RenewByToken("").code(),
+            absl::StatusCode::kInvalidArgument);
   AcquireOptions options;
   options.owner_token = "trace-锁-42";
-  EXPECT_TRUE((*lock)->Acquire(options).ok());
-  EXPECT_TRUE((*lock)->Release(options.owner_token).ok());
+  absl::StatusOr<Hold> hold = (*lock)->Acquire(options);
+  ASSERT_TRUE(hold.ok());
+  EXPECT_EQ((*lock)->StateByToken(options.owner_token), LockState::kHeld);
+  EXPECT_TRUE((*lock)->ReleaseByToken(options.owner_token).ok());
+  // Released by token: the Hold's acquisition is gone with it.
+  EXPECT_EQ((*lock)->StateByToken(options.owner_token), LockState::kNotHeld);
+  EXPECT_EQ(hold->state(), LockState::kNotHeld);
+  absl::Status again = hold->Release();
+  EXPECT_TRUE(IsNotOwner(again)) << again;
 }
 
 // A child forked after Connect() inherits the client object: acting through

@@ -38,8 +38,9 @@ std::unique_ptr<LockClient> ConnectOrDie(const std::string& uri,
 void LockOnce(LockClient& client, const std::string& name) {
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock = client.GetLock(name);
   ASSERT_TRUE(lock.ok()) << lock.status();
-  ASSERT_TRUE((*lock)->Acquire({.wait = absl::Seconds(5)}).ok());
-  ASSERT_TRUE((*lock)->Release().ok());
+  absl::StatusOr<Hold> hold = (*lock)->Acquire({.wait = absl::Seconds(5)});
+  ASSERT_TRUE(hold.ok());
+  ASSERT_TRUE(hold->Release().ok());
 }
 
 TEST(RedisBackend, PasswordAuthWorksAndNeverShowsThePassword) {
@@ -88,8 +89,10 @@ TEST(RedisBackend, DatabasesAreSeparate) {
   auto l1 = db1->GetLock("same-name");
   auto l2 = db2->GetLock("same-name");
   ASSERT_TRUE(l1.ok() && l2.ok());
-  ASSERT_TRUE((*l1)->TryAcquire().ok());
-  EXPECT_TRUE((*l2)->TryAcquire().ok()) << "db 2 must not see db 1's lock";
+  absl::StatusOr<Hold> in_db1 = (*l1)->TryAcquire();
+  ASSERT_TRUE(in_db1.ok());
+  absl::StatusOr<Hold> in_db2 = (*l2)->TryAcquire();
+  EXPECT_TRUE(in_db2.ok()) << "db 2 must not see db 1's lock";
   EXPECT_EQ(*server->RawCommand({"DBSIZE"}), ":0\r\n");  // db 0 untouched
 }
 
@@ -123,7 +126,8 @@ TEST(RedisBackend, OneSubscriptionPerClientWhateverTheWaiters) {
   ASSERT_TRUE(holder && waiters);
   auto held = holder->GetLock("busy");
   ASSERT_TRUE(held.ok());
-  ASSERT_TRUE((*held)->Acquire().ok());
+  absl::StatusOr<Hold> hold = (*held)->Acquire();
+  ASSERT_TRUE(hold.ok());
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&] {

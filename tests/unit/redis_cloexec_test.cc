@@ -49,7 +49,8 @@ TEST(RedisBackend, ItsSocketsAreClosedOnExec) {
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
       (*client)->GetLock("x");
   ASSERT_TRUE(lock.ok());
-  ASSERT_TRUE((*lock)->Acquire({.wait = absl::Seconds(5)}).ok());
+  absl::StatusOr<Hold> hold = (*lock)->Acquire({.wait = absl::Seconds(5)});
+  ASSERT_TRUE(hold.ok());
 
   int sockets = 0;
   for (const auto& [fd, target] : OpenDescriptors()) {
@@ -61,7 +62,7 @@ TEST(RedisBackend, ItsSocketsAreClosedOnExec) {
         << "fd " << fd << " (" << target << ") would be inherited by exec";
   }
   EXPECT_GE(sockets, 2);
-  EXPECT_TRUE((*lock)->Release().ok());
+  EXPECT_TRUE(hold->Release().ok());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dlock/dlock.h"
@@ -22,15 +23,16 @@ TEST(RedisServer, PersistentServerKeepsLocksAndTokensAcrossKillNine) {
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       Connect((*server)->Uri("durable"));
   ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<Hold> holds;
   for (const char* name : {"a", "b"}) {
     absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
         (*client)->GetLock(name);
     ASSERT_TRUE(lock.ok());
-    ASSERT_TRUE((*lock)->Acquire({.lease = absl::Seconds(120)}).ok());
+    absl::StatusOr<Hold> hold = (*lock)->Acquire({.lease = absl::Seconds(120)});
+    ASSERT_TRUE(hold.ok());
+    holds.push_back(*std::move(hold));
   }
-  absl::StatusOr<std::unique_ptr<DistributedLock>> b = (*client)->GetLock("b");
-  ASSERT_TRUE(b.ok());
-  ASSERT_TRUE((*b)->Release().ok());
+  ASSERT_TRUE(holds[1].Release().ok());  // b
 
   (*server)->Kill();  // no shutdown, no final fsync
   ASSERT_TRUE((*server)->StartServer().ok());
@@ -50,9 +52,9 @@ TEST(RedisServer, PersistentServerKeepsLocksAndTokensAcrossKillNine) {
   ASSERT_TRUE(other.ok()) << other.status();
   absl::StatusOr<std::unique_ptr<DistributedLock>> c = (*other)->GetLock("c");
   ASSERT_TRUE(c.ok());
-  absl::StatusOr<Acquired> held = (*c)->TryAcquire();
+  absl::StatusOr<Hold> held = (*c)->TryAcquire();
   ASSERT_TRUE(held.ok()) << held.status();
-  EXPECT_EQ(held->fencing_token, 3u) << "the counter went on from 2";
+  EXPECT_EQ(held->fencing_token(), 3u) << "the counter went on from 2";
 }
 
 TEST(RedisServer, WithoutPersistenceRestartForgetsEverything) {

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "dlock/clock.h"
 #include "dlock/lock.h"
+#include "dlock/traits.h"
 
 namespace dlock {
 
@@ -34,6 +35,9 @@ struct ClientOptions {
   std::string client_id;
   // Called for every lost hold of this client, after the hold's own callback.
   LockLostCallback on_lost;
+  // Where a Hold's destructor reports a release that failed. Empty: the
+  // process-wide default (SetDefaultReleaseErrorHook, dlock/hold.h).
+  ReleaseErrorHook on_release_error;
   // Local time for leases, renewals and waits. Null: Clock::Real(), the
   // monotonic clock. Tests pass a ManualClock; clients that share a
   // memory:// instance must share its clock too.
@@ -44,6 +48,27 @@ struct ClientOptions {
   // none.
   std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>
       backend_decorator;
+};
+
+// What operators and tools do to locks whoever holds them. Apart from the
+// handles service code uses, so that a force unlock is never one typo away.
+// Safe to share between threads.
+class LockAdmin {
+ public:
+  virtual ~LockAdmin() = default;
+
+  // The lock as the backend sees it now (C11). InvalidArgument for a bad
+  // name.
+  virtual absl::StatusOr<LockInfo> Inspect(absl::string_view name) = 0;
+
+  // Locks currently held in this namespace whose names start with `prefix`.
+  // Unimplemented where the backend cannot list.
+  virtual absl::StatusOr<std::vector<LockInfo>> List(
+      absl::string_view prefix = {}) = 0;
+
+  // Removes the lock whoever holds it (C12); waiters wake, and the former
+  // holder is told it lost the lock.
+  virtual absl::Status ForceUnlock(absl::string_view name) = 0;
 };
 
 // Hands out locks by name. Safe to share between threads (C17). Service code
@@ -58,18 +83,19 @@ class LockClient {
   virtual absl::StatusOr<std::unique_ptr<DistributedLock>> GetLock(
       absl::string_view name) = 0;
 
-  // Locks currently held in this namespace whose names start with `prefix`.
-  // Unimplemented where the backend cannot list.
-  virtual absl::StatusOr<std::vector<LockInfo>> List(
-      absl::string_view prefix = {}) = 0;
+  // Inspection, listing and force unlock; lives as long as the client.
+  virtual LockAdmin& Admin() = 0;
 
   // Releases every hold of this client and stops renewal, within
-  // ClientOptions::close_timeout (C13). Later calls on handles fail with
-  // FailedPrecondition. Idempotent; the destructor calls it.
+  // ClientOptions::close_timeout (C13). Later calls on handles and holds
+  // fail with FailedPrecondition (IsClientClosed). Idempotent; the destructor
+  // calls it.
   virtual absl::Status Close() = 0;
 
   virtual const std::string& client_id() const = 0;
   virtual const std::string& lock_namespace() const = 0;
+  // What the backend behind this client guarantees (dlock/traits.h).
+  virtual const BackendTraits& traits() const = 0;
   // Where the client connects, safe to print: never a password.
   virtual const std::string& endpoint() const = 0;
   // The owner id that the calling thread acts as by default (C6).

@@ -12,15 +12,16 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/cancel.h"
+#include "dlock/hold.h"
 
 namespace dlock {
 
-// What the holder is told when a hold it believed it had is gone (C7).
+// What the holder is told when a hold it believed it had is gone (C7, C20).
 struct LockLostEvent {
   std::string name;
   std::string owner;  // owner id as stored on the backend
   uint64_t fencing_token = 0;
-  absl::Status reason;  // why: force-unlocked, expired, backend unreachable
+  absl::Status reason;  // IsLost(reason): force-unlocked, expired, unreachable
 };
 
 using LockLostCallback = std::function<void(const LockLostEvent&)>;
@@ -31,18 +32,13 @@ struct AcquireOptions {
   // The lease. Unset: the client's default lease, renewed by the watchdog
   // until release (C7). Set: no renewal; the lock expires after it (C2).
   std::optional<absl::Duration> lease;
-  // Explicit owner (a job or trace id). Empty: this client plus this thread.
+  // Explicit owner (a job or trace id) that several threads or processes
+  // may share (C6). Empty: this client plus the calling thread.
   std::string owner_token;
   // Cancels the wait (Cancelled); a cancelled waiter leaves nothing behind.
   CancelToken cancel;
-  // Called, on the watchdog's thread, if this hold is lost.
+  // Called once, on the client's notifier thread, if this hold is lost.
   LockLostCallback on_lost;
-};
-
-// The result of a successful acquisition.
-struct Acquired {
-  uint64_t fencing_token = 0;  // same on re-entry, larger on each fresh hold
-  int64_t hold_count = 0;      // 1 on a fresh hold
 };
 
 // A lock as seen on the backend (C11). Times are on the backend's clock.
@@ -56,65 +52,43 @@ struct LockInfo {
   absl::Time since = absl::InfinitePast();  // when the current hold began
 };
 
-// What this client believes about one owner's hold, without a round trip.
-enum class LockState {
-  kNotHeld,  // this client has no record of a hold by the owner
-  kHeld,     // held; renewed by the watchdog or within its explicit lease
-  kLost,     // was held, then lost (expired, forced, or unrenewable)
-};
-
-// One named lock. Handles are safe to share between threads (C17); each call
-// acts for the owner named by `owner_token`, or, when empty, for the calling
-// thread of this client (C6).
+// One named lock, the handle service code uses. Safe to share between
+// threads (C17). Acquiring hands back a Hold (dlock/hold.h), which releases,
+// renews and answers for itself; administration (inspect, list, force
+// unlock) is on LockClient::Admin().
 class DistributedLock {
  public:
   virtual ~DistributedLock() = default;
 
   virtual const std::string& name() const = 0;
 
-  // Acquires or re-enters, waiting up to options.wait. DeadlineExceeded when
-  // the wait runs out, Cancelled when options.cancel fires.
-  virtual absl::StatusOr<Acquired> Acquire(
-      const AcquireOptions& options = {}) = 0;
+  // Acquires or re-enters, waiting up to options.wait. Errors
+  // (dlock/errors.h): DeadlineExceeded when the wait runs out
+  // (IsWaitExpired) or a zero wait finds the lock held (IsHeldByAnother);
+  // Cancelled when options.cancel fires; FailedPrecondition when the client
+  // is closed (IsClientClosed); Unavailable when the backend cannot be
+  // reached or the grant cannot be believed (C19): try again.
+  virtual absl::StatusOr<Hold> Acquire(const AcquireOptions& options = {}) = 0;
 
-  // One attempt, one round trip (C10). DeadlineExceeded when another owner
+  // One attempt, one round trip (C10): IsHeldByAnother when another owner
   // holds the lock.
-  absl::StatusOr<Acquired> TryAcquire(AcquireOptions options = {}) {
+  absl::StatusOr<Hold> TryAcquire(AcquireOptions options = {}) {
     options.wait = absl::ZeroDuration();
     return Acquire(options);
   }
 
-  // Takes one hold off; the lock is freed at zero (C5). FailedPrecondition if
-  // the owner does not hold it, or held it and lost it (C4, C12).
-  virtual absl::Status Release(absl::string_view owner_token = {}) = 0;
-
-  // Extends the lease to at least `lease` (default: the lease of the hold,
-  // never less than the kept maximum). FailedPrecondition if not the owner.
-  virtual absl::Status Renew(std::optional<absl::Duration> lease = {},
-                             absl::string_view owner_token = {}) = 0;
-
-  // The lock as the backend sees it now (C11).
-  virtual absl::StatusOr<LockInfo> Inspect() = 0;
-
-  // Whether `owner_token` (or this thread) holds the lock, asked of the
-  // backend.
-  virtual absl::StatusOr<bool> IsHeldByMe(
-      absl::string_view owner_token = {}) = 0;
-
-  // Removes the lock whoever holds it (C12); waiters wake.
-  virtual absl::Status ForceUnlock() = 0;
-
-  // This client's local view of the owner's hold (no round trip), and the
-  // fencing token of that hold (FailedPrecondition when not held).
-  virtual LockState State(absl::string_view owner_token = {}) const = 0;
-  virtual absl::StatusOr<uint64_t> FencingToken(
-      absl::string_view owner_token = {}) const = 0;
-
-  absl::StatusOr<bool> IsLocked() {
-    absl::StatusOr<LockInfo> info = Inspect();
-    if (!info.ok()) return info.status();
-    return info->locked;
-  }
+  // For an owner token shared with other processes (C6), whose holds this
+  // process may not have a Hold for: takes one hold of `owner_token` off;
+  // the lock is free at zero. InvalidArgument for an empty token;
+  // FailedPrecondition when that owner does not hold it (IsNotOwner) or
+  // lost it (IsLost).
+  virtual absl::Status ReleaseByToken(absl::string_view owner_token) = 0;
+  // Extends the lease of `owner_token`'s hold, as Hold::Renew() does.
+  virtual absl::Status RenewByToken(
+      absl::string_view owner_token,
+      std::optional<absl::Duration> lease = {}) = 0;
+  // This client's local view of `owner_token`'s hold (no round trip).
+  virtual LockState StateByToken(absl::string_view owner_token) const = 0;
 };
 
 }  // namespace dlock

@@ -28,12 +28,15 @@
 // lock_at_least_for. If the marker cannot be taken, the run key is left to
 // expire after lock_at_most_for, which is later still.
 //
-// Closing a client releases every lock it holds (C13), the marker too. A
-// long-running service keeps its client and guard anyway; a process that
-// exits right after the job (cron style) must keep its client open until
-// ScheduledJobGuard::markers_expire() — WaitOutMarkers() does that — or the
-// slot may run again early. (A core option for a hold that outlives its
-// client would remove this wait.)
+// The guard leaves each marker (and a run lock whose marker could not be
+// taken) to run out with its lease (Hold::KeepUntilLeaseEnd): the client
+// keeps it, unreleased, until then, whatever becomes of the guard, so a
+// guard may be made for one run. Closing a client, though, releases every
+// lock it holds (C13), the marker too. A long-running service keeps its
+// client anyway; a process that exits right after the job (cron style) must
+// keep its client open until ScheduledJobGuard::markers_expire() —
+// WaitOutMarkers() does that — or the slot may run again early. (A core way
+// to let a hold outlive its client would remove this wait.)
 //
 // As with ShedLock, the guarantees end when the leases do: a job that runs
 // past lock_at_most_for may be started again elsewhere (its context's cancel
@@ -57,6 +60,7 @@
 #include "absl/time/time.h"
 #include "dlock/cancel.h"
 #include "dlock/client.h"
+#include "dlock/hold.h"
 
 namespace dlock {
 
@@ -119,18 +123,8 @@ class ScheduledJobGuard {
   void WaitOutMarkers() const;
 
  private:
-  struct Marker {
-    std::unique_ptr<DistributedLock> lock;
-    std::string owner;
-    absl::Time until;
-  };
-  // The client keeps a record of every hold until it is released; markers
-  // are never released on purpose, so drop records of those that ran out.
-  void ForgetExpiredMarkers();
-
   LockClient& client_;
   mutable absl::Mutex mu_;
-  std::vector<Marker> markers_ ABSL_GUARDED_BY(mu_);
   absl::Time last_marker_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 

@@ -8,12 +8,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dlock/adapters/errors.h"
 #include "dlock/client.h"
+#include "dlock/hold.h"
 #include "dlock/lock.h"
 
 namespace dlock {
@@ -26,7 +32,8 @@ struct MutexOptions {
   // Owner token (C6). Empty: the calling thread of this client, which is
   // what a std mutex means; set it to hand the lock between threads.
   std::string owner_token;
-  // Where unlock() reports a failed release. Empty: the default hook.
+  // Where unlock() reports a failed release. Empty: the process default
+  // (SetDefaultReleaseErrorHook, dlock/hold.h).
   ReleaseErrorHook on_release_error;
   // Called on the watchdog's thread when a hold is lost.
   LockLostCallback on_lost;
@@ -42,11 +49,20 @@ struct MutexOptions {
 //    false. This is the std contract: std::mutex::lock() throws too, and
 //    std::lock()/std::scoped_lock unlock what they took before rethrowing.
 //  - unlock() never throws. When the release fails (the lock was lost, the
-//    backend is unreachable), the error goes to the release-error hook.
+//    backend is unreachable, nothing was locked by this owner), the error
+//    goes to the release-error hook (a loss too, unlike a Hold's
+//    destructor); not when the client was closed, which released the hold
+//    already (C13).
 //
 // Like std::recursive_mutex, the owner may lock again; each lock() needs its
 // unlock(). Not movable (like std::mutex); hold it by unique_ptr to move it.
 // Safe to share between threads; each thread is its own owner by default.
+//
+// Each lock() keeps the dlock::Hold that Acquire() returned: by default on a
+// stack of the calling thread, with an owner_token on one stack that every
+// thread shares. unlock() releases the innermost hold of that stack.
+// Destroying the mutex releases what is still locked through it, as the
+// Holds' destructors do.
 class DistributedMutex {
  public:
   DistributedMutex(std::unique_ptr<DistributedLock> lock,
@@ -71,11 +87,12 @@ class DistributedMutex {
     return TryLockFor(ToAbsl(when - Clock::now()));
   }
 
-  // The fencing token of the current hold of this owner (C8).
+  // The fencing token of the current (innermost) hold of this owner (C8):
+  // of the calling thread, or of the owner_token. FailedPrecondition when it
+  // holds nothing through this mutex (IsNotOwner) or lost it (IsLost).
   absl::StatusOr<uint64_t> fencing_token() const;
-  // The local view of this owner's hold: held, lost, or not held.
+  // The local view of that hold: held or lost; kNotHeld when there is none.
   LockState state() const;
-  DistributedLock& handle() { return *lock_; }
 
  private:
   template <class Rep, class Period>
@@ -90,9 +107,20 @@ class DistributedMutex {
 
   bool TryLockFor(absl::Duration wait);
   AcquireOptions MakeAcquireOptions(absl::Duration wait) const;
+  // The stack of the caller's owner, or null when it has none.
+  std::vector<Hold>* StackOfCaller() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const std::vector<Hold>* StackOfCaller() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Push(Hold hold);
 
   const std::unique_ptr<DistributedLock> lock_;
   const MutexOptions options_;
+  mutable absl::Mutex mu_;
+  // The holds of each owner, innermost last: per thread for the default
+  // owner, or the one stack of options_.owner_token.
+  std::unordered_map<std::thread::id, std::vector<Hold>> by_thread_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<Hold> by_token_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dlock

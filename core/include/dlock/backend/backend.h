@@ -1,7 +1,42 @@
-// Copyright dlock authors. What a backend implements; service code never
-// includes this. The core does validation (C15), owner identity (C6), the
-// local hold table, the watchdog (C7) and shutdown (C13) once for every
-// backend; a backend supplies the atomic operations on its server.
+// Copyright dlock authors. What a backend implements: the contract between
+// the client core and a lock service. Service code never includes this;
+// third-party backends do (it is installed).
+//
+// The core does, once for every backend: validation of names, owners,
+// leases and durations (C15); owner identity (C6); the table of this
+// client's holds and each hold's local deadline (C19); the watchdog (C7);
+// lost notices, told once (C20); releases the backend did not confirm,
+// retried in the background (C21); shutdown (C13); and the wording of the
+// contract's errors (dlock/errors.h). A backend supplies the atomic
+// operations on its server and says what it learned.
+//
+// Thread safety: every method may be called from several threads at once
+// (callers' threads, the core's renewer and notifier), except Shutdown(),
+// which the core calls once, after every other call has returned, and after
+// which it calls nothing. A backend owns the threads and connections it
+// starts and ends them in Shutdown().
+//
+// Status codes the core reads (anything else is passed to the caller as
+// is, naming the endpoint and never a password):
+//   OK                  done.
+//   FailedPrecondition  the owner does not hold the lock, or no longer
+//   or NotFound         does: the hold is GONE. From Release/Renew of a hold
+//                       the core believed, the core marks it lost and tells
+//                       it once (C20). Build it with NotOwnerError() or
+//                       LostError() (dlock/errors.h).
+//   Unavailable         the server could not be reached or did not answer
+//                       in time: TRANSIENT. The outcome is unknown (the call
+//                       may have run). Renewals are retried until the hold's
+//                       local deadline; releases in the background until
+//                       the longest lease asked (C21); acquisitions are
+//                       returned to the caller.
+//   DeadlineExceeded    from Acquire only: the deadline passed with the lock
+//                       held by another owner. The core words it
+//                       (IsHeldByAnother / IsWaitExpired).
+//   Cancelled           from Acquire only: AcquireCall::cancel fired.
+//   InvalidArgument     a parameter the backend cannot honour (a lease
+//                       longer than the server's limit): the caller's error.
+// A backend must never report a hold it cannot vouch for as OK (C19).
 #ifndef DLOCK_BACKEND_BACKEND_H_
 #define DLOCK_BACKEND_BACKEND_H_
 
@@ -19,10 +54,25 @@
 #include "dlock/cancel.h"
 #include "dlock/client.h"
 #include "dlock/clock.h"
+#include "dlock/errors.h"
 #include "dlock/lock.h"
+#include "dlock/traits.h"
 #include "dlock/uri.h"
 
 namespace dlock {
+
+// What a backend keeps of one hold of its own, opaque to the core: a node
+// path and version, the session or connection the hold lives on. A backend
+// returns it in Grant::record; the core keeps it with the hold and hands it
+// back to every later call about that hold (re-entry, Renew, Release,
+// HeldUntil, and background releases after the hold was given up), then
+// drops it. So a backend needs no hold table of its own. Calls on one
+// record may run on several threads at once: a record guards its own
+// mutable state. Backends that need nothing leave it null.
+class HoldRecord {
+ public:
+  virtual ~HoldRecord() = default;
+};
 
 // One acquisition as the core hands it to a backend: name and owner are
 // already validated, the lease is positive.
@@ -31,9 +81,22 @@ struct AcquireCall {
   absl::string_view owner;
   absl::Duration lease;
   // When to stop waiting, on the client's clock (BackendConfig::clock). At
-  // or before now: a single attempt (C10).
+  // or before now: a single attempt, one round trip (C10).
   MonoTime deadline;
+  // Fires to abandon the wait (the caller's cancel, or Close()). The backend
+  // returns Cancelled promptly and leaves nothing behind on the server (no
+  // queue place, no hold).
   CancelToken cancel;
+  // The record of this owner's hold in this client, when the core believes
+  // one (the acquisition is then a re-entry, C5); null otherwise.
+  HoldRecord* held = nullptr;
+};
+
+// One attempt's success, before the core knows when its request was sent
+// (see Grant).
+struct Acquired {
+  uint64_t fencing_token = 0;
+  int64_t hold_count = 0;
 };
 
 // A successful acquisition as a backend reports it to the core.
@@ -45,12 +108,25 @@ struct Grant {
   // earlier, so the core, counting the lease from here, stops believing in
   // the hold no later than the backend frees it (C19).
   MonoTime sent;
+  // The hold's record (see HoldRecord). On a re-entry of AcquireCall::held:
+  // null keeps that record.
+  std::shared_ptr<HoldRecord> record;
 };
 
 struct RenewCall {
   absl::string_view name;
   absl::string_view owner;
   absl::Duration lease;
+  HoldRecord* record = nullptr;  // null: a hold taken elsewhere (C6)
+};
+
+struct ReleaseCall {
+  absl::string_view name;
+  absl::string_view owner;
+  // How many holds to take off. More than the owner has takes them all
+  // (the core asks for "all" with a large number).
+  int64_t holds = 1;
+  HoldRecord* record = nullptr;  // null: a hold taken elsewhere (C6)
 };
 
 // How a backend tells the core about holds it learned are gone on its own
@@ -58,6 +134,9 @@ struct RenewCall {
 class BackendListener {
  public:
   virtual ~BackendListener() = default;
+  // Marks the owner's hold lost; the core tells it once (C20). May be
+  // called from any thread, with no lock of the backend held that
+  // HeldUntil() takes.
   virtual void OnHoldLost(absl::string_view name, absl::string_view owner,
                           const absl::Status& reason) = 0;
 };
@@ -66,19 +145,27 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  // Acquires or re-enters atomically (C3, C5), waiting until call.deadline
-  // (C9). The fencing token of a fresh hold exceeds every earlier one (C8).
+  // What this backend guarantees (dlock/traits.h), constant for its life.
+  virtual BackendTraits Traits() const = 0;
+
+  // Acquires or re-enters atomically (C3, C5): one hold more for the owner,
+  // the lease at least call.lease (never shortened on re-entry). Waits
+  // until call.deadline without polling (C9): woken by releases, with at
+  // most BackendConfig::options.fallback_poll between attempts. The fencing
+  // token of a fresh hold exceeds every earlier one (C8). Errors: see the
+  // codes above; DeadlineExceeded and Cancelled leave nothing behind.
   virtual absl::StatusOr<Grant> Acquire(const AcquireCall& call) = 0;
 
-  // Takes `holds` holds of `owner` off `name` and returns how many are left;
-  // the lock is freed and waiters are woken at zero. FailedPrecondition when
-  // `owner` does not hold it (C4).
-  virtual absl::StatusOr<int64_t> Release(absl::string_view name,
-                                          absl::string_view owner,
-                                          int64_t holds) = 0;
+  // Takes call.holds holds of call.owner off call.name and returns how many
+  // are left; at zero the lock is free and waiters are woken (C5, C9).
+  // FailedPrecondition when the owner does not hold it (C4), leaving the
+  // lock as it was. Idempotent across a lost reply as far as the server
+  // allows: the core retries an Unavailable release (C21).
+  virtual absl::StatusOr<int64_t> Release(const ReleaseCall& call) = 0;
 
-  // Extends the lease to the larger of call.lease and the kept maximum (C5).
-  // FailedPrecondition when `owner` does not hold it.
+  // Extends the lease to the larger of call.lease and the kept maximum (C5),
+  // on the server's clock. FailedPrecondition when the owner does not hold
+  // it: never brings back a hold that was gone.
   virtual absl::Status Renew(const RenewCall& call) = 0;
 
   // The watchdog renews everything due at once; a backend that can batch
@@ -94,10 +181,17 @@ class Backend {
   // under the client's own lock: answer from memory, never with a round
   // trip, and take no lock that is held while calling BackendListener.
   // Default: no bound.
-  virtual MonoTime HeldUntil(absl::string_view name, absl::string_view owner);
+  virtual MonoTime HeldUntil(absl::string_view name, absl::string_view owner,
+                             const HoldRecord* record);
 
+  // The lock as the server sees it now (C11): never from a local cache.
   virtual absl::StatusOr<LockInfo> Inspect(absl::string_view name) = 0;
+  // Held locks whose names start with `prefix`. Default: Unimplemented
+  // (BackendTraits::can_list false).
   virtual absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix);
+  // Removes the lock whoever holds it and wakes its waiters (C12). Holders
+  // in other clients learn it at their next renewal or release (their
+  // backend answers FailedPrecondition).
   virtual absl::Status ForceUnlock(absl::string_view name) = 0;
 
   // Stops background work and closes connections. Called once, after the

@@ -19,13 +19,12 @@ class ForwardingBackend : public Backend {
   explicit ForwardingBackend(std::unique_ptr<Backend> target)
       : target_(std::move(target)) {}
 
+  BackendTraits Traits() const override { return target_->Traits(); }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     return target_->Acquire(call);
   }
-  absl::StatusOr<int64_t> Release(absl::string_view name,
-                                  absl::string_view owner,
-                                  int64_t holds) override {
-    return target_->Release(name, owner, holds);
+  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
+    return target_->Release(call);
   }
   absl::Status Renew(const RenewCall& call) override {
     return target_->Renew(call);
@@ -35,8 +34,9 @@ class ForwardingBackend : public Backend {
     return target_->RenewMany(calls);
   }
   // Runs under the client's own lock: must not block (see backend.h).
-  MonoTime HeldUntil(absl::string_view name, absl::string_view owner) override {
-    return target_->HeldUntil(name, owner);
+  MonoTime HeldUntil(absl::string_view name, absl::string_view owner,
+                     const HoldRecord* record) override {
+    return target_->HeldUntil(name, owner, record);
   }
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
     return target_->Inspect(name);

@@ -1,0 +1,86 @@
+// Copyright dlock authors. The contract's errors (C14), built in one place
+// and marked with a payload, so that callers branch on what happened with
+// dlock::IsLost(status) and friends instead of reading messages.
+//
+// Every error keeps the absl::StatusCode the contract gives it; the payload
+// under kErrorPayloadUrl names the finer kind. Adding context to an error
+// with WithContext() keeps both.
+#ifndef DLOCK_ERRORS_H_
+#define DLOCK_ERRORS_H_
+
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace dlock {
+
+// The payload's type URL (absl::Status::GetPayload); its value is one of the
+// kind names below, e.g. "lost".
+inline constexpr absl::string_view kErrorPayloadUrl =
+    "type.dlock.dev/dlock.ErrorKind";
+
+enum class ErrorKind {
+  // FailedPrecondition: the caller's owner does not hold the lock (never
+  // did, released it already, or another owner holds it now) (C4).
+  kNotOwner,
+  // FailedPrecondition: the hold was believed and is gone: its lease ran
+  // out, it was force-unlocked, or the backend could not be reached in time
+  // (C12, C19). Told once through the lost callbacks (C20), whose
+  // LockLostEvent::reason carries this kind with the cause's own code
+  // (Unavailable: the backend could not be reached in time).
+  kLost,
+  // FailedPrecondition: the client was closed (C13).
+  kClientClosed,
+  // DeadlineExceeded: a try (zero wait) found the lock held by another
+  // owner (C10).
+  kHeldByAnother,
+  // DeadlineExceeded: a wait ran out with the lock still held by another
+  // owner (C14).
+  kWaitExpired,
+};
+
+// "not_owner", "lost", "client_closed", "held_by_another", "wait_expired".
+absl::string_view ErrorKindName(ErrorKind kind);
+
+// The kind an error carries; nullopt for OK and for errors without one (a
+// backend that cannot be reached, a bad argument: their codes say it).
+std::optional<ErrorKind> ErrorKindOf(const absl::Status& status);
+
+inline bool IsNotOwner(const absl::Status& s) {
+  return ErrorKindOf(s) == ErrorKind::kNotOwner;
+}
+inline bool IsLost(const absl::Status& s) {
+  return ErrorKindOf(s) == ErrorKind::kLost;
+}
+inline bool IsClientClosed(const absl::Status& s) {
+  return ErrorKindOf(s) == ErrorKind::kClientClosed;
+}
+inline bool IsHeldByAnother(const absl::Status& s) {
+  return ErrorKindOf(s) == ErrorKind::kHeldByAnother;
+}
+inline bool IsWaitExpired(const absl::Status& s) {
+  return ErrorKindOf(s) == ErrorKind::kWaitExpired;
+}
+
+// The builders. `lock_name` is the name service code gave, never a
+// backend's internal key; `endpoint` is the redacted one.
+absl::Status NotOwnerError(absl::string_view lock_name);
+absl::Status LostError(absl::string_view lock_name, absl::string_view why);
+absl::Status ClientClosedError(absl::string_view endpoint);
+absl::Status HeldByAnotherError(absl::string_view lock_name);
+absl::Status WaitExpiredError(absl::string_view lock_name,
+                              absl::Duration waited);
+
+// `status` (not OK) marked as `kind`, code and message kept: for a cause
+// that is also a loss, e.g. a LockLostEvent's reason.
+absl::Status WithKind(absl::Status status, ErrorKind kind);
+
+// `status` with `context` appended to its message ("message; context"),
+// keeping its code and payloads.
+absl::Status WithContext(const absl::Status& status, absl::string_view context);
+
+}  // namespace dlock
+
+#endif  // DLOCK_ERRORS_H_

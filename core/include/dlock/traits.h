@@ -1,0 +1,46 @@
+// Copyright dlock authors. What a backend guarantees beyond the contract,
+// declared by each backend and readable from the client
+// (LockClient::traits()), so that code and operators can choose on
+// evidence. docs/backends.md shows them per backend; the conformance suite
+// checks each declaration against what the backend does.
+#ifndef DLOCK_TRAITS_H_
+#define DLOCK_TRAITS_H_
+
+#include <string>
+
+namespace dlock {
+
+// How far fencing tokens keep increasing across holders (C8).
+enum class FencingStrength {
+  // Within one process (memory://).
+  kProcess,
+  // While the server keeps its data: a restart without persistence, or a
+  // failover to a replica that lacked the latest writes, can give a token
+  // again (Redis).
+  kServerMemory,
+  // Across restarts and failovers of the service (a quorum or a database
+  // that keeps its writes).
+  kDurable,
+};
+
+struct BackendTraits {
+  // Waiters are granted the lock in the order they began to wait.
+  bool fifo_waiting = false;
+  // Holds live on the client's session (or connection) besides their lease:
+  // when the server ends the session, the holds end with it.
+  bool holds_tied_to_session = false;
+  // A server restart keeps the holds (and the fencing counter).
+  bool holds_survive_restart = false;
+  FencingStrength fencing = FencingStrength::kServerMemory;
+  // LockAdmin::List() works (not Unimplemented).
+  bool can_list = false;
+  // Clients in different processes (and machines) share locks.
+  bool shared_across_processes = true;
+};
+
+// "process", "server-memory", "durable".
+const char* FencingStrengthName(FencingStrength strength);
+
+}  // namespace dlock
+
+#endif  // DLOCK_TRAITS_H_

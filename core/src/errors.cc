@@ -1,0 +1,98 @@
+#include "dlock/errors.h"
+
+#include <array>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+
+namespace dlock {
+namespace {
+
+constexpr std::array<std::pair<ErrorKind, absl::string_view>, 5> kNames = {{
+    {ErrorKind::kNotOwner, "not_owner"},
+    {ErrorKind::kLost, "lost"},
+    {ErrorKind::kClientClosed, "client_closed"},
+    {ErrorKind::kHeldByAnother, "held_by_another"},
+    {ErrorKind::kWaitExpired, "wait_expired"},
+}};
+
+absl::Status Marked(absl::StatusCode code, absl::string_view message,
+                    ErrorKind kind) {
+  absl::Status status(code, message);
+  status.SetPayload(kErrorPayloadUrl, absl::Cord(ErrorKindName(kind)));
+  return status;
+}
+
+}  // namespace
+
+absl::string_view ErrorKindName(ErrorKind kind) {
+  for (const auto& [k, name] : kNames) {
+    if (k == kind) return name;
+  }
+  return "unknown";
+}
+
+std::optional<ErrorKind> ErrorKindOf(const absl::Status& status) {
+  if (status.ok()) return std::nullopt;
+  absl::optional<absl::Cord> payload = status.GetPayload(kErrorPayloadUrl);
+  if (!payload.has_value()) return std::nullopt;
+  for (const auto& [kind, name] : kNames) {
+    if (*payload == name) return kind;
+  }
+  return std::nullopt;
+}
+
+absl::Status NotOwnerError(absl::string_view lock_name) {
+  return Marked(absl::StatusCode::kFailedPrecondition,
+                absl::StrCat("lock '", lock_name,
+                             "' is not held by this owner (never acquired, "
+                             "released, expired, force-unlocked or taken "
+                             "over)"),
+                ErrorKind::kNotOwner);
+}
+
+absl::Status LostError(absl::string_view lock_name, absl::string_view why) {
+  return Marked(absl::StatusCode::kFailedPrecondition,
+                absl::StrCat("lock '", lock_name, "' was lost: ", why),
+                ErrorKind::kLost);
+}
+
+absl::Status ClientClosedError(absl::string_view endpoint) {
+  return Marked(absl::StatusCode::kFailedPrecondition,
+                absl::StrCat("the client of ", endpoint, " is closed"),
+                ErrorKind::kClientClosed);
+}
+
+absl::Status HeldByAnotherError(absl::string_view lock_name) {
+  return Marked(absl::StatusCode::kDeadlineExceeded,
+                absl::StrCat("lock '", lock_name, "' is held by another owner"),
+                ErrorKind::kHeldByAnother);
+}
+
+absl::Status WaitExpiredError(absl::string_view lock_name,
+                              absl::Duration waited) {
+  return Marked(absl::StatusCode::kDeadlineExceeded,
+                absl::StrCat("lock '", lock_name,
+                             "' is still held by another owner after waiting ",
+                             absl::FormatDuration(waited)),
+                ErrorKind::kWaitExpired);
+}
+
+absl::Status WithKind(absl::Status status, ErrorKind kind) {
+  if (status.ok()) return status;
+  status.SetPayload(kErrorPayloadUrl, absl::Cord(ErrorKindName(kind)));
+  return status;
+}
+
+absl::Status WithContext(const absl::Status& status,
+                         absl::string_view context) {
+  if (status.ok() || context.empty()) return status;
+  absl::Status annotated(status.code(),
+                         absl::StrCat(status.message(), "; ", context));
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    annotated.SetPayload(url, payload);
+  });
+  return annotated;
+}
+
+}  // namespace dlock

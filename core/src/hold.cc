@@ -1,0 +1,175 @@
+#include "dlock/hold.h"
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "dlock/errors.h"
+#include "hold_site.h"
+
+namespace dlock {
+namespace {
+
+absl::Mutex hook_mu(absl::kConstInit);
+// Shared so that a report running a hook keeps it alive while another
+// thread replaces it.
+std::shared_ptr<const ReleaseErrorHook>& DefaultHook()
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(hook_mu) {
+  static auto* hook = new std::shared_ptr<const ReleaseErrorHook>;
+  return *hook;
+}
+
+void WriteToStderr(absl::string_view lock_name, const absl::Status& error) {
+  const std::string line = absl::StrCat("dlock: releasing lock '", lock_name,
+                                        "' failed: ", error.ToString(), "\n");
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+}  // namespace
+
+void SetDefaultReleaseErrorHook(ReleaseErrorHook hook) {
+  auto fresh = hook ? std::make_shared<const ReleaseErrorHook>(std::move(hook))
+                    : nullptr;
+  absl::MutexLock lock(&hook_mu);
+  DefaultHook() = std::move(fresh);
+}
+
+void ReportReleaseError(const ReleaseErrorHook& hook,
+                        absl::string_view lock_name,
+                        const absl::Status& error) noexcept {
+  try {
+    if (hook) {
+      hook(lock_name, error);
+      return;
+    }
+    std::shared_ptr<const ReleaseErrorHook> fallback;
+    {
+      absl::MutexLock lock(&hook_mu);
+      fallback = DefaultHook();
+    }
+    if (fallback) {
+      (*fallback)(lock_name, error);
+    } else {
+      WriteToStderr(lock_name, error);
+    }
+  } catch (const std::exception& e) {
+    WriteToStderr(
+        lock_name,
+        absl::InternalError(absl::StrCat(
+            error.ToString(), "; the release-error hook threw: ", e.what())));
+  } catch (...) {
+    WriteToStderr(lock_name, error);
+  }
+}
+
+Hold::Hold(std::shared_ptr<internal::HoldSite> site, std::string name,
+           std::string owner, uint64_t fencing_token, int64_t hold_count,
+           uint64_t generation, uint64_t acquisition, CancelToken lost_token)
+    : site_(std::move(site)),
+      name_(std::move(name)),
+      owner_(std::move(owner)),
+      fencing_token_(fencing_token),
+      hold_count_(hold_count),
+      generation_(generation),
+      acquisition_(acquisition),
+      lost_token_(std::move(lost_token)) {}
+
+Hold::Hold(Hold&& other) noexcept
+    : site_(std::move(other.site_)),
+      name_(std::move(other.name_)),
+      owner_(std::move(other.owner_)),
+      fencing_token_(other.fencing_token_),
+      hold_count_(other.hold_count_),
+      generation_(other.generation_),
+      acquisition_(other.acquisition_),
+      lost_token_(other.lost_token_) {
+  other.site_ = nullptr;
+}
+
+Hold& Hold::operator=(Hold&& other) noexcept {
+  if (this != &other) {
+    ReleaseOrReport();
+    site_ = std::move(other.site_);
+    other.site_ = nullptr;
+    name_ = std::move(other.name_);
+    owner_ = std::move(other.owner_);
+    fencing_token_ = other.fencing_token_;
+    hold_count_ = other.hold_count_;
+    generation_ = other.generation_;
+    acquisition_ = other.acquisition_;
+    lost_token_ = other.lost_token_;
+  }
+  return *this;
+}
+
+Hold::~Hold() { ReleaseOrReport(); }
+
+void Hold::ReleaseOrReport() noexcept {
+  if (site_ == nullptr) return;
+  std::shared_ptr<internal::HoldSite> site = site_;
+  // Released by token meanwhile (C6): nothing failed.
+  const bool released_elsewhere = state() == LockState::kNotHeld;
+  absl::Status released = Release();
+  // Close() ended the hold already (C13); a loss was told once through the
+  // lost callbacks (C20), not again here.
+  if (!released.ok() && !released_elsewhere && !IsClientClosed(released) &&
+      !IsLost(released)) {
+    site->ReportReleaseError(name_, released);
+  }
+}
+
+absl::Status Hold::Release() {
+  if (site_ == nullptr) {
+    return WithContext(NotOwnerError(name_), "this Hold was released already");
+  }
+  std::shared_ptr<internal::HoldSite> site = std::move(site_);
+  site_ = nullptr;
+  return site->ReleaseAcquisition(
+      internal::HoldRef{name_, owner_, generation_, acquisition_});
+}
+
+absl::Status Hold::KeepUntilLeaseEnd() {
+  if (site_ == nullptr) {
+    return WithContext(NotOwnerError(name_), "this Hold was released already");
+  }
+  absl::Status kept = site_->KeepUntilLeaseEnd(
+      internal::HoldRef{name_, owner_, generation_, acquisition_});
+  if (kept.ok()) site_ = nullptr;
+  return kept;
+}
+
+absl::Status Hold::Renew(std::optional<absl::Duration> lease) {
+  if (site_ == nullptr) {
+    return WithContext(NotOwnerError(name_), "this Hold was released already");
+  }
+  return site_->RenewAcquisition(
+      internal::HoldRef{name_, owner_, generation_, acquisition_}, lease);
+}
+
+LockState Hold::state() const {
+  if (site_ == nullptr) return LockState::kNotHeld;
+  return site_->StateOf(
+      internal::HoldRef{name_, owner_, generation_, acquisition_}, nullptr);
+}
+
+absl::Status Hold::lost_reason() const {
+  if (site_ == nullptr) return absl::OkStatus();
+  absl::Status reason;
+  if (site_->StateOf(
+          internal::HoldRef{name_, owner_, generation_, acquisition_},
+          &reason) != LockState::kLost) {
+    return absl::OkStatus();
+  }
+  return reason;
+}
+
+absl::StatusOr<bool> Hold::IsHeldOnBackend() const {
+  if (site_ == nullptr) return false;
+  return site_->IsHeldOnBackend(
+      internal::HoldRef{name_, owner_, generation_, acquisition_});
+}
+
+}  // namespace dlock
