@@ -1,0 +1,181 @@
+// Copyright dlock authors. Each backend's declared traits (dlock/traits.h)
+// against docs/backends.md and against what the backend does, and its
+// documented deviations against the traits that explain them.
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "conformance_fixture.h"
+
+namespace dlock::testing {
+namespace {
+
+// The row of docs/backends.md's "Declared traits" table for `label`, column
+// name to cell; empty when there is none.
+std::map<std::string, std::string> DocumentedTraits(const std::string& label) {
+  std::ifstream in(std::string(DLOCK_SOURCE_DIR) + "/docs/backends.md");
+  std::string line;
+  std::vector<std::string> header;
+  bool in_section = false;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "## "))
+      in_section = line == "## Declared traits";
+    if (!in_section || !absl::StartsWith(line, "|")) continue;
+    std::vector<std::string> cells;
+    for (absl::string_view cell : absl::StrSplit(line, '|')) {
+      cells.emplace_back(absl::StripAsciiWhitespace(cell));
+    }
+    // "| a | b |" splits into "", "a", "b", "".
+    cells = std::vector<std::string>(cells.begin() + 1, cells.end() - 1);
+    if (header.empty()) {
+      header = cells;
+      continue;
+    }
+    if (cells.empty() || cells[0] != label) continue;
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < header.size() && i < cells.size(); ++i) {
+      row[header[i]] = cells[i];
+    }
+    return row;
+  }
+  return {};
+}
+
+std::string YesNo(bool b) { return b ? "yes" : "no"; }
+
+TEST_P(Conformance, Traits_AgreeWithTheDocsTable) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  const BackendTraits& t = client->traits();
+  std::map<std::string, std::string> row = DocumentedTraits(backend().label);
+  ASSERT_FALSE(row.empty())
+      << "docs/backends.md has no row for '" << backend().label
+      << "' in its \"Declared traits\" table";
+  EXPECT_EQ(row["fifo_waiting"], YesNo(t.fifo_waiting));
+  EXPECT_EQ(row["holds_tied_to_session"], YesNo(t.holds_tied_to_session));
+  EXPECT_EQ(row["holds_survive_restart"], YesNo(t.holds_survive_restart));
+  EXPECT_EQ(row["fencing"], FencingStrengthName(t.fencing));
+  EXPECT_EQ(row["can_list"], YesNo(t.can_list));
+  EXPECT_EQ(row["shared_across_processes"], YesNo(t.shared_across_processes));
+  EXPECT_EQ(t.shared_across_processes, backend().shared_across_processes);
+}
+
+// A deviation is allowed only where a declared trait (or the harness's
+// lack of a server) explains it.
+TEST_P(Conformance, Traits_ExplainEveryDeviation) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  const BackendTraits& t = client->traits();
+  for (const std::string& deviation : backend().deviations) {
+    if (absl::StartsWith(deviation, "C2_KilledHolderProcess")) {
+      EXPECT_FALSE(t.shared_across_processes)
+          << deviation << " is a deviation only for a backend whose locks "
+          << "other processes cannot see";
+    } else if (absl::StartsWith(deviation, "C18_")) {
+      EXPECT_FALSE(backend().restart_server)
+          << deviation << " is a deviation only where there is no server";
+    } else {
+      ADD_FAILURE() << "no trait explains the deviation " << deviation;
+    }
+  }
+}
+
+TEST_P(Conformance, Traits_ListingAsDeclared) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("listed"));
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire());
+  absl::StatusOr<std::vector<LockInfo>> listed = client->Admin().List();
+  if (client->traits().can_list) {
+    ASSERT_OK(listed);
+    ASSERT_EQ(listed->size(), 1u);
+    EXPECT_EQ((*listed)[0].name, "listed");
+  } else {
+    EXPECT_CODE(listed, kUnimplemented);
+  }
+  EXPECT_OK(hold.Release());
+}
+
+// Where FIFO is declared, waiters that began to wait one after another get
+// the lock in that order.
+TEST_P(Conformance, Traits_DeclaredFifoWaitingServesInOrder) {
+  ASSERT_OK_AND_ASSIGN(auto holder_client, NewClient());
+  if (!holder_client->traits().fifo_waiting) {
+    // Nothing to check beyond the docs table: a race for the lock may be
+    // won in any order.
+    return;
+  }
+  ASSERT_OK_AND_ASSIGN(auto held, holder_client->GetLock("queue"));
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
+  constexpr int kWaiters = 3;
+  absl::Mutex mu;
+  std::vector<int> order;
+  std::vector<std::unique_ptr<LockClient>> clients;
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto c, NewClient());
+    clients.push_back(std::move(c));
+  }
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&, i] {
+      absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+          clients[i]->GetLock("queue");
+      ASSERT_OK(lock);
+      absl::StatusOr<Hold> got =
+          (*lock)->Acquire({.wait = kNoHang, .lease = kLongLease});
+      ASSERT_OK(got);
+      {
+        absl::MutexLock l(&mu);
+        order.push_back(i);
+      }
+      EXPECT_OK(got->Release());
+    });
+    // Queued before the next one begins.
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_OK(hold.Release());
+  for (std::thread& t : waiters) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+}
+
+// Where holds are declared to survive a restart, the hold is there after
+// one; where they are tied to a session and do not survive, a restart
+// (which ends every session) is told as a loss.
+TEST_P(Conformance, Traits_RestartAsDeclared) {
+  if (!backend().restart_server) {
+    // memory://: no server to restart (its C18 deviation says so).
+    ASSERT_TRUE(backend().deviations.count(
+        "C18_ServerRestartReportsLostAndClientReconnects"))
+        << MissingCapability("restart_server");
+    return;
+  }
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  const BackendTraits& t = client->traits();
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("restarted"));
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire(WithLease(kLongLease)));
+  const uint64_t token = hold.fencing_token();
+  ASSERT_OK(backend().restart_server());
+  ASSERT_OK_AND_ASSIGN(auto observer, NewClient());
+  absl::StatusOr<LockInfo> info = absl::UnknownError("not asked yet");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        info = observer->Admin().Inspect("restarted");
+        return info.ok();
+      },
+      kNoHang))
+      << info.status();
+  if (t.holds_survive_restart) {
+    EXPECT_TRUE(info->locked) << "declared to survive a restart";
+    EXPECT_EQ(info->fencing_token, token);
+  } else if (t.holds_tied_to_session) {
+    EXPECT_TRUE(Eventually([&] { return hold.lost(); }, kNoHang))
+        << "a restart ends every session, and the holds on them";
+    EXPECT_TRUE(IsLost(hold.lost_reason())) << hold.lost_reason();
+  }
+}
+
+}  // namespace
+}  // namespace dlock::testing
