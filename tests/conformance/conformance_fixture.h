@@ -4,7 +4,7 @@
 // lost notifications and for waiters on threads of their own.
 //
 // Each suite_<theme>.cc holds the TEST_P cases of a few clauses; each case is
-// named after the clause it checks (C1..C18 of shared/spec/CONTRACT.md).
+// named after the clause it checks (C1..C21, docs/contract.md).
 // <backend>_test.cc instantiates the suite once with a BackendUnderTest.
 #ifndef DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_
 #define DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_
