@@ -345,7 +345,9 @@ absl::Status FaultProxy::WaitFor(
     const std::function<bool(const ProxyStats&)>& done, absl::Duration timeout,
     absl::string_view what) const {
   absl::MutexLock lock(&mu_);
-  auto ready = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done(stats_); };
+  // Await calls it with mu_ held.
+  auto ready = [&]()
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done(stats_); };
   if (mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
     return absl::OkStatus();
   }

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config clang-format
+  build-essential cmake pkg-config clang clang-format python3
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev redis-server redis-tools
   libzookeeper-mt-dev zookeeper python3-kazoo

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test through ctest. Each
-# test binary starts its own throwaway servers (redis-server, ZooKeeper,
-# PostgreSQL) on free loopback ports in temporary directories and stops them.
+# Installs what is missing, runs clang's thread-safety analysis over every
+# source (scripts/thread_safety.sh; not with --backends), builds, and runs
+# every test through ctest. Each test binary starts its own throwaway servers
+# (redis-server, ZooKeeper, PostgreSQL) on free loopback ports in temporary
+# directories and stops them.
 #
 #   scripts/test.sh                      release build, all tests
 #   scripts/test.sh --sanitizer address  the same under ASan+UBSan
@@ -37,6 +39,12 @@ build_type=Release
 [ -n "$sanitizer" ] && build_type=RelWithDebInfo
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DDLOCK_SANITIZER="$sanitizer" \
   -DDLOCK_BACKENDS="$backends" -DDLOCK_BUILD_ADAPTERS="$adapters" >/dev/null
+# clang's thread-safety analysis, before the build so that it fails fast. It
+# reads this build's compile_commands.json, which lists every source only
+# when every backend and the adapters are configured.
+if [ -z "$backends" ]; then
+  scripts/thread_safety.sh "$build"
+fi
 cmake --build "$build" -j"$(nproc)"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 export ASAN_OPTIONS="detect_leaks=1"

@@ -1,11 +1,17 @@
 // The examples in docs/cli.md and docs/adapters.md are run: every ```sh
 // block is executed with bash -euo pipefail against a throwaway Redis, every
 // ```toml block is parsed, and every ```cpp block of adapters.md must appear
-// in docs_examples_test.cc, which runs it.
+// in docs_examples_test.cc, which runs it. Every contract clause ("(C7)",
+// "C19", a test named C21_...) cited anywhere in the tree has its section in
+// docs/contract.md, and the conformance tests that page names exist.
 #include <atomic>
+#include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -141,6 +147,132 @@ TEST(DocsSnippetsTest, CppExamplesAreTheTestedOnes) {
         << "docs/adapters.md has code that docs_examples_test.cc does not "
            "run:\n"
         << block;
+  }
+}
+
+// A clause id cited in `text`: "C" and a number, not inside a longer word
+// ("\xC1", "0xC0"), followed by anything but a letter or digit (an '_'
+// starts a conformance test's name: C5_ReentryNeverShortensLease). Unicode's
+// C0 control and C1 control characters are not clauses.
+struct Citation {
+  int clause;
+  std::string word;  // the id and, for a test name, the rest of the name
+  int line;
+};
+std::vector<Citation> Citations(absl::string_view text) {
+  auto word_char = [](char c) { return absl::ascii_isalnum(c) || c == '_'; };
+  std::vector<Citation> found;
+  int line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') ++line;
+    if (text[i] != 'C' || (i > 0 && word_char(text[i - 1]))) continue;
+    size_t end = i + 1;
+    while (end < text.size() && absl::ascii_isdigit(text[end])) ++end;
+    if (end == i + 1 || end - i > 4) continue;
+    if (end < text.size() && absl::ascii_isalpha(text[end])) continue;
+    if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(text.substr(end)),
+                         "control")) {
+      continue;
+    }
+    size_t word_end = end;
+    while (word_end < text.size() && word_char(text[word_end])) ++word_end;
+    found.push_back({std::stoi(std::string(text.substr(i + 1, end - i - 1))),
+                     std::string(text.substr(i, word_end - i)), line});
+  }
+  return found;
+}
+
+// The clauses docs/contract.md has a section for ("## C7. Renewal ..."),
+// each with the text of its section.
+std::map<int, std::string> ContractSections() {
+  std::map<int, std::string> sections;
+  std::string* current = nullptr;
+  for (absl::string_view line : absl::StrSplit(Doc("contract.md"), '\n')) {
+    if (absl::StartsWith(line, "#")) {
+      current = nullptr;
+      const std::vector<Citation> ids = Citations(line);
+      if (absl::StartsWith(line, "## ") && !ids.empty() &&
+          absl::StartsWith(line.substr(3), ids[0].word)) {
+        EXPECT_EQ(sections.count(ids[0].clause), 0u) << line;
+        current = &sections[ids[0].clause];
+      }
+    } else if (current != nullptr) {
+      absl::StrAppend(current, line, "\n");
+    }
+  }
+  return sections;
+}
+
+TEST(ContractDocTest, HasOneSectionPerClauseInOrder) {
+  const std::map<int, std::string> sections = ContractSections();
+  ASSERT_FALSE(sections.empty()) << "docs/contract.md has no ## C<n> heading";
+  EXPECT_EQ(sections.begin()->first, 1);
+  EXPECT_EQ(sections.rbegin()->first, static_cast<int>(sections.size()))
+      << "a clause between C1 and the last has no section";
+  EXPECT_GE(sections.size(), 21u);
+}
+
+TEST(ContractDocTest, EveryClauseCitedInTheTreeHasASection) {
+  namespace fs = std::filesystem;
+  const std::map<int, std::string> sections = ContractSections();
+  ASSERT_FALSE(sections.empty());
+  const fs::path root(testing::kSourceDir);
+  std::vector<fs::path> files = {root / "README.md", root / "CMakeLists.txt"};
+  for (const char* top :
+       {".ci", "adapters", "backends", "cmake", "core", "docker", "docs",
+        "examples", "integration", "scripts", "tests"}) {
+    if (!fs::exists(root / top)) continue;
+    for (auto it = fs::recursive_directory_iterator(root / top);
+         it != fs::recursive_directory_iterator(); ++it) {
+      if (it->is_directory() &&
+          absl::StartsWith(it->path().filename().string(), "build")) {
+        it.disable_recursion_pending();  // a build tree inside the source
+      } else if (it->is_regular_file()) {
+        files.push_back(it->path());
+      }
+    }
+  }
+  const std::set<std::string> extensions = {
+      ".cc", ".h", ".md", ".txt", ".cmake", ".in", ".sh", ".py", ".toml", ""};
+  size_t cited = 0;
+  for (const fs::path& file : files) {
+    if (extensions.count(file.extension().string()) == 0) continue;
+    for (const Citation& c :
+         Citations(testing::ReadFileOrEmpty(file.string()))) {
+      ++cited;
+      EXPECT_EQ(sections.count(c.clause), 1u)
+          << fs::relative(file, root).string() << ":" << c.line << " cites "
+          << c.word << ", which has no section in docs/contract.md";
+    }
+  }
+  EXPECT_GT(cited, 100u) << "the scan found almost no citations";
+}
+
+TEST(ContractDocTest, NamedConformanceTestsExistUnderTheirClause) {
+  namespace fs = std::filesystem;
+  std::set<std::string> tests;
+  for (const fs::directory_entry& file : fs::directory_iterator(
+           fs::path(testing::kSourceDir) / "tests" / "conformance")) {
+    if (file.path().extension() != ".cc") continue;
+    for (const Citation& c :
+         Citations(testing::ReadFileOrEmpty(file.path().string()))) {
+      if (absl::StrContains(c.word, '_')) tests.insert(c.word);
+    }
+  }
+  ASSERT_FALSE(tests.empty());
+  for (const auto& [clause, section] : ContractSections()) {
+    int named = 0;
+    for (const Citation& c : Citations(section)) {
+      if (!absl::StrContains(c.word, '_')) continue;
+      ++named;
+      EXPECT_EQ(tests.count(c.word), 1u)
+          << "docs/contract.md names " << c.word
+          << ", which is not a test in tests/conformance/";
+      EXPECT_EQ(c.clause, clause)
+          << c.word << " is named in the section of C" << clause;
+    }
+    EXPECT_GT(named, 0) << "the section of C" << clause
+                        << " names no conformance test";
   }
 }
 

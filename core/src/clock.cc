@@ -58,8 +58,7 @@ void Clock::SleepUntil(MonoTime deadline) const {
   WaitUntil(cv, lock, deadline, [] { return false; });
 }
 
-bool ClockCondVar::WaitUntil(absl::Mutex* mu,
-                             MonoTime deadline) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+bool ClockCondVar::WaitUntil(absl::Mutex* mu, MonoTime deadline) {
   // The count is read while the caller still holds `mu`: a Signal() for a
   // change made under `mu` after this point is seen below.
   std::unique_lock<std::mutex> lock(mu_);

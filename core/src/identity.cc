@@ -18,7 +18,8 @@ namespace dlock::internal {
 namespace {
 
 // Checks UTF-8 strictly (no overlong forms, no surrogates, nothing past
-// U+10FFFF) and rejects C0, DEL and C1 control characters.
+// U+10FFFF) and rejects the control characters U+0000..U+001F, U+007F and
+// U+0080..U+009F.
 absl::Status ValidateText(absl::string_view text, absl::string_view what,
                           size_t max_bytes) {
   if (text.empty()) {
