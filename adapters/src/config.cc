@@ -20,8 +20,8 @@ namespace {
 
 constexpr char kProfileKeys[] =
     "backend, namespace, default_lease, default_wait, connect_timeout, "
-    "command_timeout, close_timeout, fallback_poll, username, password_env, "
-    "password_file";
+    "operation_timeout (or command_timeout), close_timeout, fallback_poll, "
+    "username, password_env, password_file";
 
 // "path:line" for a node of the parsed file.
 std::string Where(const std::string& path, const toml::source_region& at) {
@@ -111,7 +111,19 @@ absl::Status ReadProfileKey(ProfileReader& reader, const std::string& path,
     return take_duration(profile.default_lease, false);
   if (key == "default_wait") return take_duration(profile.default_wait, true);
   if (key == "connect_timeout") return take_optional(profile.connect_timeout);
-  if (key == "command_timeout") return take_optional(profile.command_timeout);
+  if (key == "operation_timeout" || key == "command_timeout") {
+    // command_timeout is operation_timeout's older name: one value for both.
+    const std::optional<absl::Duration> other = profile.operation_timeout;
+    if (absl::Status s = take_optional(profile.operation_timeout); !s.ok()) {
+      return s;
+    }
+    if (other.has_value() && *other != *profile.operation_timeout) {
+      return BadKey(path, node.source(), reader.Key(key),
+                    "differs from the other of operation_timeout and "
+                    "command_timeout (its older name); give one");
+    }
+    return absl::OkStatus();
+  }
   if (key == "close_timeout") return take_optional(profile.close_timeout);
   if (key == "fallback_poll") return take_optional(profile.fallback_poll);
   if (key == "username") return take_string(profile.username);

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "dlock/adapters/config.h"
+#include "dlock/backend/options.h"
 #include "dlock/uri.h"
 
 namespace dlock {
@@ -65,7 +66,7 @@ std::string PercentEncode(absl::string_view text) {
 }
 
 // The URI to connect with: credentials put into its authority, timeouts
-// appended as query options.
+// appended as the query options every backend takes.
 absl::StatusOr<std::string> ConnectUri(const Profile& p) {
   std::string uri = p.backend;
   absl::StatusOr<std::optional<std::string>> password = ReadPassword(p);
@@ -103,10 +104,12 @@ absl::StatusOr<std::string> ConnectUri(const Profile& p) {
     uri = absl::StrCat(uri.substr(0, start), user, "@", hosts, uri.substr(end));
   }
   std::vector<std::pair<const char*, absl::Duration>> extra;
-  if (p.connect_timeout)
-    extra.emplace_back("connect_timeout", *p.connect_timeout);
-  if (p.command_timeout)
-    extra.emplace_back("command_timeout", *p.command_timeout);
+  if (p.connect_timeout) {
+    extra.emplace_back(kConnectTimeoutOption, *p.connect_timeout);
+  }
+  if (p.operation_timeout) {
+    extra.emplace_back(kOperationTimeoutOption, *p.operation_timeout);
+  }
   for (const auto& [key, value] : extra) {
     if (absl::StrContains(uri, absl::StrCat("?", key, "=")) ||
         absl::StrContains(uri, absl::StrCat("&", key, "="))) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "gtest/gtest.h"
+
 namespace dlock::testing {
 
 struct ServerBackend {
@@ -25,6 +27,14 @@ inline std::ostream& operator<<(std::ostream& os, const ServerBackend& b) {
 
 // One entry per server backend compiled in (redis, zookeeper, postgres).
 std::vector<ServerBackend> ServerBackends();
+
+// Names the cases of a suite instantiated with ServerBackends() by label:
+//   INSTANTIATE_TEST_SUITE_P(Backends, T, ValuesIn(ServerBackends()),
+//                            ServerBackendName);
+inline std::string ServerBackendName(
+    const ::testing::TestParamInfo<ServerBackend>& info) {
+  return info.param.label;
+}
 
 }  // namespace dlock::testing
 

@@ -67,7 +67,8 @@ TEST(ConfigTest, ParsesProfiles) {
   EXPECT_EQ(prod->default_lease, absl::Seconds(20));
   EXPECT_EQ(prod->default_wait, absl::ZeroDuration());
   EXPECT_EQ(prod->connect_timeout, absl::Seconds(2));
-  EXPECT_EQ(prod->command_timeout, absl::Milliseconds(500));
+  // command_timeout is operation_timeout's older name.
+  EXPECT_EQ(prod->operation_timeout, absl::Milliseconds(500));
   EXPECT_EQ(prod->close_timeout, absl::Seconds(3));
   EXPECT_EQ(prod->fallback_poll, absl::Milliseconds(250));
   EXPECT_EQ(prod->username, "app");
@@ -104,6 +105,13 @@ TEST(ConfigTest, ErrorsNameTheFileTheLineAndTheKey) {
       {"default_profile = \"b\"\n[profiles.a]\nbackend = \"memory://\"\n",
        "cfg.toml:1: default_profile: names profile 'b'"},
       {"wait = \"1s\"\n", "cfg.toml:1: wait: unknown key"},
+      {"[profiles.a]\nbackend = \"memory://\"\noperation_timeout = \"1s\"\n"
+       "command_timeout = \"2s\"\n",
+       "profiles.a.operation_timeout: differs from the other of "
+       "operation_timeout and command_timeout"},
+      {"[profiles.a]\nbackend = \"memory://\"\nconnect_timeout = \"5\"\n",
+       "cfg.toml:3: profiles.a.connect_timeout: '5' is not a positive "
+       "duration"},
       {"[profiles.a]\nbackend = \"memory://\"\npassword_env = \"A\"\n"
        "password_file = \"/f\"\n",
        "cfg.toml:1: profiles.a.password_env: give password_env or "
@@ -178,22 +186,35 @@ TEST(ConfigTest, ResolutionOrder) {
 TEST(ConfigTest, ProfileSettingsReachTheClient) {
   absl::StatusOr<Config> config = ParseConfig(
       "[profiles.p]\nbackend = \"memory://ns-test\"\nnamespace = \"team-a\"\n"
-      "connect_timeout = \"1s\"\n",
+      "connect_timeout = \"1s\"\noperation_timeout = \"2s\"\n",
       "p.toml");
   ASSERT_TRUE(config.ok()) << config.status();
-  // memory:// takes no connect_timeout: the backend's own error, prefixed
-  // with where the profile is.
-  absl::StatusOr<std::unique_ptr<LockClient>> bad =
+  // The common options: memory:// takes them too (they bound nothing there).
+  absl::StatusOr<std::unique_ptr<LockClient>> client =
       ConnectProfile(*config->Find("p"));
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.status().message(), HasSubstr("profile 'p' (p.toml:1)"));
-  EXPECT_THAT(bad.status().message(), HasSubstr("connect_timeout"));
-
-  Profile p = *config->Find("p");
-  p.connect_timeout.reset();
-  absl::StatusOr<std::unique_ptr<LockClient>> client = ConnectProfile(p);
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_EQ((*client)->lock_namespace(), "team-a");
+
+  // A backend's own error is prefixed with where the profile is.
+  Profile p = *config->Find("p");
+  p.backend = "memory://ns-test?session_timeout=1s";
+  absl::StatusOr<std::unique_ptr<LockClient>> bad = ConnectProfile(p);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("profile 'p' (p.toml:1)"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("session_timeout"));
+  // So is the core's, for a value it cannot take.
+  p.backend = "memory://ns-test";
+  p.operation_timeout = absl::Hours(2);
+  bad = ConnectProfile(p);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("profile 'p' (p.toml:1)"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("'operation_timeout'"));
+  // And a timeout given twice, in the profile and in its URI.
+  p.operation_timeout.reset();
+  p.backend = "memory://ns-test?connect_timeout=1s";
+  bad = ConnectProfile(p);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("connect_timeout: also given in the backend URI"));
 }
 
 TEST(ConfigTest, CredentialsComeFromTheEnvironmentOrAFileAndAreNeverPrinted) {

@@ -30,15 +30,23 @@ class MemoryInstance {
   // `clock` null: Clock::Real().
   explicit MemoryInstance(std::shared_ptr<Clock> clock)
       : clock_owner(std::move(clock)),
-        clock(clock_owner != nullptr ? *clock_owner : Clock::Real()),
-        releases(this->clock) {}
+        clock(clock_owner != nullptr ? *clock_owner : Clock::Real()) {}
   const std::shared_ptr<Clock> clock_owner;
   const Clock& clock;  // the "server's" clock
   absl::Mutex mu;
-  // Keyed by namespace + '\0' + name: a namespace has no NUL (C16).
+  // Keyed by namespace + '\0' + name: a namespace has no NUL (C16). The key
+  // stays in here: messages name the lock as its caller did.
   absl::flat_hash_map<std::string, Entry> locks ABSL_GUARDED_BY(mu);
   uint64_t last_fencing_token ABSL_GUARDED_BY(mu) = 0;
-  WakeupHub releases;  // keyed like `locks`
+
+  // Waiters for releases in namespace `ns`, by lock name; kept as long as
+  // the instance.
+  WakeupHub& ReleasesIn(const std::string& ns) {
+    absl::MutexLock lock(&hubs_mu_);
+    std::unique_ptr<WakeupHub>& hub = hubs_[ns];
+    if (hub == nullptr) hub = std::make_unique<WakeupHub>(clock);
+    return *hub;
+  }
 
   // The live entry for `key`, dropping it if its lease ran out (C2).
   Entry* Find(const std::string& key, MonoTime now)
@@ -51,6 +59,11 @@ class MemoryInstance {
     }
     return &it->second;
   }
+
+ private:
+  absl::Mutex hubs_mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<WakeupHub>> hubs_
+      ABSL_GUARDED_BY(hubs_mu_);
 };
 
 // The instance called `name`, kept for the life of the process as a server
@@ -82,6 +95,7 @@ class MemoryBackend : public Backend {
                 absl::Duration fallback_poll)
       : clock_(instance->clock),
         instance_(std::move(instance)),
+        releases_(instance_->ReleasesIn(ns)),
         prefix_(absl::StrCat(ns, absl::string_view("\0", 1))),
         fallback_poll_(fallback_poll) {}
 
@@ -92,11 +106,8 @@ class MemoryBackend : public Backend {
   }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const std::string key = Key(call.name);
-    // The hub is keyed like the table, so wait on the full key.
-    AcquireCall keyed = call;
-    keyed.name = key;
     return AcquireWithWakeups(
-        keyed, instance_->releases, fallback_poll_,
+        call, releases_, fallback_poll_,
         [&]() -> absl::StatusOr<Attempt> { return TryOnce(key, call); });
   }
 
@@ -114,7 +125,7 @@ class MemoryBackend : public Backend {
       left = std::max<int64_t>(entry->holds, 0);
       if (left == 0) instance_->locks.erase(key);
     }
-    if (left == 0) instance_->releases.Notify(key);
+    if (left == 0) releases_.Notify(name);
     return left;
   }
 
@@ -167,7 +178,7 @@ class MemoryBackend : public Backend {
       absl::MutexLock lock(&instance_->mu);
       instance_->locks.erase(key);
     }
-    instance_->releases.Notify(key);
+    releases_.Notify(name);
     return absl::OkStatus();
   }
 
@@ -214,14 +225,16 @@ class MemoryBackend : public Backend {
 
   const Clock& clock_;
   const std::shared_ptr<MemoryInstance> instance_;
+  WakeupHub& releases_;  // of this namespace, owned by instance_
   const std::string prefix_;
   const absl::Duration fallback_poll_;
 };
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeMemoryBackend(
     const BackendConfig& config) {
-  if (absl::Status s = config.params.RejectUnknown("memory", "namespace");
-      !s.ok()) {
+  // connect_timeout and operation_timeout (config.common) have nothing to
+  // bound here: every call is answered in process.
+  if (absl::Status s = config.params.RejectUnknown("memory", ""); !s.ok()) {
     return s;
   }
   if (config.uri.hosts.size() > 1 || !config.uri.path.empty() ||

@@ -14,10 +14,11 @@ namespace {
 constexpr size_t kMaxTableBytes = 40;  // suffixes must fit in 63 bytes
 constexpr absl::Duration kMinGrace = absl::Milliseconds(100);
 constexpr absl::Duration kMaxGrace = absl::Minutes(10);
+constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(5);
 constexpr char kKnownOptions[] =
-    "namespace, table, mode (lease|session), pool_size, statement_timeout, "
-    "max_sessions, session_grace, and libpq connection parameters (sslmode, "
-    "connect_timeout, application_name, options, ...)";
+    "table, mode (lease|session), pool_size, max_sessions, session_grace, "
+    "statement_timeout (the older name of operation_timeout), libpq "
+    "connection parameters (sslmode, application_name, options, ...)";
 
 // Keywords this libpq accepts, as PQconndefaults() lists them.
 absl::flat_hash_set<std::string> LibpqKeywords() {
@@ -48,6 +49,14 @@ std::string Endpoint(const Uri& uri, const std::string& host_param,
                                  port_param.empty() ? "5432" : port_param));
   }
   return absl::StrCat("postgres at ", absl::StrJoin(parts, ","));
+}
+
+// libpq's connect_timeout is whole seconds, and 0 would wait forever:
+// rounded up, at least 1 (libpq itself waits at least 2).
+std::string LibpqConnectTimeout(absl::Duration timeout) {
+  const int64_t seconds =
+      absl::ToInt64Seconds(absl::Ceil(timeout, absl::Seconds(1)));
+  return absl::StrCat(std::max<int64_t>(seconds, 1));
 }
 
 }  // namespace
@@ -92,15 +101,19 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
       params.TakeInt("max_sessions", 1, 10000);
   if (!sessions.ok()) return sessions.status();
   if (sessions->has_value()) out.max_sessions = static_cast<int>(**sessions);
+  // The common operation timeout, or statement_timeout, its older name here.
   absl::StatusOr<std::optional<absl::Duration>> timeout =
-      params.TakeDuration("statement_timeout");
+      TakeAlias(params, "statement_timeout", kOperationTimeoutOption,
+                config.common.operation_timeout);
   if (!timeout.ok()) return timeout.status();
   if (timeout->has_value()) {
     // The sweeper deletes rows idle for 10 minutes; a statement must never
     // outlive that (docs/postgres.md, fencing).
     if (**timeout < absl::Milliseconds(10) || **timeout > absl::Minutes(1)) {
-      return absl::InvalidArgumentError(
-          "URI option 'statement_timeout' must be from 10ms to 1m");
+      return absl::InvalidArgumentError(absl::StrCat(
+          "URI option 'operation_timeout' (or 'statement_timeout') must be "
+          "from 10ms to 1m on postgres, not ",
+          absl::FormatDuration(**timeout)));
     }
     out.statement_timeout = **timeout;
   }
@@ -170,12 +183,10 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
   // Everything else goes to libpq if libpq knows it.
   const absl::flat_hash_set<std::string> known = LibpqKeywords();
   std::string host_param, port_param;
-  bool has_connect_timeout = false, has_application_name = false;
+  bool has_application_name = false;
   for (const auto& [key, value] : params.Rest()) {
     if (!known.contains(key) || key == "replication") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", key, "' in a ", uri.scheme,
-                       ":// URI; known options: ", kKnownOptions));
+      return UnknownUriOption(uri.scheme, key, kKnownOptions);
     }
     if (from_uri.contains(key)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -183,12 +194,14 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
     }
     if (key == "host") host_param = value;
     if (key == "port") port_param = value;
-    has_connect_timeout = has_connect_timeout || key == "connect_timeout";
     has_application_name = has_application_name || key == "application_name";
     add(key, value);
   }
-  // Connecting must not hang either (libpq's default is to wait forever).
-  if (!has_connect_timeout) add("connect_timeout", "5");
+  // The common connect timeout, which the core took (libpq's name too).
+  // Connecting must not hang either: libpq's default is to wait forever.
+  add("connect_timeout",
+      LibpqConnectTimeout(
+          config.common.connect_timeout.value_or(kDefaultConnectTimeout)));
   if (!has_application_name) add("application_name", "dlock");
   out.endpoint = Endpoint(uri, host_param, port_param);
   return out;

@@ -16,7 +16,9 @@
 namespace dlock::redis {
 namespace {
 
-constexpr char kKnownOptions[] = "namespace, connect_timeout, command_timeout";
+constexpr char kKnownOptions[] =
+    "command_timeout (the older name of operation_timeout)";
+constexpr absl::Duration kDefaultTimeout = absl::Seconds(2);
 
 int64_t Millis(absl::Duration d) {
   return std::max<int64_t>(1, absl::ToInt64Milliseconds(d));
@@ -334,14 +336,13 @@ absl::StatusOr<ConnectionConfig> ParseConfig(const BackendConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the redis db in the URI path must be a number, not '", uri.path, "'"));
   }
-  absl::StatusOr<std::optional<absl::Duration>> connect_timeout =
-      config.params.TakeDuration("connect_timeout");
-  if (!connect_timeout.ok()) return connect_timeout.status();
-  out.connect_timeout = connect_timeout->value_or(absl::Seconds(2));
+  // The common options: the dial, and every read or write of a command.
+  out.connect_timeout = config.common.connect_timeout.value_or(kDefaultTimeout);
   absl::StatusOr<std::optional<absl::Duration>> command_timeout =
-      config.params.TakeDuration("command_timeout");
+      TakeAlias(config.params, "command_timeout", kOperationTimeoutOption,
+                config.common.operation_timeout);
   if (!command_timeout.ok()) return command_timeout.status();
-  out.command_timeout = command_timeout->value_or(absl::Seconds(2));
+  out.command_timeout = command_timeout->value_or(kDefaultTimeout);
   return out;
 }
 

@@ -83,6 +83,11 @@ absl::Status ZkBackend::CreateOwnNode(
       absl::StrCat(settings_.client_id, "-", instance_, "-",
                    attempts_.fetch_add(1), "-lock-");
   const std::string payload = Serialize(data);
+  // A reply that did not come within the operation timeout does not say
+  // whether the connection still works; retries stop at the caller's
+  // deadline, or one operation timeout from now for a single attempt.
+  const MonoTime give_up =
+      std::max(call.deadline, Now() + session_->call_timeout());
   for (int attempt = 0; attempt < 5; ++attempt) {
     const MonoTime deadline = CallDeadline();
     // Pipelined: ZooKeeper answers one session's requests in order, so the
@@ -116,7 +121,7 @@ absl::Status ZkBackend::CreateOwnNode(
     // cannot, a background task removes it so it never holds the lock.
     const MonoTime until = std::min(std::max(call.deadline, Now()),
                                     Now() + session_->call_timeout());
-    if (!Reconnected(until)) {
+    if (Now() >= give_up || !Reconnected(until)) {
       QueueDelete(
           PendingDelete{.path = parent, .prefix = prefix, .owner = data.owner});
       return session_->ErrorStatus(

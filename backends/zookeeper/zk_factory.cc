@@ -1,5 +1,5 @@
 // zk://host:port[,host:port...][/chroot][?namespace=...&session_timeout=...
-//     &connect_timeout=...&auth=digest:USER:PASSWORD]
+//     &connect_timeout=...&operation_timeout=...&auth=digest:USER:PASSWORD]
 // The URI's parsing and the registration of the scheme.
 #include <vector>
 
@@ -18,7 +18,7 @@ constexpr absl::Duration kDefaultSessionTimeout = absl::Seconds(10);
 constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(5);
 constexpr absl::string_view kUsage =
     "zk://host:port[,host:port...][/chroot][?namespace=...&session_timeout="
-    "...&connect_timeout=...&auth=digest:USER:PASSWORD]";
+    "...&connect_timeout=...&operation_timeout=...&auth=digest:USER:PASSWORD]";
 
 absl::StatusOr<std::string> HostList(const Uri& uri) {
   if (uri.hosts.empty()) {
@@ -83,13 +83,10 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
   absl::StatusOr<std::optional<absl::Duration>> session_timeout =
       config.params.TakeDuration("session_timeout");
   if (!session_timeout.ok()) return session_timeout.status();
-  absl::StatusOr<std::optional<absl::Duration>> connect_timeout =
-      config.params.TakeDuration("connect_timeout");
-  if (!connect_timeout.ok()) return connect_timeout.status();
   absl::StatusOr<std::string> digest = Digest(config.params);
   if (!digest.ok()) return digest.status();
-  if (absl::Status s = config.params.RejectUnknown(
-          "zk", "namespace, session_timeout, connect_timeout, auth");
+  if (absl::Status s =
+          config.params.RejectUnknown("zk", "session_timeout, auth");
       !s.ok()) {
     return s;
   }
@@ -99,11 +96,15 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
     return absl::InvalidArgumentError(
         "URI option 'session_timeout' must be from 100ms to 1h");
   }
+  // The common options: the wait for a session, and for each call's reply
+  // (by default as long as the session may live without one).
   return ZkBackend::Create(BackendSettings{
       .session = {.hosts = *std::move(hosts),
                   .session_timeout = session,
-                  .connect_timeout =
-                      connect_timeout->value_or(kDefaultConnectTimeout),
+                  .connect_timeout = config.common.connect_timeout.value_or(
+                      kDefaultConnectTimeout),
+                  .operation_timeout =
+                      config.common.operation_timeout.value_or(session),
                   .digest = *std::move(digest),
                   .endpoint = config.endpoint},
       .chroot = *std::move(chroot),

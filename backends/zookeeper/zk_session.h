@@ -60,6 +60,8 @@ class Session {
     std::string hosts;  // "host:port,host:port" as the C client wants it
     absl::Duration session_timeout;
     absl::Duration connect_timeout;
+    // How long a call waits for its reply (call_timeout()).
+    absl::Duration operation_timeout;
     std::string digest;    // "user:password" for digest auth, or empty
     std::string endpoint;  // redacted, for messages
   };
@@ -112,7 +114,7 @@ class Session {
   // generation() without a lock.
   uint64_t current_generation() const { return liveness_->generation(); }
   // How long to wait for a reply before giving up on a call.
-  absl::Duration call_timeout() const { return options_.session_timeout; }
+  absl::Duration call_timeout() const { return options_.operation_timeout; }
   const std::string& endpoint() const { return options_.endpoint; }
 
   // ZooKeeper's clock, estimated from the mtime of our own writes: the

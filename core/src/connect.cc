@@ -173,6 +173,8 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
   std::string client_id = options.client_id.empty() ? internal::RandomClientId()
                                                     : options.client_id;
   if (absl::Status s = internal::ValidateClientId(client_id); !s.ok()) return s;
+  absl::StatusOr<CommonBackendOptions> common = TakeCommonOptions(params);
+  if (!common.ok()) return common.status();
 
   auto core = std::make_shared<internal::ClientCore>(
       options, lock_namespace, client_id, uri->Redacted());
@@ -184,7 +186,8 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
                             .client_id = client_id,
                             .endpoint = core->endpoint(),
                             .listener = core.get(),
-                            .clock = core->clock()});
+                            .clock = core->clock(),
+                            .common = *common});
   if (!backend.ok()) return backend.status();
   std::unique_ptr<Backend> used = *std::move(backend);
   if (options.backend_decorator) {

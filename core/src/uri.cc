@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "dlock/backend/options.h"
 
 namespace dlock {
 namespace {
@@ -312,13 +313,16 @@ std::vector<std::pair<std::string, std::string>> UriParams::Rest() const {
 absl::Status UriParams::RejectUnknown(absl::string_view scheme,
                                       absl::string_view known) const {
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!taken_[i]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", params_[i].first, "' in a ", scheme,
-                       ":// URI; known options: ", known));
-    }
+    if (!taken_[i]) return UnknownUriOption(scheme, params_[i].first, known);
   }
   return absl::OkStatus();
+}
+
+absl::Status UnknownUriOption(absl::string_view scheme, absl::string_view key,
+                              absl::string_view known) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown option '", key, "' in a ", scheme, ":// URI; known options: ",
+      known, known.empty() ? "" : "; on every scheme: ", kCommonOptionNames));
 }
 
 }  // namespace dlock

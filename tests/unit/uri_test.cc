@@ -392,6 +392,9 @@ TEST(UriParams, RejectUnknownNamesTheKeyAndTheKnownOnes) {
   EXPECT_THAT(status.message(), HasSubstr("'tiemout'"));
   EXPECT_THAT(status.message(), HasSubstr("namespace, timeout"));
   EXPECT_THAT(status.message(), HasSubstr("redis://"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("; on every scheme: namespace, connect_timeout, "
+                        "operation_timeout"));
 
   params.TakeString("tiemout");
   params.TakeString("other");

@@ -49,7 +49,7 @@ class UriParams {
                                                  int64_t min, int64_t max);
   // Everything not yet taken, in URI order.
   std::vector<std::pair<std::string, std::string>> Rest() const;
-  // InvalidArgument naming the first key nobody took; `known` lists the rest.
+  // InvalidArgument naming the first key nobody took (UnknownUriOption).
   absl::Status RejectUnknown(absl::string_view scheme,
                              absl::string_view known) const;
 
@@ -57,6 +57,12 @@ class UriParams {
   std::vector<std::pair<std::string, std::string>> params_;
   std::vector<bool> taken_;
 };
+
+// InvalidArgument for option `key` that a `scheme`:// URI does not take:
+// names the key, the scheme's own options (`known`) and those every scheme
+// takes.
+absl::Status UnknownUriOption(absl::string_view scheme, absl::string_view key,
+                              absl::string_view known);
 
 // Parses "500ms", "30s", "2m", "1h", "1.5s": a positive finite duration.
 absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text);

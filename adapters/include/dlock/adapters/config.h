@@ -12,8 +12,8 @@
 //   namespace = "billing"
 //   default_lease = "30s"      # watchdog lease (ClientOptions::watchdog_lease)
 //   default_wait = "10s"       # how long tools wait for a lock by default
-//   connect_timeout = "2s"     # passed to the backend as URI options
-//   command_timeout = "1s"
+//   connect_timeout = "2s"     # the common URI options connect_timeout and
+//   operation_timeout = "1s"   # operation_timeout: the same on every backend
 //   close_timeout = "5s"       # ClientOptions::close_timeout
 //   fallback_poll = "1s"       # ClientOptions::fallback_poll
 //   username = "app"
@@ -48,8 +48,10 @@ struct Profile {
   std::string lock_namespace;
   absl::Duration default_lease = absl::Seconds(30);
   absl::Duration default_wait = absl::InfiniteDuration();
+  // The URI options every backend takes (dlock/backend/options.h). The key
+  // command_timeout, the older name, also sets operation_timeout.
   std::optional<absl::Duration> connect_timeout;
-  std::optional<absl::Duration> command_timeout;
+  std::optional<absl::Duration> operation_timeout;
   std::optional<absl::Duration> close_timeout;
   std::optional<absl::Duration> fallback_poll;
   std::string username;
@@ -92,7 +94,8 @@ absl::StatusOr<Profile> ResolveBackend(const BackendSelection& selection);
 // Reads the profile's credentials and connects. The profile's values replace
 // those in `options`: watchdog_lease (default_lease), and the namespace, close
 // timeout and fallback poll where the profile sets them. connect_timeout and
-// command_timeout go into the URI. Errors never hold the password.
+// operation_timeout go into the URI, where every backend takes them. Errors
+// never hold the password.
 absl::StatusOr<std::unique_ptr<LockClient>> ConnectProfile(
     const Profile& profile, ClientOptions options = {});
 

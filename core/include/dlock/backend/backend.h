@@ -51,6 +51,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "dlock/backend/options.h"
 #include "dlock/cancel.h"
 #include "dlock/client.h"
 #include "dlock/clock.h"
@@ -200,7 +201,8 @@ class Backend {
 };
 
 // What a backend factory gets. `params` holds the URI's query parameters
-// not yet taken by the core; a factory takes its own and rejects the rest.
+// not yet taken by the core (namespace and the common options are); a
+// factory takes its own and rejects the rest.
 struct BackendConfig {
   const Uri& uri;
   UriParams& params;
@@ -210,6 +212,9 @@ struct BackendConfig {
   std::string endpoint;       // the redacted URI, for messages
   BackendListener* listener;  // outlives the backend
   const Clock& clock;         // local time for every wait and deadline
+  // connect_timeout= and operation_timeout=, for the backend to map onto its
+  // client (dlock/backend/options.h).
+  CommonBackendOptions common;
 };
 
 using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(

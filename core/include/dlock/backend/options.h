@@ -1,0 +1,51 @@
+// Copyright dlock authors. The URI options that mean the same on every
+// backend, parsed once by the core and handed to the backend's factory in
+// BackendConfig::common; each backend maps them onto its own client
+// (docs/backends.md, "Options every backend takes"). The lease is not one of
+// them: it is ClientOptions::watchdog_lease, or AcquireOptions::lease.
+#ifndef DLOCK_BACKEND_OPTIONS_H_
+#define DLOCK_BACKEND_OPTIONS_H_
+
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/uri.h"
+
+namespace dlock {
+
+inline constexpr char kConnectTimeoutOption[] = "connect_timeout";
+inline constexpr char kOperationTimeoutOption[] = "operation_timeout";
+// For "known options" lists: what every scheme takes besides its own.
+inline constexpr char kCommonOptionNames[] =
+    "namespace, connect_timeout, operation_timeout";
+
+struct CommonBackendOptions {
+  // connect_timeout=: how long to wait for a connection (or a session) to be
+  // set up, from the first packet to the first answer. Unset: the backend's
+  // default.
+  std::optional<absl::Duration> connect_timeout;
+  // operation_timeout=: how long one request waits for the server's answer
+  // before the call gives up with Unavailable. Unset: the backend's default.
+  std::optional<absl::Duration> operation_timeout;
+};
+
+// Takes connect_timeout and operation_timeout from `params`. Each is a
+// duration with a unit (500ms, 2s, 1.5s, 1m) from 1ms to 1h; connect_timeout
+// also takes a whole number of seconds, as libpq writes it. InvalidArgument
+// naming the option and the form otherwise.
+absl::StatusOr<CommonBackendOptions> TakeCommonOptions(UriParams& params);
+
+// For a backend that had its own name for a common option before there was
+// one (Redis command_timeout, PostgreSQL statement_timeout): takes `alias`
+// from `params`, with the syntax of `option`, and returns the value given
+// under either name (`value` is what the core took for `option`).
+// InvalidArgument when both are given and differ.
+absl::StatusOr<std::optional<absl::Duration>> TakeAlias(
+    UriParams& params, absl::string_view alias, absl::string_view option,
+    std::optional<absl::Duration> value);
+
+}  // namespace dlock
+
+#endif  // DLOCK_BACKEND_OPTIONS_H_

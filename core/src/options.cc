@@ -1,0 +1,78 @@
+#include "dlock/backend/options.h"
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace dlock {
+namespace {
+
+constexpr absl::Duration kMinTimeout = absl::Milliseconds(1);
+constexpr absl::Duration kMaxTimeout = absl::Hours(1);
+
+bool AllDigits(absl::string_view text) {
+  if (text.empty() || text.size() > 9) return false;
+  for (char c : text) {
+    if (!absl::ascii_isdigit(c)) return false;
+  }
+  return true;
+}
+
+// Takes `key` (the option itself or its alias) with the syntax of `option`.
+absl::StatusOr<std::optional<absl::Duration>> TakeTimeout(
+    UriParams& params, absl::string_view key, absl::string_view option) {
+  const std::optional<std::string> text = params.TakeString(key);
+  if (!text.has_value()) return std::optional<absl::Duration>();
+  const bool whole_seconds_too = option == kConnectTimeoutOption;
+  absl::Duration d;
+  bool parsed = absl::ParseDuration(*text, &d);
+  if (!parsed && whole_seconds_too && AllDigits(*text)) {
+    int64_t seconds = 0;
+    parsed = absl::SimpleAtoi(*text, &seconds);
+    d = absl::Seconds(seconds);
+  }
+  if (!parsed || d < kMinTimeout || d > kMaxTimeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "URI option '", key, "' must be a duration from ",
+        absl::FormatDuration(kMinTimeout), " to ",
+        absl::FormatDuration(kMaxTimeout), ", like 500ms, 2s or 1m",
+        whole_seconds_too ? " (or whole seconds, as libpq takes it)" : "",
+        ", not '", *text, "'"));
+  }
+  return std::optional<absl::Duration>(d);
+}
+
+}  // namespace
+
+absl::StatusOr<CommonBackendOptions> TakeCommonOptions(UriParams& params) {
+  CommonBackendOptions out;
+  absl::StatusOr<std::optional<absl::Duration>> connect =
+      TakeTimeout(params, kConnectTimeoutOption, kConnectTimeoutOption);
+  if (!connect.ok()) return connect.status();
+  out.connect_timeout = *connect;
+  absl::StatusOr<std::optional<absl::Duration>> operation =
+      TakeTimeout(params, kOperationTimeoutOption, kOperationTimeoutOption);
+  if (!operation.ok()) return operation.status();
+  out.operation_timeout = *operation;
+  return out;
+}
+
+absl::StatusOr<std::optional<absl::Duration>> TakeAlias(
+    UriParams& params, absl::string_view alias, absl::string_view option,
+    std::optional<absl::Duration> value) {
+  absl::StatusOr<std::optional<absl::Duration>> old =
+      TakeTimeout(params, alias, option);
+  if (!old.ok()) return old.status();
+  if (!old->has_value()) return value;
+  if (value.has_value() && *value != **old) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "URI options '", option, "' (", absl::FormatDuration(*value), ") and '",
+        alias, "' (", absl::FormatDuration(**old),
+        "), its older name, differ; give one of them"));
+  }
+  return *old;
+}
+
+}  // namespace dlock

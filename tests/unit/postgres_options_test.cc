@@ -1,0 +1,92 @@
+// Copyright dlock authors. How postgres:// maps the common options onto
+// libpq and its own statement timeout (no server needed).
+#include <memory>
+#include <string>
+
+#include "../../backends/postgres/pg_options.h"
+#include "dlock/backend/backend.h"
+#include "dlock/uri.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dlock::postgres {
+namespace {
+
+using ::testing::HasSubstr;
+
+// What the backend makes of `text`, the URI's common options taken by the
+// core as Connect() does.
+absl::StatusOr<PgOptions> Parse(const std::string& text) {
+  absl::StatusOr<Uri> uri = ParseUri(text);
+  if (!uri.ok()) return uri.status();
+  UriParams params(*uri);
+  params.TakeString("namespace");
+  absl::StatusOr<CommonBackendOptions> common = TakeCommonOptions(params);
+  if (!common.ok()) return common.status();
+  const ClientOptions options;
+  return ParsePgOptions(BackendConfig{.uri = *uri,
+                                      .params = params,
+                                      .options = options,
+                                      .lock_namespace = "default",
+                                      .client_id = "",
+                                      .endpoint = "",
+                                      .listener = nullptr,
+                                      .clock = Clock::Real(),
+                                      .common = *common});
+}
+
+// The value of libpq keyword `key`, or "(unset)".
+std::string Libpq(const PgOptions& options, const std::string& key) {
+  for (size_t i = 0; i < options.keywords.size(); ++i) {
+    if (options.keywords[i] == key) return options.values[i];
+  }
+  return "(unset)";
+}
+
+// libpq takes whole seconds, and 0 would mean forever: rounded up, never 0.
+TEST(PostgresOptions, ConnectTimeoutBecomesWholeSecondsRoundedUp) {
+  const struct {
+    const char* option;
+    const char* libpq;
+  } cases[] = {
+      {"", "5"},  // dlock's default: libpq's own waits forever
+      {"&connect_timeout=1ms", "1"},
+      {"&connect_timeout=300ms", "1"},
+      {"&connect_timeout=1s", "1"},
+      {"&connect_timeout=1500ms", "2"},
+      {"&connect_timeout=2s", "2"},
+      {"&connect_timeout=1m", "60"},
+      {"&connect_timeout=7", "7"},  // libpq's form
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<PgOptions> options =
+        Parse(absl::StrCat("postgres://u@h:5432/db?namespace=n", c.option));
+    ASSERT_TRUE(options.ok()) << c.option << ": " << options.status();
+    EXPECT_EQ(Libpq(*options, "connect_timeout"), c.libpq) << c.option;
+  }
+}
+
+TEST(PostgresOptions, OperationTimeoutIsTheStatementTimeout) {
+  absl::StatusOr<PgOptions> options = Parse("postgres://h/db");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->statement_timeout, absl::Seconds(5));
+  for (const char* given :
+       {"operation_timeout=750ms", "statement_timeout=750ms",
+        "operation_timeout=750ms&statement_timeout=750ms"}) {
+    options = Parse(absl::StrCat("postgres://h/db?", given));
+    ASSERT_TRUE(options.ok()) << given << ": " << options.status();
+    EXPECT_EQ(options->statement_timeout, absl::Milliseconds(750)) << given;
+    // dlock's option, not a libpq parameter.
+    EXPECT_EQ(Libpq(*options, "statement_timeout"), "(unset)");
+  }
+  // The sweeper's bound applies whichever name gave it.
+  for (const char* given : {"operation_timeout=2m", "statement_timeout=5ms"}) {
+    options = Parse(absl::StrCat("postgres://h/db?", given));
+    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument)
+        << given;
+    EXPECT_THAT(options.status().message(), HasSubstr("from 10ms to 1m"));
+  }
+}
+
+}  // namespace
+}  // namespace dlock::postgres
