@@ -44,8 +44,9 @@ void ConnectsAndLocks(const std::string& uri, absl::string_view keys) {
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
       (*client)->GetLock("profile-timeouts");
   ASSERT_TRUE(lock.ok()) << lock.status();
-  EXPECT_TRUE((*lock)->TryAcquire().ok()) << uri;
-  EXPECT_TRUE((*lock)->Release().ok()) << uri;
+  absl::StatusOr<Hold> hold = (*lock)->TryAcquire();
+  ASSERT_TRUE(hold.ok()) << uri << ": " << hold.status();
+  EXPECT_TRUE(hold->Release().ok()) << uri;
 }
 
 // `uri` with the server's port replaced by `port` (a proxy's).
@@ -138,11 +139,12 @@ TEST_P(ProfileTimeoutsTest, OperationTimeoutBoundsACall) {
   ASSERT_TRUE(lock.ok()) << lock.status();
   // Used once, so that the call below goes out on an open connection
   // (PostgreSQL opens its pooled connections on demand).
-  ASSERT_TRUE((*lock)->TryAcquire().ok());
-  ASSERT_TRUE((*lock)->Release().ok());
+  absl::StatusOr<Hold> first = (*lock)->TryAcquire();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->Release().ok());
   ASSERT_TRUE(proxy.Partition().ok());
   const absl::Time start = absl::Now();
-  absl::StatusOr<Acquired> acquired = (*lock)->TryAcquire();
+  absl::StatusOr<Hold> acquired = (*lock)->TryAcquire();
   const absl::Duration took = absl::Now() - start;
   EXPECT_FALSE(acquired.ok());
   EXPECT_GE(took, timeout - absl::Milliseconds(50)) << acquired.status();

@@ -31,30 +31,31 @@ TEST(MemoryBackend, MessagesNeverShowTheInternalKey) {
       Connect("memory://key-leak?namespace=team-a");
   ASSERT_TRUE(other.ok()) << other.status();
   std::unique_ptr<DistributedLock> held = *(*holder)->GetLock("job");
-  ASSERT_TRUE(held->TryAcquire().ok());
+  absl::StatusOr<Hold> hold = held->TryAcquire();
+  ASSERT_TRUE(hold.ok()) << hold.status();
   std::unique_ptr<DistributedLock> lock = *(*other)->GetLock("job");
 
-  absl::StatusOr<Acquired> tried = lock->TryAcquire();
+  absl::StatusOr<Hold> tried = lock->TryAcquire();
   EXPECT_EQ(tried.status().code(), absl::StatusCode::kDeadlineExceeded);
   ExpectNamesTheLockOnly(tried.status());
 
-  absl::StatusOr<Acquired> waited =
+  absl::StatusOr<Hold> waited =
       lock->Acquire({.wait = absl::Milliseconds(20)});
   EXPECT_EQ(waited.status().code(), absl::StatusCode::kDeadlineExceeded);
   ExpectNamesTheLockOnly(waited.status());
 
   CancelToken cancel;
   cancel.Cancel();
-  absl::StatusOr<Acquired> cancelled =
+  absl::StatusOr<Hold> cancelled =
       lock->Acquire({.wait = absl::Seconds(5), .cancel = cancel});
   EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled);
   ExpectNamesTheLockOnly(cancelled.status());
 
   // A release by a token that does not hold it.
-  absl::Status release = held->Release("not-the-owner");
+  absl::Status release = held->ReleaseByToken("not-the-owner");
   EXPECT_FALSE(release.ok());
   ExpectNamesTheLockOnly(release);
-  EXPECT_TRUE(held->Release().ok());
+  EXPECT_TRUE(hold->Release().ok());
 }
 
 }  // namespace
