@@ -25,9 +25,11 @@ NodeData ZkBackend::Reentered(const LocalHold& hold,
 }
 
 absl::StatusOr<Grant> ZkBackend::Acquire(const AcquireCall& call) {
-  LostWithSession(call.name, call.owner, /*consume=*/true);
-  if (std::optional<absl::StatusOr<Grant>> again = ReenterKnown(call)) {
-    return *std::move(again);
+  if (ZkHold* held = ZkHold::Of(call.held); held != nullptr) {
+    if (std::optional<absl::StatusOr<Grant>> again =
+            ReenterKnown(call, *held)) {
+      return *std::move(again);
+    }
   }
   const std::string parent = ParentOf(call.name);
   NodeData data{.owner = std::string(call.owner),
@@ -45,32 +47,32 @@ absl::StatusOr<Grant> ZkBackend::Acquire(const AcquireCall& call) {
 }
 
 std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
-    const AcquireCall& call) {
-  LocalHold hold;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = holds_.find(HoldKeyView(call.name, call.owner));
-    if (it == holds_.end()) return std::nullopt;
-    hold = it->second;
-  }
+    const AcquireCall& call, ZkHold& held) {
+  // Ended, or lost with its session: this is a fresh acquisition.
+  if (!held.live()) return std::nullopt;
+  LocalHold hold = held.Get();
   if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
     // The lease ran out: this is a fresh acquisition, not a re-entry.
-    Forget(call.name, call.owner, hold.path);
+    Forget(&held);
     QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
     return std::nullopt;
   }
   absl::Status written = absl::AbortedError("not written");
   for (int i = 0; i < kWriteRetries && absl::IsAborted(written); ++i) {
-    written = Write(call.name, call.owner, hold, Reentered(hold, call.lease),
-                    "re-entry");
+    written = Write(call.name, call.owner, &held, hold,
+                    Reentered(hold, call.lease), "re-entry");
   }
   if (written.code() == absl::StatusCode::kFailedPrecondition) {
     return std::nullopt;  // gone: acquire afresh
   }
   if (!written.ok()) return absl::StatusOr<Grant>(written);
+  // The record, written in place, stays the hold's. Named again rather than
+  // left null: should the core start the hold afresh (its local deadline
+  // passed meanwhile), it must keep this record, not none.
   return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
                                      .hold_count = hold.data.holds,
-                                     .sent = hold.confirmed});
+                                     .sent = hold.confirmed,
+                                     .record = held.shared_from_this()});
 }
 
 absl::Status ZkBackend::CreateOwnNode(
@@ -80,8 +82,7 @@ absl::Status ZkBackend::CreateOwnNode(
   // and a counter) lets us find the node again when the reply to its create
   // is lost (Curator's protection), and never another client's node.
   const std::string prefix =
-      absl::StrCat(settings_.client_id, "-", instance_, "-",
-                   attempts_.fetch_add(1), "-lock-");
+      absl::StrCat(node_prefix_, attempts_.fetch_add(1), "-lock-");
   const std::string payload = Serialize(data);
   // A reply that did not come within the operation timeout does not say
   // whether the connection still works; retries stop at the caller's
@@ -227,42 +228,49 @@ void ZkBackend::Abandon(OwnNode& own) {
   }
 }
 
-void ZkBackend::Record(absl::string_view name, absl::string_view owner,
-                       LocalHold hold) {
-  absl::MutexLock lock(&mu_);
-  holds_[HoldKey(name, owner)] = std::move(hold);
-}
-
 std::optional<absl::StatusOr<Grant>> ZkBackend::MaybeReenterHolder(
     const AcquireCall& call, const std::string& holder_path, OwnNode& own) {
-  Reply r = session_->Get(holder_path, false).Wait(CallDeadline());
-  if (r.rc != ZOK) return std::nullopt;
-  std::optional<NodeData> data = Parse(r.data);
+  return ReenterHolder(call, holder_path,
+                       session_->Get(holder_path, false).Wait(CallDeadline()),
+                       own);
+}
+
+std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterHolder(
+    const AcquireCall& call, const std::string& holder_path, const Reply& read,
+    OwnNode& own) {
+  if (read.rc != ZOK) return std::nullopt;
+  std::optional<NodeData> data = Parse(read.data);
   if (!data.has_value() || data->owner != call.owner ||
-      Expired(*data, r.stat)) {
+      Expired(*data, read.stat)) {
     return std::nullopt;
   }
+  // A node of ours lives on the session we read it on: the server removed
+  // the nodes of any earlier one before that session began.
+  const bool ours = absl::StartsWith(
+      absl::string_view(holder_path).substr(holder_path.rfind('/') + 1),
+      node_prefix_);
   LocalHold hold{.path = holder_path,
                  .data = *data,
-                 .version = r.stat.version,
-                 .czxid = static_cast<uint64_t>(r.stat.czxid),
-                 .mtime = r.stat.mtime,
-                 .generation = 0,
+                 .version = read.stat.version,
+                 .czxid = static_cast<uint64_t>(read.stat.czxid),
+                 .mtime = read.stat.mtime,
+                 .generation = ours ? read.generation : 0,
                  .confirmed = Now()};  // Write() below sets it
   absl::Status written = absl::AbortedError("not written");
   for (int i = 0; i < kWriteRetries && absl::IsAborted(written); ++i) {
-    written = Write(call.name, call.owner, hold, Reentered(hold, call.lease),
-                    "re-entry");
+    written = Write(call.name, call.owner, nullptr, hold,
+                    Reentered(hold, call.lease), "re-entry");
   }
   if (written.code() == absl::StatusCode::kFailedPrecondition) {
     return std::nullopt;
   }
   Abandon(own);
   if (!written.ok()) return absl::StatusOr<Grant>(written);
-  Record(call.name, call.owner, hold);
-  return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
-                                     .hold_count = hold.data.holds,
-                                     .sent = hold.confirmed});
+  return absl::StatusOr<Grant>(
+      Grant{.fencing_token = hold.czxid,
+            .hold_count = hold.data.holds,
+            .sent = hold.confirmed,
+            .record = NewRecord(call.name, call.owner, hold)});
 }
 
 absl::StatusOr<Grant> ZkBackend::WaitTurn(
@@ -328,19 +336,19 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
               rc, absl::StrCat("taking lock '", call.name, "'")));
         }
       }
-      Record(call.name, call.owner,
-             LocalHold{.path = own.path,
-                       .data = own.data,
-                       .version = own.stat.version,
-                       .czxid = static_cast<uint64_t>(own.stat.czxid),
-                       .mtime = own.stat.mtime,
-                       .generation = own.generation,
-                       .confirmed = own.written});
+      LocalHold hold{.path = own.path,
+                     .data = own.data,
+                     .version = own.stat.version,
+                     .czxid = static_cast<uint64_t>(own.stat.czxid),
+                     .mtime = own.stat.mtime,
+                     .generation = own.generation,
+                     .confirmed = own.written};
       // More than one hold when the owner token's other client re-entered
       // our node before we saw it first (C6).
-      return Grant{.fencing_token = static_cast<uint64_t>(own.stat.czxid),
-                   .hold_count = own.data.holds,
-                   .sent = own.written};
+      return Grant{.fencing_token = hold.czxid,
+                   .hold_count = hold.data.holds,
+                   .sent = hold.confirmed,
+                   .record = NewRecord(call.name, call.owner, hold)};
     }
     // Behind another node, even if it goes before we sleep (the predecessor
     // is gone when we read it): by the time we see our node first, it may
@@ -373,6 +381,19 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
           absl::StrCat("watching the queue of lock '", call.name, "'")));
     }
     std::optional<NodeData> pred_data = Parse(pred.data);
+    if (pred_data.has_value() && pred_data->owner == call.owner &&
+        !token_owner && call.held == nullptr &&
+        mine == std::next(queue.begin()) && !Deleting(predecessor)) {
+      // The holder is this very owner, yet the core has no hold of it: an
+      // acquisition of ours whose grant never reached the caller (C21).
+      // What the backend counts for the owner is the owner's, as on every
+      // backend: re-entered, not waited out. (A node we are deleting, of a
+      // hold given up or lost, is waited out: a fresh hold gets a fresh
+      // token, C8.)
+      if (auto again = ReenterHolder(call, predecessor, pred, own)) {
+        return *std::move(again);
+      }
+    }
     int64_t pred_end = INT64_MAX;
     if (pred_data.has_value()) pred_end = pred.stat.mtime + pred_data->lease_ms;
     if (pred_end <= session_->EstimatedServerNowMs()) {

@@ -4,7 +4,9 @@
 #include "zk_backend.h"
 
 #include <algorithm>
+#include <memory>
 #include <random>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -45,7 +47,8 @@ ZkBackend::ZkBackend(BackendSettings settings)
       base_(
           absl::StrCat(settings_.chroot, "/dlock/", settings_.lock_namespace)),
       hub_(*settings_.clock),
-      instance_(RandomHex()) {
+      instance_(RandomHex()),
+      node_prefix_(absl::StrCat(settings_.client_id, "-", instance_, "-")) {
   std::string path;
   for (absl::string_view part :
        absl::StrSplit(settings_.chroot, '/', absl::SkipEmpty())) {
@@ -146,12 +149,35 @@ absl::StatusOr<std::optional<ZkBackend::Holder>> ZkBackend::FindHolder(
       session_->endpoint()));
 }
 
-absl::StatusOr<std::optional<ZkBackend::LocalHold>> ZkBackend::HoldOf(
-    absl::string_view name, absl::string_view owner) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = holds_.find(HoldKeyView(name, owner));
-    if (it != holds_.end()) return std::optional<LocalHold>(it->second);
+absl::Status ZkBackend::LostWithSession(absl::string_view name,
+                                        const ZkHold* record) {
+  if (record == nullptr) return absl::OkStatus();
+  std::optional<absl::Status> lost = record->lost();
+  return lost.has_value() ? LostError(name, lost->message()) : absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
+    absl::string_view name, absl::string_view owner, const ZkHold* record) {
+  if (record != nullptr) {
+    LocalHold hold = record->Get();
+    if (record->live()) return std::optional<LocalHold>(std::move(hold));
+    // Ended here (a release whose reply was lost, a race with another
+    // call): its own node, as ZooKeeper has it now, and never another hold
+    // of the same owner.
+    Reply got = session_->Get(hold.path, false).Wait(CallDeadline());
+    if (got.rc == ZNONODE) return std::optional<LocalHold>();
+    if (got.rc != ZOK) {
+      return session_->ErrorStatus(got.rc,
+                                   absl::StrCat("reading lock '", name, "'"));
+    }
+    std::optional<NodeData> data = Parse(got.data);
+    if (!data.has_value() || data->owner != owner || Expired(*data, got.stat)) {
+      return std::optional<LocalHold>();
+    }
+    hold.data = *std::move(data);
+    hold.version = got.stat.version;
+    hold.mtime = got.stat.mtime;
+    return std::optional<LocalHold>(std::move(hold));
   }
   // Not taken through this client: an owner token may hold it elsewhere.
   absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
@@ -183,27 +209,22 @@ bool ZkBackend::Reload(LocalHold& hold, absl::string_view owner) {
   return true;
 }
 
-void ZkBackend::Forget(absl::string_view name, absl::string_view owner,
-                       const std::string& path) {
-  absl::MutexLock lock(&mu_);
-  auto it = holds_.find(HoldKeyView(name, owner));
-  if (it != holds_.end() && it->second.path == path) holds_.erase(it);
-}
-
-std::optional<absl::Status> ZkBackend::LostWithSession(absl::string_view name,
-                                                       absl::string_view owner,
-                                                       bool consume) {
-  absl::MutexLock lock(&mu_);
-  auto it = lost_.find(HoldKeyView(name, owner));
-  if (it == lost_.end()) return std::nullopt;
-  absl::Status why = LostError(name, it->second.message());
-  if (consume) lost_.erase(it);
-  return why;
-}
-
 void ZkBackend::QueueDelete(PendingDelete pending) {
   absl::MutexLock lock(&mu_);
   pending_.push_back(std::move(pending));
+}
+
+bool ZkBackend::Deleting(absl::string_view path) {
+  auto covers = [&](const PendingDelete& p) {
+    if (p.prefix.empty()) return p.path == path;
+    absl::string_view child = path;
+    return absl::ConsumePrefix(&child, p.path) &&
+           absl::ConsumePrefix(&child, "/") &&
+           absl::StartsWith(child, p.prefix);
+  };
+  absl::MutexLock lock(&mu_);
+  return std::any_of(pending_.begin(), pending_.end(), covers) ||
+         std::any_of(retrying_.begin(), retrying_.end(), covers);
 }
 
 BackendTraits ZkBackend::Traits() const {
@@ -214,20 +235,16 @@ BackendTraits ZkBackend::Traits() const {
                        .can_list = true};
 }
 
-MonoTime ZkBackend::HeldUntil(absl::string_view name, absl::string_view owner,
-                              const HoldRecord*) {
-  // The core calls this under its own mutex. mu_ is a leaf here: it is held
-  // only around map lookups and updates, never across a call to the server
-  // or into the listener, so this neither blocks for long nor deadlocks
-  // with OnHoldLost().
-  uint64_t generation;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = holds_.find(HoldKeyView(name, owner));
-    // Forgotten: released, taken over, or lost with its session.
-    if (it == holds_.end()) return MonoTime::InfinitePast();
-    generation = it->second.generation;
-  }
+MonoTime ZkBackend::HeldUntil(absl::string_view, absl::string_view,
+                              const HoldRecord* record) {
+  // The core calls this under its own mutex: atomic loads (the record's
+  // and the session's), no lock, so this neither blocks nor deadlocks with
+  // OnHoldLost().
+  const ZkHold* hold = ZkHold::Of(record);
+  // Ended: released, taken over, its lease ran out, or lost with its
+  // session. (Every hold this backend grants has a record.)
+  if (hold == nullptr || !hold->live()) return MonoTime::InfinitePast();
+  uint64_t generation = hold->generation();
   // Generation 0: a re-entry of a node another client created (an owner
   // token shared between clients, C6). That node lives on the other
   // client's session, which we cannot watch; our own session must at least
@@ -289,25 +306,47 @@ absl::Status ZkBackend::ForceUnlock(absl::string_view name) {
       r.rc, absl::StrCat("force unlock of lock '", name, "'"));
 }
 
+std::shared_ptr<ZkHold> ZkBackend::NewRecord(absl::string_view name,
+                                             absl::string_view owner,
+                                             const LocalHold& hold) {
+  auto record = std::make_shared<ZkHold>(name, owner, hold);
+  // A node of another client's session: we cannot tell when that ends.
+  if (hold.generation == 0) return record;
+  absl::MutexLock lock(&mu_);
+  if (session_holds_.size() >= prune_at_) {
+    std::erase_if(session_holds_,
+                  [](const std::weak_ptr<ZkHold>& r) { return r.expired(); });
+    prune_at_ = std::max<size_t>(64, 2 * session_holds_.size());
+  }
+  session_holds_.push_back(record);
+  return record;
+}
+
 void ZkBackend::OnSessionLost(uint64_t generation, const absl::Status& why) {
-  std::vector<HoldKey> lost;
+  std::vector<std::shared_ptr<ZkHold>> lost;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = holds_.begin(); it != holds_.end();) {
-      if (it->second.generation != generation) {
-        ++it;
+    std::vector<std::weak_ptr<ZkHold>> kept;
+    for (const std::weak_ptr<ZkHold>& weak : session_holds_) {
+      std::shared_ptr<ZkHold> record = weak.lock();
+      if (record == nullptr) continue;  // the core dropped it
+      if (record->generation() != generation) {
+        kept.push_back(weak);
         continue;
       }
+      // Marked before the core is told: its release and renewal fail at
+      // once from now on.
+      std::optional<LocalHold> hold = record->LoseWithSession(why);
+      if (!hold.has_value()) continue;  // ended already
       // If the session lives on after all, the node must not keep the lock.
-      pending_.push_back(PendingDelete{.path = it->second.path,
-                                       .version = it->second.version});
-      lost_[it->first] = why;
-      lost.push_back(it->first);
-      holds_.erase(it++);
+      pending_.push_back(
+          PendingDelete{.path = hold->path, .version = hold->version});
+      lost.push_back(std::move(record));
     }
+    session_holds_.swap(kept);
   }
-  for (const HoldKey& key : lost) {
-    settings_.listener->OnHoldLost(key.first, key.second, why);
+  for (const std::shared_ptr<ZkHold>& record : lost) {
+    settings_.listener->OnHoldLost(record->name(), record->owner(), why);
   }
 }
 
@@ -317,6 +356,7 @@ void ZkBackend::RetryPending() {
     absl::MutexLock lock(&mu_);
     if (pending_.empty()) return;
     work.swap(pending_);
+    retrying_ = work;
   }
   std::vector<PendingDelete> keep;
   // Short, so that the session thread soon gets back to its watch on the
@@ -354,6 +394,7 @@ void ZkBackend::RetryPending() {
   }
   absl::MutexLock lock(&mu_);
   for (PendingDelete& p : keep) pending_.push_back(std::move(p));
+  retrying_.clear();
 }
 
 }  // namespace dlock::zk

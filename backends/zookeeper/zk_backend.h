@@ -14,11 +14,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "dlock/backend/backend.h"
-#include "dlock/backend/hold_key.h"
 #include "dlock/backend/wakeup.h"
+#include "zk_hold.h"
 #include "zk_layout.h"
 #include "zk_session.h"
 
@@ -61,19 +60,6 @@ class ZkBackend : public Backend {
  private:
   // Versioned writes that lost a race are tried again this many times.
   static constexpr int kWriteRetries = 5;
-
-  // A hold this client took or re-entered: the holder node as last written.
-  struct LocalHold {
-    std::string path;
-    NodeData data;
-    int32_t version = 0;
-    uint64_t czxid = 0;
-    int64_t mtime = 0;        // of the last write, on ZooKeeper's clock
-    uint64_t generation = 0;  // our session that owns the node; 0: another's
-    // When the last write that ZooKeeper confirmed was sent: its lease began
-    // no earlier (C19).
-    MonoTime confirmed;
-  };
 
   // A node to delete once the connection allows: a release whose delete was
   // not confirmed, a hold presumed lost (at `version`, so that a node that
@@ -121,7 +107,11 @@ class ZkBackend : public Backend {
   absl::Status EnsureParents(const std::string& parent, MonoTime deadline);
 
   // zk_acquire.cc
-  std::optional<absl::StatusOr<Grant>> ReenterKnown(const AcquireCall& call);
+  // A re-entry of the hold the core handed back (C5): one more hold on its
+  // node, written into its record. nullopt when that hold is over: the
+  // acquisition is then a fresh one.
+  std::optional<absl::StatusOr<Grant>> ReenterKnown(const AcquireCall& call,
+                                                    ZkHold& held);
   absl::Status CreateOwnNode(const AcquireCall& call, const std::string& parent,
                              const NodeData& data, OwnNode& own,
                              std::optional<std::vector<std::string>>& children);
@@ -139,8 +129,16 @@ class ZkBackend : public Backend {
             std::optional<int64_t> since_ms = std::nullopt);
   // Reads our node into `own`: ZNONODE when it is gone, or not ours.
   int ReloadOwn(OwnNode& own, MonoTime deadline);
+  // ReenterHolder() with the holder node read now.
   std::optional<absl::StatusOr<Grant>> MaybeReenterHolder(
       const AcquireCall& call, const std::string& holder_path, OwnNode& own);
+  // When the holder node, as `read` found it, is the owner's (an owner
+  // token held through another client, C6, or an acquisition of ours whose
+  // grant never reached the core, C21): re-enters it and gives our queued
+  // node up. nullopt when it is not the owner's, or went meanwhile.
+  std::optional<absl::StatusOr<Grant>> ReenterHolder(
+      const AcquireCall& call, const std::string& holder_path,
+      const Reply& read, OwnNode& own);
   // Takes the hold of an acquisition we give up off our node, by versioned
   // writes: deletes the node, or, when another client of the same owner
   // token re-entered it (C6), takes one hold off and leaves it to that
@@ -148,41 +146,52 @@ class ZkBackend : public Backend {
   int TakeOwnHoldOff(OwnNode& own, MonoTime deadline);
   // TakeOwnHoldOff(), left to the background if the connection fails.
   void Abandon(OwnNode& own);
-  void Record(absl::string_view name, absl::string_view owner, LocalHold hold);
+  // The record of a hold just granted, handed to the core in Grant::record.
+  std::shared_ptr<ZkHold> NewRecord(absl::string_view name,
+                                    absl::string_view owner,
+                                    const LocalHold& hold);
 
   // zk_backend.cc
   absl::StatusOr<std::optional<Holder>> FindHolder(absl::string_view name);
   bool Expired(const NodeData& data, const Stat& stat) const;
   // What remains of the lease written at `mtime`, estimated (C5).
   int64_t RemainingMs(const NodeData& data, int64_t mtime) const;
-  // The hold of `owner` on `name`: our record, else the holder node when
-  // `owner` holds it (explicit owner tokens from other clients). nullopt
-  // when the owner does not hold it (FailedPrecondition for the caller).
+  // For a hold lost with its session, the LostError its release and renewal
+  // fail with at once, even before a new session is up; else OK.
+  static absl::Status LostWithSession(absl::string_view name,
+                                      const ZkHold* record);
+  // The hold of `owner` on `name`. With a record: its copy, or, once it
+  // ended here, its node read again (never another node of the owner's).
+  // Without (a hold taken elsewhere, C6): the holder node when `owner` holds
+  // it. nullopt when the owner does not hold it (FailedPrecondition for the
+  // caller).
   absl::StatusOr<std::optional<LocalHold>> HoldOf(absl::string_view name,
-                                                  absl::string_view owner);
+                                                  absl::string_view owner,
+                                                  const ZkHold* record);
   // Re-reads the hold's node after a version conflict; false when it is
   // gone or changed owner.
   bool Reload(LocalHold& hold, absl::string_view owner);
-  void Forget(absl::string_view name, absl::string_view owner,
-              const std::string& path);
-  // The reason a hold was lost with its session, if it was; `consume`
-  // clears it (a release, a new acquisition).
-  std::optional<absl::Status> LostWithSession(absl::string_view name,
-                                              absl::string_view owner,
-                                              bool consume);
+  // The hold's node is gone, not the owner's, its lease ran out, or its
+  // delete was sent: its record (if any) is believed no more.
+  static void Forget(ZkHold* record) {
+    if (record != nullptr) record->End();
+  }
   void QueueDelete(PendingDelete pending);
+  // Whether the node at `path` is queued for deletion or being deleted.
+  bool Deleting(absl::string_view path);
   void OnSessionLost(uint64_t generation, const absl::Status& why);
   void RetryPending();
 
   // zk_release.cc
   // Writes `next` to the hold's node with a versioned write and updates
-  // `hold` and our record. On a version conflict (another client re-entered
-  // with the same owner token) re-reads `hold` and returns Aborted: the
-  // caller recomputes and writes again. FailedPrecondition when the node is
-  // gone or has another owner. A write whose reply was lost is checked
-  // after a reconnect, so that it is never applied twice.
+  // `hold` and its record (null for a hold taken elsewhere). On a version
+  // conflict (another client re-entered with the same owner token) re-reads
+  // `hold` and returns Aborted: the caller recomputes and writes again.
+  // FailedPrecondition when the node is gone or has another owner. A write
+  // whose reply was lost is checked after a reconnect, so that it is never
+  // applied twice.
   absl::Status Write(absl::string_view name, absl::string_view owner,
-                     LocalHold& hold, const NodeData& next,
+                     ZkHold* record, LocalHold& hold, const NodeData& next,
                      absl::string_view what);
   // After a delete whose reply was lost, a NONODE: whether it was our delete
   // that removed the node (true), or it may have been a successor's.
@@ -198,14 +207,23 @@ class ZkBackend : public Backend {
   // names our nodes, so that a lost create finds only its own node even
   // when another process was given the same client id.
   const std::string instance_;
+  // "<client id>-<instance>-": what the names of this backend's nodes start
+  // with.
+  const std::string node_prefix_;
   std::atomic<uint64_t> attempts_{0};
 
+  // Taken before a record's own mutex, never after it; never held while
+  // calling the listener.
   absl::Mutex mu_;
-  HoldMap<LocalHold> holds_ ABSL_GUARDED_BY(mu_);
-  // Holds lost with a session, by why: their release and renewal fail
-  // with FailedPrecondition at once, even before a new session is up.
-  HoldMap<absl::Status> lost_ ABSL_GUARDED_BY(mu_);
+  // The records of holds on our sessions, so that each learns when its
+  // session ends and the core is told (OnSessionLost). Not a hold table:
+  // the core owns the records, nothing is looked up here, and a record the
+  // core dropped falls out at the next prune.
+  std::vector<std::weak_ptr<ZkHold>> session_holds_ ABSL_GUARDED_BY(mu_);
+  size_t prune_at_ ABSL_GUARDED_BY(mu_) = 64;
   std::vector<PendingDelete> pending_ ABSL_GUARDED_BY(mu_);
+  // What RetryPending() works on now (taken out of pending_).
+  std::vector<PendingDelete> retrying_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dlock::zk

@@ -16,8 +16,8 @@ absl::Status LeaseRanOut(absl::string_view name, absl::string_view what) {
 }  // namespace
 
 absl::Status ZkBackend::Write(absl::string_view name, absl::string_view owner,
-                              LocalHold& hold, const NodeData& next,
-                              absl::string_view what) {
+                              ZkHold* record, LocalHold& hold,
+                              const NodeData& next, absl::string_view what) {
   if (!Connected()) {
     return session_->ErrorStatus(ZCONNECTIONLOSS,
                                  absl::StrCat(what, " of lock '", name, "'"));
@@ -42,16 +42,14 @@ absl::Status ZkBackend::Write(absl::string_view name, absl::string_view owner,
       hold.mtime = r.stat.mtime;
       hold.confirmed = set.sent();
       session_->NoteServerTime(r.stat.mtime, Now());
-      absl::MutexLock lock(&mu_);
-      auto it = holds_.find(HoldKeyView(name, owner));
-      if (it != holds_.end() && it->second.path == hold.path) it->second = hold;
+      if (record != nullptr) record->Wrote(hold);
       return absl::OkStatus();
     }
     case ZBADVERSION:
       if (Reload(hold, owner)) return absl::AbortedError("version conflict");
       [[fallthrough]];
     case ZNONODE:
-      Forget(name, owner, hold.path);
+      Forget(record);
       return NotOwnerError(name);
     default:
       return session_->ErrorStatus(r.rc,
@@ -63,13 +61,16 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
   const absl::string_view name = call.name;
   const absl::string_view owner = call.owner;
   const int64_t holds = call.holds;
-  if (auto lost = LostWithSession(name, owner, /*consume=*/true)) return *lost;
-  absl::StatusOr<std::optional<LocalHold>> found = HoldOf(name, owner);
+  ZkHold* const record = ZkHold::Of(call.record);
+  if (absl::Status lost = LostWithSession(name, record); !lost.ok()) {
+    return lost;
+  }
+  absl::StatusOr<std::optional<LocalHold>> found = HoldOf(name, owner, record);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwnerError(name);
   LocalHold hold = **found;
   if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
-    Forget(name, owner, hold.path);
+    Forget(record);
     if (hold.generation != 0) {
       QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
     }
@@ -82,7 +83,7 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
       NodeData next = hold.data;
       next.holds -= holds;
       next.lease_ms = std::max<int64_t>(1, RemainingMs(hold.data, hold.mtime));
-      absl::Status s = Write(name, owner, hold, next, "release");
+      absl::Status s = Write(name, owner, record, hold, next, "release");
       if (absl::IsAborted(s)) continue;
       if (!s.ok()) return s;
       return next.holds;
@@ -93,17 +94,17 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
     }
     Reply r = session_->Delete(hold.path, hold.version).Wait(CallDeadline());
     if (r.rc == ZOK) {
-      Forget(name, owner, hold.path);
+      Forget(record);
       return 0;
     }
     if (r.rc == ZNONODE) {
-      Forget(name, owner, hold.path);
+      Forget(record);
       if (delete_sent && OurDeleteRan(hold)) return 0;
       return NotOwnerError(name);
     }
     if (r.rc == ZBADVERSION) {
       if (Reload(hold, owner)) continue;
-      Forget(name, owner, hold.path);
+      Forget(record);
       return NotOwnerError(name);
     }
     if (!IsConnectionError(r.rc)) {
@@ -116,8 +117,9 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
     delete_sent = true;
     if (!Reconnected(Now() +
                      std::min(session_->call_timeout(), absl::Seconds(3)))) {
-      // Not known to have happened: the core retries the release (C21).
-      Forget(name, owner, hold.path);
+      // Not known to have happened: the core retries the release (C21),
+      // reading the node from ZooKeeper.
+      Forget(record);
       QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
       return session_->ErrorStatus(
           r.rc, absl::StrCat("release of lock '", name, "'"));
@@ -154,14 +156,17 @@ bool ZkBackend::OurDeleteRan(const LocalHold& hold) {
 }
 
 absl::Status ZkBackend::Renew(const RenewCall& call) {
-  if (auto lost = LostWithSession(call.name, call.owner, false)) return *lost;
+  ZkHold* const record = ZkHold::Of(call.record);
+  if (absl::Status lost = LostWithSession(call.name, record); !lost.ok()) {
+    return lost;
+  }
   absl::StatusOr<std::optional<LocalHold>> found =
-      HoldOf(call.name, call.owner);
+      HoldOf(call.name, call.owner, record);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwnerError(call.name);
   LocalHold hold = **found;
   if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
-    Forget(call.name, call.owner, hold.path);
+    Forget(record);
     if (hold.generation != 0) {
       QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
     }
@@ -174,7 +179,7 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
     NodeData next = hold.data;
     next.kept_ms = std::max(next.kept_ms, lease_ms);
     next.lease_ms = next.kept_ms;
-    s = Write(call.name, call.owner, hold, next, "renewal");
+    s = Write(call.name, call.owner, record, hold, next, "renewal");
   }
   return s;
 }
@@ -184,6 +189,7 @@ std::vector<absl::Status> ZkBackend::RenewMany(
   // The watchdog's batch goes out pipelined: one round trip for all of them.
   struct InFlight {
     size_t index;
+    ZkHold* record;
     LocalHold hold;
     NodeData next;
     Call call;
@@ -193,25 +199,26 @@ std::vector<absl::Status> ZkBackend::RenewMany(
   std::vector<size_t> one_by_one;
   const MonoTime now = Now();
   for (size_t i = 0; i < calls.size(); ++i) {
-    std::optional<LocalHold> hold;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = holds_.find(HoldKeyView(calls[i].name, calls[i].owner));
-      if (it != holds_.end()) hold = it->second;
+    // Ended, lost, or taken elsewhere: Renew() says what.
+    ZkHold* record = ZkHold::Of(calls[i].record);
+    if (record == nullptr || !record->live()) {
+      one_by_one.push_back(i);
+      continue;
     }
-    if (!hold.has_value() ||
-        now > hold->confirmed + absl::Milliseconds(hold->data.lease_ms) ||
+    LocalHold hold = record->Get();
+    if (now > hold.confirmed + absl::Milliseconds(hold.data.lease_ms) ||
         !Connected()) {
       one_by_one.push_back(i);
       continue;
     }
-    NodeData next = hold->data;
+    NodeData next = hold.data;
     next.kept_ms = std::max<int64_t>(
         next.kept_ms,
         std::max<int64_t>(1, absl::ToInt64Milliseconds(calls[i].lease)));
     next.lease_ms = next.kept_ms;
-    Call call = session_->Set(hold->path, Serialize(next), hold->version);
-    in_flight.push_back(InFlight{i, *std::move(hold), next, std::move(call)});
+    Call call = session_->Set(hold.path, Serialize(next), hold.version);
+    in_flight.push_back(
+        InFlight{i, record, std::move(hold), next, std::move(call)});
   }
   const MonoTime deadline = CallDeadline();
   for (InFlight& f : in_flight) {
@@ -223,13 +230,9 @@ std::vector<absl::Status> ZkBackend::RenewMany(
       f.hold.mtime = r.stat.mtime;
       f.hold.confirmed = f.call.sent();
       session_->NoteServerTime(r.stat.mtime, Now());
-      absl::MutexLock lock(&mu_);
-      auto it = holds_.find(HoldKeyView(c.name, c.owner));
-      if (it != holds_.end() && it->second.path == f.hold.path) {
-        it->second = f.hold;
-      }
+      f.record->Wrote(f.hold);
     } else if (r.rc == ZNONODE) {
-      Forget(c.name, c.owner, f.hold.path);
+      Forget(f.record);
       results[f.index] = NotOwnerError(c.name);
     } else {
       one_by_one.push_back(f.index);  // a conflict or a lost reply
