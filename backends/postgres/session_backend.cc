@@ -12,18 +12,25 @@
 // swallowed the server's FIN) stops believing before anyone can take over
 // (C19; the argument is in pg_schema.cc). A keeper thread keeps that fresh
 // with a light statement on each held session none ran on for G/3.
+//
+// A hold's session is its record (backend.h): the core keeps it with the
+// hold and hands it back on every call about it, so no table here maps a
+// name and owner to a session. The registry of live sessions serves only
+// the keeper, the socket watcher and Shutdown().
 // The server-side functions are in pg_schema.cc; docs/postgres.md explains
 // the design, and what this mode does not give behind a pooling proxy.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "dlock/backend/hold_key.h"
 #include "pg_common.h"
 
 namespace dlock::postgres {
@@ -31,15 +38,39 @@ namespace {
 
 // One hold of this client, with the connection whose session keeps it.
 struct Session {
+  Session(absl::string_view name, absl::string_view owner, PgPool::Handle held)
+      : name(name), owner(owner), fd(held->socket()), conn(std::move(held)) {}
+
+  const std::string name;  // for the keeper's and the watcher's reports
+  const std::string owner;
+  const int fd;
   absl::Mutex mu;
-  PgPool::Handle conn ABSL_GUARDED_BY(mu);  // empty once dropped
-  int64_t local_holds ABSL_GUARDED_BY(mu) = 0;
+  // Holds the shared advisory lock; empty once the hold ended here.
+  PgPool::Handle conn ABSL_GUARDED_BY(mu);
+  // For when the core drops the record (Retire): the end of the latest
+  // lease granted or renewed on conn, counted from the statement's send, and
+  // whether the last statement answered about the hold was a release that
+  // left holds of the owner (this client's last one of a shared token).
+  MonoTime lease_end ABSL_GUARDED_BY(mu);
+  bool released_leaving_holds ABSL_GUARDED_BY(mu) = false;
+  // Whether conn is set: HeldUntil() reads it without taking `mu`.
+  std::atomic<bool> live{true};
   std::atomic<bool> busy{false};  // a statement is in flight on conn
+  // The core dropped the hold's record: nothing in this client believes in
+  // the hold any more, so its loss is nobody's to hear, and the keeper lets
+  // go of the session (LetGo).
+  std::atomic<bool> retired{false};
   // The send time (on the client's clock, since its origin) of the last
   // statement the server answered on conn. Atomic: HeldUntil() reads it
   // without taking `mu`, which a statement in flight may hold for seconds.
   std::atomic<int64_t> confirmed_ns{0};
-  int fd = -1;
+
+  // A grant or renewal of `lease` sent at `sent` was answered.
+  void Extended(MonoTime sent, absl::Duration lease)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    lease_end = std::max(lease_end, sent + lease);
+    released_leaving_holds = false;
+  }
 
   void Confirm(MonoTime sent) {
     const int64_t ns = absl::ToInt64Nanoseconds(sent.since_origin());
@@ -52,15 +83,42 @@ struct Session {
   }
 };
 
+class SessionBackend;
+
+// The record the core keeps for a session-mode hold (backend.h). The
+// session outlives it while the keeper or the watcher uses it; the record's
+// end is what tells the backend that the core let go of the hold.
+class SessionRecord final : public HoldRecord,
+                            public std::enable_shared_from_this<SessionRecord> {
+ public:
+  SessionRecord(std::shared_ptr<Session> session, SessionBackend* backend)
+      : session_(std::move(session)), backend_(backend) {}
+  ~SessionRecord() override;
+
+  Session& session() const { return *session_; }
+
+ private:
+  std::shared_ptr<Session> session_;
+  SessionBackend* const backend_;
+};
+
+SessionRecord& RecordOf(HoldRecord* record) {
+  return *static_cast<SessionRecord*>(record);
+}
+
 // How far the client's clock may run fast against the server's over a
 // grace: 1% of it plus 2 ms, as for leases (client_core.cc, DriftMargin).
 absl::Duration GraceMargin(absl::Duration grace) {
   return grace / 100 + absl::Milliseconds(2);
 }
 
-using Key = HoldKey;  // name, owner
-
 const char* Bool(bool b) { return b ? "true" : "false"; }
+
+// What becomes of a session's connection when its hold ends here.
+enum class Leave {
+  kToPool,  // it holds no advisory lock (the server let go of it)
+  kClosed,  // broken, or it may still hold one: closing frees it
+};
 
 class SessionBackend : public PgBackendBase, public PgListener::Watcher {
  public:
@@ -70,10 +128,12 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
         sessions_pool_(options_, options_.max_sessions, "session"),
         keeper_wake_(clock_) {}
   // The listener and the keeper call into this object; they must stop before
-  // the members below go (Shutdown() normally stopped them already).
+  // the members below go (Shutdown() normally stopped them already). Records
+  // the core still keeps then find their sessions ended.
   ~SessionBackend() override {
     StopKeeper();
     if (notifications_ != nullptr) notifications_->Stop();
+    CloseSessions();
   }
 
   void StartKeeper() {
@@ -87,17 +147,21 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
                          .can_list = true};
   }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
-    const Key key(call.name, call.owner);
     PgPool::Handle conn;
-    if (std::shared_ptr<Session> s = Find(key)) {
+    if (call.held != nullptr) {
+      SessionRecord& held = RecordOf(call.held);
       const MonoTime sent = clock_.Now();
       absl::StatusOr<std::optional<Acquired>> again =
-          Reenter(key, *s, call, conn);
+          Reenter(held.session(), call, conn);
       if (!again.ok()) return again.status();
       if (again->has_value()) {
+        // The record goes back even though null would keep it: a grant the
+        // core counts as a new hold (a new token, a deadline passed) keeps
+        // the session too.
         return Grant{.fencing_token = (*again)->fencing_token,
                      .hold_count = (*again)->hold_count,
-                     .sent = sent};
+                     .sent = sent,
+                     .record = held.shared_from_this()};
       }
     }
     if (!conn) {
@@ -105,9 +169,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
       if (!fresh.ok()) return fresh.status();
       conn = *std::move(fresh);
     }
-    const std::string params[] = {ns_,         key.first,
-                                  key.second,  Millis(call.lease),
-                                  Bool(false), Millis(grace_)};
+    const auto params = AcquireParams(call, /*have=*/false);
     absl::StatusOr<Grant> acquired = AcquireWithWakeups(
         call, hub_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
           absl::StatusOr<PgResult> r = conn->Run(sql_.s_acquire, params);
@@ -115,55 +177,48 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
           return ToAttempt(r->get());
         });
     if (!acquired.ok()) return acquired.status();
-    Install(key, std::move(conn), acquired->sent);
+    acquired->record = Install(call, std::move(conn), acquired->sent);
     return acquired;
   }
 
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
     const absl::string_view name = call.name;
-    const absl::string_view owner = call.owner;
-    const int64_t holds = call.holds;
-    const Key key(name, owner);
-    std::shared_ptr<Session> s = Find(key);
-    if (s == nullptr) {
+    if (call.record == nullptr) {
       // A hold taken elsewhere under an explicit owner token (C6).
-      const std::string params[] = {
-          ns_,         key.first,   key.second,  absl::StrCat(holds),
-          Bool(false), Bool(false), sql_.channel};
-      absl::StatusOr<PgResult> r = RunPooled(sql_.s_release, params, false);
+      absl::StatusOr<PgResult> r =
+          RunPooled(sql_.s_release, ReleaseParams(call, /*have=*/false), false);
       return Released(name, r);
     }
-    absl::MutexLock lock(&s->mu);
-    if (!s->conn) return NotOwnerError(name);
-    const bool keep = s->local_holds > holds;
-    const std::string params[] = {
-        ns_,        key.first,  key.second,  absl::StrCat(holds),
-        Bool(true), Bool(keep), sql_.channel};
-    absl::StatusOr<PgResult> r = RunOn(*s, sql_.s_release, params);
-    if (!r.ok()) return Dropped(key, *s, r.status());
+    Session& s = RecordOf(call.record).session();
+    absl::MutexLock lock(&s.mu);
+    if (!s.conn) return NotOwnerError(name);
+    absl::StatusOr<PgResult> r =
+        RunOn(s, sql_.s_release, ReleaseParams(call, /*have=*/true));
+    if (!r.ok()) return Dropped(s, r.status());
     absl::StatusOr<int64_t> left = Released(name, r);
-    s->local_holds -= holds;
-    if (!left.ok() || *left == 0 || !keep) Remove(key, *s);
+    // At zero, or not the owner's: the function let go of the shared lock.
+    if (!left.ok() || *left == 0) End(s, Leave::kToPool);
+    if (left.ok()) s.released_leaving_holds = *left > 0;
     return left;
   }
 
   absl::Status Renew(const RenewCall& call) override {
-    const Key key(call.name, call.owner);
-    std::shared_ptr<Session> s = Find(key);
     absl::StatusOr<PgResult> r;
-    if (s == nullptr) {
-      const std::string params[] = {ns_, key.first, key.second,
-                                    Millis(call.lease), Bool(false)};
-      r = RunPooled(sql_.s_renew, params, true);
+    if (call.record == nullptr) {
+      r = RunPooled(sql_.s_renew, RenewParams(call, /*have=*/false), true);
       if (!r.ok()) return r.status();
     } else {
-      absl::MutexLock lock(&s->mu);
-      if (!s->conn) return NotOwnerError(call.name);
-      const std::string params[] = {ns_, key.first, key.second,
-                                    Millis(call.lease), Bool(true)};
-      r = RunOn(*s, sql_.s_renew, params);
-      if (!r.ok()) return Dropped(key, *s, r.status());
-      if (GetText(r->get(), 0, 0) != "t") Remove(key, *s);
+      Session& s = RecordOf(call.record).session();
+      absl::MutexLock lock(&s.mu);
+      if (!s.conn) return NotOwnerError(call.name);
+      const MonoTime sent = clock_.Now();
+      r = RunOn(s, sql_.s_renew, RenewParams(call, /*have=*/true));
+      if (!r.ok()) return Dropped(s, r.status());
+      if (GetText(r->get(), 0, 0) == "t") {
+        s.Extended(sent, call.lease);
+      } else {
+        End(s, Leave::kToPool);  // the function let go of the shared lock
+      }
     }
     if (PQntuples(r->get()) != 1 || GetText(r->get(), 0, 0) != "t") {
       return NotOwnerError(call.name);
@@ -173,29 +228,22 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
 
   // The hold is believed only while its session may still be alive on the
   // server: until the last confirmed send on it plus the grace, less the
-  // margin (C19). From memory and atomics only: the core calls this under
-  // its own lock, on every State() and from its notifier. A hold with no
-  // session here was released or dropped: not believed.
-  MonoTime HeldUntil(absl::string_view name, absl::string_view owner,
-                     const HoldRecord*) override {
-    std::shared_ptr<Session> s = Find(HoldKeyView(name, owner));
-    if (s == nullptr) return MonoTime::InfinitePast();
-    return s->confirmed() + grace_ - GraceMargin(grace_);
+  // margin (C19). From the record's atomics only: the core calls this under
+  // its own lock, on every State() and from its notifier. A session that
+  // ended here (released, dropped) is not believed, nor a hold with no
+  // record, which this client never took.
+  MonoTime HeldUntil(absl::string_view, absl::string_view,
+                     const HoldRecord* record) override {
+    if (record == nullptr) return MonoTime::InfinitePast();
+    const Session& s = static_cast<const SessionRecord*>(record)->session();
+    if (!s.live) return MonoTime::InfinitePast();
+    return s.confirmed() + grace_ - GraceMargin(grace_);
   }
 
   void Shutdown() override {
     StopKeeper();
     PgBackendBase::Shutdown();
-    HoldMap<std::shared_ptr<Session>> sessions;
-    {
-      absl::MutexLock lock(&sessions_mu_);
-      sessions.swap(sessions_);
-    }
-    // Closing a session frees its advisory lock on the server.
-    for (auto& [key, s] : sessions) {
-      absl::MutexLock lock(&s->mu);
-      s->conn.Discard();
-    }
+    CloseSessions();
     sessions_pool_.Clear();
   }
 
@@ -205,117 +253,143 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   std::vector<int> Fds() override {
     std::vector<int> fds;
     absl::MutexLock lock(&sessions_mu_);
-    for (const auto& [key, s] : sessions_) {
+    for (const auto& [ptr, s] : sessions_) {
       if (!s->busy) fds.push_back(s->fd);
     }
     return fds;
   }
 
   void OnReadable(int fd) override {
-    std::vector<std::pair<Key, std::shared_ptr<Session>>> hit;
+    std::vector<std::shared_ptr<Session>> hit;
     {
       absl::MutexLock lock(&sessions_mu_);
-      for (const auto& [key, s] : sessions_) {
-        if (s->fd == fd) hit.emplace_back(key, s);
+      for (const auto& [ptr, s] : sessions_) {
+        if (s->fd == fd) hit.push_back(s);
       }
     }
-    for (auto& [key, s] : hit) {
+    for (const std::shared_ptr<Session>& s : hit) {
       if (!s->mu.TryLock()) continue;  // in use: its caller will see it
       const bool alive = s->busy || !s->conn || s->conn->Alive();
       absl::Status lost;
-      if (!alive) lost = Dropped(key, *s, absl::OkStatus());
+      if (!alive) lost = Dropped(*s, absl::OkStatus());
+      const bool tell = !alive && !s->retired;
       s->mu.Unlock();
-      if (!alive) listener_->OnHoldLost(key.first, key.second, lost);
+      if (tell) listener_->OnHoldLost(s->name, s->owner, lost);
     }
   }
 
+  // The core dropped the record of a session that may still hold: the
+  // keeper lets go of it (LetGo). Never waits: the core may drop a record
+  // under its own lock.
+  void Retire(std::shared_ptr<Session> s) {
+    s->retired = true;
+    {
+      absl::MutexLock lock(&keeper_mu_);
+      retired_.push_back(std::move(s));
+    }
+    keeper_wake_.Signal();
+  }
+
  private:
-  std::shared_ptr<Session> Find(const HoldKeyView& key) {
-    absl::MutexLock lock(&sessions_mu_);
-    auto it = sessions_.find(key);
-    return it == sessions_.end() ? nullptr : it->second;
+  // The parameters of the session-mode functions (pg_schema.cc). `have`:
+  // the statement runs on the hold's own session, which holds the shared
+  // lock; without it (a pooled connection) the holder's session must be
+  // alive.
+  std::array<std::string, 6> AcquireParams(const AcquireCall& call,
+                                           bool have) const {
+    return {ns_,
+            std::string(call.name),
+            std::string(call.owner),
+            Millis(call.lease),
+            Bool(have),
+            Millis(grace_)};
+  }
+  // p_keep is `have`: the session keeps its shared lock while the row counts
+  // holds of the owner. When this client's last hold goes and others remain
+  // (an owner token held from elsewhere too), the session lets go once the
+  // core drops the record (Retire).
+  std::array<std::string, 7> ReleaseParams(const ReleaseCall& call,
+                                           bool have) const {
+    return {ns_,
+            std::string(call.name),
+            std::string(call.owner),
+            absl::StrCat(call.holds),
+            Bool(have),
+            Bool(have),
+            sql_.channel};
+  }
+  std::array<std::string, 5> RenewParams(const RenewCall& call,
+                                         bool have) const {
+    return {ns_, std::string(call.name), std::string(call.owner),
+            Millis(call.lease), Bool(have)};
   }
 
   // Re-entry on the session that already holds. Returns nullopt when the
   // hold turned out to be lost; the function then let go of the session's
   // advisory lock, and `reuse` gets the connection for a fresh attempt.
-  absl::StatusOr<std::optional<Acquired>> Reenter(const Key& key, Session& s,
+  absl::StatusOr<std::optional<Acquired>> Reenter(Session& s,
                                                   const AcquireCall& call,
                                                   PgPool::Handle& reuse) {
     absl::MutexLock lock(&s.mu);
     if (!s.conn) return std::optional<Acquired>();
-    const std::string params[] = {ns_,        key.first,
-                                  key.second, Millis(call.lease),
-                                  Bool(true), Millis(grace_)};
-    absl::StatusOr<PgResult> r = RunOn(s, sql_.s_acquire, params);
+    const MonoTime sent = clock_.Now();
+    absl::StatusOr<PgResult> r =
+        RunOn(s, sql_.s_acquire, AcquireParams(call, /*have=*/true));
     if (!r.ok()) {
       if (!s.conn->broken()) return r.status();
       // The session is gone, and with it the hold: start afresh.
-      absl::Status lost = Dropped(key, s, r.status());
-      listener_->OnHoldLost(key.first, key.second, lost);
+      absl::Status lost = Dropped(s, r.status());
+      listener_->OnHoldLost(call.name, call.owner, lost);
       return std::optional<Acquired>();
     }
     Attempt attempt = ToAttempt(r->get());
     if (attempt.acquired.has_value()) {
-      ++s.local_holds;
+      s.Extended(sent, call.lease);
       return attempt.acquired;
     }
     reuse = std::move(s.conn);  // holds nothing now; reused for the wait
-    Remove(key, s);
+    End(s, Leave::kToPool);
     return std::optional<Acquired>();
   }
 
   // `sent`: when the winning attempt was sent, on conn's session.
-  void Install(const Key& key, PgPool::Handle conn, MonoTime sent) {
-    auto fresh = std::make_shared<Session>();
-    fresh->fd = conn->socket();
-    fresh->Confirm(sent);
-    std::shared_ptr<Session> existing;
+  std::shared_ptr<SessionRecord> Install(const AcquireCall& call,
+                                         PgPool::Handle conn, MonoTime sent) {
+    auto s = std::make_shared<Session>(call.name, call.owner, std::move(conn));
+    s->Confirm(sent);
     {
-      // Lock order everywhere: a session's mu, then sessions_mu_.
-      absl::MutexLock session_lock(&fresh->mu);
-      absl::MutexLock lock(&sessions_mu_);
-      auto [it, inserted] = sessions_.try_emplace(key, fresh);
-      if (inserted) {
-        fresh->conn = std::move(conn);
-        fresh->local_holds = 1;
-      } else {
-        existing = it->second;
-      }
+      absl::MutexLock lock(&s->mu);
+      s->Extended(sent, call.lease);
     }
-    if (existing != nullptr) {
-      // Another thread of the same owner won the same lock meanwhile: this
-      // was a re-entry, and one session per hold is enough.
-      if (conn->Exec("SELECT pg_advisory_unlock_all()").ok()) {
-        absl::MutexLock lock(&existing->mu);
-        ++existing->local_holds;
-      } else {
-        conn.Discard();
-      }
-      return;
+    {
+      absl::MutexLock lock(&sessions_mu_);
+      sessions_.emplace(s.get(), s);
     }
     notifications_->Wake();  // watch the new session's socket
+    return std::make_shared<SessionRecord>(std::move(s), this);
   }
 
-  void Remove(const Key& key, Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
-    {
-      absl::MutexLock lock(&sessions_mu_);
-      auto it = sessions_.find(key);
-      if (it != sessions_.end() && it->second.get() == &s) sessions_.erase(it);
-    }
+  // The hold ended here: the session leaves the registry and its connection
+  // goes back to the pool or is closed. Its record, if the core still keeps
+  // it, then answers not held (HeldUntil) and not the owner (Release, Renew).
+  void End(Session& s, Leave how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    if (how == Leave::kClosed) s.conn.Discard();
     s.conn = PgPool::Handle();  // back to the pool, holding nothing
+    s.live = false;
+    // Lock order everywhere: a session's mu, then sessions_mu_.
+    absl::MutexLock lock(&sessions_mu_);
+    sessions_.erase(&s);
   }
 
   // A session statement failed. A broken connection means the hold is gone
   // (the server freed the advisory lock with the session): FailedPrecondition,
   // so that the core reports it lost (C7). Returns the status for the caller.
-  absl::Status Dropped(const Key& key, Session& s, absl::Status error)
+  absl::Status Dropped(Session& s, absl::Status error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
     if (!error.ok() && s.conn && !s.conn->broken()) return error;
-    if (s.conn) s.conn.Discard();
-    Remove(key, s);
+    End(s, Leave::kClosed);
     return LostError(
-        key.first,
+        s.name,
         absl::StrCat(
             "the session that held it at ", options_.endpoint, " ended",
             error.ok() ? "" : absl::StrCat(" (", error.message(), ")")));
@@ -336,11 +410,16 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
 
   // The keeper: a light statement on each held session on which none was
   // answered for a third of the grace, so that a live holder's HeldUntil()
-  // stays ahead. Its own thread, not the listener's: a ping waits up to the
-  // statement timeout, and wake-ups must not wait behind it.
+  // stays ahead; after those, it lets go of retired sessions. Its own
+  // thread, not the listener's: a ping waits up to the statement timeout,
+  // and wake-ups must not wait behind it.
   void KeepLoop() {
     absl::MutexLock lock(&keeper_mu_);
     while (!keeper_stop_) {
+      for (std::shared_ptr<Session>& s : retired_) {
+        lingering_.push_back(std::move(s));
+      }
+      retired_.clear();
       const MonoTime now = clock_.Now();
       // Wake at the next session due, and no later than a third of the
       // grace: a session installed meanwhile is due no sooner than that.
@@ -348,49 +427,106 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
       // A session busy with a caller's statement is looked at again soon
       // rather than at once: that statement's answer may confirm it.
       const MonoTime soon = now + grace_ / 10;
-      std::vector<std::pair<Key, std::shared_ptr<Session>>> due;
+      std::vector<std::shared_ptr<Session>> due;
       {
         absl::MutexLock sessions_lock(&sessions_mu_);
-        for (const auto& [key, s] : sessions_) {
+        for (const auto& [ptr, s] : sessions_) {
+          if (s->retired) continue;  // nobody believes in it: not kept
           const MonoTime at = s->confirmed() + grace_ / 3;
           if (at > now) {
             next = std::min(next, at);
           } else if (s->busy) {
             next = std::min(next, soon);
           } else {
-            due.emplace_back(key, s);
+            due.push_back(s);
           }
         }
       }
-      if (!due.empty()) {
-        keeper_mu_.Unlock();
-        bool skipped = false;
-        for (auto& [key, s] : due) skipped = !Ping(key, *s) || skipped;
-        notifications_->Wake();  // watch the sockets that were busy again
-        keeper_mu_.Lock();
-        if (skipped) next = std::min(next, soon);
+      keeper_mu_.Unlock();
+      bool skipped = false;
+      for (const std::shared_ptr<Session>& s : due) {
+        skipped = !Ping(*s) || skipped;
       }
-      if (!keeper_stop_) keeper_wake_.WaitUntil(&keeper_mu_, next);
+      std::vector<std::shared_ptr<Session>> staying;
+      for (std::shared_ptr<Session>& s : lingering_) {
+        if (std::optional<MonoTime> at = LetGo(*s, clock_.Now())) {
+          next = std::min(next, *at);
+          staying.push_back(std::move(s));
+        }
+      }
+      const bool ended = staying.size() < lingering_.size();
+      lingering_.swap(staying);
+      // Watch the sockets that were busy again; forget those that ended.
+      if (!due.empty() || ended) notifications_->Wake();
+      keeper_mu_.Lock();
+      if (skipped) next = std::min(next, soon);
+      // Sessions retired while this round ran are looked at at once.
+      if (!keeper_stop_ && retired_.empty()) {
+        keeper_wake_.WaitUntil(&keeper_mu_, next);
+      }
     }
   }
 
   // Returns false when a caller held the session, so no ping was sent.
-  bool Ping(const Key& key, Session& s) {
+  bool Ping(Session& s) {
     // A caller's statement in flight holds mu: its answer confirms the
     // session just as well, and its failure reports the loss. Never wait
     // behind it, so that one stuck session does not hold up the others.
     if (!s.mu.TryLock()) return false;
     absl::Status lost;
-    if (s.conn && clock_.Now() >= s.confirmed() + grace_ / 3) {
+    if (s.conn && !s.retired && clock_.Now() >= s.confirmed() + grace_ / 3) {
       absl::StatusOr<PgResult> r = RunOn(s, sql_.ping, {});
       // A broken connection ends the session: the hold is gone. Another
       // error (a statement timeout) leaves the session as it was.
-      if (!r.ok()) lost = Dropped(key, s, r.status());
+      if (!r.ok()) lost = Dropped(s, r.status());
       if (s.conn) lost = absl::OkStatus();
     }
+    const bool tell = !lost.ok() && !s.retired;
     s.mu.Unlock();
-    if (!lost.ok()) listener_->OnHoldLost(key.first, key.second, lost);
+    if (tell) listener_->OnHoldLost(s.name, s.owner, lost);
     return true;
+  }
+
+  // A retired session: nothing in this client believes in its hold any
+  // more. When its last answered statement was a release that left holds
+  // of the owner (this client's last hold of an owner token held elsewhere
+  // too), it lets go at once. Otherwise the core may never have known the
+  // hold (an acquisition whose reply was lost, C21), or replaced its record
+  // with a later grant's of the same owner: it stays until the lease last
+  // granted or renewed on it is over, as the row would in lease mode, so
+  // that the owner's retry re-enters the hold rather than finding its own
+  // session dead and waiting out the grace. Letting go releases the shared
+  // lock and returns the connection to the pool, or closes it if that
+  // fails. Returns when to look again while the session stays.
+  std::optional<MonoTime> LetGo(Session& s, MonoTime now) {
+    absl::MutexLock lock(&s.mu);
+    if (!s.conn) return std::nullopt;  // ended already
+    if (!s.released_leaving_holds && now < s.lease_end) return s.lease_end;
+    s.busy = true;
+    const bool clean = !s.conn->broken() &&
+                       s.conn->Exec("SELECT pg_advisory_unlock_all()").ok();
+    s.busy = false;
+    End(s, clean ? Leave::kToPool : Leave::kClosed);
+    return std::nullopt;
+  }
+
+  // Closing a session frees its advisory lock on the server. Called with
+  // the keeper and the listener stopped.
+  void CloseSessions() {
+    std::vector<std::shared_ptr<Session>> live;
+    {
+      absl::MutexLock lock(&sessions_mu_);
+      for (const auto& [ptr, s] : sessions_) live.push_back(s);
+    }
+    {
+      absl::MutexLock lock(&keeper_mu_);
+      retired_.clear();
+    }
+    lingering_.clear();
+    for (const std::shared_ptr<Session>& s : live) {
+      absl::MutexLock lock(&s->mu);
+      End(*s, Leave::kClosed);
+    }
   }
 
   void StopKeeper() {
@@ -427,15 +563,27 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
 
   const absl::Duration grace_;
   PgPool sessions_pool_;
-  // Held only for lookups and updates of the map, never across a statement
-  // or a call into the core: HeldUntil() takes it under the core's lock.
+  // The live sessions, for the keeper, the watcher and Shutdown(); a hold's
+  // session is found through its record, never here. Held only for lookups
+  // and updates, never across a statement or a call into the core.
   absl::Mutex sessions_mu_;
-  HoldMap<std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(sessions_mu_);
+  absl::flat_hash_map<Session*, std::shared_ptr<Session>> sessions_
+      ABSL_GUARDED_BY(sessions_mu_);
   absl::Mutex keeper_mu_;
   bool keeper_stop_ ABSL_GUARDED_BY(keeper_mu_) = false;
+  // Sessions whose record the core dropped, for the keeper to let go of:
+  // new ones, then (the keeper's own) those staying until their lease ends.
+  std::vector<std::shared_ptr<Session>> retired_ ABSL_GUARDED_BY(keeper_mu_);
+  std::vector<std::shared_ptr<Session>> lingering_;
   ClockCondVar keeper_wake_;
   std::thread keeper_;
 };
+
+SessionRecord::~SessionRecord() {
+  // A session that ended (released, dropped, or every one at Shutdown(),
+  // after which the backend may be gone) needs nothing more.
+  if (session_->live) backend_->Retire(std::move(session_));
+}
 
 }  // namespace
 

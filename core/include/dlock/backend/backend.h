@@ -110,7 +110,10 @@ struct Grant {
   // the hold no later than the backend frees it (C19).
   MonoTime sent;
   // The hold's record (see HoldRecord). On a re-entry of AcquireCall::held:
-  // null keeps that record.
+  // null keeps that record. When acquisitions of one owner run at once, the
+  // record of the grant the core records last replaces the earlier one: a
+  // backend lets go of what a replaced record held (its lease at the
+  // latest).
   std::shared_ptr<HoldRecord> record;
 };
 
