@@ -9,7 +9,8 @@ std::vector<ServerBackend> ServerBackends() {
   std::vector<ServerBackend> backends;
   for (const TestBackend& entry :
        TestBackends({.across_processes = true, .one_per_backend = true})) {
-    backends.push_back({entry.label, [entry](const std::string& ns) {
+    // Named by backend ("postgres", not "postgres_lease"): one entry each.
+    backends.push_back({entry.backend, [entry](const std::string& ns) {
                           return UriForTest(entry, ns);
                         }});
   }

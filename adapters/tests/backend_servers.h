@@ -15,7 +15,7 @@
 namespace dlock::testing {
 
 struct ServerBackend {
-  std::string label;
+  std::string label;  // the backend's name: "redis", "zookeeper", "postgres"
   // A URI for namespace `ns`. Starts the server on first use; if it does not
   // start, the calling test fails with the harness's message (which says what
   // to install) and gets a URI that refuses connections.
@@ -27,7 +27,7 @@ inline std::ostream& operator<<(std::ostream& os, const ServerBackend& b) {
 }
 
 // The first registry entry of each backend compiled in whose locks clients
-// in separate processes share: redis, zookeeper, postgres_lease.
+// in separate processes share (for postgres, lease mode).
 std::vector<ServerBackend> ServerBackends();
 
 // Names the cases of a suite instantiated with ServerBackends() by label:
