@@ -37,7 +37,8 @@ struct TestBackend {
   std::string label;    // "redis", "zookeeper", "postgres_lease", ...
   std::string backend;  // the dlock::<backend> it runs: "redis", "postgres"
   // A second server configuration of a backend (Redis with an append-only
-  // file) that only tests asking for it by label run.
+  // file), for the tests that ask for variants (TestBackendFilter) or name
+  // it; the others leave it out.
   bool variant = false;
   // Whether clients in separate processes share locks (not memory://).
   bool shared_across_processes = true;
@@ -47,7 +48,8 @@ struct TestBackend {
   // install), on this and every later call.
   std::function<absl::StatusOr<std::string>(const UriRequest&)> uri;
   // A URI of this scheme that refuses connections (port 1), for a test
-  // whose server did not start: it fails at Connect too.
+  // whose server did not start: it fails at Connect too. (memory:// cannot
+  // fail to start; its URI is the usual one.)
   std::function<std::string(const std::string& ns)> unreachable_uri;
   // The server's port on 127.0.0.1, stable across restarts.
   std::function<absl::StatusOr<int>()> port;
