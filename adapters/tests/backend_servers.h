@@ -1,6 +1,7 @@
 // Copyright dlock authors. The server backends of this build, each with a
 // throwaway server started on first use and kept for the whole test binary,
-// for the tests that need clients in separate processes (memory:// cannot).
+// for the tests that need clients in separate processes (memory:// cannot):
+// one entry per backend from the test registry (integration/test_servers.h).
 #ifndef DLOCK_ADAPTERS_TESTS_BACKEND_SERVERS_H_
 #define DLOCK_ADAPTERS_TESTS_BACKEND_SERVERS_H_
 
@@ -14,7 +15,7 @@
 namespace dlock::testing {
 
 struct ServerBackend {
-  std::string label;
+  std::string label;  // the backend's name: "redis", "zookeeper", "postgres"
   // A URI for namespace `ns`. Starts the server on first use; if it does not
   // start, the calling test fails with the harness's message (which says what
   // to install) and gets a URI that refuses connections.
@@ -25,7 +26,8 @@ inline std::ostream& operator<<(std::ostream& os, const ServerBackend& b) {
   return os << b.label;
 }
 
-// One entry per server backend compiled in (redis, zookeeper, postgres).
+// The first registry entry of each backend compiled in whose locks clients
+// in separate processes share (for postgres, lease mode).
 std::vector<ServerBackend> ServerBackends();
 
 // Names the cases of a suite instantiated with ServerBackends() by label:

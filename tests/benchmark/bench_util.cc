@@ -214,6 +214,24 @@ int SecondsPerCase(int argc, char** argv) {
   return seconds;
 }
 
+std::string BenchServer::Uri(const std::string& ns,
+                             const std::string& extra) const {
+  // The server runs: the URI cannot fail any more.
+  return *backend.uri({.ns = ns, .extra = extra});
+}
+
+absl::StatusOr<BenchServer> StartServer(const std::string& label) {
+  absl::StatusOr<dlock::testing::TestBackend> backend =
+      dlock::testing::FindTestBackend(label);
+  if (!backend.ok()) return backend.status();
+  if (!backend->port) {
+    return absl::InvalidArgumentError(absl::StrCat(label, " has no server"));
+  }
+  absl::StatusOr<int> port = backend->port();
+  if (!port.ok()) return port.status();
+  return BenchServer{*std::move(backend), *port};
+}
+
 int Fail(const absl::Status& status) {
   std::cerr << "benchmark failed: " << status << "\n";
   return 1;

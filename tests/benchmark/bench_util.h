@@ -9,6 +9,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "test_servers.h"
 
 namespace dlock::bench {
 
@@ -65,6 +66,15 @@ absl::StatusOr<Paired> MeasurePaired(
 // The benchmark's only argument, seconds per case (default 5); prints the
 // usage and returns 0 when it is not a positive whole number.
 int SecondsPerCase(int argc, char** argv);
+
+// The test registry's entry `label` (integration/test_servers.h) with its
+// server started, and the server's port; what is missing if it cannot start.
+struct BenchServer {
+  dlock::testing::TestBackend backend;
+  int port = 0;
+  std::string Uri(const std::string& ns, const std::string& extra = "") const;
+};
+absl::StatusOr<BenchServer> StartServer(const std::string& label);
 
 // Prints why the benchmark failed; returns the exit code (1).
 int Fail(const absl::Status& status);

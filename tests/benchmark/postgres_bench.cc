@@ -32,7 +32,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "bench_util.h"
-#include "postgres_server.h"
 
 namespace {
 
@@ -236,23 +235,25 @@ int main(int argc, char** argv) {
   const int seconds = dlock::bench::SecondsPerCase(argc, argv);
   if (seconds < 1) return 2;
   const absl::Duration duration = absl::Seconds(seconds);
-  absl::StatusOr<std::unique_ptr<dlock::testing::PostgresServer>> server =
-      dlock::testing::PostgresServer::Start();
-  if (!server.ok()) return dlock::bench::Fail(server.status());
-  const dlock::testing::PostgresServer& pg = **server;
+  // Both modes run on one server.
+  absl::StatusOr<dlock::bench::BenchServer> lease =
+      dlock::bench::StartServer("postgres_lease");
+  if (!lease.ok()) return dlock::bench::Fail(lease.status());
+  absl::StatusOr<dlock::bench::BenchServer> session =
+      dlock::bench::StartServer("postgres_session");
+  if (!session.ok()) return dlock::bench::Fail(session.status());
   const std::string conninfo =
-      absl::StrCat("host=127.0.0.1 port=", pg.port(),
+      absl::StrCat("host=127.0.0.1 port=", lease->port,
                    " dbname=postgres user=postgres connect_timeout=5 "
                    "application_name=dlock-bench-ceiling");
-  const std::string tooz_url =
-      absl::StrCat("postgresql://postgres@127.0.0.1:", pg.port(), "/postgres");
+  const std::string tooz_url = absl::StrCat(
+      "postgresql://postgres@127.0.0.1:", lease->port, "/postgres");
   // One thread needs one connection; 16 threads get 16 pooled connections,
   // as the ceiling has (the default pool_size, 4, is printed as well).
-  const std::string lease_1 = pg.Uri("bench-lease");
-  const std::string lease_16 = pg.Uri("bench-lease", "pool_size=16");
-  const std::string session_1 = pg.Uri("bench-session", "mode=session");
-  const std::string session_16 =
-      pg.Uri("bench-session", "mode=session&pool_size=16");
+  const std::string lease_1 = lease->Uri("bench-lease");
+  const std::string lease_16 = lease->Uri("bench-lease", "pool_size=16");
+  const std::string session_1 = session->Uri("bench-session");
+  const std::string session_16 = session->Uri("bench-session", "pool_size=16");
 
   // Creates the scratch table and dlock's schema, and warms the server's
   // caches up before anything is measured.
@@ -376,7 +377,7 @@ int main(int argc, char** argv) {
                    "  1 thread:   %7.0f pairs/s\n"
                    "  16 threads: %7.0f pairs/s\n"
                    "uncontended acquire+release, lease mode:\n",
-                   seconds, rounds, pg.Uri(), Median(ceiling_1),
+                   seconds, rounds, lease->Uri(""), Median(ceiling_1),
                    Median(ceiling_1) / 2, Median(ceiling_16),
                    Median(ceiling_16) / 2, absl::FormatDuration(lone->median),
                    absl::FormatDuration(lone->p99), *tooz_1, *tooz_16)

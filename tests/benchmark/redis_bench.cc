@@ -20,7 +20,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "bench_util.h"
-#include "redis_server.h"
 
 namespace {
 
@@ -59,11 +58,11 @@ absl::StatusOr<absl::Duration> IsolatedRoundTrip(int port, int samples) {
 int main(int argc, char** argv) {
   const int seconds = dlock::bench::SecondsPerCase(argc, argv);
   if (seconds < 1) return 2;
-  absl::StatusOr<std::unique_ptr<dlock::testing::RedisServer>> server =
-      dlock::testing::RedisServer::Start();
+  absl::StatusOr<dlock::bench::BenchServer> server =
+      dlock::bench::StartServer("redis");
   if (!server.ok()) return dlock::bench::Fail(server.status());
-  const int port = (*server)->port();
-  const std::string uri = (*server)->Uri("bench");
+  const int port = server->port;
+  const std::string uri = server->Uri("bench");
 
   // The ceiling: redis-benchmark's rate for a script that does nothing
   // (EVALSHA after its first EVAL), halved since a pair is two round trips.

@@ -27,7 +27,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "bench_util.h"
-#include "zookeeper_server.h"
 
 namespace {
 
@@ -147,11 +146,11 @@ int main(int argc, char** argv) {
   const int seconds = dlock::bench::SecondsPerCase(argc, argv);
   if (seconds < 1) return 2;
   const absl::Duration duration = absl::Seconds(seconds);
-  absl::StatusOr<std::unique_ptr<dlock::testing::ZooKeeperServer>> server =
-      dlock::testing::ZooKeeperServer::Start();
+  absl::StatusOr<dlock::bench::BenchServer> server =
+      dlock::bench::StartServer("zookeeper");
   if (!server.ok()) return dlock::bench::Fail(server.status());
-  const std::string hosts = (*server)->Hosts();
-  const std::string uri = (*server)->Uri("bench");
+  const std::string hosts = absl::StrCat("127.0.0.1:", server->port);
+  const std::string uri = server->Uri("bench");
 
   // Warm the JVM's paths up before anything is measured.
   if (absl::Status s = CeilingPairsPerSecond(hosts, 4, duration).status();

@@ -1,6 +1,7 @@
 // Copyright dlock authors. What the conformance suite needs to know about a
 // backend: how to make a client URI and which faults its harness can inject.
-// One instantiation per backend lives next to this file (e.g. redis_test.cc).
+// backends.cc makes one from each entry of the test registry
+// (integration/test_servers.h).
 #ifndef DLOCK_TESTS_CONFORMANCE_BACKEND_UNDER_TEST_H_
 #define DLOCK_TESTS_CONFORMANCE_BACKEND_UNDER_TEST_H_
 

@@ -1,7 +1,8 @@
 // Copyright dlock authors. The lock services the history checker runs
-// against: a throwaway server per backend (started once per test binary),
-// how a worker's URI reaches it through a proxy, and the server-side faults
-// (kill -9 and restart, a stop across releases, terminated sessions).
+// against: the test registry's entries (integration/test_servers.h), each
+// with a throwaway server started once per test binary, how a worker's URI
+// reaches it through a proxy, and the server-side faults (kill -9 and
+// restart, a stop across releases, terminated sessions).
 #ifndef DLOCK_TESTS_HISTORY_HISTORY_BACKENDS_H_
 #define DLOCK_TESTS_HISTORY_HISTORY_BACKENDS_H_
 
@@ -36,8 +37,9 @@ class HistoryBackend {
   }
 };
 
-// The backends this build has, by the names the scenarios use: redis,
-// redis_aof, zookeeper, postgres_lease, postgres_session.
+// The registry's labels of this build whose locks other processes share,
+// variants included: redis, redis_aof, zookeeper, postgres_lease,
+// postgres_session.
 std::vector<std::string> BuiltBackends();
 // The backend's server, started on first use and kept for the binary's
 // life. FailedPrecondition, saying what to install, if it cannot start.

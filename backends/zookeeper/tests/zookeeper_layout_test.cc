@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "../../backends/zookeeper/zk_layout.h"
+#include "zk_layout.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "dlock/dlock.h"

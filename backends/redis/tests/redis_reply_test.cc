@@ -4,7 +4,7 @@
 // and must be dropped.
 #include <string>
 
-#include "../../backends/redis/redis_connection.h"
+#include "redis_connection.h"
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

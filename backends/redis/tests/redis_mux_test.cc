@@ -4,7 +4,7 @@
 // replies unread, whatever the interleaving: against a scripted RESP server
 // on loopback, which decides exactly when each reply goes out, and against a
 // real redis-server under load.
-#include "../../backends/redis/redis_mux.h"
+#include "redis_mux.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../backends/redis/redis_connection.h"
+#include "redis_connection.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

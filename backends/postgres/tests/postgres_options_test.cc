@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "../../backends/postgres/pg_options.h"
+#include "pg_options.h"
 #include "dlock/backend/backend.h"
 #include "dlock/uri.h"
 #include "gmock/gmock.h"

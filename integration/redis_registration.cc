@@ -1,0 +1,56 @@
+// Copyright dlock authors. Redis in the test registry (test_servers.h): a
+// redis-server without persistence ("redis") and, for the tests that ask for
+// it, one with an append-only file fsynced on every write ("redis_aof").
+#include "redis_server.h"
+#include "test_servers.h"
+
+namespace dlock::testing {
+namespace {
+
+SharedServer<RedisServer> plain("redis-server",
+                                [] { return RedisServer::Start(); });
+SharedServer<RedisServer> aof("redis-server (append-only file)", [] {
+  RedisServer::Options options;
+  options.persistence = true;
+  return RedisServer::Start(options);
+});
+
+TestBackend Entry(const std::string& label, bool variant,
+                  SharedServer<RedisServer>* shared) {
+  return TestBackend{
+      .label = label,
+      .backend = "redis",
+      .variant = variant,
+      .shared_across_processes = true,
+      .uri = [shared](const UriRequest& r) -> absl::StatusOr<std::string> {
+        absl::StatusOr<RedisServer*> server = shared->Get();
+        if (!server.ok()) return server.status();
+        const int port = r.port != 0 ? r.port : (*server)->port();
+        return WithQuery(absl::StrCat("redis://127.0.0.1:", port), r);
+      },
+      .unreachable_uri =
+          [](const std::string& ns) {
+            return absl::StrCat("redis://127.0.0.1:1?namespace=", ns);
+          },
+      .port = shared->PortHook(),
+      // Without persistence a restart loses every key, as a master restarted
+      // without persistence would; with it, the keys are read back.
+      .restart = shared->Hook([](RedisServer& s) { return s.Restart(); }),
+      .stop = shared->VoidHook([](RedisServer& s) { s.StopServer(); }),
+      .start = shared->Hook([](RedisServer& s) { return s.StartServer(); }),
+      .kill = shared->VoidHook([](RedisServer& s) { s.Kill(); }),
+      .pause = shared->VoidHook([](RedisServer& s) { s.Pause(); }),
+      .resume = shared->VoidHook([](RedisServer& s) { s.Resume(); }),
+      .terminate_sessions = nullptr,
+      .short_session_param = "",
+      .conformance_deviations = {},
+  };
+}
+
+const TestBackendRegistration registration({
+    Entry("redis", /*variant=*/false, &plain),
+    Entry("redis_aof", /*variant=*/true, &aof),
+});
+
+}  // namespace
+}  // namespace dlock::testing

@@ -1,0 +1,56 @@
+// Copyright dlock authors. Instantiates the suite for the entries of the test
+// registry (integration/test_servers.h) that run dlock::<backend>, the
+// backend this binary is built for (DLOCK_CONFORMANCE_BACKEND): PostgreSQL
+// has two (lease and session mode). Each entry's server is started once for
+// the whole binary, on first use; one that does not start fails every case
+// that needed it with what is missing (a missing server never skips a case).
+#include <string>
+#include <vector>
+
+#include "conformance_fixture.h"
+#include "test_servers.h"
+#include "test_servers_gtest.h"
+
+namespace dlock::testing {
+namespace {
+
+BackendUnderTest FromRegistry(const TestBackend& entry) {
+  BackendUnderTest b{
+      .label = entry.label,
+      .uri = [entry](const std::string& ns) { return UriForTest(entry, ns); },
+      .restart_server = entry.restart,
+      .stop_server = nullptr,
+      .start_server = entry.start,
+      .shared_across_processes = entry.shared_across_processes,
+      .deviations = entry.conformance_deviations,
+  };
+  if (entry.stop) {
+    b.stop_server = [stop = entry.stop] {
+      if (absl::Status s = stop(); !s.ok()) ADD_FAILURE() << s;
+    };
+  }
+  return b;
+}
+
+std::vector<BackendUnderTest> UnderTest() {
+  std::vector<BackendUnderTest> out;
+  for (const TestBackend& entry :
+       TestBackends({.backend = DLOCK_CONFORMANCE_BACKEND})) {
+    out.push_back(FromRegistry(entry));
+  }
+  return out;
+}
+
+TEST(ConformanceRegistry, BackendHasAnEntry) {
+  EXPECT_FALSE(UnderTest().empty())
+      << "no entry for backend '" << DLOCK_CONFORMANCE_BACKEND
+      << "' in the test registry: add integration/" << DLOCK_CONFORMANCE_BACKEND
+      << "_registration.cc";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
+                         ::testing::ValuesIn(UnderTest()),
+                         Conformance::ParamName);
+
+}  // namespace
+}  // namespace dlock::testing
