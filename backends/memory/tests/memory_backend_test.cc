@@ -39,8 +39,7 @@ TEST(MemoryBackend, MessagesNeverShowTheInternalKey) {
   EXPECT_EQ(tried.status().code(), absl::StatusCode::kDeadlineExceeded);
   ExpectNamesTheLockOnly(tried.status());
 
-  absl::StatusOr<Hold> waited =
-      lock->Acquire({.wait = absl::Milliseconds(20)});
+  absl::StatusOr<Hold> waited = lock->Acquire({.wait = absl::Milliseconds(20)});
   EXPECT_EQ(waited.status().code(), absl::StatusCode::kDeadlineExceeded);
   ExpectNamesTheLockOnly(waited.status());
 

@@ -3,11 +3,11 @@
 #include <memory>
 #include <string>
 
-#include "pg_options.h"
 #include "dlock/backend/backend.h"
 #include "dlock/uri.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pg_options.h"
 
 namespace dlock::postgres {
 namespace {

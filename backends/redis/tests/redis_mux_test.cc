@@ -23,7 +23,6 @@
 #include <thread>
 #include <vector>
 
-#include "redis_connection.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "redis_connection.h"
 #include "redis_server.h"
 
 namespace dlock::redis {

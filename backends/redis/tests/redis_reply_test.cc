@@ -4,10 +4,10 @@
 // and must be dropped.
 #include <string>
 
-#include "redis_connection.h"
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "redis_connection.h"
 
 namespace dlock::redis {
 namespace {

@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "zk_layout.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
+#include "zk_layout.h"
 
 namespace dlock::zk {
 namespace {
