@@ -168,9 +168,9 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
         "under way, which may have taken the grant off; try again"));
   }
   CancelToken lost_token;
-  const uint64_t acquisition =
-      RecordGrant(key, *grant, options, lease, lost_token);
-  HoldEntry& hold = holds_[key];
+  uint64_t acquisition = 0;
+  HoldEntry& hold =
+      RecordGrant(key, *grant, options, lease, lost_token, acquisition);
   if (LatchDeadline(key, hold, clock_.Now())) {
     // The reply came back after the lease it started had run out (or the
     // backend's session bound passed meanwhile): not to be believed (C19).
@@ -192,9 +192,9 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
                   std::move(lost_token));
 }
 
-uint64_t ClientCore::RecordGrant(const HoldKey& key, const Grant& grant,
-                                 const AcquireOptions& options,
-                                 absl::Duration lease, CancelToken lost) {
+ClientCore::HoldEntry& ClientCore::RecordGrant(
+    const HoldKey& key, const Grant& grant, const AcquireOptions& options,
+    absl::Duration lease, CancelToken lost, uint64_t& acquisition) {
   HoldEntry& hold = holds_[key];
   const MonoTime now = clock_.Now();
   const bool same_hold = hold.local_holds > 0 && !hold.lost &&
@@ -244,16 +244,12 @@ uint64_t ClientCore::RecordGrant(const HoldKey& key, const Grant& grant,
     hold.valid_until = LocalDeadline(grant.sent, lease);
     hold.next_renewal = grant.sent + lease / 3;
   }
-  const uint64_t id = next_acquisition_++;
+  acquisition = next_acquisition_++;
   hold.acquisitions.push_back(Acquisition{
-      .id = id, .on_lost = options.on_lost, .lost = std::move(lost)});
+      .id = acquisition, .on_lost = options.on_lost, .lost = std::move(lost)});
   ++hold.local_holds;
   WakeFor(key, hold);
-  return id;
-}
-
-absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref) {
-  return Release(ref);
+  return hold;
 }
 
 absl::Status ClientCore::KeepUntilLeaseEnd(const HoldRef& ref) {
@@ -287,10 +283,10 @@ absl::Status ClientCore::ReleaseByToken(absl::string_view name,
                                         absl::string_view owner_token) {
   absl::StatusOr<std::string> owner = TokenOwnerOf(owner_token);
   if (!owner.ok()) return owner.status();
-  return Release(HoldRef{.name = name, .owner = *owner});
+  return ReleaseAcquisition(HoldRef{.name = name, .owner = *owner});
 }
 
-absl::Status ClientCore::Release(const HoldRef& ref) {
+absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref) {
   std::vector<Delivery> deliveries;
   absl::Status released;
   {

@@ -60,6 +60,8 @@ class ClientCore : public BackendListener,
   LockState StateByToken(absl::string_view name, absl::string_view owner_token);
 
   // HoldSite: what a Hold asks.
+  // Takes one acquisition off: `ref.generation` 0 is whichever hold the
+  // owner has, `ref.acquisition` 0 its innermost acquisition.
   absl::Status ReleaseAcquisition(const HoldRef& ref) override;
   absl::Status KeepUntilLeaseEnd(const HoldRef& ref) override;
   absl::Status RenewAcquisition(const HoldRef& ref,
@@ -197,14 +199,12 @@ class ClientCore : public BackendListener,
   absl::Status DeadlineReason(const HoldKey& key, const HoldEntry& hold)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<Delivery>& deliveries);
-  // Records the new state of a hold after a grant; returns the
-  // acquisition's id.
-  uint64_t RecordGrant(const HoldKey& key, const Grant& grant,
-                       const AcquireOptions& options, absl::Duration lease,
-                       CancelToken lost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes one acquisition off: `ref.generation` 0 is whichever hold the
-  // owner has, `ref.acquisition` 0 its innermost acquisition.
-  absl::Status Release(const HoldRef& ref);
+  // Records the new state of a hold after a grant and returns its entry;
+  // `acquisition` gets the acquisition's id.
+  HoldEntry& RecordGrant(const HoldKey& key, const Grant& grant,
+                         const AcquireOptions& options, absl::Duration lease,
+                         CancelToken lost, uint64_t& acquisition)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ReleaseHold(const HoldRef& ref,
                            std::vector<Delivery>& deliveries);
 

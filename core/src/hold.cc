@@ -110,13 +110,13 @@ Hold::~Hold() { ReleaseOrReport(); }
 void Hold::ReleaseOrReport() noexcept {
   if (site_ == nullptr) return;
   std::shared_ptr<internal::HoldSite> site = site_;
-  // Released by token meanwhile (C6): nothing failed.
-  const bool released_elsewhere = state() == LockState::kNotHeld;
   absl::Status released = Release();
-  // Close() ended the hold already (C13); a loss was told once through the
-  // lost callbacks (C20), not again here.
-  if (!released.ok() && !released_elsewhere && !IsClientClosed(released) &&
-      !IsLost(released)) {
+  // Nothing failed that the hook should hear of: Close() ended the hold
+  // already (C13); a loss was told once through the lost callbacks (C20);
+  // an active Hold is refused as not the owner only when a release by
+  // token took its acquisition (C6).
+  if (!released.ok() && !IsClientClosed(released) && !IsLost(released) &&
+      !IsNotOwner(released)) {
     site->ReportReleaseError(name_, released);
   }
 }

@@ -388,6 +388,26 @@ TEST(HoldTest, HoldOutlivingItsClientsCloseIsSilent) {
   EXPECT_TRUE(defaults.lines().empty());
 }
 
+// A release by token (C6) that took a Hold's acquisition is no failure of
+// that Hold: its destructor stays silent.
+TEST(HoldTest, AcquisitionReleasedByTokenIsNotReportedByItsHold) {
+  HookRecord release_errors;
+  std::unique_ptr<LockClient> client = MustConnect(
+      UniqueUri(), ClientOptions{.on_release_error = release_errors.Hook()});
+  std::unique_ptr<DistributedLock> lock = MustLock(*client, "by token");
+  {
+    ASSERT_OK_AND_ASSIGN(Hold outer, lock->Acquire({.owner_token = "job"}));
+    ASSERT_OK_AND_ASSIGN(Hold inner, lock->Acquire({.owner_token = "job"}));
+    ASSERT_OK(lock->ReleaseByToken("job"));  // takes the innermost
+    EXPECT_EQ(inner.state(), LockState::kNotHeld);
+    EXPECT_EQ(outer.state(), LockState::kHeld);
+    ASSERT_OK(lock->ReleaseByToken("job"));  // and the last
+    EXPECT_EQ(outer.state(), LockState::kNotHeld);
+  }
+  EXPECT_FALSE(IsLocked(*client, "by token"));
+  EXPECT_TRUE(release_errors.lines().empty()) << release_errors.lines().front();
+}
+
 // A hold left to run out keeps the lock taken until its lease ends there,
 // with nobody told of a loss and no release sent; then the lock is free and
 // the client has forgotten it.
