@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "proc_state.h"
 
 namespace dlock::testing {
 namespace {
@@ -201,12 +202,8 @@ namespace {
 
 // Whether `pid` exists and is not a zombie.
 bool IsRunning(pid_t pid) {
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(stat)),
-                   std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos || close + 2 >= text.size()) return false;
-  return text[close + 2] != 'Z';
+  const char state = ProcessState(pid);
+  return state != 0 && state != 'Z';
 }
 
 }  // namespace

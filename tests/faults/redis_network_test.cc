@@ -2,11 +2,9 @@
 // redis-server that a fault proxy (integration/fault_proxy.h) stands between:
 // slow replies, a network that swallows new connections, an address that
 // moves from a demoted master to the new one.
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,10 +22,14 @@
 #include "fault_proxy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proc_state.h"
 #include "redis_server.h"
 
 namespace dlock {
 namespace {
+
+using ::dlock::testing::AsleepInKernel;
+using ::dlock::testing::ThreadId;
 
 using testing::Admission;
 using testing::Direction;
@@ -54,29 +56,6 @@ std::unique_ptr<DistributedLock> LockOrDie(LockClient& client,
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock = client.GetLock(name);
   EXPECT_TRUE(lock.ok()) << lock.status();
   return lock.ok() ? *std::move(lock) : nullptr;
-}
-
-pid_t ThreadId() { return static_cast<pid_t>(syscall(SYS_gettid)); }
-
-// True once thread `tid` of this process has been asleep (state S) for
-// several looks in a row: blocked in read() or a futex, as far as it gets
-// without help.
-bool AsleepInKernel(pid_t tid) {
-  const std::string path = absl::StrCat("/proc/self/task/", tid, "/stat");
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  int asleep = 0;
-  while (absl::Now() < deadline) {
-    std::ifstream stat(path);
-    std::string text((std::istreambuf_iterator<char>(stat)),
-                     std::istreambuf_iterator<char>());
-    const size_t paren = text.rfind(')');
-    const bool sleeping = paren != std::string::npos &&
-                          paren + 2 < text.size() && text[paren + 2] == 'S';
-    asleep = sleeping ? asleep + 1 : 0;
-    if (asleep >= 5) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return false;
 }
 
 // Holds the watchdog just before it sends a batch of renewals, once armed,

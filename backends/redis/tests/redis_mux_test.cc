@@ -10,13 +10,11 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,11 +28,15 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "proc_state.h"
 #include "redis_connection.h"
 #include "redis_server.h"
 
 namespace dlock::redis {
 namespace {
+
+using ::dlock::testing::AsleepInKernel;
+using ::dlock::testing::ThreadId;
 
 // A RESP server on 127.0.0.1 that does nothing by itself: the test reads the
 // commands it received and sends replies when it chooses.
@@ -171,32 +173,6 @@ std::vector<std::string> Commands(const std::vector<std::string>& words) {
 
 std::string Text(const Reply& reply) {
   return reply == nullptr ? "<null>" : std::string(reply->str, reply->len);
-}
-
-// The thread id of the calling thread, for AsleepInKernel().
-pid_t ThreadId() { return static_cast<pid_t>(syscall(SYS_gettid)); }
-
-// True once thread `tid` of this process has been asleep (state S: in
-// read(), in a futex) for several looks in a row: it got as far as it can
-// without help. The mux has no hooks, so this is how a test knows that a
-// caller is blocked in its read or in its wait before the next step.
-bool AsleepInKernel(pid_t tid) {
-  const std::string path = absl::StrCat("/proc/self/task/", tid, "/stat");
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  int asleep = 0;
-  while (absl::Now() < deadline) {
-    std::ifstream stat(path);
-    std::string text((std::istreambuf_iterator<char>(stat)),
-                     std::istreambuf_iterator<char>());
-    // pid (comm) S ...: the state follows the last ')'.
-    const size_t paren = text.rfind(')');
-    const bool sleeping = paren != std::string::npos &&
-                          paren + 2 < text.size() && text[paren + 2] == 'S';
-    asleep = sleeping ? asleep + 1 : 0;
-    if (asleep >= 5) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return false;
 }
 
 // A caller runs one Call on its own thread and reports when it returns.
