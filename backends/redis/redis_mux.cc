@@ -35,33 +35,60 @@ bool MuxConnection::wrong_server() const {
   return wrong_server_;
 }
 
+MuxConnection::Ticket::~Ticket() {
+  if (!awaited_ && mux_ != nullptr) (void)mux_->Await(*this);
+}
+
 absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
     std::vector<std::string> commands) {
-  if (commands.empty()) return std::vector<Reply>();
-  Waiter waiter;
-  std::vector<Request> requests(commands.size());
+  std::unique_ptr<Ticket> ticket = Submit(std::move(commands));
+  return Await(*ticket);
+}
+
+std::unique_ptr<MuxConnection::Ticket> MuxConnection::Submit(
+    std::vector<std::string> commands) {
+  std::unique_ptr<Ticket> ticket(new Ticket);
+  ticket->mux_ = this;
+  ticket->waiter_ = std::make_unique<Waiter>();
+  ticket->requests_.resize(commands.size());
   absl::MutexLock lock(&mu_);
-  if (!broken_.ok()) return broken_;
+  // On a broken connection nothing is queued: Await() returns the failure.
+  if (!broken_.ok()) return ticket;
   for (size_t i = 0; i < commands.size(); ++i) {
     absl::StrAppend(&queued_, commands[i]);
-    requests[i].waiter = &waiter;
-    pending_.push_back(&requests[i]);
+    ticket->requests_[i].waiter = ticket->waiter_.get();
+    pending_.push_back(&ticket->requests_[i]);
   }
-  waiter.unanswered = requests.size();
+  ticket->waiter_->unanswered = commands.size();
+  WriteQueued();
+  return ticket;
+}
+
+void MuxConnection::WriteQueued() {
+  // Whoever appends to queued_ either writes it here or finds a writer that
+  // loops back here before it leaves, so no command waits for a writer that
+  // is not coming.
+  while (!writing_ && !queued_.empty() && broken_.ok()) {
+    writing_ = true;
+    std::string batch;
+    batch.swap(queued_);
+    mu_.Unlock();
+    absl::Status written = WriteAll(batch);
+    mu_.Lock();
+    writing_ = false;
+    if (!written.ok()) FailAll(written);
+  }
+}
+
+absl::StatusOr<std::vector<Reply>> MuxConnection::Await(Ticket& ticket) {
+  Waiter& waiter = *ticket.waiter_;
+  absl::MutexLock lock(&mu_);
+  ticket.awaited_ = true;
   while (true) {
     // Write first, even when our replies are in: a caller leaves no queued
-    // command behind with nobody to write it. Whoever appends to queued_
-    // either writes it here or finds a writer that loops back here before
-    // it leaves, so no command waits for a writer that is not coming.
+    // command behind with nobody to write it.
     if (!writing_ && !queued_.empty() && broken_.ok()) {
-      writing_ = true;
-      std::string batch;
-      batch.swap(queued_);
-      mu_.Unlock();
-      absl::Status written = WriteAll(batch);
-      mu_.Lock();
-      writing_ = false;
-      if (!written.ok()) FailAll(written);
+      WriteQueued();
       continue;
     }
     if (waiter.unanswered == 0) break;
@@ -102,20 +129,31 @@ absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
     }
     // Someone else reads (and wakes us when our replies are in, or when we
     // are next to read) or writes (and loops back to the checks above).
+    waiter.asleep = true;
     waiter.wake.Wait(&mu_);
+    waiter.asleep = false;
   }
   // Hand the reading over: replies of the callers still waiting come only
-  // if somebody reads, and the owner of the oldest request needs them first.
-  // A Call leaves only once its own requests are answered, so the oldest
-  // pending request belongs to a caller that is asleep or about to look.
-  if (!reading_ && !pending_.empty()) pending_.front()->waiter->wake.Signal();
+  // if somebody reads.
+  if (!reading_ && !pending_.empty()) HandOverReading();
   std::vector<Reply> replies;
-  replies.reserve(requests.size());
-  for (Request& r : requests) {
+  replies.reserve(ticket.requests_.size());
+  for (Request& r : ticket.requests_) {
     if (r.reply == nullptr) return broken_;
     replies.push_back(std::move(r.reply));
   }
   return replies;
+}
+
+void MuxConnection::HandOverReading() {
+  // Callers that are away (awaiting another server) look for themselves
+  // when they come back; one that sleeps here would wait for good.
+  for (Request* r : pending_) {
+    if (r->waiter->asleep) {
+      r->waiter->wake.Signal();
+      return;
+    }
+  }
 }
 
 void MuxConnection::FailAll(const absl::Status& status) {

@@ -26,13 +26,57 @@ std::string FormatCommand(absl::Span<const std::string> argv);
 // connection; many threads share writes and reads, and the server, reading
 // many commands per read(), spends less per command.
 class MuxConnection {
+ private:
+  // One Call: its caller sleeps on `wake` until every reply is in or the
+  // connection failed, or until it is its turn to read. Every request of the
+  // Call points here, so whoever finishes the Call or hands it the reading
+  // wakes the one thread that waits for it, whichever request is in front.
+  struct Waiter {
+    size_t unanswered = 0;
+    // Whether its caller sleeps on `wake` now. A submitted Call's caller may
+    // be away (awaiting another server): the reading is handed to a caller
+    // that sleeps here, never to one that cannot take it.
+    bool asleep = false;
+    absl::CondVar wake;
+  };
+  struct Request {
+    Reply reply;
+    Waiter* waiter = nullptr;
+  };
+
  public:
+  // Commands submitted and not yet awaited. Every Ticket is awaited: its
+  // destructor awaits (and drops the replies) when its owner did not.
+  class Ticket {
+   public:
+    ~Ticket();
+    Ticket(const Ticket&) = delete;
+    Ticket& operator=(const Ticket&) = delete;
+
+   private:
+    friend class MuxConnection;
+    Ticket() = default;
+    MuxConnection* mux_ = nullptr;
+    std::unique_ptr<Waiter> waiter_;
+    std::vector<Request> requests_;
+    bool awaited_ = false;
+  };
+
   explicit MuxConnection(std::unique_ptr<Connection> conn);
 
   // Sends the commands (RESP-encoded) back to back and returns their
   // replies in order. Unavailable, for every command, when the connection
   // fails; the connection is broken() from then on.
   absl::StatusOr<std::vector<Reply>> Call(std::vector<std::string> commands);
+
+  // Call() in two halves, for a caller that talks to several servers at
+  // once (a Redlock attempt): Submit() queues the commands and writes them
+  // unless another caller is writing; Await() waits for their replies. A
+  // caller that submits to every server before it awaits any waits for the
+  // slowest server, not for their sum. The connection must outlive the
+  // Ticket.
+  std::unique_ptr<Ticket> Submit(std::vector<std::string> commands);
+  absl::StatusOr<std::vector<Reply>> Await(Ticket& ticket);
 
   // True once the connection failed, or once the server answered that it
   // cannot serve this client (MustReconnect(): READONLY, MASTERDOWN,
@@ -43,24 +87,16 @@ class MuxConnection {
   bool wrong_server() const;
 
  private:
-  // One Call: its caller sleeps on `wake` until every reply is in or the
-  // connection failed, or until it is its turn to read. Every request of the
-  // Call points here, so whoever finishes the Call or hands it the reading
-  // wakes the one thread that waits for it, whichever request is in front.
-  struct Waiter {
-    size_t unanswered = 0;
-    absl::CondVar wake;
-  };
-  struct Request {
-    Reply reply;
-    Waiter* waiter = nullptr;
-  };
-
+  // Writes what is queued unless another caller writes (and will loop back
+  // to write what was queued meanwhile).
+  void WriteQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteAll(const std::string& bytes);
   absl::Status ReadSome(std::vector<Reply>& replies);
   // Fails every pending request and wakes their callers; shuts the socket
   // down so that a caller blocked reading it returns at once.
   void FailAll(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the caller of the oldest pending request that sleeps, to read.
+  void HandOverReading() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<Connection> conn_;
   mutable absl::Mutex mu_;

@@ -278,6 +278,63 @@ TEST(MuxConnection, BatchHandsReadingToTheNextBatch) {
   EXPECT_EQ(Text((*second.result())[2]), "y3");
 }
 
+// A Redlock attempt submits to every master before it awaits any, so the
+// owner of the oldest pending request may be away, awaiting another server.
+// The reading must go to a caller that sleeps here, or it sleeps for good.
+TEST(MuxConnection, ReadingSkipsACallerThatSubmittedAndIsAway) {
+  ScriptedServer server;
+  auto mux = OpenMux(server.port());
+  ASSERT_NE(mux, nullptr);
+  ASSERT_TRUE(server.Accept());
+
+  Caller reader(*mux, Commands({"r"}));
+  ASSERT_EQ(server.ReadCommands(1).size(), 1u);
+  ASSERT_TRUE(AsleepInKernel(reader.tid()));
+  // This thread submits and goes away without awaiting.
+  std::unique_ptr<MuxConnection::Ticket> away = mux->Submit(Commands({"a"}));
+  ASSERT_EQ(server.ReadCommands(1).size(), 1u);
+  Caller behind(*mux, Commands({"b"}));
+  ASSERT_EQ(server.ReadCommands(1).size(), 1u);
+  ASSERT_TRUE(AsleepInKernel(behind.tid()));
+
+  server.Send("$1\r\nr\r\n");
+  ASSERT_TRUE(reader.Returned(absl::Seconds(10)));
+  server.Send("$1\r\na\r\n$1\r\nb\r\n");
+  const bool returned = behind.Returned(absl::Seconds(10));
+  EXPECT_TRUE(returned) << "the caller behind an absent one was left asleep";
+  absl::StatusOr<std::vector<Reply>> mine = mux->Await(*away);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(Text((*mine)[0]), "a");
+  ASSERT_TRUE(behind.Returned(absl::Seconds(10)));
+  ASSERT_TRUE(behind.result().ok()) << behind.result().status();
+  EXPECT_EQ(Text((*behind.result())[0]), "b");
+}
+
+// Submitting to two servers, then awaiting both, overlaps their waits.
+TEST(MuxConnection, SubmitToTwoServersThenAwaitBoth) {
+  ScriptedServer one;
+  ScriptedServer two;
+  auto mux_one = OpenMux(one.port());
+  auto mux_two = OpenMux(two.port());
+  ASSERT_NE(mux_one, nullptr);
+  ASSERT_NE(mux_two, nullptr);
+  ASSERT_TRUE(one.Accept());
+  ASSERT_TRUE(two.Accept());
+  std::unique_ptr<MuxConnection::Ticket> t1 = mux_one->Submit(Commands({"1"}));
+  std::unique_ptr<MuxConnection::Ticket> t2 = mux_two->Submit(Commands({"2"}));
+  // Both servers have the command before either answers.
+  ASSERT_EQ(one.ReadCommands(1).size(), 1u);
+  ASSERT_EQ(two.ReadCommands(1).size(), 1u);
+  two.Send("$1\r\n2\r\n");
+  one.Send("$1\r\n1\r\n");
+  absl::StatusOr<std::vector<Reply>> r1 = mux_one->Await(*t1);
+  absl::StatusOr<std::vector<Reply>> r2 = mux_two->Await(*t2);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_EQ(Text((*r1)[0]), "1");
+  EXPECT_EQ(Text((*r2)[0]), "2");
+}
+
 // A connection that ends while a reader and a batch behind it wait fails
 // both at once, with Unavailable naming the server.
 TEST(MuxConnection, HangupFailsEveryWaitingCallerAtOnce) {

@@ -1,0 +1,162 @@
+#include "redis_lock_ops.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/errors.h"
+
+namespace dlock::redis {
+
+Keyspace::Keyspace(absl::string_view lock_namespace, int db)
+    : prefix_(absl::StrCat("dlock:", lock_namespace, ":")),
+      fence_(absl::StrCat(prefix_, "fence")),
+      channel_(absl::StrCat("dlock:", db, ":", lock_namespace, ":released")) {}
+
+std::string Keyspace::LockKey(absl::string_view name) const {
+  return absl::StrCat(prefix_, "l:", name);
+}
+
+int64_t LeaseMillis(absl::Duration lease) {
+  return std::max<int64_t>(1, absl::ToInt64Milliseconds(lease));
+}
+
+absl::Status Malformed(absl::string_view what, absl::string_view endpoint) {
+  return absl::InternalError(absl::StrCat(
+      "redis at ", endpoint, " gave an unexpected reply to ", what));
+}
+
+ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
+                         absl::string_view name, absl::string_view owner,
+                         absl::Duration lease, bool will_wait) {
+  return ScriptCall{&master.scripts().acquire,
+                    {keys.LockKey(name), keys.fence()},
+                    {std::string(owner), absl::StrCat(LeaseMillis(lease)),
+                     will_wait ? "1" : "0"}};
+}
+
+absl::StatusOr<Attempt> ParseAcquire(const redisReply* r,
+                                     absl::string_view endpoint) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+      r->element[0]->type != REDIS_REPLY_INTEGER) {
+    return Malformed("acquire", endpoint);
+  }
+  if (r->element[0]->integer == 1 && r->elements == 3) {
+    return Attempt{.acquired =
+                       Acquired{static_cast<uint64_t>(r->element[1]->integer),
+                                r->element[2]->integer}};
+  }
+  // pttl is -1 for a key without expiry, which we never write, and -2 when
+  // it expired between the calls: look again at once.
+  const int64_t pttl = r->element[1]->integer;
+  return Attempt{.acquired = std::nullopt,
+                 .holder_lease_left = absl::Milliseconds(pttl >= 0 ? pttl : 0)};
+}
+
+ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
+                         absl::string_view name, absl::string_view owner,
+                         int64_t holds) {
+  return ScriptCall{&master.scripts().release,
+                    {keys.LockKey(name)},
+                    {std::string(owner), absl::StrCat(holds), keys.channel(),
+                     std::string(name)}};
+}
+
+absl::StatusOr<int64_t> ParseRelease(const redisReply* r,
+                                     absl::string_view name,
+                                     absl::string_view endpoint) {
+  if (r->type != REDIS_REPLY_INTEGER) return Malformed("release", endpoint);
+  if (r->integer < 0) return NotOwnerError(name);
+  return r->integer;
+}
+
+ScriptCall RenewScript(const Master& master, const Keyspace& keys,
+                       absl::string_view name, absl::string_view owner,
+                       absl::Duration lease) {
+  return ScriptCall{&master.scripts().renew,
+                    {keys.LockKey(name)},
+                    {std::string(owner), absl::StrCat(LeaseMillis(lease))}};
+}
+
+absl::Status ParseRenew(const redisReply* r, absl::string_view name,
+                        absl::string_view endpoint) {
+  if (r->type != REDIS_REPLY_INTEGER) return Malformed("renew", endpoint);
+  return r->integer == 1 ? absl::OkStatus() : NotOwnerError(name);
+}
+
+ScriptCall InspectScript(const Master& master, const Keyspace& keys,
+                         absl::string_view name) {
+  return ScriptCall{&master.scripts().inspect, {keys.LockKey(name)}, {}};
+}
+
+absl::StatusOr<LockInfo> ParseInspect(const redisReply* r,
+                                      absl::string_view name,
+                                      absl::string_view endpoint) {
+  LockInfo info;
+  info.name = std::string(name);
+  if (r->type != REDIS_REPLY_ARRAY) return Malformed("inspect", endpoint);
+  if (r->elements == 0) return info;
+  if (r->elements != 5) return Malformed("inspect", endpoint);
+  info.locked = true;
+  info.owner.assign(r->element[0]->str, r->element[0]->len);
+  info.hold_count = r->element[1]->integer;
+  info.fencing_token = static_cast<uint64_t>(r->element[2]->integer);
+  info.since = absl::FromUnixMillis(r->element[3]->integer);
+  info.remaining_lease =
+      absl::Milliseconds(std::max<int64_t>(0, r->element[4]->integer));
+  return info;
+}
+
+ScriptCall ForceUnlockScript(const Master& master, const Keyspace& keys,
+                             absl::string_view name) {
+  return ScriptCall{&master.scripts().force_unlock,
+                    {keys.LockKey(name)},
+                    {keys.channel(), std::string(name)}};
+}
+
+namespace {
+
+// Names may hold glob characters; SCAN's MATCH needs them escaped.
+std::string GlobEscape(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
+      out.push_back('\\');
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ScanLockNames(
+    Master& master, const Keyspace& keys, absl::string_view prefix) {
+  const std::string key_prefix = keys.LockKey("");
+  const std::string pattern =
+      absl::StrCat(GlobEscape(key_prefix), GlobEscape(prefix), "*");
+  std::vector<std::string> names;
+  std::string cursor = "0";
+  do {
+    absl::StatusOr<std::vector<Reply>> replies = master.Send(
+        {FormatCommand({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"})});
+    if (!replies.ok()) return replies.status();
+    const redisReply* r = (*replies)[0].get();
+    if (absl::Status s = ReplyError(r, "SCAN", master.endpoint()); !s.ok()) {
+      return s;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+      return Malformed("SCAN", master.endpoint());
+    }
+    cursor.assign(r->element[0]->str, r->element[0]->len);
+    for (size_t i = 0; i < r->element[1]->elements; ++i) {
+      const redisReply* key = r->element[1]->element[i];
+      names.emplace_back(key->str + key_prefix.size(),
+                         key->len - key_prefix.size());
+    }
+  } while (cursor != "0");
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,83 @@
+// Copyright dlock authors. The lock operations on one master as script calls
+// and what their replies mean: shared by every Redis topology, which decides
+// how many masters to ask and what their answers add up to.
+#ifndef DLOCK_BACKENDS_REDIS_REDIS_LOCK_OPS_H_
+#define DLOCK_BACKENDS_REDIS_REDIS_LOCK_OPS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/backend/backend.h"
+#include "dlock/backend/wakeup.h"
+#include "redis_master.h"
+
+namespace dlock::redis {
+
+// Where one lock namespace lives on a master (docs/redis.md, key layout).
+class Keyspace {
+ public:
+  // Pub/sub ignores SELECT, so the channel names the db too.
+  Keyspace(absl::string_view lock_namespace, int db);
+
+  std::string LockKey(absl::string_view name) const;
+  const std::string& prefix() const { return prefix_; }    // "dlock:<ns>:"
+  const std::string& fence() const { return fence_; }      // the counter (C8)
+  const std::string& channel() const { return channel_; }  // releases
+
+ private:
+  std::string prefix_;
+  std::string fence_;
+  std::string channel_;
+};
+
+// Leases go to the server in whole milliseconds, at least one.
+int64_t LeaseMillis(absl::Duration lease);
+
+// A fresh hold or a re-entry (the acquire script). `will_wait` marks a
+// refused attempt so that the holder's release is announced.
+ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
+                         absl::string_view name, absl::string_view owner,
+                         absl::Duration lease, bool will_wait);
+// The hold with its token and count, or the holder's lease left.
+absl::StatusOr<Attempt> ParseAcquire(const redisReply* reply,
+                                     absl::string_view endpoint);
+
+ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
+                         absl::string_view name, absl::string_view owner,
+                         int64_t holds);
+// The holds left; NotOwnerError() when the owner does not hold the lock.
+absl::StatusOr<int64_t> ParseRelease(const redisReply* reply,
+                                     absl::string_view name,
+                                     absl::string_view endpoint);
+
+ScriptCall RenewScript(const Master& master, const Keyspace& keys,
+                       absl::string_view name, absl::string_view owner,
+                       absl::Duration lease);
+// OK, or NotOwnerError() when the owner does not hold the lock.
+absl::Status ParseRenew(const redisReply* reply, absl::string_view name,
+                        absl::string_view endpoint);
+
+ScriptCall InspectScript(const Master& master, const Keyspace& keys,
+                         absl::string_view name);
+absl::StatusOr<LockInfo> ParseInspect(const redisReply* reply,
+                                      absl::string_view name,
+                                      absl::string_view endpoint);
+
+ScriptCall ForceUnlockScript(const Master& master, const Keyspace& keys,
+                             absl::string_view name);
+
+// The names of the locks on the master whose names start with `prefix`
+// (SCAN; a lock that expires meanwhile may be among them).
+absl::StatusOr<std::vector<std::string>> ScanLockNames(
+    Master& master, const Keyspace& keys, absl::string_view prefix);
+
+// For a reply that does not have the shape its script returns.
+absl::Status Malformed(absl::string_view what, absl::string_view endpoint);
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_BACKENDS_REDIS_REDIS_LOCK_OPS_H_

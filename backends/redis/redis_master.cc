@@ -1,0 +1,145 @@
+#include "redis_master.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/errors.h"
+
+namespace dlock::redis {
+
+Master::Master(ConnectionConfig config, std::string channel, WakeupHub* hub)
+    : config_(std::move(config)) {
+  if (hub != nullptr) {
+    subscriber_ =
+        std::make_unique<Subscriber>(config_, std::move(channel), hub);
+  }
+}
+
+Master::~Master() { Shutdown(); }
+
+absl::Status Master::Start() {
+  absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config_);
+  if (!conn.ok()) return conn.status();
+  if (absl::Status s = scripts_.Load(**conn, endpoint()); !s.ok()) return s;
+  {
+    absl::MutexLock lock(&mu_);
+    mux_ = std::make_shared<MuxConnection>(*std::move(conn));
+  }
+  return subscriber_ != nullptr ? subscriber_->Start() : absl::OkStatus();
+}
+
+void Master::Shutdown() {
+  if (subscriber_ != nullptr) subscriber_->Stop();
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+  mux_.reset();
+}
+
+// One caller dials, outside every lock; callers that find a dial in flight
+// fail at once instead of queueing behind it, so that against an address
+// that swallows SYNs nobody (the watchdog included) waits more than one
+// connect_timeout, and at most one dial is open at a time (C17, C18).
+absl::StatusOr<std::shared_ptr<MuxConnection>> Master::Mux() {
+  bool resubscribe = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return ClientClosedError(endpoint());
+    if (mux_ != nullptr && !mux_->broken()) return mux_;
+    // A server that answered READONLY (or LOADING, MASTERDOWN) likely holds
+    // the subscription too, and a demoted master hears no releases: each
+    // time the command connection is dialed again after such an answer, so
+    // is the subscription, which thus follows the address to wherever it
+    // leads now.
+    resubscribe = mux_ != nullptr && mux_->wrong_server();
+    if (dialing_) {
+      return absl::UnavailableError(
+          absl::StrCat("no connection to redis at ", endpoint(),
+                       ": another call is reconnecting", last_failure_));
+    }
+    dialing_ = true;
+  }
+  absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config_);
+  absl::MutexLock lock(&mu_);
+  dialing_ = false;
+  if (!conn.ok()) {
+    last_failure_ =
+        absl::StrCat(" (last attempt: ", conn.status().message(), ")");
+    return conn.status();
+  }
+  last_failure_.clear();
+  if (shut_down_) return ClientClosedError(endpoint());
+  mux_ = std::make_shared<MuxConnection>(*std::move(conn));
+  if (resubscribe && subscriber_ != nullptr) subscriber_->Resubscribe();
+  return mux_;
+}
+
+absl::StatusOr<std::vector<Reply>> Master::Send(
+    std::vector<std::string> commands) {
+  absl::StatusOr<std::shared_ptr<MuxConnection>> mux = Mux();
+  if (!mux.ok()) return mux.status();
+  return (*mux)->Call(std::move(commands));
+}
+
+Master::Pending Master::Submit(std::vector<ScriptCall> calls) {
+  Pending pending;
+  pending.master_ = this;
+  absl::StatusOr<std::shared_ptr<MuxConnection>> mux = Mux();
+  if (!mux.ok()) {
+    pending.failed_ = mux.status();
+  } else {
+    std::vector<std::string> commands;
+    commands.reserve(calls.size());
+    for (const ScriptCall& call : calls) {
+      commands.push_back(
+          FormatCommand(EvalShaCommand(*call.script, call.keys, call.args)));
+    }
+    pending.mux_ = *std::move(mux);
+    pending.ticket_ = pending.mux_->Submit(std::move(commands));
+  }
+  pending.calls_ = std::move(calls);
+  return pending;
+}
+
+std::vector<absl::StatusOr<Reply>> Master::Pending::Await() {
+  std::vector<absl::StatusOr<Reply>> out;
+  out.reserve(calls_.size());
+  absl::StatusOr<std::vector<Reply>> replies =
+      failed_.ok() ? mux_->Await(*ticket_) : failed_;
+  if (!replies.ok()) {
+    for (size_t i = 0; i < calls_.size(); ++i) out.push_back(replies.status());
+    return out;
+  }
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    Reply reply = std::move((*replies)[i]);
+    const ScriptCall& call = calls_[i];
+    if (IsNoScript(reply.get())) {
+      // Rare (a restart, SCRIPT FLUSH): the body, alone; it reloads the
+      // script for the next EVALSHA.
+      absl::StatusOr<std::vector<Reply>> again = master_->Send(
+          {FormatCommand(EvalCommand(*call.script, call.keys, call.args))});
+      if (!again.ok()) {
+        out.push_back(again.status());
+        continue;
+      }
+      reply = std::move((*again)[0]);
+    }
+    if (absl::Status s =
+            ReplyError(reply.get(), call.script->name, master_->endpoint());
+        !s.ok()) {
+      out.push_back(s);
+    } else {
+      out.push_back(std::move(reply));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Reply> Master::Run(const Script& script,
+                                  std::vector<std::string> keys,
+                                  std::vector<std::string> args) {
+  std::vector<ScriptCall> calls;
+  calls.push_back(ScriptCall{&script, std::move(keys), std::move(args)});
+  return std::move(Submit(std::move(calls)).Await()[0]);
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,103 @@
+// Copyright dlock authors. One Redis master, as every Redis topology of dlock
+// talks to it: redis:// (one master), redlock:// (a quorum of independent
+// masters) and Sentinel (the master the Sentinels name).
+#ifndef DLOCK_BACKENDS_REDIS_REDIS_MASTER_H_
+#define DLOCK_BACKENDS_REDIS_REDIS_MASTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "dlock/backend/wakeup.h"
+#include "redis_connection.h"
+#include "redis_mux.h"
+#include "redis_scripts.h"
+#include "redis_subscriber.h"
+
+namespace dlock::redis {
+
+// One script run: which script, its keys and its arguments.
+struct ScriptCall {
+  const Script* script = nullptr;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+// The command connection (pipelined across threads, reconnected when it
+// breaks), the lock scripts with their NOSCRIPT fallback, and the
+// subscription that turns this master's release announcements into wake-ups.
+// Thread-safe.
+class Master {
+ public:
+  class Pending;
+
+  // `channel` is the release channel to subscribe to, announcing to `hub`;
+  // a null hub subscribes to nothing.
+  Master(ConnectionConfig config, std::string channel, WakeupHub* hub);
+  ~Master();
+  Master(const Master&) = delete;
+  Master& operator=(const Master&) = delete;
+
+  // Dials, loads the scripts and subscribes: a client that cannot reach its
+  // server says so at Connect() instead of at the first lock.
+  absl::Status Start();
+  // Closes the connections; every later call fails with ClientClosed.
+  void Shutdown();
+
+  const std::string& endpoint() const { return config_.endpoint; }
+  const Scripts& scripts() const { return scripts_; }
+
+  // Starts the script calls, pipelined, without waiting for their replies;
+  // Pending::Await() waits. A caller that talks to several masters submits
+  // to each before it awaits any, and so waits for the slowest only.
+  Pending Submit(std::vector<ScriptCall> calls);
+  // One script call, waited for. An error reply is returned as a Status
+  // (ReplyError()).
+  absl::StatusOr<Reply> Run(const Script& script, std::vector<std::string> keys,
+                            std::vector<std::string> args);
+  // Raw commands (RESP-encoded), pipelined; replies as the server gave them.
+  absl::StatusOr<std::vector<Reply>> Send(std::vector<std::string> commands);
+
+ private:
+  // The shared connection, dialed again when it broke (C18).
+  absl::StatusOr<std::shared_ptr<MuxConnection>> Mux();
+
+  const ConnectionConfig config_;
+  Scripts scripts_;
+  absl::Mutex mu_;
+  std::shared_ptr<MuxConnection> mux_ ABSL_GUARDED_BY(mu_);
+  bool dialing_ ABSL_GUARDED_BY(mu_) = false;
+  // Why the last dial failed, for the callers that fail fast meanwhile.
+  std::string last_failure_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<Subscriber> subscriber_;  // null without a hub
+};
+
+// Script calls in flight on one master.
+class Master::Pending {
+ public:
+  Pending(Pending&&) = default;
+  Pending& operator=(Pending&&) = default;
+
+  // The replies, one per call in order; an error reply as a Status. A
+  // script the server no longer knows (NOSCRIPT: restarted, or its cache
+  // flushed) is sent again with its body. Call once.
+  std::vector<absl::StatusOr<Reply>> Await();
+
+ private:
+  friend class Master;
+  Pending() = default;
+
+  Master* master_ = nullptr;
+  std::vector<ScriptCall> calls_;
+  absl::Status failed_;  // no connection: every call fails so
+  std::shared_ptr<MuxConnection> mux_;
+  std::unique_ptr<MuxConnection::Ticket> ticket_;
+};
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_BACKENDS_REDIS_REDIS_MASTER_H_

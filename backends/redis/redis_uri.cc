@@ -1,0 +1,58 @@
+#include "redis_uri.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "dlock/backend/options.h"
+
+namespace dlock::redis {
+namespace {
+
+constexpr absl::Duration kDefaultTimeout = absl::Seconds(2);
+
+}  // namespace
+
+absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
+    const BackendConfig& config, absl::string_view form, size_t min_hosts,
+    size_t max_hosts) {
+  const Uri& uri = config.uri;
+  if (uri.hosts.size() < min_hosts || uri.hosts.size() > max_hosts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", uri.scheme, " URI names ",
+                     min_hosts == max_hosts
+                         ? (min_hosts == 1 ? std::string("one host")
+                                           : absl::StrCat(min_hosts, " hosts"))
+                         : absl::StrCat(min_hosts, " to ", max_hosts, " hosts"),
+                     ", not ", uri.hosts.size(), ": ", form));
+  }
+  ConnectionConfig common;
+  common.user = uri.user;
+  common.password = uri.password.value_or("");
+  if (!common.user.empty() && common.password.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a ", uri.scheme, " URI with a user needs a password: ", form));
+  }
+  if (!uri.path.empty() && (!absl::SimpleAtoi(uri.path, &common.db) ||
+                            common.db < 0 || common.db > 65535)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the redis db in the URI path must be a number, not '", uri.path, "'"));
+  }
+  // The common options: the dial, and every read or write of a command.
+  common.connect_timeout =
+      config.common.connect_timeout.value_or(kDefaultTimeout);
+  absl::StatusOr<std::optional<absl::Duration>> command_timeout =
+      TakeAlias(config.params, "command_timeout", kOperationTimeoutOption,
+                config.common.operation_timeout);
+  if (!command_timeout.ok()) return command_timeout.status();
+  common.command_timeout = command_timeout->value_or(kDefaultTimeout);
+  std::vector<ConnectionConfig> out;
+  for (const HostPort& host : uri.hosts) {
+    ConnectionConfig c = common;
+    c.host = host.host.empty() ? "127.0.0.1" : host.host;
+    c.port = host.port.value_or(6379);
+    c.endpoint = absl::StrCat(c.host, ":", c.port);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace dlock::redis

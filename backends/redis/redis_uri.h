@@ -1,0 +1,30 @@
+// Copyright dlock authors. What every Redis URI shares: credentials, db and
+// timeouts for each host it names.
+#ifndef DLOCK_BACKENDS_REDIS_REDIS_URI_H_
+#define DLOCK_BACKENDS_REDIS_REDIS_URI_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "dlock/backend/backend.h"
+#include "redis_connection.h"
+
+namespace dlock::redis {
+
+// One ConnectionConfig per host of `config.uri`, in order, with the URI's
+// user, password, db (its path) and the common timeouts; takes the legacy
+// command_timeout= parameter. `form` is the URI form for messages
+// ("redis://[user[:password]@]host[:port][/db]"). InvalidArgument when
+// the host count is outside [min_hosts, max_hosts] or a part is malformed.
+absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
+    const BackendConfig& config, absl::string_view form, size_t min_hosts,
+    size_t max_hosts);
+
+// The parameters ParseHosts() takes, for RejectUnknown().
+inline constexpr char kHostOptions[] =
+    "command_timeout (the older name of operation_timeout)";
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_BACKENDS_REDIS_REDIS_URI_H_
