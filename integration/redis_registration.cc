@@ -47,10 +47,66 @@ TestBackend Entry(const std::string& label, bool variant,
   };
 }
 
+SharedServer<RedisGroup> three("3 redis-servers for redlock",
+                               [] { return RedisGroup::Start(3); });
+SharedServer<RedisGroup> five("5 redis-servers for redlock",
+                              [] { return RedisGroup::Start(5); });
+
+// redlock:// over a group of masters. The hooks act on every master; the
+// port is the first master's (a test that needs one master's port, or a
+// proxy in front of one, asks RedlockGroup()).
+TestBackend RedlockEntry(const std::string& label,
+                         SharedServer<RedisGroup>* shared) {
+  return TestBackend{
+      .label = label,
+      .backend = "redis",
+      .variant = false,
+      .shared_across_processes = true,
+      .uri = [shared](const UriRequest& r) -> absl::StatusOr<std::string> {
+        absl::StatusOr<RedisGroup*> group = shared->Get();
+        if (!group.ok()) return group.status();
+        std::vector<int> ports;
+        if (r.port != 0) ports.push_back(r.port);
+        return WithQuery(absl::StrCat("redlock://", (*group)->Hosts(ports)), r);
+      },
+      .unreachable_uri =
+          [](const std::string& ns) {
+            return absl::StrCat(
+                "redlock://127.0.0.1:1,127.0.0.1:1,127.0.0.1:1"
+                "?namespace=",
+                ns);
+          },
+      .port = [shared]() -> absl::StatusOr<int> {
+        absl::StatusOr<RedisGroup*> group = shared->Get();
+        if (!group.ok()) return group.status();
+        return (*group)->server(0).port();
+      },
+      .restart = shared->Hook([](RedisGroup& g) { return g.Restart(); }),
+      .stop = shared->VoidHook([](RedisGroup& g) { g.StopServers(); }),
+      .start = shared->Hook([](RedisGroup& g) { return g.StartServers(); }),
+      .kill = shared->VoidHook([](RedisGroup& g) { g.Kill(); }),
+      .pause = shared->VoidHook([](RedisGroup& g) { g.Pause(); }),
+      .resume = shared->VoidHook([](RedisGroup& g) { g.Resume(); }),
+      .terminate_sessions = nullptr,
+      .short_session_param = "",
+      .conformance_deviations = {},
+  };
+}
+
 const TestBackendRegistration registration({
     Entry("redis", /*variant=*/false, &plain),
     Entry("redis_aof", /*variant=*/true, &aof),
+    RedlockEntry("redlock3", &three),
+    RedlockEntry("redlock5", &five),
 });
 
 }  // namespace
+
+absl::StatusOr<RedisGroup*> RedlockGroup(int masters) {
+  if (masters == 3) return three.Get();
+  if (masters == 5) return five.Get();
+  return absl::InvalidArgumentError(
+      "the registry has redlock groups of 3 and 5");
+}
+
 }  // namespace dlock::testing

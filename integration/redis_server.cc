@@ -121,4 +121,53 @@ absl::Status RedisServer::WaitReady() {
       absl::StrCat("redis-server answering PING on port ", port_), log_path_);
 }
 
+absl::StatusOr<std::unique_ptr<RedisGroup>> RedisGroup::Start(
+    int masters, const RedisServer::Options& options) {
+  auto group = std::make_unique<RedisGroup>();
+  for (int i = 0; i < masters; ++i) {
+    absl::StatusOr<std::unique_ptr<RedisServer>> server =
+        RedisServer::Start(options);
+    if (!server.ok()) return server.status();
+    group->servers_.push_back(*std::move(server));
+  }
+  return group;
+}
+
+std::string RedisGroup::Hosts(const std::vector<int>& ports) const {
+  std::string out;
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    const int port =
+        i < ports.size() && ports[i] != 0 ? ports[i] : servers_[i]->port();
+    absl::StrAppend(&out, i == 0 ? "" : ",", "127.0.0.1:", port);
+  }
+  return out;
+}
+
+absl::Status RedisGroup::Restart() {
+  for (auto& s : servers_) {
+    if (absl::Status r = s->Restart(); !r.ok()) return r;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RedisGroup::StartServers() {
+  for (auto& s : servers_) {
+    if (absl::Status r = s->StartServer(); !r.ok()) return r;
+  }
+  return absl::OkStatus();
+}
+
+void RedisGroup::StopServers() {
+  for (auto& s : servers_) s->StopServer();
+}
+void RedisGroup::Kill() {
+  for (auto& s : servers_) s->Kill();
+}
+void RedisGroup::Pause() {
+  for (auto& s : servers_) s->Pause();
+}
+void RedisGroup::Resume() {
+  for (auto& s : servers_) s->Resume();
+}
+
 }  // namespace dlock::testing

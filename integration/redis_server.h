@@ -68,6 +68,35 @@ class RedisServer {
   ChildProcess process_;
 };
 
+// N independent masters, for redlock://: each a RedisServer of its own.
+class RedisGroup {
+ public:
+  static absl::StatusOr<std::unique_ptr<RedisGroup>> Start(
+      int masters, const RedisServer::Options& options = {});
+
+  int size() const { return static_cast<int>(servers_.size()); }
+  RedisServer& server(int i) { return *servers_[i]; }
+  // "127.0.0.1:p1,127.0.0.1:p2,...", with `ports[i]` instead of master i's
+  // own port where given and not 0 (a FaultProxy in front of it).
+  std::string Hosts(const std::vector<int>& ports = {}) const;
+
+  // The fault on every master, in turn.
+  absl::Status Restart();
+  absl::Status StartServers();
+  void StopServers();
+  void Kill();
+  void Pause();
+  void Resume();
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> servers_;
+};
+
+// The test registry's shared group behind "redlock3" or "redlock5"
+// (redis_registration.cc), started on first use: for tests that fault one
+// master of it.
+absl::StatusOr<RedisGroup*> RedlockGroup(int masters);
+
 }  // namespace dlock::testing
 
 #endif  // DLOCK_INTEGRATION_REDIS_SERVER_H_

@@ -106,6 +106,14 @@ absl::StatusOr<LockInfo> ParseInspect(const redisReply* r,
   return info;
 }
 
+ScriptCall RaiseTokenScript(const Master& master, const Keyspace& keys,
+                            absl::string_view name, absl::string_view owner,
+                            uint64_t token) {
+  return ScriptCall{&master.scripts().raise_token,
+                    {keys.LockKey(name), keys.fence()},
+                    {std::string(owner), absl::StrCat(token)}};
+}
+
 ScriptCall ForceUnlockScript(const Master& master, const Keyspace& keys,
                              absl::string_view name) {
   return ScriptCall{&master.scripts().force_unlock,

@@ -67,6 +67,12 @@ absl::StatusOr<LockInfo> ParseInspect(const redisReply* reply,
                                       absl::string_view name,
                                       absl::string_view endpoint);
 
+// Redlock's token agreement: the hold on this master takes `token`, and the
+// master's counter rises to it. ParseRenew() reads the reply.
+ScriptCall RaiseTokenScript(const Master& master, const Keyspace& keys,
+                            absl::string_view name, absl::string_view owner,
+                            uint64_t token);
+
 ScriptCall ForceUnlockScript(const Master& master, const Keyspace& keys,
                              absl::string_view name);
 

@@ -7,8 +7,9 @@
 
 namespace dlock::redis {
 
-Master::Master(ConnectionConfig config, std::string channel, WakeupHub* hub)
-    : config_(std::move(config)) {
+Master::Master(ConnectionConfig config, std::string channel, WakeupHub* hub,
+               Redial redial)
+    : config_(std::move(config)), redial_(redial) {
   if (hub != nullptr) {
     subscriber_ =
         std::make_unique<Subscriber>(config_, std::move(channel), hub);
@@ -30,9 +31,15 @@ absl::Status Master::Start() {
 
 void Master::Shutdown() {
   if (subscriber_ != nullptr) subscriber_->Stop();
-  absl::MutexLock lock(&mu_);
-  shut_down_ = true;
-  mux_.reset();
+  std::thread dialer;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    mux_.reset();
+    dialer.swap(dialer_);
+  }
+  // A dial in flight ends within connect_timeout and installs nothing.
+  if (dialer.joinable()) dialer.join();
 }
 
 // One caller dials, outside every lock; callers that find a dial in flight
@@ -52,12 +59,27 @@ absl::StatusOr<std::shared_ptr<MuxConnection>> Master::Mux() {
     // leads now.
     resubscribe = mux_ != nullptr && mux_->wrong_server();
     if (dialing_) {
-      return absl::UnavailableError(
-          absl::StrCat("no connection to redis at ", endpoint(),
-                       ": another call is reconnecting", last_failure_));
+      return absl::UnavailableError(absl::StrCat("no connection to redis at ",
+                                                 endpoint(), ": reconnecting",
+                                                 last_failure_));
     }
     dialing_ = true;
+    if (redial_ == Redial::kInBackground) {
+      // The previous dialer has set dialing_ to false: it is about to end.
+      if (dialer_.joinable()) dialer_.join();
+      dialer_ = std::thread([this, resubscribe] { (void)Dial(resubscribe); });
+      return absl::UnavailableError(absl::StrCat("no connection to redis at ",
+                                                 endpoint(), ": reconnecting",
+                                                 last_failure_));
+    }
   }
+  if (absl::Status dialed = Dial(resubscribe); !dialed.ok()) return dialed;
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return ClientClosedError(endpoint());
+  return mux_;
+}
+
+absl::Status Master::Dial(bool resubscribe) {
   absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config_);
   absl::MutexLock lock(&mu_);
   dialing_ = false;
@@ -70,7 +92,7 @@ absl::StatusOr<std::shared_ptr<MuxConnection>> Master::Mux() {
   if (shut_down_) return ClientClosedError(endpoint());
   mux_ = std::make_shared<MuxConnection>(*std::move(conn));
   if (resubscribe && subscriber_ != nullptr) subscriber_->Resubscribe();
-  return mux_;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Reply>> Master::Send(

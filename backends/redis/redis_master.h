@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -34,15 +35,29 @@ class Master {
  public:
   class Pending;
 
+  // Who dials again after the connection broke.
+  enum class Redial {
+    // The call that finds it broken, within connect_timeout: one master is
+    // all there is, so its callers wait for it.
+    kByCaller,
+    // A thread of the master's own, while calls fail at once (Unavailable):
+    // a quorum goes on without a master that is down, and an attempt never
+    // waits for a dial (Redlock).
+    kInBackground,
+  };
+
   // `channel` is the release channel to subscribe to, announcing to `hub`;
   // a null hub subscribes to nothing.
-  Master(ConnectionConfig config, std::string channel, WakeupHub* hub);
+  Master(ConnectionConfig config, std::string channel, WakeupHub* hub,
+         Redial redial = Redial::kByCaller);
   ~Master();
   Master(const Master&) = delete;
   Master& operator=(const Master&) = delete;
 
   // Dials, loads the scripts and subscribes: a client that cannot reach its
-  // server says so at Connect() instead of at the first lock.
+  // server says so at Connect() instead of at the first lock. With
+  // Redial::kInBackground, a master that is down goes on being tried (its
+  // scripts are then sent whole) and the error is only reported.
   absl::Status Start();
   // Closes the connections; every later call fails with ClientClosed.
   void Shutdown();
@@ -64,8 +79,11 @@ class Master {
  private:
   // The shared connection, dialed again when it broke (C18).
   absl::StatusOr<std::shared_ptr<MuxConnection>> Mux();
+  // Dials and installs the connection.
+  absl::Status Dial(bool resubscribe);
 
   const ConnectionConfig config_;
+  const Redial redial_;
   Scripts scripts_;
   absl::Mutex mu_;
   std::shared_ptr<MuxConnection> mux_ ABSL_GUARDED_BY(mu_);
@@ -73,7 +91,8 @@ class Master {
   // Why the last dial failed, for the callers that fail fast meanwhile.
   std::string last_failure_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  std::unique_ptr<Subscriber> subscriber_;  // null without a hub
+  std::unique_ptr<Subscriber> subscriber_;   // null without a hub
+  std::thread dialer_ ABSL_GUARDED_BY(mu_);  // Redial::kInBackground
 };
 
 // Script calls in flight on one master.

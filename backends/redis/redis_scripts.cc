@@ -100,6 +100,21 @@ end
 return 0
 )lua";
 
+// KEYS[1] lock hash, KEYS[2] the namespace's fencing counter. ARGV[1] owner,
+// ARGV[2] token. Returns 1 when the owner holds the lock here (the hold now
+// carries the token and the counter is at least the token), 0 when not.
+constexpr char kRaiseToken[] = R"lua(
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
+  return 0
+end
+local token = tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'token', token)
+if tonumber(redis.call('GET', KEYS[2]) or '0') < token then
+  redis.call('SET', KEYS[2], token)
+end
+return 1
+)lua";
+
 }  // namespace
 
 Scripts::Scripts()
@@ -107,10 +122,12 @@ Scripts::Scripts()
       release{"release", kRelease, ""},
       renew{"renew", kRenew, ""},
       inspect{"inspect", kInspect, ""},
-      force_unlock{"force_unlock", kForceUnlock, ""} {}
+      force_unlock{"force_unlock", kForceUnlock, ""},
+      raise_token{"raise_token", kRaiseToken, ""} {}
 
 absl::Status Scripts::Load(Connection& conn, absl::string_view endpoint) {
-  for (Script* script : {&acquire, &release, &renew, &inspect, &force_unlock}) {
+  for (Script* script :
+       {&acquire, &release, &renew, &inspect, &force_unlock, &raise_token}) {
     absl::StatusOr<Reply> reply =
         conn.Command({"SCRIPT", "LOAD", script->body});
     if (!reply.ok()) return reply.status();
@@ -126,6 +143,8 @@ absl::Status Scripts::Load(Connection& conn, absl::string_view endpoint) {
 std::vector<std::string> EvalShaCommand(const Script& script,
                                         const std::vector<std::string>& keys,
                                         const std::vector<std::string>& args) {
+  // Not loaded: the master was down when the client started.
+  if (script.sha.empty()) return EvalCommand(script, keys, args);
   std::vector<std::string> argv;
   argv.reserve(3 + keys.size() + args.size());
   argv.push_back("EVALSHA");
@@ -139,9 +158,13 @@ std::vector<std::string> EvalShaCommand(const Script& script,
 std::vector<std::string> EvalCommand(const Script& script,
                                      const std::vector<std::string>& keys,
                                      const std::vector<std::string>& args) {
-  std::vector<std::string> argv = EvalShaCommand(script, keys, args);
-  argv[0] = "EVAL";
-  argv[1] = script.body;
+  std::vector<std::string> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back("EVAL");
+  argv.push_back(script.body);
+  argv.push_back(absl::StrCat(keys.size()));
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
 

@@ -26,6 +26,9 @@ struct Scripts {
   Script renew;
   Script inspect;
   Script force_unlock;
+  // Redlock: writes the token a quorum agreed on into the hold and raises
+  // the master's counter to it (docs/redis.md, fencing over a quorum).
+  Script raise_token;
 
   Scripts();
   // Loads every script; called on the first connection.

@@ -29,6 +29,11 @@ absl::Status Subscriber::Start() {
   return absl::OkStatus();
 }
 
+void Subscriber::StartTrying() {
+  (void)Subscribe();
+  thread_ = std::thread([this] { Run(); });
+}
+
 void Subscriber::Stop() {
   if (stopping_.exchange(true)) return;
   uint64_t one = 1;

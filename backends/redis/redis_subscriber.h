@@ -23,6 +23,9 @@ class Subscriber {
   // missed while the server stays up; then listens on its own thread and
   // resubscribes after a drop, waking every waiter in case one was missed.
   absl::Status Start();
+  // Start() that goes on trying in the background when the first
+  // subscription fails (a master of a quorum that is down now).
+  void StartTrying();
   void Stop();
 
   // Drops the subscription and subscribes again on a new connection, at

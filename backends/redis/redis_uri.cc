@@ -5,15 +5,9 @@
 #include "dlock/backend/options.h"
 
 namespace dlock::redis {
-namespace {
-
-constexpr absl::Duration kDefaultTimeout = absl::Seconds(2);
-
-}  // namespace
-
 absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
     const BackendConfig& config, absl::string_view form, size_t min_hosts,
-    size_t max_hosts) {
+    size_t max_hosts, absl::Duration default_timeout) {
   const Uri& uri = config.uri;
   if (uri.hosts.size() < min_hosts || uri.hosts.size() > max_hosts) {
     return absl::InvalidArgumentError(
@@ -38,12 +32,12 @@ absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
   }
   // The common options: the dial, and every read or write of a command.
   common.connect_timeout =
-      config.common.connect_timeout.value_or(kDefaultTimeout);
+      config.common.connect_timeout.value_or(default_timeout);
   absl::StatusOr<std::optional<absl::Duration>> command_timeout =
       TakeAlias(config.params, "command_timeout", kOperationTimeoutOption,
                 config.common.operation_timeout);
   if (!command_timeout.ok()) return command_timeout.status();
-  common.command_timeout = command_timeout->value_or(kDefaultTimeout);
+  common.command_timeout = command_timeout->value_or(default_timeout);
   std::vector<ConnectionConfig> out;
   for (const HostPort& host : uri.hosts) {
     ConnectionConfig c = common;

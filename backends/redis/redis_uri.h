@@ -14,12 +14,13 @@ namespace dlock::redis {
 
 // One ConnectionConfig per host of `config.uri`, in order, with the URI's
 // user, password, db (its path) and the common timeouts; takes the legacy
-// command_timeout= parameter. `form` is the URI form for messages
+// command_timeout= parameter. Timeouts not set are `default_timeout`. `form` is
+// the URI form for messages
 // ("redis://[user[:password]@]host[:port][/db]"). InvalidArgument when
 // the host count is outside [min_hosts, max_hosts] or a part is malformed.
 absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
     const BackendConfig& config, absl::string_view form, size_t min_hosts,
-    size_t max_hosts);
+    size_t max_hosts, absl::Duration default_timeout = absl::Seconds(2));
 
 // The parameters ParseHosts() takes, for RejectUnknown().
 inline constexpr char kHostOptions[] =

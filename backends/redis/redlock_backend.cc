@@ -1,0 +1,560 @@
+// redlock://[user[:password]@]host1:port1,host2:port2,...[/db][?options]:
+// one lock over N independent Redis masters, held while a majority of them
+// holds it (the Redlock algorithm; docs/redis.md says what it promises).
+//
+// Every operation goes to all masters at once (Master::Submit, then Await)
+// and counts the answers against the quorum N/2+1. A grant is good for the
+// lease minus the time the attempt took minus the clock drift; the core
+// counts that from the attempt's send time (Grant::sent) and this backend
+// caps it with the configured drift (HeldUntil). Fencing tokens: each
+// master's counter rises by one per grant there; the token is the largest
+// of the quorum's, written back to a quorum before the grant returns, so
+// that it exceeds every earlier token while a majority keeps its data.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "dlock/backend/backend.h"
+#include "dlock/backend/wakeup.h"
+#include "redis_lock_ops.h"
+#include "redis_master.h"
+#include "redis_uri.h"
+
+namespace dlock::redis {
+namespace {
+
+constexpr char kForm[] =
+    "redlock://[user[:password]@]host1:port1,host2:port2,host3:port3[/db]";
+constexpr char kOptions[] =
+    "drift_factor (0.01), drift_floor (2ms), retry_delay (50ms), "
+    "command_timeout (the older name of operation_timeout)";
+// Far more holds than anyone takes: "all of them" for the release script.
+constexpr int64_t kAllHolds = int64_t{1} << 60;
+// A master must answer quickly or be counted out, so that an attempt does
+// not spend its lease waiting for one that is down (the algorithm's
+// per-instance timeout). operation_timeout= sets it.
+constexpr absl::Duration kDefaultTimeout = absl::Milliseconds(500);
+
+// One hold as this client knows it: its token, and until when a quorum
+// vouches for it (lease − elapsed − drift after the last quorum).
+class RedlockHold : public HoldRecord {
+ public:
+  RedlockHold(uint64_t token, MonoTime valid_until)
+      : token_(token), valid_until_(valid_until) {}
+  uint64_t token() const { return token_; }
+  void Extend(MonoTime valid_until) {
+    absl::MutexLock lock(&mu_);
+    valid_until_ = std::max(valid_until_, valid_until);
+  }
+  MonoTime valid_until() const {
+    absl::MutexLock lock(&mu_);
+    return valid_until_;
+  }
+
+ private:
+  const uint64_t token_;
+  mutable absl::Mutex mu_;
+  MonoTime valid_until_ ABSL_GUARDED_BY(mu_);
+};
+
+struct Drift {
+  double factor = 0.01;
+  absl::Duration floor = absl::Milliseconds(2);
+  absl::Duration Of(absl::Duration lease) const {
+    return lease * factor + floor;
+  }
+};
+
+// One reply per master; nullopt where nothing was asked.
+using Replies = std::vector<std::optional<absl::StatusOr<Reply>>>;
+
+class RedlockBackend : public Backend {
+ public:
+  RedlockBackend(const std::vector<ConnectionConfig>& hosts, Keyspace keys,
+                 Drift drift, absl::Duration retry_delay,
+                 absl::Duration fallback_poll, const Clock& clock)
+      : clock_(clock),
+        keys_(std::move(keys)),
+        quorum_(hosts.size() / 2 + 1),
+        drift_(drift),
+        retry_delay_(retry_delay),
+        fallback_poll_(fallback_poll),
+        releases_(clock) {
+    for (const ConnectionConfig& host : hosts) {
+      masters_.push_back(std::make_unique<Master>(
+          host, keys_.channel(), &releases_, Master::Redial::kInBackground));
+    }
+  }
+
+  ~RedlockBackend() override { Shutdown(); }
+
+  // Starts every master at once; a client starts when a quorum answers and
+  // keeps trying the others in the background.
+  absl::Status Start() {
+    std::vector<absl::Status> started(masters_.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < masters_.size(); ++i) {
+      threads.emplace_back([&, i] { started[i] = masters_[i]->Start(); });
+    }
+    for (std::thread& t : threads) t.join();
+    const size_t up =
+        std::count_if(started.begin(), started.end(),
+                      [](const absl::Status& s) { return s.ok(); });
+    if (up >= quorum_) return absl::OkStatus();
+    absl::Status first =
+        *std::find_if(started.begin(), started.end(),
+                      [](const absl::Status& s) { return !s.ok(); });
+    return absl::Status(first.code(),
+                        absl::StrCat("only ", up, " of ", masters_.size(),
+                                     " redlock masters answer, a quorum is ",
+                                     quorum_, ": ", first.message()));
+  }
+
+  BackendTraits Traits() const override {
+    return BackendTraits{.fencing = FencingStrength::kServerMemory,
+                         .can_list = true};
+  }
+
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
+    const bool will_wait = call.deadline > clock_.Now();
+    std::shared_ptr<RedlockHold> record;
+    absl::StatusOr<Grant> grant = AcquireWithWakeups(
+        call, releases_, fallback_poll_,
+        [&]() { return TryRound(call, will_wait, &record); });
+    if (grant.ok()) grant->record = std::move(record);
+    return grant;
+  }
+
+  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
+    Replies replies = OnEach([&](const Master& m) {
+      return ReleaseScript(m, keys_, call.name, call.owner, call.holds);
+    });
+    size_t answered = 0;
+    size_t held_here = 0;
+    int64_t left = 0;
+    absl::Status error;
+    for (size_t i = 0; i < replies.size(); ++i) {
+      absl::StatusOr<int64_t> r =
+          Parse(replies[i], [&](const redisReply* reply) {
+            return ParseRelease(reply, call.name, masters_[i]->endpoint());
+          });
+      if (r.ok()) {
+        ++answered;
+        ++held_here;
+        left = std::max(left, *r);
+      } else if (IsGone(r.status())) {
+        ++answered;
+      } else if (error.ok()) {
+        error = r.status();
+      }
+    }
+    if (answered < quorum_) return NoQuorum("release", answered, error);
+    // Held on fewer than a quorum: the hold was already gone as a lock.
+    if (held_here < quorum_) return NotOwnerError(call.name);
+    return left;
+  }
+
+  absl::Status Renew(const RenewCall& call) override {
+    return RenewMany({&call, 1})[0];
+  }
+
+  // Every due renewal in one pipeline per master, all masters at once.
+  std::vector<absl::Status> RenewMany(
+      absl::Span<const RenewCall> calls) override {
+    const MonoTime sent = clock_.Now();
+    std::vector<Master::Pending> pending;
+    for (const std::unique_ptr<Master>& m : masters_) {
+      std::vector<ScriptCall> scripts;
+      for (const RenewCall& call : calls) {
+        scripts.push_back(
+            RenewScript(*m, keys_, call.name, call.owner, call.lease));
+      }
+      pending.push_back(m->Submit(std::move(scripts)));
+    }
+    std::vector<std::vector<absl::StatusOr<Reply>>> replies;
+    for (Master::Pending& p : pending) replies.push_back(p.Await());
+    std::vector<absl::Status> results;
+    for (size_t j = 0; j < calls.size(); ++j) {
+      const RenewCall& call = calls[j];
+      size_t renewed = 0;
+      size_t gone = 0;
+      absl::Status error;
+      for (size_t i = 0; i < masters_.size(); ++i) {
+        absl::Status s = replies[i][j].ok()
+                             ? ParseRenew(replies[i][j]->get(), call.name,
+                                          masters_[i]->endpoint())
+                             : replies[i][j].status();
+        if (s.ok()) {
+          ++renewed;
+        } else if (IsGone(s)) {
+          ++gone;
+        } else if (error.ok()) {
+          error = s;
+        }
+      }
+      const MonoTime valid_until = sent + call.lease - drift_.Of(call.lease);
+      if (renewed >= quorum_ && clock_.Now() < valid_until) {
+        if (auto* hold = static_cast<RedlockHold*>(call.record)) {
+          hold->Extend(valid_until);
+        }
+        results.push_back(absl::OkStatus());
+      } else if (gone > masters_.size() - quorum_) {
+        // No quorum can hold it for this owner any more.
+        results.push_back(NotOwnerError(call.name));
+      } else if (renewed >= quorum_) {
+        results.push_back(absl::UnavailableError(absl::StrCat(
+            "renewing ", call.name, " on a quorum of redlock masters took ",
+            "longer than the lease left after drift")));
+      } else {
+        results.push_back(NoQuorum("renew", renewed, error));
+      }
+    }
+    return results;
+  }
+
+  MonoTime HeldUntil(absl::string_view, absl::string_view,
+                     const HoldRecord* record) override {
+    if (record == nullptr) return MonoTime::InfiniteFuture();
+    return static_cast<const RedlockHold*>(record)->valid_until();
+  }
+
+  absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
+    Replies replies =
+        OnEach([&](const Master& m) { return InspectScript(m, keys_, name); });
+    size_t answered = 0;
+    absl::Status error;
+    absl::flat_hash_map<std::string, std::vector<LockInfo>> by_owner;
+    for (size_t i = 0; i < replies.size(); ++i) {
+      absl::StatusOr<LockInfo> info =
+          Parse(replies[i], [&](const redisReply* reply) {
+            return ParseInspect(reply, name, masters_[i]->endpoint());
+          });
+      if (!info.ok()) {
+        if (error.ok()) error = info.status();
+        continue;
+      }
+      ++answered;
+      if (info->locked) by_owner[info->owner].push_back(*std::move(info));
+    }
+    if (answered < quorum_) return NoQuorum("inspect", answered, error);
+    LockInfo out;
+    out.name = std::string(name);
+    for (auto& [owner, infos] : by_owner) {
+      if (infos.size() < quorum_) continue;
+      // Held while a quorum of its keys lives: until the quorum-th longest
+      // lease left ends.
+      std::sort(infos.begin(), infos.end(),
+                [](const LockInfo& a, const LockInfo& b) {
+                  return a.remaining_lease > b.remaining_lease;
+                });
+      out = infos[quorum_ - 1];
+      for (const LockInfo& info : infos) {
+        out.hold_count = std::max(out.hold_count, info.hold_count);
+        out.fencing_token = std::max(out.fencing_token, info.fencing_token);
+        out.since = std::min(out.since, info.since);
+      }
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<LockInfo>> List(
+      absl::string_view prefix) override {
+    std::vector<std::string> names;
+    size_t answered = 0;
+    absl::Status error;
+    for (const std::unique_ptr<Master>& m : masters_) {
+      absl::StatusOr<std::vector<std::string>> some =
+          ScanLockNames(*m, keys_, prefix);
+      if (!some.ok()) {
+        if (error.ok()) error = some.status();
+        continue;
+      }
+      ++answered;
+      names.insert(names.end(), some->begin(), some->end());
+    }
+    if (answered < quorum_) return NoQuorum("list", answered, error);
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    std::vector<LockInfo> out;
+    for (const std::string& name : names) {
+      absl::StatusOr<LockInfo> info = Inspect(name);
+      if (!info.ok()) return info.status();
+      if (info->locked) out.push_back(*std::move(info));
+    }
+    return out;
+  }
+
+  absl::Status ForceUnlock(absl::string_view name) override {
+    Replies replies = OnEach(
+        [&](const Master& m) { return ForceUnlockScript(m, keys_, name); });
+    size_t answered = 0;
+    absl::Status error;
+    for (const auto& r : replies) {
+      if (r->ok()) {
+        ++answered;
+      } else if (error.ok()) {
+        error = r->status();
+      }
+    }
+    // Removed from a quorum: no owner holds it as a lock any more.
+    if (answered < quorum_) return NoQuorum("force unlock", answered, error);
+    return absl::OkStatus();
+  }
+
+  void Shutdown() override {
+    for (const std::unique_ptr<Master>& m : masters_) m->Shutdown();
+  }
+
+ private:
+  // One round of the algorithm: the script on every master at once; on a
+  // quorum within the lease, the agreed token; otherwise everything this
+  // attempt took is given back on every master at once.
+  absl::StatusOr<::dlock::Attempt> TryRound(
+      const AcquireCall& call, bool will_wait,
+      std::shared_ptr<RedlockHold>* record) {
+    const MonoTime sent = clock_.Now();
+    Replies replies = OnEach([&](const Master& m) {
+      return AcquireScript(m, keys_, call.name, call.owner, call.lease,
+                           will_wait);
+    });
+    std::vector<std::optional<Acquired>> granted(masters_.size());
+    std::vector<absl::Duration> refusals;  // the holders' leases left
+    size_t grants = 0;
+    absl::Status error;
+    for (size_t i = 0; i < replies.size(); ++i) {
+      absl::StatusOr<::dlock::Attempt> a =
+          Parse(replies[i], [&](const redisReply* reply) {
+            return ParseAcquire(reply, masters_[i]->endpoint());
+          });
+      if (!a.ok()) {
+        if (error.ok()) error = a.status();
+      } else if (a->acquired.has_value()) {
+        granted[i] = a->acquired;
+        ++grants;
+      } else {
+        refusals.push_back(a->holder_lease_left);
+      }
+    }
+    auto* held = static_cast<RedlockHold*>(call.held);
+    if (grants >= quorum_) {
+      std::optional<Agreed> won = AgreeOnToken(call, held, granted);
+      const MonoTime valid_until = sent + call.lease - drift_.Of(call.lease);
+      if (won.has_value() && clock_.Now() < valid_until) {
+        if (won->fresh || held == nullptr) {
+          *record = std::make_shared<RedlockHold>(won->acquired.fencing_token,
+                                                  valid_until);
+        } else {
+          held->Extend(valid_until);
+        }
+        return ::dlock::Attempt{.acquired = won->acquired};
+      }
+    }
+    if (refusals.size() < masters_.size()) GiveBack(call, granted);
+    if (grants + refusals.size() < quorum_) {
+      return NoQuorum("acquire", grants + refusals.size(), error);
+    }
+    return ::dlock::Attempt{.acquired = std::nullopt,
+                            .holder_lease_left = LookAgainIn(refusals, error)};
+  }
+
+  // The grant, its token known to a quorum; nullopt when fewer than a
+  // quorum could be told. A re-entry (a quorum counts more than one hold)
+  // keeps its token (C8); a fresh hold, even one the core took for a
+  // re-entry, takes the largest counter of the masters that granted it.
+  // `held` is this client's record of the hold, when it has one.
+  struct Agreed {
+    Acquired acquired;
+    bool fresh = true;
+  };
+  std::optional<Agreed> AgreeOnToken(
+      const AcquireCall& call, const RedlockHold* held,
+      const std::vector<std::optional<Acquired>>& granted) {
+    Agreed won;
+    size_t reentered = 0;
+    uint64_t reentered_token = 0;
+    for (const std::optional<Acquired>& g : granted) {
+      if (!g.has_value()) continue;
+      won.acquired.fencing_token =
+          std::max(won.acquired.fencing_token, g->fencing_token);
+      won.acquired.hold_count =
+          std::max(won.acquired.hold_count, g->hold_count);
+      if (g->hold_count > 1) {
+        ++reentered;
+        reentered_token = std::max(reentered_token, g->fencing_token);
+      }
+    }
+    // A re-entry of a hold taken in another client (an explicit owner, C6)
+    // has no record here, and the masters know its token.
+    won.fresh = reentered < quorum_;
+    if (won.fresh) {
+      won.acquired.hold_count = 1;
+    } else {
+      won.acquired.fencing_token =
+          held != nullptr ? held->token() : reentered_token;
+    }
+    const uint64_t token = won.acquired.fencing_token;
+    size_t agreeing = 0;
+    for (const std::optional<Acquired>& g : granted) {
+      if (g.has_value() && g->fencing_token == token) ++agreeing;
+    }
+    if (agreeing >= quorum_) return won;  // the usual case: one round trip
+    Replies raised = OnEach([&](const Master& m) -> std::optional<ScriptCall> {
+      const size_t i = IndexOf(m);
+      if (!granted[i].has_value() || granted[i]->fencing_token == token) {
+        return std::nullopt;
+      }
+      return RaiseTokenScript(m, keys_, call.name, call.owner, token);
+    });
+    for (size_t i = 0; i < raised.size(); ++i) {
+      if (raised[i].has_value() && raised[i]->ok() &&
+          ParseRenew(raised[i]->value().get(), call.name,
+                     masters_[i]->endpoint())
+              .ok()) {
+        ++agreeing;
+      }
+    }
+    if (agreeing >= quorum_) return won;
+    return std::nullopt;
+  }
+
+  // Undoes a failed round on every master at once (called unless every
+  // master refused, when there is nothing to undo). A re-entry takes back
+  // the one hold it added where it was granted; a fresh attempt takes off
+  // every hold of the owner wherever its attempt may have run (a master
+  // that did not answer may have granted it), so nothing of it is left.
+  void GiveBack(const AcquireCall& call,
+                const std::vector<std::optional<Acquired>>& granted) {
+    (void)OnEach([&](const Master& m) -> std::optional<ScriptCall> {
+      const bool was_granted = granted[IndexOf(m)].has_value();
+      if (call.held != nullptr) {
+        if (!was_granted) return std::nullopt;
+        return ReleaseScript(m, keys_, call.name, call.owner, 1);
+      }
+      return ReleaseScript(m, keys_, call.name, call.owner, kAllHolds);
+    });
+  }
+
+  // When to try again after a failed round. Held by another owner on a
+  // quorum: when enough of its keys expire that a quorum could be free (a
+  // release wakes us sooner). A split vote: after a random delay, so that
+  // the clients that split it do not split the next round too.
+  absl::Duration LookAgainIn(std::vector<absl::Duration> refusals,
+                             const absl::Status& error) const {
+    std::sort(refusals.begin(), refusals.end());
+    const size_t can_stay_held = masters_.size() - quorum_;
+    if (refusals.size() > can_stay_held) {
+      return refusals[refusals.size() - can_stay_held - 1];
+    }
+    if (!error.ok() && !refusals.empty()) return refusals.front();
+    thread_local std::mt19937_64 random{std::random_device{}()};
+    std::uniform_int_distribution<int64_t> micros(
+        0, absl::ToInt64Microseconds(retry_delay_));
+    return absl::Microseconds(micros(random));
+  }
+
+  // Submits `make(master)` to every master, then awaits each: the round
+  // takes as long as the slowest master (bounded by operation_timeout).
+  Replies OnEach(
+      absl::FunctionRef<std::optional<ScriptCall>(const Master&)> make) {
+    std::vector<std::optional<Master::Pending>> pending(masters_.size());
+    for (size_t i = 0; i < masters_.size(); ++i) {
+      std::optional<ScriptCall> call = make(*masters_[i]);
+      if (!call.has_value()) continue;
+      std::vector<ScriptCall> calls;
+      calls.push_back(*std::move(call));
+      pending[i].emplace(masters_[i]->Submit(std::move(calls)));
+    }
+    Replies out(masters_.size());
+    for (size_t i = 0; i < masters_.size(); ++i) {
+      if (pending[i].has_value()) out[i] = std::move(pending[i]->Await()[0]);
+    }
+    return out;
+  }
+
+  size_t IndexOf(const Master& m) const {
+    for (size_t i = 0; i < masters_.size(); ++i) {
+      if (masters_[i].get() == &m) return i;
+    }
+    return masters_.size();
+  }
+
+  template <typename ParseFn>
+  static auto Parse(const std::optional<absl::StatusOr<Reply>>& reply,
+                    ParseFn parse) -> decltype(parse(nullptr)) {
+    if (!reply->ok()) return reply->status();
+    return parse(reply->value().get());
+  }
+
+  static bool IsGone(const absl::Status& s) {
+    return absl::IsFailedPrecondition(s) || absl::IsNotFound(s);
+  }
+
+  absl::Status NoQuorum(absl::string_view what, size_t answered,
+                        const absl::Status& error) const {
+    return absl::UnavailableError(
+        absl::StrCat(what, " reached ", answered, " of ", masters_.size(),
+                     " redlock masters, a quorum is ", quorum_,
+                     error.ok() ? "" : absl::StrCat(": ", error.message())));
+  }
+
+  const Clock& clock_;
+  const Keyspace keys_;
+  const size_t quorum_;
+  const Drift drift_;
+  const absl::Duration retry_delay_;
+  const absl::Duration fallback_poll_;
+  WakeupHub releases_;  // every master's announcements wake the same waiters
+  std::vector<std::unique_ptr<Master>> masters_;
+};
+
+absl::StatusOr<Drift> ParseDrift(UriParams& params) {
+  Drift drift;
+  if (std::optional<std::string> factor = params.TakeString("drift_factor")) {
+    if (!absl::SimpleAtod(*factor, &drift.factor) || !(drift.factor >= 0) ||
+        !(drift.factor < 0.5)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "drift_factor must be a number from 0 to below 0.5 (the share of "
+          "the lease allowed for clock drift, 0.01 by default), not '",
+          *factor, "'"));
+    }
+  }
+  absl::StatusOr<std::optional<absl::Duration>> floor =
+      params.TakeDuration("drift_floor");
+  if (!floor.ok()) return floor.status();
+  if (floor->has_value()) drift.floor = **floor;
+  return drift;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeRedlockBackend(
+    const BackendConfig& config) {
+  absl::StatusOr<std::vector<ConnectionConfig>> hosts =
+      ParseHosts(config, kForm, 3, 15, kDefaultTimeout);
+  if (!hosts.ok()) return hosts.status();
+  absl::StatusOr<Drift> drift = ParseDrift(config.params);
+  if (!drift.ok()) return drift.status();
+  absl::StatusOr<std::optional<absl::Duration>> retry_delay =
+      config.params.TakeDuration("retry_delay");
+  if (!retry_delay.ok()) return retry_delay.status();
+  if (absl::Status s = config.params.RejectUnknown("redlock", kOptions);
+      !s.ok()) {
+    return s;
+  }
+  auto backend = std::make_unique<RedlockBackend>(
+      *hosts, Keyspace(config.lock_namespace, (*hosts)[0].db), *drift,
+      retry_delay->value_or(absl::Milliseconds(50)),
+      config.options.fallback_poll, config.clock);
+  if (absl::Status s = backend->Start(); !s.ok()) return s;
+  return backend;
+}
+
+const bool kRegistered = RegisterBackend("redlock", &MakeRedlockBackend);
+
+}  // namespace
+}  // namespace dlock::redis
