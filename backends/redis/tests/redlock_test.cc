@@ -1,0 +1,170 @@
+// Redlock-specific behaviour the shared conformance suite cannot see: the
+// quorum at Connect, the masters asked at once, token agreement across
+// masters whose counters differ, the configurable drift, and URI errors.
+// The fault histories are in tests/history/redlock_history_test.cc.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "dlock/dlock.h"
+#include "fault_proxy.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "redis_server.h"
+#include "status_testing.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::Direction;
+using ::dlock::testing::Fault;
+using ::dlock::testing::FaultProxy;
+using ::dlock::testing::RedisGroup;
+using ::testing::HasSubstr;
+
+std::unique_ptr<RedisGroup> StartGroup(int masters) {
+  absl::StatusOr<std::unique_ptr<RedisGroup>> group =
+      RedisGroup::Start(masters);
+  EXPECT_TRUE(group.ok()) << group.status();
+  return group.ok() ? *std::move(group) : nullptr;
+}
+
+// The integer a raw RESP reply carries (":5\r\n" or "$1\r\n5\r\n"); -1 for
+// a nil.
+int64_t RespInteger(const std::string& resp) {
+  if (absl::StartsWith(resp, "$-1")) return -1;
+  const size_t start = resp[0] == '$' ? resp.find("\r\n") + 2 : 1;
+  int64_t value = -1;
+  EXPECT_TRUE(absl::SimpleAtoi(
+      resp.substr(start, resp.find("\r\n", start) - start), &value))
+      << resp;
+  return value;
+}
+
+int64_t FenceOn(testing::RedisServer& server, const std::string& ns) {
+  absl::StatusOr<std::string> reply =
+      server.RawCommand({"GET", absl::StrCat("dlock:", ns, ":fence")});
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  return reply.ok() ? RespInteger(*reply) : -1;
+}
+
+TEST(Redlock, ConnectsWithAQuorumAndSaysHowManyAnswerWithout) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3);
+  ASSERT_NE(group, nullptr);
+  group->server(0).StopServer();
+  // Two of three: a quorum, and the lock works.
+  ASSERT_OK_AND_ASSIGN(
+      auto client,
+      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=quorum")));
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock->TryAcquire());
+  EXPECT_OK(hold.Release());
+
+  group->server(1).StopServer();
+  absl::StatusOr<std::unique_ptr<LockClient>> none =
+      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=quorum"));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(none.status().message(), HasSubstr("only 1 of 3"));
+}
+
+// The masters are asked at once: with two of three answering 300 ms late,
+// an acquisition takes about 300 ms, not 600.
+TEST(Redlock, AsksEveryMasterAtOnce) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3);
+  ASSERT_NE(group, nullptr);
+  FaultProxy slow[2];
+  std::vector<int> ports;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK(slow[i].Start("127.0.0.1", group->server(i).port()));
+    ports.push_back(slow[i].port());
+  }
+  ASSERT_OK_AND_ASSIGN(auto client,
+                       Connect(absl::StrCat("redlock://", group->Hosts(ports),
+                                            "?namespace=parallel")));
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
+  constexpr absl::Duration kDelay = absl::Milliseconds(300);
+  for (FaultProxy& p : slow) {
+    p.SetFault(Direction::kReplies, Fault::Delay(kDelay));
+  }
+  const absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(Hold hold,
+                       lock->TryAcquire({.lease = absl::Seconds(10)}));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_GE(took, kDelay);
+  EXPECT_LT(took, 2 * kDelay) << "the masters were asked one after another";
+  for (FaultProxy& p : slow) p.SetFault(Direction::kReplies, Fault::Pass());
+  EXPECT_OK(hold.Release());
+}
+
+// A master whose counter ran ahead (it granted while the others were
+// away) sets the token; the others are raised to it before the grant
+// returns, so the next token exceeds it wherever the next quorum is.
+TEST(Redlock, TokenIsTheQuorumsLargestAndIsWrittenBack) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3);
+  ASSERT_NE(group, nullptr);
+  ASSERT_OK(group->server(0)
+                .RawCommand({"SET", "dlock:tokens:fence", "100"})
+                .status());
+  ASSERT_OK_AND_ASSIGN(
+      auto client,
+      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=tokens")));
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
+  ASSERT_OK_AND_ASSIGN(Hold first, lock->TryAcquire());
+  EXPECT_EQ(first.fencing_token(), 101u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(FenceOn(group->server(i), "tokens"), 101) << "master " << i;
+  }
+  ASSERT_OK_AND_ASSIGN(LockInfo info, client->Admin().Inspect("job"));
+  EXPECT_EQ(info.fencing_token, 101u);
+  ASSERT_OK(first.Release());
+
+  // Master 0 forgets everything (a restart without persistence): the two
+  // others still know 101.
+  ASSERT_OK(group->server(0).Restart());
+  ASSERT_OK_AND_ASSIGN(Hold second, lock->Acquire({.wait = absl::Seconds(5)}));
+  EXPECT_GT(second.fencing_token(), 101u);
+  EXPECT_OK(second.Release());
+}
+
+// drift_factor makes the client stop believing earlier: with half the lease
+// as drift, a 2 s hold is believed for about 1 s.
+TEST(Redlock, ConfiguredDriftShortensTheValidity) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3);
+  ASSERT_NE(group, nullptr);
+  ASSERT_OK_AND_ASSIGN(
+      auto client, Connect(absl::StrCat("redlock://", group->Hosts(),
+                                        "?namespace=drift&drift_factor=0.45")));
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
+  const absl::Time start = absl::Now();
+  // A set lease is not renewed.
+  ASSERT_OK_AND_ASSIGN(Hold hold,
+                       lock->TryAcquire({.lease = absl::Seconds(2)}));
+  EXPECT_FALSE(hold.lost());
+  absl::SleepFor(absl::Milliseconds(1300) - (absl::Now() - start));
+  EXPECT_TRUE(hold.lost()) << "still believed past lease - elapsed - 45% drift";
+}
+
+TEST(Redlock, UriErrorsSayWhatToFix) {
+  const struct {
+    std::string uri;
+    std::string says;
+  } cases[] = {
+      {"redlock://127.0.0.1:1,127.0.0.1:2", "3 to 15 hosts"},
+      {"redlock://a:1,b:2,c:3?drift_factor=0.7", "drift_factor"},
+      {"redlock://a:1,b:2,c:3?drift_floor=soon", "drift_floor"},
+      {"redlock://a:1,b:2,c:3?quorum=1", "quorum"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(c.uri);
+    EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.uri;
+    EXPECT_THAT(client.status().message(), HasSubstr(c.says)) << c.uri;
+  }
+}
+
+}  // namespace
+}  // namespace dlock
