@@ -1,30 +1,53 @@
-// redis://[user[:password]@]host[:port][/db][?options]: one Redis master.
+// One Redis master, named by its address or by Sentinels:
+//   redis://[user[:password]@]host[:port][/db][?options]
+//   redis-sentinel://[user[:password]@]s1:port,s2:port,.../master[/db][?...]
 // Each operation is one Lua script on it (redis_lock_ops.h); waiters are
 // woken by its release announcements (redis_master.h).
 #include <memory>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "dlock/backend/backend.h"
 #include "dlock/backend/wakeup.h"
 #include "redis_lock_ops.h"
 #include "redis_master.h"
+#include "redis_sentinel.h"
 #include "redis_uri.h"
 
 namespace dlock::redis {
 namespace {
 
+constexpr char kOptions[] =
+    "wait_replicas, wait_timeout (100ms), command_timeout (the older name of "
+    "operation_timeout)";
+
+// wait_replicas=: a grant or renewal counts once that many replicas have it
+// (WAIT), so that a failover to one of them keeps it (docs/redis.md).
+struct Replication {
+  int64_t replicas = 0;
+  absl::Duration timeout = absl::Milliseconds(100);
+};
+
 class RedisBackend : public Backend {
  public:
   RedisBackend(const ConnectionConfig& config, Keyspace keys,
-               absl::Duration fallback_poll, const Clock& clock)
+               Replication replication, absl::Duration fallback_poll,
+               const Clock& clock, std::unique_ptr<SentinelWatch> sentinels)
       : clock_(clock),
         keys_(std::move(keys)),
+        replication_(replication),
         fallback_poll_(fallback_poll),
         releases_(clock),
+        sentinels_(std::move(sentinels)),
         master_(config, keys_.channel(), &releases_) {}
 
   ~RedisBackend() override { Shutdown(); }
 
-  absl::Status Start() { return master_.Start(); }
+  absl::Status Start() {
+    // Told before the first dial, so that no switch after it is missed.
+    if (sentinels_ != nullptr) sentinels_->Start([this] { master_.Reconnect(); });
+    return master_.Start();
+  }
 
   // A restart keeps holds only with AOF and appendfsync always, which the
   // client cannot vouch for: declared as not kept (docs/backends.md).
@@ -40,13 +63,24 @@ class RedisBackend : public Backend {
           absl::StatusOr<Reply> reply = Run(AcquireScript(
               master_, keys_, call.name, call.owner, call.lease, will_wait));
           if (!reply.ok()) return reply.status();
-          return ParseAcquire(reply->get(), master_.endpoint());
+          absl::StatusOr<Attempt> attempt =
+              ParseAcquire(reply->get(), master_.endpoint());
+          if (!attempt.ok() || !attempt->acquired.has_value()) return attempt;
+          if (absl::Status s = Replicated("grant", call.name); !s.ok()) {
+            // Not on enough replicas: a failover could hand it to another
+            // owner. Given back; the caller may try again.
+            (void)Run(ReleaseScript(master_, keys_, call.name, call.owner, 1));
+            return s;
+          }
+          return attempt;
         });
   }
 
+  // Not waited for with wait_replicas: a release a failover loses frees
+  // the lock at its lease end, as an unconfirmed release does (C21).
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
-    absl::StatusOr<Reply> reply =
-        Run(ReleaseScript(master_, keys_, call.name, call.owner, call.holds));
+    absl::StatusOr<Reply> reply = Run(
+        ReleaseScript(master_, keys_, call.name, call.owner, call.holds));
     if (!reply.ok()) return reply.status();
     return ParseRelease(reply->get(), call.name, master_.endpoint());
   }
@@ -68,11 +102,22 @@ class RedisBackend : public Backend {
         master_.Submit(std::move(scripts)).Await();
     std::vector<absl::Status> results;
     results.reserve(calls.size());
+    bool renewed = false;
     for (size_t i = 0; i < calls.size(); ++i) {
       results.push_back(
           replies[i].ok()
               ? ParseRenew(replies[i]->get(), calls[i].name, master_.endpoint())
               : replies[i].status());
+      renewed = renewed || results.back().ok();
+    }
+    // A renewal a failover loses would leave the new master's lease shorter
+    // than the holder believes: it counts only once replicated.
+    if (renewed) {
+      if (absl::Status s = Replicated("renewal", calls[0].name); !s.ok()) {
+        for (absl::Status& r : results) {
+          if (r.ok()) r = s;
+        }
+      }
     }
     return results;
   }
@@ -101,7 +146,10 @@ class RedisBackend : public Backend {
     return Run(ForceUnlockScript(master_, keys_, name)).status();
   }
 
-  void Shutdown() override { master_.Shutdown(); }
+  void Shutdown() override {
+    if (sentinels_ != nullptr) sentinels_->Stop();
+    master_.Shutdown();
+  }
 
  private:
   absl::StatusOr<Reply> Run(ScriptCall call) {
@@ -109,30 +157,126 @@ class RedisBackend : public Backend {
                        std::move(call.args));
   }
 
+  // OK once wait_replicas replicas have every write so far (WAIT).
+  absl::Status Replicated(absl::string_view what, absl::string_view name) {
+    if (replication_.replicas == 0) return absl::OkStatus();
+    absl::StatusOr<std::vector<Reply>> reply = master_.Send({FormatCommand(
+        {"WAIT", absl::StrCat(replication_.replicas),
+         absl::StrCat(LeaseMillis(replication_.timeout))})});
+    if (!reply.ok()) return reply.status();
+    const redisReply* r = (*reply)[0].get();
+    if (absl::Status s = ReplyError(r, "WAIT", master_.endpoint()); !s.ok()) {
+      return s;
+    }
+    if (r->type != REDIS_REPLY_INTEGER) {
+      return Malformed("WAIT", master_.endpoint());
+    }
+    if (r->integer >= replication_.replicas) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(
+        "the ", what, " of ", name, " reached ", r->integer, " of the ",
+        replication_.replicas, " replicas wait_replicas asks for within ",
+        absl::FormatDuration(replication_.timeout), " (redis at ",
+        master_.endpoint(), ")"));
+  }
+
   const Clock& clock_;
   const Keyspace keys_;
+  const Replication replication_;
   const absl::Duration fallback_poll_;
   WakeupHub releases_;
+  std::unique_ptr<SentinelWatch> sentinels_;  // redis-sentinel:// only
   Master master_;
 };
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeRedisBackend(
-    const BackendConfig& config) {
-  absl::StatusOr<std::vector<ConnectionConfig>> hosts =
-      ParseHosts(config, "redis://[user[:password]@]host[:port][/db]", 1, 1);
-  if (!hosts.ok()) return hosts.status();
-  if (absl::Status s = config.params.RejectUnknown("redis", kHostOptions);
+absl::StatusOr<Replication> ParseReplication(UriParams& params) {
+  Replication out;
+  absl::StatusOr<std::optional<int64_t>> replicas =
+      params.TakeInt("wait_replicas", 0, 100);
+  if (!replicas.ok()) return replicas.status();
+  out.replicas = replicas->value_or(0);
+  absl::StatusOr<std::optional<absl::Duration>> timeout =
+      params.TakeDuration("wait_timeout");
+  if (!timeout.ok()) return timeout.status();
+  if (timeout->has_value()) out.timeout = **timeout;
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> Make(
+    const BackendConfig& config, absl::string_view scheme,
+    const ConnectionConfig& master, std::unique_ptr<SentinelWatch> sentinels) {
+  absl::StatusOr<Replication> replication = ParseReplication(config.params);
+  if (!replication.ok()) return replication.status();
+  if (absl::Status s = config.params.RejectUnknown(scheme, kOptions);
       !s.ok()) {
     return s;
   }
   auto backend = std::make_unique<RedisBackend>(
-      (*hosts)[0], Keyspace(config.lock_namespace, (*hosts)[0].db),
-      config.options.fallback_poll, config.clock);
+      master, Keyspace(config.lock_namespace, master.db), *replication,
+      config.options.fallback_poll, config.clock, std::move(sentinels));
   if (absl::Status s = backend->Start(); !s.ok()) return s;
   return backend;
 }
 
-const bool kRegistered = RegisterBackend("redis", &MakeRedisBackend);
+absl::StatusOr<std::unique_ptr<Backend>> MakeRedisBackend(
+    const BackendConfig& config) {
+  absl::StatusOr<std::vector<ConnectionConfig>> hosts = ParseHosts(
+      config, "redis://[user[:password]@]host[:port][/db]", 1, 1);
+  if (!hosts.ok()) return hosts.status();
+  return Make(config, "redis", (*hosts)[0], nullptr);
+}
+
+constexpr char kSentinelForm[] =
+    "redis-sentinel://[user[:password]@]sentinel1:port,sentinel2:port,"
+    "sentinel3:port/master_name[/db]";
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeSentinelBackend(
+    const BackendConfig& config) {
+  // The path is master_name[/db]; ParseHosts reads the db from a path.
+  std::vector<std::string> path = absl::StrSplit(config.uri.path, '/');
+  if (path[0].empty() || path.size() > 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a redis-sentinel URI names the master after the Sentinels: ",
+        kSentinelForm));
+  }
+  Uri uri = config.uri;
+  uri.path = path.size() == 2 ? path[1] : "";
+  BackendConfig rest{uri,
+                     config.params,
+                     config.options,
+                     config.lock_namespace,
+                     config.client_id,
+                     config.endpoint,
+                     config.listener,
+                     config.clock,
+                     config.common};
+  absl::StatusOr<std::vector<ConnectionConfig>> hosts =
+      ParseHosts(rest, kSentinelForm, 1, 15);
+  if (!hosts.ok()) return hosts.status();
+  std::vector<ConnectionConfig> sentinels = *hosts;
+  for (size_t i = 0; i < sentinels.size(); ++i) {
+    ConnectionConfig& s = sentinels[i];
+    // Sentinels listen on 26379 unless told, and take no credentials here.
+    if (!uri.hosts[i].port.has_value()) {
+      s.port = 26379;
+      s.endpoint = absl::StrCat(s.host, ":", s.port);
+    }
+    s.user.clear();
+    s.password.clear();
+    s.db = 0;
+  }
+  auto watch = std::make_unique<SentinelWatch>(sentinels, path[0]);
+  ConnectionConfig master = (*hosts)[0];
+  master.endpoint = watch->Describe();
+  master.locate = [watch = watch.get()](int cancel_fd) {
+    return watch->Locate(cancel_fd);
+  };
+  master.must_be_master = true;
+  return Make(config, "redis-sentinel", master, std::move(watch));
+}
+
+const bool kRegistered = RegisterBackend("redis", &MakeRedisBackend) &&
+                         RegisterBackend("redis-sentinel",
+                                         &MakeSentinelBackend);
 
 }  // namespace
 }  // namespace dlock::redis

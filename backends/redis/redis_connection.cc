@@ -150,6 +150,36 @@ absl::StatusOr<int> Dial(const ConnectionConfig& config, int cancel_fd) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
+    const ConnectionConfig& given, int cancel_fd) {
+  ConnectionConfig config = given;
+  if (given.locate) {
+    absl::StatusOr<Address> address = given.locate(cancel_fd);
+    if (!address.ok()) return address.status();
+    config.host = address->host;
+    config.port = address->port;
+    config.endpoint = absl::StrCat(given.endpoint, " (now at ", address->host,
+                                   ":", address->port, ")");
+  }
+  absl::StatusOr<std::unique_ptr<Connection>> conn = OpenAt(config, cancel_fd);
+  if (!conn.ok() || !given.must_be_master) return conn;
+  // A Sentinel may name the old master for a moment during a failover.
+  absl::StatusOr<Reply> role = (*conn)->Command({"ROLE"});
+  if (!role.ok()) return role.status();
+  const redisReply* r = role->get();
+  if (absl::Status s = ReplyError(r, "ROLE", config.endpoint); !s.ok()) {
+    return s;
+  }
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+      r->element[0]->type != REDIS_REPLY_STRING ||
+      absl::string_view(r->element[0]->str, r->element[0]->len) != "master") {
+    return absl::UnavailableError(absl::StrCat(
+        "redis at ", config.endpoint,
+        " is not a master (yet): the Sentinels are switching"));
+  }
+  return conn;
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::OpenAt(
     const ConnectionConfig& config, int cancel_fd) {
   absl::StatusOr<int> fd = Dial(config, cancel_fd);
   if (!fd.ok()) return fd.status();

@@ -4,6 +4,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,10 +20,21 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
+// A server's address.
+struct Address {
+  std::string host;
+  int port = 0;
+};
+
 // Where and how to connect. `endpoint` is host:port, for messages.
 struct ConnectionConfig {
   std::string host;
   int port = 6379;
+  // When set, asked for the address at every dial instead of host and port
+  // (Sentinel: the master named now). Gets the dial's cancel_fd (-1: none).
+  std::function<absl::StatusOr<Address>(int cancel_fd)> locate;
+  // The server must answer ROLE as a master, or the dial fails (Unavailable).
+  bool must_be_master = false;
   std::string user;
   std::string password;  // never put in a message
   int db = 0;
@@ -51,6 +63,9 @@ class Connection {
   const std::string& endpoint() const { return endpoint_; }
 
  private:
+  // Open() at config.host and config.port.
+  static absl::StatusOr<std::unique_ptr<Connection>> OpenAt(
+      const ConnectionConfig& config, int cancel_fd);
   Connection(redisContext* ctx, std::string endpoint)
       : ctx_(ctx), endpoint_(std::move(endpoint)) {}
   absl::Status IoError();

@@ -11,8 +11,11 @@ Master::Master(ConnectionConfig config, std::string channel, WakeupHub* hub,
                Redial redial)
     : config_(std::move(config)), redial_(redial) {
   if (hub != nullptr) {
-    subscriber_ =
-        std::make_unique<Subscriber>(config_, std::move(channel), hub);
+    subscriber_ = std::make_unique<Subscriber>(
+        config_, std::move(channel),
+        Subscriber::Callbacks{
+            .on_message = [hub](absl::string_view name) { hub->Notify(name); },
+            .on_gap = [hub] { hub->NotifyAll(); }});
   }
 }
 
@@ -40,6 +43,11 @@ void Master::Shutdown() {
   }
   // A dial in flight ends within connect_timeout and installs nothing.
   if (dialer.joinable()) dialer.join();
+}
+
+void Master::Reconnect() {
+  absl::MutexLock lock(&mu_);
+  if (mux_ != nullptr) mux_->Retire();
 }
 
 // One caller dials, outside every lock; callers that find a dial in flight

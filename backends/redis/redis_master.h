@@ -61,6 +61,9 @@ class Master {
   absl::Status Start();
   // Closes the connections; every later call fails with ClientClosed.
   void Shutdown();
+  // The master moved: the next call dials again (and so does the
+  // subscription); calls in flight finish on the old connection.
+  void Reconnect();
 
   const std::string& endpoint() const { return config_.endpoint; }
   const Scripts& scripts() const { return scripts_; }

@@ -35,6 +35,11 @@ bool MuxConnection::wrong_server() const {
   return wrong_server_;
 }
 
+void MuxConnection::Retire() {
+  absl::MutexLock lock(&mu_);
+  wrong_server_ = true;
+}
+
 MuxConnection::Ticket::~Ticket() {
   if (!awaited_ && mux_ != nullptr) (void)mux_->Await(*this);
 }

@@ -85,6 +85,9 @@ class MuxConnection {
   bool broken() const;
   // True when broken() because of such an answer rather than a failure.
   bool wrong_server() const;
+  // Takes no new commands from now on, as after such an answer: the master
+  // moved (a Sentinel announced it). Commands sent still get their replies.
+  void Retire();
 
  private:
   // Writes what is queued unless another caller writes (and will loop back

@@ -12,8 +12,10 @@
 namespace dlock::redis {
 
 Subscriber::Subscriber(ConnectionConfig config, std::string channel,
-                       WakeupHub* hub)
-    : config_(std::move(config)), channel_(std::move(channel)), hub_(hub) {
+                       Callbacks callbacks)
+    : config_(std::move(config)),
+      channel_(std::move(channel)),
+      callbacks_(std::move(callbacks)) {
   stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
@@ -85,7 +87,7 @@ void Subscriber::Run() {
       if (!Listen()) return;
       // Announcements made while we were away are lost: wake every waiter
       // now and again once resubscribed, so nobody sleeps a full poll.
-      hub_->NotifyAll();
+      callbacks_.on_gap();
       conn_.reset();
     }
     // A requested resubscription goes at once; after a failure, back off.
@@ -99,7 +101,7 @@ void Subscriber::Run() {
     // been made after the address moved, so it dials once more.
     resubscribe_.store(false);
     if (Subscribe().ok()) {
-      hub_->NotifyAll();
+      callbacks_.on_gap();
       backoff = absl::Milliseconds(50);
     } else {
       backoff = std::min(backoff * 2, absl::Seconds(1));
@@ -119,7 +121,7 @@ bool Subscriber::Listen() {
           reply->element[0]->type == REDIS_REPLY_STRING &&
           std::strcmp(reply->element[0]->str, "message") == 0) {
         const redisReply* payload = reply->element[2];
-        hub_->Notify(absl::string_view(payload->str, payload->len));
+        callbacks_.on_message(absl::string_view(payload->str, payload->len));
       }
     }
     if (ctx->err != 0) return true;

@@ -1,27 +1,37 @@
-// Copyright dlock authors. One pub/sub connection per client that turns
-// release announcements into local wake-ups (C9).
+// Copyright dlock authors. One pub/sub connection that hands each message of
+// one channel to a callback: a client's release announcements, turned into
+// local wake-ups (C9), or a Sentinel's news of a failover.
 #ifndef DLOCK_BACKENDS_REDIS_REDIS_SUBSCRIBER_H_
 #define DLOCK_BACKENDS_REDIS_REDIS_SUBSCRIBER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/status.h"
-#include "dlock/backend/wakeup.h"
+#include "absl/strings/string_view.h"
 #include "redis_connection.h"
 
 namespace dlock::redis {
 
 class Subscriber {
  public:
-  Subscriber(ConnectionConfig config, std::string channel, WakeupHub* hub);
+  // Called on the subscriber's thread.
+  struct Callbacks {
+    std::function<void(absl::string_view message)> on_message;
+    // Messages may have been missed (the connection dropped), and the
+    // subscription is back.
+    std::function<void()> on_gap;
+  };
+  Subscriber(ConnectionConfig config, std::string channel, Callbacks callbacks);
   ~Subscriber();
 
   // Subscribes before returning, so that no announcement after Start() is
   // missed while the server stays up; then listens on its own thread and
-  // resubscribes after a drop, waking every waiter in case one was missed.
+  // resubscribes after a drop, calling on_gap when it drops and again when
+  // it is back.
   absl::Status Start();
   // Start() that goes on trying in the background when the first
   // subscription fails (a master of a quorum that is down now).
@@ -29,7 +39,7 @@ class Subscriber {
   void Stop();
 
   // Drops the subscription and subscribes again on a new connection, at
-  // once, waking every waiter: for when the address may now lead to another
+  // once, calling on_gap: for when the address may now lead to another
   // server (the command connection found a demoted master). Non-blocking;
   // any thread.
   void Resubscribe();
@@ -45,7 +55,7 @@ class Subscriber {
 
   const ConnectionConfig config_;
   const std::string channel_;
-  WakeupHub* const hub_;
+  const Callbacks callbacks_;
   std::unique_ptr<Connection> conn_;  // used by the listener thread only
   // eventfd that interrupts poll() and a dial: for Stop() and Resubscribe().
   int stop_fd_ = -1;
