@@ -356,7 +356,18 @@ class RedlockBackend : public Backend {
         return ::dlock::Attempt{.acquired = won->acquired};
       }
     }
+    const absl::Duration took = clock_.Now() - sent;
     if (refusals.size() < masters_.size()) GiveBack(call, granted);
+    if (grants >= quorum_) {
+      // Granted by a quorum, but too late to be believed, or its token
+      // could not reach a quorum: nobody else holds the lock (C19).
+      return absl::UnavailableError(absl::StrCat(
+          "lock '", call.name, "' was granted by ", grants, " of ",
+          masters_.size(), " redlock masters, but the round took ",
+          absl::FormatDuration(took), ", past the lease of ",
+          absl::FormatDuration(call.lease),
+          " less drift, or its token reached no quorum; try again"));
+    }
     if (grants + refusals.size() < quorum_) {
       return NoQuorum("acquire", grants + refusals.size(), error);
     }
