@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Installs, on Debian 12, the packages dlock builds and tests with. Asks apt
 # only for what is missing; run as root (or through sudo).
+#
+#   scripts/install-deps.sh               apt packages
+#   scripts/install-deps.sh BUILD_DIR     and the Redlock benchmark's node peer
+#                                         (npm ci into BUILD_DIR/node_peer)
 set -euo pipefail
+build_dir="${1:+$(realpath -m "$1")}"
+cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake pkg-config clang clang-format python3
@@ -11,13 +17,40 @@ packages=(
   libpq-dev postgresql python3-tooz python3-psycopg2
   libtomlplusplus-dev libcli11-dev
   libfaketime
+  nodejs npm
 )
 
 missing=()
 for p in "${packages[@]}"; do
+  # A node from elsewhere (NodeSource's nodejs bundles npm and conflicts with
+  # Debian's npm package) serves as well: ask apt only when the command is
+  # missing.
+  [ "$p" = nodejs ] && command -v node >/dev/null && continue
+  [ "$p" = npm ] && command -v npm >/dev/null && continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+
+# The peer of dlock_redlock_bench: the redlock npm package and ioredis at the
+# versions tests/benchmark/node_peer/package-lock.json pins, installed into
+# the build tree (the benchmark looks there). Skipped when that lock file is
+# already installed there.
+install_node_peer() {
+  [ -n "$build_dir" ] || return 0
+  local src=tests/benchmark/node_peer dst="$build_dir/node_peer"
+  if cmp -s "$src/package-lock.json" "$dst/package-lock.json" &&
+    [ -d "$dst/node_modules/redlock" ] && [ -d "$dst/node_modules/ioredis" ]; then
+    return 0
+  fi
+  echo "installing the node peer of the Redlock benchmark into $dst"
+  mkdir -p "$dst"
+  cp "$src/package.json" "$src/package-lock.json" "$dst/"
+  (cd "$dst" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  install_node_peer
+  exit 0
+fi
 
 echo "installing: ${missing[*]}"
 sudo=""
@@ -35,3 +68,4 @@ trap '[ $made_policy -eq 1 ] && $sudo rm -f "$policy"' EXIT
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "installed ${#missing[@]} packages"
+install_node_peer

@@ -29,9 +29,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-scripts/install-deps.sh
-
 build=build/test${sanitizer:+-$sanitizer}${backends:+-some}
+scripts/install-deps.sh "$build"
+
 adapters=ON
 [ -n "$backends" ] && adapters=OFF
 # Debug info only where a sanitizer's report needs it: it slows the build.

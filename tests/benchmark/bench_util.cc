@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "dlock/dlock.h"
 
@@ -58,29 +59,40 @@ std::string CommandOutput(const std::string& command) {
   return output;
 }
 
+std::optional<double> PrintedValue(const std::string& output,
+                                   const std::string& key) {
+  const std::string prefix = key + " ";
+  std::optional<double> value;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    double v = 0;
+    if (absl::ConsumePrefix(&line, prefix) && absl::SimpleAtod(line, &v)) {
+      value = v;
+    }
+  }
+  return value;
+}
+
+std::string BenchSourceDir() {
+  std::string dir = __FILE__;
+  return dir.substr(0, dir.rfind('/') + 1);
+}
+
 absl::StatusOr<double> PeerScriptRate(const std::string& script,
                                       const std::string& args,
                                       const std::string& packages) {
-  std::string dir = __FILE__;
-  dir = dir.substr(0, dir.rfind('/') + 1);
-  const std::string output =
-      CommandOutput(absl::StrCat("/usr/bin/python3 ", dir, script, " ", args));
-  const size_t at = output.rfind("RATE ");
-  double rate = 0;
-  if (at == std::string::npos ||
-      !absl::SimpleAtod(output.substr(at + 5, output.find('\n', at) - at - 5),
-                        &rate) ||
-      rate <= 0) {
+  const std::string output = CommandOutput(
+      absl::StrCat("/usr/bin/python3 ", BenchSourceDir(), script, " ", args));
+  const std::optional<double> rate = PrintedValue(output, "RATE");
+  if (!rate.has_value() || *rate <= 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(script, " printed no rate (apt-get install -y ", packages,
                      "): ", output));
   }
-  return rate;
+  return *rate;
 }
 
-absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
-                                                 int threads,
-                                                 absl::Duration duration) {
+absl::StatusOr<PairSample> UncontendedPairs(const std::string& uri, int threads,
+                                            absl::Duration duration) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
   if (!client.ok()) return client.status();
   std::vector<std::unique_ptr<DistributedLock>> locks;
@@ -88,12 +100,37 @@ absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
     absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
         (*client)->GetLock(absl::StrCat("bench-uncontended-", t));
     if (!lock.ok()) return lock.status();
+    // Untimed: the first call on a fresh client sets up what later ones
+    // reuse (scripts, connections), as a peer's warm-up does.
+    absl::StatusOr<Hold> hold = (*lock)->Acquire({.lease = absl::Seconds(10)});
+    if (!hold.ok()) return hold.status();
+    if (absl::Status s = hold->Release(); !s.ok()) return s;
     locks.push_back(*std::move(lock));
   }
-  return LoopRate(threads, duration, [&](int t) {
+  std::vector<std::vector<absl::Duration>> latencies(threads);
+  for (auto& l : latencies) l.reserve(1 << 16);
+  absl::StatusOr<double> rate = LoopRate(threads, duration, [&](int t) {
+    const absl::Time start = absl::Now();
     absl::StatusOr<Hold> hold = locks[t]->Acquire({.lease = absl::Seconds(10)});
+    latencies[t].push_back(absl::Now() - start);
     return hold.ok() ? hold->Release() : hold.status();
   });
+  if (!rate.ok()) return rate.status();
+  std::vector<absl::Duration> all;
+  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  if (all.empty()) return absl::InternalError("no pair finished in the slice");
+  std::sort(all.begin(), all.end());
+  return PairSample{.rate = *rate,
+                    .acquire_p50 = all[all.size() / 2],
+                    .acquire_p99 = all[all.size() * 99 / 100]};
+}
+
+absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
+                                                 int threads,
+                                                 absl::Duration duration) {
+  absl::StatusOr<PairSample> sample = UncontendedPairs(uri, threads, duration);
+  if (!sample.ok()) return sample.status();
+  return sample->rate;
 }
 
 absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples) {
@@ -179,30 +216,72 @@ absl::StatusOr<double> RunRedisBenchmark(
       absl::StrCat("redis-benchmark printed no rate: ", output));
 }
 
-absl::StatusOr<Paired> MeasurePaired(
-    int rounds, absl::FunctionRef<absl::StatusOr<double>()> ceiling,
-    absl::FunctionRef<absl::StatusOr<double>()> ours) {
-  std::vector<double> ceilings, rates, ratios;
+namespace {
+
+template <typename T>
+T MedianOf(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+absl::StatusOr<Rounds> MeasureRounds(
+    int rounds,
+    const std::vector<std::function<absl::StatusOr<PairSample>()>>& cases) {
+  Rounds out;
+  out.samples.resize(cases.size());
   for (int i = 0; i < rounds; ++i) {
-    absl::StatusOr<double> c = ceiling();
-    if (!c.ok()) return c.status();
-    absl::StatusOr<double> o = ours();
-    if (!o.ok()) return o.status();
-    ceilings.push_back(*c);
-    rates.push_back(*o);
-    ratios.push_back(*o / *c);
+    for (size_t c = 0; c < cases.size(); ++c) {
+      absl::StatusOr<PairSample> sample = cases[c]();
+      if (!sample.ok()) return sample.status();
+      out.samples[c].push_back(*sample);
+    }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  return out;
+}
+
+PairSample Rounds::Median(int c) const {
+  std::vector<double> rates;
+  std::vector<absl::Duration> p50s, p99s;
+  for (const PairSample& s : samples[c]) {
+    rates.push_back(s.rate);
+    p50s.push_back(s.acquire_p50);
+    p99s.push_back(s.acquire_p99);
+  }
+  return PairSample{.rate = MedianOf(rates),
+                    .acquire_p50 = MedianOf(p50s),
+                    .acquire_p99 = MedianOf(p99s)};
+}
+
+Paired Rounds::Ratio(int ours, int base) const {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < samples[ours].size(); ++i) {
+    ratios.push_back(samples[ours][i].rate / samples[base][i].rate);
+  }
   Paired out;
-  out.ceiling = median(ceilings);
-  out.ours = median(rates);
-  out.ratio = median(ratios);
+  out.ceiling = Median(base).rate;
+  out.ours = Median(ours).rate;
+  out.ratio = MedianOf(ratios);
   out.ratio_min = *std::min_element(ratios.begin(), ratios.end());
   out.ratio_max = *std::max_element(ratios.begin(), ratios.end());
   return out;
+}
+
+absl::StatusOr<Paired> MeasurePaired(
+    int rounds, absl::FunctionRef<absl::StatusOr<double>()> ceiling,
+    absl::FunctionRef<absl::StatusOr<double>()> ours) {
+  auto rate_only = [](absl::FunctionRef<absl::StatusOr<double>()> measure) {
+    return [measure]() -> absl::StatusOr<PairSample> {
+      absl::StatusOr<double> rate = measure();
+      if (!rate.ok()) return rate.status();
+      return PairSample{.rate = *rate};
+    };
+  };
+  absl::StatusOr<Rounds> measured =
+      MeasureRounds(rounds, {rate_only(ceiling), rate_only(ours)});
+  if (!measured.ok()) return measured.status();
+  return measured->Ratio(/*ours=*/1, /*base=*/0);
 }
 
 int SecondsPerCase(int argc, char** argv) {
@@ -240,6 +319,11 @@ int Fail(const absl::Status& status) {
 std::string Verdict(double ratio, double target) {
   return absl::StrFormat("%.2f of ceiling (target %.2f): %s", ratio, target,
                          ratio >= target ? "ok" : "MISSED");
+}
+
+std::string MetOrMissed(double ratio, double target) {
+  return absl::StrFormat("%.2f (target >= %.2f): %s", ratio, target,
+                         ratio >= target ? "MET" : "MISSED");
 }
 
 }  // namespace dlock::bench

@@ -3,6 +3,8 @@
 #ifndef DLOCK_TESTS_BENCHMARK_BENCH_UTIL_H_
 #define DLOCK_TESTS_BENCHMARK_BENCH_UTIL_H_
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,15 @@ absl::StatusOr<double> LoopRate(int threads, absl::Duration duration,
 // What a shell command prints (stdout and stderr).
 std::string CommandOutput(const std::string& command);
 
+// The number a peer script printed as "<key> <n>" on a line of its own
+// (the last such line); nullopt when there is none.
+std::optional<double> PrintedValue(const std::string& output,
+                                   const std::string& key);
+
+// The directory of this file, with a trailing slash: where the peers'
+// scripts are.
+std::string BenchSourceDir();
+
 // Runs a peer's benchmark script next to this file with Debian's python
 // (`packages` are installed for it, not for another python on PATH) and
 // returns the rate the script prints as "RATE <n>".
@@ -28,8 +39,20 @@ absl::StatusOr<double> PeerScriptRate(const std::string& script,
                                       const std::string& args,
                                       const std::string& packages);
 
-// Acquire-plus-release pairs per second: `threads` threads of one client,
-// each on its own name, for `duration`.
+// One slice of uncontended acquire-plus-release pairs: their rate, and the
+// acquire's latency (zero where the measurement has none, e.g. a ceiling
+// run by another tool).
+struct PairSample {
+  double rate = 0;
+  absl::Duration acquire_p50;
+  absl::Duration acquire_p99;
+};
+
+// Acquire-plus-release pairs: `threads` threads of one client, each on its
+// own name, for `duration`, after one untimed pair each.
+absl::StatusOr<PairSample> UncontendedPairs(const std::string& uri, int threads,
+                                            absl::Duration duration);
+// The same, the rate alone.
 absl::StatusOr<double> UncontendedPairsPerSecond(const std::string& uri,
                                                  int threads,
                                                  absl::Duration duration);
@@ -63,6 +86,21 @@ absl::StatusOr<Paired> MeasurePaired(
     int rounds, absl::FunctionRef<absl::StatusOr<double>()> ceiling,
     absl::FunctionRef<absl::StatusOr<double>()> ours);
 
+// Any number of cases measured in alternating slices: each round runs every
+// case once, in order. samples[case][round].
+struct Rounds {
+  std::vector<std::vector<PairSample>> samples;
+
+  // Medians over the rounds of case `c`'s rate and latencies.
+  PairSample Median(int c) const;
+  // Case `ours` against case `base`: their median rates, the median of the
+  // per-round ratios and its spread.
+  Paired Ratio(int ours, int base) const;
+};
+absl::StatusOr<Rounds> MeasureRounds(
+    int rounds,
+    const std::vector<std::function<absl::StatusOr<PairSample>()>>& cases);
+
 // The benchmark's only argument, seconds per case (default 5); prints the
 // usage and returns 0 when it is not a positive whole number.
 int SecondsPerCase(int argc, char** argv);
@@ -81,6 +119,9 @@ int Fail(const absl::Status& status);
 
 // "0.91 of ceiling (target 0.85): ok" / "... MISSED".
 std::string Verdict(double ratio, double target);
+
+// "1.62 (target >= 1.50): MET" / "... MISSED".
+std::string MetOrMissed(double ratio, double target);
 
 }  // namespace dlock::bench
 
