@@ -45,7 +45,8 @@ class RedisBackend : public Backend {
 
   absl::Status Start() {
     // Told before the first dial, so that no switch after it is missed.
-    if (sentinels_ != nullptr) sentinels_->Start([this] { master_.Reconnect(); });
+    if (sentinels_ != nullptr)
+      sentinels_->Start([this] { master_.Reconnect(); });
     return master_.Start();
   }
 
@@ -60,13 +61,17 @@ class RedisBackend : public Backend {
     const bool will_wait = call.deadline > clock_.Now();
     return AcquireWithWakeups(
         call, releases_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
-          absl::StatusOr<Reply> reply = Run(AcquireScript(
-              master_, keys_, call.name, call.owner, call.lease, will_wait));
+          std::vector<ScriptCall> script;
+          script.push_back(AcquireScript(master_, keys_, call.name, call.owner,
+                                         call.lease, will_wait));
+          Master::Pending pending = master_.Submit(std::move(script));
+          absl::StatusOr<Reply> reply = std::move(pending.Await()[0]);
           if (!reply.ok()) return reply.status();
           absl::StatusOr<Attempt> attempt =
               ParseAcquire(reply->get(), master_.endpoint());
           if (!attempt.ok() || !attempt->acquired.has_value()) return attempt;
-          if (absl::Status s = Replicated("grant", call.name); !s.ok()) {
+          if (absl::Status s = Replicated(pending, "grant", call.name);
+              !s.ok()) {
             // Not on enough replicas: a failover could hand it to another
             // owner. Given back; the caller may try again.
             (void)Run(ReleaseScript(master_, keys_, call.name, call.owner, 1));
@@ -79,8 +84,8 @@ class RedisBackend : public Backend {
   // Not waited for with wait_replicas: a release a failover loses frees
   // the lock at its lease end, as an unconfirmed release does (C21).
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
-    absl::StatusOr<Reply> reply = Run(
-        ReleaseScript(master_, keys_, call.name, call.owner, call.holds));
+    absl::StatusOr<Reply> reply =
+        Run(ReleaseScript(master_, keys_, call.name, call.owner, call.holds));
     if (!reply.ok()) return reply.status();
     return ParseRelease(reply->get(), call.name, master_.endpoint());
   }
@@ -98,8 +103,8 @@ class RedisBackend : public Backend {
       scripts.push_back(
           RenewScript(master_, keys_, call.name, call.owner, call.lease));
     }
-    std::vector<absl::StatusOr<Reply>> replies =
-        master_.Submit(std::move(scripts)).Await();
+    Master::Pending pending = master_.Submit(std::move(scripts));
+    std::vector<absl::StatusOr<Reply>> replies = pending.Await();
     std::vector<absl::Status> results;
     results.reserve(calls.size());
     bool renewed = false;
@@ -113,7 +118,8 @@ class RedisBackend : public Backend {
     // A renewal a failover loses would leave the new master's lease shorter
     // than the holder believes: it counts only once replicated.
     if (renewed) {
-      if (absl::Status s = Replicated("renewal", calls[0].name); !s.ok()) {
+      if (absl::Status s = Replicated(pending, "renewal", calls[0].name);
+          !s.ok()) {
         for (absl::Status& r : results) {
           if (r.ok()) r = s;
         }
@@ -157,12 +163,14 @@ class RedisBackend : public Backend {
                        std::move(call.args));
   }
 
-  // OK once wait_replicas replicas have every write so far (WAIT).
-  absl::Status Replicated(absl::string_view what, absl::string_view name) {
+  // OK once wait_replicas replicas have every write `pending` made (WAIT,
+  // on the connection that made them).
+  absl::Status Replicated(Master::Pending& pending, absl::string_view what,
+                          absl::string_view name) {
     if (replication_.replicas == 0) return absl::OkStatus();
-    absl::StatusOr<std::vector<Reply>> reply = master_.Send({FormatCommand(
-        {"WAIT", absl::StrCat(replication_.replicas),
-         absl::StrCat(LeaseMillis(replication_.timeout))})});
+    absl::StatusOr<std::vector<Reply>> reply = pending.FollowUp(
+        {FormatCommand({"WAIT", absl::StrCat(replication_.replicas),
+                        absl::StrCat(LeaseMillis(replication_.timeout))})});
     if (!reply.ok()) return reply.status();
     const redisReply* r = (*reply)[0].get();
     if (absl::Status s = ReplyError(r, "WAIT", master_.endpoint()); !s.ok()) {
@@ -206,8 +214,16 @@ absl::StatusOr<std::unique_ptr<Backend>> Make(
     const ConnectionConfig& master, std::unique_ptr<SentinelWatch> sentinels) {
   absl::StatusOr<Replication> replication = ParseReplication(config.params);
   if (!replication.ok()) return replication.status();
-  if (absl::Status s = config.params.RejectUnknown(scheme, kOptions);
-      !s.ok()) {
+  // WAIT holds the shared connection on the server: one that outlasts
+  // operation_timeout would fail every command in flight behind it.
+  if (replication->replicas > 0 &&
+      replication->timeout >= master.command_timeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wait_timeout (", absl::FormatDuration(replication->timeout),
+        ") must be shorter than operation_timeout (",
+        absl::FormatDuration(master.command_timeout), ")"));
+  }
+  if (absl::Status s = config.params.RejectUnknown(scheme, kOptions); !s.ok()) {
     return s;
   }
   auto backend = std::make_unique<RedisBackend>(
@@ -219,8 +235,8 @@ absl::StatusOr<std::unique_ptr<Backend>> Make(
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeRedisBackend(
     const BackendConfig& config) {
-  absl::StatusOr<std::vector<ConnectionConfig>> hosts = ParseHosts(
-      config, "redis://[user[:password]@]host[:port][/db]", 1, 1);
+  absl::StatusOr<std::vector<ConnectionConfig>> hosts =
+      ParseHosts(config, "redis://[user[:password]@]host[:port][/db]", 1, 1);
   if (!hosts.ok()) return hosts.status();
   return Make(config, "redis", (*hosts)[0], nullptr);
 }
@@ -274,9 +290,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeSentinelBackend(
   return Make(config, "redis-sentinel", master, std::move(watch));
 }
 
-const bool kRegistered = RegisterBackend("redis", &MakeRedisBackend) &&
-                         RegisterBackend("redis-sentinel",
-                                         &MakeSentinelBackend);
+const bool kRegistered =
+    RegisterBackend("redis", &MakeRedisBackend) &&
+    RegisterBackend("redis-sentinel", &MakeSentinelBackend);
 
 }  // namespace
 }  // namespace dlock::redis

@@ -172,9 +172,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
       r->element[0]->type != REDIS_REPLY_STRING ||
       absl::string_view(r->element[0]->str, r->element[0]->len) != "master") {
-    return absl::UnavailableError(absl::StrCat(
-        "redis at ", config.endpoint,
-        " is not a master (yet): the Sentinels are switching"));
+    return absl::UnavailableError(
+        absl::StrCat("redis at ", config.endpoint,
+                     " is not a master (yet): the Sentinels are switching"));
   }
   return conn;
 }
@@ -193,7 +193,8 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::OpenAt(
     return absl::UnavailableError(absl::StrCat(
         "cannot connect to redis at ", config.endpoint, ": out of memory"));
   }
-  std::unique_ptr<Connection> conn(new Connection(ctx, config.endpoint));
+  std::unique_ptr<Connection> conn(
+      new Connection(ctx, config.endpoint, config.command_timeout));
   // Without the timeout a read from a server that went silent would block
   // for good.
   if (redisSetTimeout(ctx, absl::ToTimeval(config.command_timeout)) !=

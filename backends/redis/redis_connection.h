@@ -61,17 +61,23 @@ class Connection {
   bool broken() const { return broken_; }
   redisContext* context() { return ctx_; }
   const std::string& endpoint() const { return endpoint_; }
+  // How long a command may wait for its reply (ConnectionConfig).
+  absl::Duration command_timeout() const { return command_timeout_; }
 
  private:
   // Open() at config.host and config.port.
   static absl::StatusOr<std::unique_ptr<Connection>> OpenAt(
       const ConnectionConfig& config, int cancel_fd);
-  Connection(redisContext* ctx, std::string endpoint)
-      : ctx_(ctx), endpoint_(std::move(endpoint)) {}
+  Connection(redisContext* ctx, std::string endpoint,
+             absl::Duration command_timeout)
+      : ctx_(ctx),
+        endpoint_(std::move(endpoint)),
+        command_timeout_(command_timeout) {}
   absl::Status IoError();
 
   redisContext* ctx_;
   const std::string endpoint_;
+  const absl::Duration command_timeout_;
   bool broken_ = false;
 };
 

@@ -23,8 +23,20 @@ Master::~Master() { Shutdown(); }
 
 absl::Status Master::Start() {
   absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config_);
-  if (!conn.ok()) return conn.status();
-  if (absl::Status s = scripts_.Load(**conn, endpoint()); !s.ok()) return s;
+  absl::Status loaded = conn.status();
+  if (conn.ok()) loaded = scripts_.Load(**conn, endpoint());
+  if (!loaded.ok()) scripts_ = Scripts();  // none half loaded: sent whole
+  if (redial_ == Redial::kInBackground) {
+    // A master of a quorum that is down now is dialed again by the first
+    // call that needs it, and its subscription keeps trying on its own.
+    if (loaded.ok()) {
+      absl::MutexLock lock(&mu_);
+      mux_ = std::make_shared<MuxConnection>(*std::move(conn));
+    }
+    if (subscriber_ != nullptr) subscriber_->StartTrying();
+    return loaded;
+  }
+  if (!loaded.ok()) return loaded;
   {
     absl::MutexLock lock(&mu_);
     mux_ = std::make_shared<MuxConnection>(*std::move(conn));
@@ -47,6 +59,7 @@ void Master::Shutdown() {
 
 void Master::Reconnect() {
   absl::MutexLock lock(&mu_);
+  ++moves_;
   if (mux_ != nullptr) mux_->Retire();
 }
 
@@ -88,9 +101,18 @@ absl::StatusOr<std::shared_ptr<MuxConnection>> Master::Mux() {
 }
 
 absl::Status Master::Dial(bool resubscribe) {
+  uint64_t moves_before = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    moves_before = moves_;
+  }
   absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config_);
   absl::MutexLock lock(&mu_);
   dialing_ = false;
+  if (conn.ok() && moves_ != moves_before) {
+    conn = absl::UnavailableError(absl::StrCat(
+        "the master moved while connecting to ", endpoint(), "; reconnecting"));
+  }
   if (!conn.ok()) {
     last_failure_ =
         absl::StrCat(" (last attempt: ", conn.status().message(), ")");
@@ -145,7 +167,7 @@ std::vector<absl::StatusOr<Reply>> Master::Pending::Await() {
     if (IsNoScript(reply.get())) {
       // Rare (a restart, SCRIPT FLUSH): the body, alone; it reloads the
       // script for the next EVALSHA.
-      absl::StatusOr<std::vector<Reply>> again = master_->Send(
+      absl::StatusOr<std::vector<Reply>> again = mux_->Call(
           {FormatCommand(EvalCommand(*call.script, call.keys, call.args))});
       if (!again.ok()) {
         out.push_back(again.status());
@@ -162,6 +184,12 @@ std::vector<absl::StatusOr<Reply>> Master::Pending::Await() {
     }
   }
   return out;
+}
+
+absl::StatusOr<std::vector<Reply>> Master::Pending::FollowUp(
+    std::vector<std::string> commands) {
+  if (!failed_.ok()) return failed_;
+  return mux_->Call(std::move(commands));
 }
 
 absl::StatusOr<Reply> Master::Run(const Script& script,

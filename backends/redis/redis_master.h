@@ -94,6 +94,9 @@ class Master {
   // Why the last dial failed, for the callers that fail fast meanwhile.
   std::string last_failure_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Counts Reconnect(): a dial that began before the master moved may have
+  // located the old one, so it installs nothing.
+  uint64_t moves_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<Subscriber> subscriber_;   // null without a hub
   std::thread dialer_ ABSL_GUARDED_BY(mu_);  // Redial::kInBackground
 };
@@ -102,12 +105,20 @@ class Master {
 class Master::Pending {
  public:
   Pending(Pending&&) = default;
-  Pending& operator=(Pending&&) = default;
+  // A ticket not awaited must go before its connection: no assignment.
+  Pending& operator=(Pending&&) = delete;
 
   // The replies, one per call in order; an error reply as a Status. A
   // script the server no longer knows (NOSCRIPT: restarted, or its cache
-  // flushed) is sent again with its body. Call once.
+  // flushed) is sent again with its body, on the same connection. Call
+  // once.
   std::vector<absl::StatusOr<Reply>> Await();
+
+  // Raw commands on the connection the calls went to, after Await(): WAIT
+  // counts the replicas that have this connection's writes, so it must
+  // follow them on it. Unavailable when that connection failed meanwhile.
+  absl::StatusOr<std::vector<Reply>> FollowUp(
+      std::vector<std::string> commands);
 
  private:
   friend class Master;

@@ -1,10 +1,14 @@
 #include "redis_mux.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -56,6 +60,8 @@ std::unique_ptr<MuxConnection::Ticket> MuxConnection::Submit(
   ticket->mux_ = this;
   ticket->waiter_ = std::make_unique<Waiter>();
   ticket->requests_.resize(commands.size());
+  ticket->deadline_ = std::chrono::steady_clock::now() +
+                      absl::ToChronoNanoseconds(conn_->command_timeout());
   absl::MutexLock lock(&mu_);
   // On a broken connection nothing is queued: Await() returns the failure.
   if (!broken_.ok()) return ticket;
@@ -101,7 +107,7 @@ absl::StatusOr<std::vector<Reply>> MuxConnection::Await(Ticket& ticket) {
       reading_ = true;
       std::vector<Reply> replies;
       mu_.Unlock();
-      absl::Status read = ReadSome(replies);
+      absl::Status read = ReadSome(replies, ticket.deadline_);
       mu_.Lock();
       reading_ = false;
       if (!read.ok()) {
@@ -198,9 +204,27 @@ absl::Status MuxConnection::WriteAll(const std::string& bytes) {
   return absl::OkStatus();
 }
 
-absl::Status MuxConnection::ReadSome(std::vector<Reply>& replies) {
+absl::Status MuxConnection::ReadSome(
+    std::vector<Reply>& replies,
+    std::chrono::steady_clock::time_point deadline) {
   redisContext* ctx = conn_->context();
   while (replies.empty()) {
+    // The socket's own timeout counts from this read; the deadline counts
+    // from the Submit(), so a caller that awaited other servers first (a
+    // Redlock round) waits one command_timeout in all, not one per server.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd readable{ctx->fd, POLLIN, 0};
+    const int ready =
+        poll(&readable, 1,
+             static_cast<int>(std::clamp<int64_t>(
+                 left.count(), 0, std::numeric_limits<int>::max())));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("no reply from redis at ", conn_->endpoint(), " within ",
+                       absl::FormatDuration(conn_->command_timeout())));
+    }
     if (redisBufferRead(ctx) != REDIS_OK) {
       return absl::UnavailableError(absl::StrCat(
           "lost the connection to redis at ", conn_->endpoint(), ": ",

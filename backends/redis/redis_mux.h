@@ -2,6 +2,7 @@
 #ifndef DLOCK_BACKENDS_REDIS_REDIS_MUX_H_
 #define DLOCK_BACKENDS_REDIS_REDIS_MUX_H_
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
@@ -59,6 +60,9 @@ class MuxConnection {
     MuxConnection* mux_ = nullptr;
     std::unique_ptr<Waiter> waiter_;
     std::vector<Request> requests_;
+    // Submit() + command_timeout: a reply not in by then fails the
+    // connection, however long the caller spent awaiting other servers.
+    std::chrono::steady_clock::time_point deadline_;
     bool awaited_ = false;
   };
 
@@ -94,7 +98,9 @@ class MuxConnection {
   // to write what was queued meanwhile).
   void WriteQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteAll(const std::string& bytes);
-  absl::Status ReadSome(std::vector<Reply>& replies);
+  // Reads at least one reply; Unavailable when none arrives by `deadline`.
+  absl::Status ReadSome(std::vector<Reply>& replies,
+                        std::chrono::steady_clock::time_point deadline);
   // Fails every pending request and wakes their callers; shuts the socket
   // down so that a caller blocked reading it returns at once.
   void FailAll(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

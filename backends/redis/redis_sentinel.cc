@@ -43,17 +43,15 @@ absl::StatusOr<Address> SentinelWatch::Locate(int cancel_fd) {
         r->element[0]->type == REDIS_REPLY_STRING &&
         r->element[1]->type == REDIS_REPLY_STRING &&
         absl::SimpleAtoi(
-            absl::string_view(r->element[1]->str, r->element[1]->len),
-            &port)) {
+            absl::string_view(r->element[1]->str, r->element[1]->len), &port)) {
       preferred_.store(i);
-      return Address{std::string(r->element[0]->str, r->element[0]->len),
-                     port};
+      return Address{std::string(r->element[0]->str, r->element[0]->len), port};
     }
-    absl::StrAppend(&why, "; the Sentinel at ", sentinel.endpoint,
-                    r->type == REDIS_REPLY_ERROR
-                        ? absl::StrCat(" answered ",
-                                       absl::string_view(r->str, r->len))
-                        : " does not know this master");
+    absl::StrAppend(
+        &why, "; the Sentinel at ", sentinel.endpoint,
+        r->type == REDIS_REPLY_ERROR
+            ? absl::StrCat(" answered ", absl::string_view(r->str, r->len))
+            : " does not know this master");
   }
   return absl::UnavailableError(
       absl::StrCat("no Sentinel names ", Describe(), why));
@@ -67,7 +65,8 @@ void SentinelWatch::Start(std::function<void()> moved) {
   auto next = std::make_shared<std::atomic<size_t>>(0);
   rotating.locate = [sentinels = sentinels_,
                      next](int) -> absl::StatusOr<Address> {
-    const ConnectionConfig& s = sentinels[next->fetch_add(1) % sentinels.size()];
+    const ConnectionConfig& s =
+        sentinels[next->fetch_add(1) % sentinels.size()];
     return Address{s.host, s.port};
   };
   const std::string prefix = absl::StrCat(master_name_, " ");

@@ -35,8 +35,6 @@ constexpr char kForm[] =
 constexpr char kOptions[] =
     "drift_factor (0.01), drift_floor (2ms), retry_delay (50ms), "
     "command_timeout (the older name of operation_timeout)";
-// Far more holds than anyone takes: "all of them" for the release script.
-constexpr int64_t kAllHolds = int64_t{1} << 60;
 // A master must answer quickly or be counted out, so that an attempt does
 // not spend its lease waiting for one that is down (the algorithm's
 // per-instance timeout). operation_timeout= sets it.
@@ -155,9 +153,15 @@ class RedlockBackend : public Backend {
         error = r.status();
       }
     }
+    // Held on fewer than a quorum even counting the masters that did not
+    // answer: the hold was already gone as a lock.
+    const size_t unanswered = masters_.size() - answered;
+    if (held_here + unanswered < quorum_) return NotOwnerError(call.name);
     if (answered < quorum_) return NoQuorum("release", answered, error);
-    // Held on fewer than a quorum: the hold was already gone as a lock.
-    if (held_here < quorum_) return NotOwnerError(call.name);
+    if (held_here < quorum_) {
+      return NoQuorum("release (the hold was confirmed by too few)", held_here,
+                      error);
+    }
     return left;
   }
 
@@ -357,7 +361,7 @@ class RedlockBackend : public Backend {
       }
     }
     const absl::Duration took = clock_.Now() - sent;
-    if (refusals.size() < masters_.size()) GiveBack(call, granted);
+    if (grants > 0) GiveBack(call, granted);
     if (grants >= quorum_) {
       // Granted by a quorum, but too late to be believed, or its token
       // could not reach a quorum: nobody else holds the lock (C19).
@@ -435,20 +439,16 @@ class RedlockBackend : public Backend {
     return std::nullopt;
   }
 
-  // Undoes a failed round on every master at once (called unless every
-  // master refused, when there is nothing to undo). A re-entry takes back
-  // the one hold it added where it was granted; a fresh attempt takes off
-  // every hold of the owner wherever its attempt may have run (a master
-  // that did not answer may have granted it), so nothing of it is left.
+  // Undoes a failed round on every master at once: where a master granted,
+  // it takes back the one hold this round added (a fresh key goes, a
+  // re-entry's count drops), never more, since the same owner may hold the
+  // lock through another client or thread (C6). A master that did not
+  // answer is left alone: whatever this round did there ends with its lease.
   void GiveBack(const AcquireCall& call,
                 const std::vector<std::optional<Acquired>>& granted) {
     (void)OnEach([&](const Master& m) -> std::optional<ScriptCall> {
-      const bool was_granted = granted[IndexOf(m)].has_value();
-      if (call.held != nullptr) {
-        if (!was_granted) return std::nullopt;
-        return ReleaseScript(m, keys_, call.name, call.owner, 1);
-      }
-      return ReleaseScript(m, keys_, call.name, call.owner, kAllHolds);
+      if (!granted[IndexOf(m)].has_value()) return std::nullopt;
+      return ReleaseScript(m, keys_, call.name, call.owner, 1);
     });
   }
 

@@ -66,7 +66,8 @@ TEST(RedisSentinel, FollowsAFailoverAndKeepsAReplicatedHold) {
   ASSERT_OK_AND_ASSIGN(auto client,
                        Connect(SentinelUri(*group, "namespace=follow")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
-  ASSERT_OK_AND_ASSIGN(Hold hold, lock->TryAcquire({.lease = absl::Seconds(30)}));
+  ASSERT_OK_AND_ASSIGN(Hold hold,
+                       lock->TryAcquire({.lease = absl::Seconds(30)}));
   ASSERT_OK_AND_ASSIGN(const int old_master, group->CurrentMasterPort());
 
   ASSERT_OK(group->Failover());
@@ -75,9 +76,9 @@ TEST(RedisSentinel, FollowsAFailoverAndKeepsAReplicatedHold) {
 
   // The client follows by itself (Unavailable at most during the switch),
   // and the new master has the hold, which was replicated before it.
-  ASSERT_OK_AND_ASSIGN(LockInfo info,
-                       Eventually([&] { return client->Admin().Inspect("job"); },
-                                  kSettle));
+  ASSERT_OK_AND_ASSIGN(
+      LockInfo info,
+      Eventually([&] { return client->Admin().Inspect("job"); }, kSettle));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.owner, hold.owner());
   ASSERT_OK_AND_ASSIGN(auto other, client->GetLock("other"));
@@ -111,8 +112,9 @@ TEST(RedisSentinel, WithoutWaitAFailoverCanGrantTheLockTwice) {
   ASSERT_OK_AND_ASSIGN(auto second, second_client->GetLock("account"));
   ASSERT_OK_AND_ASSIGN(
       Hold second_hold,
-      Eventually([&] { return second->TryAcquire({.lease = absl::Seconds(30)}); },
-                 kSettle));
+      Eventually(
+          [&] { return second->TryAcquire({.lease = absl::Seconds(30)}); },
+          kSettle));
   // Two owners believe they hold the lock (docs/redis.md: why to use
   // wait_replicas or Redlock where this matters).
   EXPECT_FALSE(first_hold->lost());
@@ -146,7 +148,8 @@ TEST(RedisSentinel, WaitReplicasFailsTheGrantOrKeepsItAcrossAFailover) {
   ASSERT_OK(group->WaitUntilSettled());
 
   // Replicated before it returned: the grant survives the master's death.
-  ASSERT_OK_AND_ASSIGN(Hold hold, lock->TryAcquire({.lease = absl::Seconds(30)}));
+  ASSERT_OK_AND_ASSIGN(Hold hold,
+                       lock->TryAcquire({.lease = absl::Seconds(30)}));
   ASSERT_OK_AND_ASSIGN(const int old_master, group->CurrentMasterPort());
   ASSERT_OK(group->KillMaster());
   ASSERT_OK(group->WaitForFailoverFrom(old_master).status());

@@ -148,6 +148,67 @@ TEST(Redlock, ConfiguredDriftShortensTheValidity) {
   EXPECT_TRUE(hold.lost()) << "still believed past lease - elapsed - 45% drift";
 }
 
+// A round that fails gives back only what it added: a re-entry of a hold
+// taken by another client under the same owner token (C6) leaves that hold
+// in place. (Taking off every hold of the owner handed the lock to a third
+// owner while the first still believed it.)
+TEST(Redlock, FailedReentryElsewhereKeepsTheHold) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3);
+  ASSERT_NE(group, nullptr);
+  ASSERT_OK_AND_ASSIGN(
+      auto first_client,
+      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=review")));
+  ASSERT_OK_AND_ASSIGN(
+      auto late_client,
+      Connect(absl::StrCat("redlock://", group->Hosts(),
+                           "?namespace=review&drift_floor=100s")));
+  ASSERT_OK_AND_ASSIGN(
+      auto third_client,
+      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=review")));
+  ASSERT_OK_AND_ASSIGN(auto first, first_client->GetLock("job"));
+  ASSERT_OK_AND_ASSIGN(auto late, late_client->GetLock("job"));
+  ASSERT_OK_AND_ASSIGN(auto third, third_client->GetLock("job"));
+  AcquireOptions as_job;
+  as_job.owner_token = "job-42";
+  as_job.wait = absl::ZeroDuration();
+  as_job.lease = absl::Seconds(30);
+  ASSERT_OK_AND_ASSIGN(Hold held, first->Acquire(as_job));
+  absl::StatusOr<Hold> reentry = late->Acquire(as_job);
+  EXPECT_FALSE(reentry.ok());
+  EXPECT_FALSE(held.lost());
+  // The first client still believes its hold; nobody else may get it.
+  absl::StatusOr<Hold> stolen = third->TryAcquire();
+  EXPECT_FALSE(stolen.ok()) << "two owners: the first client believes "
+                               "job-42 holds the lock, and a third took it";
+  EXPECT_FALSE(held.lost());
+}
+
+// A round waits one operation_timeout in all for masters that do not
+// answer, not one per master.
+TEST(Redlock, SilentMastersCostOneTimeoutPerRound) {
+  std::unique_ptr<RedisGroup> group = StartGroup(5);
+  ASSERT_NE(group, nullptr);
+  FaultProxy silent[2];
+  std::vector<int> ports;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK(silent[i].Start("127.0.0.1", group->server(i).port()));
+    ports.push_back(silent[i].port());
+  }
+  ASSERT_OK_AND_ASSIGN(
+      auto client,
+      Connect(absl::StrCat("redlock://", group->Hosts(ports),
+                           "?namespace=silent&operation_timeout=300ms")));
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
+  for (FaultProxy& p : silent) p.SetFault(Direction::kReplies, Fault::Stall());
+  const absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(Hold hold,
+                       lock->TryAcquire({.lease = absl::Seconds(10)}));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_LT(took, absl::Milliseconds(550))
+      << "each silent master cost a timeout of its own";
+  EXPECT_OK(hold.Release());
+}
+
 TEST(Redlock, UriErrorsSayWhatToFix) {
   const struct {
     std::string uri;
