@@ -3,6 +3,7 @@
 //   redis-sentinel://[user[:password]@]s1:port,s2:port,.../master[/db][?...]
 // Each operation is one Lua script on it (redis_lock_ops.h); waiters are
 // woken by its release announcements (redis_master.h).
+#include <functional>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -67,9 +68,11 @@ class RedisBackend : public Backend {
           Master::Pending pending = master_.Submit(std::move(script));
           absl::StatusOr<Reply> reply = std::move(pending.Await()[0]);
           if (!reply.ok()) return reply.status();
-          absl::StatusOr<Attempt> attempt =
+          absl::StatusOr<AcquireReply> parsed =
               ParseAcquire(reply->get(), master_.endpoint());
-          if (!attempt.ok() || !attempt->acquired.has_value()) return attempt;
+          if (!parsed.ok()) return parsed.status();
+          Attempt attempt = parsed->ToAttempt();
+          if (!attempt.acquired.has_value()) return attempt;
           if (absl::Status s = Replicated(pending, "grant", call.name);
               !s.ok()) {
             // Not on enough replicas: a failover could hand it to another
@@ -209,11 +212,18 @@ absl::StatusOr<Replication> ParseReplication(UriParams& params) {
   return out;
 }
 
+// `check_shape` runs once every option is taken and known, so that a
+// misspelt option is reported as such whatever else is wrong.
 absl::StatusOr<std::unique_ptr<Backend>> Make(
     const BackendConfig& config, absl::string_view scheme,
-    const ConnectionConfig& master, std::unique_ptr<SentinelWatch> sentinels) {
+    const ConnectionConfig& master, std::unique_ptr<SentinelWatch> sentinels,
+    const std::function<absl::Status()>& check_shape) {
   absl::StatusOr<Replication> replication = ParseReplication(config.params);
   if (!replication.ok()) return replication.status();
+  if (absl::Status s = config.params.RejectUnknown(scheme, kOptions); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = check_shape(); !s.ok()) return s;
   // WAIT holds the shared connection on the server: one that outlasts
   // operation_timeout would fail every command in flight behind it.
   if (replication->replicas > 0 &&
@@ -222,9 +232,6 @@ absl::StatusOr<std::unique_ptr<Backend>> Make(
         "wait_timeout (", absl::FormatDuration(replication->timeout),
         ") must be shorter than operation_timeout (",
         absl::FormatDuration(master.command_timeout), ")"));
-  }
-  if (absl::Status s = config.params.RejectUnknown(scheme, kOptions); !s.ok()) {
-    return s;
   }
   auto backend = std::make_unique<RedisBackend>(
       master, Keyspace(config.lock_namespace, master.db), *replication,
@@ -235,10 +242,13 @@ absl::StatusOr<std::unique_ptr<Backend>> Make(
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeRedisBackend(
     const BackendConfig& config) {
+  constexpr char kForm[] = "redis://[user[:password]@]host[:port][/db]";
   absl::StatusOr<std::vector<ConnectionConfig>> hosts =
-      ParseHosts(config, "redis://[user[:password]@]host[:port][/db]", 1, 1);
+      ParseHosts(config, kForm);
   if (!hosts.ok()) return hosts.status();
-  return Make(config, "redis", (*hosts)[0], nullptr);
+  return Make(config, "redis",
+              hosts->empty() ? ConnectionConfig{} : (*hosts)[0], nullptr,
+              [&] { return CheckHostCount(config.uri, kForm, 1, 1); });
 }
 
 constexpr char kSentinelForm[] =
@@ -249,11 +259,14 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeSentinelBackend(
     const BackendConfig& config) {
   // The path is master_name[/db]; ParseHosts reads the db from a path.
   std::vector<std::string> path = absl::StrSplit(config.uri.path, '/');
-  if (path[0].empty() || path.size() > 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a redis-sentinel URI names the master after the Sentinels: ",
-        kSentinelForm));
-  }
+  auto check_shape = [&] {
+    if (path[0].empty() || path.size() > 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a redis-sentinel URI names the master after the Sentinels: ",
+          kSentinelForm));
+    }
+    return CheckHostCount(config.uri, kSentinelForm, 1, 15);
+  };
   Uri uri = config.uri;
   uri.path = path.size() == 2 ? path[1] : "";
   BackendConfig rest{uri,
@@ -266,8 +279,12 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeSentinelBackend(
                      config.clock,
                      config.common};
   absl::StatusOr<std::vector<ConnectionConfig>> hosts =
-      ParseHosts(rest, kSentinelForm, 1, 15);
+      ParseHosts(rest, kSentinelForm);
   if (!hosts.ok()) return hosts.status();
+  if (hosts->empty() || path[0].empty() || path.size() > 2) {
+    return Make(config, "redis-sentinel", ConnectionConfig{}, nullptr,
+                check_shape);
+  }
   std::vector<ConnectionConfig> sentinels = *hosts;
   for (size_t i = 0; i < sentinels.size(); ++i) {
     ConnectionConfig& s = sentinels[i];
@@ -287,7 +304,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeSentinelBackend(
     return watch->Locate(cancel_fd);
   };
   master.must_be_master = true;
-  return Make(config, "redis-sentinel", master, std::move(watch));
+  return Make(config, "redis-sentinel", master, std::move(watch), check_shape);
 }
 
 const bool kRegistered =

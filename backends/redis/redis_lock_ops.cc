@@ -34,22 +34,26 @@ ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
                      will_wait ? "1" : "0"}};
 }
 
-absl::StatusOr<Attempt> ParseAcquire(const redisReply* r,
-                                     absl::string_view endpoint) {
+absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
+                                          absl::string_view endpoint) {
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
       r->element[0]->type != REDIS_REPLY_INTEGER) {
     return Malformed("acquire", endpoint);
   }
+  AcquireReply out;
   if (r->element[0]->integer == 1 && r->elements == 3) {
-    return Attempt{.acquired =
-                       Acquired{static_cast<uint64_t>(r->element[1]->integer),
-                                r->element[2]->integer}};
+    out.acquired = Acquired{static_cast<uint64_t>(r->element[1]->integer),
+                            r->element[2]->integer};
+    return out;
   }
   // pttl is -1 for a key without expiry, which we never write, and -2 when
   // it expired between the calls: look again at once.
   const int64_t pttl = r->element[1]->integer;
-  return Attempt{.acquired = std::nullopt,
-                 .holder_lease_left = absl::Milliseconds(pttl >= 0 ? pttl : 0)};
+  out.holder_lease_left = absl::Milliseconds(pttl >= 0 ? pttl : 0);
+  if (r->elements >= 3 && r->element[2]->type == REDIS_REPLY_STRING) {
+    out.holder.assign(r->element[2]->str, r->element[2]->len);
+  }
+  return out;
 }
 
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,

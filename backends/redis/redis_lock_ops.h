@@ -5,6 +5,7 @@
 #define DLOCK_BACKENDS_REDIS_REDIS_LOCK_OPS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,20 @@ int64_t LeaseMillis(absl::Duration lease);
 ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,
                          absl::Duration lease, bool will_wait);
-// The hold with its token and count, or the holder's lease left.
-absl::StatusOr<Attempt> ParseAcquire(const redisReply* reply,
-                                     absl::string_view endpoint);
+// What one master answered to the acquire script.
+struct AcquireReply {
+  std::optional<Acquired> acquired;
+  // When refused: who holds the lock there, and its lease left.
+  std::string holder;
+  absl::Duration holder_lease_left = absl::ZeroDuration();
+
+  Attempt ToAttempt() const {
+    return Attempt{.acquired = acquired,
+                   .holder_lease_left = holder_lease_left};
+  }
+};
+absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* reply,
+                                          absl::string_view endpoint);
 
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,

@@ -8,7 +8,8 @@ namespace {
 
 // KEYS[1] lock hash, KEYS[2] the namespace's fencing counter.
 // ARGV[1] owner, ARGV[2] lease in ms, ARGV[3] '1' when the caller will wait.
-// Returns {1, token, holds} when held, {0, holder's pttl} when not; a
+// Returns {1, token, holds} when held, {0, holder's pttl, holder} when not
+// (Redlock tells a split vote from a lock held by a quorum by the holder); a
 // failed attempt by a caller that will wait marks the hash 'waited', so
 // that only a release somebody waits for is published (the mark goes with
 // the hash).
@@ -37,7 +38,7 @@ end
 if ARGV[3] == '1' then
   redis.call('HSET', KEYS[1], 'waited', 1)
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return {0, redis.call('PTTL', KEYS[1]), v[1]}
 )lua";
 
 // KEYS[1] lock hash. ARGV[1] owner, ARGV[2] holds to take off, ARGV[3] the

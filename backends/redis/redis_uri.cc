@@ -5,19 +5,24 @@
 #include "dlock/backend/options.h"
 
 namespace dlock::redis {
-absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
-    const BackendConfig& config, absl::string_view form, size_t min_hosts,
-    size_t max_hosts, absl::Duration default_timeout) {
-  const Uri& uri = config.uri;
-  if (uri.hosts.size() < min_hosts || uri.hosts.size() > max_hosts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a ", uri.scheme, " URI names ",
-                     min_hosts == max_hosts
-                         ? (min_hosts == 1 ? std::string("one host")
-                                           : absl::StrCat(min_hosts, " hosts"))
-                         : absl::StrCat(min_hosts, " to ", max_hosts, " hosts"),
-                     ", not ", uri.hosts.size(), ": ", form));
+absl::Status CheckHostCount(const Uri& uri, absl::string_view form,
+                            size_t min_hosts, size_t max_hosts) {
+  if (uri.hosts.size() >= min_hosts && uri.hosts.size() <= max_hosts) {
+    return absl::OkStatus();
   }
+  return absl::InvalidArgumentError(
+      absl::StrCat("a ", uri.scheme, " URI names ",
+                   min_hosts == max_hosts
+                       ? (min_hosts == 1 ? std::string("one host")
+                                         : absl::StrCat(min_hosts, " hosts"))
+                       : absl::StrCat(min_hosts, " to ", max_hosts, " hosts"),
+                   ", not ", uri.hosts.size(), ": ", form));
+}
+
+absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
+    const BackendConfig& config, absl::string_view form,
+    absl::Duration default_timeout) {
+  const Uri& uri = config.uri;
   ConnectionConfig common;
   common.user = uri.user;
   common.password = uri.password.value_or("");

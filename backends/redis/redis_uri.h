@@ -14,13 +14,19 @@ namespace dlock::redis {
 
 // One ConnectionConfig per host of `config.uri`, in order, with the URI's
 // user, password, db (its path) and the common timeouts; takes the legacy
-// command_timeout= parameter. Timeouts not set are `default_timeout`. `form` is
-// the URI form for messages
-// ("redis://[user[:password]@]host[:port][/db]"). InvalidArgument when
-// the host count is outside [min_hosts, max_hosts] or a part is malformed.
+// command_timeout= parameter. Timeouts not set are `default_timeout`.
+// `form` is the URI form for messages
+// ("redis://[user[:password]@]host[:port][/db]"). InvalidArgument when a
+// part is malformed.
 absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
-    const BackendConfig& config, absl::string_view form, size_t min_hosts,
-    size_t max_hosts, absl::Duration default_timeout = absl::Seconds(2));
+    const BackendConfig& config, absl::string_view form,
+    absl::Duration default_timeout = absl::Seconds(2));
+
+// InvalidArgument when the URI names fewer than `min_hosts` or more than
+// `max_hosts` hosts. Checked after the options, so that a misspelt option
+// is reported as such whatever else is wrong.
+absl::Status CheckHostCount(const Uri& uri, absl::string_view form,
+                            size_t min_hosts, size_t max_hosts);
 
 // The parameters ParseHosts() takes, for RejectUnknown().
 inline constexpr char kHostOptions[] =

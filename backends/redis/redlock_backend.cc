@@ -317,23 +317,47 @@ class RedlockBackend : public Backend {
   }
 
  private:
-  // One round of the algorithm: the script on every master at once; on a
-  // quorum within the lease, the agreed token; otherwise everything this
-  // attempt took is given back on every master at once.
+  // One attempt as the core sees it. A split vote (no owner holds a quorum,
+  // this one included) decides nothing: its round is given back and, for a
+  // single attempt (TryAcquire), run again after a random delay, a few
+  // times, so that callers racing for a free lock do not all come away
+  // empty-handed, each told that another holds it (C3). A waiting caller
+  // runs again through the wait loop.
   absl::StatusOr<::dlock::Attempt> TryRound(
       const AcquireCall& call, bool will_wait,
       std::shared_ptr<RedlockHold>* record) {
+    constexpr int kSplitRetries = 4;
+    for (int splits = 0;; ++splits) {
+      bool split = false;
+      absl::StatusOr<::dlock::Attempt> attempt =
+          OneRound(call, will_wait, record, &split);
+      if (!split || will_wait || splits == kSplitRetries ||
+          call.cancel.IsCancelled()) {
+        return attempt;
+      }
+      absl::SleepFor(RandomDelay());
+    }
+  }
+
+  // One round of the algorithm: the script on every master at once; on a
+  // quorum within the lease, the agreed token; otherwise what the round
+  // took is given back. `*split` says whether no owner holds a quorum.
+  absl::StatusOr<::dlock::Attempt> OneRound(
+      const AcquireCall& call, bool will_wait,
+      std::shared_ptr<RedlockHold>* record, bool* split) {
     const MonoTime sent = clock_.Now();
     Replies replies = OnEach([&](const Master& m) {
       return AcquireScript(m, keys_, call.name, call.owner, call.lease,
                            will_wait);
     });
     std::vector<std::optional<Acquired>> granted(masters_.size());
-    std::vector<absl::Duration> refusals;  // the holders' leases left
+    // The holders' leases left, by holder.
+    absl::flat_hash_map<std::string, std::vector<absl::Duration>> refused_by;
     size_t grants = 0;
+    size_t refusals = 0;
     absl::Status error;
     for (size_t i = 0; i < replies.size(); ++i) {
-      absl::StatusOr<::dlock::Attempt> a =
+      absl::StatusOr<AcquireReply> a =
           Parse(replies[i], [&](const redisReply* reply) {
             return ParseAcquire(reply, masters_[i]->endpoint());
           });
@@ -343,7 +367,8 @@ class RedlockBackend : public Backend {
         granted[i] = a->acquired;
         ++grants;
       } else {
-        refusals.push_back(a->holder_lease_left);
+        refused_by[a->holder].push_back(a->holder_lease_left);
+        ++refusals;
       }
     }
     auto* held = static_cast<RedlockHold*>(call.held);
@@ -372,11 +397,33 @@ class RedlockBackend : public Backend {
           absl::FormatDuration(call.lease),
           " less drift, or its token reached no quorum; try again"));
     }
-    if (grants + refusals.size() < quorum_) {
-      return NoQuorum("acquire", grants + refusals.size(), error);
+    if (grants + refusals < quorum_) {
+      return NoQuorum("acquire", grants + refusals, error);
     }
+    for (auto& [holder, leases] : refused_by) {
+      if (leases.size() < quorum_) continue;
+      // Held by a quorum: free once enough of its keys expire that fewer
+      // than a quorum remain (a release wakes us sooner).
+      std::sort(leases.begin(), leases.end());
+      return ::dlock::Attempt{
+          .acquired = std::nullopt,
+          .holder_lease_left = leases[leases.size() - quorum_]};
+    }
+    absl::Duration soonest = absl::InfiniteDuration();
+    for (const auto& [holder, leases] : refused_by) {
+      for (absl::Duration d : leases) soonest = std::min(soonest, d);
+    }
+    // A master that did not answer may complete some owner's quorum: look
+    // again when the first refusal's lease ends (a release wakes us sooner).
+    if (!error.ok()) {
+      return ::dlock::Attempt{
+          .acquired = std::nullopt,
+          .holder_lease_left =
+              soonest == absl::InfiniteDuration() ? retry_delay_ : soonest};
+    }
+    *split = true;
     return ::dlock::Attempt{.acquired = std::nullopt,
-                            .holder_lease_left = LookAgainIn(refusals, error)};
+                            .holder_lease_left = RandomDelay()};
   }
 
   // The grant, its token known to a quorum; nullopt when fewer than a
@@ -452,18 +499,9 @@ class RedlockBackend : public Backend {
     });
   }
 
-  // When to try again after a failed round. Held by another owner on a
-  // quorum: when enough of its keys expire that a quorum could be free (a
-  // release wakes us sooner). A split vote: after a random delay, so that
-  // the clients that split it do not split the next round too.
-  absl::Duration LookAgainIn(std::vector<absl::Duration> refusals,
-                             const absl::Status& error) const {
-    std::sort(refusals.begin(), refusals.end());
-    const size_t can_stay_held = masters_.size() - quorum_;
-    if (refusals.size() > can_stay_held) {
-      return refusals[refusals.size() - can_stay_held - 1];
-    }
-    if (!error.ok() && !refusals.empty()) return refusals.front();
+  // After a split vote: a random delay up to retry_delay, so that the
+  // clients that split it do not split the next round too.
+  absl::Duration RandomDelay() const {
     thread_local std::mt19937_64 random{std::random_device{}()};
     std::uniform_int_distribution<int64_t> micros(
         0, absl::ToInt64Microseconds(retry_delay_));
@@ -546,7 +584,7 @@ absl::StatusOr<Drift> ParseDrift(UriParams& params) {
 absl::StatusOr<std::unique_ptr<Backend>> MakeRedlockBackend(
     const BackendConfig& config) {
   absl::StatusOr<std::vector<ConnectionConfig>> hosts =
-      ParseHosts(config, kForm, 3, 15, kDefaultTimeout);
+      ParseHosts(config, kForm, kDefaultTimeout);
   if (!hosts.ok()) return hosts.status();
   absl::StatusOr<Drift> drift = ParseDrift(config.params);
   if (!drift.ok()) return drift.status();
@@ -555,6 +593,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedlockBackend(
   if (!retry_delay.ok()) return retry_delay.status();
   if (absl::Status s = config.params.RejectUnknown("redlock", kOptions);
       !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckHostCount(config.uri, kForm, 3, 15); !s.ok()) {
     return s;
   }
   auto backend = std::make_unique<RedlockBackend>(
