@@ -9,6 +9,14 @@ namespace dlock::testing {
 
 constexpr char kRedisServer[] = "/usr/bin/redis-server";
 
+std::string EncodeRedisCommand(const std::vector<std::string>& argv) {
+  std::string out = absl::StrCat("*", argv.size(), "\r\n");
+  for (const std::string& a : argv) {
+    absl::StrAppend(&out, "$", a.size(), "\r\n", a, "\r\n");
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     const Options& options) {
   if (absl::Status s = RequireExecutable(kRedisServer, "redis-server");
@@ -33,7 +41,13 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
        << "save \"\"\n"
        << "daemonize no\n"
        << "loglevel warning\n"
-       << "logfile \"\"\n";
+       << "logfile \"\"\n"
+       // A replica's full sync starts at once, not after 5 s of waiting
+       // for more replicas to share it.
+       << "repl-diskless-sync-delay 0\n";
+  if (options.replicaof_port != 0) {
+    conf << "replicaof 127.0.0.1 " << options.replicaof_port << "\n";
+  }
   if (options.persistence) {
     // Redis 7 keeps the append-only files in <dir>/<appenddirname>.
     conf << "appendonly yes\n"
@@ -78,26 +92,15 @@ absl::Status RedisServer::Restart() {
   return StartServer();
 }
 
-namespace {
-
-std::string Resp(const std::vector<std::string>& argv) {
-  std::string out = absl::StrCat("*", argv.size(), "\r\n");
-  for (const std::string& a : argv) {
-    absl::StrAppend(&out, "$", a.size(), "\r\n", a, "\r\n");
-  }
-  return out;
-}
-
-}  // namespace
-
 absl::StatusOr<std::string> RedisServer::RawCommand(
     const std::vector<std::string>& argv) {
   std::string request;
   if (!options_.requirepass.empty()) {
-    request = Resp({"AUTH", options_.requirepass});
+    request = EncodeRedisCommand({"AUTH", options_.requirepass});
   }
   // QUIT makes the server close the connection, which ends the read.
-  absl::StrAppend(&request, Resp(argv), Resp({"QUIT"}));
+  absl::StrAppend(&request, EncodeRedisCommand(argv),
+                  EncodeRedisCommand({"QUIT"}));
   absl::StatusOr<std::string> reply =
       TcpExchange(port_, request, absl::Seconds(5));
   if (!reply.ok()) return reply.status();

@@ -11,6 +11,9 @@
 
 namespace dlock::testing {
 
+// One command in the Redis protocol (RESP): an array of bulk strings.
+std::string EncodeRedisCommand(const std::vector<std::string>& argv);
+
 class RedisServer {
  public:
   struct Options {
@@ -22,6 +25,9 @@ class RedisServer {
     // and the restart after it, as on a master run for durable locks and
     // fencing tokens. Off: nothing is persisted.
     bool persistence = false;
+    // When set, the server starts as a replica of 127.0.0.1:<replicaof_port>
+    // (Redis Sentinel groups, redis_sentinel_group.h); 0: a master.
+    int replicaof_port = 0;
   };
 
   // Starts redis-server on a free port, in a fresh directory, with no
@@ -35,6 +41,7 @@ class RedisServer {
   ~RedisServer();
 
   int port() const { return port_; }
+  const std::string& log_path() const { return log_path_; }
   // redis://127.0.0.1:<port>, plus `?namespace=ns` when ns is set.
   std::string Uri(const std::string& ns = "") const;
 

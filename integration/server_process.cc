@@ -79,8 +79,9 @@ bool PortAccepts(int port) {
   return ok;
 }
 
-absl::StatusOr<std::string> TcpExchange(int port, const std::string& request,
-                                        absl::Duration timeout) {
+absl::StatusOr<std::string> TcpExchange(
+    int port, const std::string& request, absl::Duration timeout,
+    const std::function<bool(const std::string&)>& complete) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError("socket() failed");
   sockaddr_in addr{};
@@ -108,6 +109,7 @@ absl::StatusOr<std::string> TcpExchange(int port, const std::string& request,
     ssize_t n = read(fd, buf, sizeof(buf));
     if (n <= 0) break;
     reply.append(buf, n);
+    if (complete && complete(reply)) break;
   }
   close(fd);
   return reply;

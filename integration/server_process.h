@@ -32,9 +32,12 @@ absl::Status RequireExecutable(const std::string& path,
 bool PortAccepts(int port);
 
 // Sends `request` to 127.0.0.1:port and returns what comes back until the
-// peer closes or `timeout` passes (ZooKeeper's four-letter words).
-absl::StatusOr<std::string> TcpExchange(int port, const std::string& request,
-                                        absl::Duration timeout);
+// peer closes or `timeout` passes (ZooKeeper's four-letter words), or, when
+// `complete` is set, as soon as it accepts what came so far (for servers
+// that keep the connection open, such as Redis Sentinel, which has no QUIT).
+absl::StatusOr<std::string> TcpExchange(
+    int port, const std::string& request, absl::Duration timeout,
+    const std::function<bool(const std::string&)>& complete = nullptr);
 
 // One child process. Output goes to `log_path`.
 class ChildProcess {
