@@ -1,6 +1,7 @@
 // Copyright dlock authors. Redis in the test registry (test_servers.h): a
 // redis-server without persistence ("redis") and, for the tests that ask for
 // it, one with an append-only file fsynced on every write ("redis_aof").
+#include "redis_sentinel_group.h"
 #include "redis_server.h"
 #include "test_servers.h"
 
@@ -93,11 +94,68 @@ TestBackend RedlockEntry(const std::string& label,
   };
 }
 
+SharedServer<RedisSentinelGroup> sentinel_group(
+    "a redis-server master, its replica and 3 Sentinels",
+    [] { return RedisSentinelGroup::Start(); });
+
+// redis-sentinel:// over a master, its replica and three Sentinels. A
+// restart and an outage take both servers down (the Sentinels stay), so
+// that, as for "redis", the data is gone; failovers are in
+// backends/redis/tests/redis_sentinel_test.cc.
+TestBackend SentinelEntry() {
+  SharedServer<RedisSentinelGroup>* shared = &sentinel_group;
+  return TestBackend{
+      .label = "redis_sentinel",
+      .backend = "redis",
+      .variant = false,
+      .shared_across_processes = true,
+      .uri = [shared](const UriRequest& r) -> absl::StatusOr<std::string> {
+        absl::StatusOr<RedisSentinelGroup*> group = shared->Get();
+        if (!group.ok()) return group.status();
+        // A proxy stands in front of one address; a Sentinel URI has no
+        // single server to put it before.
+        if (r.port != 0) {
+          return absl::UnimplementedError(
+              "redis_sentinel has no proxy port: its client dials the "
+              "master the Sentinels name");
+        }
+        return WithQuery(
+            absl::StrCat("redis-sentinel://", (*group)->SentinelUri(), "/",
+                         (*group)->master_name()),
+            r);
+      },
+      .unreachable_uri =
+          [](const std::string& ns) {
+            return absl::StrCat("redis-sentinel://127.0.0.1:1/none?namespace=",
+                                ns);
+          },
+      .port = [shared]() -> absl::StatusOr<int> {
+        absl::StatusOr<RedisSentinelGroup*> group = shared->Get();
+        if (!group.ok()) return group.status();
+        return (*group)->CurrentMasterPort();
+      },
+      .restart = shared->Hook([](RedisSentinelGroup& g) {
+        g.StopServers();
+        return g.StartServers();
+      }),
+      .stop = shared->VoidHook([](RedisSentinelGroup& g) { g.StopServers(); }),
+      .start =
+          shared->Hook([](RedisSentinelGroup& g) { return g.StartServers(); }),
+      .kill = nullptr,
+      .pause = nullptr,
+      .resume = nullptr,
+      .terminate_sessions = nullptr,
+      .short_session_param = "",
+      .conformance_deviations = {},
+  };
+}
+
 const TestBackendRegistration registration({
     Entry("redis", /*variant=*/false, &plain),
     Entry("redis_aof", /*variant=*/true, &aof),
     RedlockEntry("redlock3", &three),
     RedlockEntry("redlock5", &five),
+    SentinelEntry(),
 });
 
 }  // namespace

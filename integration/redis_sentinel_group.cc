@@ -609,6 +609,23 @@ absl::Status RedisSentinelGroup::KillMaster() {
   return absl::OkStatus();
 }
 
+void RedisSentinelGroup::StopServers() {
+  for (auto& server : servers_) server->StopServer();
+}
+
+absl::Status RedisSentinelGroup::StartServers() {
+  // The master first, so that its replica finds it.
+  absl::StatusOr<int> master = AgreedMasterPort();
+  const int first =
+      master.ok() && ServerIndex(*master) >= 0 ? ServerIndex(*master) : 0;
+  for (int i : {first, 1 - first}) {
+    if (absl::Status s = servers_[i]->StartServer(); !s.ok()) return s;
+  }
+  killed_ = -1;
+  paused_ = -1;
+  return WaitUntilSettled();
+}
+
 absl::Status RedisSentinelGroup::RestartKilled() {
   if (killed_ < 0) {
     return absl::FailedPreconditionError(

@@ -104,6 +104,13 @@ class RedisSentinelGroup {
   // again, empty, and the replica resyncs from it (losing everything, as
   // with such a master).
   absl::Status KillMaster();
+  // Both servers stopped cleanly, the Sentinels left running (a whole site
+  // down); StartServers() starts them again, empty (no persistence), on
+  // their ports and configuration, master first, and waits until the group
+  // settles (the Sentinels may have swapped the roles meanwhile). For the
+  // conformance suite's server restart and outage.
+  void StopServers();
+  absl::Status StartServers();
   absl::Status RestartKilled();
   // SIGSTOP of the master: for longer than Options::down_after, the
   // Sentinels fail over, and after ResumePaused() turn it into a replica.
