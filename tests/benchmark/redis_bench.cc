@@ -18,14 +18,18 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench_util.h"
+#include "redis_sentinel_group.h"
 
 namespace {
 
 constexpr double kTargetOneThread = 0.85;
 constexpr double kTargetSixteenThreads = 0.80;
 constexpr double kTargetHandOffRoundTrips = 3.0;
+// redis-sentinel:// against redis:// on the same master, with no failover.
+constexpr double kTargetSentinelCost = 0.95;
 
 // One round trip as the hand-off meets it: a lone command after the client
 // sat idle for as long as a waiter does (2 ms), not one of a back-to-back
@@ -94,6 +98,33 @@ int main(int argc, char** argv) {
   absl::StatusOr<absl::Duration> lone_trip = IsolatedRoundTrip(port, 300);
   if (!lone_trip.ok()) return dlock::bench::Fail(lone_trip.status());
 
+  // Sentinel mode: the same master reached through its Sentinels, paired
+  // with redis:// straight to it.
+  absl::StatusOr<std::unique_ptr<dlock::testing::RedisSentinelGroup>> group =
+      dlock::testing::RedisSentinelGroup::Start();
+  if (!group.ok()) return dlock::bench::Fail(group.status());
+  absl::StatusOr<int> master = (*group)->CurrentMasterPort();
+  if (!master.ok()) return dlock::bench::Fail(master.status());
+  const std::string direct =
+      absl::StrCat("redis://127.0.0.1:", *master, "?namespace=bench");
+  const std::string sentinel =
+      absl::StrCat("redis-sentinel://", (*group)->SentinelUri(), "/",
+                   (*group)->master_name(), "?namespace=bench");
+  auto pairs = [&](const std::string& u, int threads) {
+    return [&, u, threads]() {
+      return dlock::bench::UncontendedPairsPerSecond(u, threads, slice);
+    };
+  };
+  absl::StatusOr<dlock::bench::Paired> sentinel_one =
+      dlock::bench::MeasurePaired(rounds, pairs(direct, 1), pairs(sentinel, 1));
+  if (!sentinel_one.ok()) return dlock::bench::Fail(sentinel_one.status());
+  absl::StatusOr<dlock::bench::Paired> sentinel_sixteen =
+      dlock::bench::MeasurePaired(rounds, pairs(direct, 16),
+                                  pairs(sentinel, 16));
+  if (!sentinel_sixteen.ok()) {
+    return dlock::bench::Fail(sentinel_sixteen.status());
+  }
+
   const double handoff_trips = absl::FDivDuration(handoff->median, *lone_trip);
   std::cout << absl::StrFormat(
       "redis backend, server %s; %d rounds of %s slices, medians\n"
@@ -113,5 +144,17 @@ int main(int argc, char** argv) {
       absl::FormatDuration(*lone_trip), kTargetHandOffRoundTrips,
       handoff_trips <= kTargetHandOffRoundTrips ? "ok" : "MISSED",
       absl::FormatDuration(handoff->p99));
+  std::cout << absl::StrFormat(
+      "sentinel mode: redis-sentinel:// vs redis:// on the same master (with "
+      "a replica), no failover\n"
+      "                        redis://  sentinel   ratio (spread)\n"
+      "  1 thread   pairs/s  %9.0f  %9.0f   %s (%.2f..%.2f)\n"
+      "  16 threads pairs/s  %9.0f  %9.0f   %s (%.2f..%.2f)\n",
+      sentinel_one->ceiling, sentinel_one->ours,
+      dlock::bench::MetOrMissed(sentinel_one->ratio, kTargetSentinelCost),
+      sentinel_one->ratio_min, sentinel_one->ratio_max,
+      sentinel_sixteen->ceiling, sentinel_sixteen->ours,
+      dlock::bench::MetOrMissed(sentinel_sixteen->ratio, kTargetSentinelCost),
+      sentinel_sixteen->ratio_min, sentinel_sixteen->ratio_max);
   return 0;
 }
