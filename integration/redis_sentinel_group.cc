@@ -680,12 +680,15 @@ absl::Status RedisSentinelGroup::RestartKilled() {
   return absl::OkStatus();
 }
 
+absl::Status RedisSentinelGroup::NonePaused() const {
+  if (paused_ < 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("server ", servers_[paused_]->port(),
+                   " is paused already: call ResumePaused() first"));
+}
+
 absl::Status RedisSentinelGroup::PauseMaster() {
-  if (paused_ >= 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("server ", servers_[paused_]->port(),
-                     " is paused already: call ResumePaused() first"));
-  }
+  if (absl::Status s = NonePaused(); !s.ok()) return s;
   absl::StatusOr<int> master = CurrentMasterPort();
   if (!master.ok()) return master.status();
   const int index = ServerIndex(*master);
@@ -700,11 +703,7 @@ absl::Status RedisSentinelGroup::PauseMaster() {
 }
 
 absl::Status RedisSentinelGroup::PauseReplica() {
-  if (paused_ >= 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("server ", servers_[paused_]->port(),
-                     " is paused already: call ResumePaused() first"));
-  }
+  if (absl::Status s = NonePaused(); !s.ok()) return s;
   absl::StatusOr<int> master = CurrentMasterPort();
   if (!master.ok()) return master.status();
   const int master_index = ServerIndex(*master);

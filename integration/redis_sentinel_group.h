@@ -142,6 +142,8 @@ class RedisSentinelGroup {
 
   explicit RedisSentinelGroup(const Options& options) : options_(options) {}
   absl::Status StartSentinel(Sentinel& sentinel, int master_port);
+  // FailedPrecondition when a server is paused already.
+  absl::Status NonePaused() const;
   // Index in servers_ of the server on `port`, or -1.
   int ServerIndex(int port) const;
   // Polls `problem`, which says what is not ready yet ("" once all is),

@@ -141,32 +141,37 @@ absl::Status Scripts::Load(Connection& conn, absl::string_view endpoint) {
   return absl::OkStatus();
 }
 
-std::vector<std::string> EvalShaCommand(const Script& script,
-                                        const std::vector<std::string>& keys,
-                                        const std::vector<std::string>& args) {
-  // Not loaded: the master was down when the client started.
-  if (script.sha.empty()) return EvalCommand(script, keys, args);
+namespace {
+
+// "<verb> <script> <number of keys> keys... args...".
+std::vector<std::string> ScriptCommand(const char* verb,
+                                       const std::string& script,
+                                       const std::vector<std::string>& keys,
+                                       const std::vector<std::string>& args) {
   std::vector<std::string> argv;
   argv.reserve(3 + keys.size() + args.size());
-  argv.push_back("EVALSHA");
-  argv.push_back(script.sha);
+  argv.push_back(verb);
+  argv.push_back(script);
   argv.push_back(absl::StrCat(keys.size()));
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
 
+}  // namespace
+
+std::vector<std::string> EvalShaCommand(const Script& script,
+                                        const std::vector<std::string>& keys,
+                                        const std::vector<std::string>& args) {
+  // Not loaded: the master was down when the client started.
+  if (script.sha.empty()) return EvalCommand(script, keys, args);
+  return ScriptCommand("EVALSHA", script.sha, keys, args);
+}
+
 std::vector<std::string> EvalCommand(const Script& script,
                                      const std::vector<std::string>& keys,
                                      const std::vector<std::string>& args) {
-  std::vector<std::string> argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.push_back("EVAL");
-  argv.push_back(script.body);
-  argv.push_back(absl::StrCat(keys.size()));
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
+  return ScriptCommand("EVAL", script.body, keys, args);
 }
 
 bool IsNoScript(const redisReply* reply) {
