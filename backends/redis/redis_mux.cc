@@ -50,29 +50,35 @@ MuxConnection::Ticket::~Ticket() {
 
 absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
     std::vector<std::string> commands) {
-  std::unique_ptr<Ticket> ticket = Submit(std::move(commands));
-  return Await(*ticket);
+  // On the stack: a lone round trip pays no allocation for its Ticket.
+  Ticket ticket;
+  SubmitInto(ticket, std::move(commands));
+  return Await(ticket);
 }
 
 std::unique_ptr<MuxConnection::Ticket> MuxConnection::Submit(
     std::vector<std::string> commands) {
   std::unique_ptr<Ticket> ticket(new Ticket);
-  ticket->mux_ = this;
-  ticket->waiter_ = std::make_unique<Waiter>();
-  ticket->requests_.resize(commands.size());
-  ticket->deadline_ = std::chrono::steady_clock::now() +
-                      absl::ToChronoNanoseconds(conn_->command_timeout());
+  SubmitInto(*ticket, std::move(commands));
+  return ticket;
+}
+
+void MuxConnection::SubmitInto(Ticket& ticket,
+                               std::vector<std::string> commands) {
+  ticket.mux_ = this;
+  ticket.requests_.resize(commands.size());
+  ticket.deadline_ = std::chrono::steady_clock::now() +
+                     absl::ToChronoNanoseconds(conn_->command_timeout());
   absl::MutexLock lock(&mu_);
   // On a broken connection nothing is queued: Await() returns the failure.
-  if (!broken_.ok()) return ticket;
+  if (!broken_.ok()) return;
   for (size_t i = 0; i < commands.size(); ++i) {
     absl::StrAppend(&queued_, commands[i]);
-    ticket->requests_[i].waiter = ticket->waiter_.get();
-    pending_.push_back(&ticket->requests_[i]);
+    ticket.requests_[i].waiter = &ticket.waiter_;
+    pending_.push_back(&ticket.requests_[i]);
   }
-  ticket->waiter_->unanswered = commands.size();
+  ticket.waiter_.unanswered = commands.size();
   WriteQueued();
-  return ticket;
 }
 
 void MuxConnection::WriteQueued() {
@@ -92,7 +98,7 @@ void MuxConnection::WriteQueued() {
 }
 
 absl::StatusOr<std::vector<Reply>> MuxConnection::Await(Ticket& ticket) {
-  Waiter& waiter = *ticket.waiter_;
+  Waiter& waiter = ticket.waiter_;
   absl::MutexLock lock(&mu_);
   ticket.awaited_ = true;
   while (true) {

@@ -58,7 +58,7 @@ class MuxConnection {
     friend class MuxConnection;
     Ticket() = default;
     MuxConnection* mux_ = nullptr;
-    std::unique_ptr<Waiter> waiter_;
+    Waiter waiter_;  // the Ticket stays put (on the heap, or Call's stack)
     std::vector<Request> requests_;
     // Submit() + command_timeout: a reply not in by then fails the
     // connection, however long the caller spent awaiting other servers.
@@ -97,6 +97,8 @@ class MuxConnection {
   // Writes what is queued unless another caller writes (and will loop back
   // to write what was queued meanwhile).
   void WriteQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Submit() into a Ticket the caller placed.
+  void SubmitInto(Ticket& ticket, std::vector<std::string> commands);
   absl::Status WriteAll(const std::string& bytes);
   // Reads at least one reply; Unavailable when none arrives by `deadline`.
   absl::Status ReadSome(std::vector<Reply>& replies,

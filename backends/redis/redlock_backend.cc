@@ -131,7 +131,7 @@ class RedlockBackend : public Backend {
   }
 
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
-    Replies replies = OnEach([&](const Master& m) {
+    Replies replies = OnEach([&](const Master& m, size_t) {
       return ReleaseScript(m, keys_, call.name, call.owner, call.holds);
     });
     size_t answered = 0;
@@ -230,8 +230,8 @@ class RedlockBackend : public Backend {
   }
 
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
-    Replies replies =
-        OnEach([&](const Master& m) { return InspectScript(m, keys_, name); });
+    Replies replies = OnEach(
+        [&](const Master& m, size_t) { return InspectScript(m, keys_, name); });
     size_t answered = 0;
     absl::Status error;
     absl::flat_hash_map<std::string, std::vector<LockInfo>> by_owner;
@@ -296,8 +296,9 @@ class RedlockBackend : public Backend {
   }
 
   absl::Status ForceUnlock(absl::string_view name) override {
-    Replies replies = OnEach(
-        [&](const Master& m) { return ForceUnlockScript(m, keys_, name); });
+    Replies replies = OnEach([&](const Master& m, size_t) {
+      return ForceUnlockScript(m, keys_, name);
+    });
     size_t answered = 0;
     absl::Status error;
     for (const auto& r : replies) {
@@ -346,7 +347,7 @@ class RedlockBackend : public Backend {
       const AcquireCall& call, bool will_wait,
       std::shared_ptr<RedlockHold>* record, bool* split) {
     const MonoTime sent = clock_.Now();
-    Replies replies = OnEach([&](const Master& m) {
+    Replies replies = OnEach([&](const Master& m, size_t) {
       return AcquireScript(m, keys_, call.name, call.owner, call.lease,
                            will_wait);
     });
@@ -467,13 +468,13 @@ class RedlockBackend : public Backend {
       if (g.has_value() && g->fencing_token == token) ++agreeing;
     }
     if (agreeing >= quorum_) return won;  // the usual case: one round trip
-    Replies raised = OnEach([&](const Master& m) -> std::optional<ScriptCall> {
-      const size_t i = IndexOf(m);
-      if (!granted[i].has_value() || granted[i]->fencing_token == token) {
-        return std::nullopt;
-      }
-      return RaiseTokenScript(m, keys_, call.name, call.owner, token);
-    });
+    Replies raised =
+        OnEach([&](const Master& m, size_t i) -> std::optional<ScriptCall> {
+          if (!granted[i].has_value() || granted[i]->fencing_token == token) {
+            return std::nullopt;
+          }
+          return RaiseTokenScript(m, keys_, call.name, call.owner, token);
+        });
     for (size_t i = 0; i < raised.size(); ++i) {
       if (raised[i].has_value() && raised[i]->ok() &&
           ParseRenew(raised[i]->value().get(), call.name,
@@ -493,8 +494,8 @@ class RedlockBackend : public Backend {
   // answer is left alone: whatever this round did there ends with its lease.
   void GiveBack(const AcquireCall& call,
                 const std::vector<std::optional<Acquired>>& granted) {
-    (void)OnEach([&](const Master& m) -> std::optional<ScriptCall> {
-      if (!granted[IndexOf(m)].has_value()) return std::nullopt;
+    (void)OnEach([&](const Master& m, size_t i) -> std::optional<ScriptCall> {
+      if (!granted[i].has_value()) return std::nullopt;
       return ReleaseScript(m, keys_, call.name, call.owner, 1);
     });
   }
@@ -510,11 +511,13 @@ class RedlockBackend : public Backend {
 
   // Submits `make(master)` to every master, then awaits each: the round
   // takes as long as the slowest master (bounded by operation_timeout).
+  // `make` gets the master and its index; nullopt asks that master nothing.
   Replies OnEach(
-      absl::FunctionRef<std::optional<ScriptCall>(const Master&)> make) {
+      absl::FunctionRef<std::optional<ScriptCall>(const Master&, size_t)>
+          make) {
     std::vector<std::optional<Master::Pending>> pending(masters_.size());
     for (size_t i = 0; i < masters_.size(); ++i) {
-      std::optional<ScriptCall> call = make(*masters_[i]);
+      std::optional<ScriptCall> call = make(*masters_[i], i);
       if (!call.has_value()) continue;
       std::vector<ScriptCall> calls;
       calls.push_back(*std::move(call));
@@ -525,13 +528,6 @@ class RedlockBackend : public Backend {
       if (pending[i].has_value()) out[i] = std::move(pending[i]->Await()[0]);
     }
     return out;
-  }
-
-  size_t IndexOf(const Master& m) const {
-    for (size_t i = 0; i < masters_.size(); ++i) {
-      if (masters_[i].get() == &m) return i;
-    }
-    return masters_.size();
   }
 
   template <typename ParseFn>
