@@ -3,7 +3,7 @@
 # only for what is missing; run as root (or through sudo).
 #
 #   scripts/install-deps.sh               apt packages
-#   scripts/install-deps.sh BUILD_DIR     and the Redlock benchmark's node peer
+#   scripts/install-deps.sh BUILD_DIR     and the benchmarks' node peers
 #                                         (npm ci into BUILD_DIR/node_peer)
 set -euo pipefail
 build_dir="${1:+$(realpath -m "$1")}"
@@ -15,6 +15,7 @@ packages=(
   libhiredis-dev redis-server redis-tools
   libzookeeper-mt-dev zookeeper python3-kazoo
   libpq-dev postgresql python3-tooz python3-psycopg2
+  python3-redis python3-matplotlib
   libtomlplusplus-dev libcli11-dev
   libfaketime
   nodejs npm
@@ -30,18 +31,20 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
-# The peer of dlock_redlock_bench: the redlock npm package and ioredis at the
-# versions tests/benchmark/node_peer/package-lock.json pins, installed into
-# the build tree (the benchmark looks there). Skipped when that lock file is
-# already installed there.
+# The node peers of dlock_redlock_bench and of the comparative report
+# (scripts/bench_report.py): the redlock and redis-semaphore npm packages and
+# ioredis at the versions tests/benchmark/peers/node_peer/package-lock.json
+# pins, installed into the build tree (the benchmarks look there). Skipped
+# when that lock file is already installed there.
 install_node_peer() {
   [ -n "$build_dir" ] || return 0
-  local src=tests/benchmark/node_peer dst="$build_dir/node_peer"
+  local src=tests/benchmark/peers/node_peer dst="$build_dir/node_peer"
   if cmp -s "$src/package-lock.json" "$dst/package-lock.json" &&
-    [ -d "$dst/node_modules/redlock" ] && [ -d "$dst/node_modules/ioredis" ]; then
+    [ -d "$dst/node_modules/redlock" ] && [ -d "$dst/node_modules/ioredis" ] &&
+    [ -d "$dst/node_modules/redis-semaphore" ]; then
     return 0
   fi
-  echo "installing the node peer of the Redlock benchmark into $dst"
+  echo "installing the node peers of the benchmarks into $dst"
   mkdir -p "$dst"
   cp "$src/package.json" "$src/package-lock.json" "$dst/"
   (cd "$dst" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

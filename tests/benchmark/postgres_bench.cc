@@ -6,9 +6,15 @@
 // hand-off, the least a LISTEN/NOTIFY hand-off takes: a write that notifies,
 // its delivery to a listening connection, and that connection's upsert. The
 // peer: OpenStack tooz's PostgreSQL driver (Debian's python3-tooz), run by
-// tooz_lock_bench.py next to this file.
+// peers/tooz_lock_bench.py next to this file.
 //
 //   dlock_postgres_bench [seconds-per-case]      (default 5)
+//   dlock_postgres_bench --ceiling CONNINFO THREADS SECONDS
+//
+// The second form runs one slice of the pair ceiling against a running
+// server (CONNINFO in libpq's form, "host=127.0.0.1 port=5432 ...") and
+// prints it as one JSON record, for the comparative report
+// (scripts/bench_report.py).
 //
 // Starts its own PostgreSQL. Prints each rate with its ratio to the ceiling
 // and to tooz, against the targets of issue 4 (lease mode: at least 0.8 of
@@ -225,13 +231,46 @@ absl::StatusOr<dlock::bench::Latency> LoneRoundTrip(const std::string& conninfo,
 absl::StatusOr<double> ToozPairsPerSecond(const std::string& url, int threads,
                                           int seconds) {
   return dlock::bench::PeerScriptRate(
-      "tooz_lock_bench.py", absl::StrCat(url, " ", seconds, " ", threads),
+      "peers/tooz_lock_bench.py", absl::StrCat(url, " ", seconds, " ", threads),
       "python3-tooz python3-psycopg2");
+}
+
+// `--ceiling CONNINFO THREADS SECONDS`: one ceiling slice as a JSON record,
+// with the settings of the ceiling above (connect timeout, application
+// name) added to CONNINFO.
+int CeilingSlice(int argc, char** argv) {
+  int threads = 0;
+  double seconds = 0;
+  if (argc != 5 || !absl::SimpleAtoi(argv[3], &threads) || threads < 1 ||
+      !absl::SimpleAtod(argv[4], &seconds) || seconds <= 0) {
+    std::cerr << "usage: " << argv[0]
+              << " --ceiling CONNINFO THREADS SECONDS\n";
+    return 2;
+  }
+  const std::string conninfo = absl::StrCat(
+      argv[2], " connect_timeout=5 application_name=dlock-bench-ceiling");
+  if (absl::Status s = CreateCeilingTable(conninfo); !s.ok()) {
+    return dlock::bench::Fail(s);
+  }
+  absl::StatusOr<double> upserts =
+      CeilingUpsertsPerSecond(conninfo, threads, absl::Seconds(seconds));
+  if (!upserts.ok()) return dlock::bench::Fail(upserts.status());
+  // A pair costs two upserts' round trips.
+  std::cout << absl::StrFormat(
+      "{\"ceiling\": \"libpq: prepared one-row upsert, a connection per "
+      "thread, two per pair\", \"scenario\": \"uncontended\", "
+      "\"concurrency\": %d, \"seconds\": %g, \"pairs_per_sec\": %.1f, "
+      "\"round_trips_per_sec\": %.1f}\n",
+      threads, seconds, *upserts / 2, *upserts);
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--ceiling") {
+    return CeilingSlice(argc, argv);
+  }
   const int seconds = dlock::bench::SecondsPerCase(argc, argv);
   if (seconds < 1) return 2;
   const absl::Duration duration = absl::Seconds(seconds);

@@ -66,8 +66,8 @@ absl::StatusOr<dlock::bench::PairSample> NodeRedlockPairs(
     const std::string& hosts, int loops, absl::Duration slice) {
   const std::string output = dlock::bench::CommandOutput(
       absl::StrCat("node ", dlock::bench::BenchSourceDir(),
-                   "node_peer/node_redlock_bench.js ", kNodePeerDir, " ", hosts,
-                   " ", loops, " ", absl::ToDoubleSeconds(slice)));
+                   "peers/node_peer/node_redlock_bench.js ", kNodePeerDir, " ",
+                   hosts, " ", loops, " ", absl::ToDoubleSeconds(slice)));
   const std::optional<double> rate = dlock::bench::PrintedValue(output, "RATE");
   const std::optional<double> p50 =
       dlock::bench::PrintedValue(output, "ACQUIRE_P50_US");

@@ -5,6 +5,11 @@
 // Lock recipe (Debian's python3-kazoo).
 //
 //   dlock_zookeeper_bench [seconds-per-case]      (default 5)
+//   dlock_zookeeper_bench --ceiling HOSTS THREADS SECONDS
+//
+// The second form runs one slice of the ceiling against a running server
+// (HOSTS "127.0.0.1:2181") and prints it as one JSON record, for the
+// comparative report (scripts/bench_report.py).
 //
 // Starts its own ZooKeeper. Prints rates, ratios and verdicts against the
 // targets of issue 3; exits non-zero only when something fails, never for a
@@ -136,13 +141,36 @@ absl::StatusOr<dlock::bench::Latency> CeilingHandOff(const std::string& hosts,
 absl::StatusOr<double> KazooPairsPerSecond(const std::string& hosts,
                                            int threads, int seconds) {
   return dlock::bench::PeerScriptRate(
-      "kazoo_lock_bench.py", absl::StrCat(hosts, " ", seconds, " ", threads),
-      "python3-kazoo");
+      "peers/kazoo_lock_bench.py",
+      absl::StrCat(hosts, " ", seconds, " ", threads), "python3-kazoo");
+}
+
+// `--ceiling HOSTS THREADS SECONDS`: one ceiling slice as a JSON record.
+int CeilingSlice(int argc, char** argv) {
+  int threads = 0;
+  double seconds = 0;
+  if (argc != 5 || !absl::SimpleAtoi(argv[3], &threads) || threads < 1 ||
+      !absl::SimpleAtod(argv[4], &seconds) || seconds <= 0) {
+    std::cerr << "usage: " << argv[0] << " --ceiling HOSTS THREADS SECONDS\n";
+    return 2;
+  }
+  absl::StatusOr<double> rate =
+      CeilingPairsPerSecond(argv[2], threads, absl::Seconds(seconds));
+  if (!rate.ok()) return dlock::bench::Fail(rate.status());
+  std::cout << absl::StrFormat(
+      "{\"ceiling\": \"zookeeper C client: create + delete of an ephemeral "
+      "node\", \"scenario\": \"uncontended\", \"concurrency\": %d, "
+      "\"seconds\": %g, \"pairs_per_sec\": %.1f}\n",
+      threads, seconds, *rate);
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--ceiling") {
+    return CeilingSlice(argc, argv);
+  }
   const int seconds = dlock::bench::SecondsPerCase(argc, argv);
   if (seconds < 1) return 2;
   const absl::Duration duration = absl::Seconds(seconds);

@@ -1,0 +1,242 @@
+// The node peers of the comparative report (scripts/bench_report.py) on one
+// Redis master: redis-semaphore's Mutex and redlock, both over ioredis.
+//
+//   node node_peers.js <install-dir> --library redis-semaphore|node-redlock
+//       --target host:port --scenario uncontended|contention
+//       --concurrency N --seconds S [--warmup S]
+//
+// <install-dir> is where scripts/install-deps.sh ran `npm ci` for this
+// directory's package-lock.json (BUILD_DIR/node_peer). Runs ONE slice and
+// prints one JSON record, the shape `dlock bench --json` prints for dlock,
+// with "library" where dlock's has "backend":
+//
+//   uncontended: N concurrent async loops in this process (node's way to run
+//     concurrent work), each with a lock name of its own, acquire+release
+//     pairs on one shared ioredis connection (redis-semaphore's README passes
+//     one client to every Mutex; redlock's single-master setup is a Redlock
+//     over one client): pairs_per_sec and the acquire and release
+//     percentiles (us).
+//   contention: N clients, each with an ioredis connection of its own (as N
+//     processes would have), on one lock name, each re-acquiring as soon as
+//     it released: hand-offs (the lock passing to another client) per
+//     second, their latency (from the holder's release call to another
+//     client's acquire returning), each client's share of the acquisitions,
+//     Jain's index over them and the longest wait in acquire.
+//
+// Both libraries wait for a held lock by polling: redis-semaphore every
+// 10 ms (its default retryInterval), redlock every 200 ms plus jitter (its
+// defaults; retryCount -1 so that an acquire waits as long as it takes
+// rather than failing after 10 tries). Exits non-zero with a message when
+// the packages are missing or a call fails.
+"use strict";
+
+const path = require("path");
+const { createRequire } = require("module");
+
+const kLeaseMs = 10000;  // as dlock's pairs: Acquire({.lease = 10s})
+
+function parseArgs(argv) {
+  const [installDir, ...rest] = argv;
+  const args = { installDir, warmup: 0.2 };
+  for (let i = 0; i < rest.length; i += 2) {
+    const key = rest[i].replace(/^--/, "");
+    args[key] = rest[i + 1];
+  }
+  for (const required of ["library", "target", "scenario", "concurrency", "seconds"]) {
+    if (args[required] === undefined) {
+      console.error(
+        "usage: node node_peers.js <install-dir> --library redis-semaphore|node-redlock " +
+        "--target host:port --scenario uncontended|contention --concurrency N --seconds S " +
+        "[--warmup S]");
+      process.exit(2);
+    }
+  }
+  args.concurrency = Number(args.concurrency);
+  args.seconds = Number(args.seconds);
+  args.warmup = Number(args.warmup);
+  return args;
+}
+
+function percentilesUs(samplesNs) {
+  if (samplesNs.length === 0) return { p50: null, p99: null, p999: null };
+  const sorted = Float64Array.from(samplesNs).sort();
+  const at = (f) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * f))] / 1000;
+  return { p50: at(0.5), p99: at(0.99), p999: at(0.999) };
+}
+
+function jain(counts) {
+  const total = counts.reduce((a, b) => a + b, 0);
+  const squares = counts.reduce((a, b) => a + b * b, 0);
+  return squares ? (total * total) / (counts.length * squares) : 0;
+}
+
+const now = () => process.hrtime.bigint();
+
+// { connect(), lockFor(connection, name, contended) -> {acquire, release} }
+function library(args) {
+  // The packages live in the build tree, not next to this file.
+  let requireInstalled;
+  try {
+    requireInstalled = createRequire(path.join(path.resolve(args.installDir), "package.json"));
+    requireInstalled.resolve("ioredis");
+    requireInstalled.resolve(args.library === "node-redlock" ? "redlock" : "redis-semaphore");
+  } catch (e) {
+    console.error(`${args.library} or ioredis is not installed in ${args.installDir} ` +
+                  `(scripts/install-deps.sh BUILD_DIR installs them): ${e.message}`);
+    process.exit(3);
+  }
+  const Redis = requireInstalled("ioredis").default;
+  const [host, port] = args.target.split(":");
+  const connect = async () => {
+    const client = new Redis({ host, port: Number(port), maxRetriesPerRequest: 1 });
+    await new Promise((resolve, reject) => {
+      client.once("ready", resolve);
+      client.once("error", reject);
+    });
+    return client;
+  };
+
+  if (args.library === "redis-semaphore") {
+    const { Mutex } = requireInstalled("redis-semaphore");
+    return {
+      connect,
+      lockFor(client, name, contended) {
+        const mutex = new Mutex(client, name, {
+          lockTimeout: kLeaseMs,
+          // Waiting for seven others must not fail the run.
+          acquireTimeout: contended ? 600000 : 10000,
+        });
+        return { acquire: () => mutex.acquire(), release: () => mutex.release() };
+      },
+    };
+  }
+  if (args.library === "node-redlock") {
+    const Redlock = requireInstalled("redlock").default;
+    const redlocks = new Map();
+    return {
+      connect,
+      lockFor(client, name, contended) {
+        if (!redlocks.has(client)) {
+          const redlock = new Redlock([client], contended ? { retryCount: -1 } : {});
+          // Redlock also emits each failed attempt of an acquire that goes on
+          // retrying; a failure of the call itself rejects its promise.
+          redlock.on("error", () => {});
+          redlocks.set(client, redlock);
+        }
+        const redlock = redlocks.get(client);
+        let lock = null;
+        return {
+          acquire: async () => { lock = await redlock.acquire([name], kLeaseMs); },
+          release: async () => { await lock.release(); lock = null; },
+        };
+      },
+    };
+  }
+  console.error(`unknown library ${args.library}`);
+  process.exit(2);
+}
+
+async function uncontended(lib, args, prefix) {
+  const client = await lib.connect();
+  const locks = Array.from({ length: args.concurrency },
+                           (_, i) => lib.lockFor(client, `${prefix}-uncontended-${i}`, false));
+  const warmUntil = now() + BigInt(Math.round(args.warmup * 1e9));
+  await Promise.all(locks.map(async (l) => {
+    do {
+      await l.acquire();
+      await l.release();
+    } while (now() < warmUntil);
+  }));
+  const acquires = [];
+  const releases = [];
+  let pairs = 0;
+  const start = now();
+  const stop = start + BigInt(Math.round(args.seconds * 1e9));
+  await Promise.all(locks.map(async (l) => {
+    while (now() < stop) {
+      const t0 = now();
+      await l.acquire();
+      const t1 = now();
+      await l.release();
+      const t2 = now();
+      acquires.push(Number(t1 - t0));
+      releases.push(Number(t2 - t1));
+      ++pairs;
+    }
+  }));
+  const seconds = Number(now() - start) / 1e9;
+  await client.quit();
+  return {
+    scenario: "uncontended",
+    concurrency: args.concurrency,
+    seconds,
+    pairs_per_sec: pairs / seconds,
+    acquire_us: percentilesUs(acquires),
+    release_us: percentilesUs(releases),
+  };
+}
+
+async function contention(lib, args, prefix) {
+  const clients = await Promise.all(Array.from({ length: args.concurrency }, lib.connect));
+  const name = `${prefix}-contended`;
+  const locks = clients.map((c) => lib.lockFor(c, name, true));
+  const counts = new Array(locks.length).fill(0);
+  const handoffs = [];
+  let longestWaitNs = 0;
+  let releasedAt = null;
+  let releasedBy = null;
+  const measureFrom = now() + BigInt(Math.round(args.warmup * 1e9));
+  const stop = measureFrom + BigInt(Math.round(args.seconds * 1e9));
+  await Promise.all(locks.map(async (l, i) => {
+    for (;;) {
+      const t0 = now();
+      await l.acquire();
+      const t1 = now();
+      if (t1 >= measureFrom) {
+        // A client re-taking its own lock is no hand-off.
+        if (releasedBy !== null && releasedBy !== i) handoffs.push(Number(t1 - releasedAt));
+        longestWaitNs = Math.max(longestWaitNs, Number(t1 - t0));
+        ++counts[i];
+      }
+      releasedBy = i;
+      releasedAt = now();
+      await l.release();
+      if (t1 >= stop) return;
+    }
+  }));
+  const seconds = Number(stop - measureFrom) / 1e9;
+  await Promise.all(clients.map((c) => c.quit()));
+  const total = counts.reduce((a, b) => a + b, 0);
+  return {
+    scenario: "contention",
+    concurrency: args.concurrency,
+    seconds,
+    handoffs_per_sec: handoffs.length / seconds,
+    handoff_us: percentilesUs(handoffs),
+    shares: counts.map((c) => (total ? c / total : 0)),
+    jain: jain(counts),
+    longest_wait_ms: longestWaitNs / 1e6,
+  };
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const lib = library(args);
+  // A prefix of its own per run: slices never meet another's names.
+  const prefix = `peer-${process.pid}-${Date.now()}`;
+  let record;
+  if (args.scenario === "uncontended") {
+    record = await uncontended(lib, args, prefix);
+  } else if (args.scenario === "contention") {
+    record = await contention(lib, args, prefix);
+  } else {
+    console.error(`unknown scenario ${args.scenario}`);
+    process.exit(2);
+  }
+  console.log(JSON.stringify({ library: args.library, target: args.target, ...record }));
+}
+
+main().catch((e) => {
+  console.error(`${process.argv[4]} failed: ${e.stack || e}`);
+  process.exit(1);
+});

@@ -1,0 +1,323 @@
+"""The Python peers of the comparative report (scripts/bench_report.py).
+
+    /usr/bin/python3 python_peers.py --library LIB --target TARGET \
+        --scenario uncontended|contention --concurrency N --seconds S \
+        [--warmup S]
+
+LIB and TARGET:
+  redis-py         host:port   redis-py's Lock (python3-redis), one client
+                               with a connection pool shared by the threads
+  kazoo            host:port   kazoo's Lock recipe (python3-kazoo), one
+                               KazooClient shared by the threads
+  tooz-zookeeper   host:port   a tooz coordinator (python3-tooz), zookeeper://
+  tooz-postgresql  URL         a tooz coordinator, postgresql:// (psycopg2)
+
+Runs ONE slice and prints one JSON record, the shape `dlock bench --json`
+prints for dlock, with "library" where dlock's has "backend":
+
+  uncontended: N threads, each with a lock name of its own, acquire+release
+    pairs; pairs_per_sec and the percentiles of acquire and release (us).
+  contention: N clients (a client object each, as N processes would have)
+    on one lock name, each re-acquiring as soon as it released; hand-offs
+    per second, the hand-off latency (from the holder's release call to the
+    next holder's acquire returning), each client's share of the
+    acquisitions, Jain's fairness index and the longest wait in acquire.
+
+Each library is used as its documentation shows, with its defaults (redis-py
+polls a held lock every 0.1 s, kazoo and tooz's ZooKeeper driver wait on a
+watch, tooz's PostgreSQL driver blocks in pg_advisory_lock). Exits non-zero
+with a message on stderr when the library is missing or a call fails: the
+report treats that as a failure, never as a skipped peer.
+"""
+import argparse
+import hashlib
+import json
+import sys
+import threading
+import time
+import uuid
+
+LEASE_SECONDS = 10  # as dlock's pairs: Acquire({.lease = 10s})
+
+
+def percentiles_us(samples):
+    """p50, p99 and p99.9 of durations in seconds, in microseconds."""
+    if not samples:
+        return {"p50": None, "p99": None, "p999": None}
+    ordered = sorted(samples)
+
+    def at(fraction):
+        return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1e6
+
+    return {"p50": at(0.50), "p99": at(0.99), "p999": at(0.999)}
+
+
+def jain(counts):
+    total = sum(counts)
+    squares = sum(c * c for c in counts)
+    return (total * total) / (len(counts) * squares) if squares else 0.0
+
+
+# --- the libraries ---------------------------------------------------------
+# Each returns (make_lock(client, name), make_client(), close_client(client));
+# a lock object has acquire() and release().
+
+
+def redis_py(target):
+    import redis  # python3-redis
+
+    host, port = target.rsplit(":", 1)
+
+    def make_client():
+        # redis-py's documented way: a client over a connection pool, which
+        # hands each concurrent call a connection of its own.
+        pool = redis.ConnectionPool(host=host, port=int(port))
+        return redis.Redis(connection_pool=pool)
+
+    def make_lock(client, name):
+        lock = client.lock(name, timeout=LEASE_SECONDS)
+        return lock.acquire, lock.release
+
+    return make_lock, make_client, lambda client: client.close()
+
+
+def kazoo(target):
+    from kazoo.client import KazooClient  # python3-kazoo
+
+    def make_client():
+        client = KazooClient(hosts=target)
+        client.start(timeout=10)
+        return client
+
+    def make_lock(client, name):
+        lock = client.Lock("/kazoo-bench/" + name, uuid.uuid4().hex)
+        return lock.acquire, lock.release
+
+    def close(client):
+        client.stop()
+        client.close()
+
+    return make_lock, make_client, close
+
+
+def tooz(url, distinct_keys):
+    from tooz import coordination  # python3-tooz
+
+    def make_client():
+        coordinator = coordination.get_coordinator(
+            url, ("bench-" + uuid.uuid4().hex).encode())
+        coordinator.start()
+        return coordinator
+
+    names = {}
+
+    def make_lock(coordinator, name):
+        if distinct_keys:
+            name = names.setdefault(name, distinct_key_name(len(names)))
+        lock = coordinator.get_lock(name.encode())
+
+        def acquire():
+            if not lock.acquire(blocking=True):
+                raise RuntimeError("a blocking tooz acquire returned False")
+
+        return acquire, lock.release
+
+    return make_lock, make_client, lambda coordinator: coordinator.stop()
+
+
+_used_keys = set()
+
+
+def distinct_key_name(index):
+    """A name whose advisory-lock key differs from every earlier one's.
+
+    tooz's PostgreSQL driver keys its advisory lock by the first two bytes of
+    the name's md5, so two names can share a key and wait for each other;
+    the uncontended case must not."""
+    i = index
+    while True:
+        name = "tooz-bench-%d-%d" % (index, i)
+        key = hashlib.md5(name.encode()).digest()[0:2]
+        if key not in _used_keys:
+            _used_keys.add(key)
+            return name
+        i += 1
+
+
+def library(name, target):
+    if name == "redis-py":
+        return redis_py(target)
+    if name == "kazoo":
+        return kazoo(target)
+    if name == "tooz-zookeeper":
+        return tooz("zookeeper://" + target, distinct_keys=False)
+    if name == "tooz-postgresql":
+        return tooz(target, distinct_keys=True)
+    raise SystemExit("unknown library %r" % name)
+
+
+# --- the scenarios ---------------------------------------------------------
+
+
+class Workers:
+    """Threads running a loop until a deadline; the first error stops all."""
+
+    def __init__(self):
+        self.errors = []
+
+    def run(self, count, body):
+        def guarded(index):
+            try:
+                body(index)
+            except threading.BrokenBarrierError:
+                pass  # another thread failed: its error is the one to report
+            except Exception as e:  # reported; the figures would be wrong
+                self.errors.append("%s: %r" % (type(e).__name__, e))
+
+        threads = [threading.Thread(target=guarded, args=(i,)) for i in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.errors:
+            raise RuntimeError(self.errors[0])
+
+
+def uncontended(lib, args, prefix):
+    make_lock, make_client, close = lib
+    client = make_client()
+    locks = [make_lock(client, "%s-uncontended-%d" % (prefix, i))
+             for i in range(args.concurrency)]
+    acquires = [[] for _ in locks]
+    releases = [[] for _ in locks]
+    counts = [0] * len(locks)
+    clock = time.perf_counter
+    warm_until = time.monotonic() + args.warmup
+    phase = {}
+
+    def start_measuring():
+        phase["start"] = time.monotonic()
+        phase["stop"] = phase["start"] + args.seconds
+
+    # The measured phase starts once every thread has finished its warm-up.
+    warmed_up = threading.Barrier(len(locks), action=start_measuring)
+
+    def body(i):
+        acquire, release = locks[i]
+        try:
+            while time.monotonic() < warm_until:
+                acquire()
+                release()
+        except Exception:
+            warmed_up.abort()  # the others must not wait for this thread
+            raise
+        warmed_up.wait()
+        stop = phase["stop"]
+        while time.monotonic() < stop:
+            t0 = clock()
+            acquire()
+            t1 = clock()
+            release()
+            t2 = clock()
+            acquires[i].append(t1 - t0)
+            releases[i].append(t2 - t1)
+            counts[i] += 1
+
+    Workers().run(len(locks), body)
+    elapsed = time.monotonic() - phase["start"]
+    close(client)
+    return {
+        "scenario": "uncontended",
+        "concurrency": args.concurrency,
+        "seconds": elapsed,
+        "pairs_per_sec": sum(counts) / elapsed,
+        "acquire_us": percentiles_us([x for l in acquires for x in l]),
+        "release_us": percentiles_us([x for l in releases for x in l]),
+    }
+
+
+def contention(lib, args, prefix):
+    make_lock, make_client, close = lib
+    clients = [make_client() for _ in range(args.concurrency)]
+    name = "%s-contended" % prefix
+    locks = [make_lock(c, name) for c in clients]
+    counts = [0] * len(locks)
+    handoffs = []
+    longest_wait = [0.0]
+    # The last release: who made it and when its call started.
+    state = {"released_at": None, "released_by": None}
+    guard = threading.Lock()
+    clock = time.perf_counter
+    start = time.monotonic()
+    measure_from = start + args.warmup
+    stop = measure_from + args.seconds
+
+    def body(i):
+        acquire, release = locks[i]
+        while True:
+            t0 = clock()
+            acquire()
+            t1 = clock()
+            now = time.monotonic()
+            with guard:
+                if now >= measure_from:
+                    # A hand-off passes the lock to another client; a
+                    # client re-taking its own lock is no hand-off.
+                    if state["released_by"] not in (None, i):
+                        handoffs.append(t1 - state["released_at"])
+                    longest_wait[0] = max(longest_wait[0], t1 - t0)
+                    counts[i] += 1
+                state["released_by"] = i
+                state["released_at"] = clock()
+            release()
+            if now >= stop:
+                return
+
+    Workers().run(len(locks), body)
+    elapsed = min(time.monotonic(), stop) - measure_from
+    for c in clients:
+        close(c)
+    total = sum(counts)
+    return {
+        "scenario": "contention",
+        "concurrency": args.concurrency,
+        "seconds": elapsed,
+        "handoffs_per_sec": len(handoffs) / elapsed,
+        "handoff_us": percentiles_us(handoffs),
+        "shares": [c / total if total else 0.0 for c in counts],
+        "jain": jain(counts),
+        "longest_wait_ms": longest_wait[0] * 1e3,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--library", required=True,
+                        choices=["redis-py", "kazoo", "tooz-zookeeper", "tooz-postgresql"])
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--scenario", required=True, choices=["uncontended", "contention"])
+    parser.add_argument("--concurrency", type=int, required=True)
+    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--warmup", type=float, default=0.2)
+    args = parser.parse_args()
+    try:
+        lib = library(args.library, args.target)
+    except ImportError as e:
+        sys.exit("%s is not installed for %s (scripts/install-deps.sh installs "
+                 "Debian's python3-redis, python3-kazoo, python3-tooz, "
+                 "python3-psycopg2): %s" % (args.library, sys.executable, e))
+    # A prefix of its own per run: slices never meet another's names.
+    prefix = "peer-" + uuid.uuid4().hex[:8]
+    try:
+        if args.scenario == "uncontended":
+            record = uncontended(lib, args, prefix)
+        else:
+            record = contention(lib, args, prefix)
+    except Exception as e:
+        sys.exit("%s %s failed: %s: %s" % (args.library, args.scenario, type(e).__name__, e))
+    record = dict({"library": args.library, "target": args.target}, **record)
+    print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()
