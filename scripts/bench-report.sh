@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The comparative benchmark report (issue 11): installs what is missing
+# (apt packages, the node peers), builds dlock and the benchmark binaries
+# into build/report (Release), then runs scripts/bench_report.py, which
+# starts throwaway servers, measures dlock, each backend's ceiling and the
+# peers in alternating slices and writes docs/benchmarks.md with its charts.
+#
+#   scripts/bench-report.sh                  about 10 minutes; writes docs/
+#   scripts/bench-report.sh --quick --out DIR
+#                                            about a minute; writes DIR
+#
+# Other arguments go to bench_report.py (--rounds, --slice, --warmup).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build/report
+scripts/install-deps.sh "$build"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Only what the report runs: dlock (its `bench` subcommand), the servers and
+# the two benchmarks whose --ceiling mode measures ZooKeeper's and
+# PostgreSQL's ceilings.
+cmake --build "$build" -j"$(nproc)" --target dlock_cli dlock_bench_servers \
+  dlock_zookeeper_bench dlock_postgres_bench >/dev/null
+# Debian's python: the peers' packages and matplotlib are installed for it,
+# not for another python3 on PATH.
+exec /usr/bin/python3 scripts/bench_report.py --build "$build" "$@"
