@@ -181,8 +181,7 @@ class Measurer:
                "--warmup", "%dms" % (self.warmup_s * 1000), "--json"]
         cmd += ["--clients", str(concurrency)] if scenario == "contention" else [
             "--threads", str(concurrency)]
-        record = self.dlock_record(cmd, scenario)
-        return record
+        return self.dlock_record(cmd, scenario)
 
     def dlock_record(self, cmd, scenario):
         out = last_json(run(cmd, "dlock bench", self.timeout()), "dlock bench")
@@ -373,8 +372,8 @@ def uncontended_table(records, backend):
         lines.append("\n**%d thread%s** (each on a lock of its own)\n" % (
             threads, "" if threads == 1 else "s"))
         lines.append("| | pairs/s | acquire p50 / p99 / p99.9 | release p50 / p99 / p99.9 "
-                     "| dlock ÷ this (spread) |")
-        lines.append("| --- | --- | --- | --- | --- |")
+                     "| this ÷ ceiling | dlock ÷ this (spread) |")
+        lines.append("| --- | --- | --- | --- | --- | --- |")
         for who in ["dlock"] + CEILINGS[backend] + PEERS[backend]:
             recs = cell[who]
 
@@ -383,9 +382,10 @@ def uncontended_table(records, backend):
                     return "—"
                 return " / ".join(fmt_us(median_of(recs, field, p)) for p in ["p50", "p99", "p999"])
 
-            lines.append("| %s | %s | %s | %s | %s |" % (
+            lines.append("| %s | %s | %s | %s | %s | %s |" % (
                 "**dlock**" if who == "dlock" else who, fmt_rate(median_of(recs, "pairs_per_sec")),
                 pct("acquire_us"), pct("release_us"),
+                "" if who.startswith("ceiling") else fmt_ratio(ratio(recs, cell["ceiling"])),
                 "" if who == "dlock" else fmt_ratio(ratio(ours, recs))))
     return lines
 
