@@ -83,6 +83,13 @@ def run(cmd, what, timeout):
 
 
 def last_json(output, what):
+    """The JSON object a tool printed: its whole output, or its last line
+    that is one (the peers and ceilings print one line; `dlock bench` one
+    object over several lines)."""
+    try:
+        return json.loads(output)
+    except ValueError:
+        pass
     for line in reversed(output.strip().splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -91,6 +98,19 @@ def last_json(output, what):
             except ValueError:
                 break
     raise Failure("%s printed no JSON record: %s" % (what, output[-2000:]))
+
+
+def dlock_results(output):
+    """The records of `dlock bench --json`; Failure for a scenario that
+    failed (it prints an "error" record for it)."""
+    out = last_json(output, "dlock bench")
+    results = out.get("results", [])
+    for r in results:
+        if "error" in r:
+            raise Failure("dlock bench failed: %s" % json.dumps(r))
+    for r in results:
+        r["version"] = out.get("version")
+    return results
 
 
 class Tools:
@@ -184,11 +204,10 @@ class Measurer:
         return self.dlock_record(cmd, scenario)
 
     def dlock_record(self, cmd, scenario):
-        out = last_json(run(cmd, "dlock bench", self.timeout()), "dlock bench")
-        matching = [r for r in out.get("results", []) if r.get("scenario") == scenario]
+        results = dlock_results(run(cmd, "dlock bench", self.timeout()))
+        matching = [r for r in results if r.get("scenario") == scenario]
         if not matching:
-            raise Failure("dlock bench printed no %s record: %s" % (scenario, json.dumps(out)))
-        matching[0]["version"] = out.get("version")
+            raise Failure("dlock bench printed no %s record: %s" % (scenario, json.dumps(results)))
         return matching[0]
 
     def dlock_once(self, backend, quick):
@@ -197,12 +216,12 @@ class Measurer:
                "--scenarios", "watchdog,memory", "--duration", "%dms" % (self.slice_s * 1000),
                "--warmup", "%dms" % (self.warmup_s * 1000), "--json",
                "--locks", "100" if quick else "1000", "--names", "1000" if quick else "10000"]
-        out = last_json(run(cmd, "dlock bench", self.timeout() + 300), "dlock bench")
-        records = {r.get("scenario"): r for r in out.get("results", [])}
+        results = dlock_results(run(cmd, "dlock bench", self.timeout() + 300))
+        records = {r.get("scenario"): r for r in results}
         for scenario in ["watchdog", "memory"]:
             if scenario not in records:
                 raise Failure("dlock bench printed no %s record for %s: %s" % (
-                    scenario, backend, json.dumps(out)))
+                    scenario, backend, json.dumps(results)))
         return records
 
     def ceiling(self, backend, name, concurrency):
