@@ -27,6 +27,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -158,14 +159,15 @@ class Servers:
     """dlock_bench_servers as a child: its servers live while it does."""
 
     def __init__(self, tools):
+        # Its messages go to a file, not a pipe nobody reads during the run.
+        self.errors = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen([tools.servers], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True)
+                                        stdout=subprocess.PIPE, stderr=self.errors, text=True)
         line = self.process.stdout.readline()
         if not line:
-            error = self.process.stderr.read()
             self.process.wait()
-            raise Failure("the servers did not start:\n" + error)
+            self.errors.seek(0)
+            raise Failure("the servers did not start:\n" + self.errors.read())
         self.info = json.loads(line)
 
     def stop(self):
