@@ -197,9 +197,15 @@ class Measurer:
     def timeout(self):
         return 120 + 10 * (self.slice_s + self.warmup_s)
 
+    def seconds(self, scenario):
+        """A slice's length. Contention runs at least a second: redlock
+        polls a held lock every 200 ms or more, and a shorter slice can end
+        before its first hand-off."""
+        return max(self.slice_s, 1.0) if scenario == "contention" else self.slice_s
+
     def dlock(self, backend, scenario, concurrency):
         cmd = [self.tools.dlock, "bench", "--backend", self.servers[backend]["uri"],
-               "--scenarios", scenario, "--duration", "%dms" % (self.slice_s * 1000),
+               "--scenarios", scenario, "--duration", "%dms" % (self.seconds(scenario) * 1000),
                "--warmup", "%dms" % (self.warmup_s * 1000), "--json"]
         cmd += ["--clients", str(concurrency)] if scenario == "contention" else [
             "--threads", str(concurrency)]
@@ -269,7 +275,7 @@ class Measurer:
         target = (self.servers["postgres"]["url"] if backend == "postgres"
                   else self.servers[backend]["host_port"])
         cmd += ["--library", library, "--target", target, "--scenario", scenario,
-                "--concurrency", str(concurrency), "--seconds", "%g" % self.slice_s,
+                "--concurrency", str(concurrency), "--seconds", "%g" % self.seconds(scenario),
                 "--warmup", "%g" % self.warmup_s]
         return last_json(run(cmd, library, self.timeout()), library)
 
@@ -428,21 +434,29 @@ def contention_table(records, backend):
 
 
 def once_table(once):
-    lines = ["\n| backend | watchdog: locks, lease | renew batches/s | renewals/s | "
-             "client CPU | memory: names | client bytes/held lock | server bytes/held lock |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["\n| backend | watchdog: locks, lease | renewal calls/s | renewals/s | client CPU "
+             "| memory: locks held | client bytes/held lock | server bytes/held lock "
+             "| names taken, client bytes kept after |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     notes = []
     for backend, recs in once.items():
         w, m = recs["watchdog"], recs["memory"]
         server = m.get("server_bytes_per_held_lock")
-        lines.append("| %s | %s, %s ms | %s | %s | %s | %s | %s | %s |" % (
+        # The interface names the batch rate renew_batches_per_sec; the CLI
+        # may call it renew_calls_per_sec.
+        batches = w.get("renew_batches_per_sec", w.get("renew_calls_per_sec"))
+        kept = m.get("client_bytes_retained_after_names")
+        lines.append("| %s | %s, %s ms | %s | %s | %s | %s | %s | %s | %s |" % (
             TITLES[backend], w.get("locks"), w.get("lease_ms"),
-            fmt_rate(w.get("renew_batches_per_sec")), fmt_rate(w.get("renewals_per_sec")),
-            "%.1f%%" % (100 * w["client_cpu_fraction"]) if w.get("client_cpu_fraction") is not None
-            else "n/a", m.get("names"), fmt_rate(m.get("client_bytes_per_held_lock")),
-            fmt_rate(server) if server is not None else "not measured"))
+            "%.2f" % batches if batches is not None else "n/a",
+            fmt_rate(w.get("renewals_per_sec")),
+            "%.2f%% of a core" % (100 * w["client_cpu_fraction"])
+            if w.get("client_cpu_fraction") is not None else "n/a",
+            m.get("locks", "n/a"), fmt_rate(m.get("client_bytes_per_held_lock")),
+            fmt_rate(server) if server is not None else "not measured",
+            "%s, %s" % (m.get("names"), fmt_rate(kept) if kept is not None else "n/a")))
         if m.get("server_note"):
-            notes.append("- %s server memory: %s" % (TITLES[backend], m["server_note"]))
+            notes.append("- %s server bytes: %s" % (TITLES[backend], m["server_note"]))
     return lines + ([""] + notes if notes else [])
 
 
@@ -601,6 +615,12 @@ def write_report(path, charts_rel, records, once, meta, args):
         f.write("\n".join(L))
 
 
+def plotted(value):
+    """A figure for matplotlib: a missing one (no hand-off happened in a
+    slice, so no percentile) is NaN, which it leaves out."""
+    return float("nan") if value is None else value
+
+
 def charts(out_dir, records):
     import matplotlib
     matplotlib.use("Agg")
@@ -622,7 +642,7 @@ def charts(out_dir, records):
 
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for who in contenders:
-            ys = [median_of(unc[t][who], "pairs_per_sec") for t in THREADS]
+            ys = [plotted(median_of(unc[t][who], "pairs_per_sec")) for t in THREADS]
             ax.plot(THREADS, ys, marker="o", label=who,
                     linewidth=2.5 if who == "dlock" else 1.2,
                     linestyle="--" if who.startswith("ceiling") else "-")
@@ -642,7 +662,8 @@ def charts(out_dir, records):
         width = 0.8 / len(measured)
         for ax, threads in zip(axes, THREADS):
             for i, who in enumerate(measured):
-                ys = [median_of(unc[threads][who], "acquire_us", p) for p in ["p50", "p99", "p999"]]
+                ys = [plotted(median_of(unc[threads][who], "acquire_us", p))
+                      for p in ["p50", "p99", "p999"]]
                 ax.bar([x + i * width for x in range(3)], ys, width, label=who)
             ax.set_xticks([x + width * (len(measured) - 1) / 2 for x in range(3)])
             ax.set_xticklabels(["p50", "p99", "p99.9"])
@@ -658,7 +679,7 @@ def charts(out_dir, records):
         fig, ax = plt.subplots(figsize=(7, 4))
         width = 0.8 / len(measured)
         for i, who in enumerate(measured):
-            ys = [median_of(con[who], "handoff_us", p) for p in ["p50", "p99", "p999"]]
+            ys = [plotted(median_of(con[who], "handoff_us", p)) for p in ["p50", "p99", "p999"]]
             ax.bar([x + i * width for x in range(3)], ys, width, label=who)
         ax.set_xticks([x + width * (len(measured) - 1) / 2 for x in range(3)])
         ax.set_xticklabels(["p50", "p99", "p99.9"])
