@@ -1,5 +1,6 @@
 #include "pg_common.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace dlock::postgres {
@@ -103,6 +104,20 @@ absl::Status PgBackendBase::ForceUnlock(absl::string_view name) {
   // Waiters in this process wake at once, without the round trip of NOTIFY.
   hub_.Notify(name);
   return absl::OkStatus();
+}
+
+absl::StatusOr<ServerMemory> PgBackendBase::ServerMemoryUse() {
+  absl::StatusOr<PgResult> r = RunPooled(sql_.memory, {}, true);
+  if (!r.ok()) return r.status();
+  int64_t bytes = 0;
+  if (PQntuples(r->get()) != 1 ||
+      !absl::SimpleAtoi(GetText(r->get(), 0, 0), &bytes)) {
+    return absl::InternalError(
+        "PostgreSQL answered pg_total_relation_size with no number");
+  }
+  // Pages, not rows: the table grows 8 kB at a time.
+  return ServerMemory{bytes,
+                      "pg_total_relation_size of the lock table (8 kB pages)"};
 }
 
 }  // namespace dlock::postgres

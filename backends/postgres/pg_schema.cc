@@ -365,6 +365,9 @@ Sql::Sql(const std::string& table) {
   sweep = {"dlock_sweep",
            fill("DELETE FROM {T} WHERE expires_at < clock_timestamp() - "
                 "interval '10 minutes'")};
+  // The name is a validated identifier: no quote can end the literal.
+  memory = {"dlock_memory",
+            fill("SELECT pg_total_relation_size('{T}'::regclass)")};
   s_acquire = {"dlock_s_acquire",
                fill("SELECT * FROM {F}acquire\"($1, $2, $3, $4, $5, $6)")};
   ping = {"dlock_ping", "SELECT 1"};

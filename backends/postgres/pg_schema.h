@@ -34,6 +34,7 @@ struct Sql {
   Statement list;     // $1, $2 prefix -> (name, owner, ...)
   Statement force;    // $1, $2, $3 channel -> one row when it was held
   Statement sweep;    // no parameters: deletes rows free for 10 minutes
+  Statement memory;   // no parameters: the lock table's bytes, with indexes
   // Session mode: calls of the functions the schema defines.
   // $4 lease ms, $5 has-session, $6 grace ms -> like acquire
   Statement s_acquire;

@@ -155,6 +155,12 @@ class RedisBackend : public Backend {
     return Run(ForceUnlockScript(master_, keys_, name)).status();
   }
 
+  absl::StatusOr<ServerMemory> ServerMemoryUse() override {
+    absl::StatusOr<int64_t> bytes = UsedMemory(master_);
+    if (!bytes.ok()) return bytes.status();
+    return ServerMemory{*bytes, "INFO memory used_memory"};
+  }
+
   void Shutdown() override {
     if (sentinels_ != nullptr) sentinels_->Stop();
     master_.Shutdown();

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "dlock/errors.h"
 
 namespace dlock::redis {
@@ -169,6 +172,27 @@ absl::StatusOr<std::vector<std::string>> ScanLockNames(
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;
+}
+
+absl::StatusOr<int64_t> UsedMemory(Master& master) {
+  absl::StatusOr<std::vector<Reply>> replies =
+      master.Send({FormatCommand({"INFO", "memory"})});
+  if (!replies.ok()) return replies.status();
+  const redisReply* r = (*replies)[0].get();
+  if (absl::Status s = ReplyError(r, "INFO", master.endpoint()); !s.ok()) {
+    return s;
+  }
+  if (r->type != REDIS_REPLY_STRING)
+    return Malformed("INFO", master.endpoint());
+  constexpr absl::string_view kField = "used_memory:";
+  for (absl::string_view line :
+       absl::StrSplit(absl::string_view(r->str, r->len), "\r\n")) {
+    int64_t bytes = 0;
+    if (absl::ConsumePrefix(&line, kField) && absl::SimpleAtoi(line, &bytes)) {
+      return bytes;
+    }
+  }
+  return Malformed("INFO memory", master.endpoint());
 }
 
 }  // namespace dlock::redis

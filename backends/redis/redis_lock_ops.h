@@ -93,6 +93,9 @@ ScriptCall ForceUnlockScript(const Master& master, const Keyspace& keys,
 absl::StatusOr<std::vector<std::string>> ScanLockNames(
     Master& master, const Keyspace& keys, absl::string_view prefix);
 
+// The master's `used_memory` (INFO memory): all its data, in bytes.
+absl::StatusOr<int64_t> UsedMemory(Master& master);
+
 // For a reply that does not have the shape its script returns.
 absl::Status Malformed(absl::string_view what, absl::string_view endpoint);
 

@@ -49,6 +49,13 @@ absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
     c.host = host.host.empty() ? "127.0.0.1" : host.host;
     c.port = host.port.value_or(6379);
     c.endpoint = absl::StrCat(c.host, ":", c.port);
+    for (const ConnectionConfig& earlier : out) {
+      if (earlier.endpoint == c.endpoint) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the URI names ", c.endpoint,
+            " twice; each host must be a separate server: ", form));
+      }
+    }
     out.push_back(std::move(c));
   }
   return out;

@@ -313,6 +313,19 @@ class RedlockBackend : public Backend {
     return absl::OkStatus();
   }
 
+  // Every master's, summed: each keeps its own copy of the locks.
+  absl::StatusOr<ServerMemory> ServerMemoryUse() override {
+    int64_t total = 0;
+    for (const std::unique_ptr<Master>& m : masters_) {
+      absl::StatusOr<int64_t> bytes = UsedMemory(*m);
+      if (!bytes.ok()) return bytes.status();
+      total += *bytes;
+    }
+    return ServerMemory{total,
+                        absl::StrCat("INFO memory used_memory, summed over ",
+                                     masters_.size(), " masters")};
+  }
+
   void Shutdown() override {
     for (const std::unique_ptr<Master>& m : masters_) m->Shutdown();
   }

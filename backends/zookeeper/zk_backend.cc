@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "zk_four_letter.h"
 
 namespace dlock::zk {
 namespace {
@@ -292,6 +293,21 @@ absl::StatusOr<std::vector<LockInfo>> ZkBackend::List(
     return a.name < b.name;
   });
   return out;
+}
+
+absl::StatusOr<ServerMemory> ZkBackend::ServerMemoryUse() {
+  const std::string server = session_->CurrentServer();
+  if (server.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "not connected to ", session_->endpoint(), ": no server to ask"));
+  }
+  absl::StatusOr<std::string> mntr =
+      FourLetterWord(server, "mntr", session_->call_timeout());
+  if (!mntr.ok()) return mntr.status();
+  absl::StatusOr<int64_t> bytes = MntrValue(*mntr, "zk_approximate_data_size");
+  if (!bytes.ok()) return bytes.status();
+  // Paths and data only: ZooKeeper's own overhead per node is not counted.
+  return ServerMemory{*bytes, "mntr zk_approximate_data_size"};
 }
 
 absl::Status ZkBackend::ForceUnlock(absl::string_view name) {

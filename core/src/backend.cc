@@ -19,6 +19,11 @@ absl::StatusOr<std::vector<LockInfo>> Backend::List(absl::string_view) {
   return absl::UnimplementedError("this backend cannot list its locks");
 }
 
+absl::StatusOr<ServerMemory> Backend::ServerMemoryUse() {
+  return absl::UnimplementedError(
+      "this backend's server does not report its memory use");
+}
+
 const char* FencingStrengthName(FencingStrength strength) {
   switch (strength) {
     case FencingStrength::kProcess:

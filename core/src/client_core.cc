@@ -509,6 +509,12 @@ absl::StatusOr<std::vector<LockInfo>> ClientCore::List(
   return backend_->List(prefix);
 }
 
+absl::StatusOr<ServerMemory> ClientCore::ServerMemoryUse() {
+  absl::ReaderMutexLock in_flight(&ops_mu_);
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  return backend_->ServerMemoryUse();
+}
+
 LockState ClientCore::StateOf(const HoldRef& ref, absl::Status* reason) {
   absl::StatusOr<uint64_t> token =
       Believed(ref.name, ref.owner, ref.generation, ref.acquisition);

@@ -75,6 +75,7 @@ class ClientCore : public BackendListener,
   absl::StatusOr<LockInfo> Inspect(absl::string_view name);
   absl::Status ForceUnlock(absl::string_view name);
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix);
+  absl::StatusOr<ServerMemory> ServerMemoryUse();
   absl::Status Close();
 
   void OnHoldLost(absl::string_view name, absl::string_view owner,

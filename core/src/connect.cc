@@ -66,6 +66,9 @@ class AdminHandle : public LockAdmin {
     if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
     return core_->ForceUnlock(name);
   }
+  absl::StatusOr<ServerMemory> ServerMemoryUse() override {
+    return core_->ServerMemoryUse();
+  }
 
  private:
   const std::shared_ptr<internal::ClientCore> core_;

@@ -69,6 +69,12 @@ class LockAdmin {
   // Removes the lock whoever holds it (C12); waiters wake, and the former
   // holder is told it lost the lock.
   virtual absl::Status ForceUnlock(absl::string_view name) = 0;
+
+  // What the server says it uses for all its data now (ServerMemory in
+  // dlock/lock.h): for benchmarks and monitors, which compare two readings.
+  // Unimplemented where the server cannot tell; Unavailable when it does
+  // not answer.
+  virtual absl::StatusOr<ServerMemory> ServerMemoryUse() = 0;
 };
 
 // Hands out locks by name. Safe to share between threads (C17). Service code

@@ -52,6 +52,14 @@ struct LockInfo {
   absl::Time since = absl::InfinitePast();  // when the current hold began
 };
 
+// The memory a server reports using for all its data, whoever's
+// (LockAdmin::ServerMemoryUse()). Two readings around a change measure it.
+struct ServerMemory {
+  int64_t bytes = 0;
+  // What was read, e.g. "INFO memory used_memory"; never a password.
+  std::string source;
+};
+
 // One named lock, the handle service code uses. Safe to share between
 // threads (C17). Acquiring hands back a Hold (dlock/hold.h), which releases,
 // renews and answers for itself; administration (inspect, list, force

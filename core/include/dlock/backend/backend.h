@@ -198,6 +198,9 @@ class Backend {
   // backend answers FailedPrecondition).
   virtual absl::Status ForceUnlock(absl::string_view name) = 0;
 
+  // LockAdmin::ServerMemoryUse(). Default: Unimplemented.
+  virtual absl::StatusOr<ServerMemory> ServerMemoryUse();
+
   // Stops background work and closes connections. Called once, after the
   // core has released what the client held; no call follows it.
   virtual void Shutdown() = 0;

@@ -48,6 +48,9 @@ class ForwardingBackend : public Backend {
   absl::Status ForceUnlock(absl::string_view name) override {
     return target_->ForceUnlock(name);
   }
+  absl::StatusOr<ServerMemory> ServerMemoryUse() override {
+    return target_->ServerMemoryUse();
+  }
   void Shutdown() override { target_->Shutdown(); }
 
   Backend& target() const { return *target_; }

@@ -1,0 +1,105 @@
+// Copyright dlock authors. What `dlock bench` measures, on any backend,
+// through the public API only: the figures a team compares backends by
+// (docs/cli.md, docs/benchmarks.md).
+#ifndef DLOCK_ADAPTERS_CLI_BENCH_SCENARIOS_H_
+#define DLOCK_ADAPTERS_CLI_BENCH_SCENARIOS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dlock/client.h"
+
+namespace dlock::cli::bench {
+
+// Latency percentiles in microseconds.
+struct Percentiles {
+  double p50 = 0;
+  double p99 = 0;
+  double p999 = 0;
+};
+// Of `nanos` (sorted in place); zeros when empty.
+Percentiles PercentilesOf(std::vector<int64_t>& nanos);
+
+// Jain's fairness index of the shares: 1 when all are equal, 1/n when one
+// has everything.
+double JainIndex(const std::vector<double>& shares);
+
+// Opens a new client on the backend under test, in the benchmark's
+// namespace, with these options.
+using Connector =
+    std::function<absl::StatusOr<std::unique_ptr<LockClient>>(ClientOptions)>;
+
+struct Settings {
+  Connector connect;
+  // Every name the run uses starts with this: runs never share a name.
+  std::string name_prefix;
+  absl::Duration duration = absl::Seconds(2);       // what is measured
+  absl::Duration warmup = absl::Milliseconds(200);  // before, not counted
+};
+
+// `threads` threads of one client, each on a name of its own, take and
+// release their lock as fast as they can.
+struct Uncontended {
+  int threads = 0;
+  double seconds = 0;
+  double pairs_per_sec = 0;
+  Percentiles acquire_us;
+  Percentiles release_us;
+};
+absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
+                                           int threads);
+
+// `clients` clients (a connection each, as separate machines would have)
+// take and release one name. A hand-off is the next acquisition by another
+// client; its latency runs from the holder's Release() call to the
+// acquirer's Acquire() returning.
+struct Contention {
+  int clients = 0;
+  double seconds = 0;
+  double acquisitions_per_sec = 0;
+  double handoffs_per_sec = 0;
+  Percentiles handoff_us;
+  std::vector<double> shares;  // of the acquisitions, per client
+  double jain = 0;
+  double longest_wait_ms = 0;  // from an Acquire() call to its return
+};
+absl::StatusOr<Contention> RunContention(const Settings& settings, int clients);
+
+// `locks` locks held by one client under the watchdog with `lease` (renewed
+// at a third of it), for the longer of the duration and three renewal
+// intervals: the backend calls the renewals cost and the client's CPU.
+struct Watchdog {
+  int locks = 0;
+  absl::Duration lease;
+  double seconds = 0;
+  double renew_calls_per_sec = 0;  // backend calls; a batch is one
+  double renewals_per_sec = 0;     // holds renewed
+  double client_cpu_fraction = 0;  // of one core, the whole process
+};
+absl::StatusOr<Watchdog> RunWatchdog(const Settings& settings, int locks,
+                                     absl::Duration lease);
+
+// Client memory (glibc's heap in use) per held lock with `locks` held, the
+// server's where it reports its memory (LockAdmin::ServerMemoryUse()), and
+// the heap left over after `names` distinct names were each taken and
+// released once: what a long-lived client keeps per name it ever used.
+struct Memory {
+  int locks = 0;
+  double client_bytes_per_held_lock = 0;
+  std::optional<double> server_bytes_per_held_lock;
+  std::string server_note;  // what the server figure is, or why there is none
+  int names = 0;
+  int64_t client_bytes_retained_after_names = 0;
+};
+absl::StatusOr<Memory> RunMemory(const Settings& settings, int locks,
+                                 int names);
+
+}  // namespace dlock::cli::bench
+
+#endif  // DLOCK_ADAPTERS_CLI_BENCH_SCENARIOS_H_

@@ -1,0 +1,124 @@
+#include "zk_four_letter.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace dlock::zk {
+namespace {
+
+// Closes the descriptor when it goes out of scope.
+struct Socket {
+  int fd = -1;
+  ~Socket() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+// Waits until `fd` is ready for `events` or the deadline passes.
+bool WaitReady(int fd, short events, absl::Time deadline) {
+  for (;;) {
+    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left <= 0) return false;
+    pollfd p = {fd, events, 0};
+    const int n = poll(&p, 1, static_cast<int>(left));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FourLetterWord(absl::string_view host_port,
+                                           absl::string_view word,
+                                           absl::Duration timeout) {
+  const size_t colon = host_port.rfind(':');
+  if (colon == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not host:port: '", host_port, "'"));
+  }
+  std::string host(host_port.substr(0, colon));
+  const std::string port(host_port.substr(colon + 1));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const std::string where = absl::StrCat("ZooKeeper at ", host_port);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 ||
+      found == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", where));
+  }
+  Socket sock;
+  sock.fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                   found->ai_protocol);
+  const int rc =
+      sock.fd < 0 ? -1 : connect(sock.fd, found->ai_addr, found->ai_addrlen);
+  const int connect_errno = errno;
+  freeaddrinfo(found);
+  const absl::Time deadline = absl::Now() + timeout;
+  if (rc != 0 && (sock.fd < 0 || connect_errno != EINPROGRESS ||
+                  !WaitReady(sock.fd, POLLOUT, deadline))) {
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", where));
+  }
+  int error = 0;
+  socklen_t len = sizeof(error);
+  getsockopt(sock.fd, SOL_SOCKET, SO_ERROR, &error, &len);
+  if (error != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", where, ": ", std::strerror(error)));
+  }
+  if (send(sock.fd, word.data(), word.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(word.size())) {
+    return absl::UnavailableError(absl::StrCat("cannot write to ", where));
+  }
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    if (!WaitReady(sock.fd, POLLIN, deadline)) {
+      return absl::UnavailableError(
+          absl::StrCat(where, " did not answer '", word, "' within ",
+                       absl::FormatDuration(timeout)));
+    }
+    const ssize_t n = recv(sock.fd, buf, sizeof(buf), 0);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return absl::UnavailableError(absl::StrCat("lost ", where));
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  if (absl::StrContains(out, "not in the whitelist") ||
+      absl::StrContains(out, "not executed")) {
+    return absl::UnimplementedError(absl::StrCat(
+        where, " refuses '", word, "': add it to 4lw.commands.whitelist"));
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> MntrValue(absl::string_view mntr,
+                                  absl::string_view key) {
+  for (absl::string_view line : absl::StrSplit(mntr, '\n')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(line, absl::MaxSplits('\t', 1));
+    int64_t value = 0;
+    if (kv.first == key &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(kv.second), &value)) {
+      return value;
+    }
+  }
+  return absl::InternalError(absl::StrCat("mntr did not report ", key));
+}
+
+}  // namespace dlock::zk
