@@ -17,6 +17,7 @@ import tempfile
 
 def main():
     source, build = sys.argv[1], sys.argv[2]
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
     sys.path.insert(0, os.path.join(source, "scripts"))
     import bench_report  # the lists of backends, ceilings and peers
 
