@@ -1,11 +1,17 @@
 #include "bench_command.h"
 
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
 #include <cstdio>
 #include <optional>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +30,57 @@ namespace {
 constexpr char kDefaultNamespace[] = "dlock-bench";
 const std::set<std::string> kScenarios = {"uncontended", "contention",
                                           "watchdog", "memory"};
+
+// SIGINT, SIGTERM and SIGHUP stop the run instead of killing the process,
+// so that what it holds is released rather than left until its lease ends.
+// Blocked in every thread (those started later inherit the mask) and taken
+// by a thread of its own, which cancels `stop`.
+class InterruptWatch {
+ public:
+  explicit InterruptWatch(CancelToken stop) : stop_(std::move(stop)) {
+    sigemptyset(&set_);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, sig);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    thread_ = std::thread([this] {
+      const timespec poll = absl::ToTimespec(absl::Milliseconds(100));
+      while (!done_.load()) {
+        const int sig = sigtimedwait(&set_, nullptr, &poll);
+        if (sig > 0) {
+          signal_.store(sig);
+          stop_.Cancel();
+        }
+      }
+    });
+  }
+  ~InterruptWatch() {
+    done_.store(true);
+    thread_.join();
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  // The signal that stopped the run; 0 if none did.
+  int signal() const { return signal_.load(); }
+
+ private:
+  CancelToken stop_;
+  sigset_t set_;
+  sigset_t old_;
+  std::atomic<bool> done_{false};
+  std::atomic<int> signal_{0};
+  std::thread thread_;
+};
+
+// The URI without its namespace= parameter.
+std::string WithoutNamespace(const std::string& uri) {
+  const size_t query = uri.find('?');
+  if (query == std::string::npos) return uri;
+  std::vector<std::string> kept;
+  for (absl::string_view param :
+       absl::StrSplit(absl::string_view(uri).substr(query + 1), '&')) {
+    if (!absl::StartsWith(param, "namespace=")) kept.emplace_back(param);
+  }
+  return absl::StrCat(uri.substr(0, query), kept.empty() ? "" : "?",
+                      absl::StrJoin(kept, "&"));
+}
 
 // The flags, checked and parsed.
 struct BenchPlan {
@@ -108,9 +165,21 @@ absl::StatusOr<BenchPlan> Plan(const BenchFlags& flags) {
   std::random_device random;
   plan.settings.name_prefix =
       absl::StrFormat("run-%08x/", static_cast<uint32_t>(random()));
+  // The benchmark's own namespace, never a service's. A --backend URI may
+  // name one (it was asked for); a profile's or the environment's namespace,
+  // in its URI or beside it, is replaced.
+  const std::string ns =
+      flags.lock_namespace.empty() ? kDefaultNamespace : flags.lock_namespace;
   for (const std::string& uri : flags.backends) {
     absl::StatusOr<Profile> p = ResolveBackend({.uri = uri});
     if (!p.ok()) return p.status();
+    if (WithoutNamespace(p->backend) == p->backend) {
+      p->lock_namespace = ns;
+    } else if (!flags.lock_namespace.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--namespace and the namespace= of --backend ", p->DisplayBackend(),
+          " both name one; give one of them"));
+    }
     plan.profiles.push_back(*std::move(p));
   }
   for (const std::string& name : flags.profiles) {
@@ -124,18 +193,11 @@ absl::StatusOr<BenchPlan> Plan(const BenchFlags& flags) {
     if (!p.ok()) return p.status();
     plan.profiles.push_back(*std::move(p));
   }
-  // The benchmark's own namespace, never a service's: a profile's
-  // namespace is replaced; a URI that names one keeps it (it was asked for).
-  const std::string ns =
-      flags.lock_namespace.empty() ? kDefaultNamespace : flags.lock_namespace;
-  for (Profile& p : plan.profiles) {
-    absl::StatusOr<Uri> uri = ParseUri(p.backend);
-    if (!uri.ok()) return uri.status();
-    bool uri_names_one = false;
-    for (const auto& [key, value] : uri->params) {
-      uri_names_one |= key == "namespace";
-    }
-    p.lock_namespace = uri_names_one ? "" : ns;
+  for (size_t i = flags.backends.size(); i < plan.profiles.size(); ++i) {
+    plan.profiles[i].backend = WithoutNamespace(plan.profiles[i].backend);
+    plan.profiles[i].lock_namespace = ns;
+  }
+  for (const Profile& p : plan.profiles) {
     // A bad option or scheme is a usage error before anything runs; an
     // unreachable server is reported when its turn comes, and the others
     // still run.
@@ -170,15 +232,15 @@ void Add(Report& report, const std::string& head, const std::string& fields,
   report.lines.push_back(std::move(line));
 }
 
-absl::Status RunScenario(const std::string& scenario, const BenchPlan& plan,
-                         const BenchFlags& flags,
-                         const bench::Settings& settings,
-                         const std::string& head, Report& report,
-                         const std::function<void(std::string)>& progress) {
+absl::Status RunScenario(
+    const std::string& scenario, const BenchPlan& plan, const BenchFlags& flags,
+    const bench::Settings& settings, const std::string& head, Report& report,
+    const std::function<void(const std::string&, absl::Duration)>& progress) {
   if (scenario == "uncontended") {
     for (int threads : plan.threads) {
       progress(absl::StrCat("uncontended, ", threads,
-                            threads == 1 ? " thread" : " threads"));
+                            threads == 1 ? " thread" : " threads"),
+               settings.warmup + settings.duration);
       absl::StatusOr<bench::Uncontended> r =
           bench::RunUncontended(settings, threads);
       if (!r.ok()) return r.status();
@@ -194,7 +256,8 @@ absl::Status RunScenario(const std::string& scenario, const BenchPlan& plan,
                           Us(r->release_us)));
     }
   } else if (scenario == "contention") {
-    progress(absl::StrCat("contention, ", flags.clients, " clients"));
+    progress(absl::StrCat("contention, ", flags.clients, " clients"),
+             settings.warmup + settings.duration);
     absl::StatusOr<bench::Contention> r =
         bench::RunContention(settings, flags.clients);
     if (!r.ok()) return r.status();
@@ -216,25 +279,28 @@ absl::Status RunScenario(const std::string& scenario, const BenchPlan& plan,
                         r->jain, r->longest_wait_ms));
   } else if (scenario == "watchdog") {
     progress(absl::StrCat("watchdog, ", flags.locks, " locks, lease ",
-                          absl::FormatDuration(plan.lease)));
+                          absl::FormatDuration(plan.lease)),
+             std::max(settings.duration, plan.lease));
     absl::StatusOr<bench::Watchdog> r =
         bench::RunWatchdog(settings, flags.locks, plan.lease);
     if (!r.ok()) return r.status();
     Add(report, head,
         absl::StrFormat(R"("scenario":"watchdog","locks":%d,"lease_ms":%d,)"
-                        R"("seconds":%.3f,"renew_calls_per_sec":%.2f,)"
+                        R"("seconds":%.3f,"renew_calls_per_sec":%.4f,)"
                         R"("renewals_per_sec":%.1f,"client_cpu_fraction":%.5f)",
                         r->locks, absl::ToInt64Milliseconds(r->lease),
                         r->seconds, r->renew_calls_per_sec, r->renewals_per_sec,
                         r->client_cpu_fraction),
         absl::StrFormat("  watchdog    %4d locks, lease %s: %.1f renewals/s "
-                        "in %.2f backend calls/s, client CPU %.2f%% of a core",
+                        "in %.3f backend calls/s (a batch is one), client CPU "
+                        "%.2f%% of a core",
                         r->locks, absl::FormatDuration(r->lease),
                         r->renewals_per_sec, r->renew_calls_per_sec,
                         100 * r->client_cpu_fraction));
   } else if (scenario == "memory") {
     progress(absl::StrCat("memory, ", flags.locks, " locks held, ", flags.names,
-                          " names"));
+                          " names"),
+             bench::MemoryNamesBudget(settings));
     absl::StatusOr<bench::Memory> r =
         bench::RunMemory(settings, flags.locks, flags.names);
     if (!r.ok()) return r.status();
@@ -246,14 +312,16 @@ absl::Status RunScenario(const std::string& scenario, const BenchPlan& plan,
         absl::StrFormat(R"("scenario":"memory","locks":%d,)"
                         R"("client_bytes_per_held_lock":%.0f,)"
                         R"("server_bytes_per_held_lock":%s,"server_note":%s,)"
-                        R"("names":%d,"client_bytes_retained_after_names":%d)",
+                        R"("names_asked":%d,"names":%d,)"
+                        R"("client_bytes_retained_after_names":%d)",
                         r->locks, r->client_bytes_per_held_lock, server,
-                        JsonString(r->server_note), r->names,
+                        JsonString(r->server_note), r->names_asked, r->names,
                         r->client_bytes_retained_after_names),
         absl::StrFormat("  memory      %4d held: client %.0f B/lock, server "
-                        "%s B/lock (%s); after %d names %d B kept",
+                        "%s B/lock (%s); after %d names (of %d asked) %d B "
+                        "kept",
                         r->locks, r->client_bytes_per_held_lock, server,
-                        r->server_note, r->names,
+                        r->server_note, r->names, r->names_asked,
                         r->client_bytes_retained_after_names));
   }
   return absl::OkStatus();
@@ -294,20 +362,24 @@ void AddBenchFlags(CLI::App& command, BenchFlags& flags) {
 }
 
 int BenchCommand(const BenchFlags& flags) {
+  // Before any client starts a thread: they inherit the blocked signals.
+  CancelToken stop;
+  InterruptWatch interrupts(stop);
   absl::StatusOr<BenchPlan> plan = Plan(flags);
   if (!plan.ok()) return Fail(plan.status());
-  const int steps = static_cast<int>(plan->profiles.size()) * [&] {
-    int n = 0;
-    for (const std::string& s : plan->scenarios) {
-      n += s == "uncontended" ? static_cast<int>(plan->threads.size()) : 1;
-    }
-    return n;
-  }();
+  plan->settings.stop = stop;
+  int per_backend = 0;
+  for (const std::string& s : plan->scenarios) {
+    per_backend +=
+        s == "uncontended" ? static_cast<int>(plan->threads.size()) : 1;
+  }
+  const int steps = static_cast<int>(plan->profiles.size()) * per_backend;
   int step = 0;
   absl::Status first_error;
   std::vector<std::string> records;
   std::string table;
-  for (const Profile& profile : plan->profiles) {
+  for (size_t b = 0; b < plan->profiles.size() && !stop.IsCancelled(); ++b) {
+    const Profile& profile = plan->profiles[b];
     bench::Settings settings = plan->settings;
     settings.connect = [&profile](ClientOptions options) {
       // The profile's lease would replace the watchdog scenario's.
@@ -321,14 +393,14 @@ int BenchCommand(const BenchFlags& flags) {
         JsonString(shown.substr(0, shown.find(':'))), JsonString(shown),
         JsonString(profile.lock_namespace.empty() ? "(the URI's)"
                                                   : profile.lock_namespace));
-    auto progress = [&](const std::string& what) {
+    auto progress = [&](const std::string& what, absl::Duration expected) {
       ++step;
       if (flags.quiet) return;
-      std::fputs(absl::StrFormat("dlock bench: [%d/%d] %s: %s, %s\n", step,
-                                 steps, shown, what,
-                                 absl::FormatDuration(plan->settings.duration))
-                     .c_str(),
-                 stderr);
+      std::fputs(
+          absl::StrFormat("dlock bench: [%d/%d] %s: %s (up to %s)\n", step,
+                          steps, shown, what, absl::FormatDuration(expected))
+              .c_str(),
+          stderr);
     };
     Report report;
     absl::Status failed;
@@ -340,11 +412,14 @@ int BenchCommand(const BenchFlags& flags) {
     if (!failed.ok()) {
       // The other backends still run; this one reports what it measured.
       report.records.push_back(absl::StrCat(
-          "{", head, ",\"error\":", JsonString(failed.ToString()), "}"));
+          "{", head,
+          ",\"code\":", JsonString(absl::StatusCodeToString(failed.code())),
+          ",\"error\":", JsonString(failed.message()), "}"));
       report.lines.push_back(absl::StrCat("  FAILED: ", failed.message()));
       Fail(failed);
       if (first_error.ok()) first_error = failed;
     }
+    step = static_cast<int>(b + 1) * per_backend;  // the skipped ones too
     records.insert(records.end(), report.records.begin(), report.records.end());
     absl::StrAppend(&table, shown, " (namespace ",
                     profile.lock_namespace.empty() ? "from the URI"
@@ -360,6 +435,8 @@ int BenchCommand(const BenchFlags& flags) {
   } else {
     std::fputs(table.c_str(), stdout);
   }
+  // Interrupted: as a shell reports a process its signal ended.
+  if (interrupts.signal() != 0) return 128 + interrupts.signal();
   return first_error.ok() ? kOk : ExitCodeFor(first_error);
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "dlock/backend/forwarding_backend.h"
 #include "dlock/lock.h"
 
@@ -97,26 +98,41 @@ double CpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-int64_t HeapInUse() { return static_cast<int64_t>(mallinfo2().uordblks); }
+// Chunks from the heap and those glibc maps on their own (large vectors).
+int64_t HeapInUse() {
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+}
 
-// Takes `names` (spread over a few threads, since a round trip each would
+absl::Status Interrupted() {
+  return absl::CancelledError("interrupted; what was held is released");
+}
+
+// Takes the locks (spread over a few threads, since a round trip each would
 // take long on a slow backend) and keeps their holds.
 absl::StatusOr<std::vector<Hold>> HoldAll(
+    const Settings& settings,
     std::vector<std::unique_ptr<DistributedLock>>& locks) {
   const int threads = std::min<int>(8, static_cast<int>(locks.size()));
   std::vector<std::optional<Hold>> holds(locks.size());
   FirstError error;
   RunThreads(threads, [&](int t) {
     for (size_t i = t; i < locks.size() && !error.failed(); i += threads) {
-      absl::StatusOr<Hold> held = locks[i]->Acquire({.wait = kUncontendedWait});
-      if (!held.ok()) {
-        error.Note(held.status());
-        return;
-      }
+      absl::StatusOr<Hold> held = locks[i]->Acquire(
+          {.wait = kUncontendedWait, .cancel = settings.stop});
+      if (!held.ok()) return error.Note(held.status());
       holds[i] = *std::move(held);
     }
   });
-  if (error.failed()) return error.status();
+  if (settings.stop.IsCancelled()) return Interrupted();
+  if (error.failed()) {
+    // A backend may keep a connection per hold (PostgreSQL in session mode):
+    // say what was asked, so that the fix is plain.
+    const absl::Status s = error.status();
+    return absl::Status(
+        s.code(), absl::StrCat("holding ", locks.size(),
+                               " locks at once (--locks): ", s.message()));
+  }
   std::vector<Hold> out;
   out.reserve(holds.size());
   for (std::optional<Hold>& h : holds) out.push_back(*std::move(h));
@@ -155,24 +171,8 @@ absl::Status CloseAfter(LockClient& client, absl::Status run) {
 
 }  // namespace
 
-Percentiles PercentilesOf(std::vector<int64_t>& nanos) {
-  if (nanos.empty()) return {};
-  std::sort(nanos.begin(), nanos.end());
-  auto at = [&](double q) {
-    size_t i = static_cast<size_t>(q * static_cast<double>(nanos.size()));
-    return static_cast<double>(nanos[std::min(i, nanos.size() - 1)]) / 1e3;
-  };
-  return {at(0.50), at(0.99), at(0.999)};
-}
-
-double JainIndex(const std::vector<double>& shares) {
-  double sum = 0, squares = 0;
-  for (double x : shares) {
-    sum += x;
-    squares += x * x;
-  }
-  if (squares == 0) return 0;
-  return sum * sum / (static_cast<double>(shares.size()) * squares);
+absl::Duration MemoryNamesBudget(const Settings& settings) {
+  return std::max(10 * settings.duration, absl::Seconds(30));
 }
 
 absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
@@ -185,7 +185,7 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
                  threads);
   if (!locks.ok()) return CloseAfter(**client, locks.status());
 
-  std::vector<std::vector<int64_t>> acquire(threads), release(threads);
+  std::vector<LatencyHistogram> acquire(threads), release(threads);
   std::vector<int64_t> pairs(threads, 0);
   std::vector<Instant> last_end(threads);
   FirstError error;
@@ -193,40 +193,41 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
   const Instant end = After(start, settings.duration);
   RunThreads(threads, [&](int t) {
     DistributedLock& lock = *(*locks)[t];
-    acquire[t].reserve(4096);
-    release[t].reserve(4096);
-    for (Instant t0 = SteadyClock::now(); t0 < end && !error.failed();
+    for (Instant t0 = SteadyClock::now();
+         t0 < end && !error.failed() && !settings.stop.IsCancelled();
          t0 = SteadyClock::now()) {
-      absl::StatusOr<Hold> held = lock.Acquire({.wait = kUncontendedWait});
+      absl::StatusOr<Hold> held =
+          lock.Acquire({.wait = kUncontendedWait, .cancel = settings.stop});
       const Instant t1 = SteadyClock::now();
       if (!held.ok()) return error.Note(held.status());
       if (absl::Status s = held->Release(); !s.ok()) return error.Note(s);
       const Instant t2 = SteadyClock::now();
       if (t0 < start) continue;  // warming up
-      acquire[t].push_back(NanosBetween(t0, t1));
-      release[t].push_back(NanosBetween(t1, t2));
+      acquire[t].Add(NanosBetween(t0, t1));
+      release[t].Add(NanosBetween(t1, t2));
       ++pairs[t];
       last_end[t] = t2;
     }
   });
+  if (settings.stop.IsCancelled()) return CloseAfter(**client, Interrupted());
   if (error.failed()) return CloseAfter(**client, error.status());
   if (absl::Status s = (*client)->Close(); !s.ok()) return s;
 
   Uncontended out;
   out.threads = threads;
-  std::vector<int64_t> all_acquire, all_release;
+  LatencyHistogram all_acquire, all_release;
   int64_t total = 0;
   Instant measured_end = end;
   for (int t = 0; t < threads; ++t) {
-    all_acquire.insert(all_acquire.end(), acquire[t].begin(), acquire[t].end());
-    all_release.insert(all_release.end(), release[t].begin(), release[t].end());
+    all_acquire.Merge(acquire[t]);
+    all_release.Merge(release[t]);
     total += pairs[t];
     if (pairs[t] > 0) measured_end = std::max(measured_end, last_end[t]);
   }
   out.seconds = SecondsBetween(start, measured_end);
   out.pairs_per_sec = static_cast<double>(total) / out.seconds;
-  out.acquire_us = PercentilesOf(all_acquire);
-  out.release_us = PercentilesOf(all_release);
+  out.acquire_us = all_acquire.Get();
+  out.release_us = all_release.Get();
   return out;
 }
 
@@ -254,9 +255,9 @@ absl::StatusOr<Contention> RunContention(const Settings& settings,
   std::mutex last_mu;
   int last_holder = -1;
   Instant last_release;
-  std::vector<int64_t> counts(clients, 0), handoffs;
+  std::vector<int64_t> counts(clients, 0);
   std::vector<int64_t> longest_wait(clients, 0);
-  std::vector<std::vector<int64_t>> handoff_nanos(clients);
+  LatencyHistogram handoffs;  // under last_mu
   FirstError error;
   const Instant start = After(SteadyClock::now(), settings.warmup);
   const Instant end = After(start, settings.duration);
@@ -264,18 +265,21 @@ absl::StatusOr<Contention> RunContention(const Settings& settings,
   const absl::Duration wait =
       settings.duration + settings.warmup + absl::Seconds(30);
   RunThreads(clients, [&](int c) {
-    for (Instant t0 = SteadyClock::now(); t0 < end && !error.failed();
+    for (Instant t0 = SteadyClock::now();
+         t0 < end && !error.failed() && !settings.stop.IsCancelled();
          t0 = SteadyClock::now()) {
-      absl::StatusOr<Hold> held = locks[c]->Acquire({.wait = wait});
+      absl::StatusOr<Hold> held =
+          locks[c]->Acquire({.wait = wait, .cancel = settings.stop});
       const Instant t1 = SteadyClock::now();
       if (!held.ok()) return error.Note(held.status());
       {
         std::lock_guard<std::mutex> lock(last_mu);
-        if (t0 >= start) {
+        // Counted by when it was had: a wait begun while warming up counts.
+        if (t1 >= start) {
           ++counts[c];
           longest_wait[c] = std::max(longest_wait[c], NanosBetween(t0, t1));
           if (last_holder >= 0 && last_holder != c) {
-            handoff_nanos[c].push_back(NanosBetween(last_release, t1));
+            handoffs.Add(NanosBetween(last_release, t1));
           }
         }
         last_holder = c;
@@ -285,18 +289,16 @@ absl::StatusOr<Contention> RunContention(const Settings& settings,
     }
   });
   const Instant measured_end = std::max(end, SteadyClock::now());
-  absl::Status closed = close_all(error.status());
+  absl::Status closed =
+      close_all(settings.stop.IsCancelled() ? Interrupted() : error.status());
   if (!closed.ok()) return closed;
 
   Contention out;
   out.clients = clients;
   out.seconds = SecondsBetween(start, measured_end);
   int64_t total = 0;
-  std::vector<int64_t> all_handoffs;
   for (int c = 0; c < clients; ++c) {
     total += counts[c];
-    all_handoffs.insert(all_handoffs.end(), handoff_nanos[c].begin(),
-                        handoff_nanos[c].end());
     out.longest_wait_ms = std::max(out.longest_wait_ms,
                                    static_cast<double>(longest_wait[c]) / 1e6);
   }
@@ -305,10 +307,10 @@ absl::StatusOr<Contention> RunContention(const Settings& settings,
                                     : static_cast<double>(counts[c]) /
                                           static_cast<double>(total));
   }
-  out.jain = JainIndex(out.shares);
+  out.jain = JainIndex(out.shares.data(), clients);
   out.acquisitions_per_sec = static_cast<double>(total) / out.seconds;
-  out.handoffs_per_sec = static_cast<double>(all_handoffs.size()) / out.seconds;
-  out.handoff_us = PercentilesOf(all_handoffs);
+  out.handoffs_per_sec = static_cast<double>(handoffs.count()) / out.seconds;
+  out.handoff_us = handoffs.Get();
   return out;
 }
 
@@ -328,7 +330,7 @@ absl::StatusOr<Watchdog> RunWatchdog(const Settings& settings, int locks,
   absl::StatusOr<std::vector<std::unique_ptr<DistributedLock>>> handles =
       LocksNamed(**client, absl::StrCat(settings.name_prefix, "w-"), locks);
   if (!handles.ok()) return CloseAfter(**client, handles.status());
-  absl::StatusOr<std::vector<Hold>> holds = HoldAll(*handles);
+  absl::StatusOr<std::vector<Hold>> holds = HoldAll(settings, *handles);
   if (!holds.ok()) return CloseAfter(**client, holds.status());
 
   const absl::Duration window = std::max(settings.duration, lease);
@@ -336,7 +338,15 @@ absl::StatusOr<Watchdog> RunWatchdog(const Settings& settings, int locks,
   const int64_t renewals_before = counter->renewals();
   const double cpu_before = CpuSeconds();
   const Instant start = SteadyClock::now();
-  absl::SleepFor(window);
+  absl::Notification stopped;
+  {
+    ScopedCancelCallback on_stop(settings.stop, [&] { stopped.Notify(); });
+    stopped.WaitForNotificationWithTimeout(window);
+  }
+  if (settings.stop.IsCancelled()) {
+    ReleaseAll(*holds).IgnoreError();  // Close() releases what is left
+    return CloseAfter(**client, Interrupted());
+  }
   const double seconds = SecondsBetween(start, SteadyClock::now());
   Watchdog out;
   out.locks = locks;
@@ -369,7 +379,7 @@ absl::StatusOr<Memory> RunMemory(const Settings& settings, int locks,
   LockClient& c = **client;
   Memory out;
   out.locks = locks;
-  out.names = names;
+  out.names_asked = names;
 
   // Held: handles and holds, as a service keeps them.
   absl::StatusOr<ServerMemory> server_before = c.Admin().ServerMemoryUse();
@@ -377,7 +387,7 @@ absl::StatusOr<Memory> RunMemory(const Settings& settings, int locks,
   absl::StatusOr<std::vector<std::unique_ptr<DistributedLock>>> handles =
       LocksNamed(c, absl::StrCat(settings.name_prefix, "m-"), locks);
   if (!handles.ok()) return CloseAfter(c, handles.status());
-  absl::StatusOr<std::vector<Hold>> holds = HoldAll(*handles);
+  absl::StatusOr<std::vector<Hold>> holds = HoldAll(settings, *handles);
   if (!holds.ok()) return CloseAfter(c, holds.status());
   out.client_bytes_per_held_lock =
       static_cast<double>(HeapInUse() - heap_before) / locks;
@@ -396,26 +406,32 @@ absl::StatusOr<Memory> RunMemory(const Settings& settings, int locks,
 
   // Distinct names, one after another, nothing kept: after a first round
   // that lets every pool and cache reach its size, the heap should not grow.
-  auto take_and_release = [&](const std::string& prefix, int count) {
-    for (int i = 0; i < count; ++i) {
+  // Bounded in time: a slow backend does fewer names, and says how many.
+  const Instant deadline =
+      After(SteadyClock::now(), MemoryNamesBudget(settings));
+  auto take_and_release = [&](const std::string& prefix, int count, int& done) {
+    for (done = 0; done < count && SteadyClock::now() < deadline; ++done) {
+      if (settings.stop.IsCancelled()) return Interrupted();
       absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
-          c.GetLock(absl::StrCat(prefix, i));
+          c.GetLock(absl::StrCat(prefix, done));
       if (!lock.ok()) return lock.status();
-      absl::StatusOr<Hold> held = (*lock)->Acquire({.wait = kUncontendedWait});
+      absl::StatusOr<Hold> held =
+          (*lock)->Acquire({.wait = kUncontendedWait, .cancel = settings.stop});
       if (!held.ok()) return held.status();
       if (absl::Status s = held->Release(); !s.ok()) return s;
     }
     return absl::OkStatus();
   };
-  const int first_round = std::min(names, 1000);
-  if (absl::Status s = take_and_release(
-          absl::StrCat(settings.name_prefix, "n0-"), first_round);
+  int warm = 0;
+  if (absl::Status s =
+          take_and_release(absl::StrCat(settings.name_prefix, "n0-"),
+                           std::min(names, 1000), warm);
       !s.ok()) {
     return CloseAfter(c, s);
   }
   const int64_t names_before = HeapInUse();
-  if (absl::Status s =
-          take_and_release(absl::StrCat(settings.name_prefix, "n-"), names);
+  if (absl::Status s = take_and_release(
+          absl::StrCat(settings.name_prefix, "n-"), names, out.names);
       !s.ok()) {
     return CloseAfter(c, s);
   }

@@ -13,22 +13,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "bench_histogram.h"
+#include "dlock/cancel.h"
 #include "dlock/client.h"
 
 namespace dlock::cli::bench {
-
-// Latency percentiles in microseconds.
-struct Percentiles {
-  double p50 = 0;
-  double p99 = 0;
-  double p999 = 0;
-};
-// Of `nanos` (sorted in place); zeros when empty.
-Percentiles PercentilesOf(std::vector<int64_t>& nanos);
-
-// Jain's fairness index of the shares: 1 when all are equal, 1/n when one
-// has everything.
-double JainIndex(const std::vector<double>& shares);
 
 // Opens a new client on the backend under test, in the benchmark's
 // namespace, with these options.
@@ -41,7 +30,14 @@ struct Settings {
   std::string name_prefix;
   absl::Duration duration = absl::Seconds(2);       // what is measured
   absl::Duration warmup = absl::Milliseconds(200);  // before, not counted
+  // Cancelled: every scenario stops at once (waits included), releases what
+  // it holds and returns Cancelled.
+  CancelToken stop;
 };
+
+// How long the memory scenario's distinct names may take: ten times the
+// duration, at least 30 s.
+absl::Duration MemoryNamesBudget(const Settings& settings);
 
 // `threads` threads of one client, each on a name of its own, take and
 // release their lock as fast as they can.
@@ -88,12 +84,15 @@ absl::StatusOr<Watchdog> RunWatchdog(const Settings& settings, int locks,
 // Client memory (glibc's heap in use) per held lock with `locks` held, the
 // server's where it reports its memory (LockAdmin::ServerMemoryUse()), and
 // the heap left over after `names` distinct names were each taken and
-// released once: what a long-lived client keeps per name it ever used.
+// released once: what a long-lived client keeps per name it ever used. The
+// names stop at MemoryNamesBudget() if they take longer; `names` says how
+// many were done.
 struct Memory {
   int locks = 0;
   double client_bytes_per_held_lock = 0;
   std::optional<double> server_bytes_per_held_lock;
   std::string server_note;  // what the server figure is, or why there is none
+  int names_asked = 0;
   int names = 0;
   int64_t client_bytes_retained_after_names = 0;
 };

@@ -145,8 +145,10 @@ TEST(CliBenchTest, AFailingBackendIsReportedAndTheNextStillRuns) {
              "--scenarios", "uncontended", "--json", "--quiet"}));
   EXPECT_EQ(r.code, 69) << r.err;  // unreachable, as other commands say it
   EXPECT_THAT(r.err, HasSubstr("127.0.0.1:1"));
-  EXPECT_THAT(r.out, HasSubstr("\"uri\":\"redis://127.0.0.1:1\","
-                               "\"namespace\":\"dlock-bench\",\"error\":"));
+  EXPECT_THAT(
+      r.out, HasSubstr("\"uri\":\"redis://127.0.0.1:1\","
+                       "\"namespace\":\"dlock-bench\",\"code\":\"UNAVAILABLE\","
+                       "\"error\":"));
   std::vector<std::string> measured = BenchRecordsOf(r.out, "uncontended");
   ASSERT_EQ(measured.size(), 2u) << r.out;
   EXPECT_THAT(measured[0], HasSubstr("\"uri\":\"memory://\""));
@@ -157,12 +159,13 @@ TEST(CliBenchTest, NeverRunsInAProfilesNamespaceButKeepsOneTheUriNames) {
   ASSERT_TRUE(dir.ok());
   const std::string config = *dir + "/dlock.toml";
   std::ofstream(config) << "[profiles.prod]\nbackend = \"memory://\"\n"
-                           "namespace = \"payments\"\n";
+                           "namespace = \"payments\"\n"
+                           "[profiles.billing]\n"
+                           "backend = \"memory://?namespace=billing\"\n";
   Result r =
       RunProcess(Short({"--config", config, "--profile", "prod", "--backend",
                         "memory://?namespace=mine", "--scenarios",
                         "uncontended", "--json", "--quiet"}));
-  testing::RemoveTree(*dir);
   ASSERT_EQ(r.code, 0) << r.err;
   std::vector<std::string> records = BenchRecordsOf(r.out, "uncontended");
   ASSERT_EQ(records.size(), 4u) << r.out;  // 1 and 3 threads each
@@ -170,6 +173,32 @@ TEST(CliBenchTest, NeverRunsInAProfilesNamespaceButKeepsOneTheUriNames) {
   EXPECT_EQ(BenchRaw(records[0], "namespace"), "\"(the URI's)\"");
   EXPECT_EQ(BenchRaw(records[2], "namespace"), "\"dlock-bench\"");
   EXPECT_THAT(r.out, Not(HasSubstr("payments")));
+
+  // A namespace inside a profile's URI is a service's too.
+  Result billing =
+      RunProcess(Short({"--config", config, "--profile", "billing",
+                        "--scenarios", "uncontended", "--json", "--quiet"}));
+  ASSERT_EQ(billing.code, 0) << billing.err;
+  EXPECT_THAT(billing.out, HasSubstr("\"namespace\":\"dlock-bench\""));
+  EXPECT_THAT(billing.out, Not(HasSubstr("billing")));
+
+  // Two namespaces for one --backend: which one was meant is unclear.
+  Result both =
+      RunProcess(Dlock({"bench", "--backend", "memory://?namespace=mine",
+                        "--namespace", "other"}));
+  EXPECT_EQ(both.code, 64) << both.err;
+  ExpectOneLine(both);
+  EXPECT_THAT(both.err, HasSubstr("give one of them"));
+  testing::RemoveTree(*dir);
+}
+
+TEST(CliBenchTest, APasswordIsNeverShown) {
+  Result r = RunProcess(Short({"--backend", "redis://:s3cret@127.0.0.1:1",
+                               "--scenarios", "uncontended,memory", "--json"}));
+  EXPECT_EQ(r.code, 69) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"error\":"));
+  EXPECT_THAT(r.out, Not(HasSubstr("s3cret")));
+  EXPECT_THAT(r.err, Not(HasSubstr("s3cret")));
 }
 
 }  // namespace

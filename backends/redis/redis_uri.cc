@@ -1,5 +1,6 @@
 #include "redis_uri.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/backend/options.h"
@@ -50,7 +51,7 @@ absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
     c.port = host.port.value_or(6379);
     c.endpoint = absl::StrCat(c.host, ":", c.port);
     for (const ConnectionConfig& earlier : out) {
-      if (earlier.endpoint == c.endpoint) {
+      if (absl::EqualsIgnoreCase(earlier.endpoint, c.endpoint)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "the URI names ", c.endpoint,
             " twice; each host must be a separate server: ", form));

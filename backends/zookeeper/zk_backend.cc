@@ -296,18 +296,27 @@ absl::StatusOr<std::vector<LockInfo>> ZkBackend::List(
 }
 
 absl::StatusOr<ServerMemory> ZkBackend::ServerMemoryUse() {
-  const std::string server = session_->CurrentServer();
-  if (server.empty()) {
-    return absl::UnavailableError(absl::StrCat(
-        "not connected to ", session_->endpoint(), ": no server to ask"));
+  // Every member holds the whole tree: the first that answers will do. (The
+  // C client's zoo_get_current_server() formats into one buffer shared by
+  // the whole process, which its own threads overwrite.)
+  absl::Status error;
+  for (absl::string_view server : absl::StrSplit(session_->hosts(), ',')) {
+    absl::StatusOr<std::string> mntr =
+        FourLetterWord(server, "mntr", session_->call_timeout());
+    if (!mntr.ok()) {
+      if (mntr.status().code() == absl::StatusCode::kUnimplemented) {
+        return mntr.status();
+      }
+      if (error.ok()) error = mntr.status();
+      continue;
+    }
+    absl::StatusOr<int64_t> bytes =
+        MntrValue(*mntr, "zk_approximate_data_size");
+    if (!bytes.ok()) return bytes.status();
+    // Paths and data only: ZooKeeper's own overhead per node is not counted.
+    return ServerMemory{*bytes, "mntr zk_approximate_data_size"};
   }
-  absl::StatusOr<std::string> mntr =
-      FourLetterWord(server, "mntr", session_->call_timeout());
-  if (!mntr.ok()) return mntr.status();
-  absl::StatusOr<int64_t> bytes = MntrValue(*mntr, "zk_approximate_data_size");
-  if (!bytes.ok()) return bytes.status();
-  // Paths and data only: ZooKeeper's own overhead per node is not counted.
-  return ServerMemory{*bytes, "mntr zk_approximate_data_size"};
+  return error;
 }
 
 absl::Status ZkBackend::ForceUnlock(absl::string_view name) {

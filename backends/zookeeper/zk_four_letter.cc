@@ -55,6 +55,7 @@ absl::StatusOr<std::string> FourLetterWord(absl::string_view host_port,
   const std::string where = absl::StrCat("ZooKeeper at ", host_port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
   if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 ||
       found == nullptr) {
@@ -68,8 +69,11 @@ absl::StatusOr<std::string> FourLetterWord(absl::string_view host_port,
   const int connect_errno = errno;
   freeaddrinfo(found);
   const absl::Time deadline = absl::Now() + timeout;
-  if (rc != 0 && (sock.fd < 0 || connect_errno != EINPROGRESS ||
-                  !WaitReady(sock.fd, POLLOUT, deadline))) {
+  // A nonblocking connect interrupted by a signal goes on as one in
+  // progress does.
+  const bool pending = connect_errno == EINPROGRESS || connect_errno == EINTR;
+  if (rc != 0 &&
+      (sock.fd < 0 || !pending || !WaitReady(sock.fd, POLLOUT, deadline))) {
     return absl::UnavailableError(absl::StrCat("cannot connect to ", where));
   }
   int error = 0;

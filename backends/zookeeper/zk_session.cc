@@ -364,13 +364,6 @@ void Session::ReportUnbelievable(MonoTime now) {
   mu_.Lock();
 }
 
-std::string Session::CurrentServer() const {
-  absl::ReaderMutexLock handle_lock(&handle_mu_);
-  if (handle_ == nullptr) return "";
-  const char* server = zoo_get_current_server(handle_);
-  return server == nullptr ? "" : server;
-}
-
 Call Session::Submit(const std::function<int(zhandle_t*, void*)>& submit) {
   auto slot = std::make_shared<Call::Slot>();
   slot->sent = clock().Now();

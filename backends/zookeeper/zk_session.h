@@ -116,8 +116,8 @@ class Session {
   // How long to wait for a reply before giving up on a call.
   absl::Duration call_timeout() const { return options_.operation_timeout; }
   const std::string& endpoint() const { return options_.endpoint; }
-  // "host:port" of the server the session is connected to; empty when none.
-  std::string CurrentServer() const;
+  // The ensemble as given: "host:port,host:port".
+  const std::string& hosts() const { return options_.hosts; }
 
   // ZooKeeper's clock, estimated from the mtime of our own writes: the
   // offset of the leader's clock to ours, applied to now (milliseconds since

@@ -248,7 +248,7 @@ TEST(Redlock, UriErrorsSayWhatToFix) {
       {"redlock://a:1,b:2,c:3?quorum=1", "quorum"},
       // One server counted twice would make a quorum of fewer servers.
       {"redlock://a:1,b:2,a:1", "names a:1 twice"},
-      {"redlock://a,b:2,a:6379", "names a:6379 twice"},
+      {"redlock://a,b:2,A:6379", "names A:6379 twice"},
   };
   for (const auto& c : cases) {
     absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(c.uri);

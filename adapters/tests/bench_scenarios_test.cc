@@ -1,0 +1,125 @@
+// What `dlock bench` computes, on memory:// in process: the histogram's
+// quantiles and Jain's index on known inputs, and that a scenario which
+// fails or is interrupted midway leaves nothing held.
+#include "bench_scenarios.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/backend/forwarding_backend.h"
+#include "dlock/dlock.h"
+#include "gtest/gtest.h"
+
+namespace dlock::cli::bench {
+namespace {
+
+TEST(LatencyHistogram, QuantilesAreWithinTheBucketPrecision) {
+  LatencyHistogram h;
+  EXPECT_EQ(h.Quantile(0.5), 0);
+  for (int64_t v = 1; v <= 100000; ++v) h.Add(v * 1000);  // 1 us .. 100 ms
+  EXPECT_EQ(h.count(), 100000);
+  for (double q : {0.5, 0.99, 0.999}) {
+    const double exact = q * 100000 * 1000;
+    EXPECT_NEAR(h.Quantile(q), exact, exact / 64) << q;
+  }
+  const Percentiles p = h.Get();
+  EXPECT_NEAR(p.p50, 50000, 50000.0 / 64);
+  EXPECT_NEAR(p.p999, 99900, 99900.0 / 64);
+
+  LatencyHistogram small;
+  for (int v : {3, 5, 7}) small.Add(v);  // exact below 64 ns
+  EXPECT_EQ(small.Quantile(0.5), 5);
+  small.Merge(h);
+  EXPECT_EQ(small.count(), 100003);
+  small.Add(-5);  // a clock step: counted as zero, not lost
+  EXPECT_EQ(small.Quantile(0), 0);
+}
+
+TEST(JainIndex, OneForEqualSharesAndOneOverNForOneWinner) {
+  const double equal[] = {0.25, 0.25, 0.25, 0.25};
+  EXPECT_DOUBLE_EQ(JainIndex(equal, 4), 1.0);
+  const double one[] = {1, 0, 0, 0};
+  EXPECT_DOUBLE_EQ(JainIndex(one, 4), 0.25);
+  const double none[] = {0, 0};
+  EXPECT_EQ(JainIndex(none, 2), 0);
+}
+
+// Fails every Acquire after the first `allowed`.
+class FailingAfter : public ForwardingBackend {
+ public:
+  FailingAfter(std::unique_ptr<Backend> target, int allowed)
+      : ForwardingBackend(std::move(target)), left_(allowed) {}
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
+    if (left_.fetch_sub(1) <= 0) return absl::UnavailableError("injected");
+    return ForwardingBackend::Acquire(call);
+  }
+
+ private:
+  std::atomic<int> left_;
+};
+
+Settings MemorySettings(const std::string& instance, int fail_after) {
+  Settings s;
+  s.name_prefix = "t/";
+  s.duration = absl::Milliseconds(100);
+  s.warmup = absl::Milliseconds(10);
+  s.connect = [instance, fail_after](ClientOptions options) {
+    auto inner = options.backend_decorator;
+    options.backend_decorator = [inner,
+                                 fail_after](std::unique_ptr<Backend> b) {
+      std::unique_ptr<Backend> failing =
+          std::make_unique<FailingAfter>(std::move(b), fail_after);
+      return inner ? inner(std::move(failing)) : std::move(failing);
+    };
+    return Connect(absl::StrCat("memory://", instance, "?namespace=bench"),
+                   std::move(options));
+  };
+  return s;
+}
+
+std::vector<LockInfo> HeldIn(const std::string& instance) {
+  absl::StatusOr<std::unique_ptr<LockClient>> observer =
+      Connect(absl::StrCat("memory://", instance, "?namespace=bench"));
+  EXPECT_TRUE(observer.ok());
+  absl::StatusOr<std::vector<LockInfo>> held = (*observer)->Admin().List();
+  EXPECT_TRUE(held.ok()) << held.status();
+  return held.ok() ? *held : std::vector<LockInfo>{};
+}
+
+TEST(BenchScenarios, AFailureWhileTakingManyLocksLeavesNoneHeld) {
+  absl::StatusOr<Watchdog> watchdog =
+      RunWatchdog(MemorySettings("fail-watchdog", 25), 40, absl::Seconds(3));
+  EXPECT_EQ(watchdog.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(watchdog.status().message().find("holding 40 locks at once"),
+            std::string::npos)
+      << watchdog.status();
+  EXPECT_TRUE(HeldIn("fail-watchdog").empty());
+
+  absl::StatusOr<Memory> memory =
+      RunMemory(MemorySettings("fail-memory", 70), 50, 100);
+  EXPECT_EQ(memory.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(HeldIn("fail-memory").empty());
+}
+
+TEST(BenchScenarios, AStopEndsEveryScenarioAtOnceAndLeavesNoneHeld) {
+  Settings settings = MemorySettings("stopped", 1 << 30);
+  settings.duration = absl::Hours(1);
+  std::thread stopper([stop = settings.stop] {
+    absl::SleepFor(absl::Milliseconds(200));
+    stop.Cancel();
+  });
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Contention> contention = RunContention(settings, 4);
+  stopper.join();
+  EXPECT_EQ(contention.status().code(), absl::StatusCode::kCancelled);
+  // Bound for a hang, not a timing: an hour was asked for.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_EQ(RunUncontended(settings, 2).status().code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_EQ(RunWatchdog(settings, 5, absl::Hours(1)).status().code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_TRUE(HeldIn("stopped").empty());
+}
+
+}  // namespace
+}  // namespace dlock::cli::bench
