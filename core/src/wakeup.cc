@@ -1,6 +1,7 @@
 #include "dlock/backend/wakeup.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -8,6 +9,7 @@ namespace dlock {
 
 void WakeupHub::Notify(absl::string_view name) {
   absl::MutexLock lock(&mu_);
+  notifications_.fetch_add(1, std::memory_order_release);
   auto it = slots_.find(name);
   if (it == slots_.end()) return;
   ++it->second.generation;
@@ -16,6 +18,7 @@ void WakeupHub::Notify(absl::string_view name) {
 
 void WakeupHub::NotifyAll() {
   absl::MutexLock lock(&mu_);
+  notifications_.fetch_add(1, std::memory_order_release);
   ++global_generation_;
   for (auto& [name, slot] : slots_) slot.changed.Signal();
 }
@@ -59,7 +62,12 @@ absl::StatusOr<Grant> AcquireWithWakeups(
     absl::FunctionRef<absl::StatusOr<Attempt>()> attempt) {
   const Clock& clock = hub.clock();
   const MonoTime started = clock.Now();
-  WakeupHub::Waiter waiter(hub, call.name);
+  // Registered only once an attempt failed: most acquires succeed at once,
+  // and registering takes the hub's one lock twice (every thread of the
+  // client contends for it) and a map entry. A release announced between
+  // the failed attempt and the registration moved the count read here.
+  const uint64_t notifications_before = hub.notifications();
+  std::optional<WakeupHub::Waiter> waiter;
   while (true) {
     if (call.cancel.IsCancelled()) {
       return absl::CancelledError(
@@ -81,10 +89,14 @@ absl::StatusOr<Grant> AcquireWithWakeups(
     }
     // The holder's lease end is when the lock frees itself without any
     // announcement; 1ms past it, so that the backend has expired it.
+    if (!waiter.has_value()) {
+      waiter.emplace(hub, call.name);
+      if (hub.notifications() != notifications_before) continue;
+    }
     absl::Duration nap =
         std::clamp(result->holder_lease_left + absl::Milliseconds(1),
                    absl::Milliseconds(1), fallback_poll);
-    waiter.Wait(std::min(call.deadline, now + nap), call.cancel);
+    waiter->Wait(std::min(call.deadline, now + nap), call.cancel);
   }
 }
 

@@ -67,10 +67,11 @@ struct Latency {
 // holder's Release() call to the waiter's Acquire() returning.
 absl::StatusOr<Latency> HandOffLatency(const std::string& uri, int samples);
 
-// The rate redis-benchmark reports (requests per second), run as a child.
+// The rate redis-benchmark reports (requests per second), run as a child;
+// `pipeline` commands in flight per client (its -P).
 absl::StatusOr<double> RunRedisBenchmark(
     int port, int clients, int requests,
-    const std::vector<std::string>& command);
+    const std::vector<std::string>& command, int pipeline = 1);
 
 // A rate and its ceiling measured in alternating short slices, so that load
 // that comes and goes on a shared machine hits both alike. Medians over the
@@ -117,7 +118,7 @@ absl::StatusOr<BenchServer> StartServer(const std::string& label);
 // Prints why the benchmark failed; returns the exit code (1).
 int Fail(const absl::Status& status);
 
-// "0.91 of ceiling (target 0.85): ok" / "... MISSED".
+// "0.91 of ceiling (target 0.85): MET" / "... MISSED".
 std::string Verdict(double ratio, double target);
 
 // "1.62 (target >= 1.50): MET" / "... MISSED".

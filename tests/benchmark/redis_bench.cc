@@ -5,29 +5,53 @@
 //   dlock_redis_bench [seconds-per-case]      (default 5)
 //
 // Rates are measured in alternating half-second slices of the ceiling and
-// of dlock, and the ratio is the median of the per-round ratios.
+// of dlock, and the ratio is the median of the per-round ratios. With 64
+// threads dlock is also set against redis-benchmark pipelining 16 commands
+// per client (-P 16), the most the server does with no-op scripts. Then
+// the client's memory across 100,000 distinct names, and the watchdog's
+// cost with 10,000 locks held.
 //
 // Starts its own redis-server. Prints each rate as a ratio of its ceiling
 // against the targets of docs/performance.md; exits non-zero only when
 // something fails, never for a missed target (the machine is shared).
 #include <hiredis/hiredis.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <latch>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "bench_util.h"
+#include "dlock/backend/forwarding_backend.h"
+#include "dlock/dlock.h"
 #include "redis_sentinel_group.h"
 
 namespace {
 
 constexpr double kTargetOneThread = 0.85;
-constexpr double kTargetSixteenThreads = 0.80;
+constexpr double kTargetSixteenThreads = 0.90;
 constexpr double kTargetHandOffRoundTrips = 3.0;
+// 100,000 distinct names acquired and released: the client's heap grows by
+// at most this much.
+constexpr int kMemoryNames = 100000;
+constexpr int64_t kTargetMemoryGrowth = 1 << 20;
+// 10,000 locks held under the watchdog: at most this many round trips
+// (RenewMany calls, each one pipeline) per renewal interval, on at most
+// this share of one core.
+constexpr int kWatchdogLocks = 10000;
+constexpr double kTargetWatchdogTripsPerInterval = 5;
+constexpr double kTargetWatchdogCpu = 0.05;
 // redis-sentinel:// against redis:// on the same master, with no failover.
 constexpr double kTargetSentinelCost = 0.95;
 
@@ -57,6 +81,169 @@ absl::StatusOr<absl::Duration> IsolatedRoundTrip(int port, int samples) {
   return times[times.size() / 2];
 }
 
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return absl::ToDoubleSeconds(absl::DurationFromTimeval(usage.ru_utime) +
+                               absl::DurationFromTimeval(usage.ru_stime));
+}
+
+int64_t ResidentBytes() {
+  long pages = 0, resident = 0;  // NOLINT(runtime/int): statm's format
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  std::fclose(f);
+  return static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE);
+}
+
+struct MemoryUse {
+  int64_t heap_before = 0;  // mallinfo2().uordblks: bytes malloc hands out
+  int64_t heap_after = 0;
+  int64_t rss_before = 0;  // /proc/self/statm, for reference
+  int64_t rss_after = 0;
+};
+
+// kMemoryNames distinct names, each acquired and released once, by 16
+// threads of one client. The threads exist and have each done one pair
+// before the first look and still exist at the second, so that only what
+// the names leave behind counts.
+absl::StatusOr<MemoryUse> MemoryAcrossNames(const std::string& uri) {
+  constexpr int kThreads = 16;
+  absl::StatusOr<std::unique_ptr<dlock::LockClient>> client =
+      dlock::Connect(uri);
+  if (!client.ok()) return client.status();
+  std::latch warmed(kThreads + 1);
+  std::latch finished(kThreads + 1);
+  absl::Notification start;
+  absl::Notification leave;
+  std::atomic<int> failures{0};
+  absl::Mutex error_mu;
+  absl::Status error;
+  auto pair = [&](const std::string& name) {
+    absl::StatusOr<std::unique_ptr<dlock::DistributedLock>> lock =
+        (*client)->GetLock(name);
+    absl::Status s = lock.status();
+    if (s.ok()) {
+      absl::StatusOr<dlock::Hold> hold =
+          (*lock)->Acquire({.lease = absl::Seconds(10)});
+      s = hold.ok() ? hold->Release() : hold.status();
+    }
+    if (!s.ok() && failures.fetch_add(1) == 0) {
+      absl::MutexLock l(&error_mu);
+      error = s;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      pair(absl::StrCat("bench-memory-warm-", t));
+      warmed.count_down();
+      start.WaitForNotification();
+      for (int i = t; i < kMemoryNames; i += kThreads) {
+        pair(absl::StrCat("bench-memory-", i));
+      }
+      finished.count_down();
+      leave.WaitForNotification();
+    });
+  }
+  MemoryUse out;
+  warmed.arrive_and_wait();
+  out.heap_before = static_cast<int64_t>(mallinfo2().uordblks);
+  out.rss_before = ResidentBytes();
+  start.Notify();
+  finished.arrive_and_wait();
+  out.heap_after = static_cast<int64_t>(mallinfo2().uordblks);
+  out.rss_after = ResidentBytes();
+  leave.Notify();
+  for (std::thread& t : threads) t.join();
+  absl::MutexLock l(&error_mu);
+  if (!error.ok()) return error;
+  return out;
+}
+
+// Counts what the watchdog sends: each RenewMany is one pipeline, one
+// round trip.
+class CountingBackend : public dlock::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  std::vector<absl::Status> RenewMany(
+      absl::Span<const dlock::RenewCall> calls) override {
+    batches_.fetch_add(1);
+    renewals_.fetch_add(static_cast<int64_t>(calls.size()));
+    return ForwardingBackend::RenewMany(calls);
+  }
+  std::atomic<int64_t> batches_{0};
+  std::atomic<int64_t> renewals_{0};
+};
+
+struct WatchdogCost {
+  absl::Duration interval;
+  double intervals = 0;
+  int64_t batches = 0;
+  int64_t renewals = 0;
+  double cpu_share = 0;  // of one core, the whole process
+  int held_after = 0;
+};
+
+// kWatchdogLocks locks held with a 3 s watchdog lease (renewed every
+// second) for `intervals` renewal intervals, the process otherwise idle.
+absl::StatusOr<WatchdogCost> WatchdogCostOf(const std::string& uri,
+                                            int intervals) {
+  CountingBackend* counter = nullptr;
+  dlock::ClientOptions options;
+  options.watchdog_lease = absl::Seconds(3);
+  options.backend_decorator = [&](std::unique_ptr<dlock::Backend> b) {
+    auto c = std::make_unique<CountingBackend>(std::move(b));
+    counter = c.get();
+    return c;
+  };
+  absl::StatusOr<std::unique_ptr<dlock::LockClient>> client =
+      dlock::Connect(uri, options);
+  if (!client.ok()) return client.status();
+  std::vector<dlock::Hold> holds(kWatchdogLocks);
+  std::vector<std::unique_ptr<dlock::DistributedLock>> locks(kWatchdogLocks);
+  constexpr int kThreads = 16;
+  absl::Mutex error_mu;
+  absl::Status error;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kWatchdogLocks; i += kThreads) {
+        absl::StatusOr<std::unique_ptr<dlock::DistributedLock>> lock =
+            (*client)->GetLock(absl::StrCat("bench-watchdog-", i));
+        absl::StatusOr<dlock::Hold> hold =
+            lock.ok() ? (*lock)->Acquire({}) : lock.status();
+        if (!hold.ok()) {
+          absl::MutexLock l(&error_mu);
+          error = hold.status();
+          return;
+        }
+        locks[i] = *std::move(lock);
+        holds[i] = *std::move(hold);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (!error.ok()) return error;
+  WatchdogCost out;
+  out.interval = options.watchdog_lease / 3;
+  out.intervals = intervals;
+  const int64_t batches = counter->batches_.load();
+  const int64_t renewals = counter->renewals_.load();
+  const double cpu = CpuSeconds();
+  absl::SleepFor(out.interval * intervals);
+  out.cpu_share =
+      (CpuSeconds() - cpu) / absl::ToDoubleSeconds(out.interval * intervals);
+  out.batches = counter->batches_.load() - batches;
+  out.renewals = counter->renewals_.load() - renewals;
+  for (dlock::Hold& h : holds) {
+    out.held_after += h.state() == dlock::LockState::kHeld ? 1 : 0;
+  }
+  if (absl::Status s = (*client)->Close(); !s.ok()) return s;
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,10 +260,10 @@ int main(int argc, char** argv) {
   const std::vector<std::string> noop = {"EVAL", "\"return 1\"", "0"};
   const absl::Duration slice = absl::Milliseconds(500);
   const int rounds = 2 * seconds;  // each round: one slice of each side
-  auto ceiling = [&](int clients, int requests) {
-    return [&, clients, requests]() -> absl::StatusOr<double> {
-      absl::StatusOr<double> rate =
-          dlock::bench::RunRedisBenchmark(port, clients, requests, noop);
+  auto ceiling = [&](int clients, int requests, int pipeline = 1) {
+    return [&, clients, requests, pipeline]() -> absl::StatusOr<double> {
+      absl::StatusOr<double> rate = dlock::bench::RunRedisBenchmark(
+          port, clients, requests, noop, pipeline);
       if (!rate.ok()) return rate.status();
       return *rate / 2;
     };
@@ -92,6 +279,20 @@ int main(int argc, char** argv) {
   absl::StatusOr<dlock::bench::Paired> sixteen =
       dlock::bench::MeasurePaired(rounds, ceiling(16, 20000), ours(16));
   if (!sixteen.ok()) return dlock::bench::Fail(sixteen.status());
+  // 64 threads: against 64 clients, and against 64 clients pipelining 16.
+  auto sample = [](auto rate_of) {
+    return [rate_of]() -> absl::StatusOr<dlock::bench::PairSample> {
+      absl::StatusOr<double> rate = rate_of();
+      if (!rate.ok()) return rate.status();
+      return dlock::bench::PairSample{.rate = *rate};
+    };
+  };
+  absl::StatusOr<dlock::bench::Rounds> sixty_four = dlock::bench::MeasureRounds(
+      rounds, {sample(ceiling(64, 40000)), sample(ceiling(64, 200000, 16)),
+               sample(ours(64))});
+  if (!sixty_four.ok()) return dlock::bench::Fail(sixty_four.status());
+  const dlock::bench::Paired plain64 = sixty_four->Ratio(2, 0);
+  const dlock::bench::Paired piped64 = sixty_four->Ratio(2, 1);
   absl::StatusOr<dlock::bench::Latency> handoff =
       dlock::bench::HandOffLatency(uri, 500 * seconds);
   if (!handoff.ok()) return dlock::bench::Fail(handoff.status());
@@ -125,6 +326,11 @@ int main(int argc, char** argv) {
     return dlock::bench::Fail(sentinel_sixteen.status());
   }
 
+  absl::StatusOr<MemoryUse> memory = MemoryAcrossNames(uri);
+  if (!memory.ok()) return dlock::bench::Fail(memory.status());
+  absl::StatusOr<WatchdogCost> watchdog = WatchdogCostOf(uri, 4);
+  if (!watchdog.ok()) return dlock::bench::Fail(watchdog.status());
+
   const double handoff_trips = absl::FDivDuration(handoff->median, *lone_trip);
   std::cout << absl::StrFormat(
       "redis backend, server %s; %d rounds of %s slices, medians\n"
@@ -132,6 +338,12 @@ int main(int argc, char** argv) {
       "                         ceiling      dlock   ratio (spread)\n"
       "  1 thread   pairs/s  %9.0f  %9.0f   %s (%.2f..%.2f)\n"
       "  16 threads pairs/s  %9.0f  %9.0f   %s (%.2f..%.2f)\n"
+      "  64 threads pairs/s  %9.0f  %9.0f   %.2f of the 64-client ceiling "
+      "(%.2f..%.2f)\n"
+      "  64 threads, -P 16   %9.0f  %9.0f   %.2f of the pipelined ceiling "
+      "(%.2f..%.2f)\n"
+      "  (64-thread target: 2 times the best peer, in the comparative "
+      "report)\n"
       "hand-off (release to waiter holding), %d samples:\n"
       "  median %s = %.2f lone round trips of %s (target <= %.1f): %s\n"
       "  p99    %s\n",
@@ -139,11 +351,39 @@ int main(int argc, char** argv) {
       dlock::bench::Verdict(one->ratio, kTargetOneThread), one->ratio_min,
       one->ratio_max, sixteen->ceiling, sixteen->ours,
       dlock::bench::Verdict(sixteen->ratio, kTargetSixteenThreads),
-      sixteen->ratio_min, sixteen->ratio_max, handoff->samples,
-      absl::FormatDuration(handoff->median), handoff_trips,
+      sixteen->ratio_min, sixteen->ratio_max, plain64.ceiling, plain64.ours,
+      plain64.ratio, plain64.ratio_min, plain64.ratio_max, piped64.ceiling,
+      piped64.ours, piped64.ratio, piped64.ratio_min, piped64.ratio_max,
+      handoff->samples, absl::FormatDuration(handoff->median), handoff_trips,
       absl::FormatDuration(*lone_trip), kTargetHandOffRoundTrips,
-      handoff_trips <= kTargetHandOffRoundTrips ? "ok" : "MISSED",
+      handoff_trips <= kTargetHandOffRoundTrips ? "MET" : "MISSED",
       absl::FormatDuration(handoff->p99));
+  const int64_t growth = memory->heap_after - memory->heap_before;
+  constexpr double kMiB = 1 << 20;
+  std::cout << absl::StrFormat(
+      "memory: %d distinct names acquired and released (16 threads)\n"
+      "  heap in use (mallinfo2 uordblks) %.2f MiB -> %.2f MiB: %+.3f MiB "
+      "(target <= +1 MiB): %s\n"
+      "  resident (/proc/self/statm) %.2f MiB -> %.2f MiB\n",
+      kMemoryNames, memory->heap_before / kMiB, memory->heap_after / kMiB,
+      growth / kMiB, growth <= kTargetMemoryGrowth ? "MET" : "MISSED",
+      memory->rss_before / kMiB, memory->rss_after / kMiB);
+  const double trips = watchdog->batches / watchdog->intervals;
+  const bool watchdog_met = trips <= kTargetWatchdogTripsPerInterval &&
+                            watchdog->cpu_share < kTargetWatchdogCpu &&
+                            watchdog->held_after == kWatchdogLocks;
+  std::cout << absl::StrFormat(
+      "watchdog: %d locks held, watchdog_lease 3s (renewed every %s), %.0f "
+      "intervals\n"
+      "  %.1f round trips (RenewMany pipelines) per interval, %.0f renewals "
+      "per interval (target <= %.0f trips)\n"
+      "  client CPU %.1f%% of one core (target < %.0f%%); %d of %d still "
+      "held: %s\n",
+      kWatchdogLocks, absl::FormatDuration(watchdog->interval),
+      watchdog->intervals, trips, watchdog->renewals / watchdog->intervals,
+      kTargetWatchdogTripsPerInterval, 100 * watchdog->cpu_share,
+      100 * kTargetWatchdogCpu, watchdog->held_after, kWatchdogLocks,
+      watchdog_met ? "MET" : "MISSED");
   std::cout << absl::StrFormat(
       "sentinel mode: redis-sentinel:// vs redis:// on the same master (with "
       "a replica), no failover\n"

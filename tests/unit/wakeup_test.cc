@@ -196,6 +196,26 @@ TEST(AcquireWithWakeups, NotifyTriggersTheNextAttempt) {
       << "waited for the fallback poll, not the notification";
 }
 
+// The waiter registers only after its first attempt failed; a release
+// announced between that attempt's reply and the registration must still
+// bring the next attempt at once, not after the fallback poll.
+TEST(AcquireWithWakeups, NotifyJustAfterTheFirstAttemptIsNotMissed) {
+  WakeupHub hub(Clock::Real());
+  int attempts = 0;
+  const MonoTime start = Now();
+  absl::StatusOr<Grant> acquired =
+      AcquireWithWakeups(CallUntil(Now() + kLong), hub, kLong, [&] {
+        if (++attempts > 1) return absl::StatusOr<Attempt>(Granted());
+        // The holder releases as soon as this attempt has seen it hold.
+        hub.Notify("lock");
+        return absl::StatusOr<Attempt>(Held());
+      });
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  EXPECT_EQ(attempts, 2);
+  EXPECT_LT(Now() - start, kPrompt)
+      << "waited for the fallback poll: the announcement was missed";
+}
+
 TEST(AcquireWithWakeups, FallbackPollRetriesWithoutNotify) {
   WakeupHub hub(Clock::Real());
   int attempts = 0;

@@ -3,6 +3,8 @@
 #ifndef DLOCK_BACKEND_WAKEUP_H_
 #define DLOCK_BACKEND_WAKEUP_H_
 
+#include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -36,6 +38,13 @@ class WakeupHub {
 
   const Clock& clock() const { return clock_; }
 
+  // Counts Notify() and NotifyAll() calls. Read before an attempt and again
+  // once a Waiter is registered: a difference means an announcement may
+  // have come in between, which no Waiter saw.
+  uint64_t notifications() const {
+    return notifications_.load(std::memory_order_acquire);
+  }
+
  private:
   friend class Waiter;
   struct Slot {
@@ -48,11 +57,13 @@ class WakeupHub {
   absl::Mutex mu_;
   absl::node_hash_map<std::string, Slot> slots_ ABSL_GUARDED_BY(mu_);
   uint64_t global_generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by NotifyAll
+  std::atomic<uint64_t> notifications_{0};               // bumped under mu_
 };
 
 // Registers interest in one name for its lifetime. Register before the
 // attempt that may fail, so that a release between the attempt and Wait()
-// is not missed.
+// is not missed; or, as AcquireWithWakeups does, after it, looking again at
+// once if notifications() moved since before the attempt.
 class WakeupHub::Waiter {
  public:
   Waiter(WakeupHub& hub, absl::string_view name);
