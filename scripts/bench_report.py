@@ -5,10 +5,13 @@
 
 Run through scripts/bench-report.sh, which installs the dependencies and
 builds what this needs into build/report first. Starts a redis-server, a
-ZooKeeper and a PostgreSQL (dlock_bench_servers), then, round after round,
-runs one short slice each of dlock (`dlock bench --json`), of each backend's
-ceiling and of each peer, in an order that turns with the round, so that
-load that comes and goes on a shared machine hits all of them alike. Rates
+ZooKeeper and a PostgreSQL (dlock_bench_servers) and a process per peer
+library that runs slice after slice (its --serve mode), then, round after
+round, runs one short slice each of dlock (`dlock bench --json`), of each
+backend's ceiling and of each peer, in an order that turns with the round,
+so that load that comes and goes on a shared machine hits all of them
+alike. The watchdog and memory scenarios run once per backend at the end,
+while the charts are drawn. Rates
 and latencies are medians over the rounds; a ratio is the median of the
 per-round ratios, with their spread. Writes DIR/benchmarks.md (DIR: docs/
 unless --out), its charts as SVG in DIR/benchmarks/ (matplotlib) and every
@@ -19,16 +22,21 @@ with a message saying what is missing, and the report is not written.
 """
 import argparse
 import datetime
+import io
 import json
 import os
 import platform
+import queue
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS_DIR = os.path.join(REPO, "tests", "benchmark", "peers")
@@ -114,6 +122,16 @@ def dlock_results(output):
     return results
 
 
+# Prints the modules named in argv that do not import.
+IMPORTS = """import importlib, sys
+for module in sys.argv[1:]:
+    try:
+        importlib.import_module(module)
+    except Exception:
+        print(module)
+"""
+
+
 class Tools:
     """The programs the run needs, checked before anything starts."""
 
@@ -139,20 +157,39 @@ class Tools:
                 missing.append("the `dlock bench` subcommand (%s has none: it comes with "
                                "the bench-cli branch)" % self.dlock)
         for tool in ["node", "redis-benchmark", "redis-cli"]:
-            if subprocess.run(["sh", "-c", "command -v " + tool], capture_output=True).returncode:
+            if not shutil.which(tool):
                 missing.append("%s (scripts/install-deps.sh)" % tool)
         for package in ["redlock", "redis-semaphore", "ioredis"]:
             if not os.path.isdir(os.path.join(self.node_modules, "node_modules", package)):
                 missing.append("the npm package %s in %s (scripts/install-deps.sh %s)" % (
                     package, self.node_modules, self.build))
-        for module, package in [("redis", "python3-redis"), ("kazoo", "python3-kazoo"),
-                                ("tooz", "python3-tooz"), ("psycopg2", "python3-psycopg2"),
-                                ("matplotlib", "python3-matplotlib")]:
-            if subprocess.run(["/usr/bin/python3", "-c", "import " + module],
-                              capture_output=True).returncode:
-                missing.append("%s for /usr/bin/python3 (apt-get install %s)" % (module, package))
+        packages = {"redis": "python3-redis", "kazoo": "python3-kazoo", "tooz": "python3-tooz",
+                    "psycopg2": "python3-psycopg2", "matplotlib": "python3-matplotlib"}
+        # One interpreter tries every import and names those that fail.
+        failed = subprocess.run(["/usr/bin/python3", "-c", IMPORTS] + list(packages),
+                                capture_output=True, text=True).stdout.split()
+        for module in failed:
+            missing.append("%s for /usr/bin/python3 (apt-get install %s)" % (
+                module, packages[module]))
         if missing:
             raise Failure("cannot run the report; missing:\n  " + "\n  ".join(missing))
+
+
+def close(process):
+    """Closes a child's stdin: the servers and the workers finish when it
+    closes, in the background while the report is written."""
+    try:
+        process.stdin.close()
+    except OSError:
+        pass
+
+
+def reap(process):
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 class Servers:
@@ -170,21 +207,54 @@ class Servers:
             raise Failure("the servers did not start:\n" + self.errors.read())
         self.info = json.loads(line)
 
-    def stop(self):
-        self.process.stdin.close()  # it stops its servers when stdin closes
+
+
+class Worker:
+    """A peer's process that runs slice after slice (its --serve mode): one
+    start-up and one import of its library instead of one per slice."""
+
+    def __init__(self, cmd, what):
+        self.what = what
+        self.errors = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(cmd + ["--serve", what], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.errors, text=True)
+        self.lines = queue.Queue()
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)  # the process ended
+
+    def slice(self, args, timeout):
+        """The record of one slice; Failure with the peer's stderr if it
+        exits or takes longer than `timeout` seconds."""
         try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.terminate()
+            self.process.stdin.write(json.dumps(args) + "\n")
+            self.process.stdin.flush()
+            line = self.lines.get(timeout=timeout)
+        except BrokenPipeError:
+            line = None
+        except queue.Empty:
+            self.process.kill()
+            raise Failure("%s did not finish a slice within %d s: %s" % (
+                self.what, timeout, shlex.join(args)))
+        if line is None:
             self.process.wait()
+            self.errors.seek(0)
+            raise Failure("%s failed (exit %s): %s\n%s" % (
+                self.what, self.process.returncode, shlex.join(args), self.errors.read()[-3000:]))
+        return last_json(line, self.what)
+
 
 
 class Measurer:
     """One slice of any contender, as a record in dlock's JSON shape."""
 
-    def __init__(self, tools, servers, slice_s, warmup_s):
+    def __init__(self, tools, servers, slice_s, warmup_s, workers):
         self.tools = tools
         self.servers = servers.info
+        self.workers = workers
         self.slice_s = slice_s
         self.warmup_s = warmup_s
         self.redis_requests = {}  # (clients, pipeline) -> requests per slice
@@ -223,7 +293,7 @@ class Measurer:
         cmd = [self.tools.dlock, "bench", "--backend", self.servers[backend]["uri"],
                "--scenarios", "watchdog,memory", "--duration", "%dms" % (self.slice_s * 1000),
                "--warmup", "%dms" % (self.warmup_s * 1000), "--json",
-               "--locks", "100" if quick else "1000", "--names", "1000" if quick else "10000"]
+               "--locks", "100" if quick else "1000", "--names", "300" if quick else "10000"]
         results = dlock_results(run(cmd, "dlock bench", self.timeout() + 300))
         records = {r.get("scenario"): r for r in results}
         for scenario in ["watchdog", "memory"]:
@@ -267,17 +337,26 @@ class Measurer:
                 "calls_per_sec": rate, "pairs_per_sec": rate / 2}
 
     def peer(self, backend, library, scenario, concurrency):
-        if library in NODE_PEERS:
-            cmd = ["node", os.path.join(PEERS_DIR, "node_peer", "node_peers.js"),
-                   self.tools.node_modules]
-        else:
-            cmd = ["/usr/bin/python3", os.path.join(PEERS_DIR, "python_peers.py")]
         target = (self.servers["postgres"]["url"] if backend == "postgres"
                   else self.servers[backend]["host_port"])
-        cmd += ["--library", library, "--target", target, "--scenario", scenario,
-                "--concurrency", str(concurrency), "--seconds", "%g" % self.seconds(scenario),
-                "--warmup", "%g" % self.warmup_s]
-        return last_json(run(cmd, library, self.timeout()), library)
+        return self.workers[library].slice(
+            ["--library", library, "--target", target, "--scenario", scenario,
+             "--concurrency", str(concurrency), "--seconds", "%g" % self.seconds(scenario),
+             "--warmup", "%g" % self.warmup_s], self.timeout())
+
+
+def start_workers(tools):
+    """A worker per peer library, started before the servers so that their
+    start-ups overlap."""
+    workers = {}
+    for library in [p for peers in PEERS.values() for p in peers]:
+        if library in NODE_PEERS:
+            cmd = ["node", os.path.join(PEERS_DIR, "node_peer", "node_peers.js"),
+                   tools.node_modules]
+        else:
+            cmd = ["/usr/bin/python3", os.path.join(PEERS_DIR, "python_peers.py")]
+        workers[library] = Worker(cmd, library)
+    return workers
 
 
 def rotated(items, by):
@@ -324,11 +403,23 @@ def measure(measurer, rounds, quick, log):
                     who, []).append(rec)
                 log("round %d/%d %-9s contention %-18s %8.0f hand-offs/s" % (
                     r + 1, rounds, backend, who, rec["handoffs_per_sec"]))
-    once = {}
-    for backend in PEERS:
-        once[backend] = measurer.dlock_once(backend, quick)
-        log("%s: watchdog and memory measured" % backend)
-    return records, once
+    return records
+
+
+def measure_once(measurer, quick, log, meanwhile):
+    """The watchdog and memory scenarios of every backend, while
+    `meanwhile()` runs (the charts are drawn). Quick mode runs the three
+    backends at once: each has a server of its own, and what they measure
+    (renewals, bytes per lock, the client's own CPU time) is not a rate
+    that the others' load would lower."""
+    with ThreadPoolExecutor(max_workers=len(PEERS) if quick else 1) as pool:
+        futures = {b: pool.submit(measurer.dlock_once, b, quick) for b in PEERS}
+        result = meanwhile()
+        once = {}
+        for backend, future in futures.items():
+            once[backend] = future.result()
+            log("%s: watchdog and memory measured" % backend)
+    return once, result
 
 
 # --- figures -----------------------------------------------------------------
@@ -554,7 +645,7 @@ def write_report(path, charts_rel, records, once, meta, args):
              "`build/report`, and runs dlock (`dlock bench`), each backend's ceiling and "
              "the peers in the same run, in short slices whose order turns with every "
              "round, so that load that comes and goes on a shared machine hits all of "
-             "them alike. `scripts/bench-report.sh --quick --out DIR` is a one-minute "
+             "them alike. `scripts/bench-report.sh --quick --out DIR` is a half-minute "
              "smoke run into DIR (the `bench_report_quick` test)." % meta["date"])
     L.append("")
     L.append("| | |")
@@ -623,7 +714,9 @@ def plotted(value):
     return float("nan") if value is None else value
 
 
-def charts(out_dir, records):
+def charts(records):
+    """{file name: SVG text} of every chart; written by the caller once the
+    whole run has succeeded."""
     import matplotlib
     matplotlib.use("Agg")
     # The same figures give the same SVG: no date in it, and ids from a fixed
@@ -632,14 +725,14 @@ def charts(out_dir, records):
     matplotlib.rcParams["svg.hashsalt"] = "dlock-bench-report"
     import matplotlib.pyplot as plt
 
-    written = []
+    written = {}
 
     def save(fig, name):
-        path = os.path.join(out_dir, name)
+        svg = io.StringIO()
         fig.tight_layout()
-        fig.savefig(path, format="svg", metadata={"Date": None})
+        fig.savefig(svg, format="svg", metadata={"Date": None})
         plt.close(fig)
-        written.append(path)
+        written[name] = svg.getvalue()
 
     for backend in PEERS:
         title = TITLES[backend]
@@ -723,7 +816,7 @@ def load_average():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="one round of short slices (about a minute), for a smoke test")
+                        help="one round of short slices (about half a minute), for a smoke test")
     parser.add_argument("--out", default=os.path.join(REPO, "docs"),
                         help="where benchmarks.md and benchmarks/ go (default docs/)")
     parser.add_argument("--build", default=os.path.join(REPO, "build", "report"),
@@ -741,45 +834,65 @@ def main():
     if args.warmup is None:
         args.warmup = 0.05 if args.quick else 0.2
 
-    def log(message):
-        print(message, file=sys.stderr, flush=True)
+    children = []  # stopped in the background; waited for at the end
+    try:
+        return report(args, children)
+    finally:
+        for child in children:
+            reap(child)
 
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def report(args, children):
+    """Measures and writes the report: 0, or 1 when something failed."""
     started = time.monotonic()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load_start = load_average()
     tools = Tools(os.path.abspath(args.build), args.dlock and os.path.abspath(args.dlock))
-    servers = None
     try:
         tools.check()
-        log("starting redis-server, ZooKeeper and PostgreSQL")
+        log("starting the peers, redis-server, ZooKeeper and PostgreSQL")
+        workers = start_workers(tools)
+        children += [w.process for w in workers.values()]
         servers = Servers(tools)
-        measurer = Measurer(tools, servers, args.slice, args.warmup)
-        records, once = measure(measurer, args.rounds, args.quick, log)
+        children.append(servers.process)
+        measurer = Measurer(tools, servers, args.slice, args.warmup, workers)
+        records = measure(measurer, args.rounds, args.quick, log)
+        for worker in workers.values():
+            close(worker.process)
+        dlock_version = records["redis"]["uncontended"][1]["dlock"][0].get("version")
+        once, (svgs, versions_run) = measure_once(
+            measurer, args.quick, log,
+            lambda: (charts(records), versions(tools, dlock_version)))
     except Failure as e:
         log("bench_report: %s" % e)
         return 1
     finally:
-        if servers is not None:
-            servers.stop()
-    dlock_version = records["redis"]["uncontended"][1]["dlock"][0].get("version")
+        for child in children:
+            close(child)
     meta = {
         "date": date,
         "machine": machine(),
         "load_start": load_start,
         "load_end": load_average(),
-        "versions": versions(tools, dlock_version),
+        "versions": versions_run,
         "took": time.monotonic() - started,
     }
     out_dir = os.path.abspath(args.out)
     charts_dir = os.path.join(out_dir, "benchmarks")
     os.makedirs(charts_dir, exist_ok=True)
-    written = charts(charts_dir, records)
+    for name, svg in svgs.items():
+        with open(os.path.join(charts_dir, name), "w") as f:
+            f.write(svg)
     with open(os.path.join(charts_dir, "records.json"), "w") as f:
         json.dump({"meta": meta, "uncontended_and_contention": records, "once": once}, f,
                   indent=1, default=str)
-    report = os.path.join(out_dir, "benchmarks.md")
-    write_report(report, "benchmarks", records, once, meta, args)
-    log("wrote %s and %d charts in %s (%.0f s)" % (report, len(written), charts_dir,
+    path = os.path.join(out_dir, "benchmarks.md")
+    write_report(path, "benchmarks", records, once, meta, args)
+    log("wrote %s and %d charts in %s (%.0f s)" % (path, len(svgs), charts_dir,
                                                    time.monotonic() - started))
     print("\n".join(targets(records)))
     return 0
