@@ -7,7 +7,7 @@
 #
 #   scripts/bench-report.sh                  about 10 minutes; writes docs/
 #   scripts/bench-report.sh --quick --out DIR
-#                                            about a minute; writes DIR
+#                                            about half a minute; writes DIR
 #
 # Other arguments go to bench_report.py (--rounds, --slice, --warmup).
 set -euo pipefail

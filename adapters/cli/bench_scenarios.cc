@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -189,22 +191,44 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
   std::vector<int64_t> pairs(threads, 0);
   std::vector<Instant> last_end(threads);
   FirstError error;
-  const Instant start = After(SteadyClock::now(), settings.warmup);
-  const Instant end = After(start, settings.duration);
+  // Each thread warms up for the warm-up and at least one pair (a first
+  // acquire may connect or create a path, and on a loaded machine outlast
+  // the warm-up and the window both); the window starts when every thread
+  // has, as the peers' of the comparative report does.
+  const Instant warm_until = After(SteadyClock::now(), settings.warmup);
+  Instant start;
+  Instant end;
+  std::barrier warmed_up(threads, [&]() noexcept {
+    start = SteadyClock::now();
+    end = After(start, settings.duration);
+  });
+  auto pair = [&](DistributedLock& lock) -> std::optional<Instant> {
+    absl::StatusOr<Hold> held =
+        lock.Acquire({.wait = kUncontendedWait, .cancel = settings.stop});
+    const Instant t1 = SteadyClock::now();
+    absl::Status s = held.ok() ? held->Release() : held.status();
+    if (!s.ok()) {
+      error.Note(s);
+      return std::nullopt;
+    }
+    return t1;
+  };
   RunThreads(threads, [&](int t) {
     DistributedLock& lock = *(*locks)[t];
+    do {
+      if (error.failed() || settings.stop.IsCancelled() || !pair(lock)) {
+        return warmed_up.arrive_and_drop();  // the others must not wait
+      }
+    } while (SteadyClock::now() < warm_until);
+    warmed_up.arrive_and_wait();
     for (Instant t0 = SteadyClock::now();
          t0 < end && !error.failed() && !settings.stop.IsCancelled();
          t0 = SteadyClock::now()) {
-      absl::StatusOr<Hold> held =
-          lock.Acquire({.wait = kUncontendedWait, .cancel = settings.stop});
-      const Instant t1 = SteadyClock::now();
-      if (!held.ok()) return error.Note(held.status());
-      if (absl::Status s = held->Release(); !s.ok()) return error.Note(s);
+      const std::optional<Instant> t1 = pair(lock);
+      if (!t1) return;
       const Instant t2 = SteadyClock::now();
-      if (t0 < start) continue;  // warming up
-      acquire[t].Add(NanosBetween(t0, t1));
-      release[t].Add(NanosBetween(t1, t2));
+      acquire[t].Add(NanosBetween(t0, *t1));
+      release[t].Add(NanosBetween(*t1, t2));
       ++pairs[t];
       last_end[t] = t2;
     }

@@ -54,7 +54,7 @@ def main():
             for who in ["dlock"] + peers:
                 recs = cell.get(who, [])
                 if not recs or any(len(r.get("shares", [])) != bench_report.CONTENDERS or
-                                   r.get("handoffs_per_sec") is None for r in recs):
+                                   not r.get("handoffs_per_sec") for r in recs):
                     problems.append("%s on %s: no contention figures" % (who, backend))
         if problems:
             sys.exit("the quick report is incomplete:\n  " + "\n  ".join(problems))

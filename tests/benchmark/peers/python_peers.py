@@ -3,6 +3,7 @@
     /usr/bin/python3 python_peers.py --library LIB --target TARGET \
         --scenario uncontended|contention --concurrency N --seconds S \
         [--warmup S]
+    /usr/bin/python3 python_peers.py --serve [LIB]
 
 LIB and TARGET:
   redis-py         host:port   redis-py's Lock (python3-redis), one client
@@ -22,6 +23,12 @@ prints for dlock, with "library" where dlock's has "backend":
     per second, the hand-off latency (from the holder's release call to the
     next holder's acquire returning), each client's share of the
     acquisitions, Jain's fairness index and the longest wait in acquire.
+
+With --serve instead, runs one slice per line of standard input, each line
+a JSON list of the arguments above, and prints each slice's record as it
+is done, until standard input closes: the report starts a process per
+library once instead of one per slice. LIB, if given, is imported at once,
+before the first slice comes.
 
 Each library is used as its documentation shows, with its defaults (redis-py
 polls a held lock every 0.1 s, kazoo and tooz's ZooKeeper driver wait on a
@@ -110,10 +117,11 @@ def tooz(url, distinct_keys):
         return coordinator
 
     names = {}
+    used_keys = set()
 
     def make_lock(coordinator, name):
         if distinct_keys:
-            name = names.setdefault(name, distinct_key_name(len(names)))
+            name = names.setdefault(name, distinct_key_name(len(names), used_keys))
         lock = coordinator.get_lock(name.encode())
 
         def acquire():
@@ -125,11 +133,9 @@ def tooz(url, distinct_keys):
     return make_lock, make_client, lambda coordinator: coordinator.stop()
 
 
-_used_keys = set()
-
-
-def distinct_key_name(index):
-    """A name whose advisory-lock key differs from every earlier one's.
+def distinct_key_name(index, used_keys):
+    """A name whose advisory-lock key differs from every one in `used_keys`
+    (the slice's earlier names'), which it joins.
 
     tooz's PostgreSQL driver keys its advisory lock by the first two bytes of
     the name's md5, so two names can share a key and wait for each other;
@@ -138,8 +144,8 @@ def distinct_key_name(index):
     while True:
         name = "tooz-bench-%d-%d" % (index, i)
         key = hashlib.md5(name.encode()).digest()[0:2]
-        if key not in _used_keys:
-            _used_keys.add(key)
+        if key not in used_keys:
+            used_keys.add(key)
             return name
         i += 1
 
@@ -290,7 +296,20 @@ def contention(lib, args, prefix):
     }
 
 
-def main():
+def loaded(name, target):
+    """library(name, target); SystemExit saying what to install if it is
+    not installed."""
+    try:
+        return library(name, target)
+    except ImportError as e:
+        sys.exit("%s is not installed for %s (scripts/install-deps.sh installs "
+                 "Debian's python3-redis, python3-kazoo, python3-tooz, "
+                 "python3-psycopg2): %s" % (name, sys.executable, e))
+
+
+def slice_record(argv):
+    """Runs the slice `argv` asks for and returns its record; SystemExit
+    with a message when the library is missing or the slice fails."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--library", required=True,
                         choices=["redis-py", "kazoo", "tooz-zookeeper", "tooz-postgresql"])
@@ -299,14 +318,9 @@ def main():
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--warmup", type=float, default=0.2)
-    args = parser.parse_args()
-    try:
-        lib = library(args.library, args.target)
-    except ImportError as e:
-        sys.exit("%s is not installed for %s (scripts/install-deps.sh installs "
-                 "Debian's python3-redis, python3-kazoo, python3-tooz, "
-                 "python3-psycopg2): %s" % (args.library, sys.executable, e))
-    # A prefix of its own per run: slices never meet another's names.
+    args = parser.parse_args(argv)
+    lib = loaded(args.library, args.target)
+    # A prefix of its own per slice: slices never meet another's names.
     prefix = "peer-" + uuid.uuid4().hex[:8]
     try:
         if args.scenario == "uncontended":
@@ -315,8 +329,19 @@ def main():
             record = contention(lib, args, prefix)
     except Exception as e:
         sys.exit("%s %s failed: %s: %s" % (args.library, args.scenario, type(e).__name__, e))
-    record = dict({"library": args.library, "target": args.target}, **record)
-    print(json.dumps(record))
+    return dict({"library": args.library, "target": args.target}, **record)
+
+
+def main():
+    if sys.argv[1:2] == ["--serve"]:
+        for name in sys.argv[2:]:
+            loaded(name, "127.0.0.1:0")  # imported before the first slice
+        # A failed slice exits as a single run does: the reader sees the
+        # output end and the message on stderr.
+        for line in sys.stdin:
+            print(json.dumps(slice_record(json.loads(line))), flush=True)
+    else:
+        print(json.dumps(slice_record(sys.argv[1:])))
 
 
 if __name__ == "__main__":

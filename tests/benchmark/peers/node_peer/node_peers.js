@@ -4,6 +4,7 @@
 //   node node_peers.js <install-dir> --library redis-semaphore|node-redlock
 //       --target host:port --scenario uncontended|contention
 //       --concurrency N --seconds S [--warmup S]
+//   node node_peers.js <install-dir> --serve [LIB]
 //
 // <install-dir> is where scripts/install-deps.sh ran `npm ci` for this
 // directory's package-lock.json (BUILD_DIR/node_peer). Runs ONE slice and
@@ -22,6 +23,12 @@
 //     second, their latency (from the holder's release call to another
 //     client's acquire returning), each client's share of the acquisitions,
 //     Jain's index over them and the longest wait in acquire.
+//
+// With `node node_peers.js <install-dir> --serve` instead, runs one slice per
+// line of standard input, each line a JSON list of the arguments above, and
+// prints each slice's record as it is done, until standard input closes: the
+// report starts a process per library once instead of one per slice. LIB, if
+// given, is loaded at once, before the first slice comes.
 //
 // Both libraries wait for a held lock by polling: redis-semaphore every
 // 10 ms (its default retryInterval), redlock every 200 ms plus jitter (its
@@ -220,11 +227,15 @@ async function contention(lib, args, prefix) {
   };
 }
 
-async function main() {
-  const args = parseArgs(process.argv.slice(2));
+let slices = 0;
+let running = "node peer";  // what a failure message names
+
+async function sliceRecord(argv) {
+  const args = parseArgs(argv);
+  running = `${args.library} ${args.scenario}`;
   const lib = library(args);
-  // A prefix of its own per run: slices never meet another's names.
-  const prefix = `peer-${process.pid}-${Date.now()}`;
+  // A prefix of its own per slice: slices never meet another's names.
+  const prefix = `peer-${process.pid}-${Date.now()}-${++slices}`;
   let record;
   if (args.scenario === "uncontended") {
     record = await uncontended(lib, args, prefix);
@@ -234,10 +245,27 @@ async function main() {
     console.error(`unknown scenario ${args.scenario}`);
     process.exit(2);
   }
-  console.log(JSON.stringify({ library: args.library, target: args.target, ...record }));
+  return JSON.stringify({ library: args.library, target: args.target, ...record });
+}
+
+async function main() {
+  const argv = process.argv.slice(2);
+  if (argv[1] !== "--serve") {
+    console.log(await sliceRecord(argv));
+    return;
+  }
+  // Loaded before the first slice comes.
+  for (const name of argv.slice(2)) library({ installDir: argv[0], library: name, target: ":0" });
+  // A failed slice exits as a single run does: the reader sees the output
+  // end and the message on stderr.
+  const lines = require("readline").createInterface({ input: process.stdin });
+  for await (const line of lines) {
+    const record = await sliceRecord([argv[0], ...JSON.parse(line)]);
+    await new Promise((resolve) => process.stdout.write(record + "\n", resolve));
+  }
 }
 
 main().catch((e) => {
-  console.error(`${process.argv[4]} failed: ${e.stack || e}`);
+  console.error(`${running} failed: ${e.stack || e}`);
   process.exit(1);
 });

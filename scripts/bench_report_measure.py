@@ -1,0 +1,386 @@
+"""The measuring half of the comparative report (scripts/bench_report.py):
+who is measured, the programs and servers it needs, the peers' worker
+processes and the slices, in rounds whose order turns.
+
+Every failure is a Failure that says what is missing or what failed; no
+contender is ever skipped.
+"""
+import json
+import os
+import queue
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEERS_DIR = os.path.join(REPO, "tests", "benchmark", "peers")
+
+THREADS = [1, 16, 64]
+CONTENDERS = 8  # clients on one lock in the contention scenario
+
+# Who runs against each backend, besides dlock. Ceilings first, then peers.
+PEERS = {
+    "redis": ["redis-semaphore", "node-redlock", "redis-py"],
+    "zookeeper": ["kazoo", "tooz-zookeeper"],
+    "postgres": ["tooz-postgresql"],
+}
+CEILINGS = {
+    "redis": ["ceiling", "ceiling-pipelined"],
+    "zookeeper": ["ceiling"],
+    "postgres": ["ceiling"],
+}
+NODE_PEERS = {"redis-semaphore", "node-redlock"}
+
+
+class Failure(Exception):
+    """What went wrong, said so that the reader knows what to install or fix."""
+
+
+def run(cmd, what, timeout):
+    """Runs `cmd` and returns its stdout; Failure with its stderr otherwise."""
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise Failure("%s: %s is not installed" % (what, cmd[0]))
+    except subprocess.TimeoutExpired:
+        raise Failure("%s did not finish within %d s: %s" % (what, timeout, shlex.join(cmd)))
+    if done.returncode != 0:
+        raise Failure("%s failed (exit %d): %s\n%s%s" % (
+            what, done.returncode, shlex.join(cmd), done.stderr[-3000:], done.stdout[-1000:]))
+    return done.stdout
+
+
+def last_json(output, what):
+    """The JSON object a tool printed: its whole output, or its last line
+    that is one (the peers and ceilings print one line; `dlock bench` one
+    object over several lines)."""
+    try:
+        return json.loads(output)
+    except ValueError:
+        pass
+    for line in reversed(output.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    raise Failure("%s printed no JSON record: %s" % (what, output[-2000:]))
+
+
+def dlock_results(output):
+    """The records of `dlock bench --json`; Failure for a scenario that
+    failed (it prints an "error" record for it)."""
+    out = last_json(output, "dlock bench")
+    results = out.get("results", [])
+    for r in results:
+        if "error" in r:
+            raise Failure("dlock bench failed: %s" % json.dumps(r))
+    for r in results:
+        r["version"] = out.get("version")
+    return results
+
+
+# Prints the modules named in argv that do not import.
+IMPORTS = """import importlib, sys
+for module in sys.argv[1:]:
+    try:
+        importlib.import_module(module)
+    except Exception:
+        print(module)
+"""
+
+
+class Tools:
+    """The programs the run needs, checked before anything starts."""
+
+    def __init__(self, build, dlock=None):
+        self.build = build
+        self.dlock = dlock or os.path.join(build, "adapters", "cli", "dlock")
+        self.servers = os.path.join(build, "integration", "dlock_bench_servers")
+        self.zk_bench = os.path.join(build, "tests", "benchmark", "dlock_zookeeper_bench")
+        self.pg_bench = os.path.join(build, "tests", "benchmark", "dlock_postgres_bench")
+        self.node_modules = os.path.join(build, "node_peer")
+
+    def check(self):
+        missing = []
+        for path, target in [(self.dlock, "dlock_cli"), (self.servers, "dlock_bench_servers"),
+                             (self.zk_bench, "dlock_zookeeper_bench"),
+                             (self.pg_bench, "dlock_postgres_bench")]:
+            if not os.access(path, os.X_OK):
+                missing.append("%s (cmake --build %s --target %s)" % (path, self.build, target))
+        if not missing:
+            help_text = subprocess.run([self.dlock, "bench", "--help"], capture_output=True,
+                                       text=True).stdout
+            if "--scenarios" not in help_text:
+                missing.append("the `dlock bench` subcommand (%s has none: it comes with "
+                               "the bench-cli branch)" % self.dlock)
+        for tool in ["node", "redis-benchmark", "redis-cli"]:
+            if not shutil.which(tool):
+                missing.append("%s (scripts/install-deps.sh)" % tool)
+        for package in ["redlock", "redis-semaphore", "ioredis"]:
+            if not os.path.isdir(os.path.join(self.node_modules, "node_modules", package)):
+                missing.append("the npm package %s in %s (scripts/install-deps.sh %s)" % (
+                    package, self.node_modules, self.build))
+        packages = {"redis": "python3-redis", "kazoo": "python3-kazoo", "tooz": "python3-tooz",
+                    "psycopg2": "python3-psycopg2", "matplotlib": "python3-matplotlib"}
+        # One interpreter tries every import and names those that fail.
+        failed = subprocess.run(["/usr/bin/python3", "-c", IMPORTS] + list(packages),
+                                capture_output=True, text=True).stdout.split()
+        for module in failed:
+            missing.append("%s for /usr/bin/python3 (apt-get install %s)" % (
+                module, packages[module]))
+        if missing:
+            raise Failure("cannot run the report; missing:\n  " + "\n  ".join(missing))
+
+
+def close(process):
+    """Closes a child's stdin: the servers and the workers finish when it
+    closes, in the background while the report is written."""
+    try:
+        process.stdin.close()
+    except OSError:
+        pass
+
+
+def reap(process):
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+class Servers:
+    """dlock_bench_servers as a child: its servers live while it does."""
+
+    def __init__(self, tools):
+        # Its messages go to a file, not a pipe nobody reads during the run.
+        self.errors = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen([tools.servers], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.errors, text=True)
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait()
+            self.errors.seek(0)
+            raise Failure("the servers did not start:\n" + self.errors.read())
+        self.info = json.loads(line)
+
+
+
+class Worker:
+    """A peer's process that runs slice after slice (its --serve mode): one
+    start-up and one import of its library instead of one per slice."""
+
+    def __init__(self, cmd, what):
+        self.what = what
+        self.errors = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(cmd + ["--serve", what], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.errors, text=True)
+        self.lines = queue.Queue()
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)  # the process ended
+
+    def slice(self, args, timeout):
+        """The record of one slice; Failure with the peer's stderr if it
+        exits or takes longer than `timeout` seconds."""
+        try:
+            self.process.stdin.write(json.dumps(args) + "\n")
+            self.process.stdin.flush()
+            line = self.lines.get(timeout=timeout)
+        except BrokenPipeError:
+            line = None
+        except queue.Empty:
+            self.process.kill()
+            raise Failure("%s did not finish a slice within %d s: %s" % (
+                self.what, timeout, shlex.join(args)))
+        if line is None:
+            self.process.wait()
+            self.errors.seek(0)
+            raise Failure("%s failed (exit %s): %s\n%s" % (
+                self.what, self.process.returncode, shlex.join(args), self.errors.read()[-3000:]))
+        return last_json(line, self.what)
+
+
+
+class Measurer:
+    """One slice of any contender, as a record in dlock's JSON shape."""
+
+    def __init__(self, tools, servers, slice_s, warmup_s, workers):
+        self.tools = tools
+        self.servers = servers.info
+        self.workers = workers
+        self.slice_s = slice_s
+        self.warmup_s = warmup_s
+        self.redis_requests = {}  # (clients, pipeline) -> requests per slice
+        self.sha = run(["redis-cli", "-p", self.port("redis"), "SCRIPT", "LOAD", "return 1"],
+                       "loading the no-op script", 30).strip()
+
+    def port(self, backend):
+        return self.servers[backend]["host_port"].rsplit(":", 1)[1]
+
+    def timeout(self):
+        return 120 + 10 * (self.slice_s + self.warmup_s)
+
+    def seconds(self, scenario):
+        """A slice's length. Contention runs at least a second: redlock
+        polls a held lock every 200 ms or more, and a shorter slice can end
+        before its first hand-off."""
+        return max(self.slice_s, 1.0) if scenario == "contention" else self.slice_s
+
+    def dlock(self, backend, scenario, concurrency):
+        cmd = [self.tools.dlock, "bench", "--backend", self.servers[backend]["uri"],
+               "--scenarios", scenario, "--duration", "%dms" % (self.seconds(scenario) * 1000),
+               "--warmup", "%dms" % (self.warmup_s * 1000), "--json"]
+        cmd += ["--clients", str(concurrency)] if scenario == "contention" else [
+            "--threads", str(concurrency)]
+        return self.dlock_record(cmd, scenario)
+
+    def dlock_record(self, cmd, scenario):
+        results = dlock_results(run(cmd, "dlock bench", self.timeout()))
+        matching = [r for r in results if r.get("scenario") == scenario]
+        if not matching:
+            raise Failure("dlock bench printed no %s record: %s" % (scenario, json.dumps(results)))
+        return matching[0]
+
+    def dlock_once(self, backend, quick):
+        """The watchdog and memory scenarios, once per backend."""
+        cmd = [self.tools.dlock, "bench", "--backend", self.servers[backend]["uri"],
+               "--scenarios", "watchdog,memory", "--duration", "%dms" % (self.slice_s * 1000),
+               "--warmup", "%dms" % (self.warmup_s * 1000), "--json",
+               "--locks", "100" if quick else "1000", "--names", "300" if quick else "10000"]
+        results = dlock_results(run(cmd, "dlock bench", self.timeout() + 300))
+        records = {r.get("scenario"): r for r in results}
+        for scenario in ["watchdog", "memory"]:
+            if scenario not in records:
+                raise Failure("dlock bench printed no %s record for %s: %s" % (
+                    scenario, backend, json.dumps(results)))
+        return records
+
+    def ceiling(self, backend, name, concurrency):
+        if backend == "redis":
+            return self.redis_ceiling(concurrency, 16 if name == "ceiling-pipelined" else 1)
+        if backend == "zookeeper":
+            cmd = [self.tools.zk_bench, "--ceiling", self.servers["zookeeper"]["host_port"]]
+            what = "the ZooKeeper ceiling"
+        else:
+            cmd = [self.tools.pg_bench, "--ceiling", self.servers["postgres"]["conninfo"]]
+            what = "the PostgreSQL ceiling"
+        cmd += [str(concurrency), "%g" % self.slice_s]
+        return last_json(run(cmd, what, self.timeout()), what)
+
+    def redis_ceiling(self, clients, pipeline):
+        """redis-benchmark of the no-op EVALSHA, halved: a pair is two calls.
+
+        redis-benchmark runs a number of requests, not a time: the count is
+        the slice's length at the rate the previous slice measured."""
+        key = (clients, pipeline)
+        # A first guess at the rate (calls/s) this machine reaches.
+        first_guess = 400000 if pipeline > 1 else 50000
+        requests = self.redis_requests.get(key, max(1000, int(first_guess * self.slice_s)))
+        cmd = ["redis-benchmark", "-h", "127.0.0.1", "-p", self.port("redis"), "-c", str(clients),
+               "-P", str(pipeline), "-n", str(requests), "-q", "EVALSHA", self.sha, "0"]
+        output = run(cmd, "redis-benchmark", self.timeout())
+        rates = re.findall(r"([0-9.]+) requests per second", output.replace("\r", "\n"))
+        if not rates:
+            raise Failure("redis-benchmark printed no rate: " + output[-1000:])
+        rate = float(rates[-1])
+        self.redis_requests[key] = max(1000, int(rate * self.slice_s))
+        return {"ceiling": "redis-benchmark EVALSHA of `return 1`, %d clients%s, halved" % (
+                    clients, ", pipelined -P %d" % pipeline if pipeline > 1 else ""),
+                "scenario": "uncontended", "concurrency": clients, "requests": requests,
+                "calls_per_sec": rate, "pairs_per_sec": rate / 2}
+
+    def peer(self, backend, library, scenario, concurrency):
+        target = (self.servers["postgres"]["url"] if backend == "postgres"
+                  else self.servers[backend]["host_port"])
+        return self.workers[library].slice(
+            ["--library", library, "--target", target, "--scenario", scenario,
+             "--concurrency", str(concurrency), "--seconds", "%g" % self.seconds(scenario),
+             "--warmup", "%g" % self.warmup_s], self.timeout())
+
+
+def start_workers(tools):
+    """A worker per peer library, started before the servers so that their
+    start-ups overlap."""
+    workers = {}
+    for library in [p for peers in PEERS.values() for p in peers]:
+        if library in NODE_PEERS:
+            cmd = ["node", os.path.join(PEERS_DIR, "node_peer", "node_peers.js"),
+                   tools.node_modules]
+        else:
+            cmd = ["/usr/bin/python3", os.path.join(PEERS_DIR, "python_peers.py")]
+        workers[library] = Worker(cmd, library)
+    return workers
+
+
+def rotated(items, by):
+    by %= len(items)
+    return items[by:] + items[:by]
+
+
+def measure(measurer, rounds, quick, log):
+    """records[backend][scenario][concurrency][contender] = [record per round]."""
+    records = {b: {"uncontended": {}, "contention": {}} for b in PEERS}
+    slot = 0
+    for r in range(rounds):
+        for backend in PEERS:
+            for threads in THREADS:
+                contenders = ["dlock"] + CEILINGS[backend] + PEERS[backend]
+                for who in rotated(contenders, r + slot):
+                    start = time.monotonic()
+                    if who == "dlock":
+                        rec = measurer.dlock(backend, "uncontended", threads)
+                    elif who.startswith("ceiling"):
+                        rec = measurer.ceiling(backend, who, threads)
+                    else:
+                        rec = measurer.peer(backend, who, "uncontended", threads)
+                    if not rec.get("pairs_per_sec"):
+                        raise Failure("%s on %s, %d threads, measured no rate: %s" % (
+                            who, backend, threads, json.dumps(rec)))
+                    records[backend]["uncontended"].setdefault(threads, {}).setdefault(
+                        who, []).append(rec)
+                    log("round %d/%d %-9s %2d threads %-18s %10.0f pairs/s (%.1f s)" % (
+                        r + 1, rounds, backend, threads, who, rec["pairs_per_sec"],
+                        time.monotonic() - start))
+                slot += 1
+            for who in rotated(["dlock"] + PEERS[backend], r):
+                if who == "dlock":
+                    rec = measurer.dlock(backend, "contention", CONTENDERS)
+                else:
+                    rec = measurer.peer(backend, who, "contention", CONTENDERS)
+                # No hand-off, no hand-off latency: a missing figure (dlock
+                # prints 0 for its percentiles then, the peers null).
+                if not rec.get("handoffs_per_sec") or not rec.get("shares"):
+                    raise Failure("%s on %s measured no hand-off: %s" % (
+                        who, backend, json.dumps(rec)))
+                records[backend]["contention"].setdefault(CONTENDERS, {}).setdefault(
+                    who, []).append(rec)
+                log("round %d/%d %-9s contention %-18s %8.0f hand-offs/s" % (
+                    r + 1, rounds, backend, who, rec["handoffs_per_sec"]))
+    return records
+
+
+def measure_once(measurer, quick, log, meanwhile):
+    """The watchdog and memory scenarios of every backend, while
+    `meanwhile()` runs (the charts are drawn). Quick mode runs the three
+    backends at once: each has a server of its own, and what they measure
+    (renewals, bytes per lock, the client's own CPU time) is not a rate
+    that the others' load would lower."""
+    with ThreadPoolExecutor(max_workers=len(PEERS) if quick else 1) as pool:
+        futures = {b: pool.submit(measurer.dlock_once, b, quick) for b in PEERS}
+        result = meanwhile()
+        once = {}
+        for backend, future in futures.items():
+            once[backend] = future.result()
+            log("%s: watchdog and memory measured" % backend)
+    return once, result

@@ -1,0 +1,314 @@
+"""The rendering half of the comparative report (scripts/bench_report.py):
+the figures (medians, per-round ratios), the tables, the targets and their
+verdicts, the versions and the markdown of docs/benchmarks.md. The charts
+are in bench_report_charts.py.
+"""
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+
+from bench_report_measure import CEILINGS, CONTENDERS, PEERS, REPO, THREADS
+
+# The ratios docs/performance.md records for ZooKeeper and PostgreSQL (lease
+# mode), the lower end of each recorded range: the report checks that this
+# run keeps or beats them. (The ZooKeeper peer figures are kazoo's; the
+# PostgreSQL ones tooz's.)
+RECORDED = {
+    ("zookeeper", 1, "ceiling"): 0.88,
+    ("zookeeper", 16, "ceiling"): 0.62,
+    ("zookeeper", 1, "kazoo"): 1.44,
+    ("zookeeper", 16, "kazoo"): 2.4,
+    ("postgres", 1, "ceiling"): 0.74,
+    ("postgres", 16, "ceiling"): 0.50,
+    ("postgres", 1, "tooz-postgresql"): 8.6,
+    ("postgres", 16, "tooz-postgresql"): 22.5,
+}
+
+
+# --- figures -----------------------------------------------------------------
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def median_of(recs, *path):
+    def get(r):
+        for p in path:
+            r = r.get(p) if isinstance(r, dict) else None
+        return r
+    return median([get(r) for r in recs])
+
+
+def ratio(ours, theirs, field="pairs_per_sec"):
+    """Median of the per-round ratios, with min and max."""
+    per_round = [a[field] / b[field] for a, b in zip(ours, theirs) if a[field] and b[field]]
+    if not per_round:
+        return None
+    return statistics.median(per_round), min(per_round), max(per_round)
+
+
+def best_peer_ratio(records, backend, threads):
+    """dlock against the best peer of each round."""
+    cell = records[backend]["uncontended"][threads]
+    per_round = []
+    for i, ours in enumerate(cell["dlock"]):
+        best = max(cell[p][i]["pairs_per_sec"] for p in PEERS[backend])
+        per_round.append(ours["pairs_per_sec"] / best)
+    best_name = max(PEERS[backend], key=lambda p: median_of(cell[p], "pairs_per_sec"))
+    return (statistics.median(per_round), min(per_round), max(per_round)), best_name
+
+
+def fmt_rate(v):
+    return "%s" % format(int(round(v)), ",") if v is not None else "n/a"
+
+
+def fmt_us(v):
+    if v is None:
+        return "n/a"
+    if v >= 10000:
+        return "%s ms" % format(round(v / 1000, 1), ",")
+    return "%s µs" % format(int(round(v)), ",")
+
+
+def fmt_ratio(r):
+    if r is None:
+        return "n/a"
+    return "%.2f (%.2f..%.2f)" % r
+
+
+def verdict(value, target):
+    return "MET" if value >= target else "MISSED"
+
+
+# --- the report ----------------------------------------------------------------
+
+TITLES = {"redis": "Redis", "zookeeper": "ZooKeeper", "postgres": "PostgreSQL"}
+
+
+def uncontended_table(records, backend):
+    lines = []
+    for threads in THREADS:
+        cell = records[backend]["uncontended"][threads]
+        ours = cell["dlock"]
+        lines.append("\n**%d thread%s** (each on a lock of its own)\n" % (
+            threads, "" if threads == 1 else "s"))
+        lines.append("| | pairs/s | acquire p50 / p99 / p99.9 | release p50 / p99 / p99.9 "
+                     "| this ÷ ceiling | dlock ÷ this (spread) |")
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+        for who in ["dlock"] + CEILINGS[backend] + PEERS[backend]:
+            recs = cell[who]
+
+            def pct(field):
+                if who.startswith("ceiling"):
+                    return "—"
+                return " / ".join(fmt_us(median_of(recs, field, p)) for p in ["p50", "p99", "p999"])
+
+            lines.append("| %s | %s | %s | %s | %s | %s |" % (
+                "**dlock**" if who == "dlock" else who, fmt_rate(median_of(recs, "pairs_per_sec")),
+                pct("acquire_us"), pct("release_us"),
+                "" if who.startswith("ceiling") else fmt_ratio(ratio(recs, cell["ceiling"])),
+                "" if who == "dlock" else fmt_ratio(ratio(ours, recs))))
+    return lines
+
+
+def contention_table(records, backend):
+    cell = records[backend]["contention"][CONTENDERS]
+    lines = ["\n| %d clients on one lock | hand-offs/s | hand-off p50 / p99 / p99.9 | "
+             "Jain's index | shares min..max | longest wait |" % CONTENDERS,
+             "| --- | --- | --- | --- | --- | --- |"]
+    for who in ["dlock"] + PEERS[backend]:
+        recs = cell[who]
+        shares = [s for r in recs for s in r["shares"]]
+        lines.append("| %s | %s | %s | %.3f | %.3f..%.3f | %s ms |" % (
+            "**dlock**" if who == "dlock" else who, fmt_rate(median_of(recs, "handoffs_per_sec")),
+            " / ".join(fmt_us(median_of(recs, "handoff_us", p)) for p in ["p50", "p99", "p999"]),
+            median_of(recs, "jain"), min(shares), max(shares),
+            format(round(median_of(recs, "longest_wait_ms"), 1), ",")))
+    return lines
+
+
+def once_table(once):
+    lines = ["\n| backend | watchdog: locks, lease | renewal calls/s | renewals/s | client CPU "
+             "| memory: locks held | client bytes/held lock | server bytes/held lock "
+             "| names taken, client bytes kept after |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    notes = []
+    for backend, recs in once.items():
+        w, m = recs["watchdog"], recs["memory"]
+        server = m.get("server_bytes_per_held_lock")
+        # The interface names the batch rate renew_batches_per_sec; the CLI
+        # may call it renew_calls_per_sec.
+        batches = w.get("renew_batches_per_sec", w.get("renew_calls_per_sec"))
+        kept = m.get("client_bytes_retained_after_names")
+        lines.append("| %s | %s, %s ms | %s | %s | %s | %s | %s | %s | %s |" % (
+            TITLES[backend], w.get("locks"), w.get("lease_ms"),
+            "%.2f" % batches if batches is not None else "n/a",
+            fmt_rate(w.get("renewals_per_sec")),
+            "%.2f%% of a core" % (100 * w["client_cpu_fraction"])
+            if w.get("client_cpu_fraction") is not None else "n/a",
+            m.get("locks", "n/a"), fmt_rate(m.get("client_bytes_per_held_lock")),
+            fmt_rate(server) if server is not None else "not measured",
+            "%s, %s" % (m.get("names"), fmt_rate(kept) if kept is not None else "n/a")))
+        if m.get("server_note"):
+            notes.append("- %s server bytes: %s" % (TITLES[backend], m["server_note"]))
+    return lines + ([""] + notes if notes else [])
+
+
+def targets(records):
+    rows = []
+    cell = records["redis"]["uncontended"]
+    best, best_name = best_peer_ratio(records, "redis", 64)
+    pipelined = ratio(cell[64]["dlock"], cell[64]["ceiling-pipelined"])
+    rows.append(("Redis, 64 threads: at least 2× the best peer measured in the same run "
+                 "(best: %s)" % best_name, "%.2f× (%.2f..%.2f)" % best, verdict(best[0], 2.0)))
+    rows.append(("Redis, 64 threads: fraction of the pipelined ceiling (-P 16)",
+                 fmt_ratio(pipelined), "(no target)"))
+    for threads, target in [(1, 0.85), (16, 0.9)]:
+        r = ratio(cell[threads]["dlock"], cell[threads]["ceiling"])
+        rows.append(("Redis, %d thread%s: at least %.2f of the ceiling" % (
+            threads, "" if threads == 1 else "s", target), fmt_ratio(r), verdict(r[0], target)))
+    for (backend, threads, against), recorded in RECORDED.items():
+        c = records[backend]["uncontended"][threads]
+        r = ratio(c["dlock"], c[against])
+        what = "of the ceiling" if against == "ceiling" else "× %s" % against
+        rows.append(("%s, %d thread%s: keep or beat %.2f %s (docs/performance.md)" % (
+            TITLES[backend], threads, "" if threads == 1 else "s", recorded, what),
+            fmt_ratio(r), verdict(r[0], recorded)))
+    lines = ["| target | this run: median (spread) | verdict |", "| --- | --- | --- |"]
+    lines += ["| %s | %s | %s |" % row for row in rows]
+    return lines
+
+
+def versions(tools, dlock_version):
+    def out(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return "unknown"
+
+    def deb(package):
+        return out(["dpkg-query", "-W", "-f=${Version}", package]) or "not installed"
+
+    def npm(package):
+        try:
+            with open(os.path.join(tools.node_modules, "node_modules", package, "package.json")) as f:
+                return json.load(f)["version"]
+        except (OSError, ValueError, KeyError):
+            return "not installed"
+
+    commit = out(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"])
+    if out(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"]):
+        commit += " (with uncommitted changes)"
+    redis = re.search(r"v=(\S+)", out(["redis-server", "--version"]))
+    # The server's binaries, not psql's: PostgresServer runs Debian's.
+    pg = ""
+    for major in sorted(os.listdir("/usr/lib/postgresql"), reverse=True) \
+            if os.path.isdir("/usr/lib/postgresql") else []:
+        pg = out([os.path.join("/usr/lib/postgresql", major, "bin", "postgres"), "--version"])
+        if pg:
+            break
+    return [
+        ("dlock", "%s, commit %s" % (dlock_version or "unknown", commit)),
+        ("redis-server", redis.group(1) if redis else "unknown"),
+        ("ZooKeeper", "Debian zookeeper %s" % deb("zookeeper")),
+        ("PostgreSQL", "%s (Debian postgresql %s)" % (pg.split(") ", 1)[-1] if pg else "unknown",
+                                                      deb("postgresql"))),
+        ("node", out(["node", "--version"])),
+        ("npm packages", "redis-semaphore %s, redlock %s, ioredis %s" % (
+            npm("redis-semaphore"), npm("redlock"), npm("ioredis"))),
+        ("python", platform.python_version() + " (/usr/bin/python3)"),
+        ("python packages (Debian)", ", ".join("%s %s" % (p, deb(p)) for p in [
+            "python3-redis", "python3-kazoo", "python3-tooz", "python3-psycopg2",
+            "python3-matplotlib"])),
+    ]
+
+
+def machine():
+    model = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return model, os.cpu_count(), platform.release()
+
+
+def write_report(path, charts_rel, records, once, meta, args):
+    L = []
+    L.append("# Benchmarks: dlock against its ceilings and its peers")
+    L.append("")
+    L.append("<!-- Generated by scripts/bench-report.sh; do not edit by hand: "
+             "run the command again. -->")
+    L.append("")
+    L.append("**Generated by `scripts/bench-report.sh` on %s; do not edit by hand, "
+             "run it again.** It starts throwaway servers for every backend (a "
+             "redis-server, a ZooKeeper, a PostgreSQL on loopback), builds dlock into "
+             "`build/report`, and runs dlock (`dlock bench`), each backend's ceiling and "
+             "the peers in the same run, in short slices whose order turns with every "
+             "round, so that load that comes and goes on a shared machine hits all of "
+             "them alike. `scripts/bench-report.sh --quick --out DIR` is a half-minute "
+             "smoke run into DIR (the `bench_report_quick` test)." % meta["date"])
+    L.append("")
+    L.append("| | |")
+    L.append("| --- | --- |")
+    model, cores, kernel = meta["machine"]
+    L.append("| machine | %s, %d cores, Linux %s; load average %s at the start, %s at the end |" % (
+        model, cores, kernel, meta["load_start"], meta["load_end"]))
+    for name, version in meta["versions"]:
+        L.append("| %s | %s |" % (name, version))
+    L.append("| date | %s |" % meta["date"])
+    L.append("| run | %d round%s of %g s slices (warm-up %g s each), %s; took %d s |" % (
+        args.rounds, "" if args.rounds == 1 else "s", args.slice, args.warmup,
+        "quick mode" if args.quick else "full mode", meta["took"]))
+    L.append("")
+    L.append("How to read it: rates and latencies are medians over the rounds; `dlock ÷ this` "
+             "is the median of the per-round ratios of dlock's rate to the row's, with their "
+             "range. A pair is one acquire and one release (10 s lease), each thread on a lock "
+             "name of its own. Ceilings: Redis, `redis-benchmark` running `EVALSHA` of a "
+             "script that does nothing, with as many clients as threads, halved (a pair is "
+             "two round trips), and the same pipelined 16 deep (`-P 16`); ZooKeeper, the C "
+             "client creating and deleting an ephemeral node on one session "
+             "(`dlock_zookeeper_bench --ceiling`); PostgreSQL, libpq running a prepared "
+             "one-row upsert on a connection per thread, halved "
+             "(`dlock_postgres_bench --ceiling`). Peers (`tests/benchmark/peers/`) are used "
+             "as their documentation shows, with their defaults: node's redis-semaphore "
+             "(a Mutex per lock on one ioredis connection) and redlock (a Redlock over one "
+             "ioredis client: the single-master comparison), N async loops in one node "
+             "process; redis-py's `Lock` over a connection pool, kazoo's `Lock` on one "
+             "KazooClient and a tooz coordinator, N threads in one Python process. "
+             "Contention: %d clients (a client object, connection and session each) take "
+             "one lock in turn, re-acquiring as soon as they released; a hand-off is the "
+             "lock passing to another client, timed from the holder's release call to the "
+             "next holder's acquire returning; shares are each client's fraction of the "
+             "acquisitions, and Jain's index is 1 when they are equal. dlock's PostgreSQL "
+             "URI is lease mode with the default pool (4 connections)." % CONTENDERS)
+    L.append("")
+    L.append("## Targets")
+    L.append("")
+    L += targets(records)
+    for backend in PEERS:
+        L += ["", "## %s" % TITLES[backend]]
+        for heading, table, chart_names in [
+                ("Uncontended acquire + release", uncontended_table,
+                 [("throughput by concurrency", "throughput"),
+                  ("acquire latency percentiles", "latency")]),
+                ("Hand-off and fairness", contention_table,
+                 [("hand-off latency", "handoff"), ("fairness", "fairness")])]:
+            L += ["", "### " + heading]
+            L += table(records, backend)
+            L.append("")
+            L += ["![%s](%s/%s_%s.svg)" % (alt, charts_rel, name, backend) for alt, name in chart_names]
+    L.append("")
+    L.append("## Watchdog and memory (dlock, once per backend)")
+    L += once_table(once)
+    L.append("")
+    L.append("Every record this run measured: [%s/records.json](%s/records.json)." % (
+        charts_rel, charts_rel))
+    L.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(L))
