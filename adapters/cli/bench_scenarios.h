@@ -39,8 +39,8 @@ struct Settings {
 // duration, at least 30 s.
 absl::Duration MemoryNamesBudget(const Settings& settings);
 
-// `threads` threads of one client, each on a name of its own, take and
-// release their lock as fast as they can.
+// `threads` threads of one client, each on a name of its own, take (with a
+// 10 s lease, no watchdog) and release their lock as fast as they can.
 struct Uncontended {
   int threads = 0;
   double seconds = 0;
@@ -52,9 +52,9 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
                                            int threads);
 
 // `clients` clients (a connection each, as separate machines would have)
-// take and release one name. A hand-off is the next acquisition by another
-// client; its latency runs from the holder's Release() call to the
-// acquirer's Acquire() returning.
+// take (with a 10 s lease) and release one name. A hand-off is the next
+// acquisition by another client; its latency runs from the holder's Release()
+// call to the acquirer's Acquire() returning.
 struct Contention {
   int clients = 0;
   double seconds = 0;

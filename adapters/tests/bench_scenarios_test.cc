@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "dlock/backend/forwarding_backend.h"
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
@@ -111,6 +112,43 @@ std::vector<LockInfo> HeldIn(const std::string& instance) {
   absl::StatusOr<std::vector<LockInfo>> held = (*observer)->Admin().List();
   EXPECT_TRUE(held.ok()) << held.status();
   return held.ok() ? *held : std::vector<LockInfo>{};
+}
+
+// Records the lease of every Acquire that reaches the backend.
+class LeaseRecorder : public ForwardingBackend {
+ public:
+  LeaseRecorder(std::unique_ptr<Backend> target,
+                std::shared_ptr<std::vector<absl::Duration>> leases)
+      : ForwardingBackend(std::move(target)), leases_(std::move(leases)) {}
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
+    {
+      absl::MutexLock lock(&mu_);
+      leases_->push_back(call.lease);
+    }
+    return ForwardingBackend::Acquire(call);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::shared_ptr<std::vector<absl::Duration>> leases_;
+};
+
+TEST(BenchScenarios, PairsTakeATenSecondLeaseAsThePeersDo) {
+  auto leases = std::make_shared<std::vector<absl::Duration>>();
+  Settings settings;
+  settings.name_prefix = "lease/";
+  settings.duration = absl::Milliseconds(50);
+  settings.warmup = absl::Milliseconds(10);
+  settings.connect = [leases](ClientOptions options) {
+    options.backend_decorator = [leases](std::unique_ptr<Backend> b) {
+      return std::make_unique<LeaseRecorder>(std::move(b), leases);
+    };
+    return Connect("memory://leases?namespace=bench", std::move(options));
+  };
+  ASSERT_TRUE(RunUncontended(settings, 2).ok());
+  ASSERT_TRUE(RunContention(settings, 2).ok());
+  ASSERT_FALSE(leases->empty());
+  for (absl::Duration lease : *leases) EXPECT_EQ(lease, absl::Seconds(10));
 }
 
 TEST(BenchScenarios, AFailureWhileTakingManyLocksLeavesNoneHeld) {
