@@ -35,6 +35,9 @@ CEILINGS = {
     "postgres": ["ceiling"],
 }
 NODE_PEERS = {"redis-semaphore", "node-redlock"}
+# dlock's PostgreSQL pool (the URI's default pool_size): the PostgreSQL
+# ceiling runs at most this many connections.
+PG_POOL = 4
 
 
 class Failure(Exception):
@@ -273,6 +276,10 @@ class Measurer:
             cmd = [self.tools.zk_bench, "--ceiling", self.servers["zookeeper"]["host_port"]]
             what = "the ZooKeeper ceiling"
         else:
+            # One connection per thread, at most dlock's pool (4, the URI's
+            # default): more backends than that are slower on a small
+            # machine, and would make dlock ÷ ceiling look better than it is.
+            concurrency = min(concurrency, PG_POOL)
             cmd = [self.tools.pg_bench, "--ceiling", self.servers["postgres"]["conninfo"]]
             what = "the PostgreSQL ceiling"
         cmd += [str(concurrency), "%g" % self.slice_s]
