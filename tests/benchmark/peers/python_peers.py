@@ -257,8 +257,10 @@ def contention(lib, args, prefix):
     measure_from = clock() + args.warmup
     stop = measure_from + args.seconds
 
-    # As `dlock bench` counts: an acquisition that began in the measured
-    # window counts, and a client starts no acquisition after it.
+    # As `dlock bench` counts: an acquisition counts by when it was
+    # obtained (t1 in or after the measured window: a wait begun while
+    # warming up counts), with its hand-off and its wait; a client starts
+    # no acquisition after the window.
     def body(i):
         acquire, release = locks[i]
         while True:
@@ -268,7 +270,7 @@ def contention(lib, args, prefix):
             acquire()
             t1 = clock()
             with guard:
-                if t0 >= measure_from:
+                if t1 >= measure_from:
                     # A hand-off passes the lock to another client; a
                     # client re-taking its own lock is no hand-off.
                     if state["released_by"] not in (None, i):

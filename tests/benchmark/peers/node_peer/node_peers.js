@@ -194,13 +194,15 @@ async function contention(lib, args, prefix) {
   let releasedBy = null;
   const measureFrom = now() + BigInt(Math.round(args.warmup * 1e9));
   const stop = measureFrom + BigInt(Math.round(args.seconds * 1e9));
-  // As `dlock bench` counts: an acquisition that began in the measured
-  // window counts, and a client starts no acquisition after it.
+  // As `dlock bench` counts: an acquisition counts by when it was obtained
+  // (t1 in or after the measured window: a wait begun while warming up
+  // counts), with its hand-off and its wait; a client starts no
+  // acquisition after the window.
   await Promise.all(locks.map(async (l, i) => {
     for (let t0 = now(); t0 < stop; t0 = now()) {
       await l.acquire();
       const t1 = now();
-      if (t0 >= measureFrom) {
+      if (t1 >= measureFrom) {
         // A client re-taking its own lock is no hand-off.
         if (releasedBy !== null && releasedBy !== i) handoffs.push(Number(t1 - releasedAt));
         longestWaitNs = Math.max(longestWaitNs, Number(t1 - t0));
