@@ -50,9 +50,11 @@ def median_of(recs, *path):
     return median([get(r) for r in recs])
 
 
-def ratio(ours, theirs, field="pairs_per_sec"):
-    """Median of the per-round ratios, with min and max."""
-    per_round = [a[field] / b[field] for a, b in zip(ours, theirs) if a[field] and b[field]]
+def ratio(ours, theirs, field="pairs_per_sec", get=None):
+    """Median of the per-round ratios, with min and max; `get(record)`
+    instead of record[field] when given."""
+    get = get or (lambda r: r[field])
+    per_round = [get(a) / get(b) for a, b in zip(ours, theirs) if get(a) and get(b)]
     if not per_round:
         return None
     return statistics.median(per_round), min(per_round), max(per_round)
@@ -122,17 +124,34 @@ def uncontended_table(records, backend):
     return lines
 
 
+def handoffs_timed(record):
+    """How many hand-offs a contention slice timed."""
+    return int(round(record["handoffs_per_sec"] * record["seconds"]))
+
+
 def contention_table(records, backend):
     cell = records[backend]["contention"][CONTENDERS]
-    lines = ["\n| %d clients on one lock | hand-offs/s | hand-off p50 / p99 / p99.9 | "
-             "Jain's index | shares min..max | longest wait |" % CONTENDERS,
-             "| --- | --- | --- | --- | --- | --- |"]
+    ours = cell["dlock"]
+    lines = ["\n| %d clients on one lock | hand-offs/s | dlock ÷ this, hand-offs/s | "
+             "hand-off p50 / p99 / p99.9 | dlock ÷ this, hand-off p50 (below 1: dlock's "
+             "is shorter) | hand-offs timed per slice | Jain's index | shares min..max | "
+             "longest wait |" % CONTENDERS,
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for who in ["dlock"] + PEERS[backend]:
         recs = cell[who]
         shares = [s for r in recs for s in r["shares"]]
-        lines.append("| %s | %s | %s | %.3f | %.3f..%.3f | %s ms |" % (
+        timed = [handoffs_timed(r) for r in recs]
+        # A p99.9 needs 1000 samples: only the slices that timed as many count.
+        enough = [r for r, n in zip(recs, timed) if n >= 1000]
+        p999 = (fmt_us(median_of(enough, "handoff_us", "p999")) if enough
+                else "n/a (%s samples)" % format(int(median(timed)), ","))
+        lines.append("| %s | %s | %s | %s | %s | %s | %.3f | %.3f..%.3f | %s ms |" % (
             "**dlock**" if who == "dlock" else who, fmt_rate(median_of(recs, "handoffs_per_sec")),
-            " / ".join(fmt_us(median_of(recs, "handoff_us", p)) for p in ["p50", "p99", "p999"]),
+            "" if who == "dlock" else fmt_ratio(ratio(ours, recs, "handoffs_per_sec")),
+            " / ".join([fmt_us(median_of(recs, "handoff_us", p)) for p in ["p50", "p99"]] + [p999]),
+            "" if who == "dlock" else fmt_ratio(
+                ratio(ours, recs, get=lambda r: r["handoff_us"]["p50"])),
+            " / ".join(format(n, ",") for n in timed),
             median_of(recs, "jain"), min(shares), max(shares),
             format(round(median_of(recs, "longest_wait_ms"), 1), ",")))
     return lines
@@ -292,7 +311,9 @@ def write_report(path, charts_rel, records, once, meta, args):
              "Contention: %d clients (a client object, connection and session each) take "
              "one lock in turn, re-acquiring as soon as they released; a hand-off is the "
              "lock passing to another client, timed from the holder's release call to the "
-             "next holder's acquire returning; shares are each client's fraction of the "
+             "next holder's acquire returning (its p99.9 counts the slices that timed at "
+             "least 1000 hand-offs; n/a otherwise, with the median number per slice; "
+             "`dlock ÷ this` of the hand-off p50 is dlock's p50 over the row's); shares are each client's fraction of the "
              "acquisitions, and Jain's index is 1 when they are equal. dlock's PostgreSQL "
              "URI is lease mode with the default pool (4 connections)." % CONTENDERS)
     L.append("")
