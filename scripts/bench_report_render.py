@@ -274,8 +274,8 @@ def write_report(path, charts_rel, records, once, meta, args):
              "run it again.** It starts throwaway servers for every backend (a "
              "redis-server, a ZooKeeper, a PostgreSQL on loopback), builds dlock into "
              "`build/report`, and runs dlock (`dlock bench`), each backend's ceiling and "
-             "the peers in the same run, in short slices whose order turns with every "
-             "round, so that load that comes and goes on a shared machine hits all of "
+             "the peers in the same run, in short slices whose order is shuffled afresh for "
+             "every round (seeded; the seed is on the run line), so that load that comes and goes on a shared machine hits all of "
              "them alike. `scripts/bench-report.sh --quick --out DIR` is a half-minute "
              "smoke run into DIR (the `bench_report_quick` test)." % meta["date"])
     L.append("")
@@ -287,9 +287,10 @@ def write_report(path, charts_rel, records, once, meta, args):
     for name, version in meta["versions"]:
         L.append("| %s | %s |" % (name, version))
     L.append("| date | %s |" % meta["date"])
-    L.append("| run | %d round%s of %g s slices (warm-up %g s each), %s; took %d s |" % (
-        args.rounds, "" if args.rounds == 1 else "s", args.slice, args.warmup,
-        "quick mode" if args.quick else "full mode", meta["took"]))
+    L.append("| run | %d round%s of %g s slices (warm-up %g s each), %s, order seed %d "
+             "(`--seed`); took %d s |" % (
+                 args.rounds, "" if args.rounds == 1 else "s", args.slice, args.warmup,
+                 "quick mode" if args.quick else "full mode", meta["seed"], meta["took"]))
     L.append("")
     L.append("How to read it: rates and latencies are medians over the rounds; `dlock ÷ this` "
              "is the median of the per-round ratios of dlock's rate to the row's, with their "
