@@ -237,7 +237,7 @@ class Measurer:
 
     def seconds(self, scenario):
         """A slice's length. Contention runs at least a second: redlock
-        polls a held lock every 200 ms or more, and a shorter slice can end
+        polls a held lock every 200 ms ± 100 ms, and a shorter slice can end
         before its first hand-off."""
         return max(self.slice_s, 1.0) if scenario == "contention" else self.slice_s
 

@@ -18,8 +18,9 @@ prints for dlock, with "library" where dlock's has "backend":
 
   uncontended: N threads, each with a lock name of its own, acquire+release
     pairs; pairs_per_sec and the percentiles of acquire and release (us).
-  contention: N clients (a client object each, as N processes would have)
-    on one lock name, each re-acquiring as soon as it released; hand-offs
+  contention: N clients (a client object each, as N processes would have;
+    but they are threads of this one interpreter, sharing its GIL, not
+    processes) on one lock name, each re-acquiring as soon as it released; hand-offs
     per second, the hand-off latency (from the holder's release call to the
     next holder's acquire returning), each client's share of the
     acquisitions, Jain's fairness index and the longest wait in acquire.
@@ -32,7 +33,10 @@ before the first slice comes.
 
 Each library is used as its documentation shows, with its defaults (redis-py
 polls a held lock every 0.1 s, kazoo and tooz's ZooKeeper driver wait on a
-watch, tooz's PostgreSQL driver blocks in pg_advisory_lock). Exits non-zero
+watch, tooz's PostgreSQL driver blocks in pg_advisory_lock). Leases: redis-py's
+Lock is taken with timeout=10, a 10 s expiry that nothing extends, as dlock's
+pairs ask for an explicit 10 s lease; kazoo and tooz have no lease: a lock
+lives as long as the client's ZooKeeper session or PostgreSQL connection. Exits non-zero
 with a message on stderr when the library is missing or a call fails: the
 report treats that as a failure, never as a skipped peer.
 """
@@ -44,7 +48,7 @@ import threading
 import time
 import uuid
 
-LEASE_SECONDS = 10  # as dlock's pairs: Acquire({.lease = 10s})
+LEASE_SECONDS = 10  # redis-py's; as dlock's pairs: an explicit 10 s lease
 
 
 def percentiles_us(samples):

@@ -30,17 +30,27 @@
 // report starts a process per library once instead of one per slice. LIB, if
 // given, is loaded at once, before the first slice comes.
 //
+// Leases: both take a 10 s lock, as dlock's pairs ask for an explicit 10 s
+// lease. redis-semaphore refreshes its lock on its own while it is held
+// (every 0.8 x lockTimeout = 8 s), so a hold never expires; redlock's lock
+// is not extended (acquire(), not using()), so it expires after 10 s.
+// Non-default options: every ioredis client has maxRetriesPerRequest: 1 (a
+// failed call fails the run rather than retrying); redis-semaphore's
+// acquireTimeout is 600 s in contention (waiting for seven others must not
+// fail), its default 10 s otherwise; redlock's retryCount is -1 in
+// contention, so that an acquire waits as long as it takes rather than
+// failing after 10 tries.
+//
 // Both libraries wait for a held lock by polling: redis-semaphore every
-// 10 ms (its default retryInterval), redlock every 200 ms plus jitter (its
-// defaults; retryCount -1 so that an acquire waits as long as it takes
-// rather than failing after 10 tries). Exits non-zero with a message when
+// 10 ms (its default retryInterval), redlock every 200 ms +- 100 ms (its
+// default retryDelay and retryJitter). Exits non-zero with a message when
 // the packages are missing or a call fails.
 "use strict";
 
 const path = require("path");
 const { createRequire } = require("module");
 
-const kLeaseMs = 10000;  // as dlock's pairs: Acquire({.lease = 10s})
+const kLeaseMs = 10000;  // as dlock's pairs: an explicit 10 s lease, no watchdog
 
 function parseArgs(argv) {
   const [installDir, ...rest] = argv;
