@@ -8,8 +8,8 @@ builds what this needs into build/report first. Starts a redis-server, a
 ZooKeeper and a PostgreSQL (dlock_bench_servers) and a process per peer
 library that runs slice after slice (its --serve mode), then, round after
 round, runs one short slice each of dlock (`dlock bench --json`), of each
-backend's ceiling and of each peer, in an order that turns with the round,
-so that load that comes and goes on a shared machine hits all of them
+backend's ceiling and of each peer, in an order shuffled afresh for each
+round by a seeded generator (--seed; the seed is recorded), so that load that comes and goes on a shared machine hits all of them
 alike. The watchdog and memory scenarios run once per backend at the end,
 while the charts are drawn. Rates and latencies are medians over the
 rounds; a ratio is the median of the per-round ratios, with their spread. Writes DIR/benchmarks.md (DIR: docs/
@@ -25,6 +25,7 @@ import argparse
 import datetime
 import json
 import os
+import random
 import sys
 import time
 
@@ -57,6 +58,8 @@ def main():
     parser.add_argument("--dlock", help="the dlock binary (default BUILD/adapters/cli/dlock)")
     parser.add_argument("--rounds", type=int, help="rounds (default 5; --quick: 1)")
     parser.add_argument("--slice", type=float, help="seconds per slice (default 1; --quick: 0.2)")
+    parser.add_argument("--seed", type=int, help="seed of the slices' order (default: "
+                        "a random one; records.json and the report say which)")
     parser.add_argument("--warmup", type=float, help="warm-up seconds per slice (default 0.2; "
                         "--quick: 0.05)")
     args = parser.parse_args()
@@ -64,6 +67,8 @@ def main():
         args.rounds = 1 if args.quick else 5
     if args.slice is None:
         args.slice = 0.2 if args.quick else 1.0
+    if args.seed is None:
+        args.seed = random.randrange(2 ** 32)
     if args.warmup is None:
         args.warmup = 0.05 if args.quick else 0.2
 
@@ -93,7 +98,7 @@ def report(args, children):
         servers = Servers(tools)
         children.append(servers.process)
         measurer = Measurer(tools, servers, args.slice, args.warmup, workers)
-        records = measure(measurer, args.rounds, args.quick, log)
+        records = measure(measurer, args.rounds, args.quick, log, args.seed)
         for worker in workers.values():
             close(worker.process)
         dlock_version = records["redis"]["uncontended"][1]["dlock"][0].get("version")
@@ -113,6 +118,7 @@ def report(args, children):
         "load_end": load_average(),
         "versions": versions_run,
         "took": time.monotonic() - started,
+        "seed": args.seed,
     }
     out_dir = os.path.abspath(args.out)
     charts_dir = os.path.join(out_dir, "benchmarks")

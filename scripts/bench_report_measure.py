@@ -1,6 +1,6 @@
 """The measuring half of the comparative report (scripts/bench_report.py):
 who is measured, the programs and servers it needs, the peers' worker
-processes and the slices, in rounds whose order turns.
+processes and the slices, in rounds whose order is shuffled (seeded).
 
 Every failure is a Failure that says what is missing or what failed; no
 contender is ever skipped.
@@ -8,6 +8,7 @@ contender is ever skipped.
 import json
 import os
 import queue
+import random
 import re
 import shlex
 import shutil
@@ -35,6 +36,9 @@ CEILINGS = {
     "postgres": ["ceiling"],
 }
 NODE_PEERS = {"redis-semaphore", "node-redlock"}
+# dlock's PostgreSQL pool (the URI's default pool_size): the PostgreSQL
+# ceiling runs at most this many connections.
+PG_POOL = 4
 
 
 class Failure(Exception):
@@ -233,7 +237,7 @@ class Measurer:
 
     def seconds(self, scenario):
         """A slice's length. Contention runs at least a second: redlock
-        polls a held lock every 200 ms or more, and a shorter slice can end
+        polls a held lock every 200 ms ± 100 ms, and a shorter slice can end
         before its first hand-off."""
         return max(self.slice_s, 1.0) if scenario == "contention" else self.slice_s
 
@@ -273,6 +277,10 @@ class Measurer:
             cmd = [self.tools.zk_bench, "--ceiling", self.servers["zookeeper"]["host_port"]]
             what = "the ZooKeeper ceiling"
         else:
+            # One connection per thread, at most dlock's pool (4, the URI's
+            # default): more backends than that are slower on a small
+            # machine, and would make dlock ÷ ceiling look better than it is.
+            concurrency = min(concurrency, PG_POOL)
             cmd = [self.tools.pg_bench, "--ceiling", self.servers["postgres"]["conninfo"]]
             what = "the PostgreSQL ceiling"
         cmd += [str(concurrency), "%g" % self.slice_s]
@@ -323,20 +331,25 @@ def start_workers(tools):
     return workers
 
 
-def rotated(items, by):
-    by %= len(items)
-    return items[by:] + items[:by]
+def measure(measurer, rounds, quick, log, seed):
+    """records[backend][scenario][concurrency][contender] = [record per round].
 
-
-def measure(measurer, rounds, quick, log):
-    """records[backend][scenario][concurrency][contender] = [record per round]."""
+    Each round runs each set of contenders in an order of its own, shuffled
+    by a generator seeded with `seed` (the report records it, so a run's
+    orders can be replayed): no contender always follows the same one."""
     records = {b: {"uncontended": {}, "contention": {}} for b in PEERS}
-    slot = 0
+    rng = random.Random(seed)
+
+    def shuffled(items):
+        items = list(items)
+        rng.shuffle(items)
+        return items
+
     for r in range(rounds):
         for backend in PEERS:
             for threads in THREADS:
                 contenders = ["dlock"] + CEILINGS[backend] + PEERS[backend]
-                for who in rotated(contenders, r + slot):
+                for who in shuffled(contenders):
                     start = time.monotonic()
                     if who == "dlock":
                         rec = measurer.dlock(backend, "uncontended", threads)
@@ -352,8 +365,7 @@ def measure(measurer, rounds, quick, log):
                     log("round %d/%d %-9s %2d threads %-18s %10.0f pairs/s (%.1f s)" % (
                         r + 1, rounds, backend, threads, who, rec["pairs_per_sec"],
                         time.monotonic() - start))
-                slot += 1
-            for who in rotated(["dlock"] + PEERS[backend], r):
+            for who in shuffled(["dlock"] + PEERS[backend]):
                 if who == "dlock":
                     rec = measurer.dlock(backend, "contention", CONTENDERS)
                 else:

@@ -13,18 +13,24 @@ import subprocess
 from bench_report_measure import CEILINGS, CONTENDERS, PEERS, REPO, THREADS
 
 # The ratios docs/performance.md records for ZooKeeper and PostgreSQL (lease
-# mode), the lower end of each recorded range: the report checks that this
-# run keeps or beats them. (The ZooKeeper peer figures are kazoo's; the
-# PostgreSQL ones tooz's.)
+# mode), the lower end of each recorded range, with where each comes from:
+# the report checks that this run keeps or beats them. (The ZooKeeper peer
+# figures are kazoo's; the PostgreSQL ones tooz's.) The PostgreSQL 16-thread
+# ones are the default pool's (pool_size=4), the pool this report runs.
+ZK_SOURCE = ("docs/performance.md, ZooKeeper section: lower end of the range it quotes "
+             "from docs/zookeeper.md's two runs (dlock_zookeeper_bench)")
+PG_TABLE = "docs/performance.md, PostgreSQL table (alternating 0.5 s slices, 10 rounds)"
 RECORDED = {
-    ("zookeeper", 1, "ceiling"): 0.88,
-    ("zookeeper", 16, "ceiling"): 0.62,
-    ("zookeeper", 1, "kazoo"): 1.44,
-    ("zookeeper", 16, "kazoo"): 2.4,
-    ("postgres", 1, "ceiling"): 0.74,
-    ("postgres", 16, "ceiling"): 0.50,
-    ("postgres", 1, "tooz-postgresql"): 8.6,
-    ("postgres", 16, "tooz-postgresql"): 22.5,
+    ("zookeeper", 1, "ceiling"): (0.88, ZK_SOURCE),
+    ("zookeeper", 16, "ceiling"): (0.62, ZK_SOURCE),
+    ("zookeeper", 1, "kazoo"): (1.44, ZK_SOURCE),
+    ("zookeeper", 16, "kazoo"): (2.4, ZK_SOURCE),
+    ("postgres", 1, "ceiling"): (0.74, PG_TABLE + ", row \"lease, 1 thread\", run A"),
+    ("postgres", 16, "ceiling"): (0.56, PG_TABLE + ", row \"lease, 16 threads, pool_size=4\", "
+                                  "run A; its ceiling had 16 connections, this run's has 4"),
+    ("postgres", 1, "tooz-postgresql"): (8.6, PG_TABLE + ", row \"lease, 1 thread\", run A"),
+    ("postgres", 16, "tooz-postgresql"): (24.2, PG_TABLE + ", row \"lease, 16 threads, "
+                                          "pool_size=4\", run A"),
 }
 
 
@@ -44,9 +50,11 @@ def median_of(recs, *path):
     return median([get(r) for r in recs])
 
 
-def ratio(ours, theirs, field="pairs_per_sec"):
-    """Median of the per-round ratios, with min and max."""
-    per_round = [a[field] / b[field] for a, b in zip(ours, theirs) if a[field] and b[field]]
+def ratio(ours, theirs, field="pairs_per_sec", get=None):
+    """Median of the per-round ratios, with min and max; `get(record)`
+    instead of record[field] when given."""
+    get = get or (lambda r: r[field])
+    per_round = [get(a) / get(b) for a, b in zip(ours, theirs) if get(a) and get(b)]
     if not per_round:
         return None
     return statistics.median(per_round), min(per_round), max(per_round)
@@ -116,17 +124,34 @@ def uncontended_table(records, backend):
     return lines
 
 
+def handoffs_timed(record):
+    """How many hand-offs a contention slice timed."""
+    return int(round(record["handoffs_per_sec"] * record["seconds"]))
+
+
 def contention_table(records, backend):
     cell = records[backend]["contention"][CONTENDERS]
-    lines = ["\n| %d clients on one lock | hand-offs/s | hand-off p50 / p99 / p99.9 | "
-             "Jain's index | shares min..max | longest wait |" % CONTENDERS,
-             "| --- | --- | --- | --- | --- | --- |"]
+    ours = cell["dlock"]
+    lines = ["\n| %d clients on one lock | hand-offs/s | dlock ÷ this, hand-offs/s | "
+             "hand-off p50 / p99 / p99.9 | dlock ÷ this, hand-off p50 (below 1: dlock's "
+             "is shorter) | hand-offs timed per slice | Jain's index | shares min..max | "
+             "longest wait |" % CONTENDERS,
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for who in ["dlock"] + PEERS[backend]:
         recs = cell[who]
         shares = [s for r in recs for s in r["shares"]]
-        lines.append("| %s | %s | %s | %.3f | %.3f..%.3f | %s ms |" % (
+        timed = [handoffs_timed(r) for r in recs]
+        # A p99.9 needs 1000 samples: only the slices that timed as many count.
+        enough = [r for r, n in zip(recs, timed) if n >= 1000]
+        p999 = (fmt_us(median_of(enough, "handoff_us", "p999")) if enough
+                else "n/a (%s samples)" % format(int(median(timed)), ","))
+        lines.append("| %s | %s | %s | %s | %s | %s | %.3f | %.3f..%.3f | %s ms |" % (
             "**dlock**" if who == "dlock" else who, fmt_rate(median_of(recs, "handoffs_per_sec")),
-            " / ".join(fmt_us(median_of(recs, "handoff_us", p)) for p in ["p50", "p99", "p999"]),
+            "" if who == "dlock" else fmt_ratio(ratio(ours, recs, "handoffs_per_sec")),
+            " / ".join([fmt_us(median_of(recs, "handoff_us", p)) for p in ["p50", "p99"]] + [p999]),
+            "" if who == "dlock" else fmt_ratio(
+                ratio(ours, recs, get=lambda r: r["handoff_us"]["p50"])),
+            " / ".join(format(n, ",") for n in timed),
             median_of(recs, "jain"), min(shares), max(shares),
             format(round(median_of(recs, "longest_wait_ms"), 1), ",")))
     return lines
@@ -172,12 +197,12 @@ def targets(records):
         r = ratio(cell[threads]["dlock"], cell[threads]["ceiling"])
         rows.append(("Redis, %d thread%s: at least %.2f of the ceiling" % (
             threads, "" if threads == 1 else "s", target), fmt_ratio(r), verdict(r[0], target)))
-    for (backend, threads, against), recorded in RECORDED.items():
+    for (backend, threads, against), (recorded, source) in RECORDED.items():
         c = records[backend]["uncontended"][threads]
         r = ratio(c["dlock"], c[against])
         what = "of the ceiling" if against == "ceiling" else "× %s" % against
-        rows.append(("%s, %d thread%s: keep or beat %.2f %s (docs/performance.md)" % (
-            TITLES[backend], threads, "" if threads == 1 else "s", recorded, what),
+        rows.append(("%s, %d thread%s: keep or beat %.2f %s (recorded: %s)" % (
+            TITLES[backend], threads, "" if threads == 1 else "s", recorded, what, source),
             fmt_ratio(r), verdict(r[0], recorded)))
     lines = ["| target | this run: median (spread) | verdict |", "| --- | --- | --- |"]
     lines += ["| %s | %s | %s |" % row for row in rows]
@@ -249,8 +274,8 @@ def write_report(path, charts_rel, records, once, meta, args):
              "run it again.** It starts throwaway servers for every backend (a "
              "redis-server, a ZooKeeper, a PostgreSQL on loopback), builds dlock into "
              "`build/report`, and runs dlock (`dlock bench`), each backend's ceiling and "
-             "the peers in the same run, in short slices whose order turns with every "
-             "round, so that load that comes and goes on a shared machine hits all of "
+             "the peers in the same run, in short slices whose order is shuffled afresh for "
+             "every round (seeded; the seed is on the run line), so that load that comes and goes on a shared machine hits all of "
              "them alike. `scripts/bench-report.sh --quick --out DIR` is a half-minute "
              "smoke run into DIR (the `bench_report_quick` test)." % meta["date"])
     L.append("")
@@ -262,29 +287,51 @@ def write_report(path, charts_rel, records, once, meta, args):
     for name, version in meta["versions"]:
         L.append("| %s | %s |" % (name, version))
     L.append("| date | %s |" % meta["date"])
-    L.append("| run | %d round%s of %g s slices (warm-up %g s each), %s; took %d s |" % (
-        args.rounds, "" if args.rounds == 1 else "s", args.slice, args.warmup,
-        "quick mode" if args.quick else "full mode", meta["took"]))
+    L.append("| run | %d round%s of %g s slices (warm-up %g s each), %s, order seed %d "
+             "(`--seed`); took %d s |" % (
+                 args.rounds, "" if args.rounds == 1 else "s", args.slice, args.warmup,
+                 "quick mode" if args.quick else "full mode", meta["seed"], meta["took"]))
     L.append("")
     L.append("How to read it: rates and latencies are medians over the rounds; `dlock ÷ this` "
              "is the median of the per-round ratios of dlock's rate to the row's, with their "
              "range. A pair is one acquire and one release (10 s lease), each thread on a lock "
-             "name of its own. Ceilings: Redis, `redis-benchmark` running `EVALSHA` of a "
+             "name of its own; dlock's acquires, uncontended and in contention, ask for an "
+             "explicit 10 s lease (no watchdog). Ceilings: Redis, `redis-benchmark` running `EVALSHA` of a "
              "script that does nothing, with as many clients as threads, halved (a pair is "
              "two round trips), and the same pipelined 16 deep (`-P 16`); ZooKeeper, the C "
              "client creating and deleting an ephemeral node on one session "
              "(`dlock_zookeeper_bench --ceiling`); PostgreSQL, libpq running a prepared "
-             "one-row upsert on a connection per thread, halved "
+             "one-row upsert on a connection per thread, at most 4 "
+             "connections (the pool dlock uses: more backends than that are slower on a "
+             "small machine, so 16 or 64 of them would flatter dlock), halved "
              "(`dlock_postgres_bench --ceiling`). Peers (`tests/benchmark/peers/`) are used "
-             "as their documentation shows, with their defaults: node's redis-semaphore "
-             "(a Mutex per lock on one ioredis connection) and redlock (a Redlock over one "
-             "ioredis client: the single-master comparison), N async loops in one node "
-             "process; redis-py's `Lock` over a connection pool, kazoo's `Lock` on one "
-             "KazooClient and a tooz coordinator, N threads in one Python process. "
+             "as their documentation shows, with their defaults unless said here: node's "
+             "redis-semaphore (a Mutex per lock on one ioredis connection; `lockTimeout` "
+             "10 s, which it refreshes on its own every 8 s while held, so a hold does not "
+             "expire; `acquireTimeout` 600 s in contention, so that waiting for seven others "
+             "does not fail, 10 s otherwise; polls a held lock every 10 ms) and redlock (a "
+             "Redlock over one ioredis client: the single-master comparison; a 10 s lock, "
+             "not extended; `retryCount: -1` in contention, so that an acquire waits as long "
+             "as it takes instead of failing after 10 tries; polls every 200 ms ± 100 ms), "
+             "N async loops in one node process, every ioredis client with "
+             "`maxRetriesPerRequest: 1`; redis-py's `Lock` (`timeout=10`: a 10 s expiry, "
+             "not extended; polls every 0.1 s) over a connection pool, kazoo's `Lock` on one "
+             "KazooClient and a tooz coordinator (ZooKeeper: kazoo underneath; PostgreSQL: "
+             "`pg_advisory_lock` on a connection of its own), which have no lease: a lock "
+             "lives as long as the client's session or connection, and waiters wait on a "
+             "watch (kazoo, tooz-zookeeper) or block in the server (tooz-postgresql); N "
+             "threads in one Python process. The polling intervals explain much of the "
+             "hand-off table. "
              "Contention: %d clients (a client object, connection and session each) take "
-             "one lock in turn, re-acquiring as soon as they released; a hand-off is the "
+             "one lock in turn, re-acquiring as soon as they released; the Python peers' "
+             "clients are threads of one interpreter (they share its GIL), not processes, "
+             "and the node peers' clients async loops of one process. A hand-off is the "
              "lock passing to another client, timed from the holder's release call to the "
-             "next holder's acquire returning; shares are each client's fraction of the "
+             "next holder's acquire returning (its p99.9 counts the slices that timed at "
+             "least 1000 hand-offs; n/a otherwise, with the median number per slice; "
+             "`dlock ÷ this` of the hand-off p50 is dlock's p50 over the row's); an "
+             "acquisition counts when it was obtained in the measured window (for dlock and "
+             "the peers alike); shares are each client's fraction of the "
              "acquisitions, and Jain's index is 1 when they are equal. dlock's PostgreSQL "
              "URI is lease mode with the default pool (4 connections)." % CONTENDERS)
     L.append("")

@@ -18,8 +18,9 @@ prints for dlock, with "library" where dlock's has "backend":
 
   uncontended: N threads, each with a lock name of its own, acquire+release
     pairs; pairs_per_sec and the percentiles of acquire and release (us).
-  contention: N clients (a client object each, as N processes would have)
-    on one lock name, each re-acquiring as soon as it released; hand-offs
+  contention: N clients (a client object each, as N processes would have;
+    but they are threads of this one interpreter, sharing its GIL, not
+    processes) on one lock name, each re-acquiring as soon as it released; hand-offs
     per second, the hand-off latency (from the holder's release call to the
     next holder's acquire returning), each client's share of the
     acquisitions, Jain's fairness index and the longest wait in acquire.
@@ -32,7 +33,10 @@ before the first slice comes.
 
 Each library is used as its documentation shows, with its defaults (redis-py
 polls a held lock every 0.1 s, kazoo and tooz's ZooKeeper driver wait on a
-watch, tooz's PostgreSQL driver blocks in pg_advisory_lock). Exits non-zero
+watch, tooz's PostgreSQL driver blocks in pg_advisory_lock). Leases: redis-py's
+Lock is taken with timeout=10, a 10 s expiry that nothing extends, as dlock's
+pairs ask for an explicit 10 s lease; kazoo and tooz have no lease: a lock
+lives as long as the client's ZooKeeper session or PostgreSQL connection. Exits non-zero
 with a message on stderr when the library is missing or a call fails: the
 report treats that as a failure, never as a skipped peer.
 """
@@ -44,7 +48,7 @@ import threading
 import time
 import uuid
 
-LEASE_SECONDS = 10  # as dlock's pairs: Acquire({.lease = 10s})
+LEASE_SECONDS = 10  # redis-py's; as dlock's pairs: an explicit 10 s lease
 
 
 def percentiles_us(samples):
@@ -257,8 +261,10 @@ def contention(lib, args, prefix):
     measure_from = clock() + args.warmup
     stop = measure_from + args.seconds
 
-    # As `dlock bench` counts: an acquisition that began in the measured
-    # window counts, and a client starts no acquisition after it.
+    # As `dlock bench` counts: an acquisition counts by when it was
+    # obtained (t1 in or after the measured window: a wait begun while
+    # warming up counts), with its hand-off and its wait; a client starts
+    # no acquisition after the window.
     def body(i):
         acquire, release = locks[i]
         while True:
@@ -268,7 +274,7 @@ def contention(lib, args, prefix):
             acquire()
             t1 = clock()
             with guard:
-                if t0 >= measure_from:
+                if t1 >= measure_from:
                     # A hand-off passes the lock to another client; a
                     # client re-taking its own lock is no hand-off.
                     if state["released_by"] not in (None, i):

@@ -30,17 +30,27 @@
 // report starts a process per library once instead of one per slice. LIB, if
 // given, is loaded at once, before the first slice comes.
 //
+// Leases: both take a 10 s lock, as dlock's pairs ask for an explicit 10 s
+// lease. redis-semaphore refreshes its lock on its own while it is held
+// (every 0.8 x lockTimeout = 8 s), so a hold never expires; redlock's lock
+// is not extended (acquire(), not using()), so it expires after 10 s.
+// Non-default options: every ioredis client has maxRetriesPerRequest: 1 (a
+// failed call fails the run rather than retrying); redis-semaphore's
+// acquireTimeout is 600 s in contention (waiting for seven others must not
+// fail), its default 10 s otherwise; redlock's retryCount is -1 in
+// contention, so that an acquire waits as long as it takes rather than
+// failing after 10 tries.
+//
 // Both libraries wait for a held lock by polling: redis-semaphore every
-// 10 ms (its default retryInterval), redlock every 200 ms plus jitter (its
-// defaults; retryCount -1 so that an acquire waits as long as it takes
-// rather than failing after 10 tries). Exits non-zero with a message when
+// 10 ms (its default retryInterval), redlock every 200 ms +- 100 ms (its
+// default retryDelay and retryJitter). Exits non-zero with a message when
 // the packages are missing or a call fails.
 "use strict";
 
 const path = require("path");
 const { createRequire } = require("module");
 
-const kLeaseMs = 10000;  // as dlock's pairs: Acquire({.lease = 10s})
+const kLeaseMs = 10000;  // as dlock's pairs: an explicit 10 s lease, no watchdog
 
 function parseArgs(argv) {
   const [installDir, ...rest] = argv;
@@ -194,13 +204,15 @@ async function contention(lib, args, prefix) {
   let releasedBy = null;
   const measureFrom = now() + BigInt(Math.round(args.warmup * 1e9));
   const stop = measureFrom + BigInt(Math.round(args.seconds * 1e9));
-  // As `dlock bench` counts: an acquisition that began in the measured
-  // window counts, and a client starts no acquisition after it.
+  // As `dlock bench` counts: an acquisition counts by when it was obtained
+  // (t1 in or after the measured window: a wait begun while warming up
+  // counts), with its hand-off and its wait; a client starts no
+  // acquisition after the window.
   await Promise.all(locks.map(async (l, i) => {
     for (let t0 = now(); t0 < stop; t0 = now()) {
       await l.acquire();
       const t1 = now();
-      if (t0 >= measureFrom) {
+      if (t1 >= measureFrom) {
         // A client re-taking its own lock is no hand-off.
         if (releasedBy !== null && releasedBy !== i) handoffs.push(Number(t1 - releasedAt));
         longestWaitNs = Math.max(longestWaitNs, Number(t1 - t0));
