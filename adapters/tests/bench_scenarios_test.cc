@@ -114,27 +114,30 @@ std::vector<LockInfo> HeldIn(const std::string& instance) {
   return held.ok() ? *held : std::vector<LockInfo>{};
 }
 
-// Records the lease of every Acquire that reaches the backend.
+// The lease of every Acquire that reaches a backend, from every client.
+struct Leases {
+  absl::Mutex mu;
+  std::vector<absl::Duration> seen ABSL_GUARDED_BY(mu);
+};
+
 class LeaseRecorder : public ForwardingBackend {
  public:
-  LeaseRecorder(std::unique_ptr<Backend> target,
-                std::shared_ptr<std::vector<absl::Duration>> leases)
+  LeaseRecorder(std::unique_ptr<Backend> target, std::shared_ptr<Leases> leases)
       : ForwardingBackend(std::move(target)), leases_(std::move(leases)) {}
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     {
-      absl::MutexLock lock(&mu_);
-      leases_->push_back(call.lease);
+      absl::MutexLock lock(&leases_->mu);
+      leases_->seen.push_back(call.lease);
     }
     return ForwardingBackend::Acquire(call);
   }
 
  private:
-  absl::Mutex mu_;
-  std::shared_ptr<std::vector<absl::Duration>> leases_;
+  const std::shared_ptr<Leases> leases_;
 };
 
 TEST(BenchScenarios, PairsTakeATenSecondLeaseAsThePeersDo) {
-  auto leases = std::make_shared<std::vector<absl::Duration>>();
+  auto leases = std::make_shared<Leases>();
   Settings settings;
   settings.name_prefix = "lease/";
   settings.duration = absl::Milliseconds(50);
@@ -147,8 +150,11 @@ TEST(BenchScenarios, PairsTakeATenSecondLeaseAsThePeersDo) {
   };
   ASSERT_TRUE(RunUncontended(settings, 2).ok());
   ASSERT_TRUE(RunContention(settings, 2).ok());
-  ASSERT_FALSE(leases->empty());
-  for (absl::Duration lease : *leases) EXPECT_EQ(lease, absl::Seconds(10));
+  absl::MutexLock lock(&leases->mu);
+  ASSERT_FALSE(leases->seen.empty());
+  for (absl::Duration lease : leases->seen) {
+    EXPECT_EQ(lease, absl::Seconds(10));
+  }
 }
 
 TEST(BenchScenarios, AFailureWhileTakingManyLocksLeavesNoneHeld) {
