@@ -166,7 +166,10 @@ class Servers:
     def __init__(self, tools):
         # Its messages go to a file, not a pipe nobody reads during the run.
         self.errors = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen([tools.servers], stdin=subprocess.PIPE,
+        # Servers in sessions of their own, as daemons run: in ours they
+        # would share one CPU share with every client thread measured.
+        env = dict(os.environ, DLOCK_SERVERS_OWN_SESSION="1")
+        self.process = subprocess.Popen([tools.servers], stdin=subprocess.PIPE, env=env,
                                         stdout=subprocess.PIPE, stderr=self.errors, text=True)
         line = self.process.stdout.readline()
         if not line:
