@@ -50,6 +50,7 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
     const AcquireCall& call, ZkHold& held) {
   // Ended, or lost with its session: this is a fresh acquisition.
   if (!held.live()) return std::nullopt;
+  absl::MutexLock turn(&held.write_turn());
   LocalHold hold = held.Get();
   if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
     // The lease ran out: this is a fresh acquisition, not a re-entry.
@@ -57,11 +58,10 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
     QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
     return std::nullopt;
   }
-  absl::Status written = absl::AbortedError("not written");
-  for (int i = 0; i < kWriteRetries && absl::IsAborted(written); ++i) {
-    written = Write(call.name, call.owner, &held, hold,
-                    Reentered(hold, call.lease), "re-entry");
-  }
+  const absl::Status written = WriteRecomputed(
+      call.name, call.owner, &held, hold,
+      [&](const LocalHold& now) { return Reentered(now, call.lease); },
+      "re-entry");
   if (written.code() == absl::StatusCode::kFailedPrecondition) {
     return std::nullopt;  // gone: acquire afresh
   }
@@ -256,11 +256,10 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterHolder(
                  .mtime = read.stat.mtime,
                  .generation = ours ? read.generation : 0,
                  .confirmed = Now()};  // Write() below sets it
-  absl::Status written = absl::AbortedError("not written");
-  for (int i = 0; i < kWriteRetries && absl::IsAborted(written); ++i) {
-    written = Write(call.name, call.owner, nullptr, hold,
-                    Reentered(hold, call.lease), "re-entry");
-  }
+  const absl::Status written = WriteRecomputed(
+      call.name, call.owner, nullptr, hold,
+      [&](const LocalHold& now) { return Reentered(now, call.lease); },
+      "re-entry");
   if (written.code() == absl::StatusCode::kFailedPrecondition) {
     return std::nullopt;
   }

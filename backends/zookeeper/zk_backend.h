@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "dlock/backend/backend.h"
 #include "dlock/backend/wakeup.h"
@@ -195,9 +196,18 @@ class ZkBackend : public Backend {
   absl::Status Write(absl::string_view name, absl::string_view owner,
                      ZkHold* record, LocalHold& hold, const NodeData& next,
                      absl::string_view what);
+  // Write() of next(hold), recomputed after each version conflict, at most
+  // kWriteRetries times; then Unavailable: the outcome is known (nothing
+  // was written) but other clients of the owner token keep writing.
+  absl::Status WriteRecomputed(
+      absl::string_view name, absl::string_view owner, ZkHold* record,
+      LocalHold& hold, absl::FunctionRef<NodeData(const LocalHold&)> next,
+      absl::string_view what);
   // After a delete whose reply was lost, a NONODE: whether it was our delete
   // that removed the node (true), or it may have been a successor's.
   bool OurDeleteRan(const LocalHold& hold);
+  absl::Status KeptConflicting(absl::string_view name,
+                               absl::string_view what) const;
 
   const BackendSettings settings_;
   const std::string base_;  // <chroot>/dlock/<namespace>

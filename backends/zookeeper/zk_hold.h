@@ -91,6 +91,15 @@ class ZkHold final : public HoldRecord,
     return hold_;
   }
 
+  // This client's writes to the node (re-entries, renewals, the watchdog's
+  // batch, releases) take turns: each starts from the version the one
+  // before it left, so they never conflict with one another, and a
+  // versioned write fails only when another client wrote the node. Taken
+  // before mu_, and held across the write's round trip.
+  absl::Mutex& write_turn() ABSL_LOCK_RETURNED(write_turn_) {
+    return write_turn_;
+  }
+
   // Why the hold was lost with its session, if it was.
   std::optional<absl::Status> lost() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -102,6 +111,7 @@ class ZkHold final : public HoldRecord,
   const std::string owner_;  // "
   const uint64_t generation_;
   std::atomic<bool> live_{true};
+  absl::Mutex write_turn_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   LocalHold hold_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> lost_ ABSL_GUARDED_BY(mu_);

@@ -1,8 +1,11 @@
 // Release and renewal of the zk:// backend: versioned writes and deletes of
 // the holder node, and what a reply lost with the connection leaves open.
 #include <algorithm>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "dlock/errors.h"
 #include "zk_backend.h"
 
@@ -11,6 +14,21 @@ namespace {
 
 absl::Status LeaseRanOut(absl::string_view name, absl::string_view what) {
   return LostError(name, absl::StrCat("its lease ran out before the ", what));
+}
+
+// The watchdog's batch holds the write turns of the records it renews while
+// its writes are in flight (ZkHold::write_turn()). Outside the analysis: the
+// turns are taken in a loop and let go together.
+bool TakeTurn(ZkHold& record,
+              std::vector<absl::Mutex*>& taken) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (!record.write_turn().TryLock()) return false;
+  taken.push_back(&record.write_turn());
+  return true;
+}
+
+void LetGo(std::vector<absl::Mutex*>& taken) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  for (absl::Mutex* turn : taken) turn->Unlock();
+  taken.clear();
 }
 
 }  // namespace
@@ -57,6 +75,17 @@ absl::Status ZkBackend::Write(absl::string_view name, absl::string_view owner,
   }
 }
 
+absl::Status ZkBackend::WriteRecomputed(
+    absl::string_view name, absl::string_view owner, ZkHold* record,
+    LocalHold& hold, absl::FunctionRef<NodeData(const LocalHold&)> next,
+    absl::string_view what) {
+  for (int attempt = 0; attempt < kWriteRetries; ++attempt) {
+    absl::Status s = Write(name, owner, record, hold, next(hold), what);
+    if (!absl::IsAborted(s)) return s;
+  }
+  return KeptConflicting(name, what);
+}
+
 absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
   const absl::string_view name = call.name;
   const absl::string_view owner = call.owner;
@@ -65,6 +94,8 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
   if (absl::Status lost = LostWithSession(name, record); !lost.ok()) {
     return lost;
   }
+  absl::MutexLockMaybe turn(record == nullptr ? nullptr
+                                              : &record->write_turn());
   absl::StatusOr<std::optional<LocalHold>> found = HoldOf(name, owner, record);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwnerError(name);
@@ -125,7 +156,12 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
           r.rc, absl::StrCat("release of lock '", name, "'"));
     }
   }
-  return absl::UnavailableError(absl::StrCat("release of lock '", name,
+  return KeptConflicting(name, "release");
+}
+
+absl::Status ZkBackend::KeptConflicting(absl::string_view name,
+                                        absl::string_view what) const {
+  return absl::UnavailableError(absl::StrCat(what, " of lock '", name,
                                              "' kept conflicting on ZooKeeper ",
                                              session_->endpoint()));
 }
@@ -160,6 +196,8 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
   if (absl::Status lost = LostWithSession(call.name, record); !lost.ok()) {
     return lost;
   }
+  absl::MutexLockMaybe turn(record == nullptr ? nullptr
+                                              : &record->write_turn());
   absl::StatusOr<std::optional<LocalHold>> found =
       HoldOf(call.name, call.owner, record);
   if (!found.ok()) return found.status();
@@ -174,14 +212,15 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
   }
   const int64_t lease_ms =
       std::max<int64_t>(1, absl::ToInt64Milliseconds(call.lease));
-  absl::Status s = absl::AbortedError("not written");
-  for (int i = 0; i < kWriteRetries && absl::IsAborted(s); ++i) {
-    NodeData next = hold.data;
-    next.kept_ms = std::max(next.kept_ms, lease_ms);
-    next.lease_ms = next.kept_ms;
-    s = Write(call.name, call.owner, record, hold, next, "renewal");
-  }
-  return s;
+  return WriteRecomputed(
+      call.name, call.owner, record, hold,
+      [lease_ms](const LocalHold& now) {
+        NodeData next = now.data;
+        next.kept_ms = std::max(next.kept_ms, lease_ms);
+        next.lease_ms = next.kept_ms;
+        return next;
+      },
+      "renewal");
 }
 
 std::vector<absl::Status> ZkBackend::RenewMany(
@@ -197,11 +236,13 @@ std::vector<absl::Status> ZkBackend::RenewMany(
   std::vector<absl::Status> results(calls.size());
   std::vector<InFlight> in_flight;
   std::vector<size_t> one_by_one;
+  std::vector<absl::Mutex*> turns;
   const MonoTime now = Now();
   for (size_t i = 0; i < calls.size(); ++i) {
-    // Ended, lost, or taken elsewhere: Renew() says what.
+    // Ended, lost, or taken elsewhere: Renew() says what. A record another
+    // write of ours is under way on (a release, say) waits for it there.
     ZkHold* record = ZkHold::Of(calls[i].record);
-    if (record == nullptr || !record->live()) {
+    if (record == nullptr || !record->live() || !TakeTurn(*record, turns)) {
       one_by_one.push_back(i);
       continue;
     }
@@ -238,6 +279,7 @@ std::vector<absl::Status> ZkBackend::RenewMany(
       one_by_one.push_back(f.index);  // a conflict or a lost reply
     }
   }
+  LetGo(turns);
   for (size_t i : one_by_one) results[i] = Renew(calls[i]);
   return results;
 }

@@ -233,5 +233,49 @@ TEST_F(RecordsTest, RenewalsAndReleasesOfOneRecordRace) {
   EXPECT_CODE(Renew(name, kOwnerA, record), kFailedPrecondition);
 }
 
+// The same race with no pauses, from several threads: the writes a client
+// makes to its own node take turns, so however often the watchdog and the
+// caller renew, a release never gives up on conflicts with them ("kept
+// conflicting"), nor a re-entry.
+TEST_F(RecordsTest, OwnWritesToOneRecordNeverConflict) {
+  const std::string name = "hammered";
+  constexpr int kHolds = 30;
+  ASSERT_OK_AND_ASSIGN(Grant first, Acquire(name, kOwnerA, kLongLease));
+  HoldRecord* record = first.record.get();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> renewers;
+  for (int t = 0; t < 3; ++t) {
+    renewers.emplace_back([&, t] {
+      while (!stop.load()) {
+        if (t == 0) {
+          backend_->RenewMany({RenewCall{.name = name,
+                                         .owner = kOwnerA,
+                                         .lease = kLongLease,
+                                         .record = record}});
+        } else {
+          (void)Renew(name, kOwnerA, record);
+        }
+      }
+    });
+  }
+  absl::Cleanup join = [&] {
+    stop = true;
+    for (std::thread& r : renewers) r.join();
+  };
+  for (int i = 1; i < kHolds; ++i) {
+    ASSERT_OK_AND_ASSIGN(Grant again, Acquire(name, kOwnerA, kLongLease,
+                                              absl::ZeroDuration(), record));
+    ASSERT_EQ(again.hold_count, i + 1);
+  }
+  for (int left = kHolds - 1; left >= 0; --left) {
+    absl::StatusOr<int64_t> released = Release(name, kOwnerA, record);
+    ASSERT_OK(released);
+    EXPECT_EQ(*released, left);
+  }
+  std::move(join).Invoke();
+  EXPECT_EQ(Nodes(name), 0u);
+  EXPECT_FALSE(Believed(name, kOwnerA, record));
+}
+
 }  // namespace
 }  // namespace dlock::testing
