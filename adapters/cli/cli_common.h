@@ -25,8 +25,9 @@ enum ExitCode : int {
   kUsage = 64,        // bad flag, argument, URI, duration, name or config
   kUnreachable = 69,  // the backend cannot be reached
   kInternal = 70,     // a system call failed (fork, pipe)
-  kNotAcquired = 75,  // run: the lock was not had within --wait
+  kNotAcquired = 75,  // run: not had within --wait; a job: another runs it
   kLost = 76,         // run: the lock was lost while the command ran
+  kAlreadyRan = 79,   // run (a job): the slot already ran (--at-least-for)
   kCannotExecute = 126,
   kCommandNotFound = 127,
 };

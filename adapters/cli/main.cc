@@ -24,8 +24,9 @@ Examples:
   dlock bench --backend redis://cache:6379 --backend zk://zk1:2181
 
 Exit codes: 0 success (run: the command's status), 64 usage error,
-69 backend unreachable, 75 lock not acquired within --wait, 76 lock lost
-while the command ran, 126/127 command not executable/not found, 128+N
+69 backend unreachable, 75 lock not acquired within --wait (a job: another
+process runs it), 76 lock lost while the command ran, 79 a job's slot already
+ran, 126/127 command not executable/not found, 128+N
 killed by signal N, 1 other backend error. See docs/cli.md.)";
 
 int Main(int argc, char** argv) {
@@ -54,6 +55,19 @@ int Main(int argc, char** argv) {
                    "After a loss, SIGKILL the command if it is still "
                    "running this long after the signal")
       ->capture_default_str();
+  run_cmd->add_option("--once-per", run.once_per,
+                      "Scheduled job: run at most once per slot of this "
+                      "period (1h, 15m, 1d), slots aligned on UTC");
+  run_cmd->add_option("--slot", run.slot,
+                      "Scheduled job: run at most once for this slot name");
+  run_cmd->add_option("--at-least-for", run.at_least_for,
+                      "Scheduled job: keep others out this long after the "
+                      "start, however soon the command ends");
+  run_cmd->add_option("--at-most-for", run.at_most_for,
+                      "Scheduled job: stop a run that lasts longer, and let "
+                      "others in (default with --once-per: the period)");
+  run_cmd->add_flag("--quiet-skip", run.quiet_skip,
+                    "Scheduled job: a skipped run prints nothing and exits 0");
   run_cmd->add_option("name", run.name, "Lock name")->required();
   run_cmd
       ->add_option("command", run.command,
@@ -62,7 +76,10 @@ int Main(int argc, char** argv) {
   run_cmd->footer(
       "\nExample:\n  dlock run --backend redis://127.0.0.1:6379 --wait 10s "
       "--lease 15s backup -- /usr/local/bin/backup.sh --full\n"
-      "The command sees DLOCK_LOCK_NAME and DLOCK_FENCING_TOKEN.");
+      "The command sees DLOCK_LOCK_NAME and DLOCK_FENCING_TOKEN.\n"
+      "\nA scheduled job, once per hour across every machine whose cron "
+      "starts it:\n  dlock run --once-per 1h --at-least-for 5m --quiet-skip "
+      "hourly-report -- ./report.sh");
 
   std::string status_name;
   CLI::App* status_cmd = app.add_subcommand("status", "Show who holds a lock");

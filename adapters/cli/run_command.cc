@@ -1,7 +1,5 @@
 // `dlock run`: takes the lock, runs the command under it, and stops the
-// command if the lock is lost. Signals are handled synchronously: the main
-// thread blocks them before any other thread exists and waits for them with
-// sigtimedwait(), so no async-signal handler runs in this process.
+// command if the lock is lost. The scheduled-job form is in run_job.cc.
 #include "run_command.h"
 
 #include <signal.h>
@@ -14,59 +12,15 @@
 #include <random>
 #include <thread>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "child_process.h"
+#include "child_supervisor.h"
 #include "dlock/uri.h"
+#include "run_job.h"
 
 namespace dlock::cli {
 namespace {
-
-// SIGUSR1 is our own wake-up: the acquiring thread and the lost callback
-// send it so that the main thread's sigtimedwait() returns at once.
-constexpr int kWakeSignal = SIGUSR1;
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-constexpr absl::Duration kPoll = absl::Milliseconds(100);
-
-sigset_t HandledSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : kForwarded) sigaddset(&set, sig);
-  sigaddset(&set, SIGCHLD);
-  sigaddset(&set, kWakeSignal);
-  return set;
-}
-
-// The next handled signal, or 0 after `timeout`.
-int WaitForSignal(absl::Duration timeout, siginfo_t* info) {
-  const sigset_t set = HandledSignals();
-  timespec ts = absl::ToTimespec(timeout);
-  const int sig = sigtimedwait(&set, info, &ts);
-  return sig < 0 ? 0 : sig;
-}
-
-bool IsForwarded(int sig) {
-  for (int s : kForwarded) {
-    if (s == sig) return true;
-  }
-  return false;
-}
-
-absl::StatusOr<int> ParseSignal(const std::string& text) {
-  std::string name = absl::AsciiStrToUpper(text);
-  if (absl::StartsWith(name, "SIG")) name = name.substr(3);
-  static constexpr std::pair<const char*, int> kNames[] = {
-      {"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},  {"QUIT", SIGQUIT},
-      {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
-  for (const auto& [n, sig] : kNames) {
-    if (name == n) return sig;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--on-lost-signal: '", text,
-      "' is not a signal; use TERM, INT, HUP, QUIT, KILL, USR1 or USR2"));
-}
 
 std::string RandomHex() {
   std::random_device random;
@@ -139,8 +93,7 @@ absl::StatusOr<Hold> AcquireInterruptibly(DistributedLock& lock,
     kill(getpid(), kWakeSignal);
   });
   while (!done) {
-    siginfo_t info;
-    const int sig = WaitForSignal(kPoll, &info);
+    const int sig = WaitForSignal(absl::Milliseconds(100));
     if (IsForwarded(sig) && interrupted_by == 0) {
       interrupted_by = sig;
       options.cancel.Cancel();
@@ -165,10 +118,11 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
                 path.status().message());
   }
 
+  if (IsScheduledJob(run)) return RunScheduledJob(flags, run, *profile, *path);
+
   // Before any thread exists (the client starts its watchdog), so that every
   // thread inherits the mask and only sigtimedwait() below sees the signals.
-  const sigset_t handled = HandledSignals();
-  pthread_sigmask(SIG_BLOCK, &handled, nullptr);
+  BlockHandledSignals();
 
   profile->default_lease = parsed->lease;
   absl::StatusOr<std::unique_ptr<LockClient>> client =
@@ -220,36 +174,13 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
     return child.exit_code;
   }
 
-  bool lost_handled = false;
-  bool killed = false;
-  absl::Time kill_at = absl::InfiniteFuture();
-  int status = 0;
-  for (;;) {
-    siginfo_t info;
-    const int sig = WaitForSignal(kPoll, &info);
-    if (IsForwarded(sig)) kill(-child.pid, sig);
-    if (waitpid(child.pid, &status, WNOHANG) == child.pid) break;
-    if (!lost_handled && (*lost || hold.lost())) {
-      lost_handled = true;
-      Fail(0,
-           absl::StrCat("lock '", run.name, "' was lost; sending SIG",
-                        sigabbrev_np(parsed->lost_signal), " to the command"));
-      kill(-child.pid, parsed->lost_signal);
-      kill_at = absl::Now() + parsed->kill_after;
-    }
-    if (lost_handled && !killed && absl::Now() >= kill_at) {
-      killed = true;
-      Fail(0, absl::StrCat("the command outlived --kill-after (",
-                           absl::FormatDuration(parsed->kill_after),
-                           "); sending SIGKILL"));
-      kill(-child.pid, SIGKILL);
-    }
-  }
-  // Anything the command left in its group goes with it.
-  if (lost_handled) kill(-child.pid, SIGKILL);
-
-  const int child_code = ExitCodeOfChild(status);
-  if (lost_handled) {
+  const SupervisedExit exit = SuperviseChild(
+      child, [&] { return *lost || hold.lost(); },
+      SupervisionOptions{.lock_name = run.name,
+                         .lost_signal = parsed->lost_signal,
+                         .kill_after = parsed->kill_after});
+  const int child_code = ExitCodeOfChild(exit.wait_status);
+  if (exit.lost) {
     hold.Release().IgnoreError();  // forgets the lost hold
     return kLost;
   }

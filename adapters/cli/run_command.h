@@ -16,6 +16,12 @@ struct RunFlags {
   std::string lease;  // empty: the profile's default_lease
   std::string on_lost_signal = "TERM";
   std::string kill_after = "10s";
+  // Scheduled jobs (run_job.h): any of these makes the run a job run.
+  std::string once_per;      // a period: one run per slot of it
+  std::string slot;          // an explicit slot name
+  std::string at_least_for;  // others kept out this long after the start
+  std::string at_most_for;   // the longest a run may keep others out
+  bool quiet_skip = false;   // skips exit 0 and print nothing
 };
 
 int RunCommand(const BackendFlags& flags, const RunFlags& run);

@@ -208,7 +208,9 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
   const absl::Time finished = absl::Now();
   result.elapsed = finished - start;
 
-  const absl::Duration keep_out = options.lock_at_least_for - result.elapsed;
+  const absl::Duration keep_out =
+      std::max(options.lock_at_least_for - result.elapsed,
+               options.slot_ends + options.lock_at_least_for - finished);
   absl::Status marker_kept;
   if (keep_out > absl::ZeroDuration()) {
     AcquireOptions mark;
@@ -229,7 +231,7 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
       }
       return result;
     }
-    result.marker_until = start + options.lock_at_least_for;
+    result.marker_until = finished + keep_out;
     {
       absl::MutexLock lock(&mu_);
       last_marker_until_ = std::max(last_marker_until_, result.marker_until);

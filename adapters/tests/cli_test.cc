@@ -45,6 +45,24 @@ TEST(CliTest, RunPassesTheCommandsStatusAndEnvironment) {
             128 + SIGKILL);
 }
 
+TEST(CliTest, AJobRunsInItsSlotAndSkipsWithDistinctCodes) {
+  // The slot and the environment; skips need a second process, and so a
+  // server: cli_jobs_backends_test.
+  Result r = RunProcess(
+      Dlock({"run", "--backend", "memory://", "--once-per", "1d", "report",
+             "--", "sh", "-c", "echo \"$DLOCK_JOB_SLOT $DLOCK_LOCK_NAME\""}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string day =
+      absl::FormatTime("%Y-%m-%dT00:00:00Z", absl::Now(), absl::UTCTimeZone());
+  EXPECT_EQ(r.out, absl::StrCat(day, " report@", day, "\n"));
+  // A run past --at-most-for is stopped: 76, and says why.
+  Result stuck = RunProcess(
+      Dlock({"run", "--backend", "memory://", "--at-most-for", "500ms",
+             "--kill-after", "1s", "j", "--", "sleep", "30"}));
+  EXPECT_EQ(stuck.code, 76);
+  EXPECT_THAT(stuck.err, HasSubstr("--at-most-for (500ms)"));
+}
+
 TEST(CliTest, UsageErrorsExit64WithOneLine) {
   const std::vector<std::vector<std::string>> cases = {
       {},
@@ -62,6 +80,21 @@ TEST(CliTest, UsageErrorsExit64WithOneLine) {
       {"run", "--backend", "memory://", "", "--", "true"},  // bad name (C15)
       {"status", "--backend", "memory://"},
       {"unlock", "--backend", "memory://", "n"},  // no --force
+      // Scheduled jobs.
+      {"run", "--backend", "memory://", "--once-per", "1.5s", "j", "--",
+       "true"},  // not whole seconds
+      {"run", "--backend", "memory://", "--once-per", "400d", "j", "--",
+       "true"},
+      {"run", "--backend", "memory://", "--once-per", "1h", "--slot", "s", "j",
+       "--", "true"},
+      {"run", "--backend", "memory://", "--slot", "s", "j", "--",
+       "true"},  // no --at-most-for
+      {"run", "--backend", "memory://", "--once-per", "1h", "--at-least-for",
+       "2h", "j", "--", "true"},
+      {"run", "--backend", "memory://", "--once-per", "1h", "--wait", "0", "j",
+       "--", "true"},
+      {"run", "--backend", "memory://", "--at-most-for", "0", "j", "--",
+       "true"},
   };
   for (const auto& args : cases) {
     Result r = RunProcess(Dlock(args), {"DLOCK_BACKEND=", "DLOCK_CONFIG="});

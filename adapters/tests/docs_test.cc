@@ -4,6 +4,9 @@
 // in docs_examples_test.cc, which runs it. Every contract clause ("(C7)",
 // "C19", a test named C21_...) cited anywhere in the tree has its section in
 // docs/contract.md, and the conformance tests that page names exist.
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -111,6 +114,88 @@ class DocsTest : public ::testing::Test {
 testing::RedisServer* DocsTest::redis_ = nullptr;
 
 TEST_F(DocsTest, CliShellExamplesRunAsWritten) { RunShellBlocks("cli.md"); }
+
+// The crontab example of docs/cli.md, run as cron would run it on three
+// machines whose timers fire together (/bin/sh, the crontab's environment),
+// with the backend replaced by the test's and the job's script by one that
+// logs its run; then the systemd unit's ExecStart on a fourth machine.
+TEST_F(DocsTest, CrontabAndTimerExamplesRunOncePerSlot) {
+  const std::vector<std::string> crontabs = Blocks(Doc("cli.md"), "crontab");
+  ASSERT_EQ(crontabs.size(), 1u);
+  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-cron");
+  ASSERT_TRUE(dir.ok());
+  const std::string script = *dir + "/job.sh";
+  testing::WriteFile(
+      script, absl::StrCat("#!/bin/sh\necho ran >> ", *dir, "/runs.log\n"));
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  const std::string uri = redis_->Uri("docs-cron");
+  auto as_tested = [&](absl::string_view text) {
+    return absl::StrReplaceAll(text,
+                               {{"redis://127.0.0.1:6379", uri},
+                                {"/usr/local/bin/hourly-report.sh", script},
+                                {"/usr/local/bin/dlock", testing::kCliPath}});
+  };
+  const std::string cli_path = testing::kCliPath;
+  std::vector<std::string> env = {
+      absl::StrCat("PATH=", cli_path.substr(0, cli_path.rfind('/')),
+                   ":/usr/bin:/bin"),
+      "DLOCK_CONFIG=", "DLOCK_PROFILE="};
+  std::string command;
+  for (absl::string_view line : absl::StrSplit(crontabs[0], '\n')) {
+    if (line.empty()) continue;
+    const std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::MaxSplits(' ', 5));
+    if (fields.size() == 1) {
+      env.push_back(as_tested(line));  // NAME=value
+      continue;
+    }
+    ASSERT_EQ(fields.size(), 6u) << line;
+    ASSERT_TRUE(command.empty()) << "one job line expected";
+    command = as_tested(fields[5]);
+  }
+  ASSERT_FALSE(command.empty());
+  // The line runs once an hour: keep the three runs inside one hour.
+  const absl::Duration into_hour = absl::Now() - absl::FromUnixSeconds(0);
+  const absl::Duration left = absl::Hours(1) - into_hour % absl::Hours(1);
+  if (left < absl::Seconds(5)) absl::SleepFor(left + absl::Seconds(1));
+
+  std::vector<std::unique_ptr<testing::Process>> machines;
+  for (int i = 0; i < 3; ++i) {
+    machines.push_back(std::make_unique<testing::Process>(
+        std::vector<std::string>{"/bin/sh", "-c", command}, env));
+  }
+  for (auto& machine : machines) {
+    // Quiet: cron mails any output, and nobody wants mail for a skip.
+    EXPECT_EQ(machine->Wait(absl::Seconds(30)), 0) << machine->err();
+    EXPECT_EQ(machine->out(), "");
+    EXPECT_EQ(machine->err(), "");
+  }
+  EXPECT_EQ(testing::ReadFileOrEmpty(*dir + "/runs.log"), "ran\n");
+
+  // The timer's service on a fourth machine, later in the hour: a skip, with
+  // an exit status the unit counts as success.
+  const std::vector<std::string> units = Blocks(Doc("cli.md"), "ini");
+  ASSERT_EQ(units.size(), 2u);
+  std::string exec_start, success;
+  for (absl::string_view line : absl::StrSplit(units[0], '\n')) {
+    if (absl::ConsumePrefix(&line, "ExecStart=")) exec_start = as_tested(line);
+    if (absl::ConsumePrefix(&line, "SuccessExitStatus=")) {
+      success = std::string(line);
+    }
+    if (absl::ConsumePrefix(&line, "Environment="))
+      env.push_back(as_tested(line));
+  }
+  ASSERT_FALSE(exec_start.empty());
+  testing::Process service({"/bin/sh", "-c", exec_start}, env);
+  const int code = service.Wait(absl::Seconds(30));
+  EXPECT_EQ(code, 79) << service.err();
+  const std::vector<std::string> ok_codes = absl::StrSplit(success, ' ');
+  EXPECT_NE(std::find(ok_codes.begin(), ok_codes.end(), absl::StrCat(code)),
+            ok_codes.end())
+      << "SuccessExitStatus=" << success;
+  EXPECT_EQ(testing::ReadFileOrEmpty(*dir + "/runs.log"), "ran\n");
+  testing::RemoveTree(*dir);
+}
 
 TEST_F(DocsTest, AdapterShellExamplesRunAsWritten) {
   RunShellBlocks("adapters.md");

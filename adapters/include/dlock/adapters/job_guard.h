@@ -43,7 +43,10 @@
 // token fires then), and a node whose clock is off by more than
 // lock_at_least_for may compute a slot it thinks is new. Put the slot in the
 // name (JobOptions::slot) to make a slot runnable once for as long as the
-// leases last, and choose lock_at_least_for above the clock skew you expect.
+// leases last, choose lock_at_least_for above the clock skew you expect, and
+// for a slot computed from the clock give its end (JobOptions::slot_ends):
+// the slot then stays closed until lock_at_least_for past its end, so a
+// node whose clock runs behind cannot run it again once it ended here.
 #ifndef DLOCK_ADAPTERS_JOB_GUARD_H_
 #define DLOCK_ADAPTERS_JOB_GUARD_H_
 
@@ -71,6 +74,12 @@ struct JobOptions {
   absl::Duration lock_at_least_for = absl::ZeroDuration();
   // The schedule slot, e.g. "2026-11-22T01:00Z". Empty: the job name alone.
   std::string slot;
+  // When the slot ends by this node's clock, for a slot derived from it.
+  // Set: a run that finishes keeps the slot closed until slot_ends plus
+  // lock_at_least_for (at least), so that a node whose clock runs behind
+  // by less than lock_at_least_for, and so computes this slot after it
+  // ended here, finds it closed. InfinitePast: not used.
+  absl::Time slot_ends = absl::InfinitePast();
 };
 
 struct JobContext {
