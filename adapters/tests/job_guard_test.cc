@@ -100,7 +100,7 @@ TEST(JobGuardTest, AGuardMadeForOneRunStillKeepsTheSlotClosed) {
     EXPECT_EQ(RunOn(once, options, runs, absl::Milliseconds(10)),
               JobOutcome::kRan);
   }
-  // The guard is gone, its client is not: the marker still holds.
+  // The guard is gone: the run key is kept on the backend all the same.
   ScheduledJobGuard node_b(*b);
   EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
             JobOutcome::kSkippedRecentlyRan);
@@ -109,6 +109,70 @@ TEST(JobGuardTest, AGuardMadeForOneRunStillKeepsTheSlotClosed) {
   EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
             JobOutcome::kRan);
   EXPECT_EQ(runs.load(), 2);
+}
+
+// The cron case: the node's process closes its client right after the run
+// (and would exit); the slot stays closed, with no waiting.
+TEST(JobGuardTest, ClosingTheClientRightAfterTheRunKeepsTheSlotClosed) {
+  const std::string uri = UniqueUri();
+  std::unique_ptr<LockClient> a = MustConnect(uri), b = MustConnect(uri);
+  const JobOptions options{.lock_at_most_for = absl::Seconds(30),
+                           .lock_at_least_for = absl::Milliseconds(1500)};
+  std::atomic<int> runs{0};
+  const absl::Time start = absl::Now();
+  {
+    ScheduledJobGuard once(*a);
+    absl::StatusOr<JobResult> result =
+        once.Run("nightly-report", options, [&](const JobContext&) {
+          ++runs;
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->outcome, JobOutcome::kRan);
+    EXPECT_TRUE(result->lock_status.ok()) << result->lock_status;
+    EXPECT_GE(result->kept_until, start + options.lock_at_least_for);
+  }
+  ASSERT_TRUE(a->Close().ok());
+  EXPECT_LT(absl::Now() - start, options.lock_at_least_for)
+      << "the run waited for its keep";
+  ScheduledJobGuard node_b(*b);
+  EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
+            JobOutcome::kSkippedRecentlyRan);
+  EXPECT_EQ(runs.load(), 1);
+  absl::SleepFor(start + absl::Milliseconds(1600) - absl::Now());
+  EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
+            JobOutcome::kRan);
+  EXPECT_EQ(runs.load(), 2);
+}
+
+// Skipped because another node runs the job now, or because it ran
+// recently: two outcomes, told apart.
+TEST(JobGuardTest, RunningElsewhereAndRecentlyRanAreToldApart) {
+  const std::string uri = UniqueUri();
+  std::unique_ptr<LockClient> a = MustConnect(uri), b = MustConnect(uri);
+  ScheduledJobGuard node_a(*a), node_b(*b);
+  const JobOptions options{.lock_at_most_for = absl::Seconds(30),
+                           .lock_at_least_for = absl::Seconds(30)};
+  std::atomic<int> runs{0};
+  absl::Notification started, finish;
+  std::thread running([&] {
+    absl::StatusOr<JobResult> result =
+        node_a.Run("nightly-report", options, [&](const JobContext&) {
+          ++runs;
+          started.Notify();
+          finish.WaitForNotification();
+          return absl::OkStatus();
+        });
+    EXPECT_TRUE(result.ok() && result->outcome == JobOutcome::kRan);
+  });
+  started.WaitForNotification();
+  EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
+            JobOutcome::kSkippedRunning);
+  finish.Notify();
+  running.join();
+  EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
+            JobOutcome::kSkippedRecentlyRan);
+  EXPECT_EQ(runs.load(), 1);
 }
 
 TEST(JobGuardTest, WithoutLockAtLeastForAFinishedJobCanRunAgain) {
@@ -213,13 +277,13 @@ absl::StatusOr<JobResult> RunJob(ScheduledJobGuard& guard,
 
 TEST(JobGuardTest, JobsNamedLikeASlotOrAMarkerAreDistinctJobs) {
   const std::vector<std::vector<std::pair<std::string, std::string>>> cases = {
-      // Job "x" ran recently (its marker is held); job "x#ran" is another.
+      // Job "x" ran recently (its run key is kept); job "x#ran" is another.
       {{"x", ""}, {"x#ran", ""}},
       {{"x#ran", ""}, {"x", ""}},
       // Job "a" in slot "b", and job "a@b" without a slot.
       {{"a", "b"}, {"a@b", ""}},
       {{"a@b", ""}, {"a", "b"}},
-      // ...and the same with the marker of a slotted run.
+      // ...and the same with the names of the former markers.
       {{"a", "b"}, {"a", "b#ran"}},
       {{"a", "b"}, {"a@b#ran", ""}},
       {{"a%40b", ""}, {"a@b", ""}},
@@ -245,30 +309,25 @@ TEST(JobGuardTest, JobsNamedLikeASlotOrAMarkerAreDistinctJobs) {
   }
 }
 
-TEST(JobLockNames, AreDistinctForEveryJobSlotAndRole) {
+TEST(JobLockNames, AreDistinctForEveryJobAndSlot) {
   const std::vector<std::string> parts = {
       "",      "a",       "b",   "x",         "ran", "#ran", "a@b",
       "b#ran", "a@b#ran", "@",   "#",         "%",   "%25",  "%40",
       "%23",   "a%40b",   "a%b", "x#ran#ran", "@@",  "a@",   "@b",
       "%4",    "a@b@c",   "锁",  "锁@锁",     "a/b", " ",    "x#",
   };
-  // name -> "role job|slot" of the first (job, slot, role) that produced it.
+  // name -> "job|slot" of the first (job, slot) that produced it.
   std::map<std::string, std::string> seen;
   int names = 0;
   for (const std::string& job : parts) {
     if (job.empty()) continue;  // a job needs a name
     for (const std::string& slot : parts) {
       const std::string who = absl::StrCat(job, "|", slot);
-      for (const auto& [role, name] :
-           {std::pair<std::string, std::string>{"run",
-                                                JobRunLockName(job, slot)},
-            {"marker", JobMarkerLockName(job, slot)}}) {
-        ++names;
-        auto [it, inserted] = seen.emplace(name, role + " lock of " + who);
-        EXPECT_TRUE(inserted)
-            << "'" << name << "' is the " << role << " lock of " << who
-            << " and the " << it->second;
-      }
+      const std::string name = JobRunLockName(job, slot);
+      ++names;
+      auto [it, inserted] = seen.emplace(name, who);
+      EXPECT_TRUE(inserted) << "'" << name << "' is the run lock of " << who
+                            << " and of " << it->second;
     }
   }
   EXPECT_EQ(seen.size(), static_cast<size_t>(names));
@@ -276,16 +335,13 @@ TEST(JobLockNames, AreDistinctForEveryJobSlotAndRole) {
 
 TEST(JobLockNames, PlainNamesAreUnchanged) {
   EXPECT_EQ(JobRunLockName("nightly", ""), "nightly");
-  EXPECT_EQ(JobMarkerLockName("nightly", ""), "nightly#ran");
   EXPECT_EQ(JobRunLockName("invoice-run", "2026-11-22"),
             "invoice-run@2026-11-22");
-  EXPECT_EQ(JobMarkerLockName("invoice-run", "2026-11-22T01:00Z"),
-            "invoice-run@2026-11-22T01:00Z#ran");
   EXPECT_EQ(JobRunLockName("reports/daily 锁", "slot/1"),
             "reports/daily 锁@slot/1");
   // Only the separators (and the escape character) are escaped.
   EXPECT_EQ(JobRunLockName("a@b", "c#d"), "a%40b@c%23d");
-  EXPECT_EQ(JobMarkerLockName("100%", ""), "100%25#ran");
+  EXPECT_EQ(JobRunLockName("100%", "x#ran"), "100%25@x%23ran");
 }
 
 TEST(JobGuardTest, ANameTooLongOnceEscapedIsRejectedNamingTheJob) {
@@ -299,8 +355,8 @@ TEST(JobGuardTest, ANameTooLongOnceEscapedIsRejectedNamingTheJob) {
   const JobOptions options{.lock_at_most_for = absl::Seconds(1)};
   // 200 bytes, but 600 once every '@' is escaped.
   const std::string ats = "mail@" + std::string(195, '@');
-  // 509 plain bytes: the run lock fits, its marker (+ "#ran") does not.
-  const std::string plain = "report-" + std::string(502, 'x');
+  // 513 plain bytes.
+  const std::string plain = "report-" + std::string(506, 'x');
   for (const auto& [name, slot] :
        std::vector<std::pair<std::string, std::string>>{
            {ats, ""}, {plain, ""}, {"report-x", std::string(600, 's')}}) {
@@ -317,12 +373,13 @@ TEST(JobGuardTest, ANameTooLongOnceEscapedIsRejectedNamingTheJob) {
                 ::testing::HasSubstr(slot.empty() ? "job name" : "slot"));
   }
   EXPECT_FALSE(ran);
-  // The longest name that fits still runs: its marker is exactly 512 bytes.
-  const std::string longest(508, 'y');
+  // The longest name that fits still runs: its run lock is exactly 512
+  // bytes.
+  const std::string longest(512, 'y');
   absl::StatusOr<JobResult> fits = guard.Run(longest, options, job);
   ASSERT_TRUE(fits.ok()) << fits.status();
   EXPECT_EQ(fits->outcome, JobOutcome::kRan);
-  EXPECT_EQ(JobMarkerLockName(longest, "").size(), 512u);
+  EXPECT_EQ(JobRunLockName(longest, "").size(), 512u);
 }
 
 }  // namespace

@@ -32,13 +32,19 @@ class LeaseBackend : public PgBackendBase {
     const absl::string_view name = call.name;
     const absl::string_view owner = call.owner;
     const int64_t holds = call.holds;
-    const std::string params[] = {ns_, std::string(name), std::string(owner),
-                                  absl::StrCat(holds), sql_.channel};
+    const std::string params[] = {ns_,
+                                  std::string(name),
+                                  std::string(owner),
+                                  absl::StrCat(holds),
+                                  sql_.channel,
+                                  Millis(call.keep_for)};
     absl::StatusOr<PgResult> r = RunPooled(sql_.release, params, false);
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 0) return NotOwnerError(name);
     const int64_t left = GetInt(r->get(), 0, 0);
-    if (left == 0) hub_.Notify(name);  // local waiters need not wait for NOTIFY
+    // Local waiters need not wait for NOTIFY (of a kept lock too: they look
+    // again and sleep until it expires).
+    if (left == 0) hub_.Notify(name);
     return left;
   }
 

@@ -16,6 +16,8 @@ LockInfo ToInfo(const PGresult* r, int row, int first_col,
   info.fencing_token = static_cast<uint64_t>(GetInt(r, row, first_col + 2));
   info.remaining_lease = absl::Microseconds(GetInt(r, row, first_col + 3));
   info.since = absl::FromUnixMicros(GetInt(r, row, first_col + 4));
+  // A live row without an owner is a lock kept after its release (schema).
+  info.kept_after_release = info.owner.empty();
   return info;
 }
 

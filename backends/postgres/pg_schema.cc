@@ -21,6 +21,13 @@ namespace {
 // schema and migrates a version-1 one, under the same advisory lock; the
 // version-1 acquire function is dropped so that an older client cannot take
 // over a row within its holder's grace.
+//
+// Version 3 keeps a lock after its release (ReleaseCall::keep_for): the row
+// stays with owner '' (no owner id is empty), holds 0 and no session_key,
+// live until expires_at = release time + keep. No owner matches it, no
+// session's end frees it, and acquirers of either mode wait until it
+// expires. The release function takes the keep (p_keep_ms), so the
+// version-2 one is dropped.
 constexpr char kCreate[] = R"sql(
 BEGIN;
 SELECT pg_advisory_xact_lock(7238085217420861440);
@@ -46,6 +53,8 @@ CREATE TABLE IF NOT EXISTS {T} (
 ALTER TABLE {T} ADD COLUMN IF NOT EXISTS dead_since timestamptz,
   ADD COLUMN IF NOT EXISTS grace_ms bigint;
 DROP FUNCTION IF EXISTS {F}acquire"(text, text, text, bigint, boolean);
+DROP FUNCTION IF EXISTS {F}release"(text, text, text, bigint, boolean,
+    boolean, text);
 
 -- Whether some session still holds the shared advisory lock on p_key: the
 -- exclusive try fails exactly when another session does. A shared lock held
@@ -181,7 +190,8 @@ END
 $fn$;
 
 CREATE OR REPLACE FUNCTION {F}release"(p_ns text, p_name text, p_owner text,
-    p_holds bigint, p_have boolean, p_keep boolean, p_channel text)
+    p_holds bigint, p_have boolean, p_keep boolean, p_channel text,
+    p_keep_ms bigint)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
   v_row {T} := {F}owned"(p_ns, p_name, p_owner, p_have);
@@ -192,9 +202,18 @@ BEGIN
   END IF;
   v_left := GREATEST(v_row.holds - p_holds, 0);
   IF v_left = 0 THEN
-    UPDATE {T} l SET owner = '', holds = 0, expires_at = clock_timestamp()
-      WHERE l.namespace = p_ns AND l.name = p_name;
-    -- A notifying commit takes a cluster-wide lock and wakes every
+    IF p_keep_ms > 0 THEN
+      -- Kept after release: nobody's, no session's, expiring by itself.
+      UPDATE {T} l SET owner = '', holds = 0, session_key = NULL,
+          dead_since = NULL,
+          expires_at = clock_timestamp() + p_keep_ms * interval '1 millisecond'
+        WHERE l.namespace = p_ns AND l.name = p_name;
+    ELSE
+      UPDATE {T} l SET owner = '', holds = 0, expires_at = clock_timestamp()
+        WHERE l.namespace = p_ns AND l.name = p_name;
+    END IF;
+    -- A kept lock is announced too: its waiters look again and sleep until
+    -- it expires. A notifying commit takes a cluster-wide lock and wakes every
     -- listener: only when a waiter marked the row.
     IF v_row.wanted THEN
       PERFORM pg_notify(p_channel, p_ns || ':' || p_name);
@@ -227,8 +246,8 @@ BEGIN
 END
 $fn$;
 
-INSERT INTO {M} SELECT 2 WHERE NOT EXISTS (SELECT 1 FROM {M});
-UPDATE {M} SET version = 2 WHERE version < 2;
+INSERT INTO {M} SELECT 3 WHERE NOT EXISTS (SELECT 1 FROM {M});
+UPDATE {M} SET version = 3 WHERE version < 3;
 COMMIT;
 )sql";
 
@@ -268,14 +287,17 @@ RETURNING l.owner = $3, l.holds, l.fencing_token, GREATEST(0,
 )sql";
 
 // The notification is sent at commit, so a woken waiter finds the row free;
-// only when a waiter marked the row (`wanted`).
+// only when a waiter marked the row (`wanted`). $6: ms to keep the lock
+// after its last hold (0: free it); a kept row is owner '' until expires_at.
+// Announced all the same: woken waiters look again and sleep until then.
 constexpr char kRelease[] = R"sql(
 WITH r AS (
   UPDATE {T} AS l SET
     holds = GREATEST(l.holds - $4::bigint, 0),
     owner = CASE WHEN l.holds > $4::bigint THEN l.owner ELSE '' END,
     expires_at = CASE WHEN l.holds > $4::bigint THEN l.expires_at
-                      ELSE clock_timestamp() END
+                      ELSE clock_timestamp()
+                          + $6::bigint * interval '1 millisecond' END
   WHERE l.namespace = $1 AND l.name = $2 AND l.owner = $3
     AND l.expires_at > clock_timestamp()
   RETURNING l.holds, l.wanted)
@@ -372,7 +394,7 @@ Sql::Sql(const std::string& table) {
                fill("SELECT * FROM {F}acquire\"($1, $2, $3, $4, $5, $6)")};
   ping = {"dlock_ping", "SELECT 1"};
   s_release = {"dlock_s_release",
-               fill("SELECT {F}release\"($1, $2, $3, $4, $5, $6, $7)")};
+               fill("SELECT {F}release\"($1, $2, $3, $4, $5, $6, $7, $8)")};
   s_renew = {"dlock_s_renew", fill("SELECT {F}renew\"($1, $2, $3, $4, $5)")};
   schema_version = fill("SELECT max(version) FROM {M}");
   create_schema = fill(kCreate);

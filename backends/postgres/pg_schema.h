@@ -13,8 +13,9 @@ namespace dlock::postgres {
 
 // The schema version this build creates and understands. A table created by
 // a newer version is refused; an older one is migrated. 2: dead_since and
-// grace_ms, for session mode's grace (C19).
-inline constexpr int kSchemaVersion = 2;
+// grace_ms, for session mode's grace (C19). 3: the release function takes
+// the keep after release (ReleaseCall::keep_for).
+inline constexpr int kSchemaVersion = 3;
 
 struct Sql {
   explicit Sql(const std::string& table);
@@ -24,8 +25,9 @@ struct Sql {
 
   // Lease mode. Parameters: $1 namespace, $2 name, $3 owner, then as noted.
   Statement acquire;  // $4 lease ms -> (got, holds, token, holder_left_ms)
-  Statement release;  // $4 holds, $5 channel -> (holds left, notify)
-  Statement renew;    // $4 lease ms -> one row when renewed
+  // $4 holds, $5 channel, $6 keep ms -> (holds left, notify)
+  Statement release;
+  Statement renew;  // $4 lease ms -> one row when renewed
   // $1 namespace, $2 names, $3 owners, $4 lease ms (arrays) -> the 1-based
   // positions renewed
   Statement renew_many;
@@ -38,9 +40,10 @@ struct Sql {
   // Session mode: calls of the functions the schema defines.
   // $4 lease ms, $5 has-session, $6 grace ms -> like acquire
   Statement s_acquire;
-  Statement s_release;  // $4 holds, $5 has-session, $6 keep, $7 channel
-  Statement s_renew;    // $4 lease ms, $5 has-session -> bool
-  Statement ping;       // no parameters: confirms a session is alive
+  // $4 holds, $5 has-session, $6 keep session, $7 channel, $8 keep ms
+  Statement s_release;
+  Statement s_renew;  // $4 lease ms, $5 has-session -> bool
+  Statement ping;     // no parameters: confirms a session is alive
 
   std::string schema_version;  // SELECT the version (42P01 when missing)
   std::string create_schema;   // one transaction, idempotent

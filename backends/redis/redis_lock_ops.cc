@@ -61,11 +61,14 @@ absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
 
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,
-                         int64_t holds) {
-  return ScriptCall{&master.scripts().release,
-                    {keys.LockKey(name)},
-                    {std::string(owner), absl::StrCat(holds), keys.channel(),
-                     std::string(name)}};
+                         int64_t holds, absl::Duration keep_for) {
+  return ScriptCall{
+      &master.scripts().release,
+      {keys.LockKey(name)},
+      {std::string(owner), absl::StrCat(holds), keys.channel(),
+       std::string(name),
+       absl::StrCat(keep_for > absl::ZeroDuration() ? LeaseMillis(keep_for)
+                                                    : 0)}};
 }
 
 absl::StatusOr<int64_t> ParseRelease(const redisReply* r,
@@ -110,6 +113,7 @@ absl::StatusOr<LockInfo> ParseInspect(const redisReply* r,
   info.since = absl::FromUnixMillis(r->element[3]->integer);
   info.remaining_lease =
       absl::Milliseconds(std::max<int64_t>(0, r->element[4]->integer));
+  info.kept_after_release = info.owner.empty();  // the release script's
   return info;
 }
 

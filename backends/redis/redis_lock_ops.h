@@ -58,9 +58,12 @@ struct AcquireReply {
 absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* reply,
                                           absl::string_view endpoint);
 
+// `keep_for` positive: the last hold's release leaves the lock kept by
+// nobody for that long (ReleaseCall::keep_for).
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,
-                         int64_t holds);
+                         int64_t holds,
+                         absl::Duration keep_for = absl::ZeroDuration());
 // The holds left; NotOwnerError() when the owner does not hold the lock.
 absl::StatusOr<int64_t> ParseRelease(const redisReply* reply,
                                      absl::string_view name,

@@ -42,7 +42,12 @@ return {0, redis.call('PTTL', KEYS[1]), v[1]}
 )lua";
 
 // KEYS[1] lock hash. ARGV[1] owner, ARGV[2] holds to take off, ARGV[3] the
-// release channel, ARGV[4] the lock name (the message).
+// release channel, ARGV[4] the lock name (the message), ARGV[5] ms to keep
+// the lock after the last hold ('0': free it). A kept lock is the hash with
+// owner '' (no owner id is empty) and holds 0, its token kept, expiring by
+// its PEXPIRE: nobody can release or renew it, and every acquire is
+// refused until it expires. Its waiters are told all the same, so that they
+// look again and sleep until its pttl runs out.
 // Returns the holds left, or -1 when the owner does not hold the lock.
 constexpr char kRelease[] = R"lua(
 local v = redis.call('HMGET', KEYS[1], 'owner', 'holds', 'waited')
@@ -54,7 +59,14 @@ if left > 0 then
   redis.call('HSET', KEYS[1], 'holds', left)
   return left
 end
-redis.call('DEL', KEYS[1])
+local keep = tonumber(ARGV[5])
+if keep > 0 then
+  redis.call('HSET', KEYS[1], 'owner', '', 'holds', 0, 'lease', keep)
+  redis.call('HDEL', KEYS[1], 'waited')
+  redis.call('PEXPIRE', KEYS[1], keep)
+else
+  redis.call('DEL', KEYS[1])
+end
 if v[3] then
   redis.call('PUBLISH', ARGV[3], ARGV[4])
 end

@@ -132,7 +132,8 @@ class RedlockBackend : public Backend {
 
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
     Replies replies = OnEach([&](const Master& m, size_t) {
-      return ReleaseScript(m, keys_, call.name, call.owner, call.holds);
+      return ReleaseScript(m, keys_, call.name, call.owner, call.holds,
+                           call.keep_for);
     });
     size_t answered = 0;
     size_t held_here = 0;

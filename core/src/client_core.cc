@@ -283,15 +283,17 @@ absl::Status ClientCore::ReleaseByToken(absl::string_view name,
                                         absl::string_view owner_token) {
   absl::StatusOr<std::string> owner = TokenOwnerOf(owner_token);
   if (!owner.ok()) return owner.status();
-  return ReleaseAcquisition(HoldRef{.name = name, .owner = *owner});
+  return ReleaseAcquisition(HoldRef{.name = name, .owner = *owner},
+                            absl::ZeroDuration());
 }
 
-absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref) {
+absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref,
+                                            absl::Duration keep_for) {
   std::vector<Delivery> deliveries;
   absl::Status released;
   {
     absl::ReaderMutexLock in_flight(&ops_mu_);
-    released = ReleaseHold(ref, deliveries);
+    released = ReleaseHold(ref, keep_for, deliveries);
   }
   // Without ops_mu_: a callback may call the client, even Close().
   Deliver(deliveries);
@@ -299,6 +301,7 @@ absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref) {
 }
 
 absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
+                                     absl::Duration keep_for,
                                      std::vector<Delivery>& deliveries) {
   const HoldKey key(ref.name, ref.owner);
   const absl::string_view name = ref.name;
@@ -335,6 +338,15 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
         TakeReleasedByToken(ref.generation);
         return ReleasedByToken(name);
       }
+      if (keep_for > absl::ZeroDuration() && hold.local_holds > 1) {
+        // Keeping the lock is for the owner's last hold: the others would
+        // be left holding nothing. No ErrorKind: nothing changed (Hold).
+        return absl::FailedPreconditionError(absl::StrCat(
+            "lock '", name, "' has ", hold.local_holds - 1,
+            " other acquisition(s) of this owner standing (re-entry or "
+            "KeepUntilLeaseEnd): release those first, then release this one "
+            "keeping the lock; nothing was changed"));
+      }
       generation = hold.generation;
       record = hold.record;
       if (hold.local_holds > 1) {
@@ -367,8 +379,13 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
       }
     }
   }
-  absl::StatusOr<int64_t> left =
-      backend_->Release(ReleaseCall{name, ref.owner, holds, record.get()});
+  const MonoTime sent = clock_.Now();
+  absl::StatusOr<int64_t> left = backend_->Release(
+      ReleaseCall{.name = name,
+                  .owner = ref.owner,
+                  .holds = holds,
+                  .record = record.get(),
+                  .keep_for = final_release ? keep_for : absl::ZeroDuration()});
 
   absl::MutexLock lock(&mu_);
   if (final_release) {
@@ -381,7 +398,14 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
       MarkLost(key, given_up, left.status(), Leftover::kGone, deliveries);
       return lost_before(left.status());
     }
-    if (!closed_) AddPendingRelease(key, holds, given_up.max_lease, record);
+    // The backend, if it took the release, keeps the lock from no earlier
+    // than `sent`: a retry keeps it until the same moment (C21).
+    if (!closed_) {
+      AddPendingRelease(key, holds, given_up.max_lease, record,
+                        keep_for > absl::ZeroDuration()
+                            ? sent + keep_for
+                            : MonoTime::InfinitePast());
+    }
     return WithContext(left.status(),
                        "the hold is given up, and its release is retried in "
                        "the background until the backend confirms it or the "

@@ -62,7 +62,8 @@ class ClientCore : public BackendListener,
   // HoldSite: what a Hold asks.
   // Takes one acquisition off: `ref.generation` 0 is whichever hold the
   // owner has, `ref.acquisition` 0 its innermost acquisition.
-  absl::Status ReleaseAcquisition(const HoldRef& ref) override;
+  absl::Status ReleaseAcquisition(const HoldRef& ref,
+                                  absl::Duration keep_for) override;
   absl::Status KeepUntilLeaseEnd(const HoldRef& ref) override;
   absl::Status RenewAcquisition(const HoldRef& ref,
                                 std::optional<absl::Duration> lease) override;
@@ -137,6 +138,10 @@ class ClientCore : public BackendListener,
     MonoTime next_try;
     absl::Duration retry_every;
     bool in_flight = false;  // a thread is sending it now
+    // Hold::ReleaseAndKeepFor(): the lock is to stay taken until here. Each
+    // try asks for what is left from its send, so that a retry neither
+    // frees the lock sooner (C21) nor keeps it longer than asked.
+    MonoTime keep_until = MonoTime::InfinitePast();
   };
 
   // An acquisition in flight for a key, and the background releases sent
@@ -206,8 +211,11 @@ class ClientCore : public BackendListener,
                          const AcquireOptions& options, absl::Duration lease,
                          CancelToken lost, uint64_t& acquisition)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status ReleaseHold(const HoldRef& ref,
+  absl::Status ReleaseHold(const HoldRef& ref, absl::Duration keep_for,
                            std::vector<Delivery>& deliveries);
+  // The ReleaseCall that sends a pending release at `now`.
+  static ReleaseCall PendingCall(const HoldKey& key, const PendingRelease& p,
+                                 MonoTime now);
 
   // Before a new acquisition of `key`: a release still pending for it must
   // be confirmed first, so that the acquisition is fresh (C21). Then
@@ -217,7 +225,8 @@ class ClientCore : public BackendListener,
                                  std::shared_ptr<HoldRecord>& held);
   void AddPendingRelease(const HoldKey& key, int64_t holds,
                          absl::Duration lease,
-                         std::shared_ptr<HoldRecord> record)
+                         std::shared_ptr<HoldRecord> record,
+                         MonoTime keep_until = MonoTime::InfinitePast())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A background release of `key` is about to be sent.
   void NoteReleaseSent(const HoldKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -118,10 +118,12 @@ void ClientCore::OnHoldLost(absl::string_view name, absl::string_view owner,
 
 void ClientCore::AddPendingRelease(const HoldKey& key, int64_t holds,
                                    absl::Duration lease,
-                                   std::shared_ptr<HoldRecord> record) {
+                                   std::shared_ptr<HoldRecord> record,
+                                   MonoTime keep_until) {
   const MonoTime now = clock_.Now();
   PendingRelease& p = pending_releases_[key];
   if (p.record == nullptr) p.record = std::move(record);
+  p.keep_until = std::max(p.keep_until, keep_until);
   p.holds = std::min(kAllHolds, p.holds + holds);
   // The backend set its expiry no later than now, to at most the longest
   // lease it was asked for: with no renewal it ends within that (C2).
@@ -129,6 +131,19 @@ void ClientCore::AddPendingRelease(const HoldKey& key, int64_t holds,
   p.retry_every = RetryEvery(lease);
   p.next_try = now;
   renewer_wake_.Signal();
+}
+
+ReleaseCall ClientCore::PendingCall(const HoldKey& key, const PendingRelease& p,
+                                    MonoTime now) {
+  // What is left of the keep, from this send; too little to keep is over
+  // (the backend would free the lock by then anyway).
+  absl::Duration keep_for = p.keep_until - now;
+  if (keep_for < kMinLease) keep_for = absl::ZeroDuration();
+  return ReleaseCall{.name = key.first,
+                     .owner = key.second,
+                     .holds = p.holds,
+                     .record = p.record.get(),
+                     .keep_for = keep_for};
 }
 
 void ClientCore::NoteReleaseSent(const HoldKey& key) {
@@ -142,8 +157,7 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
                                            std::shared_ptr<HoldRecord>& held) {
   const size_t key_hash = HoldKeyHash()(key);
   while (true) {
-    int64_t holds = 0;
-    std::shared_ptr<HoldRecord> record;
+    PendingRelease sending;
     {
       absl::MutexLock lock(&mu_);
       while (true) {
@@ -167,8 +181,7 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
             continue;
           }
           it->second.in_flight = true;
-          holds = it->second.holds;
-          record = it->second.record;
+          sending = it->second;
           NoteReleaseSent(key);
           break;
         }
@@ -177,8 +190,8 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
       }
     }
     const MonoTime sent = clock_.Now();
-    absl::StatusOr<int64_t> left = backend_->Release(
-        ReleaseCall{key.first, key.second, holds, record.get()});
+    absl::StatusOr<int64_t> left =
+        backend_->Release(PendingCall(key, sending, sent));
     absl::MutexLock lock(&mu_);
     released_.Signal();
     auto it = pending_releases_.find(key);
@@ -202,8 +215,7 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
 void ClientCore::RetryReleases(MonoTime now) {
   struct Due {
     HoldKey key;
-    int64_t holds;
-    std::shared_ptr<HoldRecord> record;
+    PendingRelease p;
   };
   std::vector<Due> due;
   for (auto it = pending_releases_.begin(); it != pending_releases_.end();) {
@@ -216,14 +228,14 @@ void ClientCore::RetryReleases(MonoTime now) {
         !releasing_.contains(HoldKeyHash()(it->first))) {
       p.in_flight = true;
       NoteReleaseSent(it->first);
-      due.push_back(Due{it->first, p.holds, p.record});
+      due.push_back(Due{it->first, p});
     }
     ++it;
   }
-  for (const auto& [key, holds, record] : due) {
+  for (const auto& [key, p] : due) {
     mu_.Unlock();
-    absl::StatusOr<int64_t> left = backend_->Release(
-        ReleaseCall{key.first, key.second, holds, record.get()});
+    absl::StatusOr<int64_t> left =
+        backend_->Release(PendingCall(key, p, clock_.Now()));
     mu_.Lock();
     released_.Signal();
     auto it = pending_releases_.find(key);
@@ -409,10 +421,11 @@ absl::Status ClientCore::Close() {
   // Every hold still believed held ends here: its owner is told (C20)
   // before the lock is let go, so that the work it guards can stop first.
   std::vector<Delivery> deliveries;
+  // A hold still believed, or a release still pending (with what is left
+  // of its keep, C21).
   struct ToRelease {
     HoldKey key;
-    int64_t holds;
-    std::shared_ptr<HoldRecord> record;
+    PendingRelease p;
   };
   std::vector<ToRelease> to_release;
   {
@@ -422,14 +435,15 @@ absl::Status ClientCore::Close() {
     for (auto& [key, hold] : holds_) {
       if (hold.lost) continue;
       to_release.push_back(
-          ToRelease{key, AllHoldsOf(key.second, hold), hold.record});
+          ToRelease{key, PendingRelease{.holds = AllHoldsOf(key.second, hold),
+                                        .record = hold.record}});
       MarkLost(key, hold, ClosedError(), Leftover::kGone, deliveries);
     }
     holds_.clear();
     for (auto& [key, p] : pending_releases_) {
       // One in flight belongs to the thread that sends it.
       if (!p.in_flight && clock_.Now() < p.give_up) {
-        to_release.push_back(ToRelease{key, p.holds, p.record});
+        to_release.push_back(ToRelease{key, p});
       }
     }
     pending_releases_.clear();
@@ -440,13 +454,13 @@ absl::Status ClientCore::Close() {
   const MonoTime give_up = clock_.Now() + options_.close_timeout;
   int failed = 0;
   absl::Status first_error;
-  for (const auto& [key, holds, record] : to_release) {
+  for (const auto& [key, p] : to_release) {
     if (clock_.Now() >= give_up) {
       ++failed;
       continue;
     }
-    absl::StatusOr<int64_t> left = backend_->Release(
-        ReleaseCall{key.first, key.second, holds, record.get()});
+    absl::StatusOr<int64_t> left =
+        backend_->Release(PendingCall(key, p, clock_.Now()));
     if (!left.ok() && !IsGone(left.status())) {
       if (failed++ == 0) first_error = left.status();
     }

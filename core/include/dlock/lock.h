@@ -50,6 +50,10 @@ struct LockInfo {
   uint64_t fencing_token = 0;
   absl::Duration remaining_lease = absl::ZeroDuration();
   absl::Time since = absl::InfinitePast();  // when the current hold began
+  // Held by nobody: released with Hold::ReleaseAndKeepFor(), it expires by
+  // itself after remaining_lease. locked is true and owner empty;
+  // fencing_token is the released hold's where the backend keeps it.
+  bool kept_after_release = false;
 };
 
 // The memory a server reports using for all its data, whoever's

@@ -131,6 +131,14 @@ struct ReleaseCall {
   // (the core asks for "all" with a large number).
   int64_t holds = 1;
   HoldRecord* record = nullptr;  // null: a hold taken elsewhere (C6)
+  // When the release takes the owner's last hold off, the lock stays taken
+  // by nobody until keep_for from now on the server's clock (at least,
+  // never less): refused to every owner, renewed and released by nobody,
+  // expiring by itself, removed by ForceUnlock(), reported by Inspect() and
+  // List() with LockInfo::kept_after_release. Its representation must name
+  // no owner or client. Zero: the lock is freed (and waiters woken).
+  // Otherwise at least 10ms; the core never asks it for a partial release.
+  absl::Duration keep_for = absl::ZeroDuration();
 };
 
 // How a backend tells the core about holds it learned are gone on its own
