@@ -17,12 +17,20 @@ std::string FormatSince(absl::Time since) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", since, absl::UTCTimeZone());
 }
 
+// Who holds a locked lock, for people: a lock kept after its release
+// (Hold::ReleaseAndKeepFor) has no owner.
+std::string HolderText(const LockInfo& info) {
+  return info.kept_after_release ? "(kept after release)" : info.owner;
+}
+
 std::string InfoJson(const LockInfo& info) {
   std::vector<std::string> fields = {
       absl::StrCat("\"name\":", JsonString(info.name)),
       absl::StrCat("\"locked\":", info.locked ? "true" : "false")};
   if (info.locked) {
     fields.push_back(absl::StrCat("\"owner\":", JsonString(info.owner)));
+    fields.push_back(absl::StrCat("\"kept_after_release\":",
+                                  info.kept_after_release ? "true" : "false"));
     fields.push_back(absl::StrCat("\"hold_count\":", info.hold_count));
     fields.push_back(absl::StrCat("\"fencing_token\":", info.fencing_token));
     fields.push_back(absl::StrCat(
@@ -77,7 +85,7 @@ int StatusCommand(const BackendFlags& flags, const std::string& name) {
     Print(absl::StrFormat(
         "%s: locked\n  holder:        %s\n  hold count:    %d\n"
         "  fencing token: %d\n  lease left:    %s\n  since:         %s\n",
-        name, info->owner, info->hold_count, info->fencing_token,
+        name, HolderText(*info), info->hold_count, info->fencing_token,
         absl::FormatDuration(info->remaining_lease), FormatSince(info->since)));
   }
   return kOk;
@@ -114,7 +122,7 @@ int ListCommand(const BackendFlags& flags, const std::string& prefix) {
                           info.fencing_token,
                           absl::FormatDuration(absl::Trunc(
                               info.remaining_lease, absl::Milliseconds(1))),
-                          info.owner));
+                          HolderText(info)));
   }
   return kOk;
 }
@@ -145,7 +153,7 @@ int UnlockCommand(const BackendFlags& flags, const std::string& name,
     }
     Print(out + "}\n");
   } else if (before->locked) {
-    Print(absl::StrCat(name, ": unlocked (was held by ", before->owner,
+    Print(absl::StrCat(name, ": unlocked (was held by ", HolderText(*before),
                        ", fencing token ", before->fencing_token, ")\n"));
   } else {
     Print(absl::StrCat(name, ": was not locked\n"));

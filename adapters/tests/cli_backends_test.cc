@@ -227,6 +227,29 @@ TEST_P(CliBackendTest, StatusListUnlockInTextAndJson) {
             "{\"name\":\"reports/nightly\",\"locked\":false}\n");
 }
 
+// A lock kept after its release (Hold::ReleaseAndKeepFor), here by a
+// scheduled job's runner that has exited: held, by nobody.
+TEST_P(CliBackendTest, StatusAndListShowALockKeptAfterRelease) {
+  const std::string runs = dir_ + "/runs";
+  Result ran = RunProcess({testing::kJobRunnerPath, GetParam().uri(ns_),
+                           "nightly", "s1", "60s", "60s", "0s", runs},
+                          {}, absl::Seconds(60));
+  ASSERT_EQ(ran.code, 0) << ran.err;
+  Result status = Dl({"status", "nightly@s1"});
+  EXPECT_EQ(status.code, 0);
+  EXPECT_THAT(status.out, HasSubstr("nightly@s1: locked"));
+  EXPECT_THAT(status.out, HasSubstr("holder:        (kept after release)"));
+  Result json = Dl({"status", "--json", "nightly@s1"});
+  EXPECT_THAT(json.out, HasSubstr("\"locked\":true,\"owner\":\"\","
+                                  "\"kept_after_release\":true"));
+  Result list = Dl({"list"});
+  EXPECT_THAT(list.out, HasSubstr("(kept after release)"));
+  Result unlock = Dl({"unlock", "--force", "nightly@s1"});
+  EXPECT_THAT(unlock.out,
+              HasSubstr("unlocked (was held by (kept after release)"));
+  EXPECT_THAT(Dl({"status", "nightly@s1"}).out, HasSubstr("nightly@s1: free"));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Backends, CliBackendTest, ::testing::ValuesIn(testing::ServerBackends()),
     [](const ::testing::TestParamInfo<testing::ServerBackend>& info) {

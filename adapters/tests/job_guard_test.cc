@@ -88,31 +88,9 @@ TEST(JobGuardTest, AFastRunKeepsTheSlotClosedForLockAtLeastFor) {
   EXPECT_EQ(runs.load(), 2);
 }
 
-TEST(JobGuardTest, AGuardMadeForOneRunStillKeepsTheSlotClosed) {
-  const std::string uri = UniqueUri();
-  std::unique_ptr<LockClient> a = MustConnect(uri), b = MustConnect(uri);
-  const JobOptions options{.lock_at_most_for = absl::Seconds(30),
-                           .lock_at_least_for = absl::Milliseconds(1500)};
-  std::atomic<int> runs{0};
-  const absl::Time start = absl::Now();
-  {
-    ScheduledJobGuard once(*a);
-    EXPECT_EQ(RunOn(once, options, runs, absl::Milliseconds(10)),
-              JobOutcome::kRan);
-  }
-  // The guard is gone: the run key is kept on the backend all the same.
-  ScheduledJobGuard node_b(*b);
-  EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
-            JobOutcome::kSkippedRecentlyRan);
-  EXPECT_EQ(runs.load(), 1);
-  absl::SleepFor(start + absl::Milliseconds(1600) - absl::Now());
-  EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
-            JobOutcome::kRan);
-  EXPECT_EQ(runs.load(), 2);
-}
-
-// The cron case: the node's process closes its client right after the run
-// (and would exit); the slot stays closed, with no waiting.
+// The cron case: the guard is made for one run and the node's process
+// closes its client right after it (and would exit); the slot stays
+// closed, with no waiting.
 TEST(JobGuardTest, ClosingTheClientRightAfterTheRunKeepsTheSlotClosed) {
   const std::string uri = UniqueUri();
   std::unique_ptr<LockClient> a = MustConnect(uri), b = MustConnect(uri);

@@ -37,6 +37,30 @@ absl::StatusOr<Hold> TryUntilGranted(DistributedLock& lock,
   }
 }
 
+// Two clients, each with a handle on one lock: the holder's and another.
+struct TwoClients {
+  std::unique_ptr<LockClient> holder;
+  std::unique_ptr<LockClient> other;
+  std::unique_ptr<DistributedLock> held;
+  std::unique_ptr<DistributedLock> contender;
+};
+absl::StatusOr<TwoClients> OnTwoClients(
+    absl::StatusOr<std::unique_ptr<LockClient>> holder,
+    absl::StatusOr<std::unique_ptr<LockClient>> other, absl::string_view name) {
+  if (!holder.ok()) return holder.status();
+  if (!other.ok()) return other.status();
+  TwoClients two{.holder = *std::move(holder), .other = *std::move(other)};
+  absl::StatusOr<std::unique_ptr<DistributedLock>> held =
+      two.holder->GetLock(name);
+  if (!held.ok()) return held.status();
+  absl::StatusOr<std::unique_ptr<DistributedLock>> contender =
+      two.other->GetLock(name);
+  if (!contender.ok()) return contender.status();
+  two.held = *std::move(held);
+  two.contender = *std::move(contender);
+  return two;
+}
+
 // How a lock kept for at most `keep` looks from any client.
 void ExpectKept(LockClient& client, absl::string_view name,
                 uint64_t released_token, absl::Duration keep = kKeep) {
@@ -53,10 +77,9 @@ void ExpectKept(LockClient& client, absl::string_view name,
 }
 
 TEST_P(Conformance, Keep_RefusesEveryOwnerUntilItEndsThenTokenGrows) {
-  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("kept"));
-  ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("kept"));
+  ASSERT_OK_AND_ASSIGN(TwoClients two,
+                       OnTwoClients(NewClient(), NewClient(), "kept"));
+  auto& [holder, other, held, contender] = two;
 
   ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
   const uint64_t token = hold.fencing_token();
@@ -99,10 +122,9 @@ TEST_P(Conformance, Keep_ListedAsKeptWithNoOwner) {
 }
 
 TEST_P(Conformance, Keep_CloseOfTheReleasingClientLeavesItKept) {
-  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("kept-past-close"));
-  ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("kept-past-close"));
+  ASSERT_OK_AND_ASSIGN(TwoClients two, OnTwoClients(NewClient(), NewClient(),
+                                                    "kept-past-close"));
+  auto& [holder, other, held, contender] = two;
   ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
   const uint64_t token = hold.fencing_token();
   ASSERT_OK(hold.ReleaseAndKeepFor(kKeep));
@@ -116,10 +138,10 @@ TEST_P(Conformance, Keep_CloseOfTheReleasingClientLeavesItKept) {
 // C9: the kept lock ends without any release to announce it; a waiter is
 // woken then, long before its fallback poll.
 TEST_P(Conformance, Keep_WaiterWokenWhenItEnds) {
-  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto other, NewClient(SlowPollOptions()));
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("kept-waited"));
-  ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("kept-waited"));
+  ASSERT_OK_AND_ASSIGN(
+      TwoClients two,
+      OnTwoClients(NewClient(), NewClient(SlowPollOptions()), "kept-waited"));
+  auto& [holder, other, held, contender] = two;
   ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
 
   AcquireOptions wait;
@@ -138,10 +160,9 @@ TEST_P(Conformance, Keep_WaiterWokenWhenItEnds) {
 }
 
 TEST_P(Conformance, Keep_ForceUnlockEndsIt) {
-  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("kept-forced"));
-  ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("kept-forced"));
+  ASSERT_OK_AND_ASSIGN(TwoClients two,
+                       OnTwoClients(NewClient(), NewClient(), "kept-forced"));
+  auto& [holder, other, held, contender] = two;
   ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
   const uint64_t token = hold.fencing_token();
   ASSERT_OK(hold.ReleaseAndKeepFor(absl::Seconds(60)));
@@ -155,10 +176,9 @@ TEST_P(Conformance, Keep_ForceUnlockEndsIt) {
 }
 
 TEST_P(Conformance, Keep_ZeroIsAPlainRelease) {
-  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("kept-zero"));
-  ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("kept-zero"));
+  ASSERT_OK_AND_ASSIGN(TwoClients two,
+                       OnTwoClients(NewClient(), NewClient(), "kept-zero"));
+  auto& [holder, other, held, contender] = two;
   ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
   ASSERT_OK(hold.ReleaseAndKeepFor(absl::ZeroDuration()));
   EXPECT_FALSE(hold.active());
@@ -211,10 +231,9 @@ TEST_P(Conformance, Keep_RefusedWhileOtherAcquisitionsStand) {
 // A hold lost before the call keeps nothing: the lock is free, or the new
 // owner's, as it was.
 TEST_P(Conformance, Keep_LostHoldIsLostAndKeepsNothing) {
-  ASSERT_OK_AND_ASSIGN(auto holder, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("kept-lost"));
-  ASSERT_OK_AND_ASSIGN(auto contender, other->GetLock("kept-lost"));
+  ASSERT_OK_AND_ASSIGN(TwoClients two,
+                       OnTwoClients(NewClient(), NewClient(), "kept-lost"));
+  auto& [holder, other, held, contender] = two;
 
   ASSERT_OK_AND_ASSIGN(Hold expired,
                        held->Acquire(WithLease(absl::Milliseconds(300))));
