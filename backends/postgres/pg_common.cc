@@ -16,6 +16,9 @@ LockInfo ToInfo(const PGresult* r, int row, int first_col,
   info.fencing_token = static_cast<uint64_t>(GetInt(r, row, first_col + 2));
   info.remaining_lease = absl::Microseconds(GetInt(r, row, first_col + 3));
   info.since = absl::FromUnixMicros(GetInt(r, row, first_col + 4));
+  if (!PQgetisnull(r, row, first_col + 5)) {
+    info.holder_live = GetText(r, row, first_col + 5) == "t";
+  }
   return info;
 }
 

@@ -7,7 +7,8 @@ namespace dlock::postgres {
 namespace {
 
 // {T} the table, {S} the fencing sequence, {M} the meta table, {F} the prefix
-// of the session-mode functions; all quoted identifiers of a validated name.
+// of the session-mode functions, {V} the liveness table; all quoted
+// identifiers of a validated name.
 //
 // A row is live while expires_at is in the future (and, for a session-mode
 // row, while some session holds the shared advisory lock on session_key). A
@@ -46,6 +47,16 @@ CREATE TABLE IF NOT EXISTS {T} (
 ALTER TABLE {T} ADD COLUMN IF NOT EXISTS dead_since timestamptz,
   ADD COLUMN IF NOT EXISTS grace_ms bigint;
 DROP FUNCTION IF EXISTS {F}acquire"(text, text, text, bigint, boolean);
+-- Version 3: holder liveness (lease mode). A row per client whose
+-- live_until its heartbeat keeps ahead (server clock); live_ids on a lock
+-- row lists the clients whose liveness protects the hold (NULL: its lease
+-- alone ends it). A lease-mode acquirer takes over a row none of whose
+-- clients is live, whatever its lease.
+CREATE TABLE IF NOT EXISTS {V} (
+  client text PRIMARY KEY,
+  live_until timestamptz NOT NULL
+);
+ALTER TABLE {T} ADD COLUMN IF NOT EXISTS live_ids text[];
 
 -- Whether some session still holds the shared advisory lock on p_key: the
 -- exclusive try fails exactly when another session does. A shared lock held
@@ -149,7 +160,8 @@ BEGIN
     UPDATE {T} l SET owner = p_owner, holds = 1,
         fencing_token = nextval('{S}'), kept_lease_ms = p_lease_ms,
         expires_at = v_now + v_lease, since = v_now, session_key = v_key,
-        wanted = false, dead_since = NULL, grace_ms = p_grace_ms
+        wanted = false, dead_since = NULL, grace_ms = p_grace_ms,
+        live_ids = NULL
       WHERE l.namespace = p_ns AND l.name = p_name
       RETURNING l.fencing_token INTO o_token;
     PERFORM pg_advisory_lock_shared(v_key);
@@ -227,25 +239,29 @@ BEGIN
 END
 $fn$;
 
-INSERT INTO {M} SELECT 2 WHERE NOT EXISTS (SELECT 1 FROM {M});
-UPDATE {M} SET version = 2 WHERE version < 2;
+INSERT INTO {M} SELECT 3 WHERE NOT EXISTS (SELECT 1 FROM {M});
+UPDATE {M} SET version = 3 WHERE version < 3;
 COMMIT;
 )sql";
 
 // Fresh hold, re-entry, or a waiter's mark, decided once under the row lock:
-// "again" (ours and live) implies "take" (ours, or free or expired). A failed
-// attempt changes nothing but `wanted`, so that the holder's release knows to
-// NOTIFY; uncontended releases announce nothing (C9). The last column is how
-// long the holder has left, a hint for when to look again.
+// "again" (ours and live) implies "take" (ours, or free or expired, or every
+// client whose liveness protects it lapsed). A failed attempt changes
+// nothing but `wanted`, so that the holder's release knows to NOTIFY;
+// uncontended releases announce nothing (C9). The last column is how long
+// until the holder's lease or liveness may end, when to look again. $5 the
+// caller's liveness id, $6 its TTL in ms (0: none): a grant records it on
+// the row and refreshes its liveness row in the same statement.
 constexpr char kAcquire[] = R"sql(
+WITH a AS (
 INSERT INTO {T} AS l (namespace, name, owner, holds, fencing_token,
-    kept_lease_ms, expires_at, since)
+    kept_lease_ms, expires_at, since, live_ids)
 VALUES ($1, $2, $3, 1, nextval('{S}'), $4::bigint,
     clock_timestamp() + $4::bigint * interval '1 millisecond',
-    clock_timestamp())
+    clock_timestamp(), CASE WHEN $6::bigint > 0 THEN ARRAY[$5::text] END)
 ON CONFLICT (namespace, name) DO UPDATE SET
   (owner, holds, fencing_token, kept_lease_ms, expires_at, since, session_key,
-   wanted) =
+   wanted, live_ids) =
   (SELECT
      CASE WHEN d.take THEN $3 ELSE l.owner END,
      CASE WHEN d.again THEN l.holds + 1 WHEN d.take THEN 1 ELSE l.holds END,
@@ -259,12 +275,36 @@ ON CONFLICT (namespace, name) DO UPDATE SET
           ELSE l.expires_at END,
      CASE WHEN d.again OR NOT d.take THEN l.since ELSE d.now END,
      CASE WHEN d.again OR NOT d.take THEN l.session_key END,
-     CASE WHEN d.again THEN l.wanted ELSE NOT d.take END
+     CASE WHEN d.again THEN l.wanted ELSE NOT d.take END,
+     CASE WHEN NOT d.take THEN l.live_ids
+          WHEN $6::bigint = 0 THEN NULL
+          WHEN NOT d.again THEN ARRAY[$5::text]
+          WHEN l.live_ids IS NULL OR $5::text = ANY(l.live_ids)
+            THEN l.live_ids
+          ELSE l.live_ids || $5::text END
    FROM (SELECT l.owner = $3 AND l.expires_at > clock_timestamp() AS again,
-                l.owner = $3 OR l.expires_at <= clock_timestamp() AS take,
+                l.owner = $3 OR l.expires_at <= clock_timestamp()
+                  OR (l.live_ids IS NOT NULL AND NOT EXISTS (
+                    SELECT 1 FROM {V} v WHERE v.client = ANY(l.live_ids)
+                      AND v.live_until > clock_timestamp())) AS take,
                 clock_timestamp() AS now) d)
-RETURNING l.owner = $3, l.holds, l.fencing_token, GREATEST(0,
-    ceil(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000))::bigint
+RETURNING l.owner = $3 AS got, l.holds, l.fencing_token, GREATEST(0, ceil(
+    extract(epoch FROM LEAST(l.expires_at, (SELECT max(v.live_until)
+        FROM {V} v WHERE v.client = ANY(l.live_ids)))
+      - clock_timestamp()) * 1000))::bigint AS left_ms),
+v AS (
+INSERT INTO {V} (client, live_until)
+SELECT $5, clock_timestamp() + $6::bigint * interval '1 millisecond'
+  FROM a WHERE a.got AND $6::bigint > 0
+ON CONFLICT (client) DO UPDATE SET live_until = EXCLUDED.live_until)
+SELECT * FROM a
+)sql";
+
+// The heartbeat: $1 the client's liveness id, $2 its TTL in ms.
+constexpr char kLiveness[] = R"sql(
+INSERT INTO {V} (client, live_until)
+VALUES ($1, clock_timestamp() + $2::bigint * interval '1 millisecond')
+ON CONFLICT (client) DO UPDATE SET live_until = EXCLUDED.live_until
 )sql";
 
 // The notification is sent at commit, so a woken waiter finds the row free;
@@ -316,10 +356,15 @@ constexpr char kLive[] =
     "l.expires_at > clock_timestamp() AND CASE WHEN l.session_key IS NULL "
     "THEN true ELSE {F}alive\"(l.session_key) END";
 
+// The last column: whether the holder is live (a session-mode row is, while
+// it counts at all), NULL when no liveness protects the hold.
 constexpr char kColumns[] =
     "l.owner, l.holds, l.fencing_token, GREATEST(0, extract(epoch FROM "
     "l.expires_at - clock_timestamp()) * 1000000)::bigint, "
-    "(extract(epoch FROM l.since) * 1000000)::bigint";
+    "(extract(epoch FROM l.since) * 1000000)::bigint, "
+    "CASE WHEN l.session_key IS NOT NULL THEN true "
+    "WHEN l.live_ids IS NOT NULL THEN EXISTS (SELECT 1 FROM {V} v WHERE "
+    "v.client = ANY(l.live_ids) AND v.live_until > clock_timestamp()) END";
 
 constexpr char kForce[] = R"sql(
 WITH f AS (
@@ -339,17 +384,19 @@ Sql::Sql(const std::string& table) {
   const std::string t = Quote(table);
   const std::string m = Quote(table + "_meta");
   const std::string s = Quote(table + "_fencing");
+  const std::string v = Quote(table + "_liveness");
   // {F}acquire" -> "<table>_s_acquire"
   const std::string f = absl::StrCat("\"", table, "_s_");
   auto fill = [&](absl::string_view text) {
     return absl::StrReplaceAll(
-        text, {{"{T}", t}, {"{M}", m}, {"{S}", s}, {"{F}", f}});
+        text, {{"{T}", t}, {"{M}", m}, {"{S}", s}, {"{F}", f}, {"{V}", v}});
   };
   channel = table + "_released";
   listen = absl::StrCat("LISTEN ", Quote(channel));
   acquire = {"dlock_acquire", fill(kAcquire)};
   release = {"dlock_release", fill(kRelease)};
   renew = {"dlock_renew", fill(kRenew)};
+  liveness = {"dlock_liveness", fill(kLiveness)};
   renew_many = {"dlock_renew_many", fill(kRenewMany)};
   inspect = {"dlock_inspect",
              fill(absl::StrCat("SELECT ", kColumns,
@@ -363,7 +410,9 @@ Sql::Sql(const std::string& table) {
                             kLive, " ORDER BY l.name"))};
   force = {"dlock_force", fill(kForce)};
   sweep = {"dlock_sweep",
-           fill("DELETE FROM {T} WHERE expires_at < clock_timestamp() - "
+           fill("WITH v AS (DELETE FROM {V} WHERE live_until < "
+                "clock_timestamp() - interval '10 minutes') "
+                "DELETE FROM {T} WHERE expires_at < clock_timestamp() - "
                 "interval '10 minutes'")};
   // The name is a validated identifier: no quote can end the literal.
   memory = {"dlock_memory",

@@ -19,7 +19,8 @@ struct Script {
 };
 
 // The lock is one hash: owner, holds, token (fencing), lease (the kept
-// maximum, ms), since (server ms). Its PEXPIRE is the lease.
+// maximum, ms), since (server ms), live (the holders' liveness keys). Its
+// PEXPIRE is the lease.
 struct Scripts {
   Script acquire;
   Script release;
@@ -29,6 +30,8 @@ struct Scripts {
   // Redlock: writes the token a quorum agreed on into the hold and raises
   // the master's counter to it (docs/redis.md, fencing over a quorum).
   Script raise_token;
+  // Refreshes a client's liveness key (Backend::RenewLiveness).
+  Script liveness;
 
   Scripts();
   // Loads every script; called on the first connection.

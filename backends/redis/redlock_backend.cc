@@ -361,8 +361,8 @@ class RedlockBackend : public Backend {
       std::shared_ptr<RedlockHold>* record, bool* split) {
     const MonoTime sent = clock_.Now();
     Replies replies = OnEach([&](const Master& m, size_t) {
-      return AcquireScript(m, keys_, call.name, call.owner, call.lease,
-                           will_wait);
+      return AcquireScript(m, keys_, no_liveness_, call.name, call.owner,
+                           call.lease, will_wait);
     });
     std::vector<std::optional<Acquired>> granted(masters_.size());
     // The holders' leases left, by holder.
@@ -564,6 +564,11 @@ class RedlockBackend : public Backend {
 
   const Clock& clock_;
   const Keyspace keys_;
+  // Redlock keeps no liveness record (docs/redis.md): a refresh confirmed
+  // by a quorum need not reach a quorum of the masters that hold a lock, so
+  // a waiter could take over on masters the refresh missed while the holder
+  // believes its hold. Its holds end with their lease only.
+  const Liveness no_liveness_{.key = keys_.LivenessKey("off"), .ttl_ms = 0};
   const size_t quorum_;
   const Drift drift_;
   const absl::Duration retry_delay_;

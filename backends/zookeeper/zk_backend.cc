@@ -264,6 +264,8 @@ absl::StatusOr<LockInfo> ZkBackend::Inspect(absl::string_view name) {
   }
   const Holder& h = **holder;
   info.locked = true;
+  // The holder's node lives on its session: held means live.
+  info.holder_live = true;
   info.owner = h.data.owner;
   info.hold_count = h.data.holds;
   info.fencing_token = static_cast<uint64_t>(h.stat.czxid);

@@ -15,6 +15,10 @@ MonoTime Backend::HeldUntil(absl::string_view, absl::string_view,
   return MonoTime::InfiniteFuture();
 }
 
+absl::Status Backend::RenewLiveness(absl::Duration) {
+  return absl::UnimplementedError("this backend keeps no liveness record");
+}
+
 absl::StatusOr<std::vector<LockInfo>> Backend::List(absl::string_view) {
   return absl::UnimplementedError("this backend cannot list its locks");
 }

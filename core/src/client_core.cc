@@ -28,6 +28,13 @@ ClientCore::~ClientCore() { Close().IgnoreError(); }
 void ClientCore::Start(std::unique_ptr<Backend> backend) {
   backend_ = std::move(backend);
   traits_ = backend_->Traits();
+  if (traits_.liveness_record) {
+    liveness_ttl_ = options_.liveness_ttl;
+    if (KeepsLiveness()) {
+      absl::MutexLock lock(&mu_);
+      liveness_until_ = MonoTime::InfinitePast();  // nothing confirmed yet
+    }
+  }
   // The threads keep the core alive: a lost callback may close the client
   // and drop the last reference while a thread is still unwinding.
   renewer_ = std::thread([self = shared_from_this()] { self->RenewerLoop(); });
@@ -79,8 +86,9 @@ MonoTime ClientCore::LocalDeadline(MonoTime sent, absl::Duration lease) const {
 }
 
 MonoTime ClientCore::DeadlineOf(const HoldKeyView& key, const HoldEntry& hold) {
-  return std::min(hold.valid_until, backend_->HeldUntil(key.first, key.second,
-                                                        hold.record.get()));
+  return std::min(
+      {hold.valid_until, liveness_until_,
+       backend_->HeldUntil(key.first, key.second, hold.record.get())});
 }
 
 int64_t ClientCore::AllHoldsOf(absl::string_view owner, const HoldEntry& hold) {
@@ -151,6 +159,8 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
   }
   // A re-entry keeps the record of the hold it re-entered (backend.h).
   if (grant->record == nullptr) grant->record = held;
+  // The grant refreshed this client's liveness record in the same step.
+  if (KeepsLiveness()) LivenessConfirmed(grant->sent);
   if (closed_) {
     // Close() began while we were acquiring; it will not see this hold.
     mu_.Unlock();

@@ -227,6 +227,16 @@ class ClientCore : public BackendListener,
 
   void RenewerLoop();
   void RenewDue(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Holder liveness (docs/reliability.md): whether the core keeps a
+  // liveness record on the backend, whether it is due a refresh (some hold
+  // is believed), the heartbeat itself, and what a confirmed refresh sent at
+  // `sent` vouches for.
+  bool KeepsLiveness() const {
+    return liveness_ttl_ != absl::InfiniteDuration();
+  }
+  bool LivenessWanted() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RefreshLiveness(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LivenessConfirmed(MonoTime sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RetryReleases(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifierLoop();
   // Marks holds whose notice time has come lost; returns the next one.
@@ -241,6 +251,9 @@ class ClientCore : public BackendListener,
   const uint64_t instance_;  // random, tells this client object apart
   std::unique_ptr<Backend> backend_;
   BackendTraits traits_;  // the backend's, set by Start()
+  // The liveness record's TTL, set by Start(): InfiniteDuration when the
+  // backend keeps none or options_.liveness_ttl turns it off.
+  absl::Duration liveness_ttl_ = absl::InfiniteDuration();
   CancelToken closing_;
 
   // Held shared by every call into the backend from a caller's thread,
@@ -264,6 +277,12 @@ class ClientCore : public BackendListener,
   absl::flat_hash_map<size_t, Acquiring> acquiring_ ABSL_GUARDED_BY(mu_);
   // Notices for the notifier's thread, oldest first.
   std::deque<Delivery> queued_ ABSL_GUARDED_BY(mu_);
+  // Every hold is believed at most until here: the send time of the last
+  // confirmed liveness refresh (a heartbeat or a grant) plus the TTL, less
+  // the drift margin (C19). InfiniteFuture without liveness.
+  MonoTime liveness_until_ ABSL_GUARDED_BY(mu_) = MonoTime::InfiniteFuture();
+  MonoTime next_heartbeat_ ABSL_GUARDED_BY(mu_) = MonoTime::InfinitePast();
+  absl::Status heartbeat_error_ ABSL_GUARDED_BY(mu_);  // the last failure
   // When each thread plans to wake next: a change that needs it sooner
   // signals it, others do not.
   MonoTime renewer_wakes_at_ ABSL_GUARDED_BY(mu_);

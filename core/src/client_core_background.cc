@@ -49,6 +49,19 @@ void ClientCore::MarkLostQueued(const HoldKey& key, HoldEntry& hold,
 
 absl::Status ClientCore::DeadlineReason(const HoldKey& key,
                                         const HoldEntry& hold) {
+  if (liveness_until_ < hold.valid_until &&
+      liveness_until_ <=
+          backend_->HeldUntil(key.first, key.second, hold.record.get())) {
+    // Past here a waiter may take the lock over whatever its lease.
+    return absl::UnavailableError(absl::StrCat(
+        "this client's liveness record (liveness_ttl ",
+        absl::FormatDuration(liveness_ttl_),
+        ") was not confirmed in time, so other clients may take its locks "
+        "over",
+        heartbeat_error_.ok()
+            ? ""
+            : absl::StrCat(": ", heartbeat_error_.message())));
+  }
   if (backend_->HeldUntil(key.first, key.second, hold.record.get()) <
       hold.valid_until) {
     return absl::UnavailableError(
@@ -88,6 +101,9 @@ void ClientCore::WakeFor(const HoldKey& key, const HoldEntry& hold) {
   const MonoTime notice_at = DeadlineOf(key, hold) - NoticeLead(hold.lease);
   if (notice_at < notifier_wakes_at_) notifier_wake_.Signal();
   if (hold.renewed && hold.next_renewal < renewer_wakes_at_) {
+    renewer_wake_.Signal();
+  }
+  if (KeepsLiveness() && next_heartbeat_ < renewer_wakes_at_) {
     renewer_wake_.Signal();
   }
 }
@@ -245,11 +261,14 @@ void ClientCore::RenewerLoop() {
   absl::MutexLock lock(&mu_);
   while (!closed_) {
     renewer_wakes_at_ = MonoTime::InfinitePast();  // busy: signal freely
+    RefreshLiveness(clock_.Now());
+    if (closed_) break;
     RenewDue(clock_.Now());
     if (closed_) break;
     RetryReleases(clock_.Now());
     if (closed_) break;
     MonoTime next = MonoTime::InfiniteFuture();
+    if (LivenessWanted()) next = next_heartbeat_;
     for (const auto& [key, hold] : holds_) {
       if (hold.renewed && !hold.lost) next = std::min(next, hold.next_renewal);
     }
@@ -329,6 +348,51 @@ void ClientCore::RenewDue(MonoTime now) {
     }
   }
   notifier_wake_.Signal();  // deadlines moved
+}
+
+// --- Holder liveness ---------------------------------------------------------
+
+bool ClientCore::LivenessWanted() const {
+  if (!KeepsLiveness()) return false;
+  for (const auto& [key, hold] : holds_) {
+    if (!hold.lost && !hold.acquisitions.empty()) return true;
+  }
+  return false;
+}
+
+void ClientCore::LivenessConfirmed(MonoTime sent) {
+  const MonoTime until = LocalDeadline(sent, liveness_ttl_);
+  if (until <= liveness_until_) return;
+  // Holds whose notice time came under the old bound stay lost (C20), even
+  // if the notifier has not looked yet: latched before the bound moves.
+  const MonoTime now = clock_.Now();
+  if (now >= liveness_until_ - NoticeLead(absl::InfiniteDuration())) {
+    ExpireOverdue(now);
+  }
+  liveness_until_ = until;
+  next_heartbeat_ = std::max(next_heartbeat_, sent + liveness_ttl_ / 3);
+  heartbeat_error_ = absl::OkStatus();
+  notifier_wake_.Signal();  // deadlines moved
+}
+
+void ClientCore::RefreshLiveness(MonoTime now) {
+  if (now < next_heartbeat_ || !LivenessWanted()) return;
+  // Sent without the lock, as renewals are; a heartbeat confirmed after the
+  // deadline it would have extended changes nothing for holds already told
+  // lost (LatchDeadline keeps them lost).
+  mu_.Unlock();
+  const MonoTime sent = clock_.Now();
+  const absl::Status refreshed = backend_->RenewLiveness(liveness_ttl_);
+  mu_.Lock();
+  if (refreshed.ok()) {
+    LivenessConfirmed(sent);
+    next_heartbeat_ = sent + liveness_ttl_ / 3;
+  } else {
+    // Tried again soon; the notifier ends every hold at liveness_until_ if
+    // no refresh gets through by then.
+    heartbeat_error_ = refreshed;
+    next_heartbeat_ = clock_.Now() + RetryEvery(liveness_ttl_);
+  }
 }
 
 // --- The notifier ------------------------------------------------------------

@@ -27,6 +27,17 @@ struct ClientOptions {
   std::string lock_namespace;
   // The lease of holds renewed by the watchdog (C7), renewed at a third.
   absl::Duration watchdog_lease = absl::Seconds(30);
+  // Holder liveness (docs/reliability.md): while this client holds a lock it
+  // refreshes a liveness record on the backend every third of this, and a
+  // hold of a client whose record lapsed may be taken over by a waiter,
+  // whatever its lease. The client tells its own holds lost once the record
+  // is not confirmed for this long (less the drift margin), before anyone
+  // can take them over (C19). Backends whose holds live on a session
+  // (ZooKeeper, PostgreSQL mode=session) keep no record: the session is the
+  // liveness. InfiniteDuration: no liveness record, holds end with their
+  // lease only. Finite values must be at least 10ms. The URI option
+  // liveness_ttl= overrides it.
+  absl::Duration liveness_ttl = absl::Seconds(10);
   // How often a waiter re-checks when no wake-up arrives (C9).
   absl::Duration fallback_poll = absl::Seconds(1);
   // Upper bound for Close() to release what the client holds (C13).
