@@ -99,7 +99,8 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
     return AcquireHold(name, options, *owner, fresh);
   }
   const MonoTime start = clock_.Now();
-  const absl::string_view owner_id = owner.ok() ? *owner : "";
+  const absl::string_view owner_id =
+      owner.ok() ? absl::string_view(*owner) : absl::string_view();
   observer_.Tell(&LockObserver::OnAcquireAttempt,
                  AcquireAttemptEvent{.lock_namespace = lock_namespace_,
                                      .name = name,
