@@ -114,10 +114,38 @@ struct PrometheusMetrics::Namespace {
   std::atomic<int64_t> holds{0};
 };
 
-PrometheusMetrics::PrometheusMetrics() = default;
+namespace {
+// Tells registries apart in the per-thread cache below, even one made at
+// the address of a destroyed one.
+std::atomic<uint64_t> next_registry_id{1};
+}  // namespace
+
+PrometheusMetrics::PrometheusMetrics()
+    : id_(next_registry_id.fetch_add(1, std::memory_order_relaxed)) {}
 PrometheusMetrics::~PrometheusMetrics() = default;
 
 PrometheusMetrics::Namespace& PrometheusMetrics::For(
+    absl::string_view lock_namespace) {
+  // A thread's events mostly come from one client, so one namespace: the
+  // last one found spares the shared lock and the hash. Entries are never
+  // removed, so the pointer is good while the registry (same id) lives.
+  struct Last {
+    uint64_t registry = 0;
+    std::string lock_namespace;
+    Namespace* found = nullptr;
+  };
+  thread_local Last last;
+  if (last.registry == id_ && last.lock_namespace == lock_namespace) {
+    return *last.found;
+  }
+  Namespace& found = Find(lock_namespace);
+  last.registry = id_;
+  last.lock_namespace.assign(lock_namespace.data(), lock_namespace.size());
+  last.found = &found;
+  return found;
+}
+
+PrometheusMetrics::Namespace& PrometheusMetrics::Find(
     absl::string_view lock_namespace) {
   {
     absl::ReaderMutexLock lock(&mu_);

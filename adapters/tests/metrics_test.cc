@@ -292,6 +292,29 @@ TEST(PrometheusMetrics, OneRegistryServesSeveralClients) {
       absl::StrContains(page, "dlock_holds_held{namespace=\"billing\"} 0\n"));
 }
 
+// A thread remembers the namespace its last event found: a registry made
+// after another (perhaps at the same address) must not inherit it.
+TEST(PrometheusMetrics, EachRegistryCountsOnlyItsOwnEvents) {
+  for (int i = 0; i < 3; ++i) {
+    auto m = std::make_unique<PrometheusMetrics>();
+    m->OnAcquireAttempt({.lock_namespace = "same"});
+    m->OnAcquireAttempt({.lock_namespace = "same"});
+    EXPECT_TRUE(absl::StrContains(
+        m->RenderText(),
+        "dlock_acquire_attempts_total{namespace=\"same\"} 2\n"))
+        << m->RenderText();
+  }
+  PrometheusMetrics a;
+  PrometheusMetrics b;
+  a.OnAcquireAttempt({.lock_namespace = "x"});
+  b.OnAcquireAttempt({.lock_namespace = "x"});
+  a.OnAcquireAttempt({.lock_namespace = "x"});
+  EXPECT_TRUE(absl::StrContains(
+      a.RenderText(), "dlock_acquire_attempts_total{namespace=\"x\"} 2\n"));
+  EXPECT_TRUE(absl::StrContains(
+      b.RenderText(), "dlock_acquire_attempts_total{namespace=\"x\"} 1\n"));
+}
+
 TEST(PrometheusMetrics, CountsEveryEventFromConcurrentThreads) {
   PrometheusMetrics m;
   constexpr int kThreads = 8;

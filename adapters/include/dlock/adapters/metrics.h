@@ -47,12 +47,14 @@
 // others appear, at zero, as soon as the namespace has had an event.
 //
 // Thread safety: every method may be called from any thread at once. An
-// event costs a shared lock and a hash lookup for its namespace (an
-// exclusive lock the first time a namespace is seen) and a few relaxed
-// atomic additions.
+// event costs a few relaxed atomic additions, and finding its namespace: a
+// string comparison with the namespace the thread's last event had, else a
+// shared lock and a hash lookup (an exclusive lock the first time a
+// namespace is seen).
 #ifndef DLOCK_ADAPTERS_METRICS_H_
 #define DLOCK_ADAPTERS_METRICS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -94,6 +96,9 @@ class PrometheusMetrics : public LockObserver {
   struct Namespace;  // its counters and histograms; see metrics.cc
 
   Namespace& For(absl::string_view lock_namespace);
+  Namespace& Find(absl::string_view lock_namespace);
+
+  const uint64_t id_;  // for For()'s per-thread cache
 
   mutable absl::Mutex mu_;
   // Entries are never removed, so a reference stays valid after mu_ is let
