@@ -90,45 +90,6 @@ int64_t ClientCore::AllHoldsOf(absl::string_view owner, const HoldEntry& hold) {
   return IsThreadOwner(owner) ? kAllHolds : hold.local_holds + hold.unsynced;
 }
 
-absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
-    absl::string_view name, const AcquireOptions& options) {
-  absl::StatusOr<std::string> owner = ResolveOwner(options.owner_token);
-  bool fresh = false;
-  if (!observer_) {
-    if (!owner.ok()) return owner.status();
-    return AcquireHold(name, options, *owner, fresh);
-  }
-  const MonoTime start = clock_.Now();
-  const absl::string_view owner_id =
-      owner.ok() ? absl::string_view(*owner) : absl::string_view();
-  observer_.Tell(&LockObserver::OnAcquireAttempt,
-                 AcquireAttemptEvent{.lock_namespace = lock_namespace_,
-                                     .name = name,
-                                     .owner = owner_id,
-                                     .wait = options.wait});
-  absl::StatusOr<::dlock::Hold> hold =
-      owner.ok() ? AcquireHold(name, options, *owner, fresh)
-                 : absl::StatusOr<::dlock::Hold>(owner.status());
-  const absl::Duration waited = clock_.Now() - start;
-  if (hold.ok()) {
-    observer_.Tell(&LockObserver::OnGrant,
-                   GrantEvent{.lock_namespace = lock_namespace_,
-                              .name = name,
-                              .owner = owner_id,
-                              .fencing_token = hold->fencing_token(),
-                              .hold_count = hold->hold_count(),
-                              .fresh = fresh,
-                              .waited = waited});
-  } else {
-    observer_.Tell(&LockObserver::OnAcquireFailed,
-                   AcquireFailedEvent{.lock_namespace = lock_namespace_,
-                                      .name = name,
-                                      .waited = waited,
-                                      .error = hold.status()});
-  }
-  return hold;
-}
-
 absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
     absl::string_view name, const AcquireOptions& options,
     const std::string& owner_id, bool& fresh) {
@@ -301,13 +262,6 @@ ClientCore::HoldEntry& ClientCore::RecordGrant(
   return hold;
 }
 
-absl::Status ClientCore::KeepUntilLeaseEnd(const HoldRef& ref) {
-  ReleaseReport report;
-  absl::Status kept = KeepAcquisition(ref, report);
-  if (observer_ && report.tell) TellRelease(ref, report, /*kept=*/true);
-  return kept;
-}
-
 absl::Status ClientCore::KeepAcquisition(const HoldRef& ref,
                                          ReleaseReport& report) {
   absl::MutexLock lock(&mu_);
@@ -365,31 +319,6 @@ absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref) {
   // Without ops_mu_: a callback may call the client, even Close().
   Deliver(deliveries);
   return released;
-}
-
-void ClientCore::TellRelease(const HoldRef& ref, const ReleaseReport& report,
-                             bool kept) const {
-  observer_.Tell(&LockObserver::OnRelease,
-                 ReleaseEvent{.lock_namespace = lock_namespace_,
-                              .name = ref.name,
-                              .owner = ref.owner,
-                              .fencing_token = report.fencing_token,
-                              .held = clock_.Now() - report.granted,
-                              .last = report.last,
-                              .result = report.result,
-                              .kept_until_lease_end = kept});
-}
-
-void ClientCore::TellReleaseFailure(const HoldKey& key,
-                                    ReleaseFailureEvent::Stage stage,
-                                    const absl::Status& error) const {
-  if (!observer_ || error.ok() || IsGone(error)) return;
-  observer_.Tell(&LockObserver::OnReleaseFailure,
-                 ReleaseFailureEvent{.lock_namespace = lock_namespace_,
-                                     .name = key.first,
-                                     .owner = key.second,
-                                     .stage = stage,
-                                     .error = error});
 }
 
 absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
