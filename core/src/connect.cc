@@ -217,6 +217,12 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
           "ClientOptions::backend_decorator returned no backend");
     }
   }
+  if (options.observer != nullptr) {
+    // Outermost, so that the time is what the core waits, decorators
+    // included.
+    used = std::make_unique<internal::TimedBackend>(
+        std::move(used), core->observer(), core->clock());
+  }
   core->Start(std::move(used));
   return std::make_unique<Client>(std::move(core));
 }

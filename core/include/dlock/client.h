@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "dlock/clock.h"
 #include "dlock/lock.h"
+#include "dlock/observer.h"
 #include "dlock/traits.h"
 
 namespace dlock {
@@ -59,6 +60,11 @@ struct ClientOptions {
   // none.
   std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>
       backend_decorator;
+  // Told of every lock event and timed backend round trip of this client
+  // (dlock/observer.h says on which threads, and what it must not do). May
+  // be shared by many clients. Null: none, at the cost of one null check
+  // per event.
+  std::shared_ptr<LockObserver> observer;
 };
 
 // What operators and tools do to locks whoever holds them. Apart from the
