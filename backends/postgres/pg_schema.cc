@@ -58,6 +58,24 @@ CREATE TABLE IF NOT EXISTS {V} (
 );
 ALTER TABLE {T} ADD COLUMN IF NOT EXISTS live_ids text[];
 
+-- Version 4: whether any of p_ids is live, read with a snapshot of its own.
+-- An acquire decides a takeover under the row lock, after waiting for a
+-- concurrent acquire that took the row and refreshed its own liveness; the
+-- acquire's statement snapshot predates that refresh (or that client's
+-- first liveness row), so reading {V} in it would find the new holder
+-- lapsed and take the lock from it. A VOLATILE plpgsql function takes a
+-- fresh snapshot per query, once the row lock is ours: it sees every
+-- refresh committed before, and one committed after is confirmed to its
+-- client only after the record it replaces had lapsed (C19).
+CREATE OR REPLACE FUNCTION {F}any_live"(p_ids text[])
+RETURNS boolean LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+  RETURN EXISTS (SELECT 1 FROM {V} v
+                 WHERE v.client = ANY(p_ids)
+                   AND v.live_until > clock_timestamp());
+END
+$fn$;
+
 -- Whether some session still holds the shared advisory lock on p_key: the
 -- exclusive try fails exactly when another session does. A shared lock held
 -- by this very session counts as alive too: it cannot be told from the
@@ -239,8 +257,8 @@ BEGIN
 END
 $fn$;
 
-INSERT INTO {M} SELECT 3 WHERE NOT EXISTS (SELECT 1 FROM {M});
-UPDATE {M} SET version = 3 WHERE version < 3;
+INSERT INTO {M} SELECT 4 WHERE NOT EXISTS (SELECT 1 FROM {M});
+UPDATE {M} SET version = 4 WHERE version < 4;
 COMMIT;
 )sql";
 
@@ -284,9 +302,8 @@ ON CONFLICT (namespace, name) DO UPDATE SET
           ELSE l.live_ids || $5::text END
    FROM (SELECT l.owner = $3 AND l.expires_at > clock_timestamp() AS again,
                 l.owner = $3 OR l.expires_at <= clock_timestamp()
-                  OR (l.live_ids IS NOT NULL AND NOT EXISTS (
-                    SELECT 1 FROM {V} v WHERE v.client = ANY(l.live_ids)
-                      AND v.live_until > clock_timestamp())) AS take,
+                  OR (l.live_ids IS NOT NULL
+                      AND NOT {F}any_live"(l.live_ids)) AS take,
                 clock_timestamp() AS now) d)
 RETURNING l.owner = $3 AS got, l.holds, l.fencing_token, GREATEST(0, ceil(
     extract(epoch FROM LEAST(l.expires_at, (SELECT max(v.live_until)

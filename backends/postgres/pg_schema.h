@@ -15,7 +15,10 @@ namespace dlock::postgres {
 // a newer version is refused; an older one is migrated. 2: dead_since and
 // grace_ms, for session mode's grace (C19).
 // 3: the liveness table and live_ids, for holder liveness in lease mode.
-inline constexpr int kSchemaVersion = 3;
+// 4: the liveness check of an acquire reads a snapshot taken under the row
+// lock (function any_live), so that two waiters cannot both take a lapsed
+// hold over.
+inline constexpr int kSchemaVersion = 4;
 
 struct Sql {
   explicit Sql(const std::string& table);
