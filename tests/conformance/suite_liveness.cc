@@ -38,7 +38,7 @@ TEST_P(Conformance, Liveness_LapsedHolderLosesALongLeaseToAWaiter) {
   const BackendTraits& traits = holder->traits();
   if (!traits.liveness_record) {
     // The session is the liveness (ZooKeeper, PostgreSQL session mode), or
-    // there is none to tell (memory://, Redlock): nothing to take over.
+    // there is none to tell (memory://): nothing to take over.
     if (traits.holds_tied_to_session) {
       EXPECT_EQ(info.holder_live, std::optional<bool>(true));
     } else {

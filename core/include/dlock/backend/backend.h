@@ -199,7 +199,10 @@ class Backend {
   // every hold until the send time of the last confirmed refresh plus ttl,
   // less the drift margin, so that its holder is told lost before a waiter
   // can take it over (C19). OK once the record was refreshed; Unavailable
-  // when that is not known. Default: Unimplemented (no record).
+  // when that is not known. A backend over several servers that keep a
+  // record each (Redlock) may answer OK when enough of them confirmed, and
+  // bound each hold through HeldUntil by the servers that keep it. Default:
+  // Unimplemented (no record).
   virtual absl::Status RenewLiveness(absl::Duration ttl);
 
   // The lock as the server sees it now (C11): never from a local cache.
