@@ -33,8 +33,10 @@ struct Sql {
   Statement inspect;  // $1, $2 -> (owner, holds, token, left_us, since_us)
   Statement list;     // $1, $2 prefix -> (name, owner, ...)
   Statement force;    // $1, $2, $3 channel -> one row when it was held
-  Statement sweep;    // no parameters: deletes rows free for 10 minutes
-  Statement memory;   // no parameters: the lock table's bytes, with indexes
+  // $1, $2, $3 channel, $4 token -> one row when it was held with the token
+  Statement force_if_token;
+  Statement sweep;   // no parameters: deletes rows free for 10 minutes
+  Statement memory;  // no parameters: the lock table's bytes, with indexes
   // Session mode: calls of the functions the schema defines.
   // $4 lease ms, $5 has-session, $6 grace ms -> like acquire
   Statement s_acquire;

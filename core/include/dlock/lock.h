@@ -50,6 +50,9 @@ struct LockInfo {
   uint64_t fencing_token = 0;
   absl::Duration remaining_lease = absl::ZeroDuration();
   absl::Time since = absl::InfinitePast();  // when the current hold began
+  // Whether the holder's client liveness record still exists on the
+  // backend; unset where the backend cannot tell.
+  std::optional<bool> holder_live;
 };
 
 // The memory a server reports using for all its data, whoever's
