@@ -37,23 +37,6 @@ std::string InfoJson(const LockInfo& info) {
 
 void Print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
-// Connects as the flags say; on failure, prints and returns the exit code.
-std::unique_ptr<LockClient> ConnectOrFail(const BackendFlags& flags,
-                                          int& exit_code) {
-  absl::StatusOr<Profile> profile = ResolveProfile(flags);
-  if (!profile.ok()) {
-    exit_code = Fail(profile.status());
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<LockClient>> client =
-      ConnectWith(*profile, flags);
-  if (!client.ok()) {
-    exit_code = Fail(client.status());
-    return nullptr;
-  }
-  return *std::move(client);
-}
-
 absl::StatusOr<LockInfo> InspectNamed(LockClient& client,
                                       const std::string& name) {
   absl::StatusOr<LockInfo> info = client.Admin().Inspect(name);
