@@ -103,7 +103,7 @@ int ListCommand(const BackendFlags& flags, const std::string& prefix) {
 }
 
 int UnlockCommand(const BackendFlags& flags, const std::string& name,
-                  bool force) {
+                  bool force, uint64_t token) {
   if (!force) {
     return Fail(kUsage,
                 "unlock removes the lock whoever holds it; say so with "
@@ -117,7 +117,11 @@ int UnlockCommand(const BackendFlags& flags, const std::string& name,
   // operation either way (C12).
   absl::StatusOr<LockInfo> before = admin.Inspect(name);
   if (!before.ok()) return Fail(before.status());
-  if (absl::Status s = admin.ForceUnlock(name); !s.ok()) return Fail(s);
+  if (absl::Status s =
+          token != 0 ? admin.ForceUnlock(name, token) : admin.ForceUnlock(name);
+      !s.ok()) {
+    return Fail(s);
+  }
   if (flags.json) {
     std::string out = absl::StrCat("{\"name\":", JsonString(name),
                                    ",\"unlocked\":true,\"was_locked\":",

@@ -32,10 +32,11 @@ std::string Cut(absl::string_view text, int width) {
 
 // `text` in a column of `width`: padded, or cut with a '~' marking the cut.
 std::string Column(absl::string_view text, int width) {
+  std::string shown(text);
   if (static_cast<int>(text.size()) > width) {
-    return absl::StrCat(Cut(text, width - 1), "~");
+    shown = absl::StrCat(Cut(text, width - 1), "~");
   }
-  return absl::StrFormat("%-*s", width, text);
+  return absl::StrFormat("%-*s", width, shown);
 }
 
 std::string RightColumn(absl::string_view text, int width) {

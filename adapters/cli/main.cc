@@ -1,4 +1,6 @@
 // The `dlock` command-line tool. See docs/cli.md.
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -83,12 +85,21 @@ int Main(int argc, char** argv) {
 
   std::string unlock_name;
   bool force = false;
+  uint64_t unlock_token = 0;
   CLI::App* unlock_cmd = app.add_subcommand(
       "unlock", "Remove a lock whoever holds it (administrators)");
   AddBackendFlags(*unlock_cmd, flags, /*json=*/true);
   unlock_cmd->add_flag("--force", force, "Required: the holder loses the lock");
+  unlock_cmd
+      ->add_option(
+          "--token", unlock_token,
+          "Only if still held with this fencing token (as status showed it): "
+          "never removes a holder that took the lock over since")
+      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
   unlock_cmd->add_option("name", unlock_name, "Lock name")->required();
-  unlock_cmd->footer("\nExample:\n  dlock unlock --force nightly-report");
+  unlock_cmd->footer(
+      "\nExample:\n  dlock unlock --force nightly-report\n  dlock unlock "
+      "--force --token 41 nightly-report");
 
   TopFlags top;
   CLI::App* top_cmd = app.add_subcommand(
@@ -137,7 +148,8 @@ int Main(int argc, char** argv) {
   if (run_cmd->parsed()) return RunCommand(flags, run);
   if (status_cmd->parsed()) return StatusCommand(flags, status_name);
   if (list_cmd->parsed()) return ListCommand(flags, prefix);
-  if (unlock_cmd->parsed()) return UnlockCommand(flags, unlock_name, force);
+  if (unlock_cmd->parsed())
+    return UnlockCommand(flags, unlock_name, force, unlock_token);
   if (bench_cmd->parsed()) return BenchCommand(bench);
   if (top_cmd->parsed()) return TopCommand(flags, top);
   if (monitor_cmd->parsed()) return MonitorCommand(flags, monitor);
