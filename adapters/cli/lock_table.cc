@@ -157,11 +157,12 @@ std::vector<std::string> RenderTopScreen(const TopScreen& screen, int width,
   };
   add(absl::StrCat(
       "dlock top - ", screen.endpoint, " namespace ", screen.lock_namespace,
-      screen.prefix.empty() ? "" : absl::StrCat(" prefix ", screen.prefix),
-      " - ", screen.locks.size(), screen.locks.size() == 1 ? " lock" : " locks",
-      " - sort ", SortOrderName(screen.order), " - every ",
-      absl::FormatDuration(screen.interval),
-      " - keys: n h l t sort, r reverse, q quit"));
+      screen.prefix.empty() ? "" : absl::StrCat(" prefix ", screen.prefix)));
+  add(absl::StrCat(screen.locks.size(),
+                   screen.locks.size() == 1 ? " lock" : " locks", " - sort ",
+                   SortOrderName(screen.order), " - every ",
+                   absl::FormatDuration(screen.interval),
+                   " - keys: n h l t sort, r reverse, q quit"));
   add(screen.status.empty()
           ? absl::StrCat("updated ", absl::FormatTime("%H:%M:%S", screen.now,
                                                       absl::LocalTimeZone()))

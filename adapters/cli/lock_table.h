@@ -61,7 +61,8 @@ struct TopScreen {
 };
 
 // The screen as lines, none longer than `width` columns and at most
-// `height` lines: a title, a status line, the column header and as many rows
+// `height` lines: the endpoint, the count and order, a status line, the
+// column header and as many rows
 // as fit (the last line says how many more there are). Plain text: the
 // terminal code adds the escapes.
 std::vector<std::string> RenderTopScreen(const TopScreen& screen, int width,

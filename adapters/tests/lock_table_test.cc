@@ -1,6 +1,8 @@
 // What `dlock top` and `dlock monitor` decide, without a terminal or a
 // backend: the table, its order, what fits, the held-too-long reports, dead
 // holders and the metrics text.
+#include "lock_table.h"
+
 #include <string>
 #include <vector>
 
@@ -8,7 +10,6 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "lock_table.h"
 #include "monitor_state.h"
 
 namespace dlock::cli {
@@ -107,22 +108,23 @@ TEST(LockTable, RendersTitleStatusHeaderAndRows) {
   screen.locks[0].holder_live = true;
   screen.locks[1].holder_live = false;
   std::vector<std::string> lines = RenderTopScreen(screen, 120, 30);
-  ASSERT_EQ(lines.size(), 6u);
-  EXPECT_THAT(lines[0], HasSubstr("redis://cache:6379 namespace jobs"));
-  EXPECT_THAT(lines[0], HasSubstr("3 locks - sort held-for"));
-  EXPECT_THAT(lines[1], HasSubstr("updated "));
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[0], "dlock top - redis://cache:6379 namespace jobs");
+  EXPECT_TRUE(absl::StartsWith(lines[1], "3 locks - sort held-for - every 1s"))
+      << lines[1];
+  EXPECT_THAT(lines[2], HasSubstr("updated "));
   std::vector<std::string> header =
-      absl::StrSplit(lines[2], ' ', absl::SkipEmpty());
+      absl::StrSplit(lines[3], ' ', absl::SkipEmpty());
   EXPECT_THAT(header, ElementsAre("LOCK", "HOLDER", "TOKEN", "HELD-FOR",
                                   "LEASE-LEFT", "LIVE", "WAITERS"));
   std::vector<std::string> row =
-      absl::StrSplit(lines[3], ' ', absl::SkipEmpty());
+      absl::StrSplit(lines[4], ' ', absl::SkipEmpty());
   EXPECT_THAT(row,
               ElementsAre("a", "owner-of-a", "9", "50.0s", "3.0s", "yes", "-"));
-  EXPECT_THAT(absl::StrSplit(lines[4], ' ', absl::SkipEmpty()),
+  EXPECT_THAT(absl::StrSplit(lines[5], ' ', absl::SkipEmpty()),
               ElementsAre("b", "owner-of-b", "7", "5.0s", "20.0s", "no", "-"));
   // Liveness the backend cannot tell is "?", never a guess.
-  EXPECT_THAT(absl::StrSplit(lines[5], ' ', absl::SkipEmpty()),
+  EXPECT_THAT(absl::StrSplit(lines[6], ' ', absl::SkipEmpty()),
               ElementsAre("c", "owner-of-c", "3", "1.0s", "9.0s", "?", "-"));
   for (const std::string& line : lines) EXPECT_LE(line.size(), 120u);
 }
@@ -131,8 +133,8 @@ TEST(LockTable, ErrorsShowOnTheStatusLine) {
   TopScreen screen = SampleScreen();
   screen.status = "error at 10:00:00: connection refused";
   std::vector<std::string> lines = RenderTopScreen(screen, 100, 30);
-  EXPECT_EQ(lines[1], "error at 10:00:00: connection refused");
-  EXPECT_EQ(lines.size(), 6u);  // the last listing stays
+  EXPECT_EQ(lines[2], "error at 10:00:00: connection refused");
+  EXPECT_EQ(lines.size(), 7u);  // the last listing stays
 }
 
 TEST(LockTable, CutsToTheTerminal) {
@@ -146,15 +148,15 @@ TEST(LockTable, CutsToTheTerminal) {
   // to before it rather than leave half a character.
   screen.locks[0].name = std::string(34, 'x') + "\xc3\xa9yy";
   std::vector<std::string> wide = RenderTopScreen(screen, 120, 30);
-  EXPECT_TRUE(absl::StartsWith(wide[3], std::string(34, 'x') + "~ "))
-      << wide[3];
+  EXPECT_TRUE(absl::StartsWith(wide[4], std::string(34, 'x') + "~ "))
+      << wide[4];
   // The columns stay aligned after a cut.
-  EXPECT_EQ(wide[3].find("owner-of-"), wide[2].find("HOLDER"));
+  EXPECT_EQ(wide[4].find("owner-of-"), wide[3].find("HOLDER"));
 
-  // Two rows of three fit in 5 lines with the "more" line.
-  std::vector<std::string> short_screen = RenderTopScreen(screen, 120, 5);
-  ASSERT_EQ(short_screen.size(), 5u);
-  EXPECT_EQ(short_screen[4], "... 2 more (make the terminal taller)");
+  // One row of three fits in 6 lines with the "more" line.
+  std::vector<std::string> short_screen = RenderTopScreen(screen, 120, 6);
+  ASSERT_EQ(short_screen.size(), 6u);
+  EXPECT_EQ(short_screen[5], "... 2 more (make the terminal taller)");
   EXPECT_TRUE(RenderTopScreen(screen, 0, 0).empty());
 }
 
