@@ -60,6 +60,20 @@ absl::Status CheckCanList(const BackendTraits& traits,
       " works from listings; use dlock status NAME for one lock"));
 }
 
+std::unique_ptr<LockClient> ConnectForListingOrFail(const BackendFlags& flags,
+                                                    absl::string_view command,
+                                                    int& exit_code) {
+  std::unique_ptr<LockClient> client = ConnectOrFail(flags, exit_code);
+  if (client == nullptr) return nullptr;
+  if (absl::Status s =
+          CheckCanList(client->traits(), client->endpoint(), command);
+      !s.ok()) {
+    exit_code = Fail(s);
+    return nullptr;
+  }
+  return client;
+}
+
 std::optional<absl::Duration> HeldFor(const LockInfo& info, absl::Time now) {
   if (!info.locked || info.since == absl::InfinitePast()) return std::nullopt;
   // The backend's clock may be a little ahead of ours.

@@ -4,6 +4,7 @@
 #ifndef DLOCK_ADAPTERS_CLI_LOCK_TABLE_H_
 #define DLOCK_ADAPTERS_CLI_LOCK_TABLE_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "cli_common.h"
+#include "dlock/client.h"
 #include "dlock/lock.h"
 #include "dlock/traits.h"
 
@@ -21,6 +24,13 @@ namespace dlock::cli {
 absl::Status CheckCanList(const BackendTraits& traits,
                           absl::string_view endpoint,
                           absl::string_view command);
+
+// Connects as the flags say and checks that the backend can list; on
+// failure, prints the error (one line) and returns null with `exit_code`
+// set.
+std::unique_ptr<LockClient> ConnectForListingOrFail(const BackendFlags& flags,
+                                                    absl::string_view command,
+                                                    int& exit_code);
 
 // How long the current holder has held `info` at `now`; unset when the
 // backend did not say when the hold began.

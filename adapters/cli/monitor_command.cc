@@ -304,13 +304,9 @@ int MonitorCommand(const BackendFlags& backend, const MonitorFlags& flags) {
     return Fail(kInternal, absl::StrCat("signalfd: ", strerror(errno)));
   }
   int code = kOk;
-  std::unique_ptr<LockClient> client = ConnectOrFail(backend, code);
+  std::unique_ptr<LockClient> client =
+      ConnectForListingOrFail(backend, "dlock monitor", code);
   if (client == nullptr) return code;
-  if (absl::Status s =
-          CheckCanList(client->traits(), client->endpoint(), "dlock monitor");
-      !s.ok()) {
-    return Fail(s);
-  }
   Monitor monitor(*client, flags, *parsed, signal_fd);
   code = monitor.Run();
   client->Close().IgnoreError();  // it holds nothing

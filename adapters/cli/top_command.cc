@@ -252,13 +252,9 @@ int TopCommand(const BackendFlags& backend, const TopFlags& flags) {
     return Fail(kInternal, absl::StrCat("signalfd: ", strerror(errno)));
   }
   int code = kOk;
-  std::unique_ptr<LockClient> client = ConnectOrFail(backend, code);
+  std::unique_ptr<LockClient> client =
+      ConnectForListingOrFail(backend, "dlock top", code);
   if (client == nullptr) return code;
-  if (absl::Status s =
-          CheckCanList(client->traits(), client->endpoint(), "dlock top");
-      !s.ok()) {
-    return Fail(s);
-  }
   Top top(*client, flags, *interval, *order);
   code = interactive ? Interactive(top, *interval, signal_fd) : Snapshot(top);
   client->Close().IgnoreError();  // it holds nothing
