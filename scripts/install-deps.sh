@@ -17,7 +17,7 @@ packages=(
   libpq-dev postgresql python3-tooz python3-psycopg2
   python3-redis python3-matplotlib
   libtomlplusplus-dev libcli11-dev
-  libfaketime tmux
+  libfaketime tmux curl
   nodejs npm
 )
 

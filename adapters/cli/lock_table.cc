@@ -182,7 +182,8 @@ std::vector<std::string> RenderTopScreen(const TopScreen& screen, int width,
                                                       absl::LocalTimeZone()))
           : screen.status);
   const int names = std::max(2 * kMinNameWidth, width - kFixedWidth);
-  const int lock_width = std::max(kMinNameWidth, names / 2);
+  // Owners (host, pid, random) are longer than most lock names.
+  const int lock_width = std::max(kMinNameWidth, names * 2 / 5);
   const int holder_width = std::max(kMinNameWidth, names - lock_width);
   auto row = [&](absl::string_view lock, absl::string_view holder,
                  absl::string_view token, absl::string_view held,
