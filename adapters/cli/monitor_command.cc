@@ -133,7 +133,12 @@ class Monitor {
       absl::StatusOr<std::unique_ptr<MonitorHttpServer>> started =
           MonitorHttpServer::Start(parsed_.metrics->host, parsed_.metrics->port,
                                    [this] { return metrics_.RenderText(); });
-      if (!started.ok()) return Fail(started.status());
+      if (!started.ok()) {
+        // Not the backend's fault (Unavailable would say 69): the port.
+        return Fail(
+            absl::IsInvalidArgument(started.status()) ? kUsage : kInternal,
+            started.status().message());
+      }
       server = *std::move(started);
     }
     Log(absl::StrCat(
