@@ -68,6 +68,12 @@ class FaultInjectingBackend : public ForwardingBackend {
     return RunStatus(FaultPlan::kForceUnlock,
                      [&] { return ForwardingBackend::ForceUnlock(name); });
   }
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override {
+    return RunStatus(FaultPlan::kForceUnlock, [&] {
+      return ForwardingBackend::ForceUnlockIfToken(name, fencing_token);
+    });
+  }
 
  private:
   static absl::Status Lost(absl::string_view what, bool ran) {

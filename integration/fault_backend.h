@@ -29,7 +29,7 @@ namespace dlock::testing {
 class FaultPlan : public std::enable_shared_from_this<FaultPlan> {
  public:
   // The calls a fault can target. kRenew covers Renew and the watchdog's
-  // RenewMany (one call per batch).
+  // RenewMany (one call per batch); kForceUnlock both force unlocks.
   // kLiveness is the core's heartbeat (Backend::RenewLiveness).
   enum Op {
     kAcquire,

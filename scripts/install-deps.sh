@@ -17,7 +17,7 @@ packages=(
   libpq-dev postgresql python3-tooz python3-psycopg2
   python3-redis python3-matplotlib python3-prometheus-client
   libtomlplusplus-dev libcli11-dev
-  libfaketime
+  libfaketime tmux curl
   nodejs npm
 )
 

@@ -37,23 +37,6 @@ std::string InfoJson(const LockInfo& info) {
 
 void Print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
-// Connects as the flags say; on failure, prints and returns the exit code.
-std::unique_ptr<LockClient> ConnectOrFail(const BackendFlags& flags,
-                                          int& exit_code) {
-  absl::StatusOr<Profile> profile = ResolveProfile(flags);
-  if (!profile.ok()) {
-    exit_code = Fail(profile.status());
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<LockClient>> client =
-      ConnectWith(*profile, flags);
-  if (!client.ok()) {
-    exit_code = Fail(client.status());
-    return nullptr;
-  }
-  return *std::move(client);
-}
-
 absl::StatusOr<LockInfo> InspectNamed(LockClient& client,
                                       const std::string& name) {
   absl::StatusOr<LockInfo> info = client.Admin().Inspect(name);
@@ -120,7 +103,7 @@ int ListCommand(const BackendFlags& flags, const std::string& prefix) {
 }
 
 int UnlockCommand(const BackendFlags& flags, const std::string& name,
-                  bool force) {
+                  bool force, uint64_t token) {
   if (!force) {
     return Fail(kUsage,
                 "unlock removes the lock whoever holds it; say so with "
@@ -134,7 +117,11 @@ int UnlockCommand(const BackendFlags& flags, const std::string& name,
   // operation either way (C12).
   absl::StatusOr<LockInfo> before = admin.Inspect(name);
   if (!before.ok()) return Fail(before.status());
-  if (absl::Status s = admin.ForceUnlock(name); !s.ok()) return Fail(s);
+  if (absl::Status s =
+          token != 0 ? admin.ForceUnlock(name, token) : admin.ForceUnlock(name);
+      !s.ok()) {
+    return Fail(s);
+  }
   if (flags.json) {
     std::string out = absl::StrCat("{\"name\":", JsonString(name),
                                    ",\"unlocked\":true,\"was_locked\":",

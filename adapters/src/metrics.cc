@@ -108,7 +108,7 @@ struct PrometheusMetrics::Namespace {
       Histogram(kLatencyBounds), Histogram(kLatencyBounds),
       Histogram(kLatencyBounds), Histogram(kLatencyBounds),
       Histogram(kLatencyBounds), Histogram(kLatencyBounds),
-      Histogram(kLatencyBounds)};
+      Histogram(kLatencyBounds), Histogram(kLatencyBounds)};
   std::array<std::array<Counter, kCodeCount>, kBackendOperationCount>
       backend_errors{};
   std::atomic<int64_t> holds{0};

@@ -109,6 +109,20 @@ absl::Status PgBackendBase::ForceUnlock(absl::string_view name) {
   return absl::OkStatus();
 }
 
+absl::Status PgBackendBase::ForceUnlockIfToken(absl::string_view name,
+                                               uint64_t fencing_token) {
+  const std::string params[] = {ns_, std::string(name), sql_.channel,
+                                absl::StrCat(fencing_token)};
+  // Retried only when it never ran: a retry after a lost reply would find
+  // the hold gone and report a mismatch although the first attempt removed
+  // it.
+  absl::StatusOr<PgResult> r = RunPooled(sql_.force_if_token, params, false);
+  if (!r.ok()) return r.status();
+  if (PQntuples(r->get()) == 0) return TokenMismatchError(name, fencing_token);
+  hub_.Notify(name);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ServerMemory> PgBackendBase::ServerMemoryUse() {
   absl::StatusOr<PgResult> r = RunPooled(sql_.memory, {}, true);
   if (!r.ok()) return r.status();

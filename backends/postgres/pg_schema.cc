@@ -391,6 +391,16 @@ WITH f AS (
 SELECT pg_notify($3, $1 || ':' || $2)::text FROM f
 )sql";
 
+// As kForce, only while the live hold carries the token $4 ({L}: kLive).
+constexpr char kForceIfToken[] = R"sql(
+WITH f AS (
+  UPDATE {T} AS l SET owner = '', holds = 0, expires_at = clock_timestamp()
+  WHERE l.namespace = $1 AND l.name = $2 AND l.fencing_token = $4::bigint
+    AND {L}
+  RETURNING 1)
+SELECT pg_notify($3, $1 || ':' || $2)::text FROM f
+)sql";
+
 std::string Quote(absl::string_view identifier) {
   return absl::StrCat("\"", identifier, "\"");
 }
@@ -426,6 +436,8 @@ Sql::Sql(const std::string& table) {
                             "starts_with(l.name, $2) AND ",
                             kLive, " ORDER BY l.name"))};
   force = {"dlock_force", fill(kForce)};
+  force_if_token = {"dlock_force_if_token",
+                    fill(absl::StrReplaceAll(kForceIfToken, {{"{L}", kLive}}))};
   sweep = {"dlock_sweep",
            fill("WITH v AS (DELETE FROM {V} WHERE live_until < "
                 "clock_timestamp() - interval '10 minutes') "

@@ -39,8 +39,10 @@ struct Sql {
   // Both modes.
   // $1, $2 -> (owner, holds, token, left_us, since_us, holder_live)
   Statement inspect;
-  Statement list;    // $1, $2 prefix -> (name, owner, ...)
-  Statement force;   // $1, $2, $3 channel -> one row when it was held
+  Statement list;   // $1, $2 prefix -> (name, owner, ...)
+  Statement force;  // $1, $2, $3 channel -> one row when it was held
+  // $1, $2, $3 channel, $4 token -> one row when it was held with the token
+  Statement force_if_token;
   Statement sweep;   // no parameters: deletes rows free for 10 minutes
   Statement memory;  // no parameters: the lock table's bytes, with indexes
   // Session mode: calls of the functions the schema defines.

@@ -177,6 +177,18 @@ class RedisBackend : public Backend {
     return Run(ForceUnlockScript(master_, keys_, name)).status();
   }
 
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override {
+    absl::StatusOr<Reply> reply =
+        Run(ForceUnlockIfTokenScript(master_, keys_, name, fencing_token));
+    if (!reply.ok()) return reply.status();
+    absl::StatusOr<bool> removed =
+        ParseForceUnlockIfToken(reply->get(), master_.endpoint());
+    if (!removed.ok()) return removed.status();
+    return *removed ? absl::OkStatus()
+                    : TokenMismatchError(name, fencing_token);
+  }
+
   absl::StatusOr<ServerMemory> ServerMemoryUse() override {
     absl::StatusOr<int64_t> bytes = UsedMemory(master_);
     if (!bytes.ok()) return bytes.status();

@@ -157,6 +157,23 @@ ScriptCall ForceUnlockScript(const Master& master, const Keyspace& keys,
                     {keys.channel(), std::string(name)}};
 }
 
+ScriptCall ForceUnlockIfTokenScript(const Master& master, const Keyspace& keys,
+                                    absl::string_view name,
+                                    uint64_t fencing_token) {
+  return ScriptCall{
+      &master.scripts().force_unlock_if_token,
+      {keys.LockKey(name)},
+      {keys.channel(), std::string(name), absl::StrCat(fencing_token)}};
+}
+
+absl::StatusOr<bool> ParseForceUnlockIfToken(const redisReply* r,
+                                             absl::string_view endpoint) {
+  if (r->type != REDIS_REPLY_INTEGER) {
+    return Malformed("force unlock on a token", endpoint);
+  }
+  return r->integer == 1;
+}
+
 namespace {
 
 // Names may hold glob characters; SCAN's MATCH needs them escaped.

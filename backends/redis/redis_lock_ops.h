@@ -106,6 +106,12 @@ ScriptCall RaiseTokenScript(const Master& master, const Keyspace& keys,
 
 ScriptCall ForceUnlockScript(const Master& master, const Keyspace& keys,
                              absl::string_view name);
+ScriptCall ForceUnlockIfTokenScript(const Master& master, const Keyspace& keys,
+                                    absl::string_view name,
+                                    uint64_t fencing_token);
+// Whether the conditional force unlock removed the lock on that master.
+absl::StatusOr<bool> ParseForceUnlockIfToken(const redisReply* reply,
+                                             absl::string_view endpoint);
 
 // The names of the locks on the master whose names start with `prefix`
 // (SCAN; a lock that expires meanwhile may be among them).

@@ -157,6 +157,19 @@ end
 return 0
 )lua";
 
+// KEYS[1] lock hash. ARGV[1] channel, ARGV[2] name, ARGV[3] fencing token.
+// Removes the lock only while it carries that token: returns 1 if removed,
+// 0 when free or held with another token (left as it was).
+constexpr char kForceUnlockIfToken[] = R"lua(
+local token = redis.call('HGET', KEYS[1], 'token')
+if not token or tonumber(token) ~= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 1
+)lua";
+
 // KEYS[1] lock hash, KEYS[2] the namespace's fencing counter. ARGV[1] owner,
 // ARGV[2] token. Returns 1 when the owner holds the lock here (the hold now
 // carries the token and the counter is at least the token), 0 when not.
@@ -180,12 +193,13 @@ Scripts::Scripts()
       renew{"renew", kRenew, ""},
       inspect{"inspect", kInspect, ""},
       force_unlock{"force_unlock", kForceUnlock, ""},
+      force_unlock_if_token{"force_unlock_if_token", kForceUnlockIfToken, ""},
       raise_token{"raise_token", kRaiseToken, ""},
       liveness{"liveness", kLiveness, ""} {}
 
 absl::Status Scripts::Load(Connection& conn, absl::string_view endpoint) {
   for (Script* script : {&acquire, &release, &renew, &inspect, &force_unlock,
-                         &raise_token, &liveness}) {
+                         &force_unlock_if_token, &raise_token, &liveness}) {
     absl::StatusOr<Reply> reply =
         conn.Command({"SCRIPT", "LOAD", script->body});
     if (!reply.ok()) return reply.status();

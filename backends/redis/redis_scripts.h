@@ -27,6 +27,8 @@ struct Scripts {
   Script renew;
   Script inspect;
   Script force_unlock;
+  // A monitor's force unlock: only while the hold carries a given token.
+  Script force_unlock_if_token;
   // Redlock: writes the token a quorum agreed on into the hold and raises
   // the master's counter to it (docs/redis.md, fencing over a quorum).
   Script raise_token;

@@ -69,6 +69,8 @@ class RedlockBackend : public Backend {
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
 
   absl::Status ForceUnlock(absl::string_view name) override;
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override;
 
   // Every master's, summed: each keeps its own copy of the locks.
   absl::StatusOr<ServerMemory> ServerMemoryUse() override;

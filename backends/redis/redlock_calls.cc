@@ -237,6 +237,35 @@ absl::Status RedlockBackend::ForceUnlock(absl::string_view name) {
   return absl::OkStatus();
 }
 
+// Each master removes its key only while it carries the token. With a
+// quorum answering, every master still holding the token is among those that
+// did not answer, fewer than a quorum: no quorum holds it afterwards.
+absl::Status RedlockBackend::ForceUnlockIfToken(absl::string_view name,
+                                                uint64_t fencing_token) {
+  Replies replies = OnEach([&](const Master& m, size_t) {
+    return ForceUnlockIfTokenScript(m, keys_, name, fencing_token);
+  });
+  size_t answered = 0;
+  size_t removed = 0;
+  absl::Status error;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    absl::StatusOr<bool> r = Parse(replies[i], [&](const redisReply* reply) {
+      return ParseForceUnlockIfToken(reply, masters_[i]->endpoint());
+    });
+    if (!r.ok()) {
+      if (error.ok()) error = r.status();
+      continue;
+    }
+    ++answered;
+    if (*r) ++removed;
+  }
+  if (answered < quorum_) {
+    return NoQuorum("force unlock on a token", answered, error);
+  }
+  if (removed == 0) return TokenMismatchError(name, fencing_token);
+  return absl::OkStatus();
+}
+
 // Every master's, summed: each keeps its own copy of the locks.
 absl::StatusOr<ServerMemory> RedlockBackend::ServerMemoryUse() {
   int64_t total = 0;

@@ -23,6 +23,11 @@ absl::StatusOr<std::vector<LockInfo>> Backend::List(absl::string_view) {
   return absl::UnimplementedError("this backend cannot list its locks");
 }
 
+absl::Status Backend::ForceUnlockIfToken(absl::string_view, uint64_t) {
+  return absl::UnimplementedError(
+      "this backend cannot force-unlock on a fencing token");
+}
+
 absl::StatusOr<ServerMemory> Backend::ServerMemoryUse() {
   return absl::UnimplementedError(
       "this backend's server does not report its memory use");

@@ -570,6 +570,21 @@ absl::Status ClientCore::ForceUnlock(absl::string_view name) {
   return backend_->ForceUnlock(name);
 }
 
+absl::Status ClientCore::ForceUnlock(absl::string_view name,
+                                     uint64_t fencing_token) {
+  // Zero is no hold's token (C8): asking for it is a caller's mistake, not a
+  // lock that happens to be held with another token.
+  if (fencing_token == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "force unlock of lock '", name,
+        "' on fencing token 0: no hold has token 0; pass the token that "
+        "Inspect() or List() reported"));
+  }
+  absl::ReaderMutexLock in_flight(&ops_mu_);
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  return backend_->ForceUnlockIfToken(name, fencing_token);
+}
+
 absl::StatusOr<std::vector<LockInfo>> ClientCore::List(
     absl::string_view prefix) {
   absl::ReaderMutexLock in_flight(&ops_mu_);

@@ -76,6 +76,7 @@ class ClientCore : public BackendListener,
   // LockAdmin's calls.
   absl::StatusOr<LockInfo> Inspect(absl::string_view name);
   absl::Status ForceUnlock(absl::string_view name);
+  absl::Status ForceUnlock(absl::string_view name, uint64_t fencing_token);
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix);
   absl::StatusOr<ServerMemory> ServerMemoryUse();
   absl::Status Close();

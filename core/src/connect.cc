@@ -66,6 +66,11 @@ class AdminHandle : public LockAdmin {
     if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
     return core_->ForceUnlock(name);
   }
+  absl::Status ForceUnlock(absl::string_view name,
+                           uint64_t fencing_token) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    return core_->ForceUnlock(name, fencing_token);
+  }
   absl::StatusOr<ServerMemory> ServerMemoryUse() override {
     return core_->ServerMemoryUse();
   }

@@ -143,6 +143,15 @@ absl::Status TimedBackend::ForceUnlock(absl::string_view name) {
   return result;
 }
 
+absl::Status TimedBackend::ForceUnlockIfToken(absl::string_view name,
+                                              uint64_t fencing_token) {
+  const MonoTime start = clock_.Now();
+  absl::Status result =
+      ForwardingBackend::ForceUnlockIfToken(name, fencing_token);
+  Tell(BackendOperation::kForceUnlock, name, 1, start, result.code());
+  return result;
+}
+
 absl::StatusOr<ServerMemory> TimedBackend::ServerMemoryUse() {
   const MonoTime start = clock_.Now();
   absl::StatusOr<ServerMemory> result = ForwardingBackend::ServerMemoryUse();

@@ -87,6 +87,15 @@ class LockAdmin {
   // holder is told it lost the lock.
   virtual absl::Status ForceUnlock(absl::string_view name) = 0;
 
+  // Removes the lock only if it is still held with exactly `fencing_token`,
+  // in one atomic step, so that a monitor acting on a listing never removes
+  // the hold of an owner that took the lock over since. Waiters wake and the
+  // former holder is told it lost the lock, as with ForceUnlock(name).
+  // FailedPrecondition (naming the token) when the lock is free or held with
+  // another token; Unimplemented where the backend cannot do it atomically.
+  virtual absl::Status ForceUnlock(absl::string_view name,
+                                   uint64_t fencing_token) = 0;
+
   // What the server says it uses for all its data now (ServerMemory in
   // dlock/lock.h): for benchmarks and monitors, which compare two readings.
   // Unimplemented where the server cannot tell; Unavailable when it does

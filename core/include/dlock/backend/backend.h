@@ -214,6 +214,12 @@ class Backend {
   // in other clients learn it at their next renewal or release (their
   // backend answers FailedPrecondition).
   virtual absl::Status ForceUnlock(absl::string_view name) = 0;
+  // LockAdmin::ForceUnlock(name, fencing_token): removes the lock only if it
+  // is held with exactly `fencing_token`, atomically, with the wake-ups of
+  // ForceUnlock(name). FailedPrecondition otherwise (build it with
+  // TokenMismatchError()). Default: Unimplemented.
+  virtual absl::Status ForceUnlockIfToken(absl::string_view name,
+                                          uint64_t fencing_token);
 
   // LockAdmin::ServerMemoryUse(). Default: Unimplemented.
   virtual absl::StatusOr<ServerMemory> ServerMemoryUse();

@@ -51,6 +51,10 @@ class ForwardingBackend : public Backend {
   absl::Status ForceUnlock(absl::string_view name) override {
     return target_->ForceUnlock(name);
   }
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override {
+    return target_->ForceUnlockIfToken(name, fencing_token);
+  }
   absl::StatusOr<ServerMemory> ServerMemoryUse() override {
     return target_->ServerMemoryUse();
   }
