@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "lock_table.h"
 
 namespace dlock::cli {
 namespace {
@@ -15,12 +16,6 @@ namespace {
 std::string FormatSince(absl::Time since) {
   if (since == absl::InfinitePast()) return "";
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", since, absl::UTCTimeZone());
-}
-
-// Who holds a locked lock, for people: a lock kept after its release
-// (Hold::ReleaseAndKeepFor) has no owner.
-std::string HolderText(const LockInfo& info) {
-  return info.kept_after_release ? "(kept after release)" : info.owner;
 }
 
 std::string InfoJson(const LockInfo& info) {
@@ -44,23 +39,6 @@ std::string InfoJson(const LockInfo& info) {
 }
 
 void Print(const std::string& text) { std::fputs(text.c_str(), stdout); }
-
-// Connects as the flags say; on failure, prints and returns the exit code.
-std::unique_ptr<LockClient> ConnectOrFail(const BackendFlags& flags,
-                                          int& exit_code) {
-  absl::StatusOr<Profile> profile = ResolveProfile(flags);
-  if (!profile.ok()) {
-    exit_code = Fail(profile.status());
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<LockClient>> client =
-      ConnectWith(*profile, flags);
-  if (!client.ok()) {
-    exit_code = Fail(client.status());
-    return nullptr;
-  }
-  return *std::move(client);
-}
 
 absl::StatusOr<LockInfo> InspectNamed(LockClient& client,
                                       const std::string& name) {
@@ -128,7 +106,7 @@ int ListCommand(const BackendFlags& flags, const std::string& prefix) {
 }
 
 int UnlockCommand(const BackendFlags& flags, const std::string& name,
-                  bool force) {
+                  bool force, uint64_t token) {
   if (!force) {
     return Fail(kUsage,
                 "unlock removes the lock whoever holds it; say so with "
@@ -142,7 +120,11 @@ int UnlockCommand(const BackendFlags& flags, const std::string& name,
   // operation either way (C12).
   absl::StatusOr<LockInfo> before = admin.Inspect(name);
   if (!before.ok()) return Fail(before.status());
-  if (absl::Status s = admin.ForceUnlock(name); !s.ok()) return Fail(s);
+  if (absl::Status s =
+          token != 0 ? admin.ForceUnlock(name, token) : admin.ForceUnlock(name);
+      !s.ok()) {
+    return Fail(s);
+  }
   if (flags.json) {
     std::string out = absl::StrCat("{\"name\":", JsonString(name),
                                    ",\"unlocked\":true,\"was_locked\":",

@@ -62,6 +62,15 @@ TEST(CliTest, UsageErrorsExit64WithOneLine) {
       {"run", "--backend", "memory://", "", "--", "true"},  // bad name (C15)
       {"status", "--backend", "memory://"},
       {"unlock", "--backend", "memory://", "n"},  // no --force
+      {"unlock", "--force", "--token", "0", "--backend", "memory://", "n"},
+      {"top", "--backend", "memory://", "--interval", "soon"},
+      {"top", "--backend", "memory://", "--sort", "size"},
+      {"monitor", "--backend", "memory://", "--interval", "0"},
+      {"monitor", "--backend", "memory://", "--held-longer-than", "x"},
+      // A hook needs a threshold to run at.
+      {"monitor", "--backend", "memory://", "--on-held-too-long", "true"},
+      {"monitor", "--backend", "memory://", "--metrics-listen", "9464"},
+      {"monitor", "--backend", "memory://", "--metrics-listen", "h:99999"},
   };
   for (const auto& args : cases) {
     Result r = RunProcess(Dlock(args), {"DLOCK_BACKEND=", "DLOCK_CONFIG="});

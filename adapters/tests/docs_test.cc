@@ -1,4 +1,5 @@
-// The examples in docs/cli.md and docs/adapters.md are run: every ```sh
+// The examples in docs/cli.md, docs/adapters.md and
+// docs/operations_monitor_top.md are run: every ```sh
 // block is executed with bash -euo pipefail against a throwaway Redis, every
 // ```toml block is parsed, and every ```cpp block of adapters.md must appear
 // in docs_examples_test.cc, which runs it. Every contract clause ("(C7)",
@@ -111,6 +112,10 @@ class DocsTest : public ::testing::Test {
 testing::RedisServer* DocsTest::redis_ = nullptr;
 
 TEST_F(DocsTest, CliShellExamplesRunAsWritten) { RunShellBlocks("cli.md"); }
+
+TEST_F(DocsTest, MonitorAndTopShellExamplesRunAsWritten) {
+  RunShellBlocks("operations_monitor_top.md");
+}
 
 TEST_F(DocsTest, AdapterShellExamplesRunAsWritten) {
   RunShellBlocks("adapters.md");

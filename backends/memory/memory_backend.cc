@@ -192,6 +192,21 @@ class MemoryBackend : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override {
+    const std::string key = Key(name);
+    {
+      absl::MutexLock lock(&instance_->mu);
+      const Entry* entry = instance_->Find(key, clock_.Now());
+      if (entry == nullptr || entry->fencing_token != fencing_token) {
+        return TokenMismatchError(name, fencing_token);
+      }
+      instance_->locks.erase(key);
+    }
+    releases_.Notify(name);
+    return absl::OkStatus();
+  }
+
   void Shutdown() override {}
 
  private:

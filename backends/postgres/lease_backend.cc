@@ -10,22 +10,37 @@ namespace {
 
 class LeaseBackend : public PgBackendBase {
  public:
-  using PgBackendBase::PgBackendBase;
+  LeaseBackend(PgOptions options, const BackendConfig& config)
+      : PgBackendBase(std::move(options), config),
+        liveness_id_(config.liveness_id),
+        liveness_ttl_ms_(config.options.liveness_ttl == absl::InfiniteDuration()
+                             ? "0"
+                             : Millis(config.options.liveness_ttl)) {}
 
   BackendTraits Traits() const override {
-    return BackendTraits{.holds_survive_restart = true,
+    return BackendTraits{.liveness_record = true,
+                         .holds_survive_restart = true,
                          .fencing = FencingStrength::kDurable,
                          .can_list = true};
   }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
-    const std::string params[] = {ns_, std::string(call.name),
-                                  std::string(call.owner), Millis(call.lease)};
+    const std::string params[] = {ns_,
+                                  std::string(call.name),
+                                  std::string(call.owner),
+                                  Millis(call.lease),
+                                  liveness_id_,
+                                  liveness_ttl_ms_};
     return AcquireWithWakeups(
         call, hub_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
           absl::StatusOr<PgResult> r = RunPooled(sql_.acquire, params, false);
           if (!r.ok()) return r.status();
           return ToAttempt(r->get());
         });
+  }
+
+  absl::Status RenewLiveness(absl::Duration ttl) override {
+    const std::string params[] = {liveness_id_, Millis(ttl)};
+    return RunPooled(sql_.liveness, params, true).status();
   }
 
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
@@ -86,6 +101,9 @@ class LeaseBackend : public PgBackendBase {
   }
 
  private:
+  const std::string liveness_id_;
+  const std::string liveness_ttl_ms_;  // "0": liveness off
+
   // A PostgreSQL array literal: each element double-quoted, with '"' and
   // '\\' escaped. It is a parameter's value, parsed as data by array_in.
   static std::string ArrayLiteral(const std::vector<std::string>& items) {

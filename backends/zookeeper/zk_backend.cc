@@ -309,6 +309,8 @@ absl::StatusOr<LockInfo> ZkBackend::Inspect(absl::string_view name) {
   }
   const Holder& h = **holder;
   info.locked = true;
+  // The holder's node lives on its session: held means live.
+  info.holder_live = true;
   info.owner = h.data.owner;
   info.hold_count = h.data.holds;
   info.fencing_token = static_cast<uint64_t>(h.stat.czxid);
@@ -387,6 +389,25 @@ absl::Status ZkBackend::ForceUnlock(absl::string_view name) {
   if (r.rc == ZOK || r.rc == ZNONODE) return absl::OkStatus();
   return session_->ErrorStatus(
       r.rc, absl::StrCat("force unlock of lock '", name, "'"));
+}
+
+absl::Status ZkBackend::ForceUnlockIfToken(absl::string_view name,
+                                           uint64_t fencing_token) {
+  absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
+  if (!holder.ok()) return holder.status();
+  if (!holder->has_value() || Expired((*holder)->data, (*holder)->stat) ||
+      static_cast<uint64_t>((*holder)->stat.czxid) != fencing_token) {
+    return TokenMismatchError(name, fencing_token);
+  }
+  // The token is the node's czxid and its sequential path is never reused:
+  // deleting that path removes that hold and no later one. ZNONODE: it was
+  // released or force-unlocked since, so it is not held with the token.
+  Reply r = session_->Delete((*holder)->path, -1).Wait(CallDeadline());
+  if (r.rc == ZOK) return absl::OkStatus();
+  if (r.rc == ZNONODE) return TokenMismatchError(name, fencing_token);
+  return session_->ErrorStatus(
+      r.rc, absl::StrCat("force unlock of lock '", name, "' on token ",
+                         fencing_token));
 }
 
 std::shared_ptr<ZkHold> ZkBackend::NewRecord(absl::string_view name,

@@ -56,6 +56,8 @@ class ZkBackend : public Backend {
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
   absl::Status ForceUnlock(absl::string_view name) override;
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override;
   // mntr's zk_approximate_data_size from the server the session is on.
   absl::StatusOr<ServerMemory> ServerMemoryUse() override;
   void Shutdown() override;

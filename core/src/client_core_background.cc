@@ -10,8 +10,8 @@
 namespace dlock::internal {
 
 void ClientCore::MarkLost(const HoldKey& key, HoldEntry& hold,
-                          absl::Status reason, Leftover leftover,
-                          std::vector<Delivery>& out) {
+                          absl::Status reason, LossCause cause,
+                          Leftover leftover, std::vector<Delivery>& out) {
   if (hold.lost) return;
   hold.lost = true;
   hold.lost_reason = reason;
@@ -23,11 +23,13 @@ void ClientCore::MarkLost(const HoldKey& key, HoldEntry& hold,
     AddPendingRelease(key, AllHoldsOf(key.second, hold), hold.max_lease,
                       hold.record);
   }
-  Delivery d{.event = LockLostEvent{
-                 .name = key.first,
-                 .owner = key.second,
-                 .fencing_token = hold.fencing_token,
-                 .reason = WithKind(std::move(reason), ErrorKind::kLost)}};
+  Delivery d{.event = LockLostEvent{.name = key.first,
+                                    .owner = key.second,
+                                    .fencing_token = hold.fencing_token,
+                                    .reason = WithKind(std::move(reason),
+                                                       ErrorKind::kLost)},
+             .cause = cause,
+             .granted = hold.granted};
   // The acquisitions stay (their Holds still ask after them); what they
   // asked to be told goes.
   for (Acquisition& a : hold.acquisitions) {
@@ -39,33 +41,52 @@ void ClientCore::MarkLost(const HoldKey& key, HoldEntry& hold,
 }
 
 void ClientCore::MarkLostQueued(const HoldKey& key, HoldEntry& hold,
-                                absl::Status reason, Leftover leftover) {
+                                absl::Status reason, LossCause cause,
+                                Leftover leftover) {
   std::vector<Delivery> out;
-  MarkLost(key, hold, std::move(reason), leftover, out);
+  MarkLost(key, hold, std::move(reason), cause, leftover, out);
   if (out.empty()) return;
   for (Delivery& d : out) queued_.push_back(std::move(d));
   notifier_wake_.Signal();
 }
 
-absl::Status ClientCore::DeadlineReason(const HoldKey& key,
-                                        const HoldEntry& hold) {
+ClientCore::DeadlineLoss ClientCore::DeadlineReason(const HoldKey& key,
+                                                    const HoldEntry& hold) {
+  if (liveness_until_ < hold.valid_until &&
+      liveness_until_ <=
+          backend_->HeldUntil(key.first, key.second, hold.record.get())) {
+    // Past here a waiter may take the lock over whatever its lease.
+    return {absl::UnavailableError(absl::StrCat(
+                "this client's liveness record (liveness_ttl ",
+                absl::FormatDuration(liveness_ttl_),
+                ") was not confirmed in time, so other clients may take its "
+                "locks over",
+                heartbeat_error_.ok()
+                    ? ""
+                    : absl::StrCat(": ", heartbeat_error_.message()))),
+            LossCause::kUnconfirmed};
+  }
   if (backend_->HeldUntil(key.first, key.second, hold.record.get()) <
       hold.valid_until) {
-    return absl::UnavailableError(
-        "the backend session that kept the hold can no longer be trusted");
+    return {absl::UnavailableError("the backend session that kept the hold "
+                                   "can no longer be trusted"),
+            LossCause::kUnconfirmed};
   }
   if (!hold.renewed) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the lease of ", absl::FormatDuration(hold.lease),
-                     " ran out before release"));
+    return {absl::FailedPreconditionError(
+                absl::StrCat("the lease of ", absl::FormatDuration(hold.lease),
+                             " ran out before release")),
+            LossCause::kLeaseEnded};
   }
   if (!hold.renewal_error.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("the lease ran out while renewal kept failing: ",
-                     hold.renewal_error.message()));
+    return {absl::UnavailableError(
+                absl::StrCat("the lease ran out while renewal kept failing: ",
+                             hold.renewal_error.message())),
+            LossCause::kUnconfirmed};
   }
-  return absl::UnavailableError(
-      "the lease ran out before a renewal was confirmed");
+  return {absl::UnavailableError(
+              "the lease ran out before a renewal was confirmed"),
+          LossCause::kUnconfirmed};
 }
 
 bool ClientCore::LatchDeadline(const HoldKey& key, HoldEntry& hold,
@@ -79,7 +100,9 @@ bool ClientCore::LatchDeadline(const HoldKey& key, HoldEntry& hold,
     hold.lost_reason = LostError(key.first, "its lease ended as kept");
     return true;
   }
-  MarkLostQueued(key, hold, DeadlineReason(key, hold), Leftover::kRelease);
+  DeadlineLoss loss = DeadlineReason(key, hold);
+  MarkLostQueued(key, hold, std::move(loss.reason), loss.cause,
+                 Leftover::kRelease);
   return true;
 }
 
@@ -90,6 +113,9 @@ void ClientCore::WakeFor(const HoldKey& key, const HoldEntry& hold) {
   if (hold.renewed && hold.next_renewal < renewer_wakes_at_) {
     renewer_wake_.Signal();
   }
+  if (KeepsLiveness() && next_heartbeat_ < renewer_wakes_at_) {
+    renewer_wake_.Signal();
+  }
 }
 
 void ClientCore::Deliver(std::vector<Delivery>& deliveries) {
@@ -98,6 +124,18 @@ void ClientCore::Deliver(std::vector<Delivery>& deliveries) {
     for (const CancelToken& token : d.tokens) token.Cancel();
     for (const LockLostCallback& callback : d.callbacks) callback(d.event);
     if (options_.on_lost) options_.on_lost(d.event);
+    // After the callbacks, as the observer's contract says. A hold whose
+    // acquisitions were all left to run out was told as released.
+    if (observer_ && !d.tokens.empty()) {
+      observer_.Tell(&LockObserver::OnLoss,
+                     LossEvent{.lock_namespace = lock_namespace_,
+                               .name = d.event.name,
+                               .owner = d.event.owner,
+                               .fencing_token = d.event.fencing_token,
+                               .cause = d.cause,
+                               .reason = d.event.reason,
+                               .held = clock_.Now() - d.granted});
+    }
   }
   deliveries.clear();
 }
@@ -110,7 +148,8 @@ void ClientCore::OnHoldLost(absl::string_view name, absl::string_view owner,
   absl::MutexLock lock(&mu_);
   auto it = holds_.find(HoldKeyView(name, owner));
   if (it != holds_.end()) {
-    MarkLostQueued(it->first, it->second, reason, Leftover::kGone);
+    MarkLostQueued(it->first, it->second, reason, LossCause::kGone,
+                   Leftover::kGone);
   }
 }
 
@@ -192,6 +231,8 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
     const MonoTime sent = clock_.Now();
     absl::StatusOr<int64_t> left =
         backend_->Release(PendingCall(key, sending, sent));
+    TellReleaseFailure(key, ReleaseFailureEvent::Stage::kBackground,
+                       left.status());
     absl::MutexLock lock(&mu_);
     released_.Signal();
     auto it = pending_releases_.find(key);
@@ -236,6 +277,8 @@ void ClientCore::RetryReleases(MonoTime now) {
     mu_.Unlock();
     absl::StatusOr<int64_t> left =
         backend_->Release(PendingCall(key, p, clock_.Now()));
+    TellReleaseFailure(key, ReleaseFailureEvent::Stage::kBackground,
+                       left.status());
     mu_.Lock();
     released_.Signal();
     auto it = pending_releases_.find(key);
@@ -257,11 +300,14 @@ void ClientCore::RenewerLoop() {
   absl::MutexLock lock(&mu_);
   while (!closed_) {
     renewer_wakes_at_ = MonoTime::InfinitePast();  // busy: signal freely
+    RefreshLiveness(clock_.Now());
+    if (closed_) break;
     RenewDue(clock_.Now());
     if (closed_) break;
     RetryReleases(clock_.Now());
     if (closed_) break;
     MonoTime next = MonoTime::InfiniteFuture();
+    if (LivenessWanted()) next = next_heartbeat_;
     for (const auto& [key, hold] : holds_) {
       if (hold.renewed && !hold.lost) next = std::min(next, hold.next_renewal);
     }
@@ -279,6 +325,7 @@ void ClientCore::RenewDue(MonoTime now) {
   struct Due {
     HoldKey key;
     uint64_t generation;
+    uint64_t fencing_token;
     absl::Duration lease;
     std::shared_ptr<HoldRecord> record;
   };
@@ -294,7 +341,8 @@ void ClientCore::RenewDue(MonoTime now) {
   for (const auto& [key, hold] : holds_) {
     if (hold.renewed && !hold.lost &&
         hold.next_renewal <= now + hold.lease / 10) {
-      due.push_back(Due{key, hold.generation, hold.lease, hold.record});
+      due.push_back(Due{key, hold.generation, hold.fencing_token, hold.lease,
+                        hold.record});
     }
   }
   std::vector<RenewCall> calls;
@@ -310,6 +358,17 @@ void ClientCore::RenewDue(MonoTime now) {
   mu_.Unlock();
   const MonoTime sent = clock_.Now();
   std::vector<absl::Status> results = backend_->RenewMany(calls);
+  if (observer_) {
+    for (size_t i = 0; i < due.size() && i < results.size(); ++i) {
+      observer_.Tell(&LockObserver::OnRenewal,
+                     RenewalEvent{.lock_namespace = lock_namespace_,
+                                  .name = due[i].key.first,
+                                  .owner = due[i].key.second,
+                                  .fencing_token = due[i].fencing_token,
+                                  .by_watchdog = true,
+                                  .result = results[i]});
+    }
+  }
   mu_.Lock();
 
   const MonoTime after = clock_.Now();
@@ -332,7 +391,8 @@ void ClientCore::RenewDue(MonoTime now) {
       hold.next_renewal = sent + due[i].lease / 3;
       hold.renewal_error = absl::OkStatus();
     } else if (IsGone(result)) {
-      MarkLostQueued(it->first, hold, result, Leftover::kGone);
+      MarkLostQueued(it->first, hold, result, LossCause::kGone,
+                     Leftover::kGone);
     } else {
       // Transient: try again soon; the notifier ends the hold at its
       // deadline if no renewal gets through by then.
@@ -341,6 +401,51 @@ void ClientCore::RenewDue(MonoTime now) {
     }
   }
   notifier_wake_.Signal();  // deadlines moved
+}
+
+// --- Holder liveness ---------------------------------------------------------
+
+bool ClientCore::LivenessWanted() const {
+  if (!KeepsLiveness()) return false;
+  for (const auto& [key, hold] : holds_) {
+    if (!hold.lost && !hold.acquisitions.empty()) return true;
+  }
+  return false;
+}
+
+void ClientCore::LivenessConfirmed(MonoTime sent) {
+  const MonoTime until = LocalDeadline(sent, liveness_ttl_);
+  if (until <= liveness_until_) return;
+  // Holds whose notice time came under the old bound stay lost (C20), even
+  // if the notifier has not looked yet: latched before the bound moves.
+  const MonoTime now = clock_.Now();
+  if (now >= liveness_until_ - NoticeLead(absl::InfiniteDuration())) {
+    ExpireOverdue(now);
+  }
+  liveness_until_ = until;
+  next_heartbeat_ = std::max(next_heartbeat_, sent + liveness_ttl_ / 3);
+  heartbeat_error_ = absl::OkStatus();
+  notifier_wake_.Signal();  // deadlines moved
+}
+
+void ClientCore::RefreshLiveness(MonoTime now) {
+  if (now < next_heartbeat_ || !LivenessWanted()) return;
+  // Sent without the lock, as renewals are; a heartbeat confirmed after the
+  // deadline it would have extended changes nothing for holds already told
+  // lost (LatchDeadline keeps them lost).
+  mu_.Unlock();
+  const MonoTime sent = clock_.Now();
+  const absl::Status refreshed = backend_->RenewLiveness(liveness_ttl_);
+  mu_.Lock();
+  if (refreshed.ok()) {
+    LivenessConfirmed(sent);
+    next_heartbeat_ = sent + liveness_ttl_ / 3;
+  } else {
+    // Tried again soon; the notifier ends every hold at liveness_until_ if
+    // no refresh gets through by then.
+    heartbeat_error_ = refreshed;
+    next_heartbeat_ = clock_.Now() + RetryEvery(liveness_ttl_);
+  }
 }
 
 // --- The notifier ------------------------------------------------------------
@@ -437,7 +542,8 @@ absl::Status ClientCore::Close() {
       to_release.push_back(
           ToRelease{key, PendingRelease{.holds = AllHoldsOf(key.second, hold),
                                         .record = hold.record}});
-      MarkLost(key, hold, ClosedError(), Leftover::kGone, deliveries);
+      MarkLost(key, hold, ClosedError(), LossCause::kClientClosed,
+               Leftover::kGone, deliveries);
     }
     holds_.clear();
     for (auto& [key, p] : pending_releases_) {
@@ -461,6 +567,7 @@ absl::Status ClientCore::Close() {
     }
     absl::StatusOr<int64_t> left =
         backend_->Release(PendingCall(key, p, clock_.Now()));
+    TellReleaseFailure(key, ReleaseFailureEvent::Stage::kClose, left.status());
     if (!left.ok() && !IsGone(left.status())) {
       if (failed++ == 0) first_error = left.status();
     }
