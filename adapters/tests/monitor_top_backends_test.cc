@@ -290,11 +290,13 @@ TEST_P(MonitorTopTest, TopInATerminalSortsResizesAndQuits) {
   const std::string top = absl::StrCat(
       testing::kCliPath, " top --interval 300ms --backend '", Uri(), "'");
   // Two runs of top: the first quits with q, the second is interrupted;
-  // then the shell shows their exit codes and the terminal's mode.
+  // then the shell shows their exit codes and the terminal's mode. The
+  // second starts on Enter: on the alternate screen it would hide the first
+  // one's exit code from a test that looked a moment too late.
   // The shell catches SIGINT (a trap, reset to the default in top) so that
   // Ctrl-C, sent to the whole process group, ends only top.
   const std::string script = absl::StrCat(
-      "trap true INT; ", top, "; echo \"first-exit=$?\"; ", top,
+      "trap true INT; ", top, "; echo \"first-exit=$?\"; read go; ", top,
       "; echo \"second-exit=$?\"; stty -a | tr ' ;' '\\n\\n' | "
       "grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; "
       "echo; sleep 60");
@@ -336,6 +338,7 @@ TEST_P(MonitorTopTest, TopInATerminalSortsResizesAndQuits) {
   tmux.Keys("q");
   Await([&] { return absl::StrContains(tmux.Screen(), "first-exit=0"); },
         "top to quit on q");
+  tmux.Keys("Enter");
   // The second top: Ctrl-C ends it (128 + SIGINT) and restores the terminal.
   Await([&] { return RowNames(tmux.Screen()).size() == 3; },
         "the second top to draw");
