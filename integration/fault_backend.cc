@@ -41,6 +41,20 @@ class FaultInjectingBackend : public ForwardingBackend {
     }
     return results;
   }
+  BackendTraits Traits() const override {
+    BackendTraits traits = ForwardingBackend::Traits();
+    if (plan_->emulates_liveness()) traits.liveness_record = true;
+    return traits;
+  }
+  absl::Status RenewLiveness(absl::Duration ttl) override {
+    return RunStatus(FaultPlan::kLiveness, [&] {
+      if (plan_->emulates_liveness() &&
+          !ForwardingBackend::Traits().liveness_record) {
+        return absl::OkStatus();
+      }
+      return ForwardingBackend::RenewLiveness(ttl);
+    });
+  }
   MonoTime HeldUntil(absl::string_view name, absl::string_view owner,
                      const HoldRecord* record) override {
     return std::min(plan_->held_until(),
@@ -53,6 +67,12 @@ class FaultInjectingBackend : public ForwardingBackend {
   absl::Status ForceUnlock(absl::string_view name) override {
     return RunStatus(FaultPlan::kForceUnlock,
                      [&] { return ForwardingBackend::ForceUnlock(name); });
+  }
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override {
+    return RunStatus(FaultPlan::kForceUnlock, [&] {
+      return ForwardingBackend::ForceUnlockIfToken(name, fencing_token);
+    });
   }
 
  private:
@@ -105,6 +125,16 @@ FaultPlan::Decorator() {
 void FaultPlan::Set(Op op, Fault fault) {
   absl::MutexLock lock(&mu_);
   faults_[op] = std::move(fault);
+}
+
+void FaultPlan::EmulateLivenessRecord() {
+  absl::MutexLock lock(&mu_);
+  emulate_liveness_ = true;
+}
+
+bool FaultPlan::emulates_liveness() const {
+  absl::MutexLock lock(&mu_);
+  return emulate_liveness_;
 }
 
 void FaultPlan::SetHeldUntil(MonoTime until) {

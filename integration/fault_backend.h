@@ -29,8 +29,17 @@ namespace dlock::testing {
 class FaultPlan : public std::enable_shared_from_this<FaultPlan> {
  public:
   // The calls a fault can target. kRenew covers Renew and the watchdog's
-  // RenewMany (one call per batch).
-  enum Op { kAcquire, kRelease, kRenew, kInspect, kForceUnlock, kOpCount };
+  // RenewMany (one call per batch); kForceUnlock both force unlocks.
+  // kLiveness is the core's heartbeat (Backend::RenewLiveness).
+  enum Op {
+    kAcquire,
+    kRelease,
+    kRenew,
+    kInspect,
+    kForceUnlock,
+    kLiveness,
+    kOpCount
+  };
 
   struct Fault {
     // Real time the call waits before it is sent on.
@@ -70,6 +79,13 @@ class FaultPlan : public std::enable_shared_from_this<FaultPlan> {
   void SetHeldUntil(MonoTime until);
   MonoTime held_until() const;
 
+  // Makes a backend that keeps no liveness record (memory://) declare one
+  // and confirm every heartbeat, so that the core's liveness can be tested
+  // on it; faults on kLiveness then decide what the core hears. Set before
+  // Connect(): the core reads the traits once.
+  void EmulateLivenessRecord();
+  bool emulates_liveness() const;
+
   // Calls of `op` that reached the decorator, and of those, the ones that
   // are blocked now.
   int calls(Op op) const;
@@ -90,6 +106,7 @@ class FaultPlan : public std::enable_shared_from_this<FaultPlan> {
   std::array<int, kOpCount> blocked_ ABSL_GUARDED_BY(mu_) = {};
   std::array<uint64_t, kOpCount> unblocks_ ABSL_GUARDED_BY(mu_) = {};
   MonoTime held_until_ ABSL_GUARDED_BY(mu_) = MonoTime::InfiniteFuture();
+  bool emulate_liveness_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace dlock::testing

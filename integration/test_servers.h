@@ -67,8 +67,10 @@ struct TestBackend {
   // (PostgreSQL).
   std::function<absl::StatusOr<int>(const std::string&)> terminate_sessions;
   // A URI parameter that makes a client's session expire 2 s after the
-  // server last heard from it ("session_timeout=2s" for ZooKeeper); empty
-  // where no session expires on its own.
+  // server last heard from it ("session_timeout=2s" for ZooKeeper), or
+  // others take over 2 s after the server saw it gone ("session_grace=2s"
+  // for PostgreSQL session mode); empty where holds do not live on a
+  // session.
   std::string short_session_param;
 
   // Conformance cases (names without the suite prefix) that are documented

@@ -15,9 +15,9 @@ packages=(
   libhiredis-dev redis-server redis-tools
   libzookeeper-mt-dev zookeeper python3-kazoo
   libpq-dev postgresql python3-tooz python3-psycopg2
-  python3-redis python3-matplotlib
+  python3-redis python3-matplotlib python3-prometheus-client
   libtomlplusplus-dev libcli11-dev
-  libfaketime
+  libfaketime tmux curl
   nodejs npm
 )
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "lock_table.h"
 
 namespace dlock::cli {
 namespace {
@@ -23,6 +24,8 @@ std::string InfoJson(const LockInfo& info) {
       absl::StrCat("\"locked\":", info.locked ? "true" : "false")};
   if (info.locked) {
     fields.push_back(absl::StrCat("\"owner\":", JsonString(info.owner)));
+    fields.push_back(absl::StrCat("\"kept_after_release\":",
+                                  info.kept_after_release ? "true" : "false"));
     fields.push_back(absl::StrCat("\"hold_count\":", info.hold_count));
     fields.push_back(absl::StrCat("\"fencing_token\":", info.fencing_token));
     fields.push_back(absl::StrCat(
@@ -36,23 +39,6 @@ std::string InfoJson(const LockInfo& info) {
 }
 
 void Print(const std::string& text) { std::fputs(text.c_str(), stdout); }
-
-// Connects as the flags say; on failure, prints and returns the exit code.
-std::unique_ptr<LockClient> ConnectOrFail(const BackendFlags& flags,
-                                          int& exit_code) {
-  absl::StatusOr<Profile> profile = ResolveProfile(flags);
-  if (!profile.ok()) {
-    exit_code = Fail(profile.status());
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<LockClient>> client =
-      ConnectWith(*profile, flags);
-  if (!client.ok()) {
-    exit_code = Fail(client.status());
-    return nullptr;
-  }
-  return *std::move(client);
-}
 
 absl::StatusOr<LockInfo> InspectNamed(LockClient& client,
                                       const std::string& name) {
@@ -77,7 +63,7 @@ int StatusCommand(const BackendFlags& flags, const std::string& name) {
     Print(absl::StrFormat(
         "%s: locked\n  holder:        %s\n  hold count:    %d\n"
         "  fencing token: %d\n  lease left:    %s\n  since:         %s\n",
-        name, info->owner, info->hold_count, info->fencing_token,
+        name, HolderText(*info), info->hold_count, info->fencing_token,
         absl::FormatDuration(info->remaining_lease), FormatSince(info->since)));
   }
   return kOk;
@@ -114,13 +100,13 @@ int ListCommand(const BackendFlags& flags, const std::string& prefix) {
                           info.fencing_token,
                           absl::FormatDuration(absl::Trunc(
                               info.remaining_lease, absl::Milliseconds(1))),
-                          info.owner));
+                          HolderText(info)));
   }
   return kOk;
 }
 
 int UnlockCommand(const BackendFlags& flags, const std::string& name,
-                  bool force) {
+                  bool force, uint64_t token) {
   if (!force) {
     return Fail(kUsage,
                 "unlock removes the lock whoever holds it; say so with "
@@ -134,7 +120,11 @@ int UnlockCommand(const BackendFlags& flags, const std::string& name,
   // operation either way (C12).
   absl::StatusOr<LockInfo> before = admin.Inspect(name);
   if (!before.ok()) return Fail(before.status());
-  if (absl::Status s = admin.ForceUnlock(name); !s.ok()) return Fail(s);
+  if (absl::Status s =
+          token != 0 ? admin.ForceUnlock(name, token) : admin.ForceUnlock(name);
+      !s.ok()) {
+    return Fail(s);
+  }
   if (flags.json) {
     std::string out = absl::StrCat("{\"name\":", JsonString(name),
                                    ",\"unlocked\":true,\"was_locked\":",
@@ -145,7 +135,7 @@ int UnlockCommand(const BackendFlags& flags, const std::string& name,
     }
     Print(out + "}\n");
   } else if (before->locked) {
-    Print(absl::StrCat(name, ": unlocked (was held by ", before->owner,
+    Print(absl::StrCat(name, ": unlocked (was held by ", HolderText(*before),
                        ", fencing token ", before->fencing_token, ")\n"));
   } else {
     Print(absl::StrCat(name, ": was not locked\n"));

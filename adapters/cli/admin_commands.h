@@ -2,6 +2,7 @@
 #ifndef DLOCK_ADAPTERS_CLI_ADMIN_COMMANDS_H_
 #define DLOCK_ADAPTERS_CLI_ADMIN_COMMANDS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "cli_common.h"
@@ -10,8 +11,9 @@ namespace dlock::cli {
 
 int StatusCommand(const BackendFlags& flags, const std::string& name);
 int ListCommand(const BackendFlags& flags, const std::string& prefix);
+// `token` non-zero: only while the lock is held with that fencing token.
 int UnlockCommand(const BackendFlags& flags, const std::string& name,
-                  bool force);
+                  bool force, uint64_t token);
 
 }  // namespace dlock::cli
 

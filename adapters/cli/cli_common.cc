@@ -1,5 +1,9 @@
 #include "cli_common.h"
 
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
@@ -67,6 +71,36 @@ absl::StatusOr<std::unique_ptr<LockClient>> ConnectWith(
     profile.lock_namespace = flags.lock_namespace;
   }
   return ConnectProfile(profile);
+}
+
+std::unique_ptr<LockClient> ConnectOrFail(const BackendFlags& flags,
+                                          int& exit_code) {
+  absl::StatusOr<Profile> profile = ResolveProfile(flags);
+  if (!profile.ok()) {
+    exit_code = Fail(profile.status());
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<LockClient>> client =
+      ConnectWith(*profile, flags);
+  if (!client.ok()) {
+    exit_code = Fail(client.status());
+    return nullptr;
+  }
+  return *std::move(client);
+}
+
+int BlockedSignalFd(std::initializer_list<int> signals) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : signals) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+int ReadSignal(int signal_fd) {
+  signalfd_siginfo info;
+  if (read(signal_fd, &info, sizeof(info)) != sizeof(info)) return 0;
+  return static_cast<int>(info.ssi_signo);
 }
 
 std::string JsonString(absl::string_view text) {

@@ -3,6 +3,7 @@
 #ifndef DLOCK_ADAPTERS_CLI_CLI_COMMON_H_
 #define DLOCK_ADAPTERS_CLI_CLI_COMMON_H_
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -58,6 +59,21 @@ absl::StatusOr<Profile> ResolveProfile(const BackendFlags& flags);
 // Connects with the profile; the flags' namespace wins over the profile's.
 absl::StatusOr<std::unique_ptr<LockClient>> ConnectWith(
     Profile profile, const BackendFlags& flags);
+
+// Connects as the flags say; on failure, prints the error and returns null
+// with `exit_code` set.
+std::unique_ptr<LockClient> ConnectOrFail(const BackendFlags& flags,
+                                          int& exit_code);
+
+// Blocks `signals` in the calling thread (and the threads it starts later:
+// call it before connecting) and returns a signalfd that reads them, so
+// that a loop can poll() for them with its other descriptors. -1 and
+// errno when the kernel refuses.
+int BlockedSignalFd(std::initializer_list<int> signals);
+
+// Reads one signal from a BlockedSignalFd() descriptor; 0 when none is
+// pending.
+int ReadSignal(int signal_fd);
 
 // A JSON string literal (quotes included) for UTF-8 text.
 std::string JsonString(absl::string_view text);

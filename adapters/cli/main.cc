@@ -1,4 +1,6 @@
 // The `dlock` command-line tool. See docs/cli.md.
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -6,7 +8,9 @@
 #include "admin_commands.h"
 #include "bench_command.h"
 #include "cli_common.h"
+#include "monitor_command.h"
 #include "run_command.h"
+#include "top_command.h"
 
 namespace dlock::cli {
 namespace {
@@ -21,6 +25,8 @@ Examples:
   dlock status --profile prod --config /etc/dlock.toml nightly-report
   dlock list --prefix nightly- --json
   dlock unlock --force nightly-report
+  dlock top --backend redis://cache:6379
+  dlock monitor --held-longer-than 10m --on-held-too-long ./page.sh
   dlock bench --backend redis://cache:6379 --backend zk://zk1:2181
 
 Exit codes: 0 success (run: the command's status), 64 usage error,
@@ -96,12 +102,42 @@ int Main(int argc, char** argv) {
 
   std::string unlock_name;
   bool force = false;
+  uint64_t unlock_token = 0;
   CLI::App* unlock_cmd = app.add_subcommand(
       "unlock", "Remove a lock whoever holds it (administrators)");
   AddBackendFlags(*unlock_cmd, flags, /*json=*/true);
   unlock_cmd->add_flag("--force", force, "Required: the holder loses the lock");
+  unlock_cmd
+      ->add_option(
+          "--token", unlock_token,
+          "Only if still held with this fencing token (as status showed it): "
+          "never removes a holder that took the lock over since")
+      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
   unlock_cmd->add_option("name", unlock_name, "Lock name")->required();
-  unlock_cmd->footer("\nExample:\n  dlock unlock --force nightly-report");
+  unlock_cmd->footer(
+      "\nExample:\n  dlock unlock --force nightly-report\n  dlock unlock "
+      "--force --token 41 nightly-report");
+
+  TopFlags top;
+  CLI::App* top_cmd = app.add_subcommand(
+      "top", "Live table of the locks held; n h l t sort, r reverses, q quits");
+  AddBackendFlags(*top_cmd, flags, /*json=*/false);
+  AddTopFlags(*top_cmd, top);
+  top_cmd->footer(
+      "\nExample:\n  dlock top --backend redis://127.0.0.1:6379 --prefix "
+      "reports/\nWithout a terminal (or with --once) it prints one table.");
+
+  MonitorFlags monitor;
+  CLI::App* monitor_cmd = app.add_subcommand(
+      "monitor",
+      "Watch the locks as a service: held too long, dead holders, metrics");
+  AddBackendFlags(*monitor_cmd, flags, /*json=*/false);
+  AddMonitorFlags(*monitor_cmd, monitor);
+  monitor_cmd->footer(
+      "\nExample:\n  dlock monitor --backend redis://127.0.0.1:6379 "
+      "--held-longer-than 15m --on-held-too-long /usr/local/bin/page.sh "
+      "--metrics-listen 127.0.0.1:9464\nRuns until SIGINT or SIGTERM; one "
+      "log line per event on stdout. See docs/cli.md.");
 
   BenchFlags bench;
   CLI::App* bench_cmd = app.add_subcommand(
@@ -129,9 +165,14 @@ int Main(int argc, char** argv) {
   if (run_cmd->parsed()) return RunCommand(flags, run);
   if (status_cmd->parsed()) return StatusCommand(flags, status_name);
   if (list_cmd->parsed()) return ListCommand(flags, prefix);
-  if (unlock_cmd->parsed()) return UnlockCommand(flags, unlock_name, force);
+  if (unlock_cmd->parsed())
+    return UnlockCommand(flags, unlock_name, force, unlock_token);
   if (bench_cmd->parsed()) return BenchCommand(bench);
-  return Fail(kUsage, "give a command: run, status, list, unlock or bench");
+  if (top_cmd->parsed()) return TopCommand(flags, top);
+  if (monitor_cmd->parsed()) return MonitorCommand(flags, monitor);
+  return Fail(kUsage,
+              "give a command: run, status, list, unlock, top, monitor or "
+              "bench");
 }
 
 }  // namespace

@@ -175,15 +175,19 @@ int RunScheduledJob(const BackendFlags& flags, const RunFlags& run,
     // Wakes the loop below at once when the run's time is up.
     ScopedCancelCallback wake(context.cancel,
                               [] { kill(getpid(), kWakeSignal); });
+    // The run's lease is --at-most-for: its end and a loss look alike
+    // (the hold is told lost a little before the lease ends).
+    auto why = [&] {
+      return absl::StrCat("ended: the run outlived --at-most-for (",
+                          absl::FormatDuration(plan->at_most_for),
+                          ") or lost the lock, and the slot may run elsewhere");
+    };
     exit = SuperviseChild(
         child, [&] { return context.cancel.IsCancelled(); },
         SupervisionOptions{.lock_name = JobRunLockName(run.name, plan->slot),
                            .lost_signal = plan->lost_signal,
                            .kill_after = plan->kill_after,
-                           .lost_why = absl::StrCat(
-                               "expired: the run outlived --at-most-for (",
-                               absl::FormatDuration(plan->at_most_for),
-                               ") and the slot may run elsewhere")});
+                           .lost_why = why});
     return absl::OkStatus();
   };
   ScheduledJobGuard guard(**client);

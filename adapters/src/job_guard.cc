@@ -15,9 +15,9 @@
 namespace dlock {
 namespace {
 
-// The backend's smallest lease; a marker shorter than that is rounded up,
-// which only keeps others out slightly longer.
-constexpr absl::Duration kMinLease = absl::Milliseconds(10);
+// The shortest keep Hold::ReleaseAndKeepFor() takes; a keep shorter than
+// that is rounded up, which only keeps others out slightly longer.
+constexpr absl::Duration kMinKeep = absl::Milliseconds(10);
 
 std::string RandomOwnerToken() {
   std::random_device random;
@@ -62,10 +62,11 @@ class DeadlineTimer {
 // C15: the longest lock name every backend takes.
 constexpr size_t kMaxLockNameBytes = 512;
 
-// '@' and '#' separate the job, the slot and the role in a lock name, so
-// they are percent-encoded in the job and the slot, and '%' too so that the
-// escape is reversible: then no job, slot or marker can produce another's
-// name, and a name without these three characters keeps its lock name.
+// '@' separates the job and the slot in a lock name, so it is
+// percent-encoded in the job and the slot, and '%' too so that the escape is
+// reversible: then no job and slot can produce another's name. '#' is
+// escaped as well, as when it named a marker lock, so that run keys keep
+// their names; a name without these three characters keeps its lock name.
 std::string EscapeJobPart(absl::string_view part) {
   std::string out;
   out.reserve(part.size());
@@ -110,13 +111,13 @@ absl::Status ValidateJobName(absl::string_view job_name,
   if (job_name.empty()) {
     return absl::InvalidArgumentError("a job needs a name; it is empty");
   }
-  const size_t longest = JobMarkerLockName(job_name, slot).size();
+  const size_t longest = JobRunLockName(job_name, slot).size();
   if (longest > kMaxLockNameBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         JobForMessages(job_name, slot), ": ",
         slot.empty() ? "the job name is" : "the job name and slot are",
-        " too long: with '%', '@' and '#' escaped as %25, %40 and %23 and "
-        "\"#ran\" added, the job's marker lock name would be ",
+        " too long: with '%', '@' and '#' escaped as %25, %40 and %23, the "
+        "job's run lock name would be ",
         longest, " bytes, and lock names hold at most ", kMaxLockNameBytes,
         " bytes; shorten the job name", slot.empty() ? "" : " or the slot"));
   }
@@ -129,21 +130,6 @@ std::string JobRunLockName(absl::string_view job_name, absl::string_view slot) {
   return slot.empty()
              ? EscapeJobPart(job_name)
              : absl::StrCat(EscapeJobPart(job_name), "@", EscapeJobPart(slot));
-}
-
-std::string JobMarkerLockName(absl::string_view job_name,
-                              absl::string_view slot) {
-  return absl::StrCat(JobRunLockName(job_name, slot), "#ran");
-}
-
-absl::Time ScheduledJobGuard::markers_expire() const {
-  absl::MutexLock lock(&mu_);
-  return last_marker_until_;
-}
-
-void ScheduledJobGuard::WaitOutMarkers() const {
-  const absl::Time until = markers_expire();
-  if (until > absl::Now()) absl::SleepFor(until - absl::Now());
 }
 
 absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
@@ -163,9 +149,6 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
   absl::StatusOr<std::unique_ptr<DistributedLock>> run =
       client_.GetLock(JobRunLockName(job_name, options.slot));
   if (!run.ok()) return named(run.status());
-  absl::StatusOr<std::unique_ptr<DistributedLock>> marker =
-      client_.GetLock(JobMarkerLockName(job_name, options.slot));
-  if (!marker.ok()) return named(marker.status());
 
   const std::string owner = RandomOwnerToken();
   JobResult result;
@@ -178,19 +161,13 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
   acquire.owner_token = owner;
   absl::StatusOr<Hold> held = (*run)->Acquire(acquire);
   if (!held.ok()) {
-    if (held.status().code() == absl::StatusCode::kDeadlineExceeded) {
-      result.outcome = JobOutcome::kSkippedRunning;
-      return result;
-    }
-    return held.status();
-  }
-
-  absl::StatusOr<LockInfo> recent = client_.Admin().Inspect((*marker)->name());
-  if (!recent.ok() || recent->locked) {
-    absl::Status released = held->Release();
-    if (!recent.ok()) return recent.status();
-    result.outcome = JobOutcome::kSkippedRecentlyRan;
-    result.lock_status = released;
+    if (!IsHeldByAnother(held.status())) return held.status();
+    // Running elsewhere, or kept after a recent run: looked at after the
+    // refusal (job_guard.h says what that race may report).
+    absl::StatusOr<LockInfo> info = client_.Admin().Inspect((*run)->name());
+    if (!info.ok()) return info.status();
+    result.outcome = info->kept_after_release ? JobOutcome::kSkippedRecentlyRan
+                                              : JobOutcome::kSkippedRunning;
     return result;
   }
 
@@ -203,47 +180,30 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
                      .cancel = CancelToken()};
   {
     DeadlineTimer timer(context.cancel, start + options.lock_at_most_for);
+    // A loss before then (a force unlock, the liveness record lapsed) ends
+    // the run's claim just as surely.
+    ScopedCancelCallback lost(held->lost_token(),
+                              [cancel = context.cancel] { cancel.Cancel(); });
     result.job_status = job(context);
   }
   const absl::Time finished = absl::Now();
   result.elapsed = finished - start;
 
+  // Counted from `start` when the release is sent: kept until start +
+  // lock_at_least_for on the backend's clock, or a little later; and for a
+  // slot computed from the clock, to lock_at_least_for past its end.
   const absl::Duration keep_out =
       std::max(options.lock_at_least_for - result.elapsed,
                options.slot_ends + options.lock_at_least_for - finished);
-  absl::Status marker_kept;
-  if (keep_out > absl::ZeroDuration()) {
-    AcquireOptions mark;
-    mark.wait = absl::ZeroDuration();
-    mark.lease = std::max(keep_out, kMinLease);
-    mark.owner_token = owner;
-    absl::StatusOr<Hold> marked = (*marker)->Acquire(mark);
-    if (!marked.ok()) {
-      // Leave the run lock to expire after lock_at_most_for: later than
-      // lock_at_least_for, so still safe. Its Hold is kept, unreleased,
-      // until then.
-      result.lock_status = WithContext(
-          marked.status(),
-          absl::StrCat("could not take the marker '", (*marker)->name(),
-                       "', leaving the run lock to expire"));
-      if (absl::Status kept = held->KeepUntilLeaseEnd(); !kept.ok()) {
-        result.lock_status = WithContext(result.lock_status, kept.message());
-      }
-      return result;
-    }
-    result.marker_until = finished + keep_out;
-    {
-      absl::MutexLock lock(&mu_);
-      last_marker_until_ = std::max(last_marker_until_, result.marker_until);
-    }
-    // Not released: the marker must run out with its lease.
-    marker_kept = marked->KeepUntilLeaseEnd();
+  if (keep_out <= absl::ZeroDuration()) {
+    result.lock_status = held->Release();
+    return result;
   }
-  result.lock_status = held->Release();
-  if (!marker_kept.ok()) {
-    result.lock_status =
-        WithContext(marker_kept, absl::StrCat("releasing the run lock: ",
-                                              result.lock_status.ToString()));
+  result.lock_status = held->ReleaseAndKeepFor(std::max(keep_out, kMinKeep));
+  // Unconfirmed (Unavailable) it is retried with the keep, so the slot
+  // stays closed; a lost hold keeps nothing.
+  if (result.lock_status.ok() || absl::IsUnavailable(result.lock_status)) {
+    result.kept_until = finished + keep_out;
   }
   return result;
 }

@@ -1,5 +1,6 @@
 #include "backend_servers.h"
 
+#include "absl/strings/str_cat.h"
 #include "test_servers.h"
 #include "test_servers_gtest.h"
 
@@ -10,9 +11,18 @@ std::vector<ServerBackend> ServerBackends() {
   for (const TestBackend& entry :
        TestBackends({.across_processes = true, .one_per_backend = true})) {
     // Named by backend ("postgres", not "postgres_lease"): one entry each.
-    backends.push_back({entry.backend, [entry](const std::string& ns) {
-                          return UriForTest(entry, ns);
-                        }});
+    std::string short_liveness = "liveness_ttl=2s";
+    if (!entry.short_session_param.empty()) {
+      absl::StrAppend(&short_liveness, "&", entry.short_session_param);
+    }
+    backends.push_back(
+        {.label = entry.backend,
+         .uri =
+             [entry](const std::string& ns) { return UriForTest(entry, ns); },
+         .short_liveness_uri =
+             [entry, short_liveness](const std::string& ns) {
+               return UriForTest(entry, ns, short_liveness);
+             }});
   }
   return backends;
 }

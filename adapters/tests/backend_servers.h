@@ -20,6 +20,10 @@ struct ServerBackend {
   // start, the calling test fails with the harness's message (which says what
   // to install) and gets a URI that refuses connections.
   std::function<std::string(const std::string& ns)> uri;
+  // The same with a 2 s holder liveness: `liveness_ttl=2s`, and where holds
+  // live on a session, a 2 s session timeout (ZooKeeper) or grace
+  // (PostgreSQL session mode).
+  std::function<std::string(const std::string& ns)> short_liveness_uri;
 };
 
 inline std::ostream& operator<<(std::ostream& os, const ServerBackend& b) {

@@ -51,7 +51,10 @@ class CliJobsTest : public ::testing::TestWithParam<testing::TestBackend> {
     absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-jobs");
     ASSERT_TRUE(dir.ok());
     dir_ = *dir;
-    backend_ = testing::UriForTest(GetParam(), "jobs");
+    // Configurations of one server (postgres lease and session) share its
+    // locks: a namespace of each test's own.
+    static int n = 0;
+    backend_ = testing::UriForTest(GetParam(), absl::StrCat("jobs", n++));
   }
   void TearDown() override { testing::RemoveTree(dir_); }
 

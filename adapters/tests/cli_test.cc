@@ -80,6 +80,15 @@ TEST(CliTest, UsageErrorsExit64WithOneLine) {
       {"run", "--backend", "memory://", "", "--", "true"},  // bad name (C15)
       {"status", "--backend", "memory://"},
       {"unlock", "--backend", "memory://", "n"},  // no --force
+      {"unlock", "--force", "--token", "0", "--backend", "memory://", "n"},
+      {"top", "--backend", "memory://", "--interval", "soon"},
+      {"top", "--backend", "memory://", "--sort", "size"},
+      {"monitor", "--backend", "memory://", "--interval", "0"},
+      {"monitor", "--backend", "memory://", "--held-longer-than", "x"},
+      // A hook needs a threshold to run at.
+      {"monitor", "--backend", "memory://", "--on-held-too-long", "true"},
+      {"monitor", "--backend", "memory://", "--metrics-listen", "9464"},
+      {"monitor", "--backend", "memory://", "--metrics-listen", "h:99999"},
       // Scheduled jobs.
       {"run", "--backend", "memory://", "--once-per", "1.5s", "j", "--",
        "true"},  // not whole seconds

@@ -1,4 +1,5 @@
-// The examples in docs/cli.md and docs/adapters.md are run: every ```sh
+// The examples in docs/cli.md, docs/adapters.md and
+// docs/operations_monitor_top.md are run: every ```sh
 // block is executed with bash -euo pipefail against a throwaway Redis, every
 // ```toml block is parsed, and every ```cpp block of adapters.md must appear
 // in docs_examples_test.cc, which runs it. Every contract clause ("(C7)",
@@ -195,6 +196,10 @@ TEST_F(DocsTest, CrontabAndTimerExamplesRunOncePerSlot) {
       << "SuccessExitStatus=" << success;
   EXPECT_EQ(testing::ReadFileOrEmpty(*dir + "/runs.log"), "ran\n");
   testing::RemoveTree(*dir);
+}
+
+TEST_F(DocsTest, MonitorAndTopShellExamplesRunAsWritten) {
+  RunShellBlocks("operations_monitor_top.md");
 }
 
 TEST_F(DocsTest, AdapterShellExamplesRunAsWritten) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "fault_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -88,7 +89,10 @@ TEST(JobGuardTest, AFastRunKeepsTheSlotClosedForLockAtLeastFor) {
   EXPECT_EQ(runs.load(), 2);
 }
 
-TEST(JobGuardTest, AGuardMadeForOneRunStillKeepsTheSlotClosed) {
+// The cron case: the guard is made for one run and the node's process
+// closes its client right after it (and would exit); the slot stays
+// closed, with no waiting.
+TEST(JobGuardTest, ClosingTheClientRightAfterTheRunKeepsTheSlotClosed) {
   const std::string uri = UniqueUri();
   std::unique_ptr<LockClient> a = MustConnect(uri), b = MustConnect(uri);
   const JobOptions options{.lock_at_most_for = absl::Seconds(30),
@@ -97,10 +101,19 @@ TEST(JobGuardTest, AGuardMadeForOneRunStillKeepsTheSlotClosed) {
   const absl::Time start = absl::Now();
   {
     ScheduledJobGuard once(*a);
-    EXPECT_EQ(RunOn(once, options, runs, absl::Milliseconds(10)),
-              JobOutcome::kRan);
+    absl::StatusOr<JobResult> result =
+        once.Run("nightly-report", options, [&](const JobContext&) {
+          ++runs;
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->outcome, JobOutcome::kRan);
+    EXPECT_TRUE(result->lock_status.ok()) << result->lock_status;
+    EXPECT_GE(result->kept_until, start + options.lock_at_least_for);
   }
-  // The guard is gone, its client is not: the marker still holds.
+  ASSERT_TRUE(a->Close().ok());
+  EXPECT_LT(absl::Now() - start, options.lock_at_least_for)
+      << "the run waited for its keep";
   ScheduledJobGuard node_b(*b);
   EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
             JobOutcome::kSkippedRecentlyRan);
@@ -109,6 +122,36 @@ TEST(JobGuardTest, AGuardMadeForOneRunStillKeepsTheSlotClosed) {
   EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
             JobOutcome::kRan);
   EXPECT_EQ(runs.load(), 2);
+}
+
+// Skipped because another node runs the job now, or because it ran
+// recently: two outcomes, told apart.
+TEST(JobGuardTest, RunningElsewhereAndRecentlyRanAreToldApart) {
+  const std::string uri = UniqueUri();
+  std::unique_ptr<LockClient> a = MustConnect(uri), b = MustConnect(uri);
+  ScheduledJobGuard node_a(*a), node_b(*b);
+  const JobOptions options{.lock_at_most_for = absl::Seconds(30),
+                           .lock_at_least_for = absl::Seconds(30)};
+  std::atomic<int> runs{0};
+  absl::Notification started, finish;
+  std::thread running([&] {
+    absl::StatusOr<JobResult> result =
+        node_a.Run("nightly-report", options, [&](const JobContext&) {
+          ++runs;
+          started.Notify();
+          finish.WaitForNotification();
+          return absl::OkStatus();
+        });
+    EXPECT_TRUE(result.ok() && result->outcome == JobOutcome::kRan);
+  });
+  started.WaitForNotification();
+  EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
+            JobOutcome::kSkippedRunning);
+  finish.Notify();
+  running.join();
+  EXPECT_EQ(RunOn(node_b, options, runs, absl::ZeroDuration()),
+            JobOutcome::kSkippedRecentlyRan);
+  EXPECT_EQ(runs.load(), 1);
 }
 
 TEST(JobGuardTest, WithoutLockAtLeastForAFinishedJobCanRunAgain) {
@@ -164,6 +207,37 @@ TEST(JobGuardTest, AJobOutlivingLockAtMostForIsCancelled) {
   EXPECT_EQ(result->lock_status.code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A run lock lost before lock_at_most_for (here: the client's liveness
+// record is not confirmed, so a waiter elsewhere may take the lock over)
+// cancels the job's context then, not an hour later.
+TEST(JobGuardTest, AJobWhoseRunLockIsLostSoonerIsCancelledThen) {
+  auto faults = std::make_shared<testing::FaultPlan>();
+  faults->EmulateLivenessRecord();
+  ClientOptions options;
+  options.liveness_ttl = absl::Milliseconds(300);
+  options.backend_decorator = faults->Decorator();
+  absl::StatusOr<std::unique_ptr<LockClient>> a = Connect(UniqueUri(), options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ScheduledJobGuard guard(**a);
+  absl::Time lapsed;
+  absl::StatusOr<JobResult> result = guard.Run(
+      "lapsed", {.lock_at_most_for = absl::Hours(1)},
+      [&](const JobContext& context) {
+        absl::Notification cancelled;
+        ScopedCancelCallback on_cancel(context.cancel,
+                                       [&] { cancelled.Notify(); });
+        lapsed = absl::Now();
+        faults->Set(testing::FaultPlan::kLiveness, {.fail_before = true});
+        EXPECT_TRUE(
+            cancelled.WaitForNotificationWithTimeout(absl::Seconds(30)));
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->outcome, JobOutcome::kRan);
+  EXPECT_LT(absl::Now() - lapsed, absl::Seconds(30));
+  EXPECT_TRUE(IsLost(result->lock_status)) << result->lock_status;
+}
+
 TEST(JobGuardTest, BadOptionsRunNothing) {
   std::unique_ptr<LockClient> a = MustConnect(UniqueUri());
   ScheduledJobGuard guard(*a);
@@ -213,13 +287,13 @@ absl::StatusOr<JobResult> RunJob(ScheduledJobGuard& guard,
 
 TEST(JobGuardTest, JobsNamedLikeASlotOrAMarkerAreDistinctJobs) {
   const std::vector<std::vector<std::pair<std::string, std::string>>> cases = {
-      // Job "x" ran recently (its marker is held); job "x#ran" is another.
+      // Job "x" ran recently (its run key is kept); job "x#ran" is another.
       {{"x", ""}, {"x#ran", ""}},
       {{"x#ran", ""}, {"x", ""}},
       // Job "a" in slot "b", and job "a@b" without a slot.
       {{"a", "b"}, {"a@b", ""}},
       {{"a@b", ""}, {"a", "b"}},
-      // ...and the same with the marker of a slotted run.
+      // ...and the same with the names of the former markers.
       {{"a", "b"}, {"a", "b#ran"}},
       {{"a", "b"}, {"a@b#ran", ""}},
       {{"a%40b", ""}, {"a@b", ""}},
@@ -245,30 +319,25 @@ TEST(JobGuardTest, JobsNamedLikeASlotOrAMarkerAreDistinctJobs) {
   }
 }
 
-TEST(JobLockNames, AreDistinctForEveryJobSlotAndRole) {
+TEST(JobLockNames, AreDistinctForEveryJobAndSlot) {
   const std::vector<std::string> parts = {
       "",      "a",       "b",   "x",         "ran", "#ran", "a@b",
       "b#ran", "a@b#ran", "@",   "#",         "%",   "%25",  "%40",
       "%23",   "a%40b",   "a%b", "x#ran#ran", "@@",  "a@",   "@b",
       "%4",    "a@b@c",   "锁",  "锁@锁",     "a/b", " ",    "x#",
   };
-  // name -> "role job|slot" of the first (job, slot, role) that produced it.
+  // name -> "job|slot" of the first (job, slot) that produced it.
   std::map<std::string, std::string> seen;
   int names = 0;
   for (const std::string& job : parts) {
     if (job.empty()) continue;  // a job needs a name
     for (const std::string& slot : parts) {
       const std::string who = absl::StrCat(job, "|", slot);
-      for (const auto& [role, name] :
-           {std::pair<std::string, std::string>{"run",
-                                                JobRunLockName(job, slot)},
-            {"marker", JobMarkerLockName(job, slot)}}) {
-        ++names;
-        auto [it, inserted] = seen.emplace(name, role + " lock of " + who);
-        EXPECT_TRUE(inserted)
-            << "'" << name << "' is the " << role << " lock of " << who
-            << " and the " << it->second;
-      }
+      const std::string name = JobRunLockName(job, slot);
+      ++names;
+      auto [it, inserted] = seen.emplace(name, who);
+      EXPECT_TRUE(inserted) << "'" << name << "' is the run lock of " << who
+                            << " and of " << it->second;
     }
   }
   EXPECT_EQ(seen.size(), static_cast<size_t>(names));
@@ -276,16 +345,13 @@ TEST(JobLockNames, AreDistinctForEveryJobSlotAndRole) {
 
 TEST(JobLockNames, PlainNamesAreUnchanged) {
   EXPECT_EQ(JobRunLockName("nightly", ""), "nightly");
-  EXPECT_EQ(JobMarkerLockName("nightly", ""), "nightly#ran");
   EXPECT_EQ(JobRunLockName("invoice-run", "2026-11-22"),
             "invoice-run@2026-11-22");
-  EXPECT_EQ(JobMarkerLockName("invoice-run", "2026-11-22T01:00Z"),
-            "invoice-run@2026-11-22T01:00Z#ran");
   EXPECT_EQ(JobRunLockName("reports/daily 锁", "slot/1"),
             "reports/daily 锁@slot/1");
   // Only the separators (and the escape character) are escaped.
   EXPECT_EQ(JobRunLockName("a@b", "c#d"), "a%40b@c%23d");
-  EXPECT_EQ(JobMarkerLockName("100%", ""), "100%25#ran");
+  EXPECT_EQ(JobRunLockName("100%", "x#ran"), "100%25@x%23ran");
 }
 
 TEST(JobGuardTest, ANameTooLongOnceEscapedIsRejectedNamingTheJob) {
@@ -299,8 +365,8 @@ TEST(JobGuardTest, ANameTooLongOnceEscapedIsRejectedNamingTheJob) {
   const JobOptions options{.lock_at_most_for = absl::Seconds(1)};
   // 200 bytes, but 600 once every '@' is escaped.
   const std::string ats = "mail@" + std::string(195, '@');
-  // 509 plain bytes: the run lock fits, its marker (+ "#ran") does not.
-  const std::string plain = "report-" + std::string(502, 'x');
+  // 513 plain bytes.
+  const std::string plain = "report-" + std::string(506, 'x');
   for (const auto& [name, slot] :
        std::vector<std::pair<std::string, std::string>>{
            {ats, ""}, {plain, ""}, {"report-x", std::string(600, 's')}}) {
@@ -317,12 +383,13 @@ TEST(JobGuardTest, ANameTooLongOnceEscapedIsRejectedNamingTheJob) {
                 ::testing::HasSubstr(slot.empty() ? "job name" : "slot"));
   }
   EXPECT_FALSE(ran);
-  // The longest name that fits still runs: its marker is exactly 512 bytes.
-  const std::string longest(508, 'y');
+  // The longest name that fits still runs: its run lock is exactly 512
+  // bytes.
+  const std::string longest(512, 'y');
   absl::StatusOr<JobResult> fits = guard.Run(longest, options, job);
   ASSERT_TRUE(fits.ok()) << fits.status();
   EXPECT_EQ(fits->outcome, JobOutcome::kRan);
-  EXPECT_EQ(JobMarkerLockName(longest, "").size(), 512u);
+  EXPECT_EQ(JobRunLockName(longest, "").size(), 512u);
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 namespace dlock {
 namespace {
 
+// A lock released with keep_for (ReleaseCall) stays an Entry with an empty
+// owner, which no owner id matches, and no holds, until it expires.
 struct Entry {
   std::string owner;
   int64_t holds = 0;
@@ -123,7 +125,15 @@ class MemoryBackend : public Backend {
       if (entry == nullptr || entry->owner != owner) return NotOwnerError(name);
       entry->holds -= holds;
       left = std::max<int64_t>(entry->holds, 0);
-      if (left == 0) instance_->locks.erase(key);
+      if (left == 0 && call.keep_for > absl::ZeroDuration()) {
+        // Kept: nobody's, expiring by itself. Waiters are woken all the
+        // same, to look again and sleep until its expiry.
+        entry->owner.clear();
+        entry->holds = 0;
+        entry->expires = clock_.Now() + call.keep_for;
+      } else if (left == 0) {
+        instance_->locks.erase(key);
+      }
     }
     if (left == 0) releases_.Notify(name);
     return left;
@@ -182,6 +192,21 @@ class MemoryBackend : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override {
+    const std::string key = Key(name);
+    {
+      absl::MutexLock lock(&instance_->mu);
+      const Entry* entry = instance_->Find(key, clock_.Now());
+      if (entry == nullptr || entry->fencing_token != fencing_token) {
+        return TokenMismatchError(name, fencing_token);
+      }
+      instance_->locks.erase(key);
+    }
+    releases_.Notify(name);
+    return absl::OkStatus();
+  }
+
   void Shutdown() override {}
 
  private:
@@ -196,6 +221,7 @@ class MemoryBackend : public Backend {
     info.fencing_token = entry.fencing_token;
     info.remaining_lease = entry.expires - now;
     info.since = entry.since;
+    info.kept_after_release = entry.owner.empty();
   }
 
   absl::StatusOr<Attempt> TryOnce(const std::string& key,

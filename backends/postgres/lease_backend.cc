@@ -10,16 +10,26 @@ namespace {
 
 class LeaseBackend : public PgBackendBase {
  public:
-  using PgBackendBase::PgBackendBase;
+  LeaseBackend(PgOptions options, const BackendConfig& config)
+      : PgBackendBase(std::move(options), config),
+        liveness_id_(config.liveness_id),
+        liveness_ttl_ms_(config.options.liveness_ttl == absl::InfiniteDuration()
+                             ? "0"
+                             : Millis(config.options.liveness_ttl)) {}
 
   BackendTraits Traits() const override {
-    return BackendTraits{.holds_survive_restart = true,
+    return BackendTraits{.liveness_record = true,
+                         .holds_survive_restart = true,
                          .fencing = FencingStrength::kDurable,
                          .can_list = true};
   }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
-    const std::string params[] = {ns_, std::string(call.name),
-                                  std::string(call.owner), Millis(call.lease)};
+    const std::string params[] = {ns_,
+                                  std::string(call.name),
+                                  std::string(call.owner),
+                                  Millis(call.lease),
+                                  liveness_id_,
+                                  liveness_ttl_ms_};
     return AcquireWithWakeups(
         call, hub_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
           absl::StatusOr<PgResult> r = RunPooled(sql_.acquire, params, false);
@@ -28,17 +38,28 @@ class LeaseBackend : public PgBackendBase {
         });
   }
 
+  absl::Status RenewLiveness(absl::Duration ttl) override {
+    const std::string params[] = {liveness_id_, Millis(ttl)};
+    return RunPooled(sql_.liveness, params, true).status();
+  }
+
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
     const absl::string_view name = call.name;
     const absl::string_view owner = call.owner;
     const int64_t holds = call.holds;
-    const std::string params[] = {ns_, std::string(name), std::string(owner),
-                                  absl::StrCat(holds), sql_.channel};
+    const std::string params[] = {ns_,
+                                  std::string(name),
+                                  std::string(owner),
+                                  absl::StrCat(holds),
+                                  sql_.channel,
+                                  Millis(call.keep_for)};
     absl::StatusOr<PgResult> r = RunPooled(sql_.release, params, false);
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 0) return NotOwnerError(name);
     const int64_t left = GetInt(r->get(), 0, 0);
-    if (left == 0) hub_.Notify(name);  // local waiters need not wait for NOTIFY
+    // Local waiters need not wait for NOTIFY (of a kept lock too: they look
+    // again and sleep until it expires).
+    if (left == 0) hub_.Notify(name);
     return left;
   }
 
@@ -80,6 +101,9 @@ class LeaseBackend : public PgBackendBase {
   }
 
  private:
+  const std::string liveness_id_;
+  const std::string liveness_ttl_ms_;  // "0": liveness off
+
   // A PostgreSQL array literal: each element double-quoted, with '"' and
   // '\\' escaped. It is a parameter's value, parsed as data by array_in.
   static std::string ArrayLiteral(const std::vector<std::string>& items) {

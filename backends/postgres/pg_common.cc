@@ -16,6 +16,11 @@ LockInfo ToInfo(const PGresult* r, int row, int first_col,
   info.fencing_token = static_cast<uint64_t>(GetInt(r, row, first_col + 2));
   info.remaining_lease = absl::Microseconds(GetInt(r, row, first_col + 3));
   info.since = absl::FromUnixMicros(GetInt(r, row, first_col + 4));
+  // A live row without an owner is a lock kept after its release (schema).
+  info.kept_after_release = info.owner.empty();
+  if (!PQgetisnull(r, row, first_col + 5)) {
+    info.holder_live = GetText(r, row, first_col + 5) == "t";
+  }
   return info;
 }
 
@@ -102,6 +107,20 @@ absl::Status PgBackendBase::ForceUnlock(absl::string_view name) {
   absl::StatusOr<PgResult> r = RunPooled(sql_.force, params, true);
   if (!r.ok()) return r.status();
   // Waiters in this process wake at once, without the round trip of NOTIFY.
+  hub_.Notify(name);
+  return absl::OkStatus();
+}
+
+absl::Status PgBackendBase::ForceUnlockIfToken(absl::string_view name,
+                                               uint64_t fencing_token) {
+  const std::string params[] = {ns_, std::string(name), sql_.channel,
+                                absl::StrCat(fencing_token)};
+  // Retried only when it never ran: a retry after a lost reply would find
+  // the hold gone and report a mismatch although the first attempt removed
+  // it.
+  absl::StatusOr<PgResult> r = RunPooled(sql_.force_if_token, params, false);
+  if (!r.ok()) return r.status();
+  if (PQntuples(r->get()) == 0) return TokenMismatchError(name, fencing_token);
   hub_.Notify(name);
   return absl::OkStatus();
 }

@@ -28,6 +28,8 @@ class PgBackendBase : public Backend {
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
   absl::Status ForceUnlock(absl::string_view name) override;
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override;
   absl::StatusOr<ServerMemory> ServerMemoryUse() override;
   void Shutdown() override;
 

@@ -7,7 +7,8 @@ namespace dlock::postgres {
 namespace {
 
 // {T} the table, {S} the fencing sequence, {M} the meta table, {F} the prefix
-// of the session-mode functions; all quoted identifiers of a validated name.
+// of the session-mode functions, {V} the liveness table; all quoted
+// identifiers of a validated name.
 //
 // A row is live while expires_at is in the future (and, for a session-mode
 // row, while some session holds the shared advisory lock on session_key). A
@@ -21,6 +22,15 @@ namespace {
 // schema and migrates a version-1 one, under the same advisory lock; the
 // version-1 acquire function is dropped so that an older client cannot take
 // over a row within its holder's grace.
+//
+// Versions 3 and 4 add holder liveness in lease mode (see below).
+//
+// Version 5 keeps a lock after its release (ReleaseCall::keep_for): the row
+// stays with owner '' (no owner id is empty), holds 0, no session_key and
+// no live_ids, live until expires_at = release time + keep. No owner
+// matches it, no session's end and no client's liveness frees it, and
+// acquirers of either mode wait until it expires. The release function
+// takes the keep (p_keep_ms), so the older one is dropped.
 constexpr char kCreate[] = R"sql(
 BEGIN;
 SELECT pg_advisory_xact_lock(7238085217420861440);
@@ -46,6 +56,37 @@ CREATE TABLE IF NOT EXISTS {T} (
 ALTER TABLE {T} ADD COLUMN IF NOT EXISTS dead_since timestamptz,
   ADD COLUMN IF NOT EXISTS grace_ms bigint;
 DROP FUNCTION IF EXISTS {F}acquire"(text, text, text, bigint, boolean);
+-- Version 3: holder liveness (lease mode). A row per client whose
+-- live_until its heartbeat keeps ahead (server clock); live_ids on a lock
+-- row lists the clients whose liveness protects the hold (NULL: its lease
+-- alone ends it). A lease-mode acquirer takes over a row none of whose
+-- clients is live, whatever its lease.
+CREATE TABLE IF NOT EXISTS {V} (
+  client text PRIMARY KEY,
+  live_until timestamptz NOT NULL
+);
+ALTER TABLE {T} ADD COLUMN IF NOT EXISTS live_ids text[];
+
+-- Version 4: whether any of p_ids is live, read with a snapshot of its own.
+-- An acquire decides a takeover under the row lock, after waiting for a
+-- concurrent acquire that took the row and refreshed its own liveness; the
+-- acquire's statement snapshot predates that refresh (or that client's
+-- first liveness row), so reading {V} in it would find the new holder
+-- lapsed and take the lock from it. A VOLATILE plpgsql function takes a
+-- fresh snapshot per query, once the row lock is ours: it sees every
+-- refresh committed before, and one committed after is confirmed to its
+-- client only after the record it replaces had lapsed (C19).
+CREATE OR REPLACE FUNCTION {F}any_live"(p_ids text[])
+RETURNS boolean LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+  RETURN EXISTS (SELECT 1 FROM {V} v
+                 WHERE v.client = ANY(p_ids)
+                   AND v.live_until > clock_timestamp());
+END
+$fn$;
+
+DROP FUNCTION IF EXISTS {F}release"(text, text, text, bigint, boolean,
+    boolean, text);
 
 -- Whether some session still holds the shared advisory lock on p_key: the
 -- exclusive try fails exactly when another session does. A shared lock held
@@ -149,7 +190,8 @@ BEGIN
     UPDATE {T} l SET owner = p_owner, holds = 1,
         fencing_token = nextval('{S}'), kept_lease_ms = p_lease_ms,
         expires_at = v_now + v_lease, since = v_now, session_key = v_key,
-        wanted = false, dead_since = NULL, grace_ms = p_grace_ms
+        wanted = false, dead_since = NULL, grace_ms = p_grace_ms,
+        live_ids = NULL
       WHERE l.namespace = p_ns AND l.name = p_name
       RETURNING l.fencing_token INTO o_token;
     PERFORM pg_advisory_lock_shared(v_key);
@@ -181,7 +223,8 @@ END
 $fn$;
 
 CREATE OR REPLACE FUNCTION {F}release"(p_ns text, p_name text, p_owner text,
-    p_holds bigint, p_have boolean, p_keep boolean, p_channel text)
+    p_holds bigint, p_have boolean, p_keep boolean, p_channel text,
+    p_keep_ms bigint)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
   v_row {T} := {F}owned"(p_ns, p_name, p_owner, p_have);
@@ -192,9 +235,18 @@ BEGIN
   END IF;
   v_left := GREATEST(v_row.holds - p_holds, 0);
   IF v_left = 0 THEN
-    UPDATE {T} l SET owner = '', holds = 0, expires_at = clock_timestamp()
-      WHERE l.namespace = p_ns AND l.name = p_name;
-    -- A notifying commit takes a cluster-wide lock and wakes every
+    IF p_keep_ms > 0 THEN
+      -- Kept after release: nobody's, no session's, expiring by itself.
+      UPDATE {T} l SET owner = '', holds = 0, session_key = NULL,
+          dead_since = NULL, live_ids = NULL,
+          expires_at = clock_timestamp() + p_keep_ms * interval '1 millisecond'
+        WHERE l.namespace = p_ns AND l.name = p_name;
+    ELSE
+      UPDATE {T} l SET owner = '', holds = 0, expires_at = clock_timestamp()
+        WHERE l.namespace = p_ns AND l.name = p_name;
+    END IF;
+    -- A kept lock is announced too: its waiters look again and sleep until
+    -- it expires. A notifying commit takes a cluster-wide lock and wakes every
     -- listener: only when a waiter marked the row.
     IF v_row.wanted THEN
       PERFORM pg_notify(p_channel, p_ns || ':' || p_name);
@@ -227,25 +279,29 @@ BEGIN
 END
 $fn$;
 
-INSERT INTO {M} SELECT 2 WHERE NOT EXISTS (SELECT 1 FROM {M});
-UPDATE {M} SET version = 2 WHERE version < 2;
+INSERT INTO {M} SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {M});
+UPDATE {M} SET version = 5 WHERE version < 5;
 COMMIT;
 )sql";
 
 // Fresh hold, re-entry, or a waiter's mark, decided once under the row lock:
-// "again" (ours and live) implies "take" (ours, or free or expired). A failed
-// attempt changes nothing but `wanted`, so that the holder's release knows to
-// NOTIFY; uncontended releases announce nothing (C9). The last column is how
-// long the holder has left, a hint for when to look again.
+// "again" (ours and live) implies "take" (ours, or free or expired, or every
+// client whose liveness protects it lapsed). A failed attempt changes
+// nothing but `wanted`, so that the holder's release knows to NOTIFY;
+// uncontended releases announce nothing (C9). The last column is how long
+// until the holder's lease or liveness may end, when to look again. $5 the
+// caller's liveness id, $6 its TTL in ms (0: none): a grant records it on
+// the row and refreshes its liveness row in the same statement.
 constexpr char kAcquire[] = R"sql(
+WITH a AS (
 INSERT INTO {T} AS l (namespace, name, owner, holds, fencing_token,
-    kept_lease_ms, expires_at, since)
+    kept_lease_ms, expires_at, since, live_ids)
 VALUES ($1, $2, $3, 1, nextval('{S}'), $4::bigint,
     clock_timestamp() + $4::bigint * interval '1 millisecond',
-    clock_timestamp())
+    clock_timestamp(), CASE WHEN $6::bigint > 0 THEN ARRAY[$5::text] END)
 ON CONFLICT (namespace, name) DO UPDATE SET
   (owner, holds, fencing_token, kept_lease_ms, expires_at, since, session_key,
-   wanted) =
+   wanted, live_ids) =
   (SELECT
      CASE WHEN d.take THEN $3 ELSE l.owner END,
      CASE WHEN d.again THEN l.holds + 1 WHEN d.take THEN 1 ELSE l.holds END,
@@ -259,23 +315,51 @@ ON CONFLICT (namespace, name) DO UPDATE SET
           ELSE l.expires_at END,
      CASE WHEN d.again OR NOT d.take THEN l.since ELSE d.now END,
      CASE WHEN d.again OR NOT d.take THEN l.session_key END,
-     CASE WHEN d.again THEN l.wanted ELSE NOT d.take END
+     CASE WHEN d.again THEN l.wanted ELSE NOT d.take END,
+     CASE WHEN NOT d.take THEN l.live_ids
+          WHEN $6::bigint = 0 THEN NULL
+          WHEN NOT d.again THEN ARRAY[$5::text]
+          WHEN l.live_ids IS NULL OR $5::text = ANY(l.live_ids)
+            THEN l.live_ids
+          ELSE l.live_ids || $5::text END
    FROM (SELECT l.owner = $3 AND l.expires_at > clock_timestamp() AS again,
-                l.owner = $3 OR l.expires_at <= clock_timestamp() AS take,
+                l.owner = $3 OR l.expires_at <= clock_timestamp()
+                  OR (l.live_ids IS NOT NULL
+                      AND NOT {F}any_live"(l.live_ids)) AS take,
                 clock_timestamp() AS now) d)
-RETURNING l.owner = $3, l.holds, l.fencing_token, GREATEST(0,
-    ceil(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000))::bigint
+RETURNING l.owner = $3 AS got, l.holds, l.fencing_token, GREATEST(0, ceil(
+    extract(epoch FROM LEAST(l.expires_at, (SELECT max(v.live_until)
+        FROM {V} v WHERE v.client = ANY(l.live_ids)))
+      - clock_timestamp()) * 1000))::bigint AS left_ms),
+v AS (
+INSERT INTO {V} (client, live_until)
+SELECT $5, clock_timestamp() + $6::bigint * interval '1 millisecond'
+  FROM a WHERE a.got AND $6::bigint > 0
+ON CONFLICT (client) DO UPDATE SET live_until = EXCLUDED.live_until)
+SELECT * FROM a
+)sql";
+
+// The heartbeat: $1 the client's liveness id, $2 its TTL in ms.
+constexpr char kLiveness[] = R"sql(
+INSERT INTO {V} (client, live_until)
+VALUES ($1, clock_timestamp() + $2::bigint * interval '1 millisecond')
+ON CONFLICT (client) DO UPDATE SET live_until = EXCLUDED.live_until
 )sql";
 
 // The notification is sent at commit, so a woken waiter finds the row free;
-// only when a waiter marked the row (`wanted`).
+// only when a waiter marked the row (`wanted`). $6: ms to keep the lock
+// after its last hold (0: free it); a kept row is owner '' until expires_at.
+// Announced all the same: woken waiters look again and sleep until then.
 constexpr char kRelease[] = R"sql(
 WITH r AS (
   UPDATE {T} AS l SET
     holds = GREATEST(l.holds - $4::bigint, 0),
     owner = CASE WHEN l.holds > $4::bigint THEN l.owner ELSE '' END,
     expires_at = CASE WHEN l.holds > $4::bigint THEN l.expires_at
-                      ELSE clock_timestamp() END
+                      ELSE clock_timestamp()
+                          + $6::bigint * interval '1 millisecond' END,
+    -- A kept lock is nobody's: no client's liveness may end it early.
+    live_ids = CASE WHEN l.holds > $4::bigint THEN l.live_ids END
   WHERE l.namespace = $1 AND l.name = $2 AND l.owner = $3
     AND l.expires_at > clock_timestamp()
   RETURNING l.holds, l.wanted)
@@ -316,15 +400,30 @@ constexpr char kLive[] =
     "l.expires_at > clock_timestamp() AND CASE WHEN l.session_key IS NULL "
     "THEN true ELSE {F}alive\"(l.session_key) END";
 
+// The last column: whether the holder is live (a session-mode row is, while
+// it counts at all), NULL when no liveness protects the hold.
 constexpr char kColumns[] =
     "l.owner, l.holds, l.fencing_token, GREATEST(0, extract(epoch FROM "
     "l.expires_at - clock_timestamp()) * 1000000)::bigint, "
-    "(extract(epoch FROM l.since) * 1000000)::bigint";
+    "(extract(epoch FROM l.since) * 1000000)::bigint, "
+    "CASE WHEN l.session_key IS NOT NULL THEN true "
+    "WHEN l.live_ids IS NOT NULL THEN EXISTS (SELECT 1 FROM {V} v WHERE "
+    "v.client = ANY(l.live_ids) AND v.live_until > clock_timestamp()) END";
 
 constexpr char kForce[] = R"sql(
 WITH f AS (
   UPDATE {T} AS l SET owner = '', holds = 0, expires_at = clock_timestamp()
   WHERE l.namespace = $1 AND l.name = $2 AND l.expires_at > clock_timestamp()
+  RETURNING 1)
+SELECT pg_notify($3, $1 || ':' || $2)::text FROM f
+)sql";
+
+// As kForce, only while the live hold carries the token $4 ({L}: kLive).
+constexpr char kForceIfToken[] = R"sql(
+WITH f AS (
+  UPDATE {T} AS l SET owner = '', holds = 0, expires_at = clock_timestamp()
+  WHERE l.namespace = $1 AND l.name = $2 AND l.fencing_token = $4::bigint
+    AND {L}
   RETURNING 1)
 SELECT pg_notify($3, $1 || ':' || $2)::text FROM f
 )sql";
@@ -339,17 +438,19 @@ Sql::Sql(const std::string& table) {
   const std::string t = Quote(table);
   const std::string m = Quote(table + "_meta");
   const std::string s = Quote(table + "_fencing");
+  const std::string v = Quote(table + "_liveness");
   // {F}acquire" -> "<table>_s_acquire"
   const std::string f = absl::StrCat("\"", table, "_s_");
   auto fill = [&](absl::string_view text) {
     return absl::StrReplaceAll(
-        text, {{"{T}", t}, {"{M}", m}, {"{S}", s}, {"{F}", f}});
+        text, {{"{T}", t}, {"{M}", m}, {"{S}", s}, {"{F}", f}, {"{V}", v}});
   };
   channel = table + "_released";
   listen = absl::StrCat("LISTEN ", Quote(channel));
   acquire = {"dlock_acquire", fill(kAcquire)};
   release = {"dlock_release", fill(kRelease)};
   renew = {"dlock_renew", fill(kRenew)};
+  liveness = {"dlock_liveness", fill(kLiveness)};
   renew_many = {"dlock_renew_many", fill(kRenewMany)};
   inspect = {"dlock_inspect",
              fill(absl::StrCat("SELECT ", kColumns,
@@ -362,8 +463,12 @@ Sql::Sql(const std::string& table) {
                             "starts_with(l.name, $2) AND ",
                             kLive, " ORDER BY l.name"))};
   force = {"dlock_force", fill(kForce)};
+  force_if_token = {"dlock_force_if_token",
+                    fill(absl::StrReplaceAll(kForceIfToken, {{"{L}", kLive}}))};
   sweep = {"dlock_sweep",
-           fill("DELETE FROM {T} WHERE expires_at < clock_timestamp() - "
+           fill("WITH v AS (DELETE FROM {V} WHERE live_until < "
+                "clock_timestamp() - interval '10 minutes') "
+                "DELETE FROM {T} WHERE expires_at < clock_timestamp() - "
                 "interval '10 minutes'")};
   // The name is a validated identifier: no quote can end the literal.
   memory = {"dlock_memory",
@@ -372,7 +477,7 @@ Sql::Sql(const std::string& table) {
                fill("SELECT * FROM {F}acquire\"($1, $2, $3, $4, $5, $6)")};
   ping = {"dlock_ping", "SELECT 1"};
   s_release = {"dlock_s_release",
-               fill("SELECT {F}release\"($1, $2, $3, $4, $5, $6, $7)")};
+               fill("SELECT {F}release\"($1, $2, $3, $4, $5, $6, $7, $8)")};
   s_renew = {"dlock_s_renew", fill("SELECT {F}renew\"($1, $2, $3, $4, $5)")};
   schema_version = fill("SELECT max(version) FROM {M}");
   create_schema = fill(kCreate);

@@ -14,7 +14,13 @@ namespace dlock::postgres {
 // The schema version this build creates and understands. A table created by
 // a newer version is refused; an older one is migrated. 2: dead_since and
 // grace_ms, for session mode's grace (C19).
-inline constexpr int kSchemaVersion = 2;
+// 3: the liveness table and live_ids, for holder liveness in lease mode.
+// 4: the liveness check of an acquire reads a snapshot taken under the row
+// lock (function any_live), so that two waiters cannot both take a lapsed
+// hold over.
+// 5: the release function takes the keep after release
+// (ReleaseCall::keep_for).
+inline constexpr int kSchemaVersion = 5;
 
 struct Sql {
   explicit Sql(const std::string& table);
@@ -23,24 +29,32 @@ struct Sql {
   std::string listen;   // LISTEN "<table>_released"
 
   // Lease mode. Parameters: $1 namespace, $2 name, $3 owner, then as noted.
-  Statement acquire;  // $4 lease ms -> (got, holds, token, holder_left_ms)
-  Statement release;  // $4 holds, $5 channel -> (holds left, notify)
-  Statement renew;    // $4 lease ms -> one row when renewed
+  // $4 lease ms, $5 liveness id, $6 liveness ttl ms (0: none)
+  //   -> (got, holds, token, holder_left_ms)
+  Statement acquire;
+  // $4 holds, $5 channel, $6 keep ms -> (holds left, notify)
+  Statement release;
+  Statement renew;     // $4 lease ms -> one row when renewed
+  Statement liveness;  // $1 liveness id, $2 ttl ms: the heartbeat
   // $1 namespace, $2 names, $3 owners, $4 lease ms (arrays) -> the 1-based
   // positions renewed
   Statement renew_many;
   // Both modes.
-  Statement inspect;  // $1, $2 -> (owner, holds, token, left_us, since_us)
-  Statement list;     // $1, $2 prefix -> (name, owner, ...)
-  Statement force;    // $1, $2, $3 channel -> one row when it was held
-  Statement sweep;    // no parameters: deletes rows free for 10 minutes
-  Statement memory;   // no parameters: the lock table's bytes, with indexes
+  // $1, $2 -> (owner, holds, token, left_us, since_us, holder_live)
+  Statement inspect;
+  Statement list;   // $1, $2 prefix -> (name, owner, ...)
+  Statement force;  // $1, $2, $3 channel -> one row when it was held
+  // $1, $2, $3 channel, $4 token -> one row when it was held with the token
+  Statement force_if_token;
+  Statement sweep;   // no parameters: deletes rows free for 10 minutes
+  Statement memory;  // no parameters: the lock table's bytes, with indexes
   // Session mode: calls of the functions the schema defines.
   // $4 lease ms, $5 has-session, $6 grace ms -> like acquire
   Statement s_acquire;
-  Statement s_release;  // $4 holds, $5 has-session, $6 keep, $7 channel
-  Statement s_renew;    // $4 lease ms, $5 has-session -> bool
-  Statement ping;       // no parameters: confirms a session is alive
+  // $4 holds, $5 has-session, $6 keep session, $7 channel, $8 keep ms
+  Statement s_release;
+  Statement s_renew;  // $4 lease ms, $5 has-session -> bool
+  Statement ping;     // no parameters: confirms a session is alive
 
   std::string schema_version;  // SELECT the version (42P01 when missing)
   std::string create_schema;   // one transaction, idempotent

@@ -308,7 +308,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   // holds of the owner. When this client's last hold goes and others remain
   // (an owner token held from elsewhere too), the session lets go once the
   // core drops the record (Retire).
-  std::array<std::string, 7> ReleaseParams(const ReleaseCall& call,
+  std::array<std::string, 8> ReleaseParams(const ReleaseCall& call,
                                            bool have) const {
     return {ns_,
             std::string(call.name),
@@ -316,7 +316,8 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
             absl::StrCat(call.holds),
             Bool(have),
             Bool(have),
-            sql_.channel};
+            sql_.channel,
+            Millis(call.keep_for)};
   }
   std::array<std::string, 5> RenewParams(const RenewCall& call,
                                          bool have) const {

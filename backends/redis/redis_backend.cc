@@ -31,11 +31,12 @@ struct Replication {
 
 class RedisBackend : public Backend {
  public:
-  RedisBackend(const ConnectionConfig& config, Keyspace keys,
+  RedisBackend(const ConnectionConfig& config, Keyspace keys, Liveness liveness,
                Replication replication, absl::Duration fallback_poll,
                const Clock& clock, std::unique_ptr<SentinelWatch> sentinels)
       : clock_(clock),
         keys_(std::move(keys)),
+        liveness_(std::move(liveness)),
         replication_(replication),
         fallback_poll_(fallback_poll),
         releases_(clock),
@@ -54,7 +55,8 @@ class RedisBackend : public Backend {
   // A restart keeps holds only with AOF and appendfsync always, which the
   // client cannot vouch for: declared as not kept (docs/backends.md).
   BackendTraits Traits() const override {
-    return BackendTraits{.fencing = FencingStrength::kServerMemory,
+    return BackendTraits{.liveness_record = true,
+                         .fencing = FencingStrength::kServerMemory,
                          .can_list = true};
   }
 
@@ -63,8 +65,8 @@ class RedisBackend : public Backend {
     return AcquireWithWakeups(
         call, releases_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
           std::vector<ScriptCall> script;
-          script.push_back(AcquireScript(master_, keys_, call.name, call.owner,
-                                         call.lease, will_wait));
+          script.push_back(AcquireScript(master_, keys_, liveness_, call.name,
+                                         call.owner, call.lease, will_wait));
           Master::Pending pending = master_.Submit(std::move(script));
           absl::StatusOr<Reply> reply = std::move(pending.Await()[0]);
           if (!reply.ok()) return reply.status();
@@ -87,8 +89,8 @@ class RedisBackend : public Backend {
   // Not waited for with wait_replicas: a release a failover loses frees
   // the lock at its lease end, as an unconfirmed release does (C21).
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
-    absl::StatusOr<Reply> reply =
-        Run(ReleaseScript(master_, keys_, call.name, call.owner, call.holds));
+    absl::StatusOr<Reply> reply = Run(ReleaseScript(
+        master_, keys_, call.name, call.owner, call.holds, call.keep_for));
     if (!reply.ok()) return reply.status();
     return ParseRelease(reply->get(), call.name, master_.endpoint());
   }
@@ -131,6 +133,26 @@ class RedisBackend : public Backend {
     return results;
   }
 
+  // Replicated like a grant: a failover that lost the refresh would let a
+  // waiter take over holds this client still believes.
+  absl::Status RenewLiveness(absl::Duration) override {
+    std::vector<ScriptCall> script;
+    script.push_back(LivenessScript(master_, liveness_));
+    Master::Pending pending = master_.Submit(std::move(script));
+    absl::StatusOr<Reply> reply = std::move(pending.Await()[0]);
+    if (!reply.ok()) return reply.status();
+    if (absl::Status s =
+            ReplyError(reply->get(), "liveness", master_.endpoint());
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = ParseLivenessReply(reply->get(), master_.endpoint());
+        !s.ok()) {
+      return s;
+    }
+    return Replicated(pending, "liveness refresh", liveness_.key);
+  }
+
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
     absl::StatusOr<Reply> reply = Run(InspectScript(master_, keys_, name));
     if (!reply.ok()) return reply.status();
@@ -153,6 +175,18 @@ class RedisBackend : public Backend {
 
   absl::Status ForceUnlock(absl::string_view name) override {
     return Run(ForceUnlockScript(master_, keys_, name)).status();
+  }
+
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override {
+    absl::StatusOr<Reply> reply =
+        Run(ForceUnlockIfTokenScript(master_, keys_, name, fencing_token));
+    if (!reply.ok()) return reply.status();
+    absl::StatusOr<bool> removed =
+        ParseForceUnlockIfToken(reply->get(), master_.endpoint());
+    if (!removed.ok()) return removed.status();
+    return *removed ? absl::OkStatus()
+                    : TokenMismatchError(name, fencing_token);
   }
 
   absl::StatusOr<ServerMemory> ServerMemoryUse() override {
@@ -198,6 +232,7 @@ class RedisBackend : public Backend {
 
   const Clock& clock_;
   const Keyspace keys_;
+  const Liveness liveness_;
   const Replication replication_;
   const absl::Duration fallback_poll_;
   WakeupHub releases_;
@@ -239,8 +274,10 @@ absl::StatusOr<std::unique_ptr<Backend>> Make(
         ") must be shorter than operation_timeout (",
         absl::FormatDuration(master.command_timeout), ")"));
   }
+  Keyspace keys(config.lock_namespace, master.db);
+  Liveness liveness = ClientLiveness(keys, config, /*enabled=*/true);
   auto backend = std::make_unique<RedisBackend>(
-      master, Keyspace(config.lock_namespace, master.db), *replication,
+      master, std::move(keys), std::move(liveness), *replication,
       config.options.fallback_poll, config.clock, std::move(sentinels));
   if (absl::Status s = backend->Start(); !s.ok()) return s;
   return backend;

@@ -19,6 +19,19 @@ std::string Keyspace::LockKey(absl::string_view name) const {
   return absl::StrCat(prefix_, "l:", name);
 }
 
+std::string Keyspace::LivenessKey(absl::string_view liveness_id) const {
+  return absl::StrCat(prefix_, "live:", liveness_id);
+}
+
+Liveness ClientLiveness(const Keyspace& keys, const BackendConfig& config,
+                        bool enabled) {
+  const absl::Duration ttl = config.options.liveness_ttl;
+  return Liveness{.key = keys.LivenessKey(config.liveness_id),
+                  .ttl_ms = enabled && ttl != absl::InfiniteDuration()
+                                ? LeaseMillis(ttl)
+                                : 0};
+}
+
 int64_t LeaseMillis(absl::Duration lease) {
   return std::max<int64_t>(1, absl::ToInt64Milliseconds(lease));
 }
@@ -29,12 +42,25 @@ absl::Status Malformed(absl::string_view what, absl::string_view endpoint) {
 }
 
 ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
-                         absl::string_view name, absl::string_view owner,
-                         absl::Duration lease, bool will_wait) {
+                         const Liveness& liveness, absl::string_view name,
+                         absl::string_view owner, absl::Duration lease,
+                         bool will_wait) {
   return ScriptCall{&master.scripts().acquire,
-                    {keys.LockKey(name), keys.fence()},
+                    {keys.LockKey(name), keys.fence(), liveness.key},
                     {std::string(owner), absl::StrCat(LeaseMillis(lease)),
-                     will_wait ? "1" : "0"}};
+                     will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms)}};
+}
+
+ScriptCall LivenessScript(const Master& master, const Liveness& liveness) {
+  return ScriptCall{&master.scripts().liveness,
+                    {liveness.key},
+                    {absl::StrCat(liveness.ttl_ms)}};
+}
+
+absl::Status ParseLivenessReply(const redisReply* r,
+                                absl::string_view endpoint) {
+  if (r->type != REDIS_REPLY_STATUS) return Malformed("liveness", endpoint);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
@@ -61,11 +87,14 @@ absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
 
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,
-                         int64_t holds) {
-  return ScriptCall{&master.scripts().release,
-                    {keys.LockKey(name)},
-                    {std::string(owner), absl::StrCat(holds), keys.channel(),
-                     std::string(name)}};
+                         int64_t holds, absl::Duration keep_for) {
+  return ScriptCall{
+      &master.scripts().release,
+      {keys.LockKey(name)},
+      {std::string(owner), absl::StrCat(holds), keys.channel(),
+       std::string(name),
+       absl::StrCat(keep_for > absl::ZeroDuration() ? LeaseMillis(keep_for)
+                                                    : 0)}};
 }
 
 absl::StatusOr<int64_t> ParseRelease(const redisReply* r,
@@ -102,7 +131,7 @@ absl::StatusOr<LockInfo> ParseInspect(const redisReply* r,
   info.name = std::string(name);
   if (r->type != REDIS_REPLY_ARRAY) return Malformed("inspect", endpoint);
   if (r->elements == 0) return info;
-  if (r->elements != 5) return Malformed("inspect", endpoint);
+  if (r->elements != 6) return Malformed("inspect", endpoint);
   info.locked = true;
   info.owner.assign(r->element[0]->str, r->element[0]->len);
   info.hold_count = r->element[1]->integer;
@@ -110,6 +139,10 @@ absl::StatusOr<LockInfo> ParseInspect(const redisReply* r,
   info.since = absl::FromUnixMillis(r->element[3]->integer);
   info.remaining_lease =
       absl::Milliseconds(std::max<int64_t>(0, r->element[4]->integer));
+  info.kept_after_release = info.owner.empty();  // the release script's
+  if (r->element[5]->integer >= 0) {
+    info.holder_live = r->element[5]->integer == 1;
+  }
   return info;
 }
 
@@ -126,6 +159,23 @@ ScriptCall ForceUnlockScript(const Master& master, const Keyspace& keys,
   return ScriptCall{&master.scripts().force_unlock,
                     {keys.LockKey(name)},
                     {keys.channel(), std::string(name)}};
+}
+
+ScriptCall ForceUnlockIfTokenScript(const Master& master, const Keyspace& keys,
+                                    absl::string_view name,
+                                    uint64_t fencing_token) {
+  return ScriptCall{
+      &master.scripts().force_unlock_if_token,
+      {keys.LockKey(name)},
+      {keys.channel(), std::string(name), absl::StrCat(fencing_token)}};
+}
+
+absl::StatusOr<bool> ParseForceUnlockIfToken(const redisReply* r,
+                                             absl::string_view endpoint) {
+  if (r->type != REDIS_REPLY_INTEGER) {
+    return Malformed("force unlock on a token", endpoint);
+  }
+  return r->integer == 1;
 }
 
 namespace {

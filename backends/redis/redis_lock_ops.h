@@ -25,6 +25,8 @@ class Keyspace {
   Keyspace(absl::string_view lock_namespace, int db);
 
   std::string LockKey(absl::string_view name) const;
+  // A client's liveness record (BackendConfig::liveness_id).
+  std::string LivenessKey(absl::string_view liveness_id) const;
   const std::string& prefix() const { return prefix_; }    // "dlock:<ns>:"
   const std::string& fence() const { return fence_; }      // the counter (C8)
   const std::string& channel() const { return channel_; }  // releases
@@ -38,11 +40,28 @@ class Keyspace {
 // Leases go to the server in whole milliseconds, at least one.
 int64_t LeaseMillis(absl::Duration lease);
 
-// A fresh hold or a re-entry (the acquire script). `will_wait` marks a
-// refused attempt so that the holder's release is announced.
+// This client's liveness key, and its TTL in whole ms: 0 when liveness is
+// off (ClientOptions::liveness_ttl) or `enabled` is false.
+struct Liveness {
+  std::string key;
+  int64_t ttl_ms = 0;
+};
+Liveness ClientLiveness(const Keyspace& keys, const BackendConfig& config,
+                        bool enabled);
+
+// A fresh hold or a re-entry (the acquire script), which refreshes the
+// caller's liveness key and takes over a hold whose holders' liveness keys
+// are all gone. `will_wait` marks a refused attempt so that the holder's
+// release is announced.
 ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
-                         absl::string_view name, absl::string_view owner,
-                         absl::Duration lease, bool will_wait);
+                         const Liveness& liveness, absl::string_view name,
+                         absl::string_view owner, absl::Duration lease,
+                         bool will_wait);
+
+// The heartbeat (Backend::RenewLiveness); ParseLivenessReply reads it.
+ScriptCall LivenessScript(const Master& master, const Liveness& liveness);
+absl::Status ParseLivenessReply(const redisReply* reply,
+                                absl::string_view endpoint);
 // What one master answered to the acquire script.
 struct AcquireReply {
   std::optional<Acquired> acquired;
@@ -58,9 +77,12 @@ struct AcquireReply {
 absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* reply,
                                           absl::string_view endpoint);
 
+// `keep_for` positive: the last hold's release leaves the lock kept by
+// nobody for that long (ReleaseCall::keep_for).
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,
-                         int64_t holds);
+                         int64_t holds,
+                         absl::Duration keep_for = absl::ZeroDuration());
 // The holds left; NotOwnerError() when the owner does not hold the lock.
 absl::StatusOr<int64_t> ParseRelease(const redisReply* reply,
                                      absl::string_view name,
@@ -87,6 +109,12 @@ ScriptCall RaiseTokenScript(const Master& master, const Keyspace& keys,
 
 ScriptCall ForceUnlockScript(const Master& master, const Keyspace& keys,
                              absl::string_view name);
+ScriptCall ForceUnlockIfTokenScript(const Master& master, const Keyspace& keys,
+                                    absl::string_view name,
+                                    uint64_t fencing_token);
+// Whether the conditional force unlock removed the lock on that master.
+absl::StatusOr<bool> ParseForceUnlockIfToken(const redisReply* reply,
+                                             absl::string_view endpoint);
 
 // The names of the locks on the master whose names start with `prefix`
 // (SCAN; a lock that expires meanwhile may be among them).

@@ -19,16 +19,21 @@ struct Script {
 };
 
 // The lock is one hash: owner, holds, token (fencing), lease (the kept
-// maximum, ms), since (server ms). Its PEXPIRE is the lease.
+// maximum, ms), since (server ms), live (the holders' liveness keys). Its
+// PEXPIRE is the lease.
 struct Scripts {
   Script acquire;
   Script release;
   Script renew;
   Script inspect;
   Script force_unlock;
+  // A monitor's force unlock: only while the hold carries a given token.
+  Script force_unlock_if_token;
   // Redlock: writes the token a quorum agreed on into the hold and raises
   // the master's counter to it (docs/redis.md, fencing over a quorum).
   Script raise_token;
+  // Refreshes a client's liveness key (Backend::RenewLiveness).
+  Script liveness;
 
   Scripts();
   // Loads every script; called on the first connection.

@@ -10,6 +10,12 @@
 // master's counter rises by one per grant there; the token is the largest
 // of the quorum's, written back to a quorum before the grant returns, so
 // that it exceeds every earlier token while a majority keeps its data.
+// Holder liveness: this client's liveness key lives on every master, and a
+// hold is believed only while it lives on enough of the masters that granted
+// it, its holder's key there refreshed without a gap, that no quorum can
+// grant its lock to another (redlock_hold.h; docs/redis.md).
+#include "redlock_backend.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -40,537 +46,297 @@ constexpr char kOptions[] =
 // per-instance timeout). operation_timeout= sets it.
 constexpr absl::Duration kDefaultTimeout = absl::Milliseconds(500);
 
-// One hold as this client knows it: its token, and until when a quorum
-// vouches for it (lease − elapsed − drift after the last quorum).
-class RedlockHold : public HoldRecord {
- public:
-  RedlockHold(uint64_t token, MonoTime valid_until)
-      : token_(token), valid_until_(valid_until) {}
-  uint64_t token() const { return token_; }
-  void Extend(MonoTime valid_until) {
-    absl::MutexLock lock(&mu_);
-    valid_until_ = std::max(valid_until_, valid_until);
+}  // namespace
+
+RedlockBackend::RedlockBackend(const std::vector<ConnectionConfig>& hosts,
+                               Keyspace keys, Liveness liveness, Drift drift,
+                               absl::Duration retry_delay,
+                               absl::Duration fallback_poll, const Clock& clock)
+    : clock_(clock),
+      keys_(std::move(keys)),
+      liveness_(std::move(liveness)),
+      quorum_(hosts.size() / 2 + 1),
+      blocking_(hosts.size() - quorum_ + 1),
+      drift_(drift),
+      chains_(hosts.size(), absl::Milliseconds(liveness_.ttl_ms), drift),
+      retry_delay_(retry_delay),
+      fallback_poll_(fallback_poll),
+      releases_(clock) {
+  for (const ConnectionConfig& host : hosts) {
+    masters_.push_back(std::make_unique<Master>(
+        host, keys_.channel(), &releases_, Master::Redial::kInBackground));
   }
-  MonoTime valid_until() const {
-    absl::MutexLock lock(&mu_);
-    return valid_until_;
+}
+
+// Starts every master at once; a client starts when a quorum answers and
+// keeps trying the others in the background.
+absl::Status RedlockBackend::Start() {
+  std::vector<absl::Status> started(masters_.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < masters_.size(); ++i) {
+    threads.emplace_back([&, i] { started[i] = masters_[i]->Start(); });
   }
+  for (std::thread& t : threads) t.join();
+  const size_t up = std::count_if(started.begin(), started.end(),
+                                  [](const absl::Status& s) { return s.ok(); });
+  if (up >= quorum_) return absl::OkStatus();
+  absl::Status first =
+      *std::find_if(started.begin(), started.end(),
+                    [](const absl::Status& s) { return !s.ok(); });
+  return absl::Status(first.code(),
+                      absl::StrCat("only ", up, " of ", masters_.size(),
+                                   " redlock masters answer, a quorum is ",
+                                   quorum_, ": ", first.message()));
+}
 
- private:
-  const uint64_t token_;
-  mutable absl::Mutex mu_;
-  MonoTime valid_until_ ABSL_GUARDED_BY(mu_);
-};
+absl::StatusOr<Grant> RedlockBackend::Acquire(const AcquireCall& call) {
+  const bool will_wait = call.deadline > clock_.Now();
+  std::shared_ptr<RedlockHold> record;
+  absl::StatusOr<Grant> grant =
+      AcquireWithWakeups(call, releases_, fallback_poll_,
+                         [&]() { return TryRound(call, will_wait, &record); });
+  if (grant.ok()) grant->record = std::move(record);
+  return grant;
+}
 
-struct Drift {
-  double factor = 0.01;
-  absl::Duration floor = absl::Milliseconds(2);
-  absl::Duration Of(absl::Duration lease) const {
-    return lease * factor + floor;
+// One attempt as the core sees it. A split vote (no owner holds a quorum,
+// this one included) decides nothing: its round is given back and, for a
+// single attempt (TryAcquire), run again after a random delay, a few
+// times, so that callers racing for a free lock do not all come away
+// empty-handed, each told that another holds it (C3). A waiting caller
+// runs again through the wait loop.
+absl::StatusOr<::dlock::Attempt> RedlockBackend::TryRound(
+    const AcquireCall& call, bool will_wait,
+    std::shared_ptr<RedlockHold>* record) {
+  constexpr int kSplitRetries = 4;
+  for (int splits = 0;; ++splits) {
+    bool split = false;
+    absl::StatusOr<::dlock::Attempt> attempt =
+        OneRound(call, will_wait, record, &split);
+    if (!split || will_wait || splits == kSplitRetries ||
+        call.cancel.IsCancelled()) {
+      return attempt;
+    }
+    absl::SleepFor(RandomDelay());
   }
-};
+}
 
-// One reply per master; nullopt where nothing was asked.
-using Replies = std::vector<std::optional<absl::StatusOr<Reply>>>;
-
-class RedlockBackend : public Backend {
- public:
-  RedlockBackend(const std::vector<ConnectionConfig>& hosts, Keyspace keys,
-                 Drift drift, absl::Duration retry_delay,
-                 absl::Duration fallback_poll, const Clock& clock)
-      : clock_(clock),
-        keys_(std::move(keys)),
-        quorum_(hosts.size() / 2 + 1),
-        drift_(drift),
-        retry_delay_(retry_delay),
-        fallback_poll_(fallback_poll),
-        releases_(clock) {
-    for (const ConnectionConfig& host : hosts) {
-      masters_.push_back(std::make_unique<Master>(
-          host, keys_.channel(), &releases_, Master::Redial::kInBackground));
-    }
-  }
-
-  ~RedlockBackend() override { Shutdown(); }
-
-  // Starts every master at once; a client starts when a quorum answers and
-  // keeps trying the others in the background.
-  absl::Status Start() {
-    std::vector<absl::Status> started(masters_.size());
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < masters_.size(); ++i) {
-      threads.emplace_back([&, i] { started[i] = masters_[i]->Start(); });
-    }
-    for (std::thread& t : threads) t.join();
-    const size_t up =
-        std::count_if(started.begin(), started.end(),
-                      [](const absl::Status& s) { return s.ok(); });
-    if (up >= quorum_) return absl::OkStatus();
-    absl::Status first =
-        *std::find_if(started.begin(), started.end(),
-                      [](const absl::Status& s) { return !s.ok(); });
-    return absl::Status(first.code(),
-                        absl::StrCat("only ", up, " of ", masters_.size(),
-                                     " redlock masters answer, a quorum is ",
-                                     quorum_, ": ", first.message()));
-  }
-
-  BackendTraits Traits() const override {
-    return BackendTraits{.fencing = FencingStrength::kServerMemory,
-                         .can_list = true};
-  }
-
-  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
-    const bool will_wait = call.deadline > clock_.Now();
-    std::shared_ptr<RedlockHold> record;
-    absl::StatusOr<Grant> grant = AcquireWithWakeups(
-        call, releases_, fallback_poll_,
-        [&]() { return TryRound(call, will_wait, &record); });
-    if (grant.ok()) grant->record = std::move(record);
-    return grant;
-  }
-
-  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
-    Replies replies = OnEach([&](const Master& m, size_t) {
-      return ReleaseScript(m, keys_, call.name, call.owner, call.holds);
-    });
-    size_t answered = 0;
-    size_t held_here = 0;
-    int64_t left = 0;
-    absl::Status error;
-    for (size_t i = 0; i < replies.size(); ++i) {
-      absl::StatusOr<int64_t> r =
-          Parse(replies[i], [&](const redisReply* reply) {
-            return ParseRelease(reply, call.name, masters_[i]->endpoint());
-          });
-      if (r.ok()) {
-        ++answered;
-        ++held_here;
-        left = std::max(left, *r);
-      } else if (IsGone(r.status())) {
-        ++answered;
-      } else if (error.ok()) {
-        error = r.status();
-      }
-    }
-    // Held on fewer than a quorum even counting the masters that did not
-    // answer: the hold was already gone as a lock.
-    const size_t unanswered = masters_.size() - answered;
-    if (held_here + unanswered < quorum_) return NotOwnerError(call.name);
-    if (answered < quorum_) return NoQuorum("release", answered, error);
-    if (held_here < quorum_) {
-      return NoQuorum("release (the hold was confirmed by too few)", held_here,
-                      error);
-    }
-    return left;
-  }
-
-  absl::Status Renew(const RenewCall& call) override {
-    return RenewMany({&call, 1})[0];
-  }
-
-  // Every due renewal in one pipeline per master, all masters at once.
-  std::vector<absl::Status> RenewMany(
-      absl::Span<const RenewCall> calls) override {
-    const MonoTime sent = clock_.Now();
-    std::vector<Master::Pending> pending;
-    for (const std::unique_ptr<Master>& m : masters_) {
-      std::vector<ScriptCall> scripts;
-      for (const RenewCall& call : calls) {
-        scripts.push_back(
-            RenewScript(*m, keys_, call.name, call.owner, call.lease));
-      }
-      pending.push_back(m->Submit(std::move(scripts)));
-    }
-    std::vector<std::vector<absl::StatusOr<Reply>>> replies;
-    for (Master::Pending& p : pending) replies.push_back(p.Await());
-    std::vector<absl::Status> results;
-    for (size_t j = 0; j < calls.size(); ++j) {
-      const RenewCall& call = calls[j];
-      size_t renewed = 0;
-      size_t gone = 0;
-      absl::Status error;
-      for (size_t i = 0; i < masters_.size(); ++i) {
-        absl::Status s = replies[i][j].ok()
-                             ? ParseRenew(replies[i][j]->get(), call.name,
-                                          masters_[i]->endpoint())
-                             : replies[i][j].status();
-        if (s.ok()) {
-          ++renewed;
-        } else if (IsGone(s)) {
-          ++gone;
-        } else if (error.ok()) {
-          error = s;
-        }
-      }
-      const MonoTime valid_until = sent + call.lease - drift_.Of(call.lease);
-      if (renewed >= quorum_ && clock_.Now() < valid_until) {
-        if (auto* hold = static_cast<RedlockHold*>(call.record)) {
-          hold->Extend(valid_until);
-        }
-        results.push_back(absl::OkStatus());
-      } else if (gone > masters_.size() - quorum_) {
-        // No quorum can hold it for this owner any more.
-        results.push_back(NotOwnerError(call.name));
-      } else if (renewed >= quorum_) {
-        results.push_back(absl::UnavailableError(absl::StrCat(
-            "renewing ", call.name, " on a quorum of redlock masters took ",
-            "longer than the lease left after drift")));
-      } else {
-        results.push_back(NoQuorum("renew", renewed, error));
-      }
-    }
-    return results;
-  }
-
-  MonoTime HeldUntil(absl::string_view, absl::string_view,
-                     const HoldRecord* record) override {
-    if (record == nullptr) return MonoTime::InfiniteFuture();
-    return static_cast<const RedlockHold*>(record)->valid_until();
-  }
-
-  absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
-    Replies replies = OnEach(
-        [&](const Master& m, size_t) { return InspectScript(m, keys_, name); });
-    size_t answered = 0;
-    absl::Status error;
-    absl::flat_hash_map<std::string, std::vector<LockInfo>> by_owner;
-    for (size_t i = 0; i < replies.size(); ++i) {
-      absl::StatusOr<LockInfo> info =
-          Parse(replies[i], [&](const redisReply* reply) {
-            return ParseInspect(reply, name, masters_[i]->endpoint());
-          });
-      if (!info.ok()) {
-        if (error.ok()) error = info.status();
-        continue;
-      }
-      ++answered;
-      if (info->locked) by_owner[info->owner].push_back(*std::move(info));
-    }
-    if (answered < quorum_) return NoQuorum("inspect", answered, error);
-    LockInfo out;
-    out.name = std::string(name);
-    for (auto& [owner, infos] : by_owner) {
-      if (infos.size() < quorum_) continue;
-      // Held while a quorum of its keys lives: until the quorum-th longest
-      // lease left ends.
-      std::sort(infos.begin(), infos.end(),
-                [](const LockInfo& a, const LockInfo& b) {
-                  return a.remaining_lease > b.remaining_lease;
-                });
-      out = infos[quorum_ - 1];
-      for (const LockInfo& info : infos) {
-        out.hold_count = std::max(out.hold_count, info.hold_count);
-        out.fencing_token = std::max(out.fencing_token, info.fencing_token);
-        out.since = std::min(out.since, info.since);
-      }
-    }
-    return out;
-  }
-
-  absl::StatusOr<std::vector<LockInfo>> List(
-      absl::string_view prefix) override {
-    std::vector<std::string> names;
-    size_t answered = 0;
-    absl::Status error;
-    for (const std::unique_ptr<Master>& m : masters_) {
-      absl::StatusOr<std::vector<std::string>> some =
-          ScanLockNames(*m, keys_, prefix);
-      if (!some.ok()) {
-        if (error.ok()) error = some.status();
-        continue;
-      }
-      ++answered;
-      names.insert(names.end(), some->begin(), some->end());
-    }
-    if (answered < quorum_) return NoQuorum("list", answered, error);
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
-    std::vector<LockInfo> out;
-    for (const std::string& name : names) {
-      absl::StatusOr<LockInfo> info = Inspect(name);
-      if (!info.ok()) return info.status();
-      if (info->locked) out.push_back(*std::move(info));
-    }
-    return out;
-  }
-
-  absl::Status ForceUnlock(absl::string_view name) override {
-    Replies replies = OnEach([&](const Master& m, size_t) {
-      return ForceUnlockScript(m, keys_, name);
-    });
-    size_t answered = 0;
-    absl::Status error;
-    for (const auto& r : replies) {
-      if (r->ok()) {
-        ++answered;
-      } else if (error.ok()) {
-        error = r->status();
-      }
-    }
-    // Removed from a quorum: no owner holds it as a lock any more.
-    if (answered < quorum_) return NoQuorum("force unlock", answered, error);
-    return absl::OkStatus();
-  }
-
-  // Every master's, summed: each keeps its own copy of the locks.
-  absl::StatusOr<ServerMemory> ServerMemoryUse() override {
-    int64_t total = 0;
-    for (const std::unique_ptr<Master>& m : masters_) {
-      absl::StatusOr<int64_t> bytes = UsedMemory(*m);
-      if (!bytes.ok()) return bytes.status();
-      total += *bytes;
-    }
-    return ServerMemory{total,
-                        absl::StrCat("INFO memory used_memory, summed over ",
-                                     masters_.size(), " masters")};
-  }
-
-  void Shutdown() override {
-    for (const std::unique_ptr<Master>& m : masters_) m->Shutdown();
-  }
-
- private:
-  // One attempt as the core sees it. A split vote (no owner holds a quorum,
-  // this one included) decides nothing: its round is given back and, for a
-  // single attempt (TryAcquire), run again after a random delay, a few
-  // times, so that callers racing for a free lock do not all come away
-  // empty-handed, each told that another holds it (C3). A waiting caller
-  // runs again through the wait loop.
-  absl::StatusOr<::dlock::Attempt> TryRound(
-      const AcquireCall& call, bool will_wait,
-      std::shared_ptr<RedlockHold>* record) {
-    constexpr int kSplitRetries = 4;
-    for (int splits = 0;; ++splits) {
-      bool split = false;
-      absl::StatusOr<::dlock::Attempt> attempt =
-          OneRound(call, will_wait, record, &split);
-      if (!split || will_wait || splits == kSplitRetries ||
-          call.cancel.IsCancelled()) {
-        return attempt;
-      }
-      absl::SleepFor(RandomDelay());
-    }
-  }
-
-  // One round of the algorithm: the script on every master at once; on a
-  // quorum within the lease, the agreed token; otherwise what the round
-  // took is given back. `*split` says whether no owner holds a quorum.
-  absl::StatusOr<::dlock::Attempt> OneRound(
-      const AcquireCall& call, bool will_wait,
-      std::shared_ptr<RedlockHold>* record, bool* split) {
-    const MonoTime sent = clock_.Now();
-    Replies replies = OnEach([&](const Master& m, size_t) {
-      return AcquireScript(m, keys_, call.name, call.owner, call.lease,
-                           will_wait);
-    });
-    std::vector<std::optional<Acquired>> granted(masters_.size());
-    // The holders' leases left, by holder.
-    absl::flat_hash_map<std::string, std::vector<absl::Duration>> refused_by;
-    size_t grants = 0;
-    size_t refusals = 0;
-    absl::Status error;
-    for (size_t i = 0; i < replies.size(); ++i) {
-      absl::StatusOr<AcquireReply> a =
-          Parse(replies[i], [&](const redisReply* reply) {
-            return ParseAcquire(reply, masters_[i]->endpoint());
-          });
-      if (!a.ok()) {
-        if (error.ok()) error = a.status();
-      } else if (a->acquired.has_value()) {
-        granted[i] = a->acquired;
-        ++grants;
-      } else {
-        refused_by[a->holder].push_back(a->holder_lease_left);
-        ++refusals;
-      }
-    }
-    auto* held = static_cast<RedlockHold*>(call.held);
-    if (grants >= quorum_) {
-      std::optional<Agreed> won = AgreeOnToken(call, held, granted);
-      const MonoTime valid_until = sent + call.lease - drift_.Of(call.lease);
-      if (won.has_value() && clock_.Now() < valid_until) {
-        if (won->fresh || held == nullptr) {
-          *record = std::make_shared<RedlockHold>(won->acquired.fencing_token,
-                                                  valid_until);
-        } else {
-          held->Extend(valid_until);
-        }
-        return ::dlock::Attempt{.acquired = won->acquired};
-      }
-    }
-    const absl::Duration took = clock_.Now() - sent;
-    if (grants > 0) GiveBack(call, granted);
-    if (grants >= quorum_) {
-      // Granted by a quorum, but too late to be believed, or its token
-      // could not reach a quorum: nobody else holds the lock (C19).
-      return absl::UnavailableError(absl::StrCat(
-          "lock '", call.name, "' was granted by ", grants, " of ",
-          masters_.size(), " redlock masters, but the round took ",
-          absl::FormatDuration(took), ", past the lease of ",
-          absl::FormatDuration(call.lease),
-          " less drift, or its token reached no quorum; try again"));
-    }
-    if (grants + refusals < quorum_) {
-      return NoQuorum("acquire", grants + refusals, error);
-    }
-    for (auto& [holder, leases] : refused_by) {
-      if (leases.size() < quorum_) continue;
-      // Held by a quorum: free once enough of its keys expire that fewer
-      // than a quorum remain (a release wakes us sooner).
-      std::sort(leases.begin(), leases.end());
-      return ::dlock::Attempt{
-          .acquired = std::nullopt,
-          .holder_lease_left = leases[leases.size() - quorum_]};
-    }
-    absl::Duration soonest = absl::InfiniteDuration();
-    for (const auto& [holder, leases] : refused_by) {
-      for (absl::Duration d : leases) soonest = std::min(soonest, d);
-    }
-    // A master that did not answer may complete some owner's quorum: look
-    // again when the first refusal's lease ends (a release wakes us sooner).
-    if (!error.ok()) {
-      return ::dlock::Attempt{
-          .acquired = std::nullopt,
-          .holder_lease_left =
-              soonest == absl::InfiniteDuration() ? retry_delay_ : soonest};
-    }
-    *split = true;
-    return ::dlock::Attempt{.acquired = std::nullopt,
-                            .holder_lease_left = RandomDelay()};
-  }
-
-  // The grant, its token known to a quorum; nullopt when fewer than a
-  // quorum could be told. A re-entry (a quorum counts more than one hold)
-  // keeps its token (C8); a fresh hold, even one the core took for a
-  // re-entry, takes the largest counter of the masters that granted it.
-  // `held` is this client's record of the hold, when it has one.
-  struct Agreed {
-    Acquired acquired;
-    bool fresh = true;
-  };
-  std::optional<Agreed> AgreeOnToken(
-      const AcquireCall& call, const RedlockHold* held,
-      const std::vector<std::optional<Acquired>>& granted) {
-    Agreed won;
-    size_t reentered = 0;
-    uint64_t reentered_token = 0;
-    for (const std::optional<Acquired>& g : granted) {
-      if (!g.has_value()) continue;
-      won.acquired.fencing_token =
-          std::max(won.acquired.fencing_token, g->fencing_token);
-      won.acquired.hold_count =
-          std::max(won.acquired.hold_count, g->hold_count);
-      if (g->hold_count > 1) {
-        ++reentered;
-        reentered_token = std::max(reentered_token, g->fencing_token);
-      }
-    }
-    // A re-entry of a hold taken in another client (an explicit owner, C6)
-    // has no record here, and the masters know its token.
-    won.fresh = reentered < quorum_;
-    if (won.fresh) {
-      won.acquired.hold_count = 1;
-    } else {
-      won.acquired.fencing_token =
-          held != nullptr ? held->token() : reentered_token;
-    }
-    const uint64_t token = won.acquired.fencing_token;
-    size_t agreeing = 0;
-    for (const std::optional<Acquired>& g : granted) {
-      if (g.has_value() && g->fencing_token == token) ++agreeing;
-    }
-    if (agreeing >= quorum_) return won;  // the usual case: one round trip
-    Replies raised =
-        OnEach([&](const Master& m, size_t i) -> std::optional<ScriptCall> {
-          if (!granted[i].has_value() || granted[i]->fencing_token == token) {
-            return std::nullopt;
-          }
-          return RaiseTokenScript(m, keys_, call.name, call.owner, token);
+// One round of the algorithm: the script on every master at once; on a
+// quorum within the lease, the agreed token; otherwise what the round
+// took is given back. `*split` says whether no owner holds a quorum.
+absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
+    const AcquireCall& call, bool will_wait,
+    std::shared_ptr<RedlockHold>* record, bool* split) {
+  const MonoTime sent = clock_.Now();
+  std::vector<MonoTime> replied;
+  Replies replies = OnEach(
+      [&](const Master& m, size_t) {
+        return AcquireScript(m, keys_, liveness_, call.name, call.owner,
+                             call.lease, will_wait);
+      },
+      &replied);
+  std::vector<std::optional<Acquired>> granted(masters_.size());
+  // The holders' leases left, by holder.
+  absl::flat_hash_map<std::string, std::vector<absl::Duration>> refused_by;
+  size_t grants = 0;
+  size_t refusals = 0;
+  absl::Status error;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    absl::StatusOr<AcquireReply> a =
+        Parse(replies[i], [&](const redisReply* reply) {
+          return ParseAcquire(reply, masters_[i]->endpoint());
         });
-    for (size_t i = 0; i < raised.size(); ++i) {
-      if (raised[i].has_value() && raised[i]->ok() &&
-          ParseRenew(raised[i]->value().get(), call.name,
-                     masters_[i]->endpoint())
-              .ok()) {
-        ++agreeing;
+    if (!a.ok()) {
+      if (error.ok()) error = a.status();
+    } else if (a->acquired.has_value()) {
+      granted[i] = a->acquired;
+      ++grants;
+    } else {
+      refused_by[a->holder].push_back(a->holder_lease_left);
+      ++refusals;
+    }
+  }
+  auto* held = static_cast<RedlockHold*>(call.held);
+  if (grants >= quorum_) {
+    std::optional<Agreed> won = AgreeOnToken(call, held, granted);
+    const MonoTime valid_until = sent + call.lease - drift_.Of(call.lease);
+    if (won.has_value() && clock_.Now() < valid_until) {
+      RedlockHold* hold = held;
+      if (won->fresh || held == nullptr) {
+        *record = std::make_shared<RedlockHold>(won->acquired.fencing_token,
+                                                valid_until, masters_.size());
+        hold = record->get();
+      } else {
+        held->Extend(valid_until);
       }
+      NoteGrants(*hold, sent, call.lease, granted, replied);
+      return ::dlock::Attempt{.acquired = won->acquired};
     }
-    if (agreeing >= quorum_) return won;
-    return std::nullopt;
   }
-
-  // Undoes a failed round on every master at once: where a master granted,
-  // it takes back the one hold this round added (a fresh key goes, a
-  // re-entry's count drops), never more, since the same owner may hold the
-  // lock through another client or thread (C6). A master that did not
-  // answer is left alone: whatever this round did there ends with its lease.
-  void GiveBack(const AcquireCall& call,
-                const std::vector<std::optional<Acquired>>& granted) {
-    (void)OnEach([&](const Master& m, size_t i) -> std::optional<ScriptCall> {
-      if (!granted[i].has_value()) return std::nullopt;
-      return ReleaseScript(m, keys_, call.name, call.owner, 1);
-    });
-  }
-
-  // After a split vote: a random delay up to retry_delay, so that the
-  // clients that split it do not split the next round too.
-  absl::Duration RandomDelay() const {
-    thread_local std::mt19937_64 random{std::random_device{}()};
-    std::uniform_int_distribution<int64_t> micros(
-        0, absl::ToInt64Microseconds(retry_delay_));
-    return absl::Microseconds(micros(random));
-  }
-
-  // Submits `make(master)` to every master, then awaits each: the round
-  // takes as long as the slowest master (bounded by operation_timeout).
-  // `make` gets the master and its index; nullopt asks that master nothing.
-  Replies OnEach(
-      absl::FunctionRef<std::optional<ScriptCall>(const Master&, size_t)>
-          make) {
-    std::vector<std::optional<Master::Pending>> pending(masters_.size());
-    for (size_t i = 0; i < masters_.size(); ++i) {
-      std::optional<ScriptCall> call = make(*masters_[i], i);
-      if (!call.has_value()) continue;
-      std::vector<ScriptCall> calls;
-      calls.push_back(*std::move(call));
-      pending[i].emplace(masters_[i]->Submit(std::move(calls)));
-    }
-    Replies out(masters_.size());
-    for (size_t i = 0; i < masters_.size(); ++i) {
-      if (pending[i].has_value()) out[i] = std::move(pending[i]->Await()[0]);
-    }
-    return out;
-  }
-
-  template <typename ParseFn>
-  static auto Parse(const std::optional<absl::StatusOr<Reply>>& reply,
-                    ParseFn parse) -> decltype(parse(nullptr)) {
-    if (!reply->ok()) return reply->status();
-    return parse(reply->value().get());
-  }
-
-  static bool IsGone(const absl::Status& s) {
-    return absl::IsFailedPrecondition(s) || absl::IsNotFound(s);
-  }
-
-  absl::Status NoQuorum(absl::string_view what, size_t answered,
-                        const absl::Status& error) const {
+  const absl::Duration took = clock_.Now() - sent;
+  if (grants > 0) GiveBack(call, granted);
+  if (grants >= quorum_) {
+    // Granted by a quorum, but too late to be believed, or its token
+    // could not reach a quorum: nobody else holds the lock (C19).
     return absl::UnavailableError(
-        absl::StrCat(what, " reached ", answered, " of ", masters_.size(),
-                     " redlock masters, a quorum is ", quorum_,
-                     error.ok() ? "" : absl::StrCat(": ", error.message())));
+        absl::StrCat("lock '", call.name, "' was granted by ", grants, " of ",
+                     masters_.size(), " redlock masters, but the round took ",
+                     absl::FormatDuration(took), ", past the lease of ",
+                     absl::FormatDuration(call.lease),
+                     " less drift, or its token reached no quorum; try again"));
   }
+  if (grants + refusals < quorum_) {
+    return NoQuorum("acquire", grants + refusals, error);
+  }
+  for (auto& [holder, leases] : refused_by) {
+    if (leases.size() < quorum_) continue;
+    // Held by a quorum: free once enough of its keys expire that fewer
+    // than a quorum remain (a release wakes us sooner).
+    std::sort(leases.begin(), leases.end());
+    return ::dlock::Attempt{
+        .acquired = std::nullopt,
+        .holder_lease_left = leases[leases.size() - quorum_]};
+  }
+  absl::Duration soonest = absl::InfiniteDuration();
+  for (const auto& [holder, leases] : refused_by) {
+    for (absl::Duration d : leases) soonest = std::min(soonest, d);
+  }
+  // A master that did not answer may complete some owner's quorum: look
+  // again when the first refusal's lease ends (a release wakes us sooner).
+  if (!error.ok()) {
+    return ::dlock::Attempt{
+        .acquired = std::nullopt,
+        .holder_lease_left =
+            soonest == absl::InfiniteDuration() ? retry_delay_ : soonest};
+  }
+  *split = true;
+  return ::dlock::Attempt{.acquired = std::nullopt,
+                          .holder_lease_left = RandomDelay()};
+}
 
-  const Clock& clock_;
-  const Keyspace keys_;
-  const size_t quorum_;
-  const Drift drift_;
-  const absl::Duration retry_delay_;
-  const absl::Duration fallback_poll_;
-  WakeupHub releases_;  // every master's announcements wake the same waiters
-  std::vector<std::unique_ptr<Master>> masters_;
-};
+std::optional<RedlockBackend::Agreed> RedlockBackend::AgreeOnToken(
+    const AcquireCall& call, const RedlockHold* held,
+    const std::vector<std::optional<Acquired>>& granted) {
+  Agreed won;
+  size_t reentered = 0;
+  uint64_t reentered_token = 0;
+  for (const std::optional<Acquired>& g : granted) {
+    if (!g.has_value()) continue;
+    won.acquired.fencing_token =
+        std::max(won.acquired.fencing_token, g->fencing_token);
+    won.acquired.hold_count = std::max(won.acquired.hold_count, g->hold_count);
+    if (g->hold_count > 1) {
+      ++reentered;
+      reentered_token = std::max(reentered_token, g->fencing_token);
+    }
+  }
+  // A re-entry of a hold taken in another client (an explicit owner, C6)
+  // has no record here, and the masters know its token.
+  won.fresh = reentered < quorum_;
+  if (won.fresh) {
+    won.acquired.hold_count = 1;
+  } else {
+    won.acquired.fencing_token =
+        held != nullptr ? held->token() : reentered_token;
+  }
+  const uint64_t token = won.acquired.fencing_token;
+  size_t agreeing = 0;
+  for (const std::optional<Acquired>& g : granted) {
+    if (g.has_value() && g->fencing_token == token) ++agreeing;
+  }
+  if (agreeing >= quorum_) return won;  // the usual case: one round trip
+  Replies raised =
+      OnEach([&](const Master& m, size_t i) -> std::optional<ScriptCall> {
+        if (!granted[i].has_value() || granted[i]->fencing_token == token) {
+          return std::nullopt;
+        }
+        return RaiseTokenScript(m, keys_, call.name, call.owner, token);
+      });
+  for (size_t i = 0; i < raised.size(); ++i) {
+    if (raised[i].has_value() && raised[i]->ok() &&
+        ParseRenew(raised[i]->value().get(), call.name, masters_[i]->endpoint())
+            .ok()) {
+      ++agreeing;
+    }
+  }
+  if (agreeing >= quorum_) return won;
+  return std::nullopt;
+}
+
+// What each master that granted a won round vouches for: the lease from
+// the round's send time and, with liveness, the key it wrote in the same
+// step (its chain).
+void RedlockBackend::NoteGrants(
+    RedlockHold& hold, MonoTime sent, absl::Duration lease,
+    const std::vector<std::optional<Acquired>>& granted,
+    const std::vector<MonoTime>& replied) {
+  const MonoTime lease_until = sent + lease - drift_.Of(lease);
+  for (size_t i = 0; i < granted.size(); ++i) {
+    if (!granted[i].has_value()) continue;
+    const uint64_t chain =
+        KeepsLiveness()
+            ? chains_.Confirm(i, KeyWrite{.sent = sent, .replied = replied[i]})
+            : 0;
+    hold.Granted(i, lease_until, chain, granted[i]->hold_count == 1);
+  }
+}
+
+// Undoes a failed round on every master at once: where a master granted,
+// it takes back the one hold this round added (a fresh key goes, a
+// re-entry's count drops), never more, since the same owner may hold the
+// lock through another client or thread (C6). A master that did not
+// answer is left alone: whatever this round did there ends with its lease.
+void RedlockBackend::GiveBack(
+    const AcquireCall& call,
+    const std::vector<std::optional<Acquired>>& granted) {
+  (void)OnEach([&](const Master& m, size_t i) -> std::optional<ScriptCall> {
+    if (!granted[i].has_value()) return std::nullopt;
+    return ReleaseScript(m, keys_, call.name, call.owner, 1);
+  });
+}
+
+// After a split vote: a random delay up to retry_delay, so that the
+// clients that split it do not split the next round too.
+absl::Duration RedlockBackend::RandomDelay() const {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  std::uniform_int_distribution<int64_t> micros(
+      0, absl::ToInt64Microseconds(retry_delay_));
+  return absl::Microseconds(micros(random));
+}
+
+// Submits `make(master)` to every master, then awaits each: the round
+// takes as long as the slowest master (bounded by operation_timeout).
+// `make` gets the master and its index; nullopt asks that master nothing.
+// `replied`, if given, gets the time each master's reply was in.
+Replies RedlockBackend::OnEach(
+    absl::FunctionRef<std::optional<ScriptCall>(const Master&, size_t)> make,
+    std::vector<MonoTime>* replied) {
+  std::vector<std::optional<Master::Pending>> pending(masters_.size());
+  for (size_t i = 0; i < masters_.size(); ++i) {
+    std::optional<ScriptCall> call = make(*masters_[i], i);
+    if (!call.has_value()) continue;
+    std::vector<ScriptCall> calls;
+    calls.push_back(*std::move(call));
+    pending[i].emplace(masters_[i]->Submit(std::move(calls)));
+  }
+  Replies out(masters_.size());
+  if (replied != nullptr) replied->assign(masters_.size(), MonoTime());
+  for (size_t i = 0; i < masters_.size(); ++i) {
+    if (pending[i].has_value()) out[i] = std::move(pending[i]->Await()[0]);
+    if (replied != nullptr) (*replied)[i] = clock_.Now();
+  }
+  return out;
+}
+
+absl::Status RedlockBackend::NoQuorum(absl::string_view what, size_t answered,
+                                      const absl::Status& error) const {
+  return absl::UnavailableError(
+      absl::StrCat(what, " reached ", answered, " of ", masters_.size(),
+                   " redlock masters, a quorum is ", quorum_,
+                   error.ok() ? "" : absl::StrCat(": ", error.message())));
+}
+
+namespace {
 
 absl::StatusOr<Drift> ParseDrift(UriParams& params) {
   Drift drift;
@@ -607,8 +373,10 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedlockBackend(
   if (absl::Status s = CheckHostCount(config.uri, kForm, 3, 15); !s.ok()) {
     return s;
   }
+  Keyspace keys(config.lock_namespace, (*hosts)[0].db);
+  Liveness liveness = ClientLiveness(keys, config, /*enabled=*/true);
   auto backend = std::make_unique<RedlockBackend>(
-      *hosts, Keyspace(config.lock_namespace, (*hosts)[0].db), *drift,
+      *hosts, std::move(keys), std::move(liveness), *drift,
       retry_delay->value_or(absl::Milliseconds(50)),
       config.options.fallback_poll, config.clock);
   if (absl::Status s = backend->Start(); !s.ok()) return s;

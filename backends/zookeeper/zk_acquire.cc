@@ -307,6 +307,11 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
             absl::StrCat("listing the queue of lock '", call.name, "'")));
       }
     }
+    // Kept-lock nodes keep the lock taken past its last release.
+    std::vector<std::string> kept;
+    for (const std::string& child : *children) {
+      if (IsKeptNode(child)) kept.push_back(child);
+    }
     std::vector<std::string> queue = SortedQueue(*std::move(children));
     children.reset();
     auto mine = std::find(queue.begin(), queue.end(), own.name);
@@ -322,6 +327,16 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
         return s;
       }
       waited = true;
+      continue;
+    }
+    if (mine == queue.begin() && !kept.empty()) {
+      // First, but not the holder while the lock is kept.
+      waited = true;
+      if (absl::Status s =
+              WaitOutKept(call, parent, kept, own, data.lease_ms, next_refresh);
+          !s.ok()) {
+        return fail(s);
+      }
       continue;
     }
     if (mine == queue.begin()) {
@@ -354,7 +369,7 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
     // have been first for a while, and another client of the same owner
     // token may have re-entered it (C6).
     waited = true;
-    if (token_owner && !checked_holder) {
+    if (token_owner && !checked_holder && kept.empty()) {
       // An explicit owner token may hold the lock through another client.
       checked_holder = true;
       if (auto again = MaybeReenterHolder(
@@ -381,7 +396,7 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
     }
     std::optional<NodeData> pred_data = Parse(pred.data);
     if (pred_data.has_value() && pred_data->owner == call.owner &&
-        !token_owner && call.held == nullptr &&
+        !token_owner && call.held == nullptr && kept.empty() &&
         mine == std::next(queue.begin()) && !Deleting(predecessor)) {
       // The holder is this very owner, yet the core has no hold of it: an
       // acquisition of ours whose grant never reached the caller (C21).
@@ -433,6 +448,66 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
       }
     }
   }
+}
+
+absl::Status ZkBackend::WaitOutKept(const AcquireCall& call,
+                                    const std::string& parent,
+                                    const std::vector<std::string>& kept,
+                                    OwnNode& own, int64_t lease_ms,
+                                    MonoTime& next_refresh) {
+  const absl::Duration lease = absl::Milliseconds(lease_ms);
+  for (const std::string& child : kept) {
+    const std::string path = absl::StrCat(parent, "/", child);
+    // Registered before the watch is set, so that a delete in between (a
+    // force unlock) is not missed.
+    WakeupHub::Waiter waiter(hub_, path);
+    Reply got = session_->Get(path, /*watch=*/true).Wait(CallDeadline());
+    if (got.rc == ZNONODE) continue;
+    if (got.rc != ZOK) {
+      if (IsConnectionError(got.rc) && Now() < call.deadline &&
+          Reconnected(
+              std::min(call.deadline, Now() + session_->call_timeout()))) {
+        return absl::OkStatus();
+      }
+      return session_->ErrorStatus(
+          got.rc, absl::StrCat("reading the kept lock '", call.name, "'"));
+    }
+    std::optional<int64_t> end = KeptEnd(got);
+    if (!end.has_value()) continue;  // not a kept-lock node of ours
+    if (*end <= session_->EstimatedServerNowMs()) {
+      // Over, it seems. Decided on ZooKeeper's clock: our write stamps its
+      // time, and only a node over by then is deleted (C2, C3).
+      const int rc = Touch(own, lease_ms);
+      next_refresh = Now() + lease / 3;
+      if (rc == ZNONODE) return absl::OkStatus();  // queue again
+      if (rc == ZOK && *end <= own.stat.mtime) {
+        session_->Delete(path, got.stat.version).Wait(CallDeadline());
+        continue;
+      }
+    }
+    const MonoTime now = Now();
+    if (now >= call.deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "lock '", call.name, "' is kept after its release by nobody"));
+    }
+    const int64_t left = *end - session_->EstimatedServerNowMs();
+    const MonoTime wake =
+        std::min({call.deadline, now + settings_.fallback_poll, next_refresh,
+                  now + absl::Milliseconds(std::max<int64_t>(left, 0) + 1)});
+    waiter.Wait(wake, call.cancel);
+    if (Now() >= next_refresh) {
+      // Our node's lease, as a waiter's (WaitTurn).
+      const int rc = Touch(own, lease_ms);
+      next_refresh = Now() + lease / 3;
+      if (rc != ZOK && rc != ZNONODE && rc != ZBADVERSION &&
+          !IsConnectionError(rc)) {
+        return session_->ErrorStatus(
+            rc, absl::StrCat("refreshing a waiter of lock '", call.name, "'"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dlock::zk

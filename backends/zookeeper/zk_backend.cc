@@ -254,7 +254,52 @@ MonoTime ZkBackend::HeldUntil(absl::string_view, absl::string_view,
   return session_->BelievableUntil(generation);
 }
 
+std::optional<int64_t> ZkBackend::KeptEnd(const Reply& read) {
+  std::optional<KeptData> data = ParseKept(read.data);
+  if (!data.has_value()) return std::nullopt;
+  return read.stat.mtime + data->keep_ms;
+}
+
+absl::StatusOr<ZkBackend::Kept> ZkBackend::FindKept(absl::string_view name) {
+  const std::string parent = ParentOf(name);
+  Kept kept;
+  Reply list = session_->Children(parent).Wait(CallDeadline());
+  if (list.rc == ZNONODE) return kept;
+  if (list.rc != ZOK) {
+    return session_->ErrorStatus(list.rc,
+                                 absl::StrCat("reading lock '", name, "'"));
+  }
+  int64_t latest = 0;
+  for (const std::string& child : list.children) {
+    if (!IsKeptNode(child)) continue;
+    kept.paths.push_back(absl::StrCat(parent, "/", child));
+    Reply got = session_->Get(kept.paths.back(), false).Wait(CallDeadline());
+    if (got.rc == ZNONODE) continue;
+    if (got.rc != ZOK) {
+      return session_->ErrorStatus(got.rc,
+                                   absl::StrCat("reading lock '", name, "'"));
+    }
+    std::optional<int64_t> end = KeptEnd(got);
+    const int64_t now = session_->EstimatedServerNowMs();
+    if (!end.has_value() || *end <= now || *end <= latest) continue;
+    latest = *end;
+    LockInfo info;
+    info.name = std::string(name);
+    info.locked = true;
+    info.kept_after_release = true;
+    info.fencing_token = ParseKept(got.data)->token;
+    info.remaining_lease = absl::Milliseconds(*end - now);
+    info.since = absl::FromUnixMillis(got.stat.ctime);
+    kept.live = std::move(info);
+  }
+  return kept;
+}
+
 absl::StatusOr<LockInfo> ZkBackend::Inspect(absl::string_view name) {
+  absl::StatusOr<Kept> kept = FindKept(name);
+  if (!kept.ok()) return kept.status();
+  // While kept, the first node of the queue is a waiter, not a holder.
+  if (kept->live.has_value()) return *std::move(kept->live);
   absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
   if (!holder.ok()) return holder.status();
   LockInfo info;
@@ -264,6 +309,8 @@ absl::StatusOr<LockInfo> ZkBackend::Inspect(absl::string_view name) {
   }
   const Holder& h = **holder;
   info.locked = true;
+  // The holder's node lives on its session: held means live.
+  info.holder_live = true;
   info.owner = h.data.owner;
   info.hold_count = h.data.holds;
   info.fencing_token = static_cast<uint64_t>(h.stat.czxid);
@@ -320,6 +367,19 @@ absl::StatusOr<ServerMemory> ZkBackend::ServerMemoryUse() {
 }
 
 absl::Status ZkBackend::ForceUnlock(absl::string_view name) {
+  absl::StatusOr<Kept> kept = FindKept(name);
+  if (!kept.ok()) return kept.status();
+  for (const std::string& path : kept->paths) {
+    // Its watchers (the first waiter) wake and take the lock.
+    Reply r = session_->Delete(path, -1).Wait(CallDeadline());
+    if (r.rc != ZOK && r.rc != ZNONODE) {
+      return session_->ErrorStatus(
+          r.rc, absl::StrCat("force unlock of lock '", name, "'"));
+    }
+  }
+  // While it was kept, the first node of the queue is a waiter: it takes
+  // the lock now, and is no hold to remove.
+  if (kept->live.has_value()) return absl::OkStatus();
   absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
   if (!holder.ok()) return holder.status();
   if (!holder->has_value()) return absl::OkStatus();
@@ -329,6 +389,25 @@ absl::Status ZkBackend::ForceUnlock(absl::string_view name) {
   if (r.rc == ZOK || r.rc == ZNONODE) return absl::OkStatus();
   return session_->ErrorStatus(
       r.rc, absl::StrCat("force unlock of lock '", name, "'"));
+}
+
+absl::Status ZkBackend::ForceUnlockIfToken(absl::string_view name,
+                                           uint64_t fencing_token) {
+  absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
+  if (!holder.ok()) return holder.status();
+  if (!holder->has_value() || Expired((*holder)->data, (*holder)->stat) ||
+      static_cast<uint64_t>((*holder)->stat.czxid) != fencing_token) {
+    return TokenMismatchError(name, fencing_token);
+  }
+  // The token is the node's czxid and its sequential path is never reused:
+  // deleting that path removes that hold and no later one. ZNONODE: it was
+  // released or force-unlocked since, so it is not held with the token.
+  Reply r = session_->Delete((*holder)->path, -1).Wait(CallDeadline());
+  if (r.rc == ZOK) return absl::OkStatus();
+  if (r.rc == ZNONODE) return TokenMismatchError(name, fencing_token);
+  return session_->ErrorStatus(
+      r.rc, absl::StrCat("force unlock of lock '", name, "' on token ",
+                         fencing_token));
 }
 
 std::shared_ptr<ZkHold> ZkBackend::NewRecord(absl::string_view name,
@@ -397,6 +476,16 @@ void ZkBackend::RetryPending() {
     return rc;
   };
   for (PendingDelete& p : work) {
+    if (!p.kept_path.empty() && Now() < p.keep_until) {
+      // A release that keeps the lock, never a bare delete that would free
+      // it early (C21).
+      const int rc = ReleaseKeeping(p.path, p.version, p.kept_path,
+                                    p.kept_token, p.keep_until - Now())
+                         .Wait(deadline)
+                         .rc;
+      if (IsConnectionError(rc)) keep.push_back(std::move(p));
+      continue;
+    }
     if (p.prefix.empty()) {
       const int rc = p.owner.empty()
                          ? session_->Delete(p.path, p.version).Wait(deadline).rc

@@ -56,6 +56,8 @@ class ZkBackend : public Backend {
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
   absl::Status ForceUnlock(absl::string_view name) override;
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override;
   // mntr's zk_approximate_data_size from the server the session is on.
   absl::StatusOr<ServerMemory> ServerMemoryUse() override;
   void Shutdown() override;
@@ -71,11 +73,17 @@ class ZkBackend : public Backend {
   // abandoned wait, a create whose reply was lost): its hold is taken off
   // as TakeOwnHoldOff() does. With `prefix` set, every child of `path` whose
   // name starts with it (a create whose reply was lost).
+  // With `kept_path` set, a release that keeps the lock (ReleaseCall::
+  // keep_for): the delete goes with the kept-lock node's create, keeping
+  // the lock until `keep_until` here (nothing if that has passed).
   struct PendingDelete {
     std::string path;
     std::string prefix;
     int32_t version = -1;
     std::string owner;
+    std::string kept_path;
+    uint64_t kept_token = 0;
+    MonoTime keep_until = MonoTime::InfinitePast();
   };
 
   // Our node in a lock's queue.
@@ -124,6 +132,15 @@ class ZkBackend : public Backend {
   absl::StatusOr<Grant> WaitTurn(
       const AcquireCall& call, const std::string& parent, const NodeData& data,
       OwnNode& own, std::optional<std::vector<std::string>> children);
+  // Our node is first, and `kept` (kept-lock nodes, zk_layout.h) may keep
+  // the lock taken after an earlier release: deletes those that are over
+  // (decided on ZooKeeper's clock, as for a predecessor whose lease ran
+  // out), else waits for the first live one to end or go (its watch), the
+  // deadline, the fallback poll or our node's refresh. OK: look at the
+  // queue again. DeadlineExceeded when the deadline passed with it kept.
+  absl::Status WaitOutKept(const AcquireCall& call, const std::string& parent,
+                           const std::vector<std::string>& kept, OwnNode& own,
+                           int64_t lease_ms, MonoTime& next_refresh);
   // Writes our node again: its lease starts anew (at least `lease_ms`, never
   // less than what remains of it) and the write reads ZooKeeper's clock;
   // `since_ms`, when set, marks the start of a hold. On a version conflict
@@ -156,6 +173,20 @@ class ZkBackend : public Backend {
 
   // zk_backend.cc
   absl::StatusOr<std::optional<Holder>> FindHolder(absl::string_view name);
+  // The kept-lock nodes of `name` (paths), and the LockInfo of the live one
+  // that ends last, if any is live.
+  struct Kept {
+    std::vector<std::string> paths;
+    std::optional<LockInfo> live;
+  };
+  absl::StatusOr<Kept> FindKept(absl::string_view name);
+  // The end of a kept-lock node as read, on ZooKeeper's clock (ms); nullopt
+  // for a node that is not one.
+  static std::optional<int64_t> KeptEnd(const Reply& read);
+  // The multi that releases while keeping (zk_release.cc).
+  Call ReleaseKeeping(const std::string& holder_path, int32_t version,
+                      const std::string& kept_path, uint64_t token,
+                      absl::Duration keep_for);
   bool Expired(const NodeData& data, const Stat& stat) const;
   // What remains of the lease written at `mtime`, estimated (C5).
   int64_t RemainingMs(const NodeData& data, int64_t mtime) const;

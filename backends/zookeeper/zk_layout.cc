@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -12,6 +13,8 @@ namespace {
 
 constexpr char kHex[] = "0123456789ABCDEF";
 constexpr absl::string_view kDataVersion = "dlock1";
+constexpr absl::string_view kKeptPrefix = "kept-";
+constexpr absl::string_view kKeptVersion = "dlockkept1";
 
 bool Kept(char c) {
   return absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.';
@@ -107,6 +110,29 @@ std::optional<NodeData> Parse(absl::string_view text) {
     return std::nullopt;
   }
   data.owner = std::string(parts[5]);
+  return data;
+}
+
+std::string KeptNodeName(uint64_t token) {
+  return absl::StrCat(kKeptPrefix, token);
+}
+
+bool IsKeptNode(absl::string_view node_name) {
+  return absl::StartsWith(node_name, kKeptPrefix);
+}
+
+std::string SerializeKept(const KeptData& data) {
+  return absl::StrCat(kKeptVersion, " ", data.keep_ms, " ", data.token);
+}
+
+std::optional<KeptData> ParseKept(absl::string_view text) {
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ' ');
+  KeptData data;
+  if (parts.size() != 3 || parts[0] != kKeptVersion ||
+      !absl::SimpleAtoi(parts[1], &data.keep_ms) ||
+      !absl::SimpleAtoi(parts[2], &data.token)) {
+    return std::nullopt;
+  }
   return data;
 }
 

@@ -47,6 +47,21 @@ struct NodeData {
 std::string Serialize(const NodeData& data);
 std::optional<NodeData> Parse(absl::string_view text);
 
+// A lock kept after its release (ReleaseCall::keep_for): a PERSISTENT child
+// "kept-<token>" of the lock-name node, beside the queue (it is no lock
+// node), created in one multi with the delete of the released holder node.
+// It survives the session, names no owner, and keeps the lock taken until
+// keep_ms after its mtime on ZooKeeper's clock; acquirers honour it and the
+// first one to find it over deletes it. The token is the released hold's.
+struct KeptData {
+  int64_t keep_ms = 0;
+  uint64_t token = 0;
+};
+std::string KeptNodeName(uint64_t token);
+bool IsKeptNode(absl::string_view node_name);
+std::string SerializeKept(const KeptData& data);
+std::optional<KeptData> ParseKept(absl::string_view text);
+
 }  // namespace dlock::zk
 
 #endif  // DLOCK_BACKENDS_ZOOKEEPER_ZK_LAYOUT_H_

@@ -108,6 +108,13 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
     return LeaseRanOut(name, "release");
   }
   bool delete_sent = false;
+  // Keeping the lock: the delete goes in one multi with the create of a
+  // kept-lock node named after this hold's token, so a kept-lock node of
+  // this hold exists exactly when the release ran (zk_layout.h).
+  const bool keep = call.keep_for > absl::ZeroDuration();
+  const MonoTime keep_until = Now() + call.keep_for;
+  const std::string kept_path =
+      keep ? absl::StrCat(ParentOf(name), "/", KeptNodeName(hold.czxid)) : "";
   for (int attempt = 0; attempt < kWriteRetries; ++attempt) {
     if (hold.data.holds > holds) {
       // Fewer holds, the same expiry: the write moves mtime to now.
@@ -123,14 +130,28 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
       return session_->ErrorStatus(
           ZCONNECTIONLOSS, absl::StrCat("release of lock '", name, "'"));
     }
-    Reply r = session_->Delete(hold.path, hold.version).Wait(CallDeadline());
-    if (r.rc == ZOK) {
+    Reply r =
+        keep ? ReleaseKeeping(hold.path, hold.version, kept_path, hold.czxid,
+                              keep_until - Now())
+                   .Wait(CallDeadline())
+             : session_->Delete(hold.path, hold.version).Wait(CallDeadline());
+    // NODEEXISTS: this hold's kept-lock node, made by our earlier multi.
+    if (r.rc == ZOK || (keep && r.rc == ZNODEEXISTS)) {
       Forget(record);
       return 0;
     }
     if (r.rc == ZNONODE) {
       Forget(record);
-      if (delete_sent && OurDeleteRan(hold)) return 0;
+      if (delete_sent && keep) {
+        Reply kept = session_->Exists(kept_path, false).Wait(CallDeadline());
+        if (kept.rc == ZOK) return 0;
+        if (kept.rc != ZNONODE) {
+          return session_->ErrorStatus(
+              kept.rc, absl::StrCat("release of lock '", name, "'"));
+        }
+      } else if (delete_sent && OurDeleteRan(hold)) {
+        return 0;
+      }
       return NotOwnerError(name);
     }
     if (r.rc == ZBADVERSION) {
@@ -151,12 +172,28 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
       // Not known to have happened: the core retries the release (C21),
       // reading the node from ZooKeeper.
       Forget(record);
-      QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
+      QueueDelete(PendingDelete{.path = hold.path,
+                                .version = hold.version,
+                                .kept_path = kept_path,
+                                .kept_token = hold.czxid,
+                                .keep_until = keep_until});
       return session_->ErrorStatus(
           r.rc, absl::StrCat("release of lock '", name, "'"));
     }
   }
   return KeptConflicting(name, "release");
+}
+
+Call ZkBackend::ReleaseKeeping(const std::string& holder_path, int32_t version,
+                               const std::string& kept_path, uint64_t token,
+                               absl::Duration keep_for) {
+  // Whole milliseconds, rounded up: never less than asked.
+  const int64_t keep_ms = std::max<int64_t>(
+      1,
+      absl::ToInt64Milliseconds(absl::Ceil(keep_for, absl::Milliseconds(1))));
+  return session_->CreateAndDelete(
+      kept_path, SerializeKept(KeptData{.keep_ms = keep_ms, .token = token}),
+      ZOO_PERSISTENT, holder_path, version);
 }
 
 absl::Status ZkBackend::KeptConflicting(absl::string_view name,

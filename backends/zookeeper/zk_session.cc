@@ -433,6 +433,54 @@ Call Session::Children(const std::string& path) {
   });
 }
 
+namespace {
+
+// What a multi needs until its completion: the C client writes the results
+// (and the created path) there when the reply comes.
+struct MultiContext {
+  void* holder;  // Submit()'s slot reference, handed to OnVoid
+  std::string create_path;
+  std::string data;
+  std::string delete_path;
+  zoo_op_t ops[2];
+  zoo_op_result_t results[2];
+  char created[256];  // the created path, unread
+};
+
+void OnMulti(int rc, const void* data) {
+  auto* context = static_cast<MultiContext*>(const_cast<void*>(data));
+  void* holder = context->holder;
+  delete context;
+  OnVoid(rc, holder);
+}
+
+}  // namespace
+
+Call Session::CreateAndDelete(const std::string& create_path,
+                              absl::string_view data, int mode,
+                              const std::string& delete_path, int version) {
+  const ACL_vector* acl =
+      options_.digest.empty() ? &ZOO_OPEN_ACL_UNSAFE : &acl_;
+  return Submit([&](zhandle_t* zh, void* holder) {
+    auto* context = new MultiContext{.holder = holder,
+                                     .create_path = create_path,
+                                     .data = std::string(data),
+                                     .delete_path = delete_path,
+                                     .ops = {},
+                                     .results = {},
+                                     .created = {}};
+    zoo_create_op_init(&context->ops[0], context->create_path.c_str(),
+                       context->data.data(),
+                       static_cast<int>(context->data.size()), acl, mode,
+                       context->created, sizeof(context->created));
+    zoo_delete_op_init(&context->ops[1], context->delete_path.c_str(), version);
+    const int rc =
+        zoo_amulti(zh, 2, context->ops, context->results, &OnMulti, context);
+    if (rc != ZOK) delete context;
+    return rc;
+  });
+}
+
 absl::Status Session::ErrorStatus(int rc, absl::string_view what) const {
   const std::string message =
       absl::StrCat(what, " on ZooKeeper ", options_.endpoint, ": ", zerror(rc));

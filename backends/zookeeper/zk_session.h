@@ -102,6 +102,11 @@ class Session {
   Call Set(const std::string& path, absl::string_view data, int version);
   Call Delete(const std::string& path, int version);
   Call Children(const std::string& path);
+  // One multi: creates `create_path` (restricted like Create's default) and
+  // deletes `delete_path` at `version`, both or neither. The reply's rc is
+  // the first failing operation's.
+  Call CreateAndDelete(const std::string& create_path, absl::string_view data,
+                       int mode, const std::string& delete_path, int version);
 
   // Blocks until the session is connected or `until` passes.
   bool WaitConnected(MonoTime until);

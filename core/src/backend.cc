@@ -15,8 +15,17 @@ MonoTime Backend::HeldUntil(absl::string_view, absl::string_view,
   return MonoTime::InfiniteFuture();
 }
 
+absl::Status Backend::RenewLiveness(absl::Duration) {
+  return absl::UnimplementedError("this backend keeps no liveness record");
+}
+
 absl::StatusOr<std::vector<LockInfo>> Backend::List(absl::string_view) {
   return absl::UnimplementedError("this backend cannot list its locks");
+}
+
+absl::Status Backend::ForceUnlockIfToken(absl::string_view, uint64_t) {
+  return absl::UnimplementedError(
+      "this backend cannot force-unlock on a fencing token");
 }
 
 absl::StatusOr<ServerMemory> Backend::ServerMemoryUse() {

@@ -17,6 +17,7 @@ ClientCore::ClientCore(ClientOptions options, std::string lock_namespace,
       client_id_(std::move(client_id)),
       endpoint_(std::move(endpoint)),
       instance_(RandomBits()),
+      observer_(options_.observer, lock_namespace_),
       renewer_wakes_at_(MonoTime::InfiniteFuture()),
       notifier_wakes_at_(MonoTime::InfiniteFuture()),
       renewer_wake_(clock_),
@@ -28,6 +29,13 @@ ClientCore::~ClientCore() { Close().IgnoreError(); }
 void ClientCore::Start(std::unique_ptr<Backend> backend) {
   backend_ = std::move(backend);
   traits_ = backend_->Traits();
+  if (traits_.liveness_record) {
+    liveness_ttl_ = options_.liveness_ttl;
+    if (KeepsLiveness()) {
+      absl::MutexLock lock(&mu_);
+      liveness_until_ = MonoTime::InfinitePast();  // nothing confirmed yet
+    }
+  }
   // The threads keep the core alive: a lost callback may close the client
   // and drop the last reference while a thread is still unwinding.
   renewer_ = std::thread([self = shared_from_this()] { self->RenewerLoop(); });
@@ -79,8 +87,9 @@ MonoTime ClientCore::LocalDeadline(MonoTime sent, absl::Duration lease) const {
 }
 
 MonoTime ClientCore::DeadlineOf(const HoldKeyView& key, const HoldEntry& hold) {
-  return std::min(hold.valid_until, backend_->HeldUntil(key.first, key.second,
-                                                        hold.record.get()));
+  return std::min(
+      {hold.valid_until, liveness_until_,
+       backend_->HeldUntil(key.first, key.second, hold.record.get())});
 }
 
 int64_t ClientCore::AllHoldsOf(absl::string_view owner, const HoldEntry& hold) {
@@ -89,10 +98,10 @@ int64_t ClientCore::AllHoldsOf(absl::string_view owner, const HoldEntry& hold) {
   return IsThreadOwner(owner) ? kAllHolds : hold.local_holds + hold.unsynced;
 }
 
-absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
-    absl::string_view name, const AcquireOptions& options) {
-  absl::StatusOr<std::string> owner = ResolveOwner(options.owner_token);
-  if (!owner.ok()) return owner.status();
+absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
+    absl::string_view name, const AcquireOptions& options,
+    const std::string& owner_id, bool& fresh) {
+  const std::string* owner = &owner_id;
   const absl::Duration lease = options.lease.value_or(options_.watchdog_lease);
   if (absl::Status s = ValidateLease(lease); !s.ok()) return s;
   if (options.wait < absl::ZeroDuration()) {
@@ -151,6 +160,8 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
   }
   // A re-entry keeps the record of the hold it re-entered (backend.h).
   if (grant->record == nullptr) grant->record = held;
+  // The grant refreshed this client's liveness record in the same step.
+  if (KeepsLiveness()) LivenessConfirmed(grant->sent);
   if (closed_) {
     // Close() began while we were acquiring; it will not see this hold.
     mu_.Unlock();
@@ -170,7 +181,7 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
   CancelToken lost_token;
   uint64_t acquisition = 0;
   HoldEntry& hold =
-      RecordGrant(key, *grant, options, lease, lost_token, acquisition);
+      RecordGrant(key, *grant, options, lease, lost_token, acquisition, fresh);
   if (LatchDeadline(key, hold, clock_.Now())) {
     // The reply came back after the lease it started had run out (or the
     // backend's session bound passed meanwhile): not to be believed (C19).
@@ -194,7 +205,8 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
 
 ClientCore::HoldEntry& ClientCore::RecordGrant(
     const HoldKey& key, const Grant& grant, const AcquireOptions& options,
-    absl::Duration lease, CancelToken lost, uint64_t& acquisition) {
+    absl::Duration lease, CancelToken lost, uint64_t& acquisition,
+    bool& fresh) {
   HoldEntry& hold = holds_[key];
   const MonoTime now = clock_.Now();
   const bool same_hold = hold.local_holds > 0 && !hold.lost &&
@@ -218,12 +230,14 @@ ClientCore::HoldEntry& ClientCore::RecordGrant(
       // backend granted a new hold because the old one was gone (forced
       // away, expired). Its acquisitions are told (C20). The new grant
       // replaces what the backend had of it.
-      MarkLostQueued(key, hold,
-                     continues
-                         ? DeadlineReason(key, hold)
-                         : absl::FailedPreconditionError(absl::StrCat(
-                               "the backend granted a new hold (token ",
-                               grant.fencing_token, "), so this one was gone")),
+      DeadlineLoss loss =
+          continues ? DeadlineReason(key, hold)
+                    : DeadlineLoss{
+                          absl::FailedPreconditionError(absl::StrCat(
+                              "the backend granted a new hold (token ",
+                              grant.fencing_token, "), so this one was gone")),
+                          LossCause::kGone};
+      MarkLostQueued(key, hold, std::move(loss.reason), loss.cause,
                      Leftover::kGone);
     }
     // An owner token's holds the backend still counts for the hold the new
@@ -236,6 +250,7 @@ ClientCore::HoldEntry& ClientCore::RecordGrant(
     hold = HoldEntry{};
     hold.generation = next_generation_++;
     hold.fencing_token = grant.fencing_token;
+    hold.granted = now;
     hold.unsynced = std::max<int64_t>(0, kept);
     hold.lease = lease;
     hold.max_lease = std::max(lease, kept_lease);
@@ -245,14 +260,20 @@ ClientCore::HoldEntry& ClientCore::RecordGrant(
     hold.next_renewal = grant.sent + lease / 3;
   }
   acquisition = next_acquisition_++;
-  hold.acquisitions.push_back(Acquisition{
-      .id = acquisition, .on_lost = options.on_lost, .lost = std::move(lost)});
+  // Fresh to the observer: no acquisition of it was live (the others, if
+  // any, were left to run out and told as released).
+  fresh = hold.acquisitions.empty();
+  hold.acquisitions.push_back(Acquisition{.id = acquisition,
+                                          .granted = now,
+                                          .on_lost = options.on_lost,
+                                          .lost = std::move(lost)});
   ++hold.local_holds;
   WakeFor(key, hold);
   return hold;
 }
 
-absl::Status ClientCore::KeepUntilLeaseEnd(const HoldRef& ref) {
+absl::Status ClientCore::KeepAcquisition(const HoldRef& ref,
+                                         ReleaseReport& report) {
   absl::MutexLock lock(&mu_);
   if (closed_) return ClosedError();
   const HoldKeyView key(ref.name, ref.owner);
@@ -274,7 +295,11 @@ absl::Status ClientCore::KeepUntilLeaseEnd(const HoldRef& ref) {
       hold.acquisitions.begin(), hold.acquisitions.end(),
       [&](const Acquisition& a) { return a.id == ref.acquisition; });
   if (own == hold.acquisitions.end()) return ReleasedByToken(ref.name);
+  report = ReleaseReport{.tell = true,
+                         .fencing_token = hold.fencing_token,
+                         .granted = own->granted};
   hold.acquisitions.erase(own);
+  report.last = hold.acquisitions.empty();
   ++hold.kept;
   return absl::OkStatus();
 }
@@ -283,15 +308,25 @@ absl::Status ClientCore::ReleaseByToken(absl::string_view name,
                                         absl::string_view owner_token) {
   absl::StatusOr<std::string> owner = TokenOwnerOf(owner_token);
   if (!owner.ok()) return owner.status();
-  return ReleaseAcquisition(HoldRef{.name = name, .owner = *owner});
+  return ReleaseAcquisition(HoldRef{.name = name, .owner = *owner},
+                            absl::ZeroDuration());
 }
 
-absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref) {
+absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref,
+                                            absl::Duration keep_for) {
   std::vector<Delivery> deliveries;
+  ReleaseReport report;
   absl::Status released;
   {
     absl::ReaderMutexLock in_flight(&ops_mu_);
-    released = ReleaseHold(ref, deliveries);
+    released = ReleaseHold(ref, keep_for, deliveries, report);
+  }
+  if (observer_ && report.tell) {
+    TellRelease(ref, report, /*kept=*/false);
+    if (report.given_up) {
+      TellReleaseFailure(HoldKey(ref.name, ref.owner),
+                         ReleaseFailureEvent::Stage::kCaller, report.result);
+    }
   }
   // Without ops_mu_: a callback may call the client, even Close().
   Deliver(deliveries);
@@ -299,7 +334,9 @@ absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref) {
 }
 
 absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
-                                     std::vector<Delivery>& deliveries) {
+                                     absl::Duration keep_for,
+                                     std::vector<Delivery>& deliveries,
+                                     ReleaseReport& report) {
   const HoldKey key(ref.name, ref.owner);
   const absl::string_view name = ref.name;
   auto lost_before = [&](const absl::Status& why) {
@@ -335,8 +372,18 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
         TakeReleasedByToken(ref.generation);
         return ReleasedByToken(name);
       }
+      if (keep_for > absl::ZeroDuration() && hold.local_holds > 1) {
+        // Keeping the lock is for the owner's last hold: the others would
+        // be left holding nothing. No ErrorKind: nothing changed (Hold).
+        return absl::FailedPreconditionError(absl::StrCat(
+            "lock '", name, "' has ", hold.local_holds - 1,
+            " other acquisition(s) of this owner standing (re-entry or "
+            "KeepUntilLeaseEnd): release those first, then release this one "
+            "keeping the lock; nothing was changed"));
+      }
       generation = hold.generation;
       record = hold.record;
+      report.fencing_token = hold.fencing_token;
       if (hold.local_holds > 1) {
         --hold.local_holds;
         // The acquisition's callback goes with it; by token, the
@@ -346,15 +393,30 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
             acquisitions.begin(), acquisitions.end(),
             [&](const Acquisition& a) { return a.id == ref.acquisition; });
         if (own != acquisitions.end()) {
+          report.tell = true;
+          report.granted = own->granted;
           acquisitions.erase(own);
         } else if (!acquisitions.empty()) {
+          report.tell = true;
+          report.granted = acquisitions.back().granted;
           acquisitions.pop_back();
           ++released_by_token_[hold.generation];  // its Hold will ask
         }
+        report.last = acquisitions.empty();
       } else {
         // Renewal stops now, whatever the backend answers (C21), and an
         // acquisition of the same key waits for the answer.
         final_release = true;
+        report.tell = !hold.acquisitions.empty();
+        report.last = true;
+        if (report.tell) {
+          auto own = std::find_if(
+              hold.acquisitions.begin(), hold.acquisitions.end(),
+              [&](const Acquisition& a) { return a.id == ref.acquisition; });
+          report.granted = own != hold.acquisitions.end()
+                               ? own->granted
+                               : hold.acquisitions.back().granted;
+        }
         if (ref.acquisition == 0 && !hold.acquisitions.empty()) {
           // A Hold of this client stands for what a release by token
           // takes: it must learn that it was released, not lost.
@@ -367,8 +429,16 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
       }
     }
   }
-  absl::StatusOr<int64_t> left =
-      backend_->Release(ReleaseCall{name, ref.owner, holds, record.get()});
+  const MonoTime sent = clock_.Now();
+  absl::StatusOr<int64_t> left = backend_->Release(
+      ReleaseCall{.name = name,
+                  .owner = ref.owner,
+                  .holds = holds,
+                  .record = record.get(),
+                  .keep_for = final_release ? keep_for : absl::ZeroDuration()});
+  report.result = left.status();
+  // A release that finds the hold gone is told as its loss instead.
+  if (IsGone(report.result)) report.tell = false;
 
   absl::MutexLock lock(&mu_);
   if (final_release) {
@@ -378,10 +448,19 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
     if (left.ok()) return absl::OkStatus();
     if (IsGone(left.status())) {
       // The release is what found the loss: it is told now (C20).
-      MarkLost(key, given_up, left.status(), Leftover::kGone, deliveries);
+      MarkLost(key, given_up, left.status(), LossCause::kGone, Leftover::kGone,
+               deliveries);
       return lost_before(left.status());
     }
-    if (!closed_) AddPendingRelease(key, holds, given_up.max_lease, record);
+    report.given_up = true;
+    // The backend, if it took the release, keeps the lock from no earlier
+    // than `sent`: a retry keeps it until the same moment (C21).
+    if (!closed_) {
+      AddPendingRelease(key, holds, given_up.max_lease, record,
+                        keep_for > absl::ZeroDuration()
+                            ? sent + keep_for
+                            : MonoTime::InfinitePast());
+    }
     return WithContext(left.status(),
                        "the hold is given up, and its release is retried in "
                        "the background until the backend confirms it or the "
@@ -394,7 +473,8 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
   }
   if (IsGone(left.status())) {
     if (!it->second.lost) {
-      MarkLost(key, it->second, left.status(), Leftover::kGone, deliveries);
+      MarkLost(key, it->second, left.status(), LossCause::kGone,
+               Leftover::kGone, deliveries);
     }
     holds_.erase(it);
     return lost_before(left.status());
@@ -427,6 +507,7 @@ absl::Status ClientCore::Renew(const HoldKey& key, uint64_t hold_generation,
     absl::ReaderMutexLock in_flight(&ops_mu_);
     absl::Duration effective = options_.watchdog_lease;
     uint64_t generation = 0;
+    uint64_t fencing_token = 0;
     std::shared_ptr<HoldRecord> record;
     {
       absl::MutexLock lock(&mu_);
@@ -444,6 +525,7 @@ absl::Status ClientCore::Renew(const HoldKey& key, uint64_t hold_generation,
         }
         effective = it->second.lease;
         generation = it->second.generation;
+        fencing_token = it->second.fencing_token;
         record = it->second.record;
       }
     }
@@ -454,6 +536,15 @@ absl::Status ClientCore::Renew(const HoldKey& key, uint64_t hold_generation,
                                         .owner = key.second,
                                         .lease = effective,
                                         .record = record.get()});
+    if (observer_) {
+      observer_.Tell(&LockObserver::OnRenewal,
+                     RenewalEvent{.lock_namespace = lock_namespace_,
+                                  .name = name,
+                                  .owner = key.second,
+                                  .fencing_token = fencing_token,
+                                  .by_watchdog = false,
+                                  .result = renewed});
+    }
 
     absl::MutexLock lock(&mu_);
     auto it = holds_.find(key);
@@ -469,7 +560,8 @@ absl::Status ClientCore::Renew(const HoldKey& key, uint64_t hold_generation,
               std::max(hold.valid_until, LocalDeadline(sent, effective));
           WakeFor(key, hold);
         } else if (IsGone(renewed)) {
-          MarkLost(key, hold, renewed, Leftover::kGone, deliveries);
+          MarkLost(key, hold, renewed, LossCause::kGone, Leftover::kGone,
+                   deliveries);
         }
       }
     }
@@ -500,6 +592,21 @@ absl::Status ClientCore::ForceUnlock(absl::string_view name) {
   absl::ReaderMutexLock in_flight(&ops_mu_);
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   return backend_->ForceUnlock(name);
+}
+
+absl::Status ClientCore::ForceUnlock(absl::string_view name,
+                                     uint64_t fencing_token) {
+  // Zero is no hold's token (C8): asking for it is a caller's mistake, not a
+  // lock that happens to be held with another token.
+  if (fencing_token == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "force unlock of lock '", name,
+        "' on fencing token 0: no hold has token 0; pass the token that "
+        "Inspect() or List() reported"));
+  }
+  absl::ReaderMutexLock in_flight(&ops_mu_);
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  return backend_->ForceUnlockIfToken(name, fencing_token);
 }
 
 absl::StatusOr<std::vector<LockInfo>> ClientCore::List(

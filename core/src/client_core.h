@@ -30,6 +30,7 @@
 #include "dlock/clock.h"
 #include "dlock/errors.h"
 #include "hold_site.h"
+#include "observer_calls.h"
 
 namespace dlock::internal {
 
@@ -49,6 +50,7 @@ class ClientCore : public BackendListener,
   // Takes the backend and starts the threads; called once.
   void Start(std::unique_ptr<Backend> backend);
 
+  // Tells the observer, if any, around AcquireHold().
   absl::StatusOr<::dlock::Hold> Acquire(absl::string_view name,
                                         const AcquireOptions& options);
   // By an explicit owner token (C6): one hold of that owner, whichever.
@@ -62,7 +64,8 @@ class ClientCore : public BackendListener,
   // HoldSite: what a Hold asks.
   // Takes one acquisition off: `ref.generation` 0 is whichever hold the
   // owner has, `ref.acquisition` 0 its innermost acquisition.
-  absl::Status ReleaseAcquisition(const HoldRef& ref) override;
+  absl::Status ReleaseAcquisition(const HoldRef& ref,
+                                  absl::Duration keep_for) override;
   absl::Status KeepUntilLeaseEnd(const HoldRef& ref) override;
   absl::Status RenewAcquisition(const HoldRef& ref,
                                 std::optional<absl::Duration> lease) override;
@@ -74,6 +77,7 @@ class ClientCore : public BackendListener,
   // LockAdmin's calls.
   absl::StatusOr<LockInfo> Inspect(absl::string_view name);
   absl::Status ForceUnlock(absl::string_view name);
+  absl::Status ForceUnlock(absl::string_view name, uint64_t fencing_token);
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix);
   absl::StatusOr<ServerMemory> ServerMemoryUse();
   absl::Status Close();
@@ -89,11 +93,13 @@ class ClientCore : public BackendListener,
   std::string CurrentOwner() const { return ThreadOwnerRef(); }
   const Clock& clock() const { return clock_; }
   const BackendTraits& traits() const { return traits_; }
+  const ObserverCalls& observer() const { return observer_; }
 
  private:
   // What an acquisition asked to be told of a loss.
   struct Acquisition {
     uint64_t id = 0;
+    MonoTime granted;          // for the observer's hold time
     LockLostCallback on_lost;  // may be empty
     CancelToken lost;          // its Hold's lost_token()
   };
@@ -101,6 +107,7 @@ class ClientCore : public BackendListener,
   struct HoldEntry {
     uint64_t generation = 0;  // tells a call's hold from a later one
     uint64_t fencing_token = 0;
+    MonoTime granted;  // when this client recorded the hold's first grant
     int64_t local_holds = 0;  // taken through this client, not yet released
     // Explicit owner tokens only: holds the backend counts that the final
     // release must take off besides the caller's (inner releases that
@@ -137,6 +144,10 @@ class ClientCore : public BackendListener,
     MonoTime next_try;
     absl::Duration retry_every;
     bool in_flight = false;  // a thread is sending it now
+    // Hold::ReleaseAndKeepFor(): the lock is to stay taken until here. Each
+    // try asks for what is left from its send, so that a retry neither
+    // frees the lock sooner (C21) nor keeps it longer than asked.
+    MonoTime keep_until = MonoTime::InfinitePast();
   };
 
   // An acquisition in flight for a key, and the background releases sent
@@ -151,6 +162,27 @@ class ClientCore : public BackendListener,
     LockLostEvent event;
     std::vector<LockLostCallback> callbacks;
     std::vector<CancelToken> tokens;
+    // For the observer, told when the hold had acquisitions to tell.
+    LossCause cause = LossCause::kGone;
+    MonoTime granted;
+  };
+
+  // Why a deadline ended a hold, in words and as the observer's class.
+  struct DeadlineLoss {
+    absl::Status reason;
+    LossCause cause;
+  };
+
+  // What the observer is told of one release (ReleaseEvent).
+  struct ReleaseReport {
+    bool tell = false;  // an acquisition this client granted ended
+    uint64_t fencing_token = 0;
+    MonoTime granted;
+    bool last = false;
+    // The backend's answer; a transient failure of the last release is
+    // retried in the background.
+    absl::Status result;
+    bool given_up = false;  // the last release, unconfirmed
   };
 
   // Whether what a lost hold may have left on the backend must be let go
@@ -188,26 +220,40 @@ class ClientCore : public BackendListener,
   // Marks a hold lost and queues its notice on `out`; deliver it with
   // Deliver() once no lock is held. A hold is marked lost once (C20).
   void MarkLost(const HoldKey& key, HoldEntry& hold, absl::Status reason,
-                Leftover leftover, std::vector<Delivery>& out)
+                LossCause cause, Leftover leftover, std::vector<Delivery>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The same, queued for the notifier's thread.
   void MarkLostQueued(const HoldKey& key, HoldEntry& hold, absl::Status reason,
-                      Leftover leftover) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                      LossCause cause, Leftover leftover)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the hold lost if its deadline (less the notice lead) has passed:
   // once past, never believed again (C19, C20). Returns whether it is lost.
   bool LatchDeadline(const HoldKey& key, HoldEntry& hold, MonoTime now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status DeadlineReason(const HoldKey& key, const HoldEntry& hold)
+  DeadlineLoss DeadlineReason(const HoldKey& key, const HoldEntry& hold)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(std::vector<Delivery>& deliveries);
   // Records the new state of a hold after a grant and returns its entry;
   // `acquisition` gets the acquisition's id.
   HoldEntry& RecordGrant(const HoldKey& key, const Grant& grant,
                          const AcquireOptions& options, absl::Duration lease,
-                         CancelToken lost, uint64_t& acquisition)
+                         CancelToken lost, uint64_t& acquisition, bool& fresh)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status ReleaseHold(const HoldRef& ref,
-                           std::vector<Delivery>& deliveries);
+  absl::Status ReleaseHold(const HoldRef& ref, absl::Duration keep_for,
+                           std::vector<Delivery>& deliveries,
+                           ReleaseReport& report);
+  // The ReleaseCall that sends a pending release at `now`.
+  static ReleaseCall PendingCall(const HoldKey& key, const PendingRelease& p,
+                                 MonoTime now);
+  absl::StatusOr<::dlock::Hold> AcquireHold(absl::string_view name,
+                                            const AcquireOptions& options,
+                                            const std::string& owner,
+                                            bool& fresh);
+  absl::Status KeepAcquisition(const HoldRef& ref, ReleaseReport& report);
+  void TellRelease(const HoldRef& ref, const ReleaseReport& report,
+                   bool kept) const;
+  void TellReleaseFailure(const HoldKey& key, ReleaseFailureEvent::Stage stage,
+                          const absl::Status& error) const;
 
   // Before a new acquisition of `key`: a release still pending for it must
   // be confirmed first, so that the acquisition is fresh (C21). Then
@@ -217,7 +263,8 @@ class ClientCore : public BackendListener,
                                  std::shared_ptr<HoldRecord>& held);
   void AddPendingRelease(const HoldKey& key, int64_t holds,
                          absl::Duration lease,
-                         std::shared_ptr<HoldRecord> record)
+                         std::shared_ptr<HoldRecord> record,
+                         MonoTime keep_until = MonoTime::InfinitePast())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A background release of `key` is about to be sent.
   void NoteReleaseSent(const HoldKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -227,6 +274,16 @@ class ClientCore : public BackendListener,
 
   void RenewerLoop();
   void RenewDue(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Holder liveness (docs/reliability.md): whether the core keeps a
+  // liveness record on the backend, whether it is due a refresh (some hold
+  // is believed), the heartbeat itself, and what a confirmed refresh sent at
+  // `sent` vouches for.
+  bool KeepsLiveness() const {
+    return liveness_ttl_ != absl::InfiniteDuration();
+  }
+  bool LivenessWanted() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RefreshLiveness(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LivenessConfirmed(MonoTime sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RetryReleases(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifierLoop();
   // Marks holds whose notice time has come lost; returns the next one.
@@ -239,8 +296,12 @@ class ClientCore : public BackendListener,
   const std::string client_id_;
   const std::string endpoint_;
   const uint64_t instance_;  // random, tells this client object apart
+  const ObserverCalls observer_;
   std::unique_ptr<Backend> backend_;
   BackendTraits traits_;  // the backend's, set by Start()
+  // The liveness record's TTL, set by Start(): InfiniteDuration when the
+  // backend keeps none or options_.liveness_ttl turns it off.
+  absl::Duration liveness_ttl_ = absl::InfiniteDuration();
   CancelToken closing_;
 
   // Held shared by every call into the backend from a caller's thread,
@@ -264,6 +325,12 @@ class ClientCore : public BackendListener,
   absl::flat_hash_map<size_t, Acquiring> acquiring_ ABSL_GUARDED_BY(mu_);
   // Notices for the notifier's thread, oldest first.
   std::deque<Delivery> queued_ ABSL_GUARDED_BY(mu_);
+  // Every hold is believed at most until here: the send time of the last
+  // confirmed liveness refresh (a heartbeat or a grant) plus the TTL, less
+  // the drift margin (C19). InfiniteFuture without liveness.
+  MonoTime liveness_until_ ABSL_GUARDED_BY(mu_) = MonoTime::InfiniteFuture();
+  MonoTime next_heartbeat_ ABSL_GUARDED_BY(mu_) = MonoTime::InfinitePast();
+  absl::Status heartbeat_error_ ABSL_GUARDED_BY(mu_);  // the last failure
   // When each thread plans to wake next: a change that needs it sooner
   // signals it, others do not.
   MonoTime renewer_wakes_at_ ABSL_GUARDED_BY(mu_);

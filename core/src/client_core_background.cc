@@ -10,8 +10,8 @@
 namespace dlock::internal {
 
 void ClientCore::MarkLost(const HoldKey& key, HoldEntry& hold,
-                          absl::Status reason, Leftover leftover,
-                          std::vector<Delivery>& out) {
+                          absl::Status reason, LossCause cause,
+                          Leftover leftover, std::vector<Delivery>& out) {
   if (hold.lost) return;
   hold.lost = true;
   hold.lost_reason = reason;
@@ -23,11 +23,13 @@ void ClientCore::MarkLost(const HoldKey& key, HoldEntry& hold,
     AddPendingRelease(key, AllHoldsOf(key.second, hold), hold.max_lease,
                       hold.record);
   }
-  Delivery d{.event = LockLostEvent{
-                 .name = key.first,
-                 .owner = key.second,
-                 .fencing_token = hold.fencing_token,
-                 .reason = WithKind(std::move(reason), ErrorKind::kLost)}};
+  Delivery d{.event = LockLostEvent{.name = key.first,
+                                    .owner = key.second,
+                                    .fencing_token = hold.fencing_token,
+                                    .reason = WithKind(std::move(reason),
+                                                       ErrorKind::kLost)},
+             .cause = cause,
+             .granted = hold.granted};
   // The acquisitions stay (their Holds still ask after them); what they
   // asked to be told goes.
   for (Acquisition& a : hold.acquisitions) {
@@ -39,33 +41,52 @@ void ClientCore::MarkLost(const HoldKey& key, HoldEntry& hold,
 }
 
 void ClientCore::MarkLostQueued(const HoldKey& key, HoldEntry& hold,
-                                absl::Status reason, Leftover leftover) {
+                                absl::Status reason, LossCause cause,
+                                Leftover leftover) {
   std::vector<Delivery> out;
-  MarkLost(key, hold, std::move(reason), leftover, out);
+  MarkLost(key, hold, std::move(reason), cause, leftover, out);
   if (out.empty()) return;
   for (Delivery& d : out) queued_.push_back(std::move(d));
   notifier_wake_.Signal();
 }
 
-absl::Status ClientCore::DeadlineReason(const HoldKey& key,
-                                        const HoldEntry& hold) {
+ClientCore::DeadlineLoss ClientCore::DeadlineReason(const HoldKey& key,
+                                                    const HoldEntry& hold) {
+  if (liveness_until_ < hold.valid_until &&
+      liveness_until_ <=
+          backend_->HeldUntil(key.first, key.second, hold.record.get())) {
+    // Past here a waiter may take the lock over whatever its lease.
+    return {absl::UnavailableError(absl::StrCat(
+                "this client's liveness record (liveness_ttl ",
+                absl::FormatDuration(liveness_ttl_),
+                ") was not confirmed in time, so other clients may take its "
+                "locks over",
+                heartbeat_error_.ok()
+                    ? ""
+                    : absl::StrCat(": ", heartbeat_error_.message()))),
+            LossCause::kUnconfirmed};
+  }
   if (backend_->HeldUntil(key.first, key.second, hold.record.get()) <
       hold.valid_until) {
-    return absl::UnavailableError(
-        "the backend session that kept the hold can no longer be trusted");
+    return {absl::UnavailableError("the backend session that kept the hold "
+                                   "can no longer be trusted"),
+            LossCause::kUnconfirmed};
   }
   if (!hold.renewed) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the lease of ", absl::FormatDuration(hold.lease),
-                     " ran out before release"));
+    return {absl::FailedPreconditionError(
+                absl::StrCat("the lease of ", absl::FormatDuration(hold.lease),
+                             " ran out before release")),
+            LossCause::kLeaseEnded};
   }
   if (!hold.renewal_error.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("the lease ran out while renewal kept failing: ",
-                     hold.renewal_error.message()));
+    return {absl::UnavailableError(
+                absl::StrCat("the lease ran out while renewal kept failing: ",
+                             hold.renewal_error.message())),
+            LossCause::kUnconfirmed};
   }
-  return absl::UnavailableError(
-      "the lease ran out before a renewal was confirmed");
+  return {absl::UnavailableError(
+              "the lease ran out before a renewal was confirmed"),
+          LossCause::kUnconfirmed};
 }
 
 bool ClientCore::LatchDeadline(const HoldKey& key, HoldEntry& hold,
@@ -79,7 +100,9 @@ bool ClientCore::LatchDeadline(const HoldKey& key, HoldEntry& hold,
     hold.lost_reason = LostError(key.first, "its lease ended as kept");
     return true;
   }
-  MarkLostQueued(key, hold, DeadlineReason(key, hold), Leftover::kRelease);
+  DeadlineLoss loss = DeadlineReason(key, hold);
+  MarkLostQueued(key, hold, std::move(loss.reason), loss.cause,
+                 Leftover::kRelease);
   return true;
 }
 
@@ -90,6 +113,9 @@ void ClientCore::WakeFor(const HoldKey& key, const HoldEntry& hold) {
   if (hold.renewed && hold.next_renewal < renewer_wakes_at_) {
     renewer_wake_.Signal();
   }
+  if (KeepsLiveness() && next_heartbeat_ < renewer_wakes_at_) {
+    renewer_wake_.Signal();
+  }
 }
 
 void ClientCore::Deliver(std::vector<Delivery>& deliveries) {
@@ -98,6 +124,18 @@ void ClientCore::Deliver(std::vector<Delivery>& deliveries) {
     for (const CancelToken& token : d.tokens) token.Cancel();
     for (const LockLostCallback& callback : d.callbacks) callback(d.event);
     if (options_.on_lost) options_.on_lost(d.event);
+    // After the callbacks, as the observer's contract says. A hold whose
+    // acquisitions were all left to run out was told as released.
+    if (observer_ && !d.tokens.empty()) {
+      observer_.Tell(&LockObserver::OnLoss,
+                     LossEvent{.lock_namespace = lock_namespace_,
+                               .name = d.event.name,
+                               .owner = d.event.owner,
+                               .fencing_token = d.event.fencing_token,
+                               .cause = d.cause,
+                               .reason = d.event.reason,
+                               .held = clock_.Now() - d.granted});
+    }
   }
   deliveries.clear();
 }
@@ -110,7 +148,8 @@ void ClientCore::OnHoldLost(absl::string_view name, absl::string_view owner,
   absl::MutexLock lock(&mu_);
   auto it = holds_.find(HoldKeyView(name, owner));
   if (it != holds_.end()) {
-    MarkLostQueued(it->first, it->second, reason, Leftover::kGone);
+    MarkLostQueued(it->first, it->second, reason, LossCause::kGone,
+                   Leftover::kGone);
   }
 }
 
@@ -118,10 +157,12 @@ void ClientCore::OnHoldLost(absl::string_view name, absl::string_view owner,
 
 void ClientCore::AddPendingRelease(const HoldKey& key, int64_t holds,
                                    absl::Duration lease,
-                                   std::shared_ptr<HoldRecord> record) {
+                                   std::shared_ptr<HoldRecord> record,
+                                   MonoTime keep_until) {
   const MonoTime now = clock_.Now();
   PendingRelease& p = pending_releases_[key];
   if (p.record == nullptr) p.record = std::move(record);
+  p.keep_until = std::max(p.keep_until, keep_until);
   p.holds = std::min(kAllHolds, p.holds + holds);
   // The backend set its expiry no later than now, to at most the longest
   // lease it was asked for: with no renewal it ends within that (C2).
@@ -129,6 +170,19 @@ void ClientCore::AddPendingRelease(const HoldKey& key, int64_t holds,
   p.retry_every = RetryEvery(lease);
   p.next_try = now;
   renewer_wake_.Signal();
+}
+
+ReleaseCall ClientCore::PendingCall(const HoldKey& key, const PendingRelease& p,
+                                    MonoTime now) {
+  // What is left of the keep, from this send; too little to keep is over
+  // (the backend would free the lock by then anyway).
+  absl::Duration keep_for = p.keep_until - now;
+  if (keep_for < kMinLease) keep_for = absl::ZeroDuration();
+  return ReleaseCall{.name = key.first,
+                     .owner = key.second,
+                     .holds = p.holds,
+                     .record = p.record.get(),
+                     .keep_for = keep_for};
 }
 
 void ClientCore::NoteReleaseSent(const HoldKey& key) {
@@ -142,8 +196,7 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
                                            std::shared_ptr<HoldRecord>& held) {
   const size_t key_hash = HoldKeyHash()(key);
   while (true) {
-    int64_t holds = 0;
-    std::shared_ptr<HoldRecord> record;
+    PendingRelease sending;
     {
       absl::MutexLock lock(&mu_);
       while (true) {
@@ -167,8 +220,7 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
             continue;
           }
           it->second.in_flight = true;
-          holds = it->second.holds;
-          record = it->second.record;
+          sending = it->second;
           NoteReleaseSent(key);
           break;
         }
@@ -177,8 +229,10 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
       }
     }
     const MonoTime sent = clock_.Now();
-    absl::StatusOr<int64_t> left = backend_->Release(
-        ReleaseCall{key.first, key.second, holds, record.get()});
+    absl::StatusOr<int64_t> left =
+        backend_->Release(PendingCall(key, sending, sent));
+    TellReleaseFailure(key, ReleaseFailureEvent::Stage::kBackground,
+                       left.status());
     absl::MutexLock lock(&mu_);
     released_.Signal();
     auto it = pending_releases_.find(key);
@@ -202,8 +256,7 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
 void ClientCore::RetryReleases(MonoTime now) {
   struct Due {
     HoldKey key;
-    int64_t holds;
-    std::shared_ptr<HoldRecord> record;
+    PendingRelease p;
   };
   std::vector<Due> due;
   for (auto it = pending_releases_.begin(); it != pending_releases_.end();) {
@@ -216,14 +269,16 @@ void ClientCore::RetryReleases(MonoTime now) {
         !releasing_.contains(HoldKeyHash()(it->first))) {
       p.in_flight = true;
       NoteReleaseSent(it->first);
-      due.push_back(Due{it->first, p.holds, p.record});
+      due.push_back(Due{it->first, p});
     }
     ++it;
   }
-  for (const auto& [key, holds, record] : due) {
+  for (const auto& [key, p] : due) {
     mu_.Unlock();
-    absl::StatusOr<int64_t> left = backend_->Release(
-        ReleaseCall{key.first, key.second, holds, record.get()});
+    absl::StatusOr<int64_t> left =
+        backend_->Release(PendingCall(key, p, clock_.Now()));
+    TellReleaseFailure(key, ReleaseFailureEvent::Stage::kBackground,
+                       left.status());
     mu_.Lock();
     released_.Signal();
     auto it = pending_releases_.find(key);
@@ -245,11 +300,14 @@ void ClientCore::RenewerLoop() {
   absl::MutexLock lock(&mu_);
   while (!closed_) {
     renewer_wakes_at_ = MonoTime::InfinitePast();  // busy: signal freely
+    RefreshLiveness(clock_.Now());
+    if (closed_) break;
     RenewDue(clock_.Now());
     if (closed_) break;
     RetryReleases(clock_.Now());
     if (closed_) break;
     MonoTime next = MonoTime::InfiniteFuture();
+    if (LivenessWanted()) next = next_heartbeat_;
     for (const auto& [key, hold] : holds_) {
       if (hold.renewed && !hold.lost) next = std::min(next, hold.next_renewal);
     }
@@ -267,6 +325,7 @@ void ClientCore::RenewDue(MonoTime now) {
   struct Due {
     HoldKey key;
     uint64_t generation;
+    uint64_t fencing_token;
     absl::Duration lease;
     std::shared_ptr<HoldRecord> record;
   };
@@ -282,7 +341,8 @@ void ClientCore::RenewDue(MonoTime now) {
   for (const auto& [key, hold] : holds_) {
     if (hold.renewed && !hold.lost &&
         hold.next_renewal <= now + hold.lease / 10) {
-      due.push_back(Due{key, hold.generation, hold.lease, hold.record});
+      due.push_back(Due{key, hold.generation, hold.fencing_token, hold.lease,
+                        hold.record});
     }
   }
   std::vector<RenewCall> calls;
@@ -298,6 +358,17 @@ void ClientCore::RenewDue(MonoTime now) {
   mu_.Unlock();
   const MonoTime sent = clock_.Now();
   std::vector<absl::Status> results = backend_->RenewMany(calls);
+  if (observer_) {
+    for (size_t i = 0; i < due.size() && i < results.size(); ++i) {
+      observer_.Tell(&LockObserver::OnRenewal,
+                     RenewalEvent{.lock_namespace = lock_namespace_,
+                                  .name = due[i].key.first,
+                                  .owner = due[i].key.second,
+                                  .fencing_token = due[i].fencing_token,
+                                  .by_watchdog = true,
+                                  .result = results[i]});
+    }
+  }
   mu_.Lock();
 
   const MonoTime after = clock_.Now();
@@ -320,7 +391,8 @@ void ClientCore::RenewDue(MonoTime now) {
       hold.next_renewal = sent + due[i].lease / 3;
       hold.renewal_error = absl::OkStatus();
     } else if (IsGone(result)) {
-      MarkLostQueued(it->first, hold, result, Leftover::kGone);
+      MarkLostQueued(it->first, hold, result, LossCause::kGone,
+                     Leftover::kGone);
     } else {
       // Transient: try again soon; the notifier ends the hold at its
       // deadline if no renewal gets through by then.
@@ -329,6 +401,51 @@ void ClientCore::RenewDue(MonoTime now) {
     }
   }
   notifier_wake_.Signal();  // deadlines moved
+}
+
+// --- Holder liveness ---------------------------------------------------------
+
+bool ClientCore::LivenessWanted() const {
+  if (!KeepsLiveness()) return false;
+  for (const auto& [key, hold] : holds_) {
+    if (!hold.lost && !hold.acquisitions.empty()) return true;
+  }
+  return false;
+}
+
+void ClientCore::LivenessConfirmed(MonoTime sent) {
+  const MonoTime until = LocalDeadline(sent, liveness_ttl_);
+  if (until <= liveness_until_) return;
+  // Holds whose notice time came under the old bound stay lost (C20), even
+  // if the notifier has not looked yet: latched before the bound moves.
+  const MonoTime now = clock_.Now();
+  if (now >= liveness_until_ - NoticeLead(absl::InfiniteDuration())) {
+    ExpireOverdue(now);
+  }
+  liveness_until_ = until;
+  next_heartbeat_ = std::max(next_heartbeat_, sent + liveness_ttl_ / 3);
+  heartbeat_error_ = absl::OkStatus();
+  notifier_wake_.Signal();  // deadlines moved
+}
+
+void ClientCore::RefreshLiveness(MonoTime now) {
+  if (now < next_heartbeat_ || !LivenessWanted()) return;
+  // Sent without the lock, as renewals are; a heartbeat confirmed after the
+  // deadline it would have extended changes nothing for holds already told
+  // lost (LatchDeadline keeps them lost).
+  mu_.Unlock();
+  const MonoTime sent = clock_.Now();
+  const absl::Status refreshed = backend_->RenewLiveness(liveness_ttl_);
+  mu_.Lock();
+  if (refreshed.ok()) {
+    LivenessConfirmed(sent);
+    next_heartbeat_ = sent + liveness_ttl_ / 3;
+  } else {
+    // Tried again soon; the notifier ends every hold at liveness_until_ if
+    // no refresh gets through by then.
+    heartbeat_error_ = refreshed;
+    next_heartbeat_ = clock_.Now() + RetryEvery(liveness_ttl_);
+  }
 }
 
 // --- The notifier ------------------------------------------------------------
@@ -409,10 +526,11 @@ absl::Status ClientCore::Close() {
   // Every hold still believed held ends here: its owner is told (C20)
   // before the lock is let go, so that the work it guards can stop first.
   std::vector<Delivery> deliveries;
+  // A hold still believed, or a release still pending (with what is left
+  // of its keep, C21).
   struct ToRelease {
     HoldKey key;
-    int64_t holds;
-    std::shared_ptr<HoldRecord> record;
+    PendingRelease p;
   };
   std::vector<ToRelease> to_release;
   {
@@ -422,14 +540,16 @@ absl::Status ClientCore::Close() {
     for (auto& [key, hold] : holds_) {
       if (hold.lost) continue;
       to_release.push_back(
-          ToRelease{key, AllHoldsOf(key.second, hold), hold.record});
-      MarkLost(key, hold, ClosedError(), Leftover::kGone, deliveries);
+          ToRelease{key, PendingRelease{.holds = AllHoldsOf(key.second, hold),
+                                        .record = hold.record}});
+      MarkLost(key, hold, ClosedError(), LossCause::kClientClosed,
+               Leftover::kGone, deliveries);
     }
     holds_.clear();
     for (auto& [key, p] : pending_releases_) {
       // One in flight belongs to the thread that sends it.
       if (!p.in_flight && clock_.Now() < p.give_up) {
-        to_release.push_back(ToRelease{key, p.holds, p.record});
+        to_release.push_back(ToRelease{key, p});
       }
     }
     pending_releases_.clear();
@@ -440,13 +560,14 @@ absl::Status ClientCore::Close() {
   const MonoTime give_up = clock_.Now() + options_.close_timeout;
   int failed = 0;
   absl::Status first_error;
-  for (const auto& [key, holds, record] : to_release) {
+  for (const auto& [key, p] : to_release) {
     if (clock_.Now() >= give_up) {
       ++failed;
       continue;
     }
-    absl::StatusOr<int64_t> left = backend_->Release(
-        ReleaseCall{key.first, key.second, holds, record.get()});
+    absl::StatusOr<int64_t> left =
+        backend_->Release(PendingCall(key, p, clock_.Now()));
+    TellReleaseFailure(key, ReleaseFailureEvent::Stage::kClose, left.status());
     if (!left.ok() && !IsGone(left.status())) {
       if (failed++ == 0) first_error = left.status();
     }

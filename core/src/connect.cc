@@ -66,6 +66,11 @@ class AdminHandle : public LockAdmin {
     if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
     return core_->ForceUnlock(name);
   }
+  absl::Status ForceUnlock(absl::string_view name,
+                           uint64_t fencing_token) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    return core_->ForceUnlock(name, fencing_token);
+  }
   absl::StatusOr<ServerMemory> ServerMemoryUse() override {
     return core_->ServerMemoryUse();
   }
@@ -110,6 +115,12 @@ absl::Status ValidateOptions(const ClientOptions& options) {
       options.fallback_poll == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
         "ClientOptions::fallback_poll must be positive and finite");
+  }
+  if (options.liveness_ttl < absl::Milliseconds(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions::liveness_ttl must be at least 10ms (or "
+                     "InfiniteDuration for no liveness record), not ",
+                     absl::FormatDuration(options.liveness_ttl)));
   }
   if (options.close_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -178,27 +189,44 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
   if (absl::Status s = internal::ValidateClientId(client_id); !s.ok()) return s;
   absl::StatusOr<CommonBackendOptions> common = TakeCommonOptions(params);
   if (!common.ok()) return common.status();
+  // The URI's liveness_ttl= wins: the same code can run with another TTL
+  // by configuration alone.
+  ClientOptions effective = options;
+  if (common->liveness_ttl.has_value()) {
+    effective.liveness_ttl = *common->liveness_ttl;
+  }
+
+  if (absl::Status s = ValidateOptions(effective); !s.ok()) return s;
 
   auto core = std::make_shared<internal::ClientCore>(
-      options, lock_namespace, client_id, uri->Redacted());
-  absl::StatusOr<std::unique_ptr<Backend>> backend =
-      factory(BackendConfig{.uri = *uri,
-                            .params = params,
-                            .options = options,
-                            .lock_namespace = lock_namespace,
-                            .client_id = client_id,
-                            .endpoint = core->endpoint(),
-                            .listener = core.get(),
-                            .clock = core->clock(),
-                            .common = *common});
+      effective, lock_namespace, client_id, uri->Redacted());
+  absl::StatusOr<std::unique_ptr<Backend>> backend = factory(BackendConfig{
+      .uri = *uri,
+      .params = params,
+      .options = effective,
+      .lock_namespace = lock_namespace,
+      .client_id = client_id,
+      .endpoint = core->endpoint(),
+      .listener = core.get(),
+      .clock = core->clock(),
+      .common = *common,
+      .liveness_id =
+          absl::StrCat(client_id, "-",
+                       absl::Hex(internal::RandomBits(), absl::kZeroPad16))});
   if (!backend.ok()) return backend.status();
   std::unique_ptr<Backend> used = *std::move(backend);
-  if (options.backend_decorator) {
-    used = options.backend_decorator(std::move(used));
+  if (effective.backend_decorator) {
+    used = effective.backend_decorator(std::move(used));
     if (used == nullptr) {
       return absl::InvalidArgumentError(
           "ClientOptions::backend_decorator returned no backend");
     }
+  }
+  if (options.observer != nullptr) {
+    // Outermost, so that the time is what the core waits, decorators
+    // included.
+    used = std::make_unique<internal::TimedBackend>(
+        std::move(used), core->observer(), core->clock());
   }
   core->Start(std::move(used));
   return std::make_unique<Client>(std::move(core));

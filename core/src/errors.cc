@@ -42,6 +42,13 @@ std::optional<ErrorKind> ErrorKindOf(const absl::Status& status) {
   return std::nullopt;
 }
 
+absl::Status TokenMismatchError(absl::string_view lock_name,
+                                uint64_t fencing_token) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "lock '", lock_name, "' is not held with fencing token ", fencing_token,
+      " (released, expired or taken over since): left as it is"));
+}
+
 absl::Status NotOwnerError(absl::string_view lock_name) {
   return Marked(absl::StatusCode::kFailedPrecondition,
                 absl::StrCat("lock '", lock_name,

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "dlock/errors.h"
 #include "hold_site.h"
+#include "lease_policy.h"
 
 namespace dlock {
 namespace {
@@ -128,7 +129,29 @@ absl::Status Hold::Release() {
   std::shared_ptr<internal::HoldSite> site = std::move(site_);
   site_ = nullptr;
   return site->ReleaseAcquisition(
-      internal::HoldRef{name_, owner_, generation_, acquisition_});
+      internal::HoldRef{name_, owner_, generation_, acquisition_},
+      absl::ZeroDuration());
+}
+
+absl::Status Hold::ReleaseAndKeepFor(absl::Duration keep_for) {
+  if (keep_for == absl::ZeroDuration()) return Release();
+  if (site_ == nullptr) {
+    return WithContext(NotOwnerError(name_), "this Hold was released already");
+  }
+  if (keep_for < internal::kMinLease || keep_for == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("keep_for must be zero, or finite and at least ",
+                     absl::FormatDuration(internal::kMinLease), ", not ",
+                     absl::FormatDuration(keep_for)));
+  }
+  absl::Status released = site_->ReleaseAcquisition(
+      internal::HoldRef{name_, owner_, generation_, acquisition_}, keep_for);
+  // Refused because other acquisitions stand: nothing changed, the Hold
+  // stays.
+  const bool unchanged =
+      absl::IsFailedPrecondition(released) && !ErrorKindOf(released);
+  if (!unchanged) site_ = nullptr;
+  return released;
 }
 
 absl::Status Hold::KeepUntilLeaseEnd() {

@@ -31,7 +31,11 @@ class HoldSite {
  public:
   virtual ~HoldSite() = default;
 
-  virtual absl::Status ReleaseAcquisition(const HoldRef& ref) = 0;
+  // `keep_for` zero: a plain release. Positive: Hold::ReleaseAndKeepFor();
+  // its refusal because other acquisitions stand is the one
+  // FailedPrecondition without an ErrorKind (nothing changed).
+  virtual absl::Status ReleaseAcquisition(const HoldRef& ref,
+                                          absl::Duration keep_for) = 0;
   virtual absl::Status KeepUntilLeaseEnd(const HoldRef& ref) = 0;
   virtual absl::Status RenewAcquisition(
       const HoldRef& ref, std::optional<absl::Duration> lease) = 0;

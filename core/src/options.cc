@@ -44,6 +44,26 @@ absl::StatusOr<std::optional<absl::Duration>> TakeTimeout(
   return std::optional<absl::Duration>(d);
 }
 
+// liveness_ttl=: a duration as the timeouts take it, or "off".
+absl::StatusOr<std::optional<absl::Duration>> TakeLivenessTtl(
+    UriParams& params) {
+  const std::optional<std::string> text = params.TakeString(kLivenessTtlOption);
+  if (!text.has_value()) return std::optional<absl::Duration>();
+  if (*text == "off") {
+    return std::optional<absl::Duration>(absl::InfiniteDuration());
+  }
+  absl::Duration d;
+  if (!absl::ParseDuration(*text, &d) || d < absl::Milliseconds(10) ||
+      d > kMaxTimeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "URI option '", kLivenessTtlOption,
+        "' must be a duration from 10ms to ", absl::FormatDuration(kMaxTimeout),
+        ", like 2s or 10s, or 'off' for no liveness record, not '", *text,
+        "'"));
+  }
+  return std::optional<absl::Duration>(d);
+}
+
 }  // namespace
 
 absl::StatusOr<CommonBackendOptions> TakeCommonOptions(UriParams& params) {
@@ -56,6 +76,10 @@ absl::StatusOr<CommonBackendOptions> TakeCommonOptions(UriParams& params) {
       TakeTimeout(params, kOperationTimeoutOption, kOperationTimeoutOption);
   if (!operation.ok()) return operation.status();
   out.operation_timeout = *operation;
+  absl::StatusOr<std::optional<absl::Duration>> liveness =
+      TakeLivenessTtl(params);
+  if (!liveness.ok()) return liveness.status();
+  out.liveness_ttl = *liveness;
   return out;
 }
 

@@ -84,6 +84,11 @@ AcquireOptions WithLease(absl::Duration lease,
 AcquireOptions AsOwner(std::string owner_token,
                        absl::Duration lease = kLongLease);
 
+// Where the lock-holder helper (lock_holder_main.cc) is: DLOCK_LOCK_HOLDER
+// (set by ctest), else next to this test binary (both are built into the
+// same directory).
+std::string LockHolderPath();
+
 // Names listed by client.Admin().List(prefix); nullopt, with a note in the
 // test log, when the backend cannot list (Unimplemented is allowed by
 // client.h).

@@ -1,11 +1,14 @@
 // Copyright dlock authors. A lock holder in a process of its own, for the
-// conformance case of a holder that dies without releasing (C2).
+// conformance cases of a holder that dies without releasing (C2) and of a
+// process that releases keeping the lock and exits at once.
 //
-//   dlock_lock_holder <uri> <lock name> <lease>
+//   dlock_lock_holder <uri> <lock name> <lease> [<keep for>]
 //
 // Takes the lock, prints "HELD <fencing token>" and sleeps until killed. The
 // hold is renewed by the watchdog with <lease> as its lease, so the lock stays
-// held as long as the process lives: only its death can free it.
+// held as long as the process lives: only its death can free it. With
+// <keep for>, it prints "KEEPING <unix micros>", releases with
+// Hold::ReleaseAndKeepFor(), prints "KEPT", closes its client and exits.
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dlock/dlock.h"
 #include "dlock/uri.h"
@@ -27,13 +31,17 @@ int Fail(const absl::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s <uri> <lock name> <lease, e.g. 1s>\n",
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr,
+                 "usage: %s <uri> <lock name> <lease, e.g. 1s> [<keep for>]\n",
                  argv[0]);
     return 2;
   }
   absl::StatusOr<absl::Duration> lease = dlock::ParsePositiveDuration(argv[3]);
   if (!lease.ok()) return Fail(lease.status());
+  absl::StatusOr<absl::Duration> keep_for = absl::ZeroDuration();
+  if (argc == 5) keep_for = dlock::ParsePositiveDuration(argv[4]);
+  if (!keep_for.ok()) return Fail(keep_for.status());
 
   dlock::ClientOptions options;
   options.watchdog_lease = *lease;
@@ -54,6 +62,20 @@ int main(int argc, char** argv) {
   std::printf("HELD %llu\n",
               static_cast<unsigned long long>(hold->fencing_token()));
   std::fflush(stdout);
+  if (*keep_for > absl::ZeroDuration()) {
+    std::printf("KEEPING %lld\n",
+                static_cast<long long>(absl::ToUnixMicros(absl::Now())));
+    if (absl::Status kept = hold->ReleaseAndKeepFor(*keep_for); !kept.ok()) {
+      return Fail(kept);
+    }
+    std::printf("KEPT\n");
+    std::fflush(stdout);
+    // Closing releases whatever the client holds: the kept lock is nobody's.
+    if (absl::Status closed = (*client)->Close(); !closed.ok()) {
+      return Fail(closed);
+    }
+    return 0;
+  }
   // The test ends this process with SIGKILL; nothing here releases the lock.
   while (true) pause();
 }

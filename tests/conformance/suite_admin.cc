@@ -142,6 +142,64 @@ TEST_P(Conformance, C12_ForceUnlockIsReportedLostToHolder) {
   EXPECT_FALSE(info.locked);
 }
 
+// The conditional force unlock a monitor uses (LockAdmin::ForceUnlock(name,
+// token)): on a wrong token it leaves the hold alone; on the right one it
+// removes it as ForceUnlock(name) does, holder told, waiters woken.
+TEST_P(Conformance, C12_ForceUnlockOnTokenRemovesOnlyThatHold) {
+  ClientOptions options;
+  options.watchdog_lease = kShortWatchdogLease;
+  LostRecorder lost;
+  options.on_lost = lost.Callback();
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(options));
+  ASSERT_OK_AND_ASSIGN(auto waiter_client, NewClient(SlowPollOptions()));
+  ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("conditional"));
+  ASSERT_OK_AND_ASSIGN(auto waited, waiter_client->GetLock("conditional"));
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
+  const uint64_t token = hold.fencing_token();
+
+  absl::Status wrong = admin->Admin().ForceUnlock("conditional", token + 1);
+  if (!admin->traits().can_list) {
+    // Only backends that can list have monitors that need it.
+    EXPECT_CODE(wrong, kUnimplemented);
+    return;
+  }
+  EXPECT_CODE(wrong, kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(wrong.message(), absl::StrCat(token + 1)))
+      << wrong;
+  EXPECT_CODE(admin->Admin().ForceUnlock("conditional", 0), kInvalidArgument);
+  EXPECT_CODE(admin->Admin().ForceUnlock("", token), kInvalidArgument);
+  // Left as it was.
+  ASSERT_OK_AND_ASSIGN(LockInfo info, admin->Admin().Inspect("conditional"));
+  EXPECT_TRUE(info.locked);
+  EXPECT_EQ(info.fencing_token, token);
+  EXPECT_EQ(hold.state(), LockState::kHeld);
+  ASSERT_OK(hold.Renew());
+
+  BackgroundAcquire waiter(*waited, WithLease(kLongLease, kNoHang * 2));
+  absl::SleepFor(kLetWaiterBlock);
+  EXPECT_FALSE(waiter.done());
+  const absl::Time forced_at = absl::Now();
+  ASSERT_OK(admin->Admin().ForceUnlock("conditional", token));
+  ASSERT_TRUE(waiter.WaitDone(kNoHang));
+  ASSERT_OK_AND_ASSIGN(Granted granted, waiter.result());
+  EXPECT_GT(granted.fencing_token, token);
+  EXPECT_LT(waiter.done_at() - forced_at, kPromptly)
+      << "the conditional force unlock did not wake the waiter";
+  ASSERT_TRUE(lost.WaitForEvents(1, kNoHang)) << "the holder was not told";
+  EXPECT_EQ(lost.Events()[0].fencing_token, token);
+  EXPECT_TRUE(IsLost(lost.Events()[0].reason)) << lost.Events()[0].reason;
+  EXPECT_EQ(hold.state(), LockState::kLost);
+  // A later holder is safe from the old token.
+  ASSERT_OK_AND_ASSIGN(Hold next, held->Acquire(WithLease(kLongLease)));
+  EXPECT_CODE(admin->Admin().ForceUnlock("conditional", token),
+              kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(info, admin->Admin().Inspect("conditional"));
+  EXPECT_TRUE(info.locked);
+  EXPECT_EQ(info.fencing_token, next.fencing_token());
+  EXPECT_OK(next.Release());
+}
+
 TEST_P(Conformance, C13_CloseReleasesEveryHoldAndWaitersGetThem) {
   ClientOptions options;
   options.close_timeout = absl::Seconds(3);

@@ -1,5 +1,9 @@
 // Copyright dlock authors. The shared parts of the conformance suite declared
 // in conformance_fixture.h (compiled with the suite's cases).
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
 #include <random>
 
 #include "absl/strings/ascii.h"
@@ -124,6 +128,17 @@ absl::Status BackgroundAcquire::release_status() {
 }
 
 // --- Conformance ------------------------------------------------------------
+
+std::string LockHolderPath() {
+  if (const char* path = std::getenv("DLOCK_LOCK_HOLDER"); path && *path) {
+    return path;
+  }
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "dlock_lock_holder";
+  std::string dir(self, n);
+  return dir.substr(0, dir.rfind('/') + 1) + "dlock_lock_holder";
+}
 
 namespace {
 

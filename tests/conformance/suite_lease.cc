@@ -72,19 +72,6 @@ TEST_P(Conformance, C2_LockExpiresWithoutRenewal) {
   EXPECT_CODE(first.Release(), kFailedPrecondition);
 }
 
-// Where the lock-holder helper is: DLOCK_LOCK_HOLDER (set by ctest), else
-// next to this test binary (both are built into the same directory).
-std::string LockHolderPath() {
-  if (const char* path = std::getenv("DLOCK_LOCK_HOLDER"); path && *path) {
-    return path;
-  }
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "dlock_lock_holder";
-  std::string dir(self, n);
-  return dir.substr(0, dir.rfind('/') + 1) + "dlock_lock_holder";
-}
-
 // A holder process that dies without releasing blocks others for at most its
 // lease. The helper renews with the watchdog, so only its death frees the
 // lock.

@@ -71,7 +71,8 @@ TEST_P(Conformance, Traits_ExplainEveryDeviation) {
   ASSERT_OK_AND_ASSIGN(auto client, NewClient());
   const BackendTraits& t = client->traits();
   for (const std::string& deviation : backend().deviations) {
-    if (absl::StartsWith(deviation, "C2_KilledHolderProcess")) {
+    if (absl::StartsWith(deviation, "C2_KilledHolderProcess") ||
+        deviation == "Keep_OutlivesTheReleasingProcess") {
       EXPECT_FALSE(t.shared_across_processes)
           << deviation << " is a deviation only for a backend whose locks "
           << "other processes cannot see";

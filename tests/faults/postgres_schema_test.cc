@@ -1,5 +1,6 @@
 // Copyright dlock authors. A lock table made by dlock 0.1 (schema version 1)
-// keeps working: the first client of this version migrates it in place, and
+// keeps working: the first client of this version migrates it in place (to
+// version 5, through the columns of versions 2 to 4), and
 // a session-mode row held by a 0.1 client, which believed in its hold until
 // its lease ended, is not taken over before then.
 #include <memory>
@@ -49,7 +50,7 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
   absl::StatusOr<std::string> version =
       server_->Psql("SELECT max(version) FROM old_locks_meta;");
   ASSERT_TRUE(version.ok()) << version.status();
-  EXPECT_EQ(*version, "2");
+  EXPECT_EQ(*version, "5");
   absl::StatusOr<std::string> columns = server_->Psql(
       "SELECT string_agg(column_name, ',' ORDER BY column_name) FROM "
       "information_schema.columns WHERE table_name = 'old_locks' AND "
@@ -63,6 +64,13 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
       "AND pronargs = 5;");
   ASSERT_TRUE(old_functions.ok()) << old_functions.status();
   EXPECT_EQ(*old_functions, "0");
+  // Version 5: the release function takes the keep after release (its last
+  // parameter); the older one without it is gone.
+  absl::StatusOr<std::string> releases = server_->Psql(
+      "SELECT string_agg(pronargs::text, ',') FROM pg_proc WHERE proname = "
+      "'old_locks_s_release';");
+  ASSERT_TRUE(releases.ok()) << releases.status();
+  EXPECT_EQ(*releases, "8");
 
   // Both modes work on the migrated table.
   for (const std::string mode : {"lease", "session"}) {

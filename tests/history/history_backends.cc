@@ -27,18 +27,21 @@ class RegistryBackend : public HistoryBackend {
   RegistryBackend(TestBackend entry, int port)
       : entry_(std::move(entry)), port_(port) {}
   int port() const override { return port_; }
-  std::string Uri(int proxy_port, const std::string& ns, int i,
-                  bool short_session) const override {
+  std::string Uri(const std::string& ns, int i,
+                  const WorkerUri& options) const override {
     std::vector<std::string> extra;
     // Workers are named so that TerminateSessionsOf() finds theirs.
     if (entry_.terminate_sessions) {
       extra.push_back(absl::StrCat("application_name=history-worker-", i));
     }
-    if (short_session && !entry_.short_session_param.empty()) {
+    if (options.short_session && !entry_.short_session_param.empty()) {
       extra.push_back(entry_.short_session_param);
     }
-    absl::StatusOr<std::string> uri = entry_.uri(
-        {.ns = ns, .extra = absl::StrJoin(extra, "&"), .port = proxy_port});
+    if (!options.extra.empty()) extra.push_back(options.extra);
+    absl::StatusOr<std::string> uri =
+        entry_.uri({.ns = ns,
+                    .extra = absl::StrJoin(extra, "&"),
+                    .port = options.proxy_port});
     // The server started before this object was made.
     return uri.ok() ? *uri : entry_.unreachable_uri(ns);
   }

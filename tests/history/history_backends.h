@@ -14,15 +14,24 @@
 
 namespace dlock::testing {
 
+struct WorkerUri {
+  // Through 127.0.0.1:proxy_port; 0: to the server itself.
+  int proxy_port = 0;
+  // The registry's short_session_param: a 2 s ZooKeeper session (session
+  // expiry, liveness), a 2 s PostgreSQL session grace.
+  bool short_session = false;
+  // More query parameters ("liveness_ttl=2s").
+  std::string extra;
+};
+
 class HistoryBackend {
  public:
   virtual ~HistoryBackend() = default;
   // The server's port on 127.0.0.1 (stable across restarts).
   virtual int port() const = 0;
-  // Worker `i`'s URI through 127.0.0.1:proxy_port; `short_session` asks for
-  // a 2 s ZooKeeper session (for the session expiry scenario).
-  virtual std::string Uri(int proxy_port, const std::string& ns, int i,
-                          bool short_session) const = 0;
+  // Worker `i`'s URI in namespace `ns`.
+  virtual std::string Uri(const std::string& ns, int i,
+                          const WorkerUri& options) const = 0;
   // SIGKILL to the server, and a start on the same port and data at once.
   virtual absl::Status KillAndRestart() = 0;
   // A clean stop, `down` of nothing, and a start on the same port and data.

@@ -174,6 +174,25 @@ absl::StatusOr<int> HistoryRun::WaitForHolder(absl::Duration timeout) {
   return absl::DeadlineExceededError("no worker held the lock");
 }
 
+int64_t HistoryRun::WaitForGrantToOthers(int other_than, int64_t since_ns,
+                                         absl::Duration timeout) const {
+  const absl::Time give_up = absl::Now() + timeout;
+  do {
+    int64_t first = -1;
+    for (const WorkerHistory& w : Histories()) {
+      if (w.id == other_than) continue;
+      for (const WorkerEvent& e : w.events) {
+        if (e.kind != "grant" || e.at_ns <= since_ns) continue;
+        if (first < 0 || e.at_ns < first) first = e.at_ns;
+        break;
+      }
+    }
+    if (first >= 0) return first;
+    absl::SleepFor(absl::Milliseconds(20));
+  } while (absl::Now() < give_up);
+  return -1;
+}
+
 void HistoryRun::Kill(int worker) {
   killed_at_[worker] = MonoNowNs();
   workers_[worker]->Kill();

@@ -61,6 +61,11 @@ class HistoryRun {
   // was seen holding it), waiting up to `timeout` for one.
   absl::StatusOr<int> WaitForHolder(absl::Duration timeout);
 
+  // When a worker other than `other_than` was first granted the lock after
+  // `since_ns` (MonoNowNs()), waiting up to `timeout` for it; -1 if none was.
+  int64_t WaitForGrantToOthers(int other_than, int64_t since_ns,
+                               absl::Duration timeout) const;
+
   void Kill(int worker);    // SIGKILL, recorded for the checker
   void Pause(int worker);   // SIGSTOP
   void Resume(int worker);  // SIGCONT

@@ -32,6 +32,7 @@
 #include "history_register.h"
 #include "history_run.h"
 #include "redis_server.h"
+#include "redlock_masters.h"
 #include "status_testing.h"
 
 namespace dlock::testing {
@@ -52,11 +53,6 @@ Profile CurrentProfile() {
   return Profile{};
 }
 
-std::string FreshNamespace(absl::string_view scenario) {
-  std::random_device random;
-  return absl::StrCat("rl-", scenario, "-", random() % 1000000000);
-}
-
 // The lock's key on a master, as docs/redis.md lays it out.
 bool LockKeyExists(RedisServer& master, const std::string& ns) {
   absl::StatusOr<std::string> reply =
@@ -73,38 +69,6 @@ std::string MastersWithKey(RedisGroup& group, const std::string& ns) {
   }
   return out + "}";
 }
-
-// One client's view of the masters: a FaultProxy in front of each.
-class ProxiedMasters {
- public:
-  static absl::StatusOr<std::unique_ptr<ProxiedMasters>> Start(
-      RedisGroup& group) {
-    auto out = std::unique_ptr<ProxiedMasters>(new ProxiedMasters(group));
-    for (int i = 0; i < group.size(); ++i) {
-      auto proxy = std::make_unique<FaultProxy>();
-      if (absl::Status s = proxy->Start("127.0.0.1", group.server(i).port());
-          !s.ok()) {
-        return s;
-      }
-      out->ports_.push_back(proxy->port());
-      out->proxies_.push_back(std::move(proxy));
-    }
-    return out;
-  }
-
-  FaultProxy& proxy(int master) { return *proxies_[master]; }
-
-  std::string Uri(const std::string& ns, absl::string_view params = "") const {
-    return absl::StrCat("redlock://", group_.Hosts(ports_), "?namespace=", ns,
-                        params.empty() ? "" : "&", params);
-  }
-
- private:
-  explicit ProxiedMasters(RedisGroup& group) : group_(group) {}
-  RedisGroup& group_;
-  std::vector<int> ports_;
-  std::vector<std::unique_ptr<FaultProxy>> proxies_;
-};
 
 class RedlockHistory : public ::testing::Test {
  protected:

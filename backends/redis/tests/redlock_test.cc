@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "redis_server.h"
 #include "status_testing.h"
+#include "tests/redlock_test_util.h"
 
 namespace dlock {
 namespace {
@@ -24,14 +25,9 @@ using ::dlock::testing::Direction;
 using ::dlock::testing::Fault;
 using ::dlock::testing::FaultProxy;
 using ::dlock::testing::RedisGroup;
+using ::dlock::testing::StartGroup;
+using ::dlock::testing::StartProxies;
 using ::testing::HasSubstr;
-
-std::unique_ptr<RedisGroup> StartGroup(int masters) {
-  absl::StatusOr<std::unique_ptr<RedisGroup>> group =
-      RedisGroup::Start(masters);
-  EXPECT_TRUE(group.ok()) << group.status();
-  return group.ok() ? *std::move(group) : nullptr;
-}
 
 // The integer a raw RESP reply carries (":5\r\n" or "$1\r\n5\r\n"); -1 for
 // a nil.
@@ -77,11 +73,7 @@ TEST(Redlock, AsksEveryMasterAtOnce) {
   std::unique_ptr<RedisGroup> group = StartGroup(3);
   ASSERT_NE(group, nullptr);
   FaultProxy slow[2];
-  std::vector<int> ports;
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_OK(slow[i].Start("127.0.0.1", group->server(i).port()));
-    ports.push_back(slow[i].port());
-  }
+  const std::vector<int> ports = StartProxies(*group, slow);
   ASSERT_OK_AND_ASSIGN(auto client,
                        Connect(absl::StrCat("redlock://", group->Hosts(ports),
                                             "?namespace=parallel")));
@@ -189,11 +181,7 @@ TEST(Redlock, SilentMastersCostOneTimeoutPerRound) {
   std::unique_ptr<RedisGroup> group = StartGroup(5);
   ASSERT_NE(group, nullptr);
   FaultProxy silent[2];
-  std::vector<int> ports;
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_OK(silent[i].Start("127.0.0.1", group->server(i).port()));
-    ports.push_back(silent[i].port());
-  }
+  const std::vector<int> ports = StartProxies(*group, silent);
   ASSERT_OK_AND_ASSIGN(
       auto client,
       Connect(absl::StrCat("redlock://", group->Hosts(ports),

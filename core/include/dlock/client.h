@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "dlock/clock.h"
 #include "dlock/lock.h"
+#include "dlock/observer.h"
 #include "dlock/traits.h"
 
 namespace dlock {
@@ -27,6 +28,17 @@ struct ClientOptions {
   std::string lock_namespace;
   // The lease of holds renewed by the watchdog (C7), renewed at a third.
   absl::Duration watchdog_lease = absl::Seconds(30);
+  // Holder liveness (docs/reliability.md): while this client holds a lock it
+  // refreshes a liveness record on the backend every third of this, and a
+  // hold of a client whose record lapsed may be taken over by a waiter,
+  // whatever its lease. The client tells its own holds lost once the record
+  // is not confirmed for this long (less the drift margin), before anyone
+  // can take them over (C19). Backends whose holds live on a session
+  // (ZooKeeper, PostgreSQL mode=session) keep no record: the session is the
+  // liveness. InfiniteDuration: no liveness record, holds end with their
+  // lease only. Finite values must be at least 10ms. The URI option
+  // liveness_ttl= overrides it.
+  absl::Duration liveness_ttl = absl::Seconds(10);
   // How often a waiter re-checks when no wake-up arrives (C9).
   absl::Duration fallback_poll = absl::Seconds(1);
   // Upper bound for Close() to release what the client holds (C13).
@@ -48,6 +60,11 @@ struct ClientOptions {
   // none.
   std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>
       backend_decorator;
+  // Told of every lock event and timed backend round trip of this client
+  // (dlock/observer.h says on which threads, and what it must not do). May
+  // be shared by many clients. Null: none, at the cost of one null check
+  // per event.
+  std::shared_ptr<LockObserver> observer;
 };
 
 // What operators and tools do to locks whoever holds them. Apart from the
@@ -69,6 +86,15 @@ class LockAdmin {
   // Removes the lock whoever holds it (C12); waiters wake, and the former
   // holder is told it lost the lock.
   virtual absl::Status ForceUnlock(absl::string_view name) = 0;
+
+  // Removes the lock only if it is still held with exactly `fencing_token`,
+  // in one atomic step, so that a monitor acting on a listing never removes
+  // the hold of an owner that took the lock over since. Waiters wake and the
+  // former holder is told it lost the lock, as with ForceUnlock(name).
+  // FailedPrecondition (naming the token) when the lock is free or held with
+  // another token; Unimplemented where the backend cannot do it atomically.
+  virtual absl::Status ForceUnlock(absl::string_view name,
+                                   uint64_t fencing_token) = 0;
 
   // What the server says it uses for all its data now (ServerMemory in
   // dlock/lock.h): for benchmarks and monitors, which compare two readings.

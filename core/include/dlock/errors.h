@@ -8,6 +8,7 @@
 #ifndef DLOCK_ERRORS_H_
 #define DLOCK_ERRORS_H_
 
+#include <cstdint>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -69,6 +70,10 @@ inline bool IsWaitExpired(const absl::Status& s) {
 absl::Status NotOwnerError(absl::string_view lock_name);
 absl::Status LostError(absl::string_view lock_name, absl::string_view why);
 absl::Status ClientClosedError(absl::string_view endpoint);
+// From a conditional force unlock (LockAdmin::ForceUnlock(name, token)): the
+// lock is free or held with another token, and was left as it was.
+absl::Status TokenMismatchError(absl::string_view lock_name,
+                                uint64_t fencing_token);
 absl::Status HeldByAnotherError(absl::string_view lock_name);
 absl::Status WaitExpiredError(absl::string_view lock_name,
                               absl::Duration waited);

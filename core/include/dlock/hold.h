@@ -76,6 +76,35 @@ class [[nodiscard]] Hold {
   // its release retried in the background, C21).
   absl::Status Release();
 
+  // Ends this owner's hold like Release(), but instead of freeing the lock
+  // leaves it taken on the backend, by nobody, until at least `keep_for`
+  // from now on the backend's clock (ShedLock's lockAtLeastFor): "ran in
+  // this slot". Nothing renews it, LockClient::Close() does not remove it
+  // (not even this client's), and it expires on the backend by itself; until
+  // then every owner's Acquire finds it held (IsHeldByAnother; a waiter is
+  // woken when it expires, C9), Inspect() reports it with
+  // LockInfo::kept_after_release, and ForceUnlock() removes it. The next
+  // fresh hold gets a larger fencing token (C8). Once, as Release(): the
+  // Hold is empty afterwards, except on InvalidArgument and on the
+  // re-entrant refusal below, which change nothing.
+  //  - Zero `keep_for`: exactly Release(). Negative, infinite, or positive
+  //    but under 10ms: InvalidArgument.
+  //  - Other acquisitions of this owner through this client still stand
+  //    (re-entry, C5, or KeepUntilLeaseEnd()): FailedPrecondition with no
+  //    ErrorKind, the lock and this Hold unchanged; release those first.
+  //  - An owner token (C6) whose holds on the backend are not all this
+  //    client's: the release takes this hold off and the lock stays the
+  //    owner's; keep_for applies only to the release that takes the owner's
+  //    last hold off.
+  //  - Errors as Release(): IsLost when the hold was lost (nothing is kept:
+  //    the lock is free or another owner's), IsNotOwner, IsClientClosed.
+  //    Unavailable when the backend did not confirm: the hold is given up
+  //    and the release retried in the background with what is left of
+  //    keep_for (C21), so that a retry never frees the lock before keep_for
+  //    from now nor keeps it longer than that; if no retry gets through
+  //    before the hold's lease ends, the lock frees at the lease's end.
+  absl::Status ReleaseAndKeepFor(absl::Duration keep_for);
+
   // Extends the lease to at least `lease` (default: the hold's lease, never
   // less than the kept maximum). FailedPrecondition when lost (IsLost).
   absl::Status Renew(std::optional<absl::Duration> lease = {});

@@ -50,6 +50,16 @@ struct LockInfo {
   uint64_t fencing_token = 0;
   absl::Duration remaining_lease = absl::ZeroDuration();
   absl::Time since = absl::InfinitePast();  // when the current hold began
+  // Whether the liveness of the holder's client (its liveness record, or the
+  // session its hold lives on) is current on the backend: false means a
+  // waiter may take the lock over whatever its lease. Unset when free, or
+  // where the backend cannot tell (memory://, a hold taken with liveness
+  // off).
+  std::optional<bool> holder_live;
+  // Held by nobody: released with Hold::ReleaseAndKeepFor(), it expires by
+  // itself after remaining_lease. locked is true and owner empty;
+  // fencing_token is the released hold's where the backend keeps it.
+  bool kept_after_release = false;
 };
 
 // The memory a server reports using for all its data, whoever's

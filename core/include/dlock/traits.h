@@ -29,6 +29,10 @@ struct BackendTraits {
   // Holds live on the client's session (or connection) besides their lease:
   // when the server ends the session, the holds end with it.
   bool holds_tied_to_session = false;
+  // The backend keeps a liveness record per client (a key, a row), refreshed
+  // by the client while it holds locks (ClientOptions::liveness_ttl): a hold
+  // whose client's record lapsed may be taken over whatever its lease.
+  bool liveness_record = false;
   // A server restart keeps the holds (and the fencing counter).
   bool holds_survive_restart = false;
   FencingStrength fencing = FencingStrength::kServerMemory;

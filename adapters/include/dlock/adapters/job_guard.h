@@ -2,41 +2,37 @@
 // cluster for a schedule slot, with ShedLock's lock_at_most_for and
 // lock_at_least_for.
 //
-// Design. Each run uses two lock names in the client's namespace:
-//   run key     "<job>@<slot>"        (or "<job>" when no slot is given)
-//   marker key  "<run key>#ran"
-// with '%', '@' and '#' percent-encoded in <job> and <slot> (%25, %40, %23),
-// so that no job, slot or marker can take another's name (job "a@b" is not
-// job "a" in slot "b", nor job "x#ran" the marker of job "x"); and a fresh
-// random owner token, so the job may use any threads.
+// Design. Each run uses one lock name in the client's namespace, the run
+// key "<job>@<slot>" (or "<job>" when no slot is given), with '%', '@' and
+// '#' percent-encoded in <job> and <slot> (%25, %40, %23), so that no job
+// and slot can take another's name (job "a@b" is not job "a" in slot "b");
+// '#' stays escaped so that run keys keep the names earlier versions gave
+// them. Each run takes a fresh random owner token, so the job may use any
+// threads.
 //  1. Try the run key once, with lease = lock_at_most_for and no watchdog:
 //     a node that crashes mid-job blocks the slot for at most that long.
-//     Held by another node: skipped (kSkippedRunning).
-//  2. Look at the marker key. Held: the job ran less than lock_at_least_for
-//     ago; release the run key and skip (kSkippedRecentlyRan).
-//  3. Run the job.
-//  4. If it took less than lock_at_least_for, take the marker key with
-//     lease = lock_at_least_for - elapsed, *then* release the run key.
-//     Otherwise just release the run key.
-// Why a marker: a lease can be extended but never shortened (C5), and a
-// fast job must keep others out until start + lock_at_least_for, not until
-// start + lock_at_most_for. The marker is taken while the run key is still
-// held and checked by the next runner only once it holds the run key, so no
-// runner can slip between the two. Both leases run on the backend's clock
-// and count from a moment no earlier than the job's start, so a node with a
-// skewed wall clock cannot run the slot again before start +
-// lock_at_least_for. If the marker cannot be taken, the run key is left to
-// expire after lock_at_most_for, which is later still.
-//
-// The guard leaves each marker (and a run lock whose marker could not be
-// taken) to run out with its lease (Hold::KeepUntilLeaseEnd): the client
-// keeps it, unreleased, until then, whatever becomes of the guard, so a
-// guard may be made for one run. Closing a client, though, releases every
-// lock it holds (C13), the marker too. A long-running service keeps its
-// client anyway; a process that exits right after the job (cron style) must
-// keep its client open until ScheduledJobGuard::markers_expire() —
-// WaitOutMarkers() does that — or the slot may run again early. (A core way
-// to let a hold outlive its client would remove this wait.)
+//     Refused: the key is either held by a running node (kSkippedRunning)
+//     or kept after a recent run (kSkippedRecentlyRan); Inspect() tells
+//     them apart (LockInfo::kept_after_release). That look comes after the
+//     refusal, so a run that ends in between is reported as recently ran,
+//     and a keep that ends in between as running: either way the job did
+//     not run here, which is all the outcome promises.
+//  2. Run the job.
+//  3. If it took less than lock_at_least_for, release the run key keeping
+//     it for the rest (Hold::ReleaseAndKeepFor(lock_at_least_for -
+//     elapsed)); otherwise just release it.
+// The keep is the lock itself, taken by nobody on the backend until it
+// ends on the backend's clock: nothing in this process or its client has
+// to live on, so a process run from cron may close its client and exit
+// right after Run(). Both the lease and the keep count from a moment no
+// earlier than the job's start (the time is read before the acquire is
+// sent, and the keep is computed from it when the release is sent), so a
+// node with a skewed wall clock cannot run the slot again before start +
+// lock_at_least_for. If the release cannot be confirmed, the core retries
+// it in the background with what is left of the keep (C21); should no
+// retry get through, the run key expires after lock_at_most_for, which is
+// later still. A job that ran past lock_at_most_for lost the key: nothing
+// is kept, and JobResult::lock_status says so.
 //
 // As with ShedLock, the guarantees end when the leases do: a job that runs
 // past lock_at_most_for may be started again elsewhere (its context's cancel
@@ -59,7 +55,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dlock/cancel.h"
 #include "dlock/client.h"
@@ -87,8 +82,9 @@ struct JobContext {
   std::string slot;
   uint64_t fencing_token = 0;  // of the run lock; pass it to what you write
   absl::Time started;
-  // Fires when lock_at_most_for has passed: the lock is gone and another
-  // node may start the job; stop touching shared state.
+  // Fires when lock_at_most_for has passed, or the run lock is lost sooner
+  // (force-unlocked, its client's liveness lapsed): another node may start
+  // the job; stop touching shared state.
   CancelToken cancel;
 };
 
@@ -103,8 +99,10 @@ struct JobResult {
   absl::Status job_status;  // what the job returned, when it ran
   uint64_t fencing_token = 0;
   absl::Duration elapsed;  // how long the job ran
-  // Until when the marker keeps the slot closed; InfinitePast if none.
-  absl::Time marker_until = absl::InfinitePast();
+  // Until when the run key is kept after the run (start +
+  // lock_at_least_for, as this node's clock reckons it); InfinitePast if
+  // it was not kept.
+  absl::Time kept_until = absl::InfinitePast();
   // Why the locks were not left as designed (e.g. the job outlived
   // lock_at_most_for and the lock expired); OK normally.
   absl::Status lock_status;
@@ -121,27 +119,20 @@ class ScheduledJobGuard {
 
   // Runs `job` unless another node runs or recently ran it for this slot.
   // An error status means nothing ran: a bad option or name
-  // (InvalidArgument), the backend unreachable (Unavailable).
+  // (InvalidArgument), the backend unreachable (Unavailable). Once it
+  // returns, the client may be closed and the process may exit: the slot
+  // stays closed on the backend.
   absl::StatusOr<JobResult> Run(absl::string_view job_name,
                                 const JobOptions& options, const Job& job);
 
-  // When the last marker this guard took runs out (InfinitePast if none).
-  absl::Time markers_expire() const;
-  // Sleeps until markers_expire(): call it before closing the client in a
-  // process that exits after its run.
-  void WaitOutMarkers() const;
-
  private:
   LockClient& client_;
-  mutable absl::Mutex mu_;
-  absl::Time last_marker_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
-// The lock names a run uses, for introspection and tests: see the encoding
-// above. A job whose marker name would exceed 512 bytes is refused by Run().
+// The lock name a run uses, for introspection and tests: see the encoding
+// above. A job whose run lock name would exceed 512 bytes is refused by
+// Run().
 std::string JobRunLockName(absl::string_view job_name, absl::string_view slot);
-std::string JobMarkerLockName(absl::string_view job_name,
-                              absl::string_view slot);
 
 }  // namespace dlock
 

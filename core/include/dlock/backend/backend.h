@@ -131,6 +131,14 @@ struct ReleaseCall {
   // (the core asks for "all" with a large number).
   int64_t holds = 1;
   HoldRecord* record = nullptr;  // null: a hold taken elsewhere (C6)
+  // When the release takes the owner's last hold off, the lock stays taken
+  // by nobody until keep_for from now on the server's clock (at least,
+  // never less): refused to every owner, renewed and released by nobody,
+  // expiring by itself, removed by ForceUnlock(), reported by Inspect() and
+  // List() with LockInfo::kept_after_release. Its representation must name
+  // no owner or client. Zero: the lock is freed (and waiters woken).
+  // Otherwise at least 10ms; the core never asks it for a partial release.
+  absl::Duration keep_for = absl::ZeroDuration();
 };
 
 // How a backend tells the core about holds it learned are gone on its own
@@ -188,6 +196,23 @@ class Backend {
   virtual MonoTime HeldUntil(absl::string_view name, absl::string_view owner,
                              const HoldRecord* record);
 
+  // Holder liveness (docs/reliability.md). A backend whose Traits() say
+  // liveness_record keeps one record per client (BackendConfig::liveness_id)
+  // that expires `ttl` after its last refresh on the server's clock
+  // (ttl = BackendConfig::options.liveness_ttl, finite), and lets a waiter
+  // take over a hold whose client's record is gone, whatever its lease.
+  // Every grant (fresh or re-entry) refreshes the record in the same atomic
+  // step, so the core counts Grant::sent as a confirmed refresh. While this
+  // client holds locks the core calls RenewLiveness every ttl/3 and believes
+  // every hold until the send time of the last confirmed refresh plus ttl,
+  // less the drift margin, so that its holder is told lost before a waiter
+  // can take it over (C19). OK once the record was refreshed; Unavailable
+  // when that is not known. A backend over several servers that keep a
+  // record each (Redlock) may answer OK when enough of them confirmed, and
+  // bound each hold through HeldUntil by the servers that keep it. Default:
+  // Unimplemented (no record).
+  virtual absl::Status RenewLiveness(absl::Duration ttl);
+
   // The lock as the server sees it now (C11): never from a local cache.
   virtual absl::StatusOr<LockInfo> Inspect(absl::string_view name) = 0;
   // Held locks whose names start with `prefix`. Default: Unimplemented
@@ -197,6 +222,12 @@ class Backend {
   // in other clients learn it at their next renewal or release (their
   // backend answers FailedPrecondition).
   virtual absl::Status ForceUnlock(absl::string_view name) = 0;
+  // LockAdmin::ForceUnlock(name, fencing_token): removes the lock only if it
+  // is held with exactly `fencing_token`, atomically, with the wake-ups of
+  // ForceUnlock(name). FailedPrecondition otherwise (build it with
+  // TokenMismatchError()). Default: Unimplemented.
+  virtual absl::Status ForceUnlockIfToken(absl::string_view name,
+                                          uint64_t fencing_token);
 
   // LockAdmin::ServerMemoryUse(). Default: Unimplemented.
   virtual absl::StatusOr<ServerMemory> ServerMemoryUse();
@@ -221,6 +252,10 @@ struct BackendConfig {
   // connect_timeout= and operation_timeout=, for the backend to map onto its
   // client (dlock/backend/options.h).
   CommonBackendOptions common;
+  // Names this client object's liveness record (Backend::RenewLiveness):
+  // the client id and a random part, so that two clients (or a process and
+  // its forked child) that share a client id keep records of their own.
+  std::string liveness_id;
 };
 
 using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(

@@ -33,6 +33,9 @@ class ForwardingBackend : public Backend {
       absl::Span<const RenewCall> calls) override {
     return target_->RenewMany(calls);
   }
+  absl::Status RenewLiveness(absl::Duration ttl) override {
+    return target_->RenewLiveness(ttl);
+  }
   // Runs under the client's own lock: must not block (see backend.h).
   MonoTime HeldUntil(absl::string_view name, absl::string_view owner,
                      const HoldRecord* record) override {
@@ -47,6 +50,10 @@ class ForwardingBackend : public Backend {
   }
   absl::Status ForceUnlock(absl::string_view name) override {
     return target_->ForceUnlock(name);
+  }
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override {
+    return target_->ForceUnlockIfToken(name, fencing_token);
   }
   absl::StatusOr<ServerMemory> ServerMemoryUse() override {
     return target_->ServerMemoryUse();

@@ -17,9 +17,10 @@ namespace dlock {
 
 inline constexpr char kConnectTimeoutOption[] = "connect_timeout";
 inline constexpr char kOperationTimeoutOption[] = "operation_timeout";
+inline constexpr char kLivenessTtlOption[] = "liveness_ttl";
 // For "known options" lists: what every scheme takes besides its own.
 inline constexpr char kCommonOptionNames[] =
-    "namespace, connect_timeout, operation_timeout";
+    "namespace, connect_timeout, operation_timeout, liveness_ttl";
 
 struct CommonBackendOptions {
   // connect_timeout=: how long to wait for a connection (or a session) to be
@@ -29,11 +30,16 @@ struct CommonBackendOptions {
   // operation_timeout=: how long one request waits for the server's answer
   // before the call gives up with Unavailable. Unset: the backend's default.
   std::optional<absl::Duration> operation_timeout;
+  // liveness_ttl=: ClientOptions::liveness_ttl from the URI (which wins);
+  // "off" disables liveness (InfiniteDuration). Connect() applies it to the
+  // options the core and the backend get.
+  std::optional<absl::Duration> liveness_ttl;
 };
 
-// Takes connect_timeout and operation_timeout from `params`. Each is a
-// duration with a unit (500ms, 2s, 1.5s, 1m) from 1ms to 1h; connect_timeout
-// also takes a whole number of seconds, as libpq writes it. InvalidArgument
+// Takes connect_timeout, operation_timeout and liveness_ttl from `params`.
+// Each is a duration with a unit (500ms, 2s, 1.5s, 1m) from 1ms to 1h;
+// connect_timeout also takes a whole number of seconds, as libpq writes it;
+// liveness_ttl also takes "off" and must be at least 10ms. InvalidArgument
 // naming the option and the form otherwise.
 absl::StatusOr<CommonBackendOptions> TakeCommonOptions(UriParams& params);
 

@@ -1,0 +1,174 @@
+// Copyright dlock authors. The redlock:// backend (redlock_backend.cc has
+// the algorithm, redlock_calls.cc the calls on a hold after its grant and
+// the admin calls). Private to backends/redis.
+#ifndef DLOCK_BACKENDS_REDIS_REDLOCK_BACKEND_H_
+#define DLOCK_BACKENDS_REDIS_REDLOCK_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "dlock/backend/backend.h"
+#include "dlock/backend/wakeup.h"
+#include "redis_lock_ops.h"
+#include "redis_master.h"
+#include "redlock_hold.h"
+
+namespace dlock::redis {
+
+// One reply per master; nullopt where nothing was asked.
+using Replies = std::vector<std::optional<absl::StatusOr<Reply>>>;
+
+class RedlockBackend : public Backend {
+ public:
+  RedlockBackend(const std::vector<ConnectionConfig>& hosts, Keyspace keys,
+                 Liveness liveness, Drift drift, absl::Duration retry_delay,
+                 absl::Duration fallback_poll, const Clock& clock);
+
+  ~RedlockBackend() override { Shutdown(); }
+
+  // Starts every master at once; a client starts when a quorum answers and
+  // keeps trying the others in the background.
+  absl::Status Start();
+
+  BackendTraits Traits() const override {
+    return BackendTraits{.liveness_record = true,
+                         .fencing = FencingStrength::kServerMemory,
+                         .can_list = true};
+  }
+
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override;
+
+  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override;
+
+  absl::Status Renew(const RenewCall& call) override {
+    return RenewMany({&call, 1})[0];
+  }
+
+  // Every due renewal in one pipeline per master, all masters at once.
+  std::vector<absl::Status> RenewMany(
+      absl::Span<const RenewCall> calls) override;
+
+  // The lease a quorum vouches for and, with liveness, the time until which
+  // the hold lives on enough masters that no quorum can grant it to another
+  // (docs/redis.md, "Redlock and holder liveness").
+  MonoTime HeldUntil(absl::string_view, absl::string_view,
+                     const HoldRecord* record) override;
+
+  // The key is written on every master at once. OK when enough masters
+  // confirmed that holds can live on (`blocking_`); which holds do is
+  // HeldUntil's answer, since a hold counts only the masters that granted
+  // it and have kept its holder's key without a gap since.
+  absl::Status RenewLiveness(absl::Duration) override;
+
+  absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
+
+  absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
+
+  absl::Status ForceUnlock(absl::string_view name) override;
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override;
+
+  // Every master's, summed: each keeps its own copy of the locks.
+  absl::StatusOr<ServerMemory> ServerMemoryUse() override;
+
+  void Shutdown() override {
+    for (const std::unique_ptr<Master>& m : masters_) m->Shutdown();
+  }
+
+ private:
+  // One attempt as the core sees it. A split vote (no owner holds a quorum,
+  // this one included) decides nothing: its round is given back and, for a
+  // single attempt (TryAcquire), run again after a random delay, a few
+  // times, so that callers racing for a free lock do not all come away
+  // empty-handed, each told that another holds it (C3). A waiting caller
+  // runs again through the wait loop.
+  absl::StatusOr<::dlock::Attempt> TryRound(
+      const AcquireCall& call, bool will_wait,
+      std::shared_ptr<RedlockHold>* record);
+
+  // One round of the algorithm: the script on every master at once; on a
+  // quorum within the lease, the agreed token; otherwise what the round
+  // took is given back. `*split` says whether no owner holds a quorum.
+  absl::StatusOr<::dlock::Attempt> OneRound(
+      const AcquireCall& call, bool will_wait,
+      std::shared_ptr<RedlockHold>* record, bool* split);
+
+  // The grant, its token known to a quorum; nullopt when fewer than a
+  // quorum could be told. A re-entry (a quorum counts more than one hold)
+  // keeps its token (C8); a fresh hold, even one the core took for a
+  // re-entry, takes the largest counter of the masters that granted it.
+  // `held` is this client's record of the hold, when it has one.
+  struct Agreed {
+    Acquired acquired;
+    bool fresh = true;
+  };
+  std::optional<Agreed> AgreeOnToken(
+      const AcquireCall& call, const RedlockHold* held,
+      const std::vector<std::optional<Acquired>>& granted);
+
+  // What each master that granted a won round vouches for: the lease from
+  // the round's send time and, with liveness, the key it wrote in the same
+  // step (its chain).
+  void NoteGrants(RedlockHold& hold, MonoTime sent, absl::Duration lease,
+                  const std::vector<std::optional<Acquired>>& granted,
+                  const std::vector<MonoTime>& replied);
+
+  bool KeepsLiveness() const { return liveness_.ttl_ms > 0; }
+
+  // Undoes a failed round on every master at once: where a master granted,
+  // it takes back the one hold this round added (a fresh key goes, a
+  // re-entry's count drops), never more, since the same owner may hold the
+  // lock through another client or thread (C6). A master that did not
+  // answer is left alone: whatever this round did there ends with its lease.
+  void GiveBack(const AcquireCall& call,
+                const std::vector<std::optional<Acquired>>& granted);
+
+  // After a split vote: a random delay up to retry_delay, so that the
+  // clients that split it do not split the next round too.
+  absl::Duration RandomDelay() const;
+
+  // Submits `make(master)` to every master, then awaits each: the round
+  // takes as long as the slowest master (bounded by operation_timeout).
+  // `make` gets the master and its index; nullopt asks that master nothing.
+  // `replied`, if given, gets the time each master's reply was in.
+  Replies OnEach(
+      absl::FunctionRef<std::optional<ScriptCall>(const Master&, size_t)> make,
+      std::vector<MonoTime>* replied = nullptr);
+
+  template <typename ParseFn>
+  static auto Parse(const std::optional<absl::StatusOr<Reply>>& reply,
+                    ParseFn parse) -> decltype(parse(nullptr)) {
+    if (!reply->ok()) return reply->status();
+    return parse(reply->value().get());
+  }
+
+  static bool IsGone(const absl::Status& s) {
+    return absl::IsFailedPrecondition(s) || absl::IsNotFound(s);
+  }
+
+  absl::Status NoQuorum(absl::string_view what, size_t answered,
+                        const absl::Status& error) const;
+
+  const Clock& clock_;
+  const Keyspace keys_;
+  // This client's liveness key, kept on every master (ttl_ms 0: off).
+  const Liveness liveness_;
+  const size_t quorum_;
+  // How many masters must keep a hold so that no quorum of the others can
+  // grant its lock: N − quorum + 1.
+  const size_t blocking_;
+  const Drift drift_;
+  LivenessChains chains_;
+  const absl::Duration retry_delay_;
+  const absl::Duration fallback_poll_;
+  WakeupHub releases_;  // every master's announcements wake the same waiters
+  std::vector<std::unique_ptr<Master>> masters_;
+};
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_BACKENDS_REDIS_REDLOCK_BACKEND_H_

@@ -1,0 +1,283 @@
+// The Redlock calls on a hold after its grant (release, renewal, the
+// liveness heartbeat, the hold's local bound) and the admin calls, each
+// asked of every master at once and added up against the quorum.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "redlock_backend.h"
+
+namespace dlock::redis {
+
+absl::StatusOr<int64_t> RedlockBackend::Release(const ReleaseCall& call) {
+  Replies replies = OnEach([&](const Master& m, size_t) {
+    return ReleaseScript(m, keys_, call.name, call.owner, call.holds,
+                         call.keep_for);
+  });
+  size_t answered = 0;
+  size_t held_here = 0;
+  int64_t left = 0;
+  absl::Status error;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    absl::StatusOr<int64_t> r = Parse(replies[i], [&](const redisReply* reply) {
+      return ParseRelease(reply, call.name, masters_[i]->endpoint());
+    });
+    if (r.ok()) {
+      ++answered;
+      ++held_here;
+      left = std::max(left, *r);
+    } else if (IsGone(r.status())) {
+      ++answered;
+    } else if (error.ok()) {
+      error = r.status();
+    }
+  }
+  // Held on fewer than a quorum even counting the masters that did not
+  // answer: the hold was already gone as a lock.
+  const size_t unanswered = masters_.size() - answered;
+  if (held_here + unanswered < quorum_) return NotOwnerError(call.name);
+  if (answered < quorum_) return NoQuorum("release", answered, error);
+  if (held_here < quorum_) {
+    return NoQuorum("release (the hold was confirmed by too few)", held_here,
+                    error);
+  }
+  return left;
+}
+
+// Every due renewal in one pipeline per master, all masters at once.
+std::vector<absl::Status> RedlockBackend::RenewMany(
+    absl::Span<const RenewCall> calls) {
+  const MonoTime sent = clock_.Now();
+  std::vector<Master::Pending> pending;
+  for (const std::unique_ptr<Master>& m : masters_) {
+    std::vector<ScriptCall> scripts;
+    for (const RenewCall& call : calls) {
+      scripts.push_back(
+          RenewScript(*m, keys_, call.name, call.owner, call.lease));
+    }
+    pending.push_back(m->Submit(std::move(scripts)));
+  }
+  std::vector<std::vector<absl::StatusOr<Reply>>> replies;
+  for (Master::Pending& p : pending) replies.push_back(p.Await());
+  std::vector<absl::Status> results;
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const RenewCall& call = calls[j];
+    size_t renewed = 0;
+    size_t gone = 0;
+    absl::Status error;
+    auto* hold = static_cast<RedlockHold*>(call.record);
+    const MonoTime valid_until = sent + call.lease - drift_.Of(call.lease);
+    for (size_t i = 0; i < masters_.size(); ++i) {
+      absl::Status s = replies[i][j].ok()
+                           ? ParseRenew(replies[i][j]->get(), call.name,
+                                        masters_[i]->endpoint())
+                           : replies[i][j].status();
+      if (s.ok()) {
+        ++renewed;
+        if (hold != nullptr) hold->Renewed(i, valid_until);
+      } else if (IsGone(s)) {
+        ++gone;
+        if (hold != nullptr) hold->GoneFrom(i);
+      } else if (error.ok()) {
+        error = s;
+      }
+    }
+    if (renewed >= quorum_ && clock_.Now() < valid_until) {
+      if (hold != nullptr) hold->Extend(valid_until);
+      results.push_back(absl::OkStatus());
+    } else if (gone > masters_.size() - quorum_) {
+      // No quorum can hold it for this owner any more.
+      results.push_back(NotOwnerError(call.name));
+    } else if (renewed >= quorum_) {
+      results.push_back(absl::UnavailableError(absl::StrCat(
+          "renewing ", call.name, " on a quorum of redlock masters took ",
+          "longer than the lease left after drift")));
+    } else {
+      results.push_back(NoQuorum("renew", renewed, error));
+    }
+  }
+  return results;
+}
+
+// The lease a quorum vouches for and, with liveness, the time until which
+// the hold lives on enough masters that no quorum can grant it to another
+// (docs/redis.md, "Redlock and holder liveness").
+MonoTime RedlockBackend::HeldUntil(absl::string_view, absl::string_view,
+                                   const HoldRecord* record) {
+  if (record == nullptr) return MonoTime::InfiniteFuture();
+  const auto* hold = static_cast<const RedlockHold*>(record);
+  if (!KeepsLiveness()) return hold->valid_until();
+  return std::min(hold->valid_until(), hold->BlockingUntil(chains_, blocking_));
+}
+
+// The key is written on every master at once. OK when enough masters
+// confirmed that holds can live on (`blocking_`); which holds do is
+// HeldUntil's answer, since a hold counts only the masters that granted
+// it and have kept its holder's key without a gap since.
+absl::Status RedlockBackend::RenewLiveness(absl::Duration) {
+  if (!KeepsLiveness()) return Backend::RenewLiveness(absl::ZeroDuration());
+  const MonoTime sent = clock_.Now();
+  std::vector<MonoTime> replied;
+  Replies replies = OnEach(
+      [&](const Master& m, size_t) { return LivenessScript(m, liveness_); },
+      &replied);
+  size_t refreshed = 0;
+  absl::Status error;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    absl::Status s = Parse(replies[i], [&](const redisReply* reply) {
+      return ParseLivenessReply(reply, masters_[i]->endpoint());
+    });
+    if (s.ok()) {
+      ++refreshed;
+      chains_.Confirm(i, KeyWrite{.sent = sent, .replied = replied[i]});
+    } else if (error.ok()) {
+      error = s;
+    }
+  }
+  if (refreshed >= blocking_) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("the liveness refresh reached ", refreshed, " of ",
+                   masters_.size(), " redlock masters, holds need ", blocking_,
+                   error.ok() ? "" : absl::StrCat(": ", error.message())));
+}
+
+absl::StatusOr<LockInfo> RedlockBackend::Inspect(absl::string_view name) {
+  Replies replies = OnEach(
+      [&](const Master& m, size_t) { return InspectScript(m, keys_, name); });
+  size_t answered = 0;
+  absl::Status error;
+  absl::flat_hash_map<std::string, std::vector<LockInfo>> by_owner;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    absl::StatusOr<LockInfo> info =
+        Parse(replies[i], [&](const redisReply* reply) {
+          return ParseInspect(reply, name, masters_[i]->endpoint());
+        });
+    if (!info.ok()) {
+      if (error.ok()) error = info.status();
+      continue;
+    }
+    ++answered;
+    if (info->locked) by_owner[info->owner].push_back(*std::move(info));
+  }
+  if (answered < quorum_) return NoQuorum("inspect", answered, error);
+  LockInfo out;
+  out.name = std::string(name);
+  for (auto& [owner, infos] : by_owner) {
+    if (infos.size() < quorum_) continue;
+    // Held while a quorum of its keys lives: until the quorum-th longest
+    // lease left ends.
+    std::sort(infos.begin(), infos.end(),
+              [](const LockInfo& a, const LockInfo& b) {
+                return a.remaining_lease > b.remaining_lease;
+              });
+    out = infos[quorum_ - 1];
+    size_t live = 0;
+    bool told = false;
+    for (const LockInfo& info : infos) {
+      out.hold_count = std::max(out.hold_count, info.hold_count);
+      out.fencing_token = std::max(out.fencing_token, info.fencing_token);
+      out.since = std::min(out.since, info.since);
+      // Unset: a holder with liveness off, whose hold only its lease ends.
+      if (info.holder_live != std::optional<bool>(false)) ++live;
+      told = told || info.holder_live.has_value();
+    }
+    // The quorum's view: a waiter can take over once the holder is live
+    // on too few masters to keep every quorum from granting it.
+    out.holder_live =
+        told ? std::optional<bool>(live >= blocking_) : std::nullopt;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<LockInfo>> RedlockBackend::List(
+    absl::string_view prefix) {
+  std::vector<std::string> names;
+  size_t answered = 0;
+  absl::Status error;
+  for (const std::unique_ptr<Master>& m : masters_) {
+    absl::StatusOr<std::vector<std::string>> some =
+        ScanLockNames(*m, keys_, prefix);
+    if (!some.ok()) {
+      if (error.ok()) error = some.status();
+      continue;
+    }
+    ++answered;
+    names.insert(names.end(), some->begin(), some->end());
+  }
+  if (answered < quorum_) return NoQuorum("list", answered, error);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<LockInfo> out;
+  for (const std::string& name : names) {
+    absl::StatusOr<LockInfo> info = Inspect(name);
+    if (!info.ok()) return info.status();
+    if (info->locked) out.push_back(*std::move(info));
+  }
+  return out;
+}
+
+absl::Status RedlockBackend::ForceUnlock(absl::string_view name) {
+  Replies replies = OnEach([&](const Master& m, size_t) {
+    return ForceUnlockScript(m, keys_, name);
+  });
+  size_t answered = 0;
+  absl::Status error;
+  for (const auto& r : replies) {
+    if (r->ok()) {
+      ++answered;
+    } else if (error.ok()) {
+      error = r->status();
+    }
+  }
+  // Removed from a quorum: no owner holds it as a lock any more.
+  if (answered < quorum_) return NoQuorum("force unlock", answered, error);
+  return absl::OkStatus();
+}
+
+// Each master removes its key only while it carries the token. With a
+// quorum answering, every master still holding the token is among those that
+// did not answer, fewer than a quorum: no quorum holds it afterwards.
+absl::Status RedlockBackend::ForceUnlockIfToken(absl::string_view name,
+                                                uint64_t fencing_token) {
+  Replies replies = OnEach([&](const Master& m, size_t) {
+    return ForceUnlockIfTokenScript(m, keys_, name, fencing_token);
+  });
+  size_t answered = 0;
+  size_t removed = 0;
+  absl::Status error;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    absl::StatusOr<bool> r = Parse(replies[i], [&](const redisReply* reply) {
+      return ParseForceUnlockIfToken(reply, masters_[i]->endpoint());
+    });
+    if (!r.ok()) {
+      if (error.ok()) error = r.status();
+      continue;
+    }
+    ++answered;
+    if (*r) ++removed;
+  }
+  if (answered < quorum_) {
+    return NoQuorum("force unlock on a token", answered, error);
+  }
+  if (removed == 0) return TokenMismatchError(name, fencing_token);
+  return absl::OkStatus();
+}
+
+// Every master's, summed: each keeps its own copy of the locks.
+absl::StatusOr<ServerMemory> RedlockBackend::ServerMemoryUse() {
+  int64_t total = 0;
+  for (const std::unique_ptr<Master>& m : masters_) {
+    absl::StatusOr<int64_t> bytes = UsedMemory(*m);
+    if (!bytes.ok()) return bytes.status();
+    total += *bytes;
+  }
+  return ServerMemory{total,
+                      absl::StrCat("INFO memory used_memory, summed over ",
+                                   masters_.size(), " masters")};
+}
+
+}  // namespace dlock::redis
