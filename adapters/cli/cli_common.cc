@@ -66,22 +66,23 @@ absl::StatusOr<Profile> ResolveProfile(const BackendFlags& flags) {
 }
 
 absl::StatusOr<std::unique_ptr<LockClient>> ConnectWith(
-    Profile profile, const BackendFlags& flags) {
+    Profile profile, const BackendFlags& flags, ClientOptions options) {
   if (!flags.lock_namespace.empty()) {
     profile.lock_namespace = flags.lock_namespace;
   }
-  return ConnectProfile(profile);
+  return ConnectProfile(profile, std::move(options));
 }
 
 std::unique_ptr<LockClient> ConnectOrFail(const BackendFlags& flags,
-                                          int& exit_code) {
+                                          int& exit_code,
+                                          ClientOptions options) {
   absl::StatusOr<Profile> profile = ResolveProfile(flags);
   if (!profile.ok()) {
     exit_code = Fail(profile.status());
     return nullptr;
   }
   absl::StatusOr<std::unique_ptr<LockClient>> client =
-      ConnectWith(*profile, flags);
+      ConnectWith(*profile, flags, std::move(options));
   if (!client.ok()) {
     exit_code = Fail(client.status());
     return nullptr;

@@ -57,13 +57,15 @@ int Fail(const absl::Status& status);
 absl::StatusOr<Profile> ResolveProfile(const BackendFlags& flags);
 
 // Connects with the profile; the flags' namespace wins over the profile's.
+// `options` as for ConnectProfile (an observer, say).
 absl::StatusOr<std::unique_ptr<LockClient>> ConnectWith(
-    Profile profile, const BackendFlags& flags);
+    Profile profile, const BackendFlags& flags, ClientOptions options = {});
 
 // Connects as the flags say; on failure, prints the error and returns null
 // with `exit_code` set.
 std::unique_ptr<LockClient> ConnectOrFail(const BackendFlags& flags,
-                                          int& exit_code);
+                                          int& exit_code,
+                                          ClientOptions options = {});
 
 // Blocks `signals` in the calling thread (and the threads it starts later:
 // call it before connecting) and returns a signalfd that reads them, so

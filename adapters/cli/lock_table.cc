@@ -62,8 +62,10 @@ absl::Status CheckCanList(const BackendTraits& traits,
 
 std::unique_ptr<LockClient> ConnectForListingOrFail(const BackendFlags& flags,
                                                     absl::string_view command,
-                                                    int& exit_code) {
-  std::unique_ptr<LockClient> client = ConnectOrFail(flags, exit_code);
+                                                    int& exit_code,
+                                                    ClientOptions options) {
+  std::unique_ptr<LockClient> client =
+      ConnectOrFail(flags, exit_code, std::move(options));
   if (client == nullptr) return nullptr;
   if (absl::Status s =
           CheckCanList(client->traits(), client->endpoint(), command);

@@ -30,7 +30,8 @@ absl::Status CheckCanList(const BackendTraits& traits,
 // set.
 std::unique_ptr<LockClient> ConnectForListingOrFail(const BackendFlags& flags,
                                                     absl::string_view command,
-                                                    int& exit_code);
+                                                    int& exit_code,
+                                                    ClientOptions options = {});
 
 // Who holds a locked lock, for people: a lock kept after its release
 // (Hold::ReleaseAndKeepFor) has no owner.

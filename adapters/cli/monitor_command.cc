@@ -16,12 +16,14 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "child_process.h"
+#include "dlock/adapters/metrics.h"
+#include "dlock/adapters/metrics_http.h"
 #include "dlock/uri.h"
 #include "lock_table.h"
-#include "monitor_http.h"
 #include "monitor_state.h"
 
 namespace dlock::cli {
@@ -43,6 +45,34 @@ void Log(absl::string_view line) {
 std::string Stamp() {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(),
                           absl::UTCTimeZone());
+}
+
+// --metrics-listen: "host:port"; an empty host is every address, port 0 a
+// free one (the start line says which).
+struct ListenAddress {
+  std::string host;
+  int port = 0;
+};
+
+absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text) {
+  const size_t colon = text.rfind(':');
+  ListenAddress address;
+  if (colon == absl::string_view::npos ||
+      !absl::SimpleAtoi(text.substr(colon + 1), &address.port) ||
+      address.port < 0 || address.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics-listen: '", text,
+                     "' is not host:port (e.g. 127.0.0.1:9464, or :9464 for "
+                     "every address)"));
+  }
+  address.host = std::string(text.substr(0, colon));
+  if (address.host.empty()) {
+    address.host = "0.0.0.0";
+  } else if (absl::StartsWith(address.host, "[") &&
+             absl::EndsWith(address.host, "]")) {
+    address.host = address.host.substr(1, address.host.size() - 2);  // [::1]
+  }
+  return address;
 }
 
 struct ParsedMonitorFlags {
@@ -117,9 +147,13 @@ std::vector<std::string> HookEnvironment(const HeldTooLongEvent& event,
 
 class Monitor {
  public:
-  Monitor(LockClient& client, const MonitorFlags& flags,
-          const ParsedMonitorFlags& parsed, int signal_fd)
+  // `calls`: what the monitor's own client did (its scans' round trips),
+  // served next to the monitor's metrics.
+  Monitor(LockClient& client, const PrometheusMetrics& calls,
+          const MonitorFlags& flags, const ParsedMonitorFlags& parsed,
+          int signal_fd)
       : client_(client),
+        calls_(calls),
         flags_(flags),
         parsed_(parsed),
         signal_fd_(signal_fd),
@@ -128,11 +162,13 @@ class Monitor {
 
   // Until SIGINT or SIGTERM.
   int Run() {
-    std::unique_ptr<MonitorHttpServer> server;
+    std::unique_ptr<MetricsHttpServer> server;
     if (parsed_.metrics.has_value()) {
-      absl::StatusOr<std::unique_ptr<MonitorHttpServer>> started =
-          MonitorHttpServer::Start(parsed_.metrics->host, parsed_.metrics->port,
-                                   [this] { return metrics_.RenderText(); });
+      absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
+          MetricsHttpServer::Start(
+              parsed_.metrics->host, parsed_.metrics->port, [this] {
+                return absl::StrCat(metrics_.RenderText(), calls_.RenderText());
+              });
       if (!started.ok()) {
         // Not the backend's fault (Unavailable would say 69): the port.
         return Fail(
@@ -265,6 +301,7 @@ class Monitor {
   }
 
   LockClient& client_;
+  const PrometheusMetrics& calls_;
   const MonitorFlags& flags_;
   const ParsedMonitorFlags& parsed_;
   const int signal_fd_;
@@ -309,10 +346,13 @@ int MonitorCommand(const BackendFlags& backend, const MonitorFlags& flags) {
     return Fail(kInternal, absl::StrCat("signalfd: ", strerror(errno)));
   }
   int code = kOk;
-  std::unique_ptr<LockClient> client =
-      ConnectForListingOrFail(backend, "dlock monitor", code);
+  auto calls = std::make_shared<PrometheusMetrics>();
+  ClientOptions options;
+  options.observer = calls;
+  std::unique_ptr<LockClient> client = ConnectForListingOrFail(
+      backend, "dlock monitor", code, std::move(options));
   if (client == nullptr) return code;
-  Monitor monitor(*client, flags, *parsed, signal_fd);
+  Monitor monitor(*client, *calls, flags, *parsed, signal_fd);
   code = monitor.Run();
   client->Close().IgnoreError();  // it holds nothing
   close(signal_fd);

@@ -152,6 +152,10 @@ TEST_P(MonitorTopTest, MonitorReportsAHoldOverTheThresholdOnceAndRunsTheHook) {
               HasSubstr(absl::StrCat("dlock_monitor_locks_held{namespace=\"",
                                      ns_, "\"} 1\n")));
   EXPECT_THAT(metrics, HasSubstr("dlock_monitor_hook_runs_total{namespace="));
+  // Beside its own, the monitor serves its client's metrics: its scans.
+  EXPECT_THAT(metrics, HasSubstr(absl::StrCat(
+                           "dlock_backend_call_seconds_count{namespace=\"", ns_,
+                           "\",operation=\"list\"}")));
 
   // Five more scans: still held, not reported again, the hook not rerun.
   absl::SleepFor(absl::Seconds(1));
