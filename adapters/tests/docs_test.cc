@@ -1,5 +1,5 @@
 // The examples in docs/cli.md, docs/adapters.md and
-// docs/operations_monitor_top.md are run: every ```sh
+// docs/operations.md are run: every ```sh
 // block is executed with bash -euo pipefail against a throwaway Redis, every
 // ```toml block is parsed, and every ```cpp block of adapters.md must appear
 // in docs_examples_test.cc, which runs it. Every contract clause ("(C7)",
@@ -93,8 +93,14 @@ class DocsTest : public ::testing::Test {
     static std::atomic<int> n{0};
     for (const std::string& block : blocks) {
       const std::string uri = redis_->Uri(absl::StrCat("docs", n++));
-      const std::string script =
-          absl::StrReplaceAll(block, {{"redis://127.0.0.1:6379", uri}});
+      // The server's URI has a query already: a URI of the page with its
+      // own options ("...6379?liveness_ttl=2s") adds them to it.
+      const std::string script = absl::StrReplaceAll(
+          absl::StrReplaceAll(
+              block,
+              {{"redis://127.0.0.1:6379?",
+                absl::StrCat(uri, absl::StrContains(uri, '?') ? "&" : "?")}}),
+          {{"redis://127.0.0.1:6379", uri}});
       absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-docs");
       ASSERT_TRUE(dir.ok());
       testing::Result r = testing::RunShell(
@@ -198,8 +204,8 @@ TEST_F(DocsTest, CrontabAndTimerExamplesRunOncePerSlot) {
   testing::RemoveTree(*dir);
 }
 
-TEST_F(DocsTest, MonitorAndTopShellExamplesRunAsWritten) {
-  RunShellBlocks("operations_monitor_top.md");
+TEST_F(DocsTest, OperationsShellExamplesRunAsWritten) {
+  RunShellBlocks("operations.md");
 }
 
 TEST_F(DocsTest, AdapterShellExamplesRunAsWritten) {
