@@ -238,9 +238,9 @@ absl::Status RedlockBackend::ForceUnlock(absl::string_view name) {
   return absl::OkStatus();
 }
 
-// Each master removes its key only while it carries the token. With a
-// quorum answering, every master still holding the token is among those that
-// did not answer, fewer than a quorum: no quorum holds it afterwards.
+// Each master removes its key only while it carries the token. Removed from
+// a quorum, the hold is left on fewer than a quorum, whatever token the
+// other copies carry.
 absl::Status RedlockBackend::ForceUnlockIfToken(absl::string_view name,
                                                 uint64_t fencing_token) {
   Replies replies = OnEach([&](const Master& m, size_t) {
@@ -264,6 +264,16 @@ absl::Status RedlockBackend::ForceUnlockIfToken(absl::string_view name,
     return NoQuorum("force unlock on a token", answered, error);
   }
   if (removed == 0) return TokenMismatchError(name, fencing_token);
+  // A master that kept its copy may hold it for the same owner under
+  // another token (counters that disagreed at the grant): only removal from
+  // a quorum leaves the owner short of one.
+  if (removed < quorum_) {
+    return absl::UnavailableError(absl::StrCat(
+        "force unlock of lock '", name, "' on token ", fencing_token,
+        " removed it from ", removed, " of ", masters_.size(),
+        " redlock masters, fewer than a quorum (", quorum_,
+        "): its holder may still hold it; inspect it and try again"));
+  }
   return absl::OkStatus();
 }
 

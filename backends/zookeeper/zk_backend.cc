@@ -393,6 +393,16 @@ absl::Status ZkBackend::ForceUnlock(absl::string_view name) {
 
 absl::Status ZkBackend::ForceUnlockIfToken(absl::string_view name,
                                            uint64_t fencing_token) {
+  // Kept after its release: the kept node carries the released hold's
+  // token, as Inspect reports it; the queue's first node is a waiter.
+  absl::StatusOr<Kept> kept = FindKept(name);
+  if (!kept.ok()) return kept.status();
+  if (kept->live.has_value()) {
+    if (kept->live->fencing_token != fencing_token) {
+      return TokenMismatchError(name, fencing_token);
+    }
+    return ForceUnlock(name);
+  }
   absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
   if (!holder.ok()) return holder.status();
   if (!holder->has_value() || Expired((*holder)->data, (*holder)->stat) ||

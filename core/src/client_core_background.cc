@@ -174,10 +174,15 @@ void ClientCore::AddPendingRelease(const HoldKey& key, int64_t holds,
 
 ReleaseCall ClientCore::PendingCall(const HoldKey& key, const PendingRelease& p,
                                     MonoTime now) {
-  // What is left of the keep, from this send; too little to keep is over
-  // (the backend would free the lock by then anyway).
+  // What is left of the keep, from this send. Less than the backend's
+  // smallest lease is rounded up, never down to a plain release: keeping a
+  // few milliseconds long is allowed, freeing early is not.
   absl::Duration keep_for = p.keep_until - now;
-  if (keep_for < kMinLease) keep_for = absl::ZeroDuration();
+  if (keep_for <= absl::ZeroDuration()) {
+    keep_for = absl::ZeroDuration();
+  } else if (keep_for < kMinLease) {
+    keep_for = kMinLease;
+  }
   return ReleaseCall{.name = key.first,
                      .owner = key.second,
                      .holds = p.holds,
@@ -407,8 +412,13 @@ void ClientCore::RenewDue(MonoTime now) {
 
 bool ClientCore::LivenessWanted() const {
   if (!KeepsLiveness()) return false;
+  // A hold left to run out with its lease (Hold::KeepUntilLeaseEnd) has no
+  // acquisition left, but the backend still ends it when this client's
+  // record lapses: keep it up until the hold's lease ends.
   for (const auto& [key, hold] : holds_) {
-    if (!hold.lost && !hold.acquisitions.empty()) return true;
+    if (!hold.lost && (!hold.acquisitions.empty() || hold.kept > 0)) {
+      return true;
+    }
   }
   return false;
 }

@@ -175,6 +175,27 @@ TEST_P(Conformance, Keep_ForceUnlockEndsIt) {
   EXPECT_OK(next.Release());
 }
 
+TEST_P(Conformance, Keep_ForceUnlockOnItsTokenEndsIt) {
+  // The token Inspect reports for a kept lock is the one a conditional
+  // force unlock takes (C12): another token leaves it kept.
+  ASSERT_OK_AND_ASSIGN(TwoClients two, OnTwoClients(NewClient(), NewClient(),
+                                                    "kept-forced-on-token"));
+  auto& [holder, other, held, contender] = two;
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
+  ASSERT_OK(hold.ReleaseAndKeepFor(absl::Seconds(60)));
+  ASSERT_OK_AND_ASSIGN(LockInfo kept,
+                       other->Admin().Inspect("kept-forced-on-token"));
+  ASSERT_TRUE(kept.kept_after_release);
+  EXPECT_EQ(other->Admin()
+                .ForceUnlock("kept-forced-on-token", kept.fencing_token + 1)
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK(
+      other->Admin().ForceUnlock("kept-forced-on-token", kept.fencing_token));
+  ASSERT_OK_AND_ASSIGN(Hold next, contender->TryAcquire());
+  EXPECT_OK(next.Release());
+}
+
 TEST_P(Conformance, Keep_ZeroIsAPlainRelease) {
   ASSERT_OK_AND_ASSIGN(TwoClients two,
                        OnTwoClients(NewClient(), NewClient(), "kept-zero"));

@@ -102,5 +102,24 @@ TEST_P(Conformance, Liveness_LiveHoldersOfASharedTokenKeepTheHold) {
   EXPECT_OK(b.Release());
 }
 
+TEST_P(Conformance, Liveness_AHoldKeptUntilItsLeaseEndsOutlivesTheTtl) {
+  // Hold::KeepUntilLeaseEnd: nobody releases it, and it keeps others out
+  // until its lease ends while its client lives; the client keeps its
+  // liveness record up for it, though no acquisition of it is left.
+  ClientOptions options = SlowPollOptions();
+  options.liveness_ttl = absl::Milliseconds(300);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> keeper, NewClient(options));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> other, NewClient(options));
+  ASSERT_OK_AND_ASSIGN(
+      Hold marker,
+      (*keeper->GetLock("marker"))->Acquire({.lease = absl::Minutes(1)}));
+  EXPECT_OK(marker.KeepUntilLeaseEnd());
+  absl::SleepFor(absl::Seconds(1.5));  // five TTLs
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DistributedLock> lock,
+                       other->GetLock("marker"));
+  EXPECT_EQ(lock->TryAcquire({.lease = kLongLease}).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
 }  // namespace
 }  // namespace dlock::testing

@@ -122,6 +122,34 @@ TEST(Redlock, TokenIsTheQuorumsLargestAndIsWrittenBack) {
   EXPECT_OK(second.Release());
 }
 
+// A conditional force unlock counts what it removed: masters whose copy of
+// the hold carries another token (counters that disagreed at the grant)
+// still hold it for the owner, so removing the token from fewer than a
+// quorum must not be reported as done.
+TEST(Redlock, ForceUnlockOnATokenHeldByTooFewMastersIsNotDone) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3);
+  ASSERT_NE(group, nullptr);
+  ASSERT_OK_AND_ASSIGN(
+      auto client,
+      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=split")));
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
+  ASSERT_OK_AND_ASSIGN(Hold hold,
+                       lock->TryAcquire({.lease = absl::Minutes(1)}));
+  const uint64_t token = hold.fencing_token();
+  for (int i : {1, 2}) {
+    ASSERT_OK(group->server(i)
+                  .RawCommand({"HSET", "dlock:split:l:job", "token",
+                               absl::StrCat(token - 1)})
+                  .status());
+  }
+  const absl::Status forced = client->Admin().ForceUnlock("job", token);
+  EXPECT_FALSE(forced.ok());
+  EXPECT_THAT(forced.message(), HasSubstr("quorum"));
+  // The owner still holds it on masters 1 and 2: a quorum.
+  EXPECT_OK(hold.Renew());
+  EXPECT_OK(hold.Release());
+}
+
 // drift_factor makes the client stop believing earlier: with half the lease
 // as drift, a 2 s hold is believed for about 1 s.
 TEST(Redlock, ConfiguredDriftShortensTheValidity) {

@@ -111,7 +111,10 @@ class [[nodiscard]] Hold {
 
   // Leaves the hold to run out with its explicit lease: no longer released
   // by this Hold (which becomes empty), the lock stays taken on the backend
-  // until the lease ends there, or until the client closes (C13). For a
+  // until the lease ends there, or until the client closes (C13) or its
+  // process dies (its liveness record, kept up for the hold meanwhile, then
+  // lapses: ClientOptions::liveness_ttl). To outlive the client, use
+  // ReleaseAndKeepFor(). For a
   // marker that keeps others out for a while after the work ("ran in this
   // slot"). FailedPrecondition for a watchdog-renewed hold, which would
   // never end (release it instead), and for a lost one (IsLost).
