@@ -34,12 +34,22 @@ absl::StatusOr<std::unique_ptr<Backend>> ZkBackend::Create(
   if (!session.ok()) return session.status();
   backend->session_ = *std::move(session);
   ZkBackend* self = backend.get();
+  {
+    absl::MutexLock lock(&self->mu_);
+    self->next_sweep_ = self->Now() + self->settings_.kept_sweep;
+  }
   backend->session_->Start(
       Session::Events{.lost =
                           [self](uint64_t generation, const absl::Status& why) {
                             self->OnSessionLost(generation, why);
                           },
-                      .tick = [self] { self->RetryPending(); }});
+                      .tick =
+                          [self] {
+                            self->RetryPending();
+                            // Short: the session thread has a connection
+                            // to watch.
+                            self->SweepKept(self->Now() + absl::Seconds(1));
+                          }});
   return backend;
 }
 
@@ -65,6 +75,13 @@ void ZkBackend::Shutdown() {
   if (session_ == nullptr) return;
   // No background work may run on a session being closed.
   session_->Stop();
+  bool made_keep = false;
+  {
+    absl::MutexLock lock(&mu_);
+    made_keep = made_keep_;
+    if (made_keep) next_sweep_ = MonoTime::InfinitePast();
+  }
+  if (made_keep && Connected()) SweepKept(Now() + absl::Seconds(1));
   // Ends the session: its ephemeral nodes go at once.
   session_.reset();
 }

@@ -30,6 +30,9 @@ struct BackendSettings {
   std::string lock_namespace;
   std::string client_id;
   absl::Duration fallback_poll;
+  // How often the namespace is swept for kept-lock nodes long over
+  // (SweepKept).
+  absl::Duration kept_sweep;
   BackendListener* listener;
   const Clock* clock;
 };
@@ -215,6 +218,14 @@ class ZkBackend : public Backend {
   bool Deleting(absl::string_view path);
   void OnSessionLost(uint64_t generation, const absl::Status& why);
   void RetryPending();
+  // Deletes the kept-lock nodes of the namespace whose keep ended a minute
+  // or more ago on ZooKeeper's clock: an acquirer deletes the one it waits
+  // out, but a name nobody acquires again (a scheduled job's slot) would
+  // keep its node, and its container, for ever. Every kept_sweep, from the
+  // session thread's tick.
+  // `until`: when to stop (the tick's share of the session thread, or the
+  // bound Shutdown() gives it); the rest waits for the next sweep.
+  void SweepKept(MonoTime until);
 
   // zk_release.cc
   // Writes `next` to the hold's node with a versioned write and updates
@@ -267,6 +278,13 @@ class ZkBackend : public Backend {
   std::vector<PendingDelete> pending_ ABSL_GUARDED_BY(mu_);
   // What RetryPending() works on now (taken out of pending_).
   std::vector<PendingDelete> retrying_ ABSL_GUARDED_BY(mu_);
+  // SweepKept(): when the next sweep is due, the lock-name nodes the
+  // current one has yet to visit, and whether this client kept a lock (its
+  // Shutdown() then sweeps too: a cron-style process may be the only
+  // client that ever does).
+  MonoTime next_sweep_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> sweep_names_ ABSL_GUARDED_BY(mu_);
+  bool made_keep_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace dlock::zk

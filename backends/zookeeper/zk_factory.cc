@@ -1,5 +1,6 @@
 // zk://host:port[,host:port...][/chroot][?namespace=...&session_timeout=...
-//     &connect_timeout=...&operation_timeout=...&auth=digest:USER:PASSWORD]
+//     &kept_sweep=...&connect_timeout=...&operation_timeout=...
+//     &auth=digest:USER:PASSWORD]
 // The URI's parsing and the registration of the scheme.
 #include <vector>
 
@@ -15,10 +16,12 @@ namespace {
 
 constexpr uint16_t kDefaultPort = 2181;
 constexpr absl::Duration kDefaultSessionTimeout = absl::Seconds(10);
+constexpr absl::Duration kDefaultKeptSweep = absl::Minutes(10);
 constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(5);
 constexpr absl::string_view kUsage =
     "zk://host:port[,host:port...][/chroot][?namespace=...&session_timeout="
-    "...&connect_timeout=...&operation_timeout=...&auth=digest:USER:PASSWORD]";
+    "...&kept_sweep=...&connect_timeout=...&operation_timeout=...&auth=digest:"
+    "USER:PASSWORD]";
 
 absl::StatusOr<std::string> HostList(const Uri& uri) {
   if (uri.hosts.empty()) {
@@ -83,10 +86,13 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
   absl::StatusOr<std::optional<absl::Duration>> session_timeout =
       config.params.TakeDuration("session_timeout");
   if (!session_timeout.ok()) return session_timeout.status();
+  absl::StatusOr<std::optional<absl::Duration>> kept_sweep =
+      config.params.TakeDuration("kept_sweep");
+  if (!kept_sweep.ok()) return kept_sweep.status();
   absl::StatusOr<std::string> digest = Digest(config.params);
   if (!digest.ok()) return digest.status();
-  if (absl::Status s =
-          config.params.RejectUnknown("zk", "session_timeout, auth");
+  if (absl::Status s = config.params.RejectUnknown(
+          "zk", "session_timeout, kept_sweep, auth");
       !s.ok()) {
     return s;
   }
@@ -95,6 +101,11 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
   if (session < absl::Milliseconds(100) || session > absl::Hours(1)) {
     return absl::InvalidArgumentError(
         "URI option 'session_timeout' must be from 100ms to 1h");
+  }
+  const absl::Duration sweep = kept_sweep->value_or(kDefaultKeptSweep);
+  if (sweep < absl::Seconds(1) || sweep > absl::Hours(24)) {
+    return absl::InvalidArgumentError(
+        "URI option 'kept_sweep' must be from 1s to 24h");
   }
   // The common options: the wait for a session, and for each call's reply
   // (by default as long as the session may live without one).
@@ -111,6 +122,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
       .lock_namespace = config.lock_namespace,
       .client_id = config.client_id,
       .fallback_poll = config.options.fallback_poll,
+      .kept_sweep = sweep,
       .listener = config.listener,
       .clock = &config.clock});
 }

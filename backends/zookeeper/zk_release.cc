@@ -138,6 +138,10 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
     // NODEEXISTS: this hold's kept-lock node, made by our earlier multi.
     if (r.rc == ZOK || (keep && r.rc == ZNODEEXISTS)) {
       Forget(record);
+      if (keep) {
+        absl::MutexLock lock(&mu_);
+        made_keep_ = true;
+      }
       return 0;
     }
     if (r.rc == ZNONODE) {
@@ -319,6 +323,49 @@ std::vector<absl::Status> ZkBackend::RenewMany(
   LetGo(turns);
   for (size_t i : one_by_one) results[i] = Renew(calls[i]);
   return results;
+}
+
+void ZkBackend::SweepKept(MonoTime until) {
+  // Deleted only well after its end, as estimated from ZooKeeper's clock:
+  // the estimate may be off by the round trip it was taken in.
+  constexpr int64_t kMarginMs = 5000;
+  std::vector<std::string> names;
+  {
+    absl::MutexLock lock(&mu_);
+    if (sweep_names_.empty()) {
+      const MonoTime now = Now();
+      if (now < next_sweep_) return;
+      next_sweep_ = now + settings_.kept_sweep;
+    }
+    names.swap(sweep_names_);
+  }
+  auto deadline = [&] { return std::min(until, CallDeadline()); };
+  if (names.empty()) {
+    Reply list = session_->Children(base_).Wait(deadline());
+    if (list.rc != ZOK) return;
+    names = std::move(list.children);
+  }
+  while (!names.empty() && Now() < until) {
+    const std::string parent = absl::StrCat(base_, "/", names.back());
+    names.pop_back();
+    Reply children = session_->Children(parent).Wait(deadline());
+    if (children.rc != ZOK) continue;
+    for (const std::string& child : children.children) {
+      if (!IsKeptNode(child)) continue;
+      const std::string path = absl::StrCat(parent, "/", child);
+      Reply got = session_->Get(path, false).Wait(deadline());
+      if (got.rc != ZOK) continue;
+      const std::optional<int64_t> end = KeptEnd(got);
+      if (!end.has_value() ||
+          *end + kMarginMs > session_->EstimatedServerNowMs()) {
+        continue;
+      }
+      // At the version read: a node rewritten since is left alone.
+      (void)session_->Delete(path, got.stat.version).Wait(deadline());
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  sweep_names_ = std::move(names);
 }
 
 }  // namespace dlock::zk

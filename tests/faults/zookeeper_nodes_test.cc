@@ -136,6 +136,67 @@ TEST(ZooKeeperNodes, TenThousandNamesLeaveNoNodesBehind) {
               static_cast<long long>(*after));
 }
 
+// Waits until the namespace node `ns` has at most `names` per-name nodes;
+// returns how many are left.
+int AwaitNamesLeft(RawHandle& raw, const std::string& ns, int names) {
+  const absl::Time until = absl::Now() + absl::Seconds(60);
+  int left = 0;
+  do {
+    left = raw.CountChildren(absl::StrCat("/dlock/", ns));
+    if (left <= names) break;
+    absl::SleepFor(absl::Milliseconds(250));
+  } while (absl::Now() < until);
+  return left;
+}
+
+void KeepEach(LockClient& client, const std::string& prefix, int names,
+              absl::Duration keep) {
+  for (int i = 0; i < names; ++i) {
+    auto lock = client.GetLock(absl::StrCat(prefix, i));
+    ASSERT_TRUE(lock.ok()) << lock.status();
+    absl::StatusOr<Hold> hold = (*lock)->TryAcquire();
+    ASSERT_TRUE(hold.ok()) << hold.status();
+    ASSERT_TRUE(hold->ReleaseAndKeepFor(keep).ok());
+  }
+}
+
+// A lock kept after its release leaves a node that only an acquirer of the
+// same name deletes; a scheduled job's slot is never acquired again. A
+// client sweeps the namespace for kept nodes long over (kept_sweep=).
+TEST(ZooKeeperNodes, KeptNodesOfNamesNobodyTakesAgainAreSwept) {
+  absl::StatusOr<std::unique_ptr<LockClient>> jobs =
+      Connect(Server().Uri("kept-sweep"));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  KeepEach(**jobs, "slot-", 20, absl::Milliseconds(200));
+  RawHandle raw;
+  EXPECT_EQ(raw.CountChildren("/dlock/kept-sweep"), 20);
+  absl::StatusOr<std::unique_ptr<LockClient>> service =
+      Connect(Server().Uri("kept-sweep", "kept_sweep=1s"));
+  ASSERT_TRUE(service.ok()) << service.status();
+  EXPECT_LE(AwaitNamesLeft(raw, "kept-sweep", 0), 0);
+}
+
+// A cron-style process is often the only client there is: the one that
+// kept a lock sweeps once more as it closes.
+TEST(ZooKeeperNodes, AClientThatKeptSweepsAsItCloses) {
+  RawHandle raw;
+  absl::StatusOr<std::unique_ptr<LockClient>> earlier =
+      Connect(Server().Uri("kept-close"));
+  ASSERT_TRUE(earlier.ok()) << earlier.status();
+  KeepEach(**earlier, "old-slot-", 10, absl::Milliseconds(100));
+  ASSERT_TRUE((*earlier)->Close().ok());
+  absl::SleepFor(absl::Seconds(5.5));  // past their end and the margin
+  absl::StatusOr<std::unique_ptr<LockClient>> later =
+      Connect(Server().Uri("kept-close"));
+  ASSERT_TRUE(later.ok()) << later.status();
+  KeepEach(**later, "new-slot-", 1, absl::Minutes(10));
+  ASSERT_TRUE((*later)->Close().ok());
+  EXPECT_LE(AwaitNamesLeft(raw, "kept-close", 1), 1);
+  const std::vector<std::string> left = raw.Children("/dlock/kept-close");
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(left[0], "new-slot-0")) << left[0];
+}
+
 TEST(ZooKeeperNodes, DigestAclKeepsOthersOut) {
   const std::string uri = Server().Uri("acl");
   absl::StatusOr<std::unique_ptr<LockClient>> alice =
