@@ -281,6 +281,7 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
   // are not looking, and must be written again when we see it first.
   bool waited = false;
   bool checked_holder = false;
+  std::vector<std::string> foreign_kept;  // see WaitOutKept
   MonoTime next_refresh = Now() + lease / 3;
   auto fail = [&](absl::Status status) {
     Abandon(own);
@@ -310,7 +311,11 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
     // Kept-lock nodes keep the lock taken past its last release.
     std::vector<std::string> kept;
     for (const std::string& child : *children) {
-      if (IsKeptNode(child)) kept.push_back(child);
+      if (IsKeptNode(child) &&
+          std::find(foreign_kept.begin(), foreign_kept.end(), child) ==
+              foreign_kept.end()) {
+        kept.push_back(child);
+      }
     }
     std::vector<std::string> queue = SortedQueue(*std::move(children));
     children.reset();
@@ -332,8 +337,8 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
     if (mine == queue.begin() && !kept.empty()) {
       // First, but not the holder while the lock is kept.
       waited = true;
-      if (absl::Status s =
-              WaitOutKept(call, parent, kept, own, data.lease_ms, next_refresh);
+      if (absl::Status s = WaitOutKept(call, parent, kept, own, data.lease_ms,
+                                       next_refresh, foreign_kept);
           !s.ok()) {
         return fail(s);
       }
@@ -454,7 +459,8 @@ absl::Status ZkBackend::WaitOutKept(const AcquireCall& call,
                                     const std::string& parent,
                                     const std::vector<std::string>& kept,
                                     OwnNode& own, int64_t lease_ms,
-                                    MonoTime& next_refresh) {
+                                    MonoTime& next_refresh,
+                                    std::vector<std::string>& foreign) {
   const absl::Duration lease = absl::Milliseconds(lease_ms);
   for (const std::string& child : kept) {
     const std::string path = absl::StrCat(parent, "/", child);
@@ -473,7 +479,10 @@ absl::Status ZkBackend::WaitOutKept(const AcquireCall& call,
           got.rc, absl::StrCat("reading the kept lock '", call.name, "'"));
     }
     std::optional<int64_t> end = KeptEnd(got);
-    if (!end.has_value()) continue;  // not a kept-lock node of ours
+    if (!end.has_value()) {  // not a kept-lock node of ours
+      foreign.push_back(child);
+      continue;
+    }
     if (*end <= session_->EstimatedServerNowMs()) {
       // Over, it seems. Decided on ZooKeeper's clock: our write stamps its
       // time, and only a node over by then is deleted (C2, C3).

@@ -141,9 +141,12 @@ class ZkBackend : public Backend {
   // out), else waits for the first live one to end or go (its watch), the
   // deadline, the fallback poll or our node's refresh. OK: look at the
   // queue again. DeadlineExceeded when the deadline passed with it kept.
+  // A node named like a kept one whose data is not ours goes to `foreign`:
+  // it keeps nothing, and the caller looks past it from then on.
   absl::Status WaitOutKept(const AcquireCall& call, const std::string& parent,
                            const std::vector<std::string>& kept, OwnNode& own,
-                           int64_t lease_ms, MonoTime& next_refresh);
+                           int64_t lease_ms, MonoTime& next_refresh,
+                           std::vector<std::string>& foreign);
   // Writes our node again: its lease starts anew (at least `lease_ms`, never
   // less than what remains of it) and the write reads ZooKeeper's clock;
   // `since_ms`, when set, marks the start of a hold. On a version conflict

@@ -197,6 +197,33 @@ TEST(ZooKeeperNodes, AClientThatKeptSweepsAsItCloses) {
   EXPECT_TRUE(absl::StrContains(left[0], "new-slot-0")) << left[0];
 }
 
+// A node named like a kept lock whose data is not dlock's (another program,
+// a corrupted write) keeps nothing: the first waiter looks past it, rather
+// than reading it again and again until its deadline.
+TEST(ZooKeeperNodes, AForeignNodeNamedLikeAKeptLockKeepsNothing) {
+  absl::StatusOr<std::unique_ptr<LockClient>> client =
+      Connect(Server().Uri("kept-foreign"));
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto lock = (*client)->GetLock("job");
+  ASSERT_TRUE(lock.ok()) << lock.status();
+  {
+    absl::StatusOr<Hold> first = (*lock)->TryAcquire();
+    ASSERT_TRUE(first.ok()) << first.status();
+    RawHandle raw;
+    const std::string data = "not dlock's";
+    ASSERT_EQ(zoo_create(raw.get(), "/dlock/kept-foreign/job/kept-12345",
+                         data.data(), static_cast<int>(data.size()),
+                         &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0),
+              ZOK);
+    ASSERT_TRUE(first->Release().ok());
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Hold> second = (*lock)->Acquire({.wait = absl::Seconds(20)});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_TRUE(second->Release().ok());
+}
+
 TEST(ZooKeeperNodes, DigestAclKeepsOthersOut) {
   const std::string uri = Server().Uri("acl");
   absl::StatusOr<std::unique_ptr<LockClient>> alice =
