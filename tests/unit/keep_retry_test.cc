@@ -17,8 +17,8 @@
 namespace dlock {
 namespace {
 
-// Answers the first release Unavailable without sending it, and records
-// the keep every release asked for.
+// Answers every release Unavailable without sending it until pass(), and
+// records the keep each one asked for.
 class KeepRecorder : public ForwardingBackend {
  public:
   explicit KeepRecorder(std::unique_ptr<Backend> target)
@@ -28,21 +28,33 @@ class KeepRecorder : public ForwardingBackend {
     {
       absl::MutexLock lock(&mu_);
       keeps_.push_back(call.keep_for);
-      if (keeps_.size() == 1) {
-        return absl::UnavailableError("the first release is lost");
-      }
+      if (!pass_) return absl::UnavailableError("the release is lost");
     }
     return ForwardingBackend::Release(call);
   }
 
+  void pass() {
+    absl::MutexLock lock(&mu_);
+    pass_ = true;
+  }
   std::vector<absl::Duration> keeps() const {
     absl::MutexLock lock(&mu_);
     return keeps_;
+  }
+  // Waits (real time) until `count` releases were asked.
+  bool AwaitCalls(size_t count) const {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (keeps().size() < count) {
+      if (absl::Now() > give_up) return false;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return true;
   }
 
  private:
   mutable absl::Mutex mu_;
   std::vector<absl::Duration> keeps_ ABSL_GUARDED_BY(mu_);
+  bool pass_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 TEST(KeepRetryTest, ARetryWithLittleOfTheKeepLeftStillKeeps) {
@@ -55,26 +67,26 @@ TEST(KeepRetryTest, ARetryWithLittleOfTheKeepLeftStillKeeps) {
     recorder = wrapped.get();
     return std::unique_ptr<Backend>(std::move(wrapped));
   };
-  absl::StatusOr<std::unique_ptr<LockClient>> client =
-      Connect(absl::StrCat("memory://keep-retry-", getpid()), options);
+  static int run = 0;  // each its own instance, with its own clock
+  absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(
+      absl::StrCat("memory://keep-retry-", getpid(), "-", run++), options);
   ASSERT_TRUE(client.ok()) << client.status();
   absl::StatusOr<Hold> hold =
       (*(*client)->GetLock("kept"))->Acquire({.lease = absl::Minutes(1)});
   ASSERT_TRUE(hold.ok()) << hold.status();
-  EXPECT_EQ(hold->ReleaseAndKeepFor(absl::Seconds(1)).code(),
+  EXPECT_EQ(hold->ReleaseAndKeepFor(absl::Seconds(20)).code(),
             absl::StatusCode::kUnavailable);
-  // The retry goes out with 5 ms of the keep left: less than the
-  // backend's smallest lease, more than nothing.
-  clock->Advance(absl::Milliseconds(995));
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (recorder->keeps().size() < 2 && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  // The background retry goes out at once, and is lost too.
+  ASSERT_TRUE(recorder->AwaitCalls(2));
+  // The next one (due a second later) goes out with 5 ms of the keep left:
+  // less than the backend's smallest lease, more than nothing.
+  recorder->pass();
+  clock->Advance(absl::Seconds(20) - absl::Milliseconds(5));
+  ASSERT_TRUE(recorder->AwaitCalls(3));
   const std::vector<absl::Duration> keeps = recorder->keeps();
-  ASSERT_EQ(keeps.size(), 2u);
-  EXPECT_EQ(keeps[0], absl::Seconds(1));
-  EXPECT_GT(keeps[1], absl::ZeroDuration());
-  EXPECT_LE(keeps[1], absl::Milliseconds(10));
+  EXPECT_EQ(keeps[0], absl::Seconds(20));
+  EXPECT_GT(keeps[2], absl::ZeroDuration());
+  EXPECT_LE(keeps[2], absl::Milliseconds(10));
 }
 
 }  // namespace
