@@ -76,8 +76,7 @@ SupervisedExit SuperviseChild(const Spawned& child,
     if (waitpid(child.pid, &exit.wait_status, WNOHANG) == child.pid) break;
     if (!exit.lost && lost()) {
       exit.lost = true;
-      Fail(0, absl::StrCat("lock '", options.lock_name, "' ",
-                           options.lost_why ? options.lost_why() : "was lost",
+      Fail(0, absl::StrCat("lock '", options.lock_name, "' ", options.lost_why,
                            "; sending SIG", sigabbrev_np(options.lost_signal),
                            " to the command"));
       kill(-child.pid, options.lost_signal);

@@ -9,7 +9,6 @@
 
 #include <signal.h>
 
-#include <functional>
 #include <string>
 
 #include "absl/functional/function_ref.h"
@@ -48,9 +47,8 @@ struct SupervisionOptions {
   std::string lock_name;  // for messages
   int lost_signal = SIGTERM;
   absl::Duration kill_after = absl::Seconds(10);
-  // Why the lock counts as lost, for the message ("was lost"), asked when
-  // it is. Empty: "was lost".
-  std::function<std::string()> lost_why;
+  // Why the lock counts as lost, in the message.
+  std::string lost_why = "was lost";
 };
 
 // Waits for the command (the leader of its own process group) to exit,

@@ -118,7 +118,10 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
                 path.status().message());
   }
 
-  if (IsScheduledJob(run)) return RunScheduledJob(flags, run, *profile, *path);
+  if (IsScheduledJob(run)) {
+    return RunScheduledJob(flags, run, *profile, *path, parsed->lost_signal,
+                           parsed->kill_after);
+  }
 
   // Before any thread exists (the client starts its watchdog), so that every
   // thread inherits the mask and only sigtimedwait() below sees the signals.

@@ -30,8 +30,6 @@ struct JobPlan {
   bool derived_slot = false;
   absl::Duration at_least_for = absl::ZeroDuration();
   absl::Duration at_most_for;
-  int lost_signal = SIGTERM;
-  absl::Duration kill_after;
 };
 
 // A duration as elsewhere (15m, 1h), or whole days (1d, 7d), which
@@ -103,13 +101,6 @@ absl::StatusOr<JobPlan> PlanJob(const RunFlags& run, absl::Time now) {
         absl::FormatDuration(plan.at_most_for),
         "): a stuck run would let others in before a finished one does"));
   }
-  absl::StatusOr<absl::Duration> kill_after =
-      ParsePositiveDuration(run.kill_after);
-  if (!kill_after.ok()) return FlagError("--kill-after", kill_after.status());
-  plan.kill_after = *kill_after;
-  absl::StatusOr<int> sig = ParseSignal(run.on_lost_signal);
-  if (!sig.ok()) return sig.status();
-  plan.lost_signal = *sig;
   return plan;
 }
 
@@ -145,7 +136,8 @@ bool IsScheduledJob(const RunFlags& run) {
 }
 
 int RunScheduledJob(const BackendFlags& flags, const RunFlags& run,
-                    const Profile& profile, const std::string& path) {
+                    const Profile& profile, const std::string& path,
+                    int lost_signal, absl::Duration kill_after) {
   const absl::Time start = absl::Now();
   absl::StatusOr<JobPlan> plan = PlanJob(run, start);
   if (!plan.ok()) return Fail(plan.status());
@@ -166,7 +158,7 @@ int RunScheduledJob(const BackendFlags& flags, const RunFlags& run,
     std::vector<std::string> env = ChildEnvironment(
         JobRunLockName(run.name, plan->slot), context.fencing_token);
     env.push_back(absl::StrCat("DLOCK_JOB_SLOT=", plan->slot));
-    Spawned child = Spawn(path, run.command, std::move(env), plan->lost_signal);
+    Spawned child = Spawn(path, run.command, std::move(env), lost_signal);
     if (child.pid < 0) {
       spawn_failed = true;
       spawn_code = child.exit_code;
@@ -177,17 +169,16 @@ int RunScheduledJob(const BackendFlags& flags, const RunFlags& run,
                               [] { kill(getpid(), kWakeSignal); });
     // The run's lease is --at-most-for: its end and a loss look alike
     // (the hold is told lost a little before the lease ends).
-    auto why = [&] {
-      return absl::StrCat("ended: the run outlived --at-most-for (",
-                          absl::FormatDuration(plan->at_most_for),
-                          ") or lost the lock, and the slot may run elsewhere");
-    };
     exit = SuperviseChild(
         child, [&] { return context.cancel.IsCancelled(); },
-        SupervisionOptions{.lock_name = JobRunLockName(run.name, plan->slot),
-                           .lost_signal = plan->lost_signal,
-                           .kill_after = plan->kill_after,
-                           .lost_why = why});
+        SupervisionOptions{
+            .lock_name = JobRunLockName(run.name, plan->slot),
+            .lost_signal = lost_signal,
+            .kill_after = kill_after,
+            .lost_why = absl::StrCat("ended: the run outlived --at-most-for (",
+                                     absl::FormatDuration(plan->at_most_for),
+                                     ") or lost the lock, and the slot may run "
+                                     "elsewhere")});
     return absl::OkStatus();
   };
   ScheduledJobGuard guard(**client);

@@ -29,10 +29,12 @@ absl::StatusOr<JobSlot> SlotOf(absl::Time now, absl::Duration period);
 // Whether any of the scheduled-job flags is given.
 bool IsScheduledJob(const RunFlags& run);
 
-// Runs `path` (resolved from run.command[0]) as a scheduled job; returns the
+// Runs `path` (resolved from run.command[0]) as a scheduled job, with the
+// --on-lost-signal and --kill-after that `dlock run` parsed; returns the
 // exit code (docs/cli.md, "Scheduled jobs").
 int RunScheduledJob(const BackendFlags& flags, const RunFlags& run,
-                    const Profile& profile, const std::string& path);
+                    const Profile& profile, const std::string& path,
+                    int lost_signal, absl::Duration kill_after);
 
 }  // namespace dlock::cli
 
