@@ -291,9 +291,7 @@ absl::Status ClientCore::KeepAcquisition(const HoldRef& ref,
         "' is renewed by the watchdog and would never end if kept: only a "
         "hold with an explicit lease can be kept until its lease ends"));
   }
-  auto own = std::find_if(
-      hold.acquisitions.begin(), hold.acquisitions.end(),
-      [&](const Acquisition& a) { return a.id == ref.acquisition; });
+  auto own = FindAcquisition(hold, ref.acquisition);
   if (own == hold.acquisitions.end()) return ReleasedByToken(ref.name);
   report = ReleaseReport{.tell = true,
                          .fencing_token = hold.fencing_token,
@@ -389,9 +387,7 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
         // The acquisition's callback goes with it; by token, the
         // innermost's (releases of one owner are taken as nested).
         auto& acquisitions = hold.acquisitions;
-        auto own = std::find_if(
-            acquisitions.begin(), acquisitions.end(),
-            [&](const Acquisition& a) { return a.id == ref.acquisition; });
+        auto own = FindAcquisition(hold, ref.acquisition);
         if (own != acquisitions.end()) {
           report.tell = true;
           report.granted = own->granted;
@@ -410,9 +406,7 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
         report.tell = !hold.acquisitions.empty();
         report.last = true;
         if (report.tell) {
-          auto own = std::find_if(
-              hold.acquisitions.begin(), hold.acquisitions.end(),
-              [&](const Acquisition& a) { return a.id == ref.acquisition; });
+          auto own = FindAcquisition(hold, ref.acquisition);
           report.granted = own != hold.acquisitions.end()
                                ? own->granted
                                : hold.acquisitions.back().granted;
@@ -640,11 +634,15 @@ LockState ClientCore::StateByToken(absl::string_view name,
   return StateOf(HoldRef{.name = name, .owner = owner}, nullptr);
 }
 
+std::vector<ClientCore::Acquisition>::iterator ClientCore::FindAcquisition(
+    HoldEntry& hold, uint64_t id) {
+  return std::find_if(hold.acquisitions.begin(), hold.acquisitions.end(),
+                      [id](const Acquisition& a) { return a.id == id; });
+}
+
 bool ClientCore::HasAcquisition(const HoldEntry& hold, uint64_t id) {
-  for (const Acquisition& a : hold.acquisitions) {
-    if (a.id == id) return true;
-  }
-  return false;
+  return std::any_of(hold.acquisitions.begin(), hold.acquisitions.end(),
+                     [id](const Acquisition& a) { return a.id == id; });
 }
 
 bool ClientCore::TakeReleasedByToken(uint64_t generation) {

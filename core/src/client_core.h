@@ -198,6 +198,9 @@ class ClientCore : public BackendListener,
                                     uint64_t generation, uint64_t acquisition)
       ABSL_LOCKS_EXCLUDED(mu_);
   static bool HasAcquisition(const HoldEntry& hold, uint64_t id);
+  // The acquisition `id` of `hold`, or its acquisitions' end().
+  static std::vector<Acquisition>::iterator FindAcquisition(HoldEntry& hold,
+                                                            uint64_t id);
   // Whether a release by token ended the hold of `generation` under a Hold
   // of this client; counts that Hold off.
   bool TakeReleasedByToken(uint64_t generation)
