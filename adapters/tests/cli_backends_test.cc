@@ -61,6 +61,19 @@ class CliBackendTest : public ::testing::TestWithParam<testing::ServerBackend> {
             .ok());
   }
 
+  // Waits until the command has written its pid: the lock is granted before
+  // the command starts, and a dlock killed in between takes the command
+  // with it before it has written anything.
+  static void AwaitPidFile(const std::string& pid_file) {
+    ASSERT_TRUE(testing::WaitUntil(
+                    [&] {
+                      return absl::StrContains(
+                          testing::ReadFileOrEmpty(pid_file), "\n");
+                    },
+                    absl::Seconds(10), "the command's pid")
+                    .ok());
+  }
+
   // The command whose pid is in `pid_file` ends soon: its dlock was killed
   // and the kernel sent it the lost signal (PR_SET_PDEATHSIG).
   static void ExpectOrphanEnds(const std::string& pid_file) {
@@ -194,6 +207,7 @@ TEST_P(CliBackendTest, ARunKilledWithSigkillFreesTheLockWithinItsLease) {
       Start({"run", "--lease", "2s", "crashy", "--", "sh", "-c",
              absl::StrCat("echo $$ > ", pid_file, "; exec sleep 30")});
   AwaitLocked("crashy");
+  AwaitPidFile(pid_file);
   run->Signal(SIGKILL);
   EXPECT_EQ(run->Wait(), 128 + SIGKILL);
   const absl::Time killed = absl::Now();
@@ -218,6 +232,7 @@ TEST_P(CliBackendTest, ATenMinuteRunKilledWithSigkillFreesTheLockWithinItsTtl) {
                      absl::StrCat("echo $$ > ", pid_file, "; exec sleep 60")}),
               env);
   AwaitLocked("long-job");
+  AwaitPidFile(pid_file);
   run.Signal(SIGKILL);
   EXPECT_EQ(run.Wait(), 128 + SIGKILL);
   const absl::Time killed = absl::Now();
