@@ -115,6 +115,10 @@ absl::StatusOr<std::string> RedisServer::RawCommand(
 absl::Status RedisServer::WaitReady() {
   return WaitUntil(
       [this] {
+        // Another test's server may have taken the port between
+        // FreeLoopbackPort() and this start: then ours has exited, and the
+        // PONG would come from theirs.
+        if (!process_.Running()) return false;
         absl::StatusOr<std::string> reply =
             TcpExchange(port_, "PING\r\n", absl::Milliseconds(200));
         return reply.ok() && (absl::StartsWith(*reply, "+PONG") ||

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -25,22 +27,74 @@
 
 namespace dlock::testing {
 
-absl::StatusOr<int> FreeLoopbackPort() {
+namespace {
+
+// True when 127.0.0.1:port can be bound now.
+bool Bindable(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
+  if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return absl::InternalError("could not bind a loopback port");
-  }
-  int port = ntohs(addr.sin_port);
+  addr.sin_port = htons(port);
+  const bool ok =
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
-  return port;
+  return ok;
+}
+
+// Claims `port` for the rest of this process's life: an exclusive flock on
+// a file of a directory every test process on the machine shares, on a
+// descriptor left open on purpose. The kernel drops the lock when the
+// process ends, however it ends, so no claim outlives its claimer.
+bool Claim(const std::string& dir, int port) {
+  const std::string path = absl::StrCat(dir, "/", port);
+  const int fd = open(path.c_str(), O_CREAT | O_RDONLY | O_CLOEXEC, 0666);
+  if (fd < 0) return false;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);  // another process's, or another server's of this one
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int EphemeralPortLow() {
+  int low = 32768;
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  in >> low;
+  return low;
+}
+
+absl::StatusOr<int> FreeLoopbackPort() {
+  // Below the kernel's ephemeral range, so that no client connection of
+  // any process holds it, and claimed, so that no other test process picks
+  // it before the server it is for has bound it (ctest runs several at
+  // once). Claims live in /tmp whatever TMPDIR says: they are machine-wide.
+  const int ephemeral_low = EphemeralPortLow();
+  const int low = 10000;
+  const int high = std::min(ephemeral_low, 32768) - 1;
+  const std::string dir = "/tmp/dlock-test-ports";
+  mkdir(dir.c_str(), 01777);
+  chmod(dir.c_str(), 01777);
+  if (high - low < 1000) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the kernel's ephemeral ports start at ", ephemeral_low,
+        " (/proc/sys/net/ipv4/ip_local_port_range), leaving too few below it "
+        "for test servers; they take ports from ",
+        low, " up"));
+  }
+  thread_local std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> pick(low, high);
+  for (int i = 0; i < 1000; ++i) {
+    const int port = pick(random);
+    if (Claim(dir, port) && Bindable(port)) return port;
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "no loopback port from ", low, " to ", high,
+      " both free and unclaimed after 1000 tries (claims are files in ", dir,
+      ")"));
 }
 
 absl::StatusOr<std::string> MakeTempDir(const std::string& prefix) {

@@ -16,8 +16,15 @@
 
 namespace dlock::testing {
 
-// A port nobody listens on now (bound to port 0 and released).
+// A port of 127.0.0.1 that can be bound now, below the kernel's ephemeral
+// range (so no client connection takes it) and claimed for this process
+// with a lock on a file in /tmp/dlock-test-ports (so no other test process
+// picks it while this one lives; ctest runs several at once).
 absl::StatusOr<int> FreeLoopbackPort();
+
+// The first port of the kernel's range for the local ends of outgoing
+// connections (/proc/sys/net/ipv4/ip_local_port_range).
+int EphemeralPortLow();
 
 // A fresh directory under $TMPDIR (or /tmp), removed by RemoveTree().
 absl::StatusOr<std::string> MakeTempDir(const std::string& prefix);

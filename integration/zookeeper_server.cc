@@ -148,10 +148,14 @@ absl::Status ZooKeeperServer::StartMember(int i) {
   return WaitServing(i, absl::Seconds(30));
 }
 
-absl::Status ZooKeeperServer::WaitServing(int i, absl::Duration timeout) const {
-  const Member& m = *members_[i];
+absl::Status ZooKeeperServer::WaitServing(int i, absl::Duration timeout) {
+  Member& m = *members_[i];
   return WaitUntil(
       [&m] {
+        // A member that could not bind its port (another test's server
+        // took it after FreeLoopbackPort()) has exited; the answer on that
+        // port would be the other server's.
+        if (!m.process.Running()) return false;
         absl::StatusOr<std::string> ok =
             TcpExchange(m.client_port, "ruok", absl::Milliseconds(300));
         if (!ok.ok() || *ok != "imok") return false;

@@ -72,7 +72,7 @@ class ZooKeeperServer {
 
   ZooKeeperServer() = default;
   absl::Status WriteConfig(const Member& member) const;
-  absl::Status WaitServing(int i, absl::Duration timeout) const;
+  absl::Status WaitServing(int i, absl::Duration timeout);
 
   Options options_;
   std::string dir_;
