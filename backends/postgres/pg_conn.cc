@@ -184,6 +184,8 @@ absl::StatusOr<PgResult> PgConn::Run(const Statement& stmt,
                                      absl::Span<const std::string> params) {
   executed_ = false;
   if (broken_) return ConnectionError(stmt.name);
+  // Prepared the first time it runs here: later runs skip parsing and
+  // planning.
   if (!prepared_.contains(stmt.name)) {
     if (PQsendPrepare(conn_, stmt.name.c_str(), stmt.sql.c_str(), 0, nullptr) ==
         0) {
@@ -194,6 +196,14 @@ absl::StatusOr<PgResult> PgConn::Run(const Statement& stmt,
     if (!prepared.ok()) return prepared.status();
     prepared_.insert(stmt.name);
   }
+  if (absl::Status sent = Send(stmt, params); !sent.ok()) return sent;
+  return Await(stmt.name);
+}
+
+absl::Status PgConn::Send(const Statement& stmt,
+                          absl::Span<const std::string> params) {
+  executed_ = false;
+  if (broken_) return ConnectionError(stmt.name);
   executed_ = true;  // from here on the server may have run it
   std::vector<const char*> values;
   std::vector<int> lengths;
@@ -201,12 +211,18 @@ absl::StatusOr<PgResult> PgConn::Run(const Statement& stmt,
     values.push_back(p.c_str());
     lengths.push_back(static_cast<int>(p.size()));
   }
-  if (PQsendQueryPrepared(conn_, stmt.name.c_str(),
-                          static_cast<int>(values.size()), values.data(),
-                          lengths.data(), nullptr, 0) == 0) {
-    return ConnectionError(stmt.name);
-  }
-  return Await(stmt.name);
+  const int n = static_cast<int>(values.size());
+  // Not prepared here yet: the text goes with the parameters in the same
+  // round trip, since waiting for a prepare would hold up the statements
+  // that the caller sends on other connections after this one.
+  const int ok =
+      prepared_.contains(stmt.name)
+          ? PQsendQueryPrepared(conn_, stmt.name.c_str(), n, values.data(),
+                                lengths.data(), nullptr, 0)
+          : PQsendQueryParams(conn_, stmt.sql.c_str(), n, nullptr,
+                              values.data(), lengths.data(), nullptr, 0);
+  if (ok == 0) return ConnectionError(stmt.name);
+  return absl::OkStatus();
 }
 
 absl::Status PgConn::Exec(const std::string& sql) {

@@ -43,6 +43,16 @@ class PgConn {
   // connection broken.
   absl::StatusOr<PgResult> Run(const Statement& stmt,
                                absl::Span<const std::string> params);
+  // A statement in two halves, so that statements on several connections
+  // can be in flight at once: Send() sends `stmt` and returns without
+  // waiting (as a prepared statement if Run() prepared it here, else with
+  // its text), Await() reads the answer. Every Send() that succeeded is
+  // followed by one Await() before anything else runs on the connection.
+  absl::Status Send(const Statement& stmt,
+                    absl::Span<const std::string> params);
+  // Waits for every result of the query just sent; returns the last one, or
+  // the first error. `doing` names the statement in errors.
+  absl::StatusOr<PgResult> Await(absl::string_view doing);
   // A simple query without parameters (setup, LISTEN), maybe several
   // statements; only for text that holds no caller data.
   absl::Status Exec(const std::string& sql);
@@ -64,10 +74,6 @@ class PgConn {
  private:
   PgConn(PGconn* conn, std::string endpoint, absl::Duration timeout)
       : conn_(conn), endpoint_(std::move(endpoint)), timeout_(timeout) {}
-  // Waits for every result of the query just sent; returns the last one, or
-  // the first error.
-  absl::StatusOr<PgResult> Await(absl::string_view doing);
-
   PGconn* conn_;
   const std::string endpoint_;
   const absl::Duration timeout_;  // server-side statement_timeout

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "pg_common.h"
 
@@ -203,27 +204,71 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   }
 
   absl::Status Renew(const RenewCall& call) override {
-    absl::StatusOr<PgResult> r;
     if (call.record == nullptr) {
-      r = RunPooled(sql_.s_renew, RenewParams(call, /*have=*/false), true);
+      absl::StatusOr<PgResult> r =
+          RunPooled(sql_.s_renew, RenewParams(call, /*have=*/false), true);
       if (!r.ok()) return r.status();
-    } else {
-      Session& s = RecordOf(call.record).session();
-      absl::MutexLock lock(&s.mu);
-      if (!s.conn) return NotOwnerError(call.name);
-      const MonoTime sent = clock_.Now();
-      r = RunOn(s, sql_.s_renew, RenewParams(call, /*have=*/true));
-      if (!r.ok()) return Dropped(s, r.status());
-      if (GetText(r->get(), 0, 0) == "t") {
-        s.Extended(sent, call.lease);
-      } else {
-        End(s, Leave::kToPool);  // the function let go of the shared lock
+      return IsRenewed(r->get()) ? absl::OkStatus() : NotOwnerError(call.name);
+    }
+    Session& s = RecordOf(call.record).session();
+    absl::MutexLock lock(&s.mu);
+    if (!s.conn) return NotOwnerError(call.name);
+    const MonoTime sent = clock_.Now();
+    return Renewed(s, call, sent,
+                   RunOn(s, sql_.s_renew, RenewParams(call, /*have=*/true)));
+  }
+
+  // Every hold has a session of its own, so renewing them one after another
+  // would cost a round trip per hold: with 40 holds, a slow network or a
+  // loaded machine makes the watchdog's round longer than a lease leaves,
+  // and holds are lost that the server kept. The renewals are sent on all
+  // sessions first and their answers read after: about one round trip.
+  // Holds the mutexes of several sessions at once, which no other code
+  // does (each takes one, or Ping tries one), so this cannot deadlock with
+  // it; the analysis cannot follow a set of locks, hence the exemption.
+  std::vector<absl::Status> RenewMany(absl::Span<const RenewCall> calls)
+      override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    std::vector<absl::Status> results(calls.size());
+    struct InFlight {
+      size_t call;
+      Session* session;
+      MonoTime sent;
+    };
+    std::vector<InFlight> in_flight;
+    absl::flat_hash_set<Session*> locked;
+    std::vector<size_t> one_by_one;  // no session, or one already locked
+    for (size_t i = 0; i < calls.size(); ++i) {
+      Session* s = calls[i].record == nullptr
+                       ? nullptr
+                       : &RecordOf(calls[i].record).session();
+      if (s == nullptr || !locked.insert(s).second) {
+        one_by_one.push_back(i);
+        continue;
       }
+      s->mu.Lock();
+      if (!s->conn) {
+        results[i] = NotOwnerError(calls[i].name);
+        s->mu.Unlock();
+        continue;
+      }
+      const MonoTime sent = clock_.Now();
+      if (absl::Status st =
+              SendOn(*s, sql_.s_renew, RenewParams(calls[i], /*have=*/true));
+          !st.ok()) {
+        results[i] = Renewed(*s, calls[i], sent, st);
+        s->mu.Unlock();
+        continue;
+      }
+      in_flight.push_back(InFlight{i, s, sent});
     }
-    if (PQntuples(r->get()) != 1 || GetText(r->get(), 0, 0) != "t") {
-      return NotOwnerError(call.name);
+    for (const InFlight& f : in_flight) {
+      Session& s = *f.session;
+      results[f.call] =
+          Renewed(s, calls[f.call], f.sent, AwaitOn(s, sql_.s_renew, f.sent));
+      s.mu.Unlock();
     }
-    return absl::OkStatus();
+    for (size_t i : one_by_one) results[i] = Renew(calls[i]);
+    return results;
   }
 
   // The hold is believed only while its session may still be alive on the
@@ -401,12 +446,43 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   absl::StatusOr<PgResult> RunOn(Session& s, const Statement& stmt,
                                  absl::Span<const std::string> params)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
-    s.busy = true;
     const MonoTime sent = clock_.Now();
-    absl::StatusOr<PgResult> r = s.conn->Run(stmt, params);
+    if (absl::Status st = SendOn(s, stmt, params); !st.ok()) return st;
+    return AwaitOn(s, stmt, sent);
+  }
+  // RunOn() in halves (RenewMany): the session is busy from the send until
+  // its answer is read.
+  absl::Status SendOn(Session& s, const Statement& stmt,
+                      absl::Span<const std::string> params)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    s.busy = true;
+    absl::Status st = s.conn->Send(stmt, params);
+    if (!st.ok()) s.busy = false;
+    return st;
+  }
+  absl::StatusOr<PgResult> AwaitOn(Session& s, const Statement& stmt,
+                                   MonoTime sent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    absl::StatusOr<PgResult> r = s.conn->Await(stmt.name);
     if (r.ok()) s.Confirm(sent);
     s.busy = false;
     return r;
+  }
+
+  // The answer to a renewal sent at `sent` on the session's connection.
+  absl::Status Renewed(Session& s, const RenewCall& call, MonoTime sent,
+                       const absl::StatusOr<PgResult>& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    if (!r.ok()) return Dropped(s, r.status());
+    if (!IsRenewed(r->get())) {
+      End(s, Leave::kToPool);  // the function let go of the shared lock
+      return NotOwnerError(call.name);
+    }
+    s.Extended(sent, call.lease);
+    return absl::OkStatus();
+  }
+  static bool IsRenewed(const PGresult* r) {
+    return PQntuples(r) == 1 && GetText(r, 0, 0) == "t";
   }
 
   // The keeper: a light statement on each held session on which none was
