@@ -123,11 +123,25 @@ bool PgConn::Alive() {
   return true;
 }
 
+absl::Duration PgConn::answer_timeout() const {
+  return timeout_ + kClientGrace;
+}
+
+bool PgConn::AnswerReady() {
+  if (broken_) return true;
+  if (PQconsumeInput(conn_) == 0) return true;  // Await() reports the error
+  return !PQisBusy(conn_);
+}
+
 absl::StatusOr<PgResult> PgConn::Await(absl::string_view doing) {
   // Monotonic: a step of the wall clock must neither cut a statement short
   // nor let a stuck server hold the caller longer.
+  return Await(doing, Clock::Real().Now() + answer_timeout());
+}
+
+absl::StatusOr<PgResult> PgConn::Await(absl::string_view doing,
+                                       MonoTime deadline) {
   const Clock& clock = Clock::Real();
-  const MonoTime deadline = clock.Now() + timeout_ + kClientGrace;
   const int fd = PQsocket(conn_);
   PgResult first_error;
   PgResult last;

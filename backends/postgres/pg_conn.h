@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "dlock/clock.h"
 #include "pg_options.h"
 
 namespace dlock::postgres {
@@ -51,8 +52,16 @@ class PgConn {
   absl::Status Send(const Statement& stmt,
                     absl::Span<const std::string> params);
   // Waits for every result of the query just sent; returns the last one, or
-  // the first error. `doing` names the statement in errors.
+  // the first error. `doing` names the statement in errors. Gives up (and
+  // marks the connection broken) after answer_timeout(), or at `deadline`
+  // on the real monotonic clock.
   absl::StatusOr<PgResult> Await(absl::string_view doing);
+  absl::StatusOr<PgResult> Await(absl::string_view doing, MonoTime deadline);
+  // The statement timeout plus a grace for the answer to travel.
+  absl::Duration answer_timeout() const;
+  // Reads what arrived, without blocking; true when Await() would return
+  // at once (the answer is complete, or the connection failed).
+  bool AnswerReady();
   // A simple query without parameters (setup, LISTEN), maybe several
   // statements; only for text that holds no caller data.
   absl::Status Exec(const std::string& sql);

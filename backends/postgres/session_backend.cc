@@ -19,6 +19,8 @@
 // the keeper, the socket watcher and Shutdown().
 // The server-side functions are in pg_schema.cc; docs/postgres.md explains
 // the design, and what this mode does not give behind a pooling proxy.
+#include <poll.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -30,7 +32,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "pg_common.h"
 
@@ -222,10 +223,13 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   // would cost a round trip per hold: with 40 holds, a slow network or a
   // loaded machine makes the watchdog's round longer than a lease leaves,
   // and holds are lost that the server kept. The renewals are sent on all
-  // sessions first and their answers read after: about one round trip.
-  // Holds the mutexes of several sessions at once, which no other code
-  // does (each takes one, or Ping tries one), so this cannot deadlock with
-  // it; the analysis cannot follow a set of locks, hence the exemption.
+  // sessions first and each answer is read as it arrives: about one round
+  // trip. A session is only tried, never waited for, while others are
+  // locked: one a caller or the keeper is using is renewed on its own after
+  // the batch. And one slow answer holds up neither the others' reading
+  // (which confirms their sessions) nor their unlocking (the keeper pings
+  // only sessions it can lock). The analysis cannot follow a set of locks,
+  // hence the exemption.
   std::vector<absl::Status> RenewMany(absl::Span<const RenewCall> calls)
       override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     std::vector<absl::Status> results(calls.size());
@@ -235,17 +239,16 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
       MonoTime sent;
     };
     std::vector<InFlight> in_flight;
-    absl::flat_hash_set<Session*> locked;
-    std::vector<size_t> one_by_one;  // no session, or one already locked
+    std::vector<size_t> one_by_one;
     for (size_t i = 0; i < calls.size(); ++i) {
       Session* s = calls[i].record == nullptr
                        ? nullptr
                        : &RecordOf(calls[i].record).session();
-      if (s == nullptr || !locked.insert(s).second) {
+      // TryLock also fails on a session this batch already holds.
+      if (s == nullptr || !s->mu.TryLock()) {
         one_by_one.push_back(i);
         continue;
       }
-      s->mu.Lock();
       if (!s->conn) {
         results[i] = NotOwnerError(calls[i].name);
         s->mu.Unlock();
@@ -261,11 +264,38 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
       }
       in_flight.push_back(InFlight{i, s, sent});
     }
-    for (const InFlight& f : in_flight) {
-      Session& s = *f.session;
-      results[f.call] =
-          Renewed(s, calls[f.call], f.sent, AwaitOn(s, sql_.s_renew, f.sent));
-      s.mu.Unlock();
+    if (!in_flight.empty()) {
+      // One deadline for the batch, as one statement would have.
+      const Clock& real = Clock::Real();
+      const MonoTime deadline =
+          real.Now() + in_flight[0].session->conn->answer_timeout();
+      auto finish = [&](const InFlight& f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        Session& s = *f.session;
+        results[f.call] = Renewed(s, calls[f.call], f.sent,
+                                  AwaitOn(s, sql_.s_renew, f.sent, deadline));
+        s.mu.Unlock();
+      };
+      std::vector<pollfd> waiting;
+      while (!in_flight.empty()) {
+        std::vector<InFlight> pending;
+        for (const InFlight& f : in_flight) {
+          if (f.session->conn->AnswerReady()) {
+            finish(f);
+          } else {
+            pending.push_back(f);
+          }
+        }
+        in_flight.swap(pending);
+        const absl::Duration left = deadline - real.Now();
+        if (in_flight.empty() || left <= absl::ZeroDuration()) break;
+        waiting.clear();
+        for (const InFlight& f : in_flight) {
+          waiting.push_back(pollfd{f.session->conn->socket(), POLLIN, 0});
+        }
+        poll(waiting.data(), waiting.size(),
+             static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+      }
+      for (const InFlight& f : in_flight) finish(f);  // past the deadline
     }
     for (size_t i : one_by_one) results[i] = Renew(calls[i]);
     return results;
@@ -460,10 +490,13 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     if (!st.ok()) s.busy = false;
     return st;
   }
-  absl::StatusOr<PgResult> AwaitOn(Session& s, const Statement& stmt,
-                                   MonoTime sent)
+  absl::StatusOr<PgResult> AwaitOn(
+      Session& s, const Statement& stmt, MonoTime sent,
+      std::optional<MonoTime> deadline = std::nullopt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
-    absl::StatusOr<PgResult> r = s.conn->Await(stmt.name);
+    absl::StatusOr<PgResult> r = deadline.has_value()
+                                     ? s.conn->Await(stmt.name, *deadline)
+                                     : s.conn->Await(stmt.name);
     if (r.ok()) s.Confirm(sent);
     s.busy = false;
     return r;
