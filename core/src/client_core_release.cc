@@ -1,0 +1,150 @@
+// The client core's releases, keeps and renewals on callers' threads: each
+// decides what to send under the lock (HoldTable), calls the backend without
+// it, records the answer under it, and tells the losses it found with no
+// lock held.
+#include "absl/strings/str_cat.h"
+#include "client_core.h"
+#include "lease_policy.h"
+
+namespace dlock::internal {
+
+absl::Status ClientCore::ReleaseByToken(absl::string_view name,
+                                        absl::string_view owner_token) {
+  absl::StatusOr<std::string> owner = TokenOwnerOf(owner_token);
+  if (!owner.ok()) return owner.status();
+  return ReleaseAcquisition(HoldRef{.name = name, .owner = *owner},
+                            absl::ZeroDuration());
+}
+
+absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref,
+                                            absl::Duration keep_for) {
+  std::vector<LossNotice> notices;
+  ReleaseReport report;
+  absl::Status released;
+  {
+    absl::ReaderMutexLock in_flight(&ops_mu_);
+    released = ReleaseHold(ref, keep_for, notices, report);
+  }
+  if (state_.observer && report.tell) {
+    TellRelease(ref, report, /*kept=*/false);
+    if (report.given_up) {
+      state_.TellReleaseFailure(HoldKeyView(ref.name, ref.owner),
+                                ReleaseFailureEvent::Stage::kCaller,
+                                report.result);
+    }
+  }
+  // Without ops_mu_: a callback may call the client, even Close().
+  notifier_.Deliver(notices);
+  return released;
+}
+
+absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
+                                     absl::Duration keep_for,
+                                     std::vector<LossNotice>& notices,
+                                     ReleaseReport& report) {
+  const HoldKey key(ref.name, ref.owner);
+  absl::StatusOr<ReleasePlan> plan;
+  {
+    absl::MutexLock lock(&state_.mu);
+    if (state_.closed) return state_.ClosedError();
+    plan = state_.holds.PlanRelease(ref, keep_for, report);
+  }
+  if (!plan.ok()) return plan.status();
+  const MonoTime sent = state_.clock.Now();
+  absl::StatusOr<int64_t> left = state_.backend->Release(ReleaseCall{
+      .name = ref.name,
+      .owner = ref.owner,
+      .holds = plan->holds,
+      .record = plan->record.get(),
+      .keep_for = plan->final_release ? keep_for : absl::ZeroDuration()});
+  report.result = left.status();
+  // A release that finds the hold gone is told as its loss instead.
+  if (IsGone(report.result)) report.tell = false;
+
+  absl::MutexLock lock(&state_.mu);
+  if (plan->final_release) {
+    return state_.holds.FinishFinalRelease(key, *plan, left.status(), keep_for,
+                                           sent, state_.closed, notices,
+                                           report);
+  }
+  return state_.holds.FinishInnerRelease(key, *plan, left.status(), notices);
+}
+
+absl::Status ClientCore::KeepUntilLeaseEnd(const HoldRef& ref) {
+  ReleaseReport report;
+  absl::Status kept;
+  {
+    absl::MutexLock lock(&state_.mu);
+    kept =
+        state_.closed ? state_.ClosedError() : state_.holds.Keep(ref, report);
+  }
+  if (state_.observer && report.tell) TellRelease(ref, report, /*kept=*/true);
+  return kept;
+}
+
+void ClientCore::TellRelease(const HoldRef& ref, const ReleaseReport& report,
+                             bool kept) const {
+  state_.observer.Tell(&LockObserver::OnRelease,
+                       ReleaseEvent{.lock_namespace = state_.lock_namespace,
+                                    .name = ref.name,
+                                    .owner = ref.owner,
+                                    .fencing_token = report.fencing_token,
+                                    .held = state_.clock.Now() - report.granted,
+                                    .last = report.last,
+                                    .result = report.result,
+                                    .kept_until_lease_end = kept});
+}
+
+absl::Status ClientCore::RenewAcquisition(const HoldRef& ref,
+                                          std::optional<absl::Duration> lease) {
+  return Renew(HoldKey(ref.name, ref.owner), ref.generation, lease);
+}
+
+absl::Status ClientCore::RenewByToken(absl::string_view name,
+                                      absl::string_view owner_token,
+                                      std::optional<absl::Duration> lease) {
+  absl::StatusOr<std::string> owner = TokenOwnerOf(owner_token);
+  if (!owner.ok()) return owner.status();
+  return Renew(HoldKey(name, *owner), 0, lease);
+}
+
+absl::Status ClientCore::Renew(const HoldKey& key, uint64_t hold_generation,
+                               std::optional<absl::Duration> lease) {
+  std::vector<LossNotice> notices;
+  absl::Status renewed;
+  {
+    absl::ReaderMutexLock in_flight(&ops_mu_);
+    absl::StatusOr<HoldTable::RenewPlan> plan;
+    {
+      absl::MutexLock lock(&state_.mu);
+      if (state_.closed) return state_.ClosedError();
+      plan = state_.holds.PlanRenewal(key, hold_generation,
+                                      state_.options.watchdog_lease);
+    }
+    if (!plan.ok()) return plan.status();
+    const absl::Duration effective = lease.value_or(plan->lease);
+    if (absl::Status s = ValidateLease(effective); !s.ok()) return s;
+    const MonoTime sent = state_.clock.Now();
+    renewed = state_.backend->Renew(RenewCall{.name = key.first,
+                                              .owner = key.second,
+                                              .lease = effective,
+                                              .record = plan->record.get()});
+    if (state_.observer) {
+      state_.observer.Tell(&LockObserver::OnRenewal,
+                           RenewalEvent{.lock_namespace = state_.lock_namespace,
+                                        .name = key.first,
+                                        .owner = key.second,
+                                        .fencing_token = plan->fencing_token,
+                                        .by_watchdog = false,
+                                        .result = renewed});
+    }
+    absl::MutexLock lock(&state_.mu);
+    state_.holds.FinishRenewal(key, plan->generation, effective, sent, renewed,
+                               notices);
+  }
+  // Without ops_mu_: a callback may call the client, even Close().
+  notifier_.Deliver(notices);
+  return renewed;
+}
+
+}  // namespace dlock::internal
