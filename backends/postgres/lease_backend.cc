@@ -21,7 +21,8 @@ class LeaseBackend : public PgBackendBase {
     return BackendTraits{.liveness_record = true,
                          .holds_survive_restart = true,
                          .fencing = FencingStrength::kDurable,
-                         .can_list = true};
+                         .can_list = true,
+                         .keeps_after_release = true};
   }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const std::string params[] = {ns_,
@@ -46,11 +47,10 @@ class LeaseBackend : public PgBackendBase {
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
     const absl::string_view name = call.name;
     const absl::string_view owner = call.owner;
-    const int64_t holds = call.holds;
     const std::string params[] = {ns_,
                                   std::string(name),
                                   std::string(owner),
-                                  absl::StrCat(holds),
+                                  absl::StrCat(call.CountToSubtract()),
                                   sql_.channel,
                                   Millis(call.keep_for)};
     absl::StatusOr<PgResult> r = RunPooled(sql_.release, params, false);

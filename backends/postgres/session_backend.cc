@@ -146,7 +146,8 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   BackendTraits Traits() const override {
     return BackendTraits{.holds_tied_to_session = true,
                          .fencing = FencingStrength::kDurable,
-                         .can_list = true};
+                         .can_list = true,
+                         .keeps_after_release = true};
   }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     PgPool::Handle conn;
@@ -388,7 +389,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     return {ns_,
             std::string(call.name),
             std::string(call.owner),
-            absl::StrCat(call.holds),
+            absl::StrCat(call.CountToSubtract()),
             Bool(have),
             Bool(have),
             sql_.channel,

@@ -57,7 +57,8 @@ class RedisBackend : public Backend {
   BackendTraits Traits() const override {
     return BackendTraits{.liveness_record = true,
                          .fencing = FencingStrength::kServerMemory,
-                         .can_list = true};
+                         .can_list = true,
+                         .keeps_after_release = true};
   }
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
@@ -89,8 +90,9 @@ class RedisBackend : public Backend {
   // Not waited for with wait_replicas: a release a failover loses frees
   // the lock at its lease end, as an unconfirmed release does (C21).
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
-    absl::StatusOr<Reply> reply = Run(ReleaseScript(
-        master_, keys_, call.name, call.owner, call.holds, call.keep_for));
+    absl::StatusOr<Reply> reply =
+        Run(ReleaseScript(master_, keys_, call.name, call.owner,
+                          call.CountToSubtract(), call.keep_for));
     if (!reply.ok()) return reply.status();
     return ParseRelease(reply->get(), call.name, master_.endpoint());
   }

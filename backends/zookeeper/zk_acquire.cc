@@ -62,9 +62,7 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
       call.name, call.owner, &held, hold,
       [&](const LocalHold& now) { return Reentered(now, call.lease); },
       "re-entry");
-  if (written.code() == absl::StatusCode::kFailedPrecondition) {
-    return std::nullopt;  // gone: acquire afresh
-  }
+  if (IsGone(written)) return std::nullopt;  // gone: acquire afresh
   if (!written.ok()) return absl::StatusOr<Grant>(written);
   // The record, written in place, stays the hold's. Named again rather than
   // left null: should the core start the hold afresh (its local deadline
@@ -260,9 +258,7 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterHolder(
       call.name, call.owner, nullptr, hold,
       [&](const LocalHold& now) { return Reentered(now, call.lease); },
       "re-entry");
-  if (written.code() == absl::StatusCode::kFailedPrecondition) {
-    return std::nullopt;
-  }
+  if (IsGone(written)) return std::nullopt;
   Abandon(own);
   if (!written.ok()) return absl::StatusOr<Grant>(written);
   return absl::StatusOr<Grant>(
@@ -276,7 +272,7 @@ absl::StatusOr<Grant> ZkBackend::WaitTurn(
     const AcquireCall& call, const std::string& parent, const NodeData& data,
     OwnNode& own, std::optional<std::vector<std::string>> children) {
   const absl::Duration lease = absl::Milliseconds(data.lease_ms);
-  const bool token_owner = absl::StartsWith(call.owner, "t:");
+  const bool token_owner = call.owner_kind == OwnerKind::kToken;
   // Whether our node was ever behind another: then it becomes first while we
   // are not looking, and must be written again when we see it first.
   bool waited = false;

@@ -250,7 +250,8 @@ BackendTraits ZkBackend::Traits() const {
                        .holds_tied_to_session = true,
                        .holds_survive_restart = true,
                        .fencing = FencingStrength::kDurable,
-                       .can_list = true};
+                       .can_list = true,
+                       .keeps_after_release = true};
 }
 
 MonoTime ZkBackend::HeldUntil(absl::string_view, absl::string_view,

@@ -89,7 +89,6 @@ absl::Status ZkBackend::WriteRecomputed(
 absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
   const absl::string_view name = call.name;
   const absl::string_view owner = call.owner;
-  const int64_t holds = call.holds;
   ZkHold* const record = ZkHold::Of(call.record);
   if (absl::Status lost = LostWithSession(name, record); !lost.ok()) {
     return lost;
@@ -116,10 +115,10 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
   const std::string kept_path =
       keep ? absl::StrCat(ParentOf(name), "/", KeptNodeName(hold.czxid)) : "";
   for (int attempt = 0; attempt < kWriteRetries; ++attempt) {
-    if (hold.data.holds > holds) {
+    if (!call.all_holds && hold.data.holds > call.holds) {
       // Fewer holds, the same expiry: the write moves mtime to now.
       NodeData next = hold.data;
-      next.holds -= holds;
+      next.holds -= call.holds;
       next.lease_ms = std::max<int64_t>(1, RemainingMs(hold.data, hold.mtime));
       absl::Status s = Write(name, owner, record, hold, next, "release");
       if (absl::IsAborted(s)) continue;

@@ -80,10 +80,14 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
     absl::string_view name, const AcquireOptions& options) {
   absl::StatusOr<std::string> owner = ResolveOwner(options.owner_token);
   bool fresh = false;
+  // The core makes owner ids; backends are told their kind, never parse
+  // them (backend.h).
+  const OwnerKind kind =
+      options.owner_token.empty() ? OwnerKind::kThread : OwnerKind::kToken;
   const ObserverCalls& observer = state_.observer;
   if (!observer) {
     if (!owner.ok()) return owner.status();
-    return AcquireHold(name, options, *owner, fresh);
+    return AcquireHold(name, options, *owner, kind, fresh);
   }
   const MonoTime start = state_.clock.Now();
   const absl::string_view owner_id =
@@ -94,7 +98,7 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
                                     .owner = owner_id,
                                     .wait = options.wait});
   absl::StatusOr<::dlock::Hold> hold =
-      owner.ok() ? AcquireHold(name, options, *owner, fresh)
+      owner.ok() ? AcquireHold(name, options, *owner, kind, fresh)
                  : absl::StatusOr<::dlock::Hold>(owner.status());
   const absl::Duration waited = state_.clock.Now() - start;
   if (hold.ok()) {
@@ -118,7 +122,7 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
 
 absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
     absl::string_view name, const AcquireOptions& options,
-    const std::string& owner, bool& fresh) {
+    const std::string& owner, OwnerKind kind, bool& fresh) {
   const absl::Duration lease =
       options.lease.value_or(state_.options.watchdog_lease);
   if (absl::Status s = ValidateLease(lease); !s.ok()) return s;
@@ -135,6 +139,7 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
   const MonoTime start = state_.clock.Now();
   const AcquireCall call{.name = name,
                          .owner = owner,
+                         .owner_kind = kind,
                          .lease = lease,
                          .deadline = options.wait == absl::InfiniteDuration()
                                          ? MonoTime::InfiniteFuture()
@@ -217,13 +222,18 @@ absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(
     // Close() began while we were acquiring; it will not see this hold.
     state_.mu.Unlock();
     state_.backend
-        ->Release(ReleaseCall{call.name, call.owner, 1, grant->record.get()})
+        ->Release(ReleaseCall{.name = call.name,
+                              .owner = call.owner,
+                              .record = grant->record.get()})
         .IgnoreError();
     state_.mu.Lock();
     return state_.ClosedError();
   }
   if (raced) {
-    state_.pending.Add(key, IsThreadOwner(key.second) ? kAllHolds : 1,
+    state_.pending.Add(key,
+                       call.owner_kind == OwnerKind::kThread
+                           ? HoldsToRelease{.all = true}
+                           : HoldsToRelease{.count = 1},
                        call.lease, grant->record);
     return absl::UnavailableError(absl::StrCat(
         "lock '", call.name,
@@ -232,7 +242,7 @@ absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(
   }
   CancelToken lost_token;
   uint64_t acquisition = 0;
-  HoldEntry& hold = state_.holds.RecordGrant(key, *grant, options, call.lease,
+  HoldEntry& hold = state_.holds.RecordGrant(key, call, *grant, options,
                                              lost_token, acquisition, fresh);
   if (state_.holds.LatchDeadline(key, hold, state_.clock.Now())) {
     // The reply came back after the lease it started had run out (or the
@@ -247,7 +257,7 @@ absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(
   // A thread owner's count is the caller's own acquisitions; an owner
   // token's is the backend's, shared by every process that uses it.
   const int64_t count =
-      IsThreadOwner(key.second)
+      call.owner_kind == OwnerKind::kThread
           ? hold.local_holds
           : std::max<int64_t>(1, grant->hold_count - hold.unsynced);
   return MakeHold(shared_from_this(), key.first, key.second,

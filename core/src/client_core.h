@@ -102,7 +102,7 @@ class ClientCore : public BackendListener,
   absl::StatusOr<::dlock::Hold> AcquireHold(absl::string_view name,
                                             const AcquireOptions& options,
                                             const std::string& owner,
-                                            bool& fresh);
+                                            OwnerKind kind, bool& fresh);
   // Before a new acquisition of `key`: a release still pending for it must
   // be confirmed first, so that the acquisition is fresh (C21). Then
   // registers the acquisition (PendingReleases::BeforeAcquire).

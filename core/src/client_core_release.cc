@@ -18,6 +18,14 @@ absl::Status ClientCore::ReleaseByToken(absl::string_view name,
 
 absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref,
                                             absl::Duration keep_for) {
+  if (keep_for > absl::ZeroDuration() && !traits_.keeps_after_release) {
+    // Said here once for every backend: nothing changes, the Hold stays.
+    return absl::UnimplementedError(
+        absl::StrCat("the backend at ", state_.endpoint,
+                     " cannot keep a lock after its release (BackendTraits::"
+                     "keeps_after_release): release lock '",
+                     ref.name, "' instead"));
+  }
   std::vector<LossNotice> notices;
   ReleaseReport report;
   absl::Status released;
@@ -54,7 +62,8 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
   absl::StatusOr<int64_t> left = state_.backend->Release(ReleaseCall{
       .name = ref.name,
       .owner = ref.owner,
-      .holds = plan->holds,
+      .holds = plan->holds.count,
+      .all_holds = plan->holds.all,
       .record = plan->record.get(),
       .keep_for = plan->final_release ? keep_for : absl::ZeroDuration()});
   report.result = left.status();

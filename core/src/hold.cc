@@ -138,18 +138,19 @@ absl::Status Hold::ReleaseAndKeepFor(absl::Duration keep_for) {
   if (site_ == nullptr) {
     return WithContext(NotOwnerError(name_), "this Hold was released already");
   }
-  if (keep_for < internal::kMinLease || keep_for == absl::InfiniteDuration()) {
+  if (keep_for < kMinLease || keep_for == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("keep_for must be zero, or finite and at least ",
-                     absl::FormatDuration(internal::kMinLease), ", not ",
+                     absl::FormatDuration(kMinLease), ", not ",
                      absl::FormatDuration(keep_for)));
   }
   absl::Status released = site_->ReleaseAcquisition(
       internal::HoldRef{name_, owner_, generation_, acquisition_}, keep_for);
-  // Refused because other acquisitions stand: nothing changed, the Hold
-  // stays.
+  // Refused because other acquisitions stand, or keeping is unsupported:
+  // nothing changed, the Hold stays.
   const bool unchanged =
-      absl::IsFailedPrecondition(released) && !ErrorKindOf(released);
+      ErrorKindOf(released) == ErrorKind::kAcquisitionsStanding ||
+      absl::IsUnimplemented(released);
   if (!unchanged) site_ = nullptr;
   return released;
 }

@@ -18,8 +18,7 @@ void HoldTable::MarkLost(const HoldKey& key, HoldEntry& hold,
     // The backend may still count the hold (a renewal got through
     // unanswered, the lease has a moment left): let it go, so that others
     // need not wait it out and the owner's next Acquire starts afresh (C21).
-    pending_.Add(key, AllHoldsOf(key.second, hold), hold.max_lease,
-                 hold.record);
+    pending_.Add(key, AllHoldsOf(hold), hold.max_lease, hold.record);
   }
   LossNotice d{.event = LockLostEvent{.name = key.first,
                                       .owner = key.second,
@@ -158,7 +157,7 @@ std::vector<PendingReleases::Claim> HoldTable::CloseAll(
   for (auto& [key, hold] : holds_) {
     if (hold.lost) continue;
     to_release.push_back(PendingReleases::Claim{
-        key, PendingReleases::Release{.holds = AllHoldsOf(key.second, hold),
+        key, PendingReleases::Release{.holds = AllHoldsOf(hold),
                                       .record = hold.record}});
     MarkLost(key, hold, reason, LossCause::kClientClosed, Leftover::kGone, out);
   }

@@ -31,9 +31,10 @@ class HoldSite {
  public:
   virtual ~HoldSite() = default;
 
-  // `keep_for` zero: a plain release. Positive: Hold::ReleaseAndKeepFor();
-  // its refusal because other acquisitions stand is the one
-  // FailedPrecondition without an ErrorKind (nothing changed).
+  // `keep_for` zero: a plain release. Positive: Hold::ReleaseAndKeepFor(),
+  // refused with nothing changed as kAcquisitionsStanding while other
+  // acquisitions stand, or as Unimplemented where the backend cannot keep a
+  // lock after its release.
   virtual absl::Status ReleaseAcquisition(const HoldRef& ref,
                                           absl::Duration keep_for) = 0;
   virtual absl::Status KeepUntilLeaseEnd(const HoldRef& ref) = 0;

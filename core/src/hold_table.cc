@@ -15,10 +15,12 @@ std::shared_ptr<HoldRecord> HoldTable::BelievedRecord(const HoldKeyView& key) {
   return it->second.record;
 }
 
-HoldEntry& HoldTable::RecordGrant(const HoldKey& key, const Grant& grant,
+HoldEntry& HoldTable::RecordGrant(const HoldKey& key, const AcquireCall& call,
+                                  const Grant& grant,
                                   const AcquireOptions& options,
-                                  absl::Duration lease, CancelToken lost,
-                                  uint64_t& acquisition, bool& fresh) {
+                                  CancelToken lost, uint64_t& acquisition,
+                                  bool& fresh) {
+  const absl::Duration lease = call.lease;
   HoldEntry& hold = holds_[key];
   const MonoTime now = clock_.Now();
   const bool same_hold = hold.local_holds > 0 && !hold.lost &&
@@ -35,7 +37,7 @@ HoldEntry& HoldTable::RecordGrant(const HoldKey& key, const Grant& grant,
       hold.next_renewal = grant.sent + hold.lease / 3;
     }
   } else {
-    StartAfresh(key, hold, grant, lease, !options.lease.has_value(), now);
+    StartAfresh(key, hold, call, grant, !options.lease.has_value(), now);
   }
   acquisition = next_acquisition_++;
   // Fresh to the observer: no acquisition of it was live (the others, if
@@ -51,8 +53,9 @@ HoldEntry& HoldTable::RecordGrant(const HoldKey& key, const Grant& grant,
 }
 
 void HoldTable::StartAfresh(const HoldKey& key, HoldEntry& hold,
-                            const Grant& grant, absl::Duration lease,
+                            const AcquireCall& call, const Grant& grant,
                             bool renewed, MonoTime now) {
+  const absl::Duration lease = call.lease;
   const bool continues =
       hold.local_holds > 0 && hold.fencing_token == grant.fencing_token;
   if (hold.local_holds > 0 && !hold.lost) {
@@ -73,12 +76,13 @@ void HoldTable::StartAfresh(const HoldKey& key, HoldEntry& hold,
   // An owner token's holds the backend still counts for the hold the new
   // grant continues.
   const int64_t kept =
-      continues && !IsThreadOwner(key.second)
+      continues && call.owner_kind == OwnerKind::kToken
           ? std::min(hold.local_holds + hold.unsynced, grant.hold_count - 1)
           : 0;
   const absl::Duration kept_lease = continues ? hold.max_lease : lease;
   hold = HoldEntry{};
   hold.generation = next_generation_++;
+  hold.owner_kind = call.owner_kind;
   hold.fencing_token = grant.fencing_token;
   hold.granted = now;
   hold.unsynced = std::max<int64_t>(0, kept);
@@ -148,12 +152,8 @@ absl::StatusOr<ReleasePlan> HoldTable::PlanRelease(const HoldRef& ref,
   }
   if (keep_for > absl::ZeroDuration() && hold.local_holds > 1) {
     // Keeping the lock is for the owner's last hold: the others would be
-    // left holding nothing. No ErrorKind: nothing changed (Hold).
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lock '", ref.name, "' has ", hold.local_holds - 1,
-        " other acquisition(s) of this owner standing (re-entry or "
-        "KeepUntilLeaseEnd): release those first, then release this one "
-        "keeping the lock; nothing was changed"));
+    // left holding nothing. Nothing changed: the Hold stays.
+    return AcquisitionsStandingError(ref.name, hold.local_holds - 1);
   }
   plan.generation = hold.generation;
   plan.record = hold.record;
@@ -205,7 +205,7 @@ void HoldTable::GiveUp(HoldMap<HoldEntry>::iterator it, const HoldRef& ref,
     // must learn that it was released, not lost.
     ++released_by_token_[hold.generation];
   }
-  plan.holds = AllHoldsOf(it->first.second, hold);
+  plan.holds = AllHoldsOf(hold);
   pending_.BeginFinalRelease(it->first);
   plan.given_up = std::move(hold);
   holds_.erase(it);
@@ -270,12 +270,7 @@ absl::Status HoldTable::Keep(const HoldRef& ref, ReleaseReport& report) {
   if (LatchDeadline(it->first, hold, clock_.Now())) {
     return LostError(ref.name, hold.lost_reason.message());
   }
-  if (hold.renewed) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lock '", ref.name,
-        "' is renewed by the watchdog and would never end if kept: only a "
-        "hold with an explicit lease can be kept until its lease ends"));
-  }
+  if (hold.renewed) return WatchdogRenewedError(ref.name);
   auto own = FindAcquisition(hold, ref.acquisition);
   if (own == hold.acquisitions.end()) return ReleasedByToken(ref.name);
   report = ReleaseReport{.tell = true,
@@ -418,10 +413,11 @@ absl::Status HoldTable::ReleasedByToken(absl::string_view name) {
                      "this acquisition was released by ReleaseByToken");
 }
 
-int64_t HoldTable::AllHoldsOf(absl::string_view owner, const HoldEntry& hold) {
+HoldsToRelease HoldTable::AllHoldsOf(const HoldEntry& hold) {
   // A thread owner is this client's alone: whatever the backend counts for
   // it (acquisitions whose reply was lost included) is this hold's.
-  return IsThreadOwner(owner) ? kAllHolds : hold.local_holds + hold.unsynced;
+  if (hold.owner_kind == OwnerKind::kThread) return HoldsToRelease{.all = true};
+  return HoldsToRelease{.count = hold.local_holds + hold.unsynced};
 }
 
 MonoTime HoldTable::LocalDeadline(MonoTime sent, absl::Duration lease) const {

@@ -43,6 +43,7 @@ struct Acquisition {
 
 struct HoldEntry {
   uint64_t generation = 0;  // tells a call's hold from a later one
+  OwnerKind owner_kind = OwnerKind::kThread;
   uint64_t fencing_token = 0;
   MonoTime granted;         // when this client recorded the hold's first grant
   int64_t local_holds = 0;  // taken through this client, not yet released
@@ -101,7 +102,7 @@ struct ReleaseReport {
 struct ReleasePlan {
   bool final_release = false;  // the owner's last hold here: given up now
   uint64_t generation = 0;     // 0: no hold of ours (taken elsewhere, C6)
-  int64_t holds = 1;
+  HoldsToRelease holds{.count = 1};
   std::shared_ptr<HoldRecord> record;
   HoldEntry given_up;  // the hold a final release gave up
 };
@@ -134,11 +135,11 @@ class HoldTable {
 
   // The record of the owner's believed hold, for a re-entry; null if none.
   std::shared_ptr<HoldRecord> BelievedRecord(const HoldKeyView& key);
-  // Records a grant: a re-entry of the believed hold, or a fresh hold that
-  // replaces whatever the owner had here. `acquisition` gets its id,
-  // `fresh` whether no acquisition of the hold was live.
-  HoldEntry& RecordGrant(const HoldKey& key, const Grant& grant,
-                         const AcquireOptions& options, absl::Duration lease,
+  // Records the grant of `call`: a re-entry of the believed hold, or a
+  // fresh hold that replaces whatever the owner had here. `acquisition`
+  // gets its id, `fresh` whether no acquisition of the hold was live.
+  HoldEntry& RecordGrant(const HoldKey& key, const AcquireCall& call,
+                         const Grant& grant, const AcquireOptions& options,
                          CancelToken lost, uint64_t& acquisition, bool& fresh);
   // The hold's fencing token while it is believed held; NotOwner when the
   // owner has no hold here, IsLost when it was lost or (generation not 0)
@@ -251,7 +252,7 @@ class HoldTable {
   bool TakeReleasedByToken(uint64_t generation);
   static absl::Status ReleasedByToken(absl::string_view name);
   // How many holds a release of the whole hold takes off the backend.
-  static int64_t AllHoldsOf(absl::string_view owner, const HoldEntry& hold);
+  static HoldsToRelease AllHoldsOf(const HoldEntry& hold);
   MonoTime LocalDeadline(MonoTime sent, absl::Duration lease) const;
   // The earlier of the hold's lease deadline and the backend's bound.
   MonoTime DeadlineOf(const HoldKeyView& key, const HoldEntry& hold) const;
@@ -265,8 +266,8 @@ class HoldTable {
   // planned.
   void WakeFor(const HoldKey& key, const HoldEntry& hold);
   // RecordGrant's new hold, replacing what the owner had here.
-  void StartAfresh(const HoldKey& key, HoldEntry& hold, const Grant& grant,
-                   absl::Duration lease, bool renewed, MonoTime now);
+  void StartAfresh(const HoldKey& key, HoldEntry& hold, const AcquireCall& call,
+                   const Grant& grant, bool renewed, MonoTime now);
   // PlanRelease's two cases.
   void TakeInner(HoldEntry& hold, const HoldRef& ref, ReleaseReport& report);
   void GiveUp(HoldMap<HoldEntry>::iterator it, const HoldRef& ref,

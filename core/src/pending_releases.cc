@@ -6,7 +6,7 @@
 
 namespace dlock::internal {
 
-void PendingReleases::Add(const HoldKey& key, int64_t holds,
+void PendingReleases::Add(const HoldKey& key, HoldsToRelease holds,
                           absl::Duration lease,
                           std::shared_ptr<HoldRecord> record,
                           MonoTime keep_until) {
@@ -14,7 +14,8 @@ void PendingReleases::Add(const HoldKey& key, int64_t holds,
   Release& p = releases_[key];
   if (p.record == nullptr) p.record = std::move(record);
   p.keep_until = std::max(p.keep_until, keep_until);
-  p.holds = std::min(kAllHolds, p.holds + holds);
+  p.holds.count += holds.count;
+  p.holds.all = p.holds.all || holds.all;
   // The backend set its expiry no later than now, to at most the longest
   // lease it was asked for: with no renewal it ends within that (C2).
   p.give_up = std::max(p.give_up, now + lease + DriftMargin(lease));
@@ -144,7 +145,8 @@ ReleaseCall PendingReleases::CallFor(const Claim& claim, MonoTime now) {
   }
   return ReleaseCall{.name = claim.key.first,
                      .owner = claim.key.second,
-                     .holds = p.holds,
+                     .holds = p.holds.count,
+                     .all_holds = p.holds.all,
                      .record = p.record.get(),
                      .keep_for = keep_for};
 }

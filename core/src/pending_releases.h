@@ -23,11 +23,18 @@
 
 namespace dlock::internal {
 
+// How many of an owner's holds a release takes off (ReleaseCall::holds and
+// ReleaseCall::all_holds).
+struct HoldsToRelease {
+  int64_t count = 0;
+  bool all = false;
+};
+
 // Every method runs under the client core's mutex.
 class PendingReleases {
  public:
   struct Release {
-    int64_t holds = 0;  // how many to take off (kAllHolds: all)
+    HoldsToRelease holds;
     // The backend's record of the hold given up (the first, if several of
     // one key pile up).
     std::shared_ptr<HoldRecord> record;
@@ -68,7 +75,7 @@ class PendingReleases {
 
   // A release of `holds` to retry until confirmed, or until the backend has
   // surely expired a hold of `lease` (the longest it was asked for).
-  void Add(const HoldKey& key, int64_t holds, absl::Duration lease,
+  void Add(const HoldKey& key, HoldsToRelease holds, absl::Duration lease,
            std::shared_ptr<HoldRecord> record,
            MonoTime keep_until = MonoTime::InfinitePast());
   bool Contains(const HoldKeyView& key) const {

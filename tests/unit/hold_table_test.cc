@@ -37,9 +37,13 @@ class HoldTableTest : public ::testing::Test {
                   std::optional<absl::Duration> lease = kLease) {
     uint64_t acquisition = 0;
     bool fresh = false;
-    HoldEntry& hold = table_.RecordGrant(
-        key, GrantNow(token), AcquireOptions{.lease = lease},
-        lease.value_or(kLease), CancelToken(), acquisition, fresh);
+    const AcquireCall call{.name = key.first,
+                           .owner = key.second,
+                           .owner_kind = OwnerKind::kToken,
+                           .lease = lease.value_or(kLease)};
+    HoldEntry& hold = table_.RecordGrant(key, call, GrantNow(token),
+                                         AcquireOptions{.lease = lease},
+                                         CancelToken(), acquisition, fresh);
     return HoldRef{.name = key.first,
                    .owner = key.second,
                    .generation = hold.generation,
@@ -132,7 +136,8 @@ TEST_F(HoldTableTest, AnInnerReleaseTakesItsAcquisitionOff) {
       table_.PlanRelease(inner, absl::ZeroDuration(), report);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_FALSE(plan->final_release);
-  EXPECT_EQ(plan->holds, 1);
+  EXPECT_EQ(plan->holds.count, 1);
+  EXPECT_FALSE(plan->holds.all);
   EXPECT_TRUE(report.tell);
   EXPECT_FALSE(report.last);
   std::vector<LossNotice> notices;
@@ -145,7 +150,8 @@ TEST_F(HoldTableTest, AnInnerReleaseTakesItsAcquisitionOff) {
   EXPECT_TRUE(table_.Believed(outer).ok());
   ReleasePlan last = *table_.PlanRelease(outer, absl::ZeroDuration(), report);
   EXPECT_TRUE(last.final_release);
-  EXPECT_EQ(last.holds, 2) << "the unsynced inner release goes with it";
+  EXPECT_EQ(last.holds.count, 2) << "the unsynced inner release goes with it";
+  EXPECT_FALSE(last.holds.all) << "an owner token's holds elsewhere stay";
 }
 
 TEST_F(HoldTableTest, AFinalReleaseGivesTheHoldUpWhateverTheAnswer) {

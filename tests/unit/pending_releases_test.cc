@@ -27,12 +27,12 @@ class PendingReleasesTest : public ::testing::Test {
 };
 
 TEST_F(PendingReleasesTest, AReleaseIsClaimedOnceUntilSettled) {
-  pending_.Add(key_, 2, kLease, nullptr);
+  pending_.Add(key_, HoldsToRelease{.count = 2}, kLease, nullptr);
   EXPECT_TRUE(pending_.Contains(key_));
   std::vector<PendingReleases::Claim> due = pending_.ClaimDue(clock_.Now());
   ASSERT_EQ(due.size(), 1u);
   EXPECT_EQ(due[0].key, key_);
-  EXPECT_EQ(due[0].release.holds, 2);
+  EXPECT_EQ(due[0].release.holds.count, 2);
   // In flight: nobody else sends it meanwhile.
   EXPECT_TRUE(pending_.ClaimDue(clock_.Now()).empty());
   EXPECT_EQ(pending_.NextTry(), MonoTime::InfiniteFuture());
@@ -42,7 +42,7 @@ TEST_F(PendingReleasesTest, AReleaseIsClaimedOnceUntilSettled) {
 }
 
 TEST_F(PendingReleasesTest, ATransientFailureIsRetriedAPeriodAfterItsSend) {
-  pending_.Add(key_, 1, kLease, nullptr);
+  pending_.Add(key_, HoldsToRelease{.count = 1}, kLease, nullptr);
   const MonoTime sent = clock_.Now();
   ASSERT_EQ(pending_.ClaimDue(sent).size(), 1u);
   clock_.Advance(absl::Milliseconds(30));  // a slow answer
@@ -56,7 +56,7 @@ TEST_F(PendingReleasesTest, ATransientFailureIsRetriedAPeriodAfterItsSend) {
 }
 
 TEST_F(PendingReleasesTest, AGoneHoldSettlesTheRelease) {
-  pending_.Add(key_, 1, kLease, nullptr);
+  pending_.Add(key_, HoldsToRelease{.count = 1}, kLease, nullptr);
   ASSERT_EQ(pending_.ClaimDue(clock_.Now()).size(), 1u);
   EXPECT_EQ(pending_.Settle(key_, NotOwnerError("lock"), clock_.Now()),
             PendingReleases::Settled::kDone);
@@ -64,7 +64,7 @@ TEST_F(PendingReleasesTest, AGoneHoldSettlesTheRelease) {
 }
 
 TEST_F(PendingReleasesTest, ItIsForgottenOnceTheLeaseIsOverOnTheBackend) {
-  pending_.Add(key_, 1, kLease, nullptr);
+  pending_.Add(key_, HoldsToRelease{.count = 1}, kLease, nullptr);
   clock_.Advance(kLease + DriftMargin(kLease));
   EXPECT_TRUE(pending_.ClaimDue(clock_.Now()).empty());
   EXPECT_FALSE(pending_.Contains(key_));
@@ -72,21 +72,26 @@ TEST_F(PendingReleasesTest, ItIsForgottenOnceTheLeaseIsOverOnTheBackend) {
 
 TEST_F(PendingReleasesTest, ReleasesOfOneKeyAddUpAndKeepTheFirstRecord) {
   auto first = std::make_shared<HoldRecord>();
-  pending_.Add(key_, 1, kLease, first);
-  pending_.Add(key_, 2, absl::Seconds(5), std::make_shared<HoldRecord>());
+  pending_.Add(key_, HoldsToRelease{.count = 1}, kLease, first);
+  pending_.Add(key_, HoldsToRelease{.count = 2}, absl::Seconds(5),
+               std::make_shared<HoldRecord>());
   std::vector<PendingReleases::Claim> due = pending_.ClaimDue(clock_.Now());
   ASSERT_EQ(due.size(), 1u);
-  EXPECT_EQ(due[0].release.holds, 3);
+  EXPECT_EQ(due[0].release.holds.count, 3);
   EXPECT_EQ(due[0].release.record, first);
   // The longest lease decides when it is over.
   EXPECT_EQ(due[0].release.give_up,
             clock_.Now() + absl::Seconds(5) + DriftMargin(absl::Seconds(5)));
-  pending_.Add(key_, kAllHolds, kLease, nullptr);
-  EXPECT_EQ(pending_.TakeAll(clock_.Now()).size(), 0u) << "one is in flight";
+  // A release of every hold joins in: the next try takes them all.
+  pending_.Settle(key_, absl::UnavailableError("no answer"), clock_.Now());
+  pending_.Add(key_, HoldsToRelease{.all = true}, kLease, nullptr);
+  due = pending_.ClaimDue(clock_.Now());
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_TRUE(PendingReleases::CallFor(due[0], clock_.Now()).all_holds);
 }
 
 TEST_F(PendingReleasesTest, AnAcquisitionSendsThePendingReleaseFirst) {
-  pending_.Add(key_, 1, kLease, nullptr);
+  pending_.Add(key_, HoldsToRelease{.count = 1}, kLease, nullptr);
   uint64_t sent_before = 0;
   std::optional<PendingReleases::Claim> claim;
   ASSERT_EQ(pending_.BeforeAcquire(key_, sent_before, claim),
@@ -109,7 +114,7 @@ TEST_F(PendingReleasesTest, AReleaseSentDuringAnAcquisitionIsARace) {
   ASSERT_EQ(pending_.BeforeAcquire(key_, sent_before, claim),
             PendingReleases::Turn::kGo);
   // The owner's lost hold is let go while the acquisition is on its way.
-  pending_.Add(key_, kAllHolds, kLease, nullptr);
+  pending_.Add(key_, HoldsToRelease{.all = true}, kLease, nullptr);
   ASSERT_EQ(pending_.ClaimDue(clock_.Now()).size(), 1u);
   pending_.Settle(key_, absl::OkStatus(), clock_.Now());
   EXPECT_TRUE(pending_.AfterAcquire(key_, sent_before))
@@ -118,7 +123,7 @@ TEST_F(PendingReleasesTest, AReleaseSentDuringAnAcquisitionIsARace) {
 
 TEST_F(PendingReleasesTest, AFinalReleaseInFlightHoldsRetriesAndAcquirers) {
   pending_.BeginFinalRelease(key_);
-  pending_.Add(key_, 1, kLease, nullptr);
+  pending_.Add(key_, HoldsToRelease{.count = 1}, kLease, nullptr);
   EXPECT_TRUE(pending_.ClaimDue(clock_.Now()).empty());
   uint64_t sent_before = 0;
   std::optional<PendingReleases::Claim> claim;
@@ -130,7 +135,8 @@ TEST_F(PendingReleasesTest, AFinalReleaseInFlightHoldsRetriesAndAcquirers) {
 
 TEST_F(PendingReleasesTest, ARetryAsksForWhatIsLeftOfTheKeepNeverLess) {
   const MonoTime start = clock_.Now();
-  pending_.Add(key_, 1, kLease, nullptr, start + absl::Milliseconds(500));
+  pending_.Add(key_, HoldsToRelease{.count = 1}, kLease, nullptr,
+               start + absl::Milliseconds(500));
   std::vector<PendingReleases::Claim> due = pending_.ClaimDue(start);
   ASSERT_EQ(due.size(), 1u);
   EXPECT_EQ(PendingReleases::CallFor(due[0], start).keep_for,
@@ -145,8 +151,9 @@ TEST_F(PendingReleasesTest, ARetryAsksForWhatIsLeftOfTheKeepNeverLess) {
 
 TEST_F(PendingReleasesTest, CloseTakesWhatIsNotInFlightOrOver) {
   const HoldKey other{"other", "t:job"};
-  pending_.Add(key_, 1, kLease, nullptr);
-  pending_.Add(other, 1, absl::Milliseconds(100), nullptr);
+  pending_.Add(key_, HoldsToRelease{.count = 1}, kLease, nullptr);
+  pending_.Add(other, HoldsToRelease{.count = 1}, absl::Milliseconds(100),
+               nullptr);
   clock_.Advance(absl::Milliseconds(200));  // `other` is over on the backend
   std::vector<PendingReleases::Claim> all = pending_.TakeAll(clock_.Now());
   ASSERT_EQ(all.size(), 1u);

@@ -85,13 +85,17 @@ class [[nodiscard]] Hold {
   // woken when it expires, C9), Inspect() reports it with
   // LockInfo::kept_after_release, and ForceUnlock() removes it. The next
   // fresh hold gets a larger fencing token (C8). Once, as Release(): the
-  // Hold is empty afterwards, except on InvalidArgument and on the
-  // re-entrant refusal below, which change nothing.
+  // Hold is empty afterwards, except on InvalidArgument and on the two
+  // refusals below, which change nothing.
   //  - Zero `keep_for`: exactly Release(). Negative, infinite, or positive
   //    but under 10ms: InvalidArgument.
+  //  - A backend that cannot keep a lock after its release
+  //    (BackendTraits::keeps_after_release false): Unimplemented, the lock
+  //    and this Hold unchanged.
   //  - Other acquisitions of this owner through this client still stand
-  //    (re-entry, C5, or KeepUntilLeaseEnd()): FailedPrecondition with no
-  //    ErrorKind, the lock and this Hold unchanged; release those first.
+  //    (re-entry, C5, or KeepUntilLeaseEnd()): FailedPrecondition
+  //    (ErrorKind::kAcquisitionsStanding), the lock and this Hold unchanged;
+  //    release those first.
   //  - An owner token (C6) whose holds on the backend are not all this
   //    client's: the release takes this hold off and the lock stays the
   //    owner's; keep_for applies only to the release that takes the owner's
@@ -117,7 +121,8 @@ class [[nodiscard]] Hold {
   // ReleaseAndKeepFor(). For a
   // marker that keeps others out for a while after the work ("ran in this
   // slot"). FailedPrecondition for a watchdog-renewed hold, which would
-  // never end (release it instead), and for a lost one (IsLost).
+  // never end (ErrorKind::kWatchdogRenewed: release it instead), and for a
+  // lost one (IsLost).
   absl::Status KeepUntilLeaseEnd();
 
   bool active() const { return site_ != nullptr; }
