@@ -15,7 +15,7 @@ class LeaseBackend : public PgBackendBase {
         liveness_id_(config.liveness_id),
         liveness_ttl_ms_(config.options.liveness_ttl == absl::InfiniteDuration()
                              ? "0"
-                             : Millis(config.options.liveness_ttl)) {}
+                             : MillisParam(config.options.liveness_ttl)) {}
 
   BackendTraits Traits() const override {
     return BackendTraits{.liveness_record = true,
@@ -28,7 +28,7 @@ class LeaseBackend : public PgBackendBase {
     const std::string params[] = {ns_,
                                   std::string(call.name),
                                   std::string(call.owner),
-                                  Millis(call.lease),
+                                  MillisParam(call.lease),
                                   liveness_id_,
                                   liveness_ttl_ms_};
     return AcquireWithWakeups(
@@ -40,7 +40,7 @@ class LeaseBackend : public PgBackendBase {
   }
 
   absl::Status RenewLiveness(absl::Duration ttl) override {
-    const std::string params[] = {liveness_id_, Millis(ttl)};
+    const std::string params[] = {liveness_id_, MillisParam(ttl)};
     return RunPooled(sql_.liveness, params, true).status();
   }
 
@@ -52,7 +52,7 @@ class LeaseBackend : public PgBackendBase {
                                   std::string(owner),
                                   absl::StrCat(call.CountToSubtract()),
                                   sql_.channel,
-                                  Millis(call.keep_for)};
+                                  absl::StrCat(KeepMillis(call.keep_for))};
     absl::StatusOr<PgResult> r = RunPooled(sql_.release, params, false);
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 0) return NotOwnerError(name);
@@ -72,7 +72,7 @@ class LeaseBackend : public PgBackendBase {
     for (const RenewCall& call : calls) {
       names.emplace_back(call.name);
       owners.emplace_back(call.owner);
-      leases.push_back(Millis(call.lease));
+      leases.push_back(MillisParam(call.lease));
     }
     const std::string params[] = {ns_, ArrayLiteral(names),
                                   ArrayLiteral(owners), ArrayLiteral(leases)};
@@ -93,7 +93,8 @@ class LeaseBackend : public PgBackendBase {
 
   absl::Status Renew(const RenewCall& call) override {
     const std::string params[] = {ns_, std::string(call.name),
-                                  std::string(call.owner), Millis(call.lease)};
+                                  std::string(call.owner),
+                                  MillisParam(call.lease)};
     absl::StatusOr<PgResult> r = RunPooled(sql_.renew, params, true);
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 0) return NotOwnerError(call.name);
@@ -119,22 +120,6 @@ class LeaseBackend : public PgBackendBase {
     }
     out += '}';
     return out;
-  }
-
-  static Attempt ToAttempt(const PGresult* r) {
-    Attempt attempt;
-    if (PQntuples(r) != 1) {
-      attempt.holder_lease_left = absl::ZeroDuration();  // look again soon
-      return attempt;
-    }
-    if (GetText(r, 0, 0) == "t") {
-      attempt.acquired =
-          Acquired{.fencing_token = static_cast<uint64_t>(GetInt(r, 0, 2)),
-                   .hold_count = GetInt(r, 0, 1)};
-    } else {
-      attempt.holder_lease_left = absl::Milliseconds(GetInt(r, 0, 3));
-    }
-    return attempt;
   }
 };
 

@@ -26,9 +26,17 @@ LockInfo ToInfo(const PGresult* r, int row, int first_col,
 
 }  // namespace
 
-std::string Millis(absl::Duration d) {
-  return absl::StrCat(
-      absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))));
+Attempt ToAttempt(const PGresult* r) {
+  Attempt attempt;  // holder_lease_left: unknown (InfiniteDuration)
+  if (PQntuples(r) != 1) return attempt;
+  if (GetText(r, 0, 0) == "t") {
+    attempt.acquired =
+        Acquired{.fencing_token = static_cast<uint64_t>(GetInt(r, 0, 2)),
+                 .hold_count = GetInt(r, 0, 1)};
+  } else {
+    attempt.holder_lease_left = absl::Milliseconds(GetInt(r, 0, 3));
+  }
+  return attempt;
 }
 
 PgBackendBase::PgBackendBase(PgOptions options, const BackendConfig& config)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "dlock/backend/backend.h"
 #include "dlock/backend/wakeup.h"
 #include "pg_listener.h"
@@ -58,7 +59,20 @@ absl::StatusOr<std::unique_ptr<Backend>> NewLeaseBackend(
 absl::StatusOr<std::unique_ptr<Backend>> NewSessionBackend(
     PgOptions options, const BackendConfig& config);
 
-std::string Millis(absl::Duration d);
+// A lease, keep, TTL or grace as a statement parameter: LeaseMillis()
+// (dlock/backend/rules.h), the rule every backend rounds by.
+inline std::string MillisParam(absl::Duration d) {
+  return absl::StrCat(LeaseMillis(d));
+}
+
+// What one acquire statement answered (both modes' functions return the
+// same columns: granted, holds, fencing token, the holder's lease left in
+// ms). No row says nothing of a holder: the attempt then waits for a
+// wake-up or the fallback poll, as for a holder whose lease end is unknown;
+// never "look again at once", which a server that kept answering no row
+// would turn into polling every millisecond (C9), nor a lease taken as over
+// that no row said was (C19).
+Attempt ToAttempt(const PGresult* r);
 
 }  // namespace dlock::postgres
 

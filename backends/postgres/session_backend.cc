@@ -108,12 +108,6 @@ SessionRecord& RecordOf(HoldRecord* record) {
   return *static_cast<SessionRecord*>(record);
 }
 
-// How far the client's clock may run fast against the server's over a
-// grace: 1% of it plus 2 ms, as for leases (client_core.cc, DriftMargin).
-absl::Duration GraceMargin(absl::Duration grace) {
-  return grace / 100 + absl::Milliseconds(2);
-}
-
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
 // What becomes of a session's connection when its hold ends here.
@@ -313,7 +307,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     if (record == nullptr) return MonoTime::InfinitePast();
     const Session& s = static_cast<const SessionRecord*>(record)->session();
     if (!s.live) return MonoTime::InfinitePast();
-    return s.confirmed() + grace_ - GraceMargin(grace_);
+    return s.confirmed() + grace_ - DriftMargin(grace_);
   }
 
   void Shutdown() override {
@@ -376,9 +370,9 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     return {ns_,
             std::string(call.name),
             std::string(call.owner),
-            Millis(call.lease),
+            MillisParam(call.lease),
             Bool(have),
-            Millis(grace_)};
+            MillisParam(grace_)};
   }
   // p_keep is `have`: the session keeps its shared lock while the row counts
   // holds of the owner. When this client's last hold goes and others remain
@@ -393,12 +387,12 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
             Bool(have),
             Bool(have),
             sql_.channel,
-            Millis(call.keep_for)};
+            absl::StrCat(KeepMillis(call.keep_for))};
   }
   std::array<std::string, 5> RenewParams(const RenewCall& call,
                                          bool have) const {
     return {ns_, std::string(call.name), std::string(call.owner),
-            Millis(call.lease), Bool(have)};
+            MillisParam(call.lease), Bool(have)};
   }
 
   // Re-entry on the session that already holds. Returns nullopt when the
@@ -658,18 +652,6 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
     const int64_t left = GetInt(r->get(), 0, 0);
     if (left == 0) hub_.Notify(name);
     return left;
-  }
-
-  static Attempt ToAttempt(const PGresult* r) {
-    Attempt attempt;
-    if (PQntuples(r) == 1 && GetText(r, 0, 0) == "t") {
-      attempt.acquired =
-          Acquired{.fencing_token = static_cast<uint64_t>(GetInt(r, 0, 2)),
-                   .hold_count = GetInt(r, 0, 1)};
-    } else if (PQntuples(r) == 1) {
-      attempt.holder_lease_left = absl::Milliseconds(GetInt(r, 0, 3));
-    }
-    return attempt;
   }
 
   const absl::Duration grace_;

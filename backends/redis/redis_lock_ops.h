@@ -37,9 +37,6 @@ class Keyspace {
   std::string channel_;
 };
 
-// Leases go to the server in whole milliseconds, at least one.
-int64_t LeaseMillis(absl::Duration lease);
-
 // This client's liveness key, and its TTL in whole ms: 0 when liveness is
 // off (ClientOptions::liveness_ttl) or `enabled` is false.
 struct Liveness {

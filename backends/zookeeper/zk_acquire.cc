@@ -6,18 +6,11 @@
 #include "zk_backend.h"
 
 namespace dlock::zk {
-namespace {
-
-int64_t LeaseMs(absl::Duration lease) {
-  return std::max<int64_t>(1, absl::ToInt64Milliseconds(lease));
-}
-
-}  // namespace
 
 NodeData ZkBackend::Reentered(const LocalHold& hold,
                               absl::Duration lease) const {
   NodeData next = hold.data;
-  const int64_t asked = LeaseMs(lease);
+  const int64_t asked = LeaseMillis(lease);
   next.holds += 1;
   next.kept_ms = std::max(next.kept_ms, asked);
   next.lease_ms = std::max(asked, RemainingMs(hold.data, hold.mtime));
@@ -34,8 +27,8 @@ absl::StatusOr<Grant> ZkBackend::Acquire(const AcquireCall& call) {
   const std::string parent = ParentOf(call.name);
   NodeData data{.owner = std::string(call.owner),
                 .holds = 1,
-                .lease_ms = LeaseMs(call.lease),
-                .kept_ms = LeaseMs(call.lease),
+                .lease_ms = LeaseMillis(call.lease),
+                .kept_ms = LeaseMillis(call.lease),
                 .since_ms = 0};
   OwnNode own;
   std::optional<std::vector<std::string>> children;

@@ -190,12 +190,9 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
 Call ZkBackend::ReleaseKeeping(const std::string& holder_path, int32_t version,
                                const std::string& kept_path, uint64_t token,
                                absl::Duration keep_for) {
-  // Whole milliseconds, rounded up: never less than asked.
-  const int64_t keep_ms = std::max<int64_t>(
-      1,
-      absl::ToInt64Milliseconds(absl::Ceil(keep_for, absl::Milliseconds(1))));
   return session_->CreateAndDelete(
-      kept_path, SerializeKept(KeptData{.keep_ms = keep_ms, .token = token}),
+      kept_path,
+      SerializeKept(KeptData{.keep_ms = LeaseMillis(keep_for), .token = token}),
       ZOO_PERSISTENT, holder_path, version);
 }
 
@@ -228,7 +225,7 @@ bool ZkBackend::OurDeleteRan(const LocalHold& hold) {
     return false;
   }
   const absl::Duration lease = absl::Milliseconds(hold.data.lease_ms);
-  return Now() < hold.confirmed + lease - lease / 100 - absl::Milliseconds(2);
+  return Now() < hold.confirmed + lease - DriftMargin(lease);
 }
 
 absl::Status ZkBackend::Renew(const RenewCall& call) {
@@ -250,8 +247,7 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
     }
     return LeaseRanOut(call.name, "renewal");
   }
-  const int64_t lease_ms =
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(call.lease));
+  const int64_t lease_ms = LeaseMillis(call.lease);
   return WriteRecomputed(
       call.name, call.owner, record, hold,
       [lease_ms](const LocalHold& now) {
@@ -293,9 +289,7 @@ std::vector<absl::Status> ZkBackend::RenewMany(
       continue;
     }
     NodeData next = hold.data;
-    next.kept_ms = std::max<int64_t>(
-        next.kept_ms,
-        std::max<int64_t>(1, absl::ToInt64Milliseconds(calls[i].lease)));
+    next.kept_ms = std::max(next.kept_ms, LeaseMillis(calls[i].lease));
     next.lease_ms = next.kept_ms;
     Call call = session_->Set(hold.path, Serialize(next), hold.version);
     in_flight.push_back(

@@ -30,6 +30,12 @@ inline int64_t LeaseMillis(absl::Duration lease) {
       1, absl::ToInt64Milliseconds(absl::Ceil(lease, absl::Milliseconds(1))));
 }
 
+// ReleaseCall::keep_for in whole milliseconds: 0 (free the lock) for zero,
+// else LeaseMillis().
+inline int64_t KeepMillis(absl::Duration keep_for) {
+  return keep_for > absl::ZeroDuration() ? LeaseMillis(keep_for) : 0;
+}
+
 // How far the local clock may run slow against the server's while `span`
 // runs: 1% of it plus 2 ms, as the Redlock algorithm allows. Whatever this
 // client believes for `span` from a send it believes until send + span -
