@@ -240,10 +240,9 @@ absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(
         "' was granted while a release of an earlier hold of this owner was "
         "under way, which may have taken the grant off; try again"));
   }
-  CancelToken lost_token;
-  uint64_t acquisition = 0;
-  HoldEntry& hold = state_.holds.RecordGrant(key, call, *grant, options,
-                                             lost_token, acquisition, fresh);
+  std::shared_ptr<AcquisitionShare> acquisition;
+  HoldEntry& hold =
+      state_.holds.RecordGrant(key, call, *grant, options, acquisition, fresh);
   if (state_.holds.LatchDeadline(key, hold, state_.clock.Now())) {
     // The reply came back after the lease it started had run out (or the
     // backend's session bound passed meanwhile): not to be believed (C19).
@@ -261,8 +260,8 @@ absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(
           ? hold.local_holds
           : std::max<int64_t>(1, grant->hold_count - hold.unsynced);
   return MakeHold(shared_from_this(), key.first, key.second,
-                  grant->fencing_token, count, hold.generation, acquisition,
-                  std::move(lost_token));
+                  grant->fencing_token, count, hold.generation,
+                  std::move(acquisition));
 }
 
 absl::Status ClientCore::AcquireError(const absl::Status& error,
@@ -302,7 +301,12 @@ LockState ClientCore::StateByToken(absl::string_view name,
     return LockState::kNotHeld;
   }
   const std::string owner = TokenOwner(owner_token);
-  return StateOf(HoldRef{.name = name, .owner = owner}, nullptr);
+  absl::MutexLock lock(&state_.mu);
+  if (state_.closed) return LockState::kNotHeld;  // Close() released it
+  absl::StatusOr<uint64_t> token =
+      state_.holds.BelievedByOwner(HoldKeyView(name, owner));
+  if (token.ok()) return LockState::kHeld;
+  return IsNotOwner(token.status()) ? LockState::kNotHeld : LockState::kLost;
 }
 
 void ClientCore::OnHoldLost(absl::string_view name, absl::string_view owner,

@@ -49,7 +49,9 @@ class ClientCore : public BackendListener,
   // Tells the observer, if any, around AcquireHold().
   absl::StatusOr<::dlock::Hold> Acquire(absl::string_view name,
                                         const AcquireOptions& options);
-  // By an explicit owner token (C6): one hold of that owner, whichever.
+  // LockClient::OwnerTokens(): by an explicit owner token (C6), the
+  // owner's hold here (its innermost acquisition, for a release), or one
+  // taken elsewhere.
   absl::Status ReleaseByToken(absl::string_view name,
                               absl::string_view owner_token);
   absl::Status RenewByToken(absl::string_view name,
@@ -57,9 +59,7 @@ class ClientCore : public BackendListener,
                             std::optional<absl::Duration> lease);
   LockState StateByToken(absl::string_view name, absl::string_view owner_token);
 
-  // HoldSite: what a Hold asks.
-  // Takes one acquisition off: `ref.generation` 0 is whichever hold the
-  // owner has, `ref.acquisition` 0 its innermost acquisition.
+  // HoldSite: what a Hold asks about its own acquisition.
   absl::Status ReleaseAcquisition(const HoldRef& ref,
                                   absl::Duration keep_for) override;
   absl::Status KeepUntilLeaseEnd(const HoldRef& ref) override;
@@ -127,10 +127,17 @@ class ClientCore : public BackendListener,
       bool& fresh) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
 
   // client_core_release.cc: releases, keeps, renewals.
-  absl::Status ReleaseHold(const HoldRef& ref, absl::Duration keep_for,
+  // What a release takes off: a Hold's acquisition, or one hold of the
+  // owner by owner token.
+  enum class ReleaseOf { kAcquisition, kOwner };
+  absl::Status Release(const HoldRef& ref, ReleaseOf which,
+                       absl::Duration keep_for);
+  absl::Status ReleaseHold(const HoldRef& ref, ReleaseOf which,
+                           absl::Duration keep_for,
                            std::vector<LossNotice>& notices,
                            ReleaseReport& report);
-  absl::Status Renew(const HoldKey& key, uint64_t generation,
+  // The hold of `generation`, or by owner token (nullopt) the owner's.
+  absl::Status Renew(const HoldKey& key, std::optional<uint64_t> generation,
                      std::optional<absl::Duration> lease);
   void TellRelease(const HoldRef& ref, const ReleaseReport& report,
                    bool kept) const;

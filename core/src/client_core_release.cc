@@ -12,8 +12,8 @@ absl::Status ClientCore::ReleaseByToken(absl::string_view name,
                                         absl::string_view owner_token) {
   absl::StatusOr<std::string> owner = TokenOwnerOf(owner_token);
   if (!owner.ok()) return owner.status();
-  return ReleaseAcquisition(HoldRef{.name = name, .owner = *owner},
-                            absl::ZeroDuration());
+  return Release(HoldRef{.name = name, .owner = *owner}, ReleaseOf::kOwner,
+                 absl::ZeroDuration());
 }
 
 absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref,
@@ -26,12 +26,17 @@ absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref,
                      "keeps_after_release): release lock '",
                      ref.name, "' instead"));
   }
+  return Release(ref, ReleaseOf::kAcquisition, keep_for);
+}
+
+absl::Status ClientCore::Release(const HoldRef& ref, ReleaseOf which,
+                                 absl::Duration keep_for) {
   std::vector<LossNotice> notices;
   ReleaseReport report;
   absl::Status released;
   {
     absl::ReaderMutexLock in_flight(&ops_mu_);
-    released = ReleaseHold(ref, keep_for, notices, report);
+    released = ReleaseHold(ref, which, keep_for, notices, report);
   }
   if (state_.observer && report.tell) {
     TellRelease(ref, report, /*kept=*/false);
@@ -46,7 +51,7 @@ absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref,
   return released;
 }
 
-absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
+absl::Status ClientCore::ReleaseHold(const HoldRef& ref, ReleaseOf which,
                                      absl::Duration keep_for,
                                      std::vector<LossNotice>& notices,
                                      ReleaseReport& report) {
@@ -55,7 +60,9 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
   {
     absl::MutexLock lock(&state_.mu);
     if (state_.closed) return state_.ClosedError();
-    plan = state_.holds.PlanRelease(ref, keep_for, report);
+    plan = which == ReleaseOf::kOwner
+               ? state_.holds.PlanReleaseByOwner(key, report)
+               : state_.holds.PlanRelease(ref, keep_for, report);
   }
   if (!plan.ok()) return plan.status();
   const MonoTime sent = state_.clock.Now();
@@ -114,10 +121,11 @@ absl::Status ClientCore::RenewByToken(absl::string_view name,
                                       std::optional<absl::Duration> lease) {
   absl::StatusOr<std::string> owner = TokenOwnerOf(owner_token);
   if (!owner.ok()) return owner.status();
-  return Renew(HoldKey(name, *owner), 0, lease);
+  return Renew(HoldKey(name, *owner), std::nullopt, lease);
 }
 
-absl::Status ClientCore::Renew(const HoldKey& key, uint64_t hold_generation,
+absl::Status ClientCore::Renew(const HoldKey& key,
+                               std::optional<uint64_t> hold_generation,
                                std::optional<absl::Duration> lease) {
   std::vector<LossNotice> notices;
   absl::Status renewed;
@@ -127,8 +135,10 @@ absl::Status ClientCore::Renew(const HoldKey& key, uint64_t hold_generation,
     {
       absl::MutexLock lock(&state_.mu);
       if (state_.closed) return state_.ClosedError();
-      plan = state_.holds.PlanRenewal(key, hold_generation,
-                                      state_.options.watchdog_lease);
+      plan = hold_generation.has_value()
+                 ? state_.holds.PlanRenewal(key, *hold_generation)
+                 : state_.holds.PlanRenewalByOwner(
+                       key, state_.options.watchdog_lease);
     }
     if (!plan.ok()) return plan.status();
     const absl::Duration effective = lease.value_or(plan->lease);

@@ -32,7 +32,7 @@ void HoldTable::MarkLost(const HoldKey& key, HoldEntry& hold,
   for (Acquisition& a : hold.acquisitions) {
     if (a.on_lost) d.callbacks.push_back(std::move(a.on_lost));
     a.on_lost = nullptr;
-    d.tokens.push_back(a.lost);
+    d.tokens.push_back(a.share->lost);
   }
   out.push_back(std::move(d));
 }

@@ -15,11 +15,10 @@ std::shared_ptr<HoldRecord> HoldTable::BelievedRecord(const HoldKeyView& key) {
   return it->second.record;
 }
 
-HoldEntry& HoldTable::RecordGrant(const HoldKey& key, const AcquireCall& call,
-                                  const Grant& grant,
-                                  const AcquireOptions& options,
-                                  CancelToken lost, uint64_t& acquisition,
-                                  bool& fresh) {
+HoldEntry& HoldTable::RecordGrant(
+    const HoldKey& key, const AcquireCall& call, const Grant& grant,
+    const AcquireOptions& options,
+    std::shared_ptr<AcquisitionShare>& acquisition, bool& fresh) {
   const absl::Duration lease = call.lease;
   HoldEntry& hold = holds_[key];
   const MonoTime now = clock_.Now();
@@ -39,14 +38,12 @@ HoldEntry& HoldTable::RecordGrant(const HoldKey& key, const AcquireCall& call,
   } else {
     StartAfresh(key, hold, call, grant, !options.lease.has_value(), now);
   }
-  acquisition = next_acquisition_++;
+  acquisition = std::make_shared<AcquisitionShare>();
   // Fresh to the observer: no acquisition of it was live (the others, if
   // any, were left to run out and told as released).
   fresh = hold.acquisitions.empty();
-  hold.acquisitions.push_back(Acquisition{.id = acquisition,
-                                          .granted = now,
-                                          .on_lost = options.on_lost,
-                                          .lost = std::move(lost)});
+  hold.acquisitions.push_back(Acquisition{
+      .share = acquisition, .granted = now, .on_lost = options.on_lost});
   ++hold.local_holds;
   WakeFor(key, hold);
   return hold;
@@ -96,24 +93,30 @@ void HoldTable::StartAfresh(const HoldKey& key, HoldEntry& hold,
 
 absl::StatusOr<uint64_t> HoldTable::Believed(const HoldRef& ref) {
   auto it = holds_.find(HoldKeyView(ref.name, ref.owner));
-  if (ref.generation != 0 && it == holds_.end() &&
-      released_by_token_.contains(ref.generation)) {
-    return NotOwnerError(ref.name);
-  }
-  if (ref.generation != 0 &&
-      (it == holds_.end() || it->second.generation != ref.generation)) {
+  if (it == holds_.end() || it->second.generation != ref.generation) {
+    if (it == holds_.end() && ref.acquisition->released_by_token) {
+      return NotOwnerError(ref.name);
+    }
     // This Hold's hold is over, and was not released through it.
     return LostError(ref.name,
                      "the hold ended, and a later one of the same owner is "
                      "not this one");
   }
-  if (it == holds_.end()) return NotOwnerError(ref.name);
   // A local clock read, never a round trip (C19); once past, for good.
   if (LatchDeadline(it->first, it->second, clock_.Now())) {
     return LostError(ref.name, it->second.lost_reason.message());
   }
-  if (ref.acquisition != 0 && !HasAcquisition(it->second, ref.acquisition)) {
-    return NotOwnerError(ref.name);  // released by token
+  if (!HasAcquisition(it->second, ref.acquisition)) {
+    return NotOwnerError(ref.name);  // released by owner token
+  }
+  return it->second.fencing_token;
+}
+
+absl::StatusOr<uint64_t> HoldTable::BelievedByOwner(const HoldKeyView& key) {
+  auto it = holds_.find(key);
+  if (it == holds_.end()) return NotOwnerError(key.first);
+  if (LatchDeadline(it->first, it->second, clock_.Now())) {
+    return LostError(key.first, it->second.lost_reason.message());
   }
   return it->second.fencing_token;
 }
@@ -126,17 +129,31 @@ absl::Status HoldTable::LostBeforeRelease(absl::string_view name,
 absl::StatusOr<ReleasePlan> HoldTable::PlanRelease(const HoldRef& ref,
                                                    absl::Duration keep_for,
                                                    ReleaseReport& report) {
-  const HoldKeyView key(ref.name, ref.owner);
-  auto it = holds_.find(key);
-  if (ref.generation != 0 &&
-      (it == holds_.end() || it->second.generation != ref.generation)) {
-    if (TakeReleasedByToken(ref.generation)) return ReleasedByToken(ref.name);
+  auto it = holds_.find(HoldKeyView(ref.name, ref.owner));
+  if (it == holds_.end() || it->second.generation != ref.generation) {
+    if (ref.acquisition->released_by_token) return ReleasedByToken(ref.name);
     // The Hold's hold ended (lost, and forgotten or replaced by a later
     // grant): what the owner holds now is not this Hold's to release.
     return LostError(ref.name, "the hold ended before this release");
   }
+  return PlanReleaseOf(it, ref, keep_for, report);
+}
+
+absl::StatusOr<ReleasePlan> HoldTable::PlanReleaseByOwner(
+    const HoldKeyView& key, ReleaseReport& report) {
+  auto it = holds_.find(key);
+  if (it == holds_.end()) return ReleasePlan{};  // taken elsewhere (C6)
+  return PlanReleaseOf(it,
+                       HoldRef{.name = key.first,
+                               .owner = key.second,
+                               .generation = it->second.generation},
+                       absl::ZeroDuration(), report);
+}
+
+absl::StatusOr<ReleasePlan> HoldTable::PlanReleaseOf(
+    HoldMap<HoldEntry>::iterator it, const HoldRef& ref,
+    absl::Duration keep_for, ReleaseReport& report) {
   ReleasePlan plan;
-  if (it == holds_.end()) return plan;  // a hold taken elsewhere (C6)
   HoldEntry& hold = it->second;
   LatchDeadline(it->first, hold, clock_.Now());
   if (hold.lost) {
@@ -146,8 +163,7 @@ absl::StatusOr<ReleasePlan> HoldTable::PlanRelease(const HoldRef& ref,
     holds_.erase(it);
     return LostBeforeRelease(ref.name, why);
   }
-  if (ref.acquisition != 0 && !HasAcquisition(hold, ref.acquisition)) {
-    TakeReleasedByToken(ref.generation);
+  if (ref.acquisition != nullptr && !HasAcquisition(hold, ref.acquisition)) {
     return ReleasedByToken(ref.name);
   }
   if (keep_for > absl::ZeroDuration() && hold.local_holds > 1) {
@@ -180,8 +196,8 @@ void HoldTable::TakeInner(HoldEntry& hold, const HoldRef& ref,
   } else if (!acquisitions.empty()) {
     report.tell = true;
     report.granted = acquisitions.back().granted;
+    acquisitions.back().share->released_by_token = true;  // its Hold asks
     acquisitions.pop_back();
-    ++released_by_token_[hold.generation];  // its Hold will ask
   }
   report.last = acquisitions.empty();
 }
@@ -200,10 +216,10 @@ void HoldTable::GiveUp(HoldMap<HoldEntry>::iterator it, const HoldRef& ref,
                          ? own->granted
                          : hold.acquisitions.back().granted;
   }
-  if (ref.acquisition == 0 && !hold.acquisitions.empty()) {
-    // A Hold of this client stands for what a release by token takes: it
-    // must learn that it was released, not lost.
-    ++released_by_token_[hold.generation];
+  if (ref.acquisition == nullptr) {
+    // A Hold of this client may stand for what a release by owner token
+    // takes: it must learn that it was released, not lost.
+    for (Acquisition& a : hold.acquisitions) a.share->released_by_token = true;
   }
   plan.holds = AllHoldsOf(hold);
   pending_.BeginFinalRelease(it->first);
@@ -283,25 +299,34 @@ absl::Status HoldTable::Keep(const HoldRef& ref, ReleaseReport& report) {
 }
 
 absl::StatusOr<HoldTable::RenewPlan> HoldTable::PlanRenewal(
-    const HoldKey& key, uint64_t generation, absl::Duration default_lease) {
+    const HoldKey& key, uint64_t generation) {
   auto it = holds_.find(key);
-  if (generation != 0 &&
-      (it == holds_.end() || it->second.generation != generation)) {
+  if (it == holds_.end() || it->second.generation != generation) {
     return LostError(key.first, "the hold ended before this renewal");
   }
-  RenewPlan plan{.lease = default_lease};
-  if (it == holds_.end()) return plan;  // a hold taken elsewhere (C6)
-  HoldEntry& hold = it->second;
+  return PlanRenewalOf(key, it->second);
+}
+
+absl::StatusOr<HoldTable::RenewPlan> HoldTable::PlanRenewalByOwner(
+    const HoldKey& key, absl::Duration default_lease) {
+  auto it = holds_.find(key);
+  if (it == holds_.end()) {
+    return RenewPlan{.lease = default_lease};  // taken elsewhere (C6)
+  }
+  return PlanRenewalOf(key, it->second);
+}
+
+absl::StatusOr<HoldTable::RenewPlan> HoldTable::PlanRenewalOf(
+    const HoldKey& key, HoldEntry& hold) {
   LatchDeadline(key, hold, clock_.Now());
   if (hold.lost) {
     // Never renewed back to life, here or on the backend.
     return LostError(key.first, hold.lost_reason.message());
   }
-  plan.lease = hold.lease;
-  plan.generation = hold.generation;
-  plan.fencing_token = hold.fencing_token;
-  plan.record = hold.record;
-  return plan;
+  return RenewPlan{.lease = hold.lease,
+                   .generation = hold.generation,
+                   .fencing_token = hold.fencing_token,
+                   .record = hold.record};
 }
 
 void HoldTable::FinishRenewal(const HoldKey& key, uint64_t generation,
@@ -390,27 +415,24 @@ MonoTime HoldTable::NextRenewal() const {
   return next;
 }
 
-std::vector<Acquisition>::iterator HoldTable::FindAcquisition(HoldEntry& hold,
-                                                              uint64_t id) {
-  return std::find_if(hold.acquisitions.begin(), hold.acquisitions.end(),
-                      [id](const Acquisition& a) { return a.id == id; });
+std::vector<Acquisition>::iterator HoldTable::FindAcquisition(
+    HoldEntry& hold, const AcquisitionShare* share) {
+  return std::find_if(
+      hold.acquisitions.begin(), hold.acquisitions.end(),
+      [share](const Acquisition& a) { return a.share.get() == share; });
 }
 
-bool HoldTable::HasAcquisition(const HoldEntry& hold, uint64_t id) {
-  return std::any_of(hold.acquisitions.begin(), hold.acquisitions.end(),
-                     [id](const Acquisition& a) { return a.id == id; });
-}
-
-bool HoldTable::TakeReleasedByToken(uint64_t generation) {
-  auto it = released_by_token_.find(generation);
-  if (it == released_by_token_.end()) return false;
-  if (--it->second == 0) released_by_token_.erase(it);
-  return true;
+bool HoldTable::HasAcquisition(const HoldEntry& hold,
+                               const AcquisitionShare* share) {
+  return std::any_of(
+      hold.acquisitions.begin(), hold.acquisitions.end(),
+      [share](const Acquisition& a) { return a.share.get() == share; });
 }
 
 absl::Status HoldTable::ReleasedByToken(absl::string_view name) {
   return WithContext(NotOwnerError(name),
-                     "this acquisition was released by ReleaseByToken");
+                     "this acquisition was released by its owner token "
+                     "(LockClient::OwnerTokens())");
 }
 
 HoldsToRelease HoldTable::AllHoldsOf(const HoldEntry& hold) {

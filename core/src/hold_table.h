@@ -33,12 +33,11 @@
 
 namespace dlock::internal {
 
-// What an acquisition asked to be told of a loss.
+// One acquisition of a hold, and what it asked to be told of a loss.
 struct Acquisition {
-  uint64_t id = 0;
-  MonoTime granted;          // for the observer's hold time
-  LockLostCallback on_lost;  // may be empty
-  CancelToken lost;          // its Hold's lost_token()
+  std::shared_ptr<AcquisitionShare> share;  // with its Hold
+  MonoTime granted;                         // for the observer's hold time
+  LockLostCallback on_lost;                 // may be empty
 };
 
 struct HoldEntry {
@@ -137,24 +136,34 @@ class HoldTable {
   std::shared_ptr<HoldRecord> BelievedRecord(const HoldKeyView& key);
   // Records the grant of `call`: a re-entry of the believed hold, or a
   // fresh hold that replaces whatever the owner had here. `acquisition`
-  // gets its id, `fresh` whether no acquisition of the hold was live.
+  // gets what the new acquisition shares with its Hold, `fresh` whether no
+  // acquisition of the hold was live.
   HoldEntry& RecordGrant(const HoldKey& key, const AcquireCall& call,
                          const Grant& grant, const AcquireOptions& options,
-                         CancelToken lost, uint64_t& acquisition, bool& fresh);
-  // The hold's fencing token while it is believed held; NotOwner when the
-  // owner has no hold here, IsLost when it was lost or (generation not 0)
-  // is not that hold any more.
+                         std::shared_ptr<AcquisitionShare>& acquisition,
+                         bool& fresh);
+  // The hold's fencing token while the Hold's acquisition is believed held;
+  // NotOwner when it was released by owner token, IsLost when it was lost
+  // or its hold is not the owner's any more.
   absl::StatusOr<uint64_t> Believed(const HoldRef& ref);
+  // The same for the owner's hold, whichever acquisitions stand (by owner
+  // token, C6); NotOwner when the owner has no hold here.
+  absl::StatusOr<uint64_t> BelievedByOwner(const HoldKeyView& key);
 
   // --- Releases, keeps and renewals (hold_table.cc) -----------------------
 
-  // Decides what the release of `ref` sends, taking it off the table; not
-  // OK when it is refused without a backend call. A final release gives the
-  // hold up at once (renewal stops, C21): the caller registers it with
-  // PendingReleases::BeginFinalRelease().
+  // Decides what the release of a Hold's acquisition sends, taking it off
+  // the table; not OK when it is refused without a backend call. A final
+  // release gives the hold up at once (renewal stops, C21) and registers it
+  // with PendingReleases::BeginFinalRelease().
   absl::StatusOr<ReleasePlan> PlanRelease(const HoldRef& ref,
                                           absl::Duration keep_for,
                                           ReleaseReport& report);
+  // The same for one hold of the owner by owner token (C6): the innermost
+  // acquisition here, whose Hold learns it was released; with no hold here,
+  // a plan for a hold taken elsewhere (generation 0, no record).
+  absl::StatusOr<ReleasePlan> PlanReleaseByOwner(const HoldKeyView& key,
+                                                 ReleaseReport& report);
   // The backend answered `result`, to the final release of `plan` sent at
   // `sent`: a gone hold is lost (told through `notices`); a transient
   // failure leaves the release to retry in the background (unless the
@@ -177,15 +186,18 @@ class HoldTable {
   // Hold::KeepUntilLeaseEnd(): the acquisition is left to run out.
   absl::Status Keep(const HoldRef& ref, ReleaseReport& report);
   // A renewal by a caller: what to send (lease, record) for the hold of
-  // `generation` (0: whichever the owner has); `generation` gets the hold's.
+  // `generation`, or by owner token for the owner's hold here, or for a
+  // hold taken elsewhere (generation 0, `default_lease`, no record).
   struct RenewPlan {
     absl::Duration lease;
     uint64_t generation = 0;
     uint64_t fencing_token = 0;
     std::shared_ptr<HoldRecord> record;
   };
-  absl::StatusOr<RenewPlan> PlanRenewal(const HoldKey& key, uint64_t generation,
-                                        absl::Duration default_lease);
+  absl::StatusOr<RenewPlan> PlanRenewal(const HoldKey& key,
+                                        uint64_t generation);
+  absl::StatusOr<RenewPlan> PlanRenewalByOwner(const HoldKey& key,
+                                               absl::Duration default_lease);
   // The backend answered `result` to a renewal of `lease` sent at `sent`.
   void FinishRenewal(const HoldKey& key, uint64_t generation,
                      absl::Duration lease, MonoTime sent,
@@ -243,14 +255,20 @@ class HoldTable {
   bool LivenessWanted() const;
 
  private:
-  static bool HasAcquisition(const HoldEntry& hold, uint64_t id);
-  // The acquisition `id` of `hold`, or its acquisitions' end().
-  static std::vector<Acquisition>::iterator FindAcquisition(HoldEntry& hold,
-                                                            uint64_t id);
-  // Whether a release by token ended the hold of `generation` under a Hold
-  // of this client; counts that Hold off.
-  bool TakeReleasedByToken(uint64_t generation);
+  static bool HasAcquisition(const HoldEntry& hold,
+                             const AcquisitionShare* share);
+  // The acquisition `share` names in `hold`, or its acquisitions' end().
+  static std::vector<Acquisition>::iterator FindAcquisition(
+      HoldEntry& hold, const AcquisitionShare* share);
+  // What a Hold whose acquisition a release by owner token took is told.
   static absl::Status ReleasedByToken(absl::string_view name);
+  // PlanRelease's part once the owner's hold here is found.
+  absl::StatusOr<ReleasePlan> PlanReleaseOf(HoldMap<HoldEntry>::iterator it,
+                                            const HoldRef& ref,
+                                            absl::Duration keep_for,
+                                            ReleaseReport& report);
+  // The entry's plan for a renewal.
+  absl::StatusOr<RenewPlan> PlanRenewalOf(const HoldKey& key, HoldEntry& hold);
   // How many holds a release of the whole hold takes off the backend.
   static HoldsToRelease AllHoldsOf(const HoldEntry& hold);
   MonoTime LocalDeadline(MonoTime sent, absl::Duration lease) const;
@@ -278,11 +296,7 @@ class HoldTable {
   PendingReleases& pending_;
   Alarms& alarms_;
   uint64_t next_generation_ = 1;
-  uint64_t next_acquisition_ = 1;
   HoldMap<HoldEntry> holds_;
-  // Holds ended by a release by token while Holds of this client stood for
-  // them: generation -> Holds that have not asked since.
-  absl::flat_hash_map<uint64_t, int64_t> released_by_token_;
   // Notices for the notifier's thread, oldest first.
   std::deque<LossNotice> queued_;
   // The liveness record's TTL: InfiniteDuration when the backend keeps none

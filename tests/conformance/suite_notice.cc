@@ -159,7 +159,8 @@ TEST_P(Conformance, C6_ClientsSharingAClientIdAreDistinctOwners) {
   EXPECT_TRUE(IsHeldByAnother(tried.status())) << tried.status();
   EXPECT_FALSE(tried.ok() && tried->state() == LockState::kHeld);
   // Nor can it release the first client's hold by naming its owner.
-  const absl::Status released = by_second->ReleaseByToken(hold.owner());
+  const absl::Status released =
+      second->OwnerTokens().Release("one owner", hold.owner());
   EXPECT_CODE(released, kFailedPrecondition);
   EXPECT_TRUE(IsNotOwner(released)) << released;
   ASSERT_OK_AND_ASSIGN(LockInfo info, second->Admin().Inspect("one owner"));

@@ -173,7 +173,7 @@ TEST_P(Conformance, C1_RetriedAcquireOfASharedTokenLeavesTheOthersHold) {
   EXPECT_OK(second_hold.Release());
   // The first process still holds it: nobody else may take it.
   EXPECT_EQ(first_hold.state(), LockState::kHeld);
-  EXPECT_EQ(by_first->StateByToken("job-9"), LockState::kHeld);
+  EXPECT_EQ(first->OwnerTokens().State("one token", "job-9"), LockState::kHeld);
   EXPECT_CODE(by_other->TryAcquire(WithLease(kLongLease)), kDeadlineExceeded);
   EXPECT_OK(first_hold.Release());
 }

@@ -4,6 +4,7 @@
 // what releases and renewals change, and holder liveness.
 #include "hold_table.h"
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,22 +33,24 @@ class HoldTableTest : public ::testing::Test {
                  .sent = clock_.Now(),
                  .record = std::make_shared<HoldRecord>()};
   }
-  // Records a grant of `key` and returns the Hold's reference to it.
-  HoldRef Acquire(const HoldKey& key, uint64_t token,
+  // Records a grant of `key_in` and returns the Hold's reference to it.
+  HoldRef Acquire(const HoldKey& key_in, uint64_t token,
                   std::optional<absl::Duration> lease = kLease) {
-    uint64_t acquisition = 0;
+    const HoldKey& key = keys_.emplace_back(key_in);  // outlives the ref
+    std::shared_ptr<AcquisitionShare> acquisition;
     bool fresh = false;
     const AcquireCall call{.name = key.first,
                            .owner = key.second,
                            .owner_kind = OwnerKind::kToken,
                            .lease = lease.value_or(kLease)};
-    HoldEntry& hold = table_.RecordGrant(key, call, GrantNow(token),
-                                         AcquireOptions{.lease = lease},
-                                         CancelToken(), acquisition, fresh);
+    HoldEntry& hold =
+        table_.RecordGrant(key, call, GrantNow(token),
+                           AcquireOptions{.lease = lease}, acquisition, fresh);
+    shares_.push_back(acquisition);  // as its Hold would keep it
     return HoldRef{.name = key.first,
                    .owner = key.second,
                    .generation = hold.generation,
-                   .acquisition = acquisition};
+                   .acquisition = acquisition.get()};
   }
   std::vector<LossNotice> Queued() {
     std::vector<LossNotice> out;
@@ -57,6 +60,8 @@ class HoldTableTest : public ::testing::Test {
     return out;
   }
 
+  std::deque<HoldKey> keys_;
+  std::vector<std::shared_ptr<AcquisitionShare>> shares_;
   ManualClock clock_;
   Alarms alarms_{clock_};
   PendingReleases pending_{clock_, alarms_};
@@ -152,6 +157,32 @@ TEST_F(HoldTableTest, AnInnerReleaseTakesItsAcquisitionOff) {
   EXPECT_TRUE(last.final_release);
   EXPECT_EQ(last.holds.count, 2) << "the unsynced inner release goes with it";
   EXPECT_FALSE(last.holds.all) << "an owner token's holds elsewhere stay";
+}
+
+// By owner token (C6): the innermost acquisition goes, and its Hold learns
+// that it was released, not lost, even once the hold is gone.
+TEST_F(HoldTableTest, AReleaseByOwnerTokenTakesTheInnermostAcquisition) {
+  const HoldRef outer = Acquire(key_, 7);
+  const HoldRef inner = Acquire(key_, 7);
+  ReleaseReport report;
+  absl::StatusOr<ReleasePlan> plan = table_.PlanReleaseByOwner(key_, report);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->final_release);
+  EXPECT_TRUE(report.tell);
+  EXPECT_TRUE(IsNotOwner(table_.Believed(inner).status()));
+  EXPECT_TRUE(table_.Believed(outer).ok());
+  plan = table_.PlanReleaseByOwner(key_, report);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->final_release);
+  EXPECT_TRUE(IsNotOwner(table_.Believed(outer).status()))
+      << table_.Believed(outer).status();
+  EXPECT_TRUE(IsNotOwner(
+      table_.PlanRelease(outer, absl::ZeroDuration(), report).status()));
+  // No hold here: a hold taken elsewhere, released without a record.
+  plan = table_.PlanReleaseByOwner(HoldKeyView("other", "t:job"), report);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->generation, 0u);
+  EXPECT_EQ(plan->record, nullptr);
 }
 
 TEST_F(HoldTableTest, AFinalReleaseGivesTheHoldUpWhateverTheAnswer) {

@@ -45,6 +45,8 @@ void ReportReleaseError(const ReleaseErrorHook& hook,
 
 namespace internal {
 class HoldSite;  // the client's side of a hold; see core/src/hold.cc
+struct AcquisitionShare;
+struct HoldRef;
 }  // namespace internal
 
 // One acquisition. Move-only; a default-constructed or moved-from Hold is
@@ -155,7 +157,10 @@ class [[nodiscard]] Hold {
   friend class internal::HoldSite;
   Hold(std::shared_ptr<internal::HoldSite> site, std::string name,
        std::string owner, uint64_t fencing_token, int64_t hold_count,
-       uint64_t generation, uint64_t acquisition, CancelToken lost_token);
+       uint64_t generation,
+       std::shared_ptr<const internal::AcquisitionShare> acquisition);
+  // How this Hold names its acquisition to its site.
+  internal::HoldRef Ref() const;
   void ReleaseOrReport() noexcept;
 
   std::shared_ptr<internal::HoldSite> site_;
@@ -163,8 +168,9 @@ class [[nodiscard]] Hold {
   std::string owner_;
   uint64_t fencing_token_ = 0;
   int64_t hold_count_ = 0;
-  uint64_t generation_ = 0;   // tells this hold from a later one of the owner
-  uint64_t acquisition_ = 0;  // this acquisition among the hold's
+  uint64_t generation_ = 0;  // tells this hold from a later one of the owner
+  // This acquisition among the hold's, shared with the client.
+  std::shared_ptr<const internal::AcquisitionShare> acquisition_;
   CancelToken lost_token_;
 };
 
