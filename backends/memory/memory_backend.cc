@@ -260,7 +260,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeMemoryBackend(
     const BackendConfig& config) {
   // connect_timeout and operation_timeout (config.common) have nothing to
   // bound here: every call is answered in process.
-  if (absl::Status s = config.params.RejectUnknown("memory", ""); !s.ok()) {
+  if (absl::Status s = config.params.RejectUnknown("memory"); !s.ok()) {
     return s;
   }
   if (config.uri.hosts.size() > 1 || !config.uri.path.empty() ||

@@ -18,10 +18,6 @@
 namespace dlock::redis {
 namespace {
 
-constexpr char kOptions[] =
-    "wait_replicas, wait_timeout (100ms), command_timeout (the older name of "
-    "operation_timeout)";
-
 // wait_replicas=: a grant or renewal counts once that many replicas have it
 // (WAIT), so that a failover to one of them keeps it (docs/redis.md).
 struct Replication {
@@ -263,7 +259,7 @@ absl::StatusOr<std::unique_ptr<Backend>> Make(
     const std::function<absl::Status()>& check_shape) {
   absl::StatusOr<Replication> replication = ParseReplication(config.params);
   if (!replication.ok()) return replication.status();
-  if (absl::Status s = config.params.RejectUnknown(scheme, kOptions); !s.ok()) {
+  if (absl::Status s = config.params.RejectUnknown(scheme); !s.ok()) {
     return s;
   }
   if (absl::Status s = check_shape(); !s.ok()) return s;

@@ -28,10 +28,6 @@ absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
 absl::Status CheckHostCount(const Uri& uri, absl::string_view form,
                             size_t min_hosts, size_t max_hosts);
 
-// The parameters ParseHosts() takes, for RejectUnknown().
-inline constexpr char kHostOptions[] =
-    "command_timeout (the older name of operation_timeout)";
-
 }  // namespace dlock::redis
 
 #endif  // DLOCK_BACKENDS_REDIS_REDIS_URI_H_

@@ -240,6 +240,7 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
   if (absl::Status s = internal::ValidateClientId(client_id); !s.ok()) return s;
   absl::StatusOr<CommonBackendOptions> common = TakeCommonOptions(params);
   if (!common.ok()) return common.status();
+  params.EndCommonOptions();  // the rest are the scheme's own
   // The URI's liveness_ttl= wins: the same code can run with another TTL
   // by configuration alone.
   ClientOptions effective = options;
