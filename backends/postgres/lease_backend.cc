@@ -17,6 +17,9 @@ class LeaseBackend : public PgBackendBase {
                              ? "0"
                              : MillisParam(config.options.liveness_ttl)) {}
 
+  // Connects and starts listening (PgShared::Start).
+  absl::Status Start() { return shared().Start(nullptr); }
+
   BackendTraits Traits() const override {
     return BackendTraits{.liveness_record = true,
                          .holds_survive_restart = true,
@@ -25,41 +28,41 @@ class LeaseBackend : public PgBackendBase {
                          .keeps_after_release = true};
   }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
-    const std::string params[] = {ns_,
+    const std::string params[] = {shared().ns(),
                                   std::string(call.name),
                                   std::string(call.owner),
                                   MillisParam(call.lease),
                                   liveness_id_,
                                   liveness_ttl_ms_};
-    return AcquireWithWakeups(
-        call, hub_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
-          absl::StatusOr<PgResult> r = RunPooled(sql_.acquire, params, false);
-          if (!r.ok()) return r.status();
-          return ToAttempt(r->get());
-        });
+    return AcquireWithWakeups(call, shared().hub(), shared().fallback_poll(),
+                              [&]() -> absl::StatusOr<Attempt> {
+                                absl::StatusOr<PgResult> r = shared().RunPooled(
+                                    shared().sql().acquire, params, false);
+                                if (!r.ok()) return r.status();
+                                return ToAttempt(r->get());
+                              });
   }
 
   absl::Status RenewLiveness(absl::Duration ttl) override {
     const std::string params[] = {liveness_id_, MillisParam(ttl)};
-    return RunPooled(sql_.liveness, params, true).status();
+    return shared().RunPooled(shared().sql().liveness, params, true).status();
   }
 
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
     const absl::string_view name = call.name;
     const absl::string_view owner = call.owner;
-    const std::string params[] = {ns_,
-                                  std::string(name),
-                                  std::string(owner),
-                                  absl::StrCat(call.CountToSubtract()),
-                                  sql_.channel,
-                                  absl::StrCat(KeepMillis(call.keep_for))};
-    absl::StatusOr<PgResult> r = RunPooled(sql_.release, params, false);
+    const std::string params[] = {
+        shared().ns(),          std::string(name),
+        std::string(owner),     absl::StrCat(call.CountToSubtract()),
+        shared().sql().channel, absl::StrCat(KeepMillis(call.keep_for))};
+    absl::StatusOr<PgResult> r =
+        shared().RunPooled(shared().sql().release, params, false);
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 0) return NotOwnerError(name);
     const int64_t left = GetInt(r->get(), 0, 0);
     // Local waiters need not wait for NOTIFY (of a kept lock too: they look
     // again and sleep until it expires).
-    if (left == 0) hub_.Notify(name);
+    if (left == 0) shared().hub().Notify(name);
     return left;
   }
 
@@ -74,9 +77,10 @@ class LeaseBackend : public PgBackendBase {
       owners.emplace_back(call.owner);
       leases.push_back(MillisParam(call.lease));
     }
-    const std::string params[] = {ns_, ArrayLiteral(names),
+    const std::string params[] = {shared().ns(), ArrayLiteral(names),
                                   ArrayLiteral(owners), ArrayLiteral(leases)};
-    absl::StatusOr<PgResult> r = RunPooled(sql_.renew_many, params, true);
+    absl::StatusOr<PgResult> r =
+        shared().RunPooled(shared().sql().renew_many, params, true);
     if (!r.ok()) return std::vector<absl::Status>(calls.size(), r.status());
     absl::flat_hash_set<int64_t> renewed;
     for (int row = 0; row < PQntuples(r->get()); ++row) {
@@ -92,10 +96,11 @@ class LeaseBackend : public PgBackendBase {
   }
 
   absl::Status Renew(const RenewCall& call) override {
-    const std::string params[] = {ns_, std::string(call.name),
+    const std::string params[] = {shared().ns(), std::string(call.name),
                                   std::string(call.owner),
                                   MillisParam(call.lease)};
-    absl::StatusOr<PgResult> r = RunPooled(sql_.renew, params, true);
+    absl::StatusOr<PgResult> r =
+        shared().RunPooled(shared().sql().renew, params, true);
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 0) return NotOwnerError(call.name);
     return absl::OkStatus();
@@ -128,7 +133,7 @@ class LeaseBackend : public PgBackendBase {
 absl::StatusOr<std::unique_ptr<Backend>> NewLeaseBackend(
     PgOptions options, const BackendConfig& config) {
   auto backend = std::make_unique<LeaseBackend>(std::move(options), config);
-  if (absl::Status s = backend->Start(nullptr); !s.ok()) return s;
+  if (absl::Status s = backend->Start(); !s.ok()) return s;
   return backend;
 }
 

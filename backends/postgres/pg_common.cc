@@ -39,7 +39,7 @@ Attempt ToAttempt(const PGresult* r) {
   return attempt;
 }
 
-PgBackendBase::PgBackendBase(PgOptions options, const BackendConfig& config)
+PgShared::PgShared(PgOptions options, const BackendConfig& config)
     : options_(std::move(options)),
       sql_(options_.table),
       ns_(config.lock_namespace),
@@ -49,7 +49,7 @@ PgBackendBase::PgBackendBase(PgOptions options, const BackendConfig& config)
       pool_(options_, options_.pool_size, "pooled"),
       hub_(config.clock) {}
 
-absl::Status PgBackendBase::Start(PgListener::Watcher* watcher) {
+absl::Status PgShared::Start(PgListener::Watcher* watcher) {
   {
     absl::StatusOr<PgPool::Handle> conn = pool_.Get();
     if (!conn.ok()) return conn.status();
@@ -61,12 +61,12 @@ absl::Status PgBackendBase::Start(PgListener::Watcher* watcher) {
   return notifications_->Start();
 }
 
-void PgBackendBase::Shutdown() {
+void PgShared::Stop() {
   if (notifications_ != nullptr) notifications_->Stop();
   pool_.Clear();
 }
 
-absl::StatusOr<PgResult> PgBackendBase::RunPooled(
+absl::StatusOr<PgResult> PgShared::RunPooled(
     const Statement& stmt, absl::Span<const std::string> params,
     bool idempotent) {
   for (int attempt = 0;; ++attempt) {
@@ -86,7 +86,7 @@ absl::StatusOr<PgResult> PgBackendBase::RunPooled(
   }
 }
 
-absl::StatusOr<LockInfo> PgBackendBase::Inspect(absl::string_view name) {
+absl::StatusOr<LockInfo> PgShared::Inspect(absl::string_view name) {
   const std::string params[] = {ns_, std::string(name)};
   absl::StatusOr<PgResult> r = RunPooled(sql_.inspect, params, true);
   if (!r.ok()) return r.status();
@@ -98,8 +98,7 @@ absl::StatusOr<LockInfo> PgBackendBase::Inspect(absl::string_view name) {
   return ToInfo(r->get(), 0, 0, name);
 }
 
-absl::StatusOr<std::vector<LockInfo>> PgBackendBase::List(
-    absl::string_view prefix) {
+absl::StatusOr<std::vector<LockInfo>> PgShared::List(absl::string_view prefix) {
   const std::string params[] = {ns_, std::string(prefix)};
   absl::StatusOr<PgResult> r = RunPooled(sql_.list, params, true);
   if (!r.ok()) return r.status();
@@ -110,7 +109,7 @@ absl::StatusOr<std::vector<LockInfo>> PgBackendBase::List(
   return out;
 }
 
-absl::Status PgBackendBase::ForceUnlock(absl::string_view name) {
+absl::Status PgShared::ForceUnlock(absl::string_view name) {
   const std::string params[] = {ns_, std::string(name), sql_.channel};
   absl::StatusOr<PgResult> r = RunPooled(sql_.force, params, true);
   if (!r.ok()) return r.status();
@@ -119,8 +118,8 @@ absl::Status PgBackendBase::ForceUnlock(absl::string_view name) {
   return absl::OkStatus();
 }
 
-absl::Status PgBackendBase::ForceUnlockIfToken(absl::string_view name,
-                                               uint64_t fencing_token) {
+absl::Status PgShared::ForceUnlockIfToken(absl::string_view name,
+                                          uint64_t fencing_token) {
   const std::string params[] = {ns_, std::string(name), sql_.channel,
                                 absl::StrCat(fencing_token)};
   // Retried only when it never ran: a retry after a lost reply would find
@@ -133,7 +132,7 @@ absl::Status PgBackendBase::ForceUnlockIfToken(absl::string_view name,
   return absl::OkStatus();
 }
 
-absl::StatusOr<ServerMemory> PgBackendBase::ServerMemoryUse() {
+absl::StatusOr<ServerMemory> PgShared::ServerMemoryUse() {
   absl::StatusOr<PgResult> r = RunPooled(sql_.memory, {}, true);
   if (!r.ok()) return r.status();
   int64_t bytes = 0;
