@@ -55,8 +55,8 @@ Profile CurrentProfile() {
 
 // The lock's key on a master, as docs/redis.md lays it out.
 bool LockKeyExists(RedisServer& master, const std::string& ns) {
-  absl::StatusOr<std::string> reply =
-      master.RawCommand({"EXISTS", absl::StrCat("dlock:", ns, ":l:", kLock)});
+  absl::StatusOr<std::string> reply = master.RawCommand(
+      {"EXISTS", absl::StrCat("dlock:{", ns, ":", kLock, "}")});
   return !reply.ok() || *reply != ":0\r\n";  // unreadable counts as left
 }
 
@@ -344,8 +344,12 @@ TEST_F(RedlockHistory, TwentyClientsRace) {
       winner = std::exchange(winner_owner, "");
     }
     for (int i = 0; i < group().size(); ++i) {
+      // The owner is the last field of the lock's value (docs/redis.md).
       absl::StatusOr<std::string> owner = group().server(i).RawCommand(
-          {"HGET", absl::StrCat("dlock:", ns, ":l:", kLock), "owner"});
+          {"EVAL",
+           "local v = redis.call('GET', KEYS[1]) if not v then return false "
+           "end return string.match(v, '^%S+ %S+ %S+ %S+ %S+ %S+ %S+ (.*)$')",
+           "1", absl::StrCat("dlock:{", ns, ":", kLock, "}")});
       const std::string expected =
           winner.empty()
               ? "$-1\r\n"

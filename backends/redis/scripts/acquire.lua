@@ -1,0 +1,39 @@
+-- KEYS[1] the lock. ARGV[1] owner, ARGV[2] lease (ms), ARGV[3] '1' when the
+-- caller will wait, ARGV[4] the caller's liveness TTL (ms; '0': none).
+-- Returns {1, token, holds} when held, {0, ms until the hold may end,
+-- holder} when not. The free case is two calls: TIME and one SET NX PXAT
+-- GET, which also reads what is there when it is taken.
+local owner, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local us, down, up = clock()
+local fresh = {token = us, holds = 1, lease = lease, since = up,
+               expires = up + lease, alive = -1, waited = 0, owner = owner}
+if ttl > 0 then fresh.alive = up + ttl end
+local raw = redis.call('SET', KEYS[1], encode(fresh), 'NX', 'PXAT',
+                       fresh.expires, 'GET')
+if not raw then return {1, us, 1} end
+local v = decode(raw)
+if v.owner ~= owner and lapsed(v, down) then
+  -- Its holders are gone: taken over as if free, with a larger token.
+  fresh.token = math.max(us, v.token + 1)
+  redis.call('SET', KEYS[1], encode(fresh), 'PXAT', fresh.expires)
+  return {1, fresh.token, 1}
+end
+if v.owner == owner then
+  -- Re-entry (C5): the longer of the leases, kept for later re-entries.
+  v.holds = v.holds + 1
+  v.lease = math.max(v.lease, lease)
+  v.expires = math.max(v.expires, up + lease)
+  if ttl == 0 then
+    v.alive = -1  -- a sharer with liveness off: only the lease ends it
+  else
+    v.alive = refreshed_alive(v, up, ttl)
+  end
+  redis.call('SET', KEYS[1], encode(v), 'PXAT', v.expires)
+  return {1, v.token, v.holds}
+end
+if ARGV[3] == '1' and v.waited == '0' then
+  -- Marked so that the holder's release is announced (and only then).
+  v.waited = 1
+  redis.call('SET', KEYS[1], encode(v), 'KEEPTTL')
+end
+return {0, time_left(v, down), v.owner}
