@@ -13,6 +13,7 @@ namespace dlock::redis {
 Keyspace::Keyspace(absl::string_view lock_namespace, int db)
     : lock_prefix_(absl::StrCat("dlock:{", lock_namespace, ":")),
       channel_(absl::StrCat("dlock:", db, ":", lock_namespace, ":released")),
+      floor_(absl::StrCat("dlock:", lock_namespace, ":floor")),
       old_fence_(absl::StrCat("dlock:", lock_namespace, ":fence")),
       old_lock_prefix_(absl::StrCat("dlock:", lock_namespace, ":l:")) {}
 
@@ -38,11 +39,17 @@ absl::Status Malformed(absl::string_view what, absl::string_view endpoint) {
 ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
                          const Liveness& liveness, absl::string_view name,
                          absl::string_view owner, absl::Duration lease,
-                         bool will_wait) {
-  return ScriptCall{&master.scripts().acquire,
-                    {keys.LockKey(name)},
-                    {std::string(owner), absl::StrCat(LeaseMillis(lease)),
-                     will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms)}};
+                         bool will_wait,
+                         std::optional<uint64_t> proposed_token) {
+  ScriptCall call{&master.scripts().acquire,
+                  {keys.LockKey(name)},
+                  {std::string(owner), absl::StrCat(LeaseMillis(lease)),
+                   will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms)}};
+  if (proposed_token.has_value()) {
+    call.keys.push_back(keys.floor());
+    call.args.push_back(absl::StrCat(*proposed_token));
+  }
+  return call;
 }
 
 ScriptCall RefreshLivenessScript(const Master& master, const Keyspace& keys,
@@ -149,7 +156,7 @@ ScriptCall RaiseTokenScript(const Master& master, const Keyspace& keys,
                             absl::string_view name, absl::string_view owner,
                             uint64_t token) {
   return ScriptCall{&master.scripts().raise_token,
-                    {keys.LockKey(name)},
+                    {keys.LockKey(name), keys.floor()},
                     {std::string(owner), absl::StrCat(token)}};
 }
 

@@ -32,6 +32,9 @@ class Keyspace {
   // The lock keys of the namespace start so ("dlock:{<ns>:").
   const std::string& lock_prefix() const { return lock_prefix_; }
   const std::string& channel() const { return channel_; }  // releases
+  // Redlock's per-master token floor ("dlock:<ns>:floor"): every token a
+  // master grants exceeds it, and the token a quorum agreed on raises it.
+  const std::string& floor() const { return floor_; }
 
   // The 0.2 layout (docs/migration.md): its fencing counter, where this
   // layout leaves its mark, and the prefix of its lock keys.
@@ -41,6 +44,7 @@ class Keyspace {
  private:
   std::string lock_prefix_;
   std::string channel_;
+  std::string floor_;
   std::string old_fence_;
   std::string old_lock_prefix_;
 };
@@ -70,11 +74,14 @@ Liveness ClientLiveness(const BackendConfig& config);
 // A fresh hold or a re-entry (the acquire script), which sets the hold's
 // liveness deadline and takes over a hold whose deadline passed.
 // `will_wait` marks a refused attempt so that the holder's release is
-// announced.
+// announced. With `proposed_token` (Redlock), the token is the larger of it
+// and one more than the master's floor (Keyspace::floor()), so that masters
+// given the same proposal agree on the token in one round.
 ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
                          const Liveness& liveness, absl::string_view name,
                          absl::string_view owner, absl::Duration lease,
-                         bool will_wait);
+                         bool will_wait,
+                         std::optional<uint64_t> proposed_token = std::nullopt);
 
 // The heartbeat of one hold: refreshes its liveness deadline while it is
 // still the hold with `token`. ParseRefreshLiveness reads the reply: true
@@ -125,8 +132,8 @@ absl::StatusOr<LockInfo> ParseInspect(const redisReply* reply,
                                       absl::string_view name,
                                       absl::string_view endpoint);
 
-// Redlock's token agreement: the hold on this master takes `token`.
-// ParseRenew() reads the reply.
+// Redlock's token agreement: the hold on this master takes `token`, and the
+// master's floor rises to it. ParseRenew() reads the reply.
 ScriptCall RaiseTokenScript(const Master& master, const Keyspace& keys,
                             absl::string_view name, absl::string_view owner,
                             uint64_t token);

@@ -133,11 +133,13 @@ absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
     const AcquireCall& call, bool will_wait,
     std::shared_ptr<RedlockLockHold>* record, bool* split) {
   const MonoTime sent = clock_.Now();
+  // One proposal for every master: those whose floors lie below it agree.
+  const uint64_t proposed = absl::ToUnixMicros(absl::Now());
   std::vector<MonoTime> replied;
   Replies replies = OnEach(
       [&](const Master& m, size_t) {
         return AcquireScript(m, keys_, liveness_, call.name, call.owner,
-                             call.lease, will_wait);
+                             call.lease, will_wait, proposed);
       },
       &replied);
   std::vector<std::optional<Acquired>> granted(masters_.size());

@@ -1,21 +1,34 @@
--- KEYS[1] the lock. ARGV[1] owner, ARGV[2] lease (ms), ARGV[3] '1' when the
--- caller will wait, ARGV[4] the caller's liveness TTL (ms; '0': none).
+-- KEYS[1] the lock; KEYS[2] (Redlock only) the namespace's token floor on
+-- this master, which every token it grants exceeds. ARGV[1] owner, ARGV[2]
+-- lease (ms), ARGV[3] '1' when the caller will wait, ARGV[4] the caller's
+-- liveness TTL (ms; '0': none), ARGV[5] (Redlock only) the token the
+-- client proposes, so that masters whose floors are below it all grant the
+-- same token in one round.
 -- Returns {1, token, holds} when held, {0, ms until the hold may end,
 -- holder} when not. The free case is two calls: TIME and one SET NX PXAT
 -- GET, which also reads what is there when it is taken.
 local owner, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local us, down, up = clock()
-local fresh = {token = us, holds = 1, lease = lease, since = up,
+local token = us
+if KEYS[2] then
+  token = math.max(tonumber(ARGV[5]),
+                   tonumber(redis.call('GET', KEYS[2]) or '0') + 1)
+end
+local fresh = {token = token, holds = 1, lease = lease, since = up,
                expires = up + lease, alive = -1, waited = 0, owner = owner}
 if ttl > 0 then fresh.alive = up + ttl end
 local raw = redis.call('SET', KEYS[1], encode(fresh), 'NX', 'PXAT',
                        fresh.expires, 'GET')
-if not raw then return {1, us, 1} end
+if not raw then
+  if KEYS[2] then redis.call('SET', KEYS[2], string.format('%d', token)) end
+  return {1, token, 1}
+end
 local v = decode(raw)
 if v.owner ~= owner and lapsed(v, down) then
   -- Its holders are gone: taken over as if free, with a larger token.
-  fresh.token = math.max(us, v.token + 1)
+  fresh.token = math.max(token, v.token + 1)
   redis.call('SET', KEYS[1], encode(fresh), 'PXAT', fresh.expires)
+  if KEYS[2] then redis.call('SET', KEYS[2], string.format('%d', fresh.token)) end
   return {1, fresh.token, 1}
 end
 if v.owner == owner then
