@@ -9,26 +9,32 @@
 -- GET, which also reads what is there when it is taken.
 local owner, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local us, down, up = clock()
-local token = us
+local token = us  -- digits: no number formatting on the usual path
 if KEYS[2] then
-  token = math.max(tonumber(ARGV[5]),
-                   tonumber(redis.call('GET', KEYS[2]) or '0') + 1)
+  token = string.format('%d', math.max(tonumber(ARGV[5]),
+      tonumber(redis.call('GET', KEYS[2]) or '0') + 1))
 end
-local fresh = {token = token, holds = 1, lease = lease, since = up,
-               expires = up + lease, alive = -1, waited = 0, owner = owner}
-if ttl > 0 then fresh.alive = up + ttl end
-local raw = redis.call('SET', KEYS[1], encode(fresh), 'NX', 'PXAT',
-                       fresh.expires, 'GET')
+local expires, alive = up + lease, -1
+if ttl > 0 then alive = up + ttl end
+-- encode() of a fresh hold, by concatenation (numbers below 10^14 print
+-- as integers).
+local raw = redis.call('SET', KEYS[1], token .. ' 1 ' .. lease .. ' ' .. up ..
+                       ' ' .. expires .. ' ' .. alive .. ' 0 ' .. owner,
+                       'NX', 'PXAT', expires, 'GET')
 if not raw then
-  if KEYS[2] then redis.call('SET', KEYS[2], string.format('%d', token)) end
-  return {1, token, 1}
+  if KEYS[2] then redis.call('SET', KEYS[2], token) end
+  return {1, tonumber(token), 1}
 end
+local fresh = {token = tonumber(token), holds = 1, lease = lease, since = up,
+               expires = expires, alive = alive, waited = 0, owner = owner}
 local v = decode(raw)
 if v.owner ~= owner and lapsed(v, down) then
   -- Its holders are gone: taken over as if free, with a larger token.
-  fresh.token = math.max(token, v.token + 1)
+  fresh.token = math.max(fresh.token, v.token + 1)
   redis.call('SET', KEYS[1], encode(fresh), 'PXAT', fresh.expires)
-  if KEYS[2] then redis.call('SET', KEYS[2], string.format('%d', fresh.token)) end
+  if KEYS[2] then
+    redis.call('SET', KEYS[2], string.format('%d', fresh.token))
+  end
   return {1, fresh.token, 1}
 end
 if v.owner == owner then

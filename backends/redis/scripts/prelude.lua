@@ -8,12 +8,12 @@
 -- waited: 1 once a refused caller went on waiting; owner: the rest (any
 -- bytes; '' for a lock kept after its release).
 
--- The server's clock: microseconds, and milliseconds rounded down and up.
+-- The server's clock: microseconds (as digits, a fresh hold's token), and
+-- milliseconds rounded down and up.
 local function clock()
   local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local ms = math.floor(us / 1000)
-  return us, ms, ms + 1
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t[1] .. string.sub('00000' .. t[2], -6), ms, ms + 1
 end
 
 local function decode(raw)
