@@ -2,8 +2,10 @@
 // rule, so that tests can show every lock's keys share one), and the
 // rolling upgrade from the 0.2 layout (docs/migration.md).
 #include <cstdint>
+#include <optional>
+#include <string>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "redis_lock_ops.h"
 
@@ -54,13 +56,23 @@ absl::StatusOr<bool> OldLocksRemain(Connection& conn, const Keyspace& keys,
   return false;
 }
 
-absl::StatusOr<std::string> RunGuard(Connection& conn, const Scripts& scripts,
-                                     const Keyspace& keys,
-                                     absl::string_view endpoint, bool finish) {
+// The key's former value; nullopt on a read-only replica (an address that
+// names a demoted master), which grants nothing: the first write there
+// answers READONLY, the connection is dialed again, and so is this check.
+absl::StatusOr<std::optional<std::string>> RunGuard(Connection& conn,
+                                                    const Scripts& scripts,
+                                                    const Keyspace& keys,
+                                                    absl::string_view endpoint,
+                                                    bool finish) {
   absl::StatusOr<Reply> reply =
       conn.Command({"EVAL", scripts.layout_guard.body, "1", keys.old_fence(),
                     kMarkPending, kMarkDone, finish ? "1" : "0"});
   if (!reply.ok()) return reply.status();
+  if ((*reply)->type == REDIS_REPLY_ERROR &&
+      absl::StartsWith(absl::string_view((*reply)->str, (*reply)->len),
+                       "READONLY")) {
+    return std::nullopt;
+  }
   if (absl::Status s = ReplyError(reply->get(), "layout_guard", endpoint);
       !s.ok()) {
     return s;
@@ -87,10 +99,10 @@ int KeySlot(absl::string_view key) {
 
 absl::Status CheckLayout(Connection& conn, const Scripts& scripts,
                          const Keyspace& keys, absl::string_view endpoint) {
-  absl::StatusOr<std::string> former =
+  absl::StatusOr<std::optional<std::string>> former =
       RunGuard(conn, scripts, keys, endpoint, /*finish=*/false);
   if (!former.ok()) return former.status();
-  if (*former == kMarkDone) return absl::OkStatus();
+  if (!former->has_value() || **former == kMarkDone) return absl::OkStatus();
   // A counter (0.2 granted locks here), our pending mark (a client before
   // us found 0.2 locks) or nothing (a namespace new to this server): the
   // mark is in place now, so look once for 0.2 locks still held.
