@@ -6,7 +6,9 @@
 #ifndef DLOCK_BACKENDS_REDIS_REDIS_HOLDS_H_
 #define DLOCK_BACKENDS_REDIS_REDIS_HOLDS_H_
 
+#include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,14 +44,16 @@ class RedisHold : public HoldRecord {
   // `sent` was confirmed: the master set it to at least its receipt plus
   // the TTL, which is no earlier than `sent` plus the TTL less drift.
   void Confirmed(MonoTime sent, absl::Duration ttl, Drift drift);
+  // Read by HeldUntil for every hold each time the core looks at
+  // deadlines: a lock-free load, not a mutex per hold.
   MonoTime live_until() const;
 
  private:
   const std::string name_;
   const std::string owner_;
   const uint64_t token_;
-  mutable absl::Mutex mu_;
-  MonoTime live_until_ ABSL_GUARDED_BY(mu_) = MonoTime::InfinitePast();
+  // Nanoseconds since the clock's origin; the minimum: never confirmed.
+  std::atomic<int64_t> live_until_ns_{std::numeric_limits<int64_t>::min()};
 };
 
 // The holds whose records the core keeps, for the heartbeat: weak
@@ -60,6 +64,11 @@ class HeldLocks {
  public:
   void Add(const std::shared_ptr<Hold>& hold) {
     absl::MutexLock lock(&mu_);
+    // A weak reference keeps a record made by make_shared in memory: the
+    // ones whose holds ended go whenever the list doubled since the last
+    // look, so that it stays within twice the holds kept (a client that
+    // takes 100,000 names one after another keeps a handful).
+    if (holds_.size() >= 2 * kept_ + 16) Prune(nullptr);
     holds_.push_back(hold);
   }
 
@@ -67,21 +76,28 @@ class HeldLocks {
   std::vector<std::shared_ptr<Hold>> Current() {
     std::vector<std::shared_ptr<Hold>> out;
     absl::MutexLock lock(&mu_);
+    Prune(&out);
+    return out;
+  }
+
+ private:
+  void Prune(std::vector<std::shared_ptr<Hold>>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     size_t kept = 0;
     for (size_t i = 0; i < holds_.size(); ++i) {
       if (std::shared_ptr<Hold> hold = holds_[i].lock()) {
-        out.push_back(std::move(hold));
+        if (out != nullptr) out->push_back(std::move(hold));
         if (kept != i) holds_[kept] = std::move(holds_[i]);
         ++kept;
       }
     }
     holds_.resize(kept);
-    return out;
+    kept_ = kept;
   }
 
- private:
   absl::Mutex mu_;
   std::vector<std::weak_ptr<Hold>> holds_ ABSL_GUARDED_BY(mu_);
+  size_t kept_ ABSL_GUARDED_BY(mu_) = 0;  // at the last Prune
 };
 
 }  // namespace dlock::redis

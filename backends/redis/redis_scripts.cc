@@ -43,26 +43,28 @@ Scripts::Scripts()
       raise_token(MakeScript("raise_token", lua::kRaiseToken)),
       layout_guard(MakeScript("layout_guard", lua::kLayoutGuard)) {}
 
-std::vector<Script*> Scripts::All() {
-  return {&acquire,
-          &release,
-          &renew,
-          &refresh_liveness,
-          &inspect,
-          &force_unlock,
-          &force_unlock_if_token,
-          &raise_token};
+namespace {
+
+// The scripts of the library (the layout guard runs alone, with EVAL), for
+// a const and a mutable Scripts alike.
+template <typename Self>
+auto LibraryScripts(Self& s) -> std::vector<decltype(&s.acquire)> {
+  return {&s.acquire,
+          &s.release,
+          &s.renew,
+          &s.refresh_liveness,
+          &s.inspect,
+          &s.force_unlock,
+          &s.force_unlock_if_token,
+          &s.raise_token};
 }
 
+}  // namespace
+
+std::vector<Script*> Scripts::All() { return LibraryScripts(*this); }
+
 std::vector<const Script*> Scripts::All() const {
-  return {&acquire,
-          &release,
-          &renew,
-          &refresh_liveness,
-          &inspect,
-          &force_unlock,
-          &force_unlock_if_token,
-          &raise_token};
+  return LibraryScripts(*this);
 }
 
 std::string Scripts::Library() const {

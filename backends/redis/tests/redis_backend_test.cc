@@ -113,6 +113,24 @@ TEST(RedisBackend, SurvivesAFlushedScriptCache) {
               ::testing::HasSubstr("dlock_v3_acquire"));
 }
 
+// An ACL that denies FUNCTION (a managed service's user may lack it): the
+// client caches its scripts and calls them with EVALSHA instead of FCALL.
+TEST(RedisBackend, RunsWhereFunctionsAreNotAllowed) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(*server->RawCommand({"ACL", "SETUSER", "nofn", "on", ">nofn-pw",
+                                 "~*", "&*", "+@all", "-function", "-fcall"}),
+            "+OK\r\n");
+  auto client = ConnectOrDie(absl::StrCat(
+      "redis://nofn:nofn-pw@127.0.0.1:", server->port(), "?namespace=acl"));
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(*server->RawCommand({"CONFIG", "RESETSTAT"}), "+OK\r\n");
+  LockOnce(*client, "scripts");
+  const std::string stats = *server->RawCommand({"INFO", "commandstats"});
+  EXPECT_THAT(stats, HasSubstr("cmdstat_evalsha:calls=2,"));
+  EXPECT_THAT(stats, Not(HasSubstr("cmdstat_fcall:")));
+}
+
 TEST(RedisBackend, LeavesOnlyTheLayoutMarkBehind) {
   auto server = StartOrDie();
   ASSERT_NE(server, nullptr);
