@@ -148,12 +148,11 @@ Master::Pending Master::Submit(std::vector<ScriptCall> calls) {
   if (!mux.ok()) {
     pending.failed_ = mux.status();
   } else {
-    const Scripts& master_scripts = scripts_;
     std::vector<std::string> commands;
     commands.reserve(calls.size());
     for (const ScriptCall& call : calls) {
-      commands.push_back(FormatCommand(
-          master_scripts.Command(*call.script, call.keys, call.args)));
+      commands.push_back(
+          FormatCommand(scripts_.Command(*call.script, call.keys, call.args)));
     }
     pending.mux_ = *std::move(mux);
     pending.ticket_ = pending.mux_->Submit(std::move(commands));
