@@ -15,6 +15,8 @@ packages=(
   libhiredis-dev redis-server redis-tools
   libzookeeper-mt-dev zookeeper python3-kazoo
   libpq-dev postgresql python3-tooz python3-psycopg2
+  etcd-server etcd-client libgrpc++-dev protobuf-compiler-grpc protobuf-compiler
+  libprotobuf-dev openssl
   python3-redis python3-matplotlib python3-prometheus-client
   libtomlplusplus-dev libcli11-dev
   libfaketime tmux curl
