@@ -64,7 +64,8 @@ absl::StatusOr<etcdserverpb::RangeResponse> Client::Range(
       *endpoints_,
       {.method = "Range",
        .deadline = Deadline(call),
-       .retry_maybe_applied = true},
+       .retry_maybe_applied = true,
+       .read_only = true},
       [&](size_t i, grpc::ClientContext& context, auto* response) {
         return endpoints_->kv(i).Range(&context, request, response);
       });
@@ -151,7 +152,8 @@ absl::StatusOr<etcdserverpb::LeaseTimeToLiveResponse> Client::LeaseTimeToLive(
       *endpoints_,
       {.method = "LeaseTimeToLive",
        .deadline = Deadline(call),
-       .retry_maybe_applied = true},
+       .retry_maybe_applied = true,
+       .read_only = true},
       [&](size_t i, grpc::ClientContext& context, auto* response) {
         return endpoints_->lease(i).LeaseTimeToLive(&context, request,
                                                     response);

@@ -122,12 +122,16 @@ void Endpoints::MoveOff(size_t i) {
 
 absl::Status Endpoints::Connect(size_t i, absl::Time deadline) {
   grpc::Channel& channel = *members_[i].channel;
-  if (channel.GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
-    return absl::OkStatus();
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  // Until connected, or the last attempt failed: a member that refused or
+  // failed the TLS handshake is not waited for (its channel tries again
+  // after a backoff; the call meanwhile tries the next member).
+  while (state != GRPC_CHANNEL_READY &&
+         state != GRPC_CHANNEL_TRANSIENT_FAILURE &&
+         channel.WaitForStateChange(state, GrpcDeadline(deadline))) {
+    state = channel.GetState(/*try_to_connect=*/true);
   }
-  if (channel.WaitForConnected(GrpcDeadline(deadline))) {
-    return absl::OkStatus();
-  }
+  if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
   // A call that does not wait for the connection fails at once with the
   // reason of the last failed attempt (refused, TLS handshake...). It is a
   // range with no key: harmless if it reached etcd after all.
@@ -224,13 +228,21 @@ void BackOff(const CallLog& log, size_t endpoints, absl::Time deadline) {
 
 absl::Status GaveUp(const Endpoints& endpoints, const CallSpec& spec,
                     const CallLog& log) {
-  std::vector<std::string> last = log.failures;
-  if (last.size() > 6) last.erase(last.begin(), last.end() - 6);
+  // Each distinct reason once, in the order first seen: the first failure
+  // of a member says most (a later reconnect may only say it was cut).
+  std::vector<std::string> reasons;
+  for (const std::string& failure : log.failures) {
+    if (std::find(reasons.begin(), reasons.end(), failure) == reasons.end()) {
+      reasons.push_back(failure);
+    }
+  }
+  if (reasons.size() > 4) reasons.resize(4);
   absl::Status status = absl::UnavailableError(absl::StrCat(
-      "etcd ", endpoints.Names(), ": ", spec.method,
-      " got no answer before its deadline",
-      last.empty() ? "" : absl::StrCat(" (", absl::StrJoin(last, "; "), ")")));
-  return log.maybe_applied ? OutcomeUnknown(status) : status;
+      "etcd ", endpoints.Names(), ": ", spec.method, " got no answer in ",
+      log.failures.size(), " attempts before its deadline",
+      reasons.empty() ? ""
+                      : absl::StrCat(" (", absl::StrJoin(reasons, "; "), ")")));
+  return log.maybe_applied && !spec.read_only ? OutcomeUnknown(status) : status;
 }
 
 }  // namespace

@@ -100,6 +100,8 @@ struct CallSpec {
   // false, the first such failure ends the call (IsOutcomeUnknown), and the
   // attempt gets the whole budget.
   bool retry_maybe_applied = false;
+  // A read: nothing to apply, so its failure is never IsOutcomeUnknown().
+  bool read_only = false;
 };
 
 // Runs `attempt` (one gRPC call on the endpoint it is given, with the

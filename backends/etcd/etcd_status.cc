@@ -14,6 +14,7 @@ constexpr absl::string_view kTooManyRequests = "etcdserver: too many requests";
 constexpr absl::string_view kInvalidToken = "etcdserver: invalid auth token";
 constexpr absl::string_view kAuthFailed =
     "etcdserver: authentication failed, invalid user ID or password";
+constexpr absl::string_view kNoUser = "etcdserver: user name is empty";
 
 absl::Status Named(absl::StatusCode code, absl::string_view endpoint,
                    absl::string_view method, absl::string_view message) {
@@ -65,6 +66,12 @@ ClassifiedFailure ClassifyFailure(const grpc::Status& status,
         return {AttemptFailure::kFinal,
                 Named(absl::StatusCode::kUnauthenticated, endpoint, method,
                       "the user name or password was refused (" + text + ")")};
+      }
+      if (text == kNoUser) {  // a call without a token
+        return {AttemptFailure::kFinal,
+                Named(absl::StatusCode::kUnauthenticated, endpoint, method,
+                      "etcd has authentication on: give a user and password (" +
+                          text + ")")};
       }
       return {AttemptFailure::kFinal, named};
     case grpc::StatusCode::DEADLINE_EXCEEDED:

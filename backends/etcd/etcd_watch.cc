@@ -104,6 +104,7 @@ void Watch::Run() {
 
 Watch::StreamEnd Watch::RunStream(size_t i, absl::Status& final_status) {
   stream_worked_ = false;
+  token_refused_ = false;
   grpc::ClientContext context;
   // No deadline: the stream lasts as long as the watch. A member that stops
   // answering is found by the connection's keepalive pings.
@@ -142,9 +143,14 @@ Watch::StreamEnd Watch::RunStream(size_t i, absl::Status& final_status) {
   while (stream->Read(&response)) {
   }
   const grpc::Status status = stream->Finish();
+
   {
     absl::MutexLock lock(&mu_);
     context_ = nullptr;
+  }
+  if (token_refused_) {
+    endpoints_->DropToken(*token);
+    return StreamEnd::kRetry;
   }
   if (end != StreamEnd::kRetry || status.ok()) return end;
   const ClassifiedFailure failure =
@@ -168,6 +174,12 @@ Watch::StreamEnd Watch::Handle(const etcdserverpb::WatchResponse& response,
   }
   if (response.canceled()) {
     const std::string& reason = response.cancel_reason();
+    // etcd 3.4 refuses a watch whose token it forgot in a cancel, not in
+    // the stream's status.
+    if (absl::StrContains(reason, "invalid auth token")) {
+      token_refused_ = true;
+      return StreamEnd::kRetry;
+    }
     if (!absl::StrContains(reason, "permission denied")) {
       return StreamEnd::kRetry;  // "no leader" and the like: elsewhere
     }

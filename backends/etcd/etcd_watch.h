@@ -105,6 +105,7 @@ class Watch {
   // The watch thread's own.
   bool started_told_ = false;
   bool stream_worked_ = false;  // the last stream was created
+  bool token_refused_ = false;  // etcd refused the last stream's token
 
   mutable absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
