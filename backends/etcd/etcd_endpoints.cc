@@ -153,7 +153,9 @@ absl::StatusOr<std::string> Endpoints::Prepare(size_t i, absl::Time deadline,
   // ("no leader") instead of letting it wait for one.
   context.AddMetadata("hasleader", "true");
   if (options_.user.empty()) return std::string();
-  absl::StatusOr<std::string> token = Token(i, deadline);
+  // A stream's context has no deadline; authenticating for it has one.
+  absl::StatusOr<std::string> token =
+      Token(i, std::min(deadline, absl::Now() + options_.attempt_timeout));
   if (!token.ok()) return token.status();
   context.AddMetadata("token", *token);
   return token;

@@ -5,7 +5,9 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "etcd_client_test_util.h"
+#include "fault_proxy.h"
 
 namespace dlock::testing {
 namespace {
@@ -193,23 +195,46 @@ TEST_F(EtcdAuthTest, AUserWithoutPermissionIsDeniedCallsAndWatches) {
 }
 
 TEST_F(EtcdAuthTest, ATokenEtcdForgotIsRenewedForCallsStreamsAndLeases) {
-  auto client = AsUser();
-  ASSERT_NE(client, nullptr);
-  ASSERT_OK(PutAs(*client, TestKey()));
-  // Idle past the token's TTL: etcd forgets it ("invalid auth token").
+  // Three clients, each with a token of its own for one path.
+  auto for_call = AsUser();
+  auto for_watch = AsUser();
+  auto for_lease = AsUser();
+  ASSERT_TRUE(for_call && for_watch && for_lease);
+  ASSERT_OK(PutAs(*for_call, TestKey()));
+  ASSERT_OK(PutAs(*for_watch, TestKey()));
+  ASSERT_OK_AND_ASSIGN(auto lease, for_lease->LeaseGrant(absl::Seconds(5)));
+  // Idle past the tokens' TTL: etcd forgets them ("invalid auth token").
   absl::SleepFor(absl::Milliseconds(2500));
-  EXPECT_OK(PutAs(*client, TestKey()));
 
-  absl::SleepFor(absl::Milliseconds(2500));
+  EXPECT_OK(PutAs(*for_call, TestKey()));
   WatchRecorder recorder;
-  auto watch = client->StartWatch({.key = TestKey()}, recorder.Callback());
+  auto watch = for_watch->StartWatch({.key = TestKey()}, recorder.Callback());
   ASSERT_TRUE(recorder.WaitStarted());
   EXPECT_EQ(recorder.updates()[0].kind, WatchUpdate::Kind::kStarted);
+  EXPECT_OK(for_lease->leases().KeepAliveOnce(lease.id(),
+                                              absl::Now() + absl::Seconds(5)));
+}
 
-  ASSERT_OK_AND_ASSIGN(auto lease, client->LeaseGrant(absl::Seconds(5)));
-  absl::SleepFor(absl::Milliseconds(2500));
-  EXPECT_OK(client->leases().KeepAliveOnce(lease.id(),
-                                           absl::Now() + absl::Seconds(5)));
+TEST_F(EtcdAuthTest, AWatchMovesOnFromAMemberThatNeverAnswers) {
+  // The first endpoint accepts connections and never answers.
+  FaultProxy silent;
+  ASSERT_OK(silent.Start("127.0.0.1", server_->client_port(0)));
+  for (Direction d : kBothDirections) silent.SetFault(d, Fault::Stall());
+  etcd::ClientOptions options = ClientOptionsFor(*server_);
+  options.endpoints.insert(options.endpoints.begin(),
+                           absl::StrCat("127.0.0.1:", silent.port()));
+  options.user = EtcdServer::kUser;
+  options.password = server_->password(EtcdServer::kUser);
+  ASSERT_OK_AND_ASSIGN(auto client, etcd::Client::Create(options));
+
+  // A watch is a stream without a deadline; neither connecting nor getting
+  // its token may wait for the silent member forever.
+  WatchRecorder recorder;
+  auto watch = client->StartWatch({.key = TestKey()}, recorder.Callback());
+  ASSERT_TRUE(recorder.WaitStarted())
+      << "the watch stayed on the silent member";
+  MustPut(*client, TestKey(), "v");
+  EXPECT_TRUE(recorder.WaitEvents(1));
 }
 
 }  // namespace
