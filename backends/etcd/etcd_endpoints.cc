@@ -64,9 +64,11 @@ grpc::ChannelArguments ChannelArgs(const ClientOptions& options) {
   // and a test can tell whose connection broke.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // A member back from a restart is found within a second, not after
-  // gRPC's default backoff of up to two minutes.
+  // gRPC's default backoff of up to two minutes. (Not
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: despite its name it is how long one
+  // connection attempt may take, TLS handshake included; its 20 s default
+  // stays.)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
               absl::ToInt64Milliseconds(options.keepalive_time));

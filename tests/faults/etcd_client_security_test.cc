@@ -2,6 +2,7 @@
 // CA, a name mismatch, no client certificate) and with etcd's users (a good
 // password, a wrong one, a user without permission, a token etcd forgot),
 // against real etcd servers set up that way.
+#include <optional>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -71,6 +72,20 @@ TEST_F(EtcdTlsTest, ACertifiedClientTrustingTheCaWritesAndWatches) {
   MustPut(*client, key, "over TLS");
   EXPECT_EQ(Get(*client, key), "over TLS");
   EXPECT_TRUE(recorder.WaitEvents(1));
+}
+
+TEST_F(EtcdTlsTest, AMemberSlowToShakeHandsIsStillReached) {
+  // Every reply 700 ms late: the TLS handshake takes seconds, far longer
+  // than the client's reconnect backoff, which must not cut it short.
+  FaultProxy slow;
+  ASSERT_OK(slow.Start("127.0.0.1", server_->client_port(0)));
+  slow.SetFault(Direction::kReplies, Fault::Delay(absl::Milliseconds(700)));
+  etcd::ClientOptions options = Trusting();
+  options.endpoints = {absl::StrCat("localhost:", slow.port())};
+  options.connect_timeout = absl::Seconds(10);
+  options.call_timeout = absl::Seconds(15);
+  ASSERT_OK_AND_ASSIGN(auto client, etcd::Client::Create(options));
+  EXPECT_EQ(Get(*client, TestKey()), std::nullopt);
 }
 
 TEST_F(EtcdTlsTest, TrustingAnotherCaIsRefused) {
