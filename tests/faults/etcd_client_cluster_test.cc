@@ -15,46 +15,37 @@
 namespace dlock::testing {
 namespace {
 
-class EtcdClusterTest : public ::testing::Test {
+class EtcdClusterTest : public EtcdServerSuite<EtcdClusterTest> {
+ public:
+  static EtcdServer::Options ServerOptions() { return {.members = 3}; }
+
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> cluster =
-        EtcdServer::Start({.members = 3});
-    ASSERT_OK(cluster);
-    cluster_ = cluster->release();
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(cluster_, nullptr) << "the etcd cluster did not start";
-    ASSERT_OK(cluster_->WaitForLeader(absl::Seconds(10)));
+    EtcdServerSuite::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_OK(server_->WaitForLeader(absl::Seconds(10)));
   }
   // Every member back, whatever the test did to them.
   void TearDown() override {
-    if (cluster_ == nullptr) return;
-    for (int i = 0; i < cluster_->size(); ++i) cluster_->ResumeMember(i);
-    EXPECT_OK(cluster_->StartAll());
-    EXPECT_OK(cluster_->WaitForLeader(absl::Seconds(10)));
+    if (server_ == nullptr) return;
+    for (int i = 0; i < server_->size(); ++i) server_->ResumeMember(i);
+    EXPECT_OK(server_->StartAll());
+    EXPECT_OK(server_->WaitForLeader(absl::Seconds(10)));
   }
 
   // `first` and then the other members, so that a client talks to `first`.
   static std::vector<int> Starting(int first) {
     std::vector<int> order = {first};
-    for (int i = 0; i < cluster_->size(); ++i) {
+    for (int i = 0; i < server_->size(); ++i) {
       if (i != first) order.push_back(i);
     }
     return order;
   }
   static int AFollower() {
-    absl::StatusOr<int> leader = cluster_->Leader();
-    return leader.ok() ? (*leader + 1) % cluster_->size() : 0;
+    absl::StatusOr<int> leader = server_->Leader();
+    return leader.ok() ? (*leader + 1) % server_->size() : 0;
   }
-
-  static EtcdServer* cluster_;
 };
-EtcdServer* EtcdClusterTest::cluster_ = nullptr;
 
 // Polls `done` every 20 ms until it holds or `timeout` passes.
 bool Eventually(const std::function<bool()>& done,
@@ -70,7 +61,7 @@ bool Eventually(const std::function<bool()>& done,
 TEST_F(EtcdClusterTest, KillingTheClientsMemberMovesCallsWatchAndKeepalives) {
   const int member = AFollower();
   ASSERT_OK_AND_ASSIGN(auto client, etcd::Client::Create(ClientOptionsFor(
-                                        *cluster_, Starting(member))));
+                                        *server_, Starting(member))));
   const std::string key = TestKey();
   MustPut(*client, key, "before");
   WatchRecorder recorder;
@@ -83,7 +74,7 @@ TEST_F(EtcdClusterTest, KillingTheClientsMemberMovesCallsWatchAndKeepalives) {
     return client->leases().KnownAliveUntil(lease.id()).has_value();
   }));
 
-  cluster_->KillMember(member);
+  server_->KillMember(member);
   const absl::Time killed = absl::Now();
   ASSERT_TRUE(Eventually([&] { return watch->streams_opened() >= 2; }))
       << "the watch did not move to another member";
@@ -104,15 +95,15 @@ TEST_F(EtcdClusterTest, KillingTheClientsMemberMovesCallsWatchAndKeepalives) {
 }
 
 TEST_F(EtcdClusterTest, CallsGoOnThroughALeaderChange) {
-  ASSERT_OK_AND_ASSIGN(const int leader, cluster_->Leader());
+  ASSERT_OK_AND_ASSIGN(const int leader, server_->Leader());
   ASSERT_OK_AND_ASSIGN(auto client, etcd::Client::Create(ClientOptionsFor(
-                                        *cluster_, Starting(leader))));
+                                        *server_, Starting(leader))));
   const std::string key = TestKey();
   ASSERT_OK_AND_ASSIGN(auto created,
                        client->Txn(etcd::CreateIfAbsent(key, "1")));
   ASSERT_TRUE(created.succeeded());
 
-  cluster_->KillMember(leader);
+  server_->KillMember(leader);
   // An idempotent delete and a read, through the election.
   ASSERT_OK_AND_ASSIGN(
       auto deleted,
@@ -120,7 +111,7 @@ TEST_F(EtcdClusterTest, CallsGoOnThroughALeaderChange) {
                   {.idempotent = true}));
   EXPECT_TRUE(deleted.succeeded() || etcd::ReadKey(deleted) == nullptr);
   EXPECT_EQ(Get(*client, key), std::nullopt);
-  ASSERT_OK_AND_ASSIGN(const int new_leader, cluster_->Leader());
+  ASSERT_OK_AND_ASSIGN(const int new_leader, server_->Leader());
   EXPECT_NE(new_leader, leader);
   EXPECT_GT(deleted.header().revision(), created.header().revision());
 }
@@ -128,13 +119,13 @@ TEST_F(EtcdClusterTest, CallsGoOnThroughALeaderChange) {
 TEST_F(EtcdClusterTest, ALostReplyOfAnIdempotentTxnIsRetriedAndAppliedOnce) {
   const int member = AFollower();
   FaultProxy proxy;
-  ASSERT_OK(proxy.Start("127.0.0.1", cluster_->client_port(member)));
-  etcd::ClientOptions options = ClientOptionsFor(*cluster_, Starting(member));
+  ASSERT_OK(proxy.Start("127.0.0.1", server_->client_port(member)));
+  etcd::ClientOptions options = ClientOptionsFor(*server_, Starting(member));
   options.endpoints[0] = absl::StrCat("127.0.0.1:", proxy.port());
   options.attempt_timeout = absl::Milliseconds(500);
   ASSERT_OK_AND_ASSIGN(auto client, etcd::Client::Create(options));
   ASSERT_OK_AND_ASSIGN(auto direct,
-                       etcd::Client::Create(ClientOptionsFor(*cluster_)));
+                       etcd::Client::Create(ClientOptionsFor(*server_)));
   const std::string key = TestKey();
   EXPECT_EQ(Get(*client, key), std::nullopt);  // connected through the proxy
 
@@ -159,12 +150,12 @@ TEST_F(EtcdClusterTest, ALostReplyOfAnIdempotentTxnIsRetriedAndAppliedOnce) {
 TEST_F(EtcdClusterTest, AWriteThatIsNotIdempotentIsNotRetriedAfterALostReply) {
   const int member = AFollower();
   FaultProxy proxy;
-  ASSERT_OK(proxy.Start("127.0.0.1", cluster_->client_port(member)));
-  etcd::ClientOptions options = ClientOptionsFor(*cluster_, Starting(member));
+  ASSERT_OK(proxy.Start("127.0.0.1", server_->client_port(member)));
+  etcd::ClientOptions options = ClientOptionsFor(*server_, Starting(member));
   options.endpoints[0] = absl::StrCat("127.0.0.1:", proxy.port());
   ASSERT_OK_AND_ASSIGN(auto client, etcd::Client::Create(options));
   ASSERT_OK_AND_ASSIGN(auto direct,
-                       etcd::Client::Create(ClientOptionsFor(*cluster_)));
+                       etcd::Client::Create(ClientOptionsFor(*server_)));
   const std::string key = TestKey();
   EXPECT_EQ(Get(*client, key), std::nullopt);  // connected through the proxy
 
@@ -194,11 +185,11 @@ TEST_F(EtcdClusterTest, AWriteThatIsNotIdempotentIsNotRetriedAfterALostReply) {
 }
 
 TEST_F(EtcdClusterTest, AWriteWithoutQuorumIsToldUnknown) {
-  ASSERT_OK_AND_ASSIGN(const int leader, cluster_->Leader());
-  for (int i = 0; i < cluster_->size(); ++i) {
-    if (i != leader) cluster_->PauseMember(i);
+  ASSERT_OK_AND_ASSIGN(const int leader, server_->Leader());
+  for (int i = 0; i < server_->size(); ++i) {
+    if (i != leader) server_->PauseMember(i);
   }
-  etcd::ClientOptions options = ClientOptionsFor(*cluster_, {leader});
+  etcd::ClientOptions options = ClientOptionsFor(*server_, {leader});
   options.call_timeout = absl::Seconds(10);
   ASSERT_OK_AND_ASSIGN(auto client, etcd::Client::Create(options));
   etcdserverpb::PutRequest put;

@@ -16,20 +16,13 @@ namespace {
 using etcd::WatchUpdate;
 
 // A server that takes clients over TLS only, with a certificate.
-class EtcdTlsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> server =
-        EtcdServer::Start({.tls = true, .client_cert_auth = true});
-    ASSERT_OK(server);
-    server_ = server->release();
+class EtcdTlsTest : public EtcdServerSuite<EtcdTlsTest> {
+ public:
+  static EtcdServer::Options ServerOptions() {
+    return {.tls = true, .client_cert_auth = true};
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(server_, nullptr) << "etcd did not start"; }
 
+ protected:
   // A client that trusts the test CA and shows the test client certificate.
   static etcd::ClientOptions Trusting() {
     etcd::ClientOptions options = ClientOptionsFor(*server_);
@@ -58,10 +51,7 @@ class EtcdTlsTest : public ::testing::Test {
         << "a TLS handshake that failed cannot have let the put through: "
         << response.status();
   }
-
-  static EtcdServer* server_;
 };
-EtcdServer* EtcdTlsTest::server_ = nullptr;
 
 TEST_F(EtcdTlsTest, ACertifiedClientTrustingTheCaWritesAndWatches) {
   ASSERT_OK_AND_ASSIGN(auto client, etcd::Client::Create(Trusting()));
@@ -126,20 +116,13 @@ TEST_F(EtcdTlsTest, AnUnreadableCaFileIsNamed) {
 }
 
 // A server with authentication on, whose tokens last a second.
-class EtcdAuthTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> server =
-        EtcdServer::Start({.auth = true, .auth_token_ttl_seconds = 1});
-    ASSERT_OK(server);
-    server_ = server->release();
+class EtcdAuthTest : public EtcdServerSuite<EtcdAuthTest> {
+ public:
+  static EtcdServer::Options ServerOptions() {
+    return {.auth = true, .auth_token_ttl_seconds = 1};
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(server_, nullptr) << "etcd did not start"; }
 
+ protected:
   static std::unique_ptr<etcd::Client> As(const std::string& user,
                                           const std::string& password) {
     etcd::ClientOptions options = ClientOptionsFor(*server_);
@@ -160,10 +143,7 @@ class EtcdAuthTest : public ::testing::Test {
     put.set_value("v");
     return client.Put(put).status();
   }
-
-  static EtcdServer* server_;
 };
-EtcdServer* EtcdAuthTest::server_ = nullptr;
 
 TEST_F(EtcdAuthTest, TheUserWritesUnderItsPrefixAndNowhereElse) {
   auto client = AsUser();

@@ -13,27 +13,20 @@ namespace {
 
 using etcd::WatchUpdate;
 
-class EtcdClientTest : public ::testing::Test {
+class EtcdClientTest : public EtcdServerSuite<EtcdClientTest> {
+ public:
+  static EtcdServer::Options ServerOptions() { return {}; }
+
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> server = EtcdServer::Start();
-    ASSERT_OK(server);
-    server_ = server->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr) << "etcd did not start";
+    EtcdServerSuite::SetUp();
+    if (HasFatalFailure()) return;
     ASSERT_OK_AND_ASSIGN(client_,
                          etcd::Client::Create(ClientOptionsFor(*server_)));
   }
 
-  static EtcdServer* server_;
   std::unique_ptr<etcd::Client> client_;
 };
-EtcdServer* EtcdClientTest::server_ = nullptr;
 
 TEST_F(EtcdClientTest, PutRangeAndDeleteRange) {
   const std::string key = TestKey();

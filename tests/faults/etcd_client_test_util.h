@@ -42,6 +42,26 @@ inline std::string TestKey(const std::string& suffix = "") {
          suffix;
 }
 
+// A test suite whose tests share one server, started with
+// Derived::ServerOptions() before the first test and stopped after the last.
+template <typename Derived>
+class EtcdServerSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<EtcdServer>> server =
+        EtcdServer::Start(Derived::ServerOptions());
+    ASSERT_OK(server);
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr) << "etcd did not start"; }
+
+  static inline EtcdServer* server_ = nullptr;
+};
+
 class WatchRecorder {
  public:
   etcd::Watch::Callback Callback() {
