@@ -197,9 +197,14 @@ absl::Status PostgresServer::InstallHbaAndCertificates() {
   if (!options_.ssl_cert_file.empty()) {
     // The key must be the server user's and unreadable to others.
     std::error_code ec;
-    for (const auto& [from, to] :
-         {std::pair{options_.ssl_cert_file, "server.crt"},
-          std::pair{options_.ssl_key_file, "server.key"}}) {
+    std::vector<std::pair<std::string, std::string>> files = {
+        {options_.ssl_cert_file, "server.crt"},
+        {options_.ssl_key_file, "server.key"}};
+    if (!options_.ssl_ca_file.empty()) {
+      files.push_back({options_.ssl_ca_file, "root.crt"});
+      options_.settings.push_back("ssl_ca_file=root.crt");
+    }
+    for (const auto& [from, to] : files) {
       const std::string target = absl::StrCat(data_dir_, "/", to);
       std::filesystem::copy_file(
           from, target, std::filesystem::copy_options::overwrite_existing, ec);

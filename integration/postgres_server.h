@@ -31,6 +31,9 @@ class PostgresServer {
     // copied into the data directory, where the server may read them.
     std::string ssl_cert_file;
     std::string ssl_key_file;
+    // With TLS: the CA whose certificates clients may present (pg_hba.conf's
+    // `cert` method checks them against it).
+    std::string ssl_ca_file;
   };
 
   // Fails with FailedPrecondition, saying what to install, when the

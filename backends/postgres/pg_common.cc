@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "pg_privileges.h"
 
 namespace dlock::postgres {
 namespace {
@@ -46,6 +47,10 @@ absl::Status PgBackendBase::Start(PgListener::Watcher* watcher) {
     absl::StatusOr<PgPool::Handle> conn = pool_.Get();
     if (!conn.ok()) return conn.status();
     if (absl::Status s = EnsureSchema(**conn, sql_); !s.ok()) return s;
+    if (!options_.grant_to.empty()) {
+      absl::Status s = GrantTo(**conn, options_.table, options_.grant_to);
+      if (!s.ok()) return s;
+    }
   }
   notifications_ =
       std::make_unique<PgListener>(options_, sql_, ns_, hub_, watcher);

@@ -17,8 +17,8 @@ constexpr absl::Duration kMaxGrace = absl::Minutes(10);
 constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(5);
 constexpr char kKnownOptions[] =
     "table, mode (lease|session), pool_size, max_sessions, session_grace, "
-    "statement_timeout (the older name of operation_timeout), libpq "
-    "connection parameters (sslmode, application_name, options, ...)";
+    "statement_timeout (the older name of operation_timeout), grant_to, "
+    "libpq connection parameters (sslmode, application_name, options, ...)";
 
 // Keywords this libpq accepts, as PQconndefaults() lists them.
 absl::flat_hash_set<std::string> LibpqKeywords() {
@@ -92,6 +92,12 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
       return absl::InvalidArgumentError(absl::StrCat(
           "URI option 'mode' must be 'lease' or 'session', not '", *mode, "'"));
     }
+  }
+  if (std::optional<std::string> role = params.TakeString("grant_to")) {
+    if (role->empty()) {
+      return absl::InvalidArgumentError("URI option 'grant_to' needs a role");
+    }
+    out.grant_to = *role;
   }
   absl::StatusOr<std::optional<int64_t>> pool =
       params.TakeInt("pool_size", 1, 256);

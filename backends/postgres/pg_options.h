@@ -38,6 +38,9 @@ struct PgOptions {
   // statement the server confirmed on a session the holder still believes
   // in its holds (C19). See docs/postgres.md, "Session mode".
   absl::Duration session_grace = absl::Seconds(3);
+  // Setup (`dlock setup --grant-to`): once the schema is in place, grant
+  // this role what dlock needs on it. Empty: grant nothing.
+  std::string grant_to;
 };
 
 // Takes dlock's options from config.params and passes every other parameter

@@ -501,36 +501,55 @@ Sql::Sql(const std::string& table) {
 }
 
 absl::Status EnsureSchema(PgConn& conn, const Sql& sql) {
-  absl::Status created = absl::OkStatus();
-  for (int round = 0; round < 2; ++round) {
+  for (int round = 0;; ++round) {
+    // 0: no schema yet (the meta table is missing: 42P01).
+    int64_t found = 0;
     absl::StatusOr<PgResult> version =
         conn.Run(Statement{"dlock_schema_version", sql.schema_version}, {});
-    if (version.ok() && PQntuples(version->get()) == 1 &&
-        !PQgetisnull(version->get(), 0, 0)) {
-      const int64_t v = GetInt(version->get(), 0, 0);
-      if (v > kSchemaVersion) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            conn.endpoint(), ": the lock table has schema version ", v,
-            ", newer than this dlock understands (", kSchemaVersion,
-            "); upgrade dlock"));
-      }
-      // v < kSchemaVersion: create_schema migrates (ADD COLUMN IF NOT
-      // EXISTS, functions replaced) in its serialized transaction.
-      if (v == kSchemaVersion) return absl::OkStatus();
-    } else if (!version.ok() &&
-               version.status().code() == absl::StatusCode::kUnavailable) {
+    if (version.ok()) {
+      if (PQntuples(version->get()) == 1) found = GetInt(version->get(), 0, 0);
+    } else if (version.status().code() != absl::StatusCode::kInternal) {
+      // Unavailable, or refused (PermissionDenied naming the grants).
       return version.status();
     }
-    if (round == 0) created = conn.Exec(sql.create_schema);
-    if (!created.ok()) {
-      // A failed statement leaves the BEGIN block open and aborted.
-      conn.Exec("ROLLBACK").IgnoreError();
-      break;
+    if (found > kSchemaVersion) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(conn.endpoint(), ": the lock table has schema version ",
+                       found, ", newer than this dlock understands (",
+                       kSchemaVersion, "); upgrade dlock"));
     }
+    if (found == kSchemaVersion) return absl::OkStatus();
+    if (round > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          conn.endpoint(), ": the lock tables still have schema version ",
+          found, " after creating them"));
+    }
+    // Older (or none): create_schema creates or migrates (ADD COLUMN IF NOT
+    // EXISTS, functions replaced) in its serialized transaction.
+    absl::Status created =
+        conn.Exec(sql.create_schema, "creating the lock tables");
+    if (created.ok()) continue;
+    // A failed statement leaves the BEGIN block open and aborted.
+    conn.Exec("ROLLBACK").IgnoreError();
+    if (absl::IsPermissionDenied(created)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          created.message(),
+          found == 0
+              ? "; this user may not create the lock tables: let an "
+                "administrator run `dlock setup --backend <their URI> "
+                "--grant-to <this user>`"
+              : absl::StrCat("; the lock tables have schema version ", found,
+                             ", older than this dlock's (", kSchemaVersion,
+                             "), and only their owner may migrate them: let "
+                             "the owner run `dlock setup --backend <their "
+                             "URI>`"),
+          " (docs/postgres.md, \"Least privilege\")"));
+    }
+    if (absl::IsUnavailable(created)) return created;
+    return absl::FailedPreconditionError(absl::StrCat(
+        conn.endpoint(),
+        ": could not create the lock tables: ", created.message()));
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat(conn.endpoint(),
-                   ": could not create the lock tables: ", created.message()));
 }
 
 }  // namespace dlock::postgres
