@@ -1,6 +1,5 @@
 #include "postgres_server.h"
 
-#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,22 +53,14 @@ absl::StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::Prepare(
       return s;
     }
   }
-  passwd* pw = getpwnam(kUser);
-  if (pw == nullptr) {
-    return absl::FailedPreconditionError(
-        "there is no user 'postgres' to run the server as: install it with "
-        "`apt-get install -y postgresql`");
-  }
+  absl::StatusOr<UserDir> dir = MakeTempDirFor(kUser, "dlock-pg", kInstall);
+  if (!dir.ok()) return dir.status();
   std::unique_ptr<PostgresServer> server(new PostgresServer);
   server->options_ = std::move(options);
-  absl::StatusOr<std::string> dir = MakeTempDir("dlock-pg");
-  if (!dir.ok()) return dir.status();
-  server->dir_ = *dir;
-  server->data_dir_ = *dir + "/data";
-  if (absl::Status s = ChownTree(server->dir_, pw->pw_uid, pw->pw_gid);
-      !s.ok()) {
-    return s;
-  }
+  server->dir_ = dir->path;
+  server->data_dir_ = dir->path + "/data";
+  server->uid_ = dir->uid;
+  server->gid_ = dir->gid;
   absl::StatusOr<int> port = FreeLoopbackPort();
   if (!port.ok()) return port.status();
   server->port_ = *port;
@@ -148,8 +139,7 @@ absl::Status PostgresServer::BaseBackup(const PostgresServer& primary,
   }
   conf.close();
   signal.close();
-  passwd* pw = getpwnam(kUser);
-  return ChownTree(data_dir_, pw->pw_uid, pw->pw_gid);
+  return ChownTree(data_dir_, uid_, gid_);
 }
 
 absl::Status PostgresServer::Promote() {
@@ -185,7 +175,6 @@ absl::Status PostgresServer::InitDb() {
 }
 
 absl::Status PostgresServer::InstallHbaAndCertificates() {
-  passwd* pw = getpwnam(kUser);
   if (!options_.hba.empty()) {
     const std::string path = data_dir_ + "/pg_hba.conf";
     const std::string initdb_lines = FileTail(path, 1 << 20);
@@ -208,7 +197,7 @@ absl::Status PostgresServer::InstallHbaAndCertificates() {
       const std::string target = absl::StrCat(data_dir_, "/", to);
       std::filesystem::copy_file(
           from, target, std::filesystem::copy_options::overwrite_existing, ec);
-      if (ec || chown(target.c_str(), pw->pw_uid, pw->pw_gid) != 0 ||
+      if (ec || chown(target.c_str(), uid_, gid_) != 0 ||
           chmod(target.c_str(), 0600) != 0) {
         return absl::InternalError(
             absl::StrCat("cannot install ", from, " as ", target));

@@ -106,6 +106,8 @@ class PostgresServer {
   Options options_;
   std::string dir_;
   std::string data_dir_;
+  uid_t uid_ = 0;  // the user `postgres`, who owns them
+  gid_t gid_ = 0;
   int port_ = 0;
   int starts_ = 0;  // each start logs to its own file, to find its banner
   ChildProcess process_;

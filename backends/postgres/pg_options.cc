@@ -18,6 +18,7 @@ constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(5);
 constexpr char kKnownOptions[] =
     "table, mode (lease|session), pool_size, max_sessions, session_grace, "
     "statement_timeout (the older name of operation_timeout), grant_to, "
+    "listen_dbname, "
     "libpq connection parameters (sslmode, application_name, options, ...)";
 
 // Keywords this libpq accepts, as PQconndefaults() lists them.
@@ -98,6 +99,9 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
       return absl::InvalidArgumentError("URI option 'grant_to' needs a role");
     }
     out.grant_to = *role;
+  }
+  if (std::optional<std::string> db = params.TakeString("listen_dbname")) {
+    out.listen_dbname = *db;
   }
   absl::StatusOr<std::optional<int64_t>> pool =
       params.TakeInt("pool_size", 1, 256);
@@ -210,6 +214,19 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
           config.common.connect_timeout.value_or(kDefaultConnectTimeout)));
   if (!has_application_name) add("application_name", "dlock");
   out.endpoint = Endpoint(uri, host_param, port_param);
+  return out;
+}
+
+PgOptions WithDbname(const PgOptions& options, const std::string& dbname) {
+  PgOptions out = options;
+  for (size_t i = 0; i < out.keywords.size(); ++i) {
+    if (out.keywords[i] == "dbname") {
+      out.values[i] = dbname;
+      return out;
+    }
+  }
+  out.keywords.push_back("dbname");
+  out.values.push_back(dbname);
   return out;
 }
 
