@@ -112,9 +112,10 @@ absl::Status ResultStatus(const PGresult* result, const std::string& endpoint,
       sqlstate.empty() ? "" : absl::StrCat(" (SQLSTATE ", sqlstate, ")"));
   // 08 connection, 53 resources, 57 operator intervention (shutdown, statement
   // timeout), 58 system errors: the server is there but cannot serve now.
+  // 25006: a read-only server, a standby not yet promoted.
   if (sqlstate.empty() || absl::StartsWith(sqlstate, "08") ||
-      absl::StartsWith(sqlstate, "53") || absl::StartsWith(sqlstate, "57") ||
-      absl::StartsWith(sqlstate, "58")) {
+      sqlstate == "25006" || absl::StartsWith(sqlstate, "53") ||
+      absl::StartsWith(sqlstate, "57") || absl::StartsWith(sqlstate, "58")) {
     return absl::UnavailableError(message);
   }
   if (sqlstate == "40001" || sqlstate == "40P01") {

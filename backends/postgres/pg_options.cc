@@ -194,6 +194,7 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
   const absl::flat_hash_set<std::string> known = LibpqKeywords();
   std::string host_param, port_param;
   bool has_application_name = false;
+  bool has_session_attrs = false;
   for (const auto& [key, value] : params.Rest()) {
     if (!known.contains(key) || key == "replication") {
       return UnknownUriOption(uri.scheme, key, kKnownOptions);
@@ -205,6 +206,7 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
     if (key == "host") host_param = value;
     if (key == "port") port_param = value;
     has_application_name = has_application_name || key == "application_name";
+    has_session_attrs = has_session_attrs || key == "target_session_attrs";
     add(key, value);
   }
   // The common connect timeout, which the core took (libpq's name too).
@@ -213,6 +215,13 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
       LibpqConnectTimeout(
           config.common.connect_timeout.value_or(kDefaultConnectTimeout)));
   if (!has_application_name) add("application_name", "dlock");
+  // Several hosts: a primary and its standbys. dlock writes on every call,
+  // so it wants the primary, wherever it is now (libpq's default takes the
+  // first host that answers, standby or not).
+  if (!has_session_attrs &&
+      (uri.hosts.size() > 1 || host_param.find(',') != std::string::npos)) {
+    add("target_session_attrs", "read-write");
+  }
   out.endpoint = Endpoint(uri, host_param, port_param);
   return out;
 }

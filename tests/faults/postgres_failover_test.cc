@@ -72,6 +72,19 @@ struct LossWatch {
   }
 };
 
+// Two clients after the lock "job": `holder` takes it (`hold`, whose token
+// it writes to `fence`), and its losses are told to `watch`; `other` wants
+// it.
+struct Contenders {
+  LossWatch watch;
+  Fence fence;
+  std::unique_ptr<LockClient> holder;
+  std::unique_ptr<LockClient> other;
+  std::unique_ptr<DistributedLock> held;
+  std::unique_ptr<DistributedLock> wanted;
+  Hold hold;
+};
+
 std::string Ms(absl::Duration d) {
   return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(1)));
 }
@@ -124,6 +137,22 @@ class PostgresFailoverTest : public ::testing::Test {
     return client.ok() ? *std::move(client) : nullptr;
   }
 
+  // The clients, connected; then, unless `take` is false, the hold.
+  void Contend(const std::string& mode, Contenders& c, bool take = true) {
+    c.holder = Client(mode, &c.watch);
+    c.other = Client(mode);
+    ASSERT_TRUE(c.holder != nullptr && c.other != nullptr);
+    ASSERT_OK_AND_ASSIGN(c.held, c.holder->GetLock("job"));
+    ASSERT_OK_AND_ASSIGN(c.wanted, c.other->GetLock("job"));
+    if (take) {
+      ASSERT_NO_FATAL_FAILURE(Take(c));
+    }
+  }
+  void Take(Contenders& c) {
+    ASSERT_OK_AND_ASSIGN(c.hold, c.held->Acquire());
+    EXPECT_TRUE(c.fence.Write(c.hold.fencing_token()));
+  }
+
   // The primary killed, the standby promoted; returns when that was done.
   absl::Time FailOver() {
     failed_over_ = true;
@@ -147,6 +176,8 @@ class PostgresFailoverTest : public ::testing::Test {
     }
   }
 
+  void LoseAGrant(const std::string& mode);
+
   static inline PostgresReplication* pair_ = nullptr;
   static inline bool failed_over_ = false;
   std::string ns_;
@@ -154,38 +185,31 @@ class PostgresFailoverTest : public ::testing::Test {
 
 TEST_F(PostgresFailoverTest, SynchronousLeaseHoldSurvivesAndNobodyElseGetsIt) {
   ASSERT_NO_FATAL_FAILURE(Prepare(/*synchronous=*/true));
-  LossWatch watch;
-  std::unique_ptr<LockClient> holder = Client("lease", &watch);
-  std::unique_ptr<LockClient> other = Client("lease");
-  ASSERT_TRUE(holder != nullptr && other != nullptr);
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("job"));
-  ASSERT_OK_AND_ASSIGN(auto wanted, other->GetLock("job"));
-  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
-  Fence fence;
-  EXPECT_TRUE(fence.Write(hold.fencing_token()));
+  Contenders c;
+  ASSERT_NO_FATAL_FAILURE(Contend("lease", c));
 
   const absl::Time killed_at = absl::Now();
   const absl::Time promoted_at = FailOver();
   // The grant was confirmed, so the standby had it: no second owner.
-  absl::StatusOr<Hold> second = TryUntilServed(*wanted);
+  absl::StatusOr<Hold> second = TryUntilServed(*c.wanted);
   const absl::Time served_at = absl::Now();
   EXPECT_TRUE(IsHeldByAnother(second.status())) << second.status();
   // The holder keeps its hold: its renewal reaches the new primary, which
   // has its row.
-  const absl::Status renewed = hold.Renew();
+  const absl::Status renewed = c.hold.Renew();
   const absl::Time renewed_at = absl::Now();
   EXPECT_OK(renewed);
-  EXPECT_EQ(hold.state(), LockState::kHeld);
-  EXPECT_FALSE(watch.told.HasBeenNotified()) << watch.reason;
-  ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("job"));
-  EXPECT_EQ(info.fencing_token, hold.fencing_token());
+  EXPECT_EQ(c.hold.state(), LockState::kHeld);
+  EXPECT_FALSE(c.watch.told.HasBeenNotified()) << c.watch.reason;
+  ASSERT_OK_AND_ASSIGN(LockInfo info, c.other->Admin().Inspect("job"));
+  EXPECT_EQ(info.fencing_token, c.hold.fencing_token());
 
-  const uint64_t first_token = hold.fencing_token();
-  EXPECT_OK(hold.Release());
-  ASSERT_OK_AND_ASSIGN(Hold next, wanted->TryAcquire());
+  const uint64_t first_token = c.hold.fencing_token();
+  EXPECT_OK(c.hold.Release());
+  ASSERT_OK_AND_ASSIGN(Hold next, c.wanted->TryAcquire());
   EXPECT_GT(next.fencing_token(), first_token);
-  EXPECT_TRUE(fence.Write(next.fencing_token()));
-  EXPECT_FALSE(fence.Write(first_token));
+  EXPECT_TRUE(c.fence.Write(next.fencing_token()));
+  EXPECT_FALSE(c.fence.Write(first_token));
   std::cout << "FAILOVER synchronous lease: grants lost 0, second owners 0, "
                "promotion took "
             << Ms(promoted_at - killed_at) << ", new primary served "
@@ -196,37 +220,30 @@ TEST_F(PostgresFailoverTest, SynchronousLeaseHoldSurvivesAndNobodyElseGetsIt) {
 
 TEST_F(PostgresFailoverTest, SynchronousSessionHoldIsToldLostBeforeTakeover) {
   ASSERT_NO_FATAL_FAILURE(Prepare(/*synchronous=*/true));
-  LossWatch watch;
-  std::unique_ptr<LockClient> holder = Client("session", &watch);
-  std::unique_ptr<LockClient> other = Client("session");
-  ASSERT_TRUE(holder != nullptr && other != nullptr);
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("job"));
-  ASSERT_OK_AND_ASSIGN(auto wanted, other->GetLock("job"));
-  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
-  Fence fence;
-  EXPECT_TRUE(fence.Write(hold.fencing_token()));
+  Contenders c;
+  ASSERT_NO_FATAL_FAILURE(Contend("session", c));
 
   const absl::Time killed_at = absl::Now();
   FailOver();
   // The hold's session died with the old primary: the holder is told.
-  ASSERT_TRUE(watch.told.WaitForNotificationWithTimeout(kReach))
+  ASSERT_TRUE(c.watch.told.WaitForNotificationWithTimeout(kReach))
       << "the holder was not told that its session ended";
-  const absl::Time told_at = watch.When();
-  EXPECT_EQ(hold.state(), LockState::kLost);
+  const absl::Time told_at = c.watch.When();
+  EXPECT_EQ(c.hold.state(), LockState::kLost);
   // The row survived (synchronous), so the taker waits out the dead
   // session's grace (1s) on the new primary.
   AcquireOptions wait;
   wait.wait = kReach;
-  absl::StatusOr<Hold> taken = wanted->Acquire(wait);
+  absl::StatusOr<Hold> taken = c.wanted->Acquire(wait);
   const absl::Time taken_at = absl::Now();
   ASSERT_OK(taken);
   EXPECT_LE(told_at, taken_at);
-  EXPECT_GT(taken->fencing_token(), hold.fencing_token());
-  EXPECT_TRUE(fence.Write(taken->fencing_token()));
-  EXPECT_FALSE(fence.Write(hold.fencing_token()));
+  EXPECT_GT(taken->fencing_token(), c.hold.fencing_token());
+  EXPECT_TRUE(c.fence.Write(taken->fencing_token()));
+  EXPECT_FALSE(c.fence.Write(c.hold.fencing_token()));
   std::cout << "FAILOVER synchronous session: holder told lost "
             << Ms(told_at - killed_at) << " after the kill ("
-            << watch.reason.message() << "), taken over "
+            << c.watch.reason.message() << "), taken over "
             << Ms(taken_at - killed_at) << " after it" << std::endl;
 }
 
@@ -235,15 +252,12 @@ TEST_F(PostgresFailoverTest, SynchronousSessionHoldIsToldLostBeforeTakeover) {
 // never had it, gives the lock to the next comer.
 TEST_F(PostgresFailoverTest, SynchronousUnconfirmedGrantIsNeverBelieved) {
   ASSERT_NO_FATAL_FAILURE(Prepare(/*synchronous=*/true));
-  std::unique_ptr<LockClient> holder = Client("lease");
-  std::unique_ptr<LockClient> other = Client("lease");
-  ASSERT_TRUE(holder != nullptr && other != nullptr);
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("job"));
-  ASSERT_OK_AND_ASSIGN(auto wanted, other->GetLock("job"));
+  Contenders c;
+  ASSERT_NO_FATAL_FAILURE(Contend("lease", c, /*take=*/false));
   ASSERT_OK(pair_->link().Partition());
 
   absl::StatusOr<Hold> attempt = absl::UnknownError("not run");
-  std::thread acquirer([&] { attempt = held->TryAcquire(); });
+  std::thread acquirer([&] { attempt = c.held->TryAcquire(); });
   // The grant committed on the primary and waits for the standby.
   const absl::Status waiting = WaitUntil(
       [&] {
@@ -257,70 +271,87 @@ TEST_F(PostgresFailoverTest, SynchronousUnconfirmedGrantIsNeverBelieved) {
   FailOver();
   acquirer.join();
   EXPECT_CODE(attempt, kUnavailable);
-  ASSERT_OK_AND_ASSIGN(Hold taken, TryUntilServed(*wanted));
+  ASSERT_OK_AND_ASSIGN(Hold taken, TryUntilServed(*c.wanted));
   EXPECT_EQ(taken.state(), LockState::kHeld);
   std::cout << "FAILOVER synchronous unconfirmed grant: the acquirer got "
             << attempt.status().message() << "; the lock went to the next comer"
             << std::endl;
 }
 
-class PostgresAsyncFailoverTest
-    : public PostgresFailoverTest,
-      public ::testing::WithParamInterface<std::string> {};
+// A host list without target_session_attrs still finds the primary (dlock
+// asks for read-write when several hosts are given); a URI naming only the
+// standby gets Unavailable (SQLSTATE 25006), to try again once promoted.
+TEST_F(PostgresFailoverTest, HostListFindsThePrimaryAndAStandbyIsUnavailable) {
+  ASSERT_NO_FATAL_FAILURE(Prepare(/*synchronous=*/true));
+  const std::string standby_first = absl::StrCat(
+      "postgres://postgres@127.0.0.1:", pair_->standby().port(),
+      ",127.0.0.1:", pair_->primary().port(), "/postgres?namespace=", ns_);
+  ASSERT_OK_AND_ASSIGN(auto client, Connect(standby_first));
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock->TryAcquire());
+  EXPECT_OK(hold.Release());
+  // The standby alone: it cannot LISTEN (or write) during recovery.
+  absl::StatusOr<std::unique_ptr<LockClient>> standby = Connect(
+      absl::StrCat("postgres://postgres@127.0.0.1:", pair_->standby().port(),
+                   "/postgres?namespace=", ns_));
+  EXPECT_CODE(standby, kUnavailable);
+  std::cout << "FAILOVER a standby alone: " << standby.status().message()
+            << std::endl;
+}
 
-TEST_P(PostgresAsyncFailoverTest, LostGrantIsFencedOff) {
-  const std::string mode = GetParam();
+// Asynchronous replication, a grant of `mode` lost with the primary.
+void PostgresFailoverTest::LoseAGrant(const std::string& mode) {
   ASSERT_NO_FATAL_FAILURE(Prepare(/*synchronous=*/false));
-  LossWatch watch;
-  std::unique_ptr<LockClient> holder = Client(mode, &watch);
-  std::unique_ptr<LockClient> other = Client(mode);
-  ASSERT_TRUE(holder != nullptr && other != nullptr);
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("job"));
-  ASSERT_OK_AND_ASSIGN(auto wanted, other->GetLock("job"));
   // Replication cut just before the grant: the standby never sees it.
   // CHECKPOINT first, so that the grant draws the first token since: that
   // draw logs the sequence anew, and the record is lost with the grant (a
   // new primary that restarted the sequence from the record before would
   // hand the same token out again).
+  Contenders c;
+  ASSERT_NO_FATAL_FAILURE(Contend(mode, c, /*take=*/false));
   ASSERT_OK(pair_->primary().Psql("CHECKPOINT;"));
   ASSERT_OK(pair_->WaitReplayed());
   ASSERT_OK(pair_->link().Partition());
-  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
-  Fence fence;
-  EXPECT_TRUE(fence.Write(hold.fencing_token()));
+  ASSERT_NO_FATAL_FAILURE(Take(c));
+  const uint64_t lost_token = c.hold.fencing_token();
 
   const absl::Time killed_at = absl::Now();
   FailOver();
   // The loss reproduced: the new primary never had the grant, and gives
   // the lock to the next comer.
-  absl::StatusOr<Hold> taken = TryUntilServed(*wanted);
+  absl::StatusOr<Hold> taken = TryUntilServed(*c.wanted);
   const absl::Time taken_at = absl::Now();
   ASSERT_OK(taken);
-  const bool believed_at_takeover = hold.state() == LockState::kHeld;
+  const bool believed_at_takeover = c.hold.state() == LockState::kHeld;
   // The fence orders them: the new token is above the lost one, so once
   // the new holder has written, every write of the old one is refused.
-  EXPECT_GT(taken->fencing_token(), hold.fencing_token());
-  EXPECT_TRUE(fence.Write(taken->fencing_token()));
-  EXPECT_FALSE(fence.Write(hold.fencing_token()));
-  EXPECT_FALSE(fence.Write(hold.fencing_token()));
-  EXPECT_EQ(fence.refused(), 2);
+  EXPECT_GT(taken->fencing_token(), lost_token);
+  EXPECT_TRUE(c.fence.Write(taken->fencing_token()));
+  EXPECT_FALSE(c.fence.Write(lost_token));
+  EXPECT_FALSE(c.fence.Write(lost_token));
+  EXPECT_EQ(c.fence.refused(), 2);
   // The old holder is told once its renewal finds the row gone (lease
   // mode), or at once, its session having died with the old primary.
-  ASSERT_TRUE(watch.told.WaitForNotificationWithTimeout(kWatchdogLease))
+  ASSERT_TRUE(c.watch.told.WaitForNotificationWithTimeout(kWatchdogLease))
       << "the holder of the lost grant was never told";
-  const absl::Time told_at = watch.When();
+  const absl::Time told_at = c.watch.When();
   std::cout << "FAILOVER asynchronous " << mode << ": grants lost 1, taken "
             << "over " << Ms(taken_at - killed_at) << " after the kill, "
             << "old holder "
             << (believed_at_takeover ? "still believed then, " : "told first, ")
             << "told lost " << Ms(told_at - killed_at) << " after the kill ("
-            << watch.reason.message() << "), tokens " << hold.fencing_token()
-            << " -> " << taken->fencing_token() << ", stale writes refused "
-            << fence.refused() << " of 2" << std::endl;
+            << c.watch.reason.message() << "), tokens " << lost_token << " -> "
+            << taken->fencing_token() << ", stale writes refused "
+            << c.fence.refused() << " of 2" << std::endl;
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, PostgresAsyncFailoverTest,
-                         ::testing::Values("lease", "session"));
+TEST_F(PostgresFailoverTest, AsynchronousLeaseGrantIsLostAndFencedOff) {
+  LoseAGrant("lease");
+}
+
+TEST_F(PostgresFailoverTest, AsynchronousSessionGrantIsLostAndFencedOff) {
+  LoseAGrant("session");
+}
 
 }  // namespace
 }  // namespace dlock::testing
