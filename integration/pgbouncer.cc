@@ -80,24 +80,26 @@ absl::StatusOr<std::unique_ptr<PgBouncer>> PgBouncer::Start(Options options) {
 }
 
 absl::Status PgBouncer::WaitServing(absl::Duration timeout) {
-  return WaitUntil([&] { return Query("SELECT 1").ok(); }, timeout,
-                   absl::StrCat("a login through pgbouncer on port ", port_),
-                   dir_ + "/psql.log");
+  absl::Status last;
+  absl::Status waited = WaitUntil(
+      [&] {
+        last = Query("SELECT 1").status();
+        return last.ok();
+      },
+      timeout, absl::StrCat("a login through pgbouncer on port ", port_));
+  if (waited.ok()) return waited;
+  return absl::Status(waited.code(),
+                      absl::StrCat(waited.message(), ": ", last.message()));
 }
 
 absl::StatusOr<std::string> PgBouncer::Query(const std::string& sql) {
-  const std::string log = dir_ + "/psql.log";
-  RemoveTree(log);
-  if (absl::Status s = RunToCompletion(
-          {"/usr/lib/postgresql/15/bin/psql", "-X", "-q", "-At", "-v",
-           "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", absl::StrCat(port_),
-           "-U", kUser, "-d", "postgres", "-c", sql},
-          log, kUser, absl::Seconds(10));
-      !s.ok()) {
-    return s;
-  }
-  std::string out = FileTail(log, 1 << 20);
-  while (!out.empty() && out.back() == '\n') out.pop_back();
+  absl::StatusOr<std::string> out = RunCommand(
+      {"/usr/lib/postgresql/15/bin/psql", "-X", "-q", "-At", "-v",
+       "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", absl::StrCat(port_), "-U",
+       kUser, "-d", "postgres", "-c", sql},
+      "", {}, absl::Seconds(10));
+  if (!out.ok()) return out.status();
+  while (!out->empty() && out->back() == '\n') out->pop_back();
   return out;
 }
 

@@ -114,12 +114,14 @@ absl::Status PostgresServer::BaseBackup(const PostgresServer& primary,
       !s.ok()) {
     return s;
   }
-  const std::string log = absl::StrCat(dir_, "/basebackup.log");
-  if (absl::Status s = RunToCompletion(
-          {absl::StrCat(kBinDir, "/pg_basebackup"), "-h", "127.0.0.1", "-p",
-           absl::StrCat(primary.port()), "-U", kUser, "-D", data_dir_, "-X",
-           "stream", "-S", slot, "-C", "-c", "fast", "--no-sync"},
-          log, kUser);
+  // As root (only the server refuses it); the tree is chowned below.
+  if (absl::Status s =
+          RunCommand(
+              {absl::StrCat(kBinDir, "/pg_basebackup"), "-h", "127.0.0.1", "-p",
+               absl::StrCat(primary.port()), "-U", kUser, "-D", data_dir_, "-X",
+               "stream", "-S", slot, "-C", "-c", "fast", "--no-sync"},
+              "", {}, absl::Seconds(120))
+              .status();
       !s.ok()) {
     return s;
   }

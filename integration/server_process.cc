@@ -361,27 +361,7 @@ void ChildProcess::Reap(bool block) {
   if (pid_ <= 0) return;
   int status = 0;
   pid_t r = waitpid(pid_, &status, block ? 0 : WNOHANG);
-  if (r == pid_) exit_status_ = status;
   if (r == pid_ || (r < 0 && errno == ECHILD)) pid_ = -1;
-}
-
-absl::Status RunToCompletion(const std::vector<std::string>& argv,
-                             const std::string& log_path,
-                             const std::string& run_as,
-                             absl::Duration timeout) {
-  ChildProcess child;
-  if (absl::Status s = child.Spawn(argv, log_path, run_as); !s.ok()) return s;
-  if (absl::Status s = WaitUntil([&] { return !child.Running(); }, timeout,
-                                 argv[0] + " finishing", log_path);
-      !s.ok()) {
-    child.Kill();
-    return s;
-  }
-  const int status = child.exit_status();
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(argv[0], " failed (wait status ",
-                                          status, "); end of ", log_path, ":\n",
-                                          FileTail(log_path)));
 }
 
 bool ChildProcess::Running() {

@@ -92,22 +92,11 @@ class ChildProcess {
   void Pause();   // SIGSTOP
   void Resume();  // SIGCONT
   pid_t pid() const { return pid_; }
-  // The exit status (waitpid's) once Running() saw the child end; -1 before.
-  int exit_status() const { return exit_status_; }
 
  private:
   void Reap(bool block);
   pid_t pid_ = -1;
-  int exit_status_ = -1;
 };
-
-// Runs a program (initdb, pg_basebackup, openssl) to its end, its output in
-// `log_path`. Internal with the end of the log when it exits other than 0;
-// DeadlineExceeded (and the program killed) after `timeout`.
-absl::Status RunToCompletion(const std::vector<std::string>& argv,
-                             const std::string& log_path,
-                             const std::string& run_as = "",
-                             absl::Duration timeout = absl::Seconds(120));
 
 // Polls `ready` every 50ms until it is true or `timeout` passes; the error
 // names `what` and, when set, the tail of `log_path`.

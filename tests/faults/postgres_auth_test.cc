@@ -16,41 +16,38 @@
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "postgres_server.h"
+#include "server_process.h"
 #include "status_testing.h"
-#include "test_certificates.h"
+#include "tls_certificates.h"
 
 namespace dlock::testing {
 namespace {
 
 constexpr char kPassword[] = "pw-Secret-4711";
 
+// The user of the test CA's client certificate: PostgreSQL's `cert` method
+// takes its CN for the user name.
+constexpr char kCertUser[] = "dlock test client";
+
 class PostgresAuthTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<TestCertificates>> ca =
-        TestCertificates::Start();
-    ASSERT_TRUE(ca.ok()) << ca.status();
-    ca_ = ca->release();
-    absl::StatusOr<std::unique_ptr<TestCertificates>> other =
-        TestCertificates::Start("another CA");
-    ASSERT_TRUE(other.ok()) << other.status();
-    other_ca_ = other->release();
-    absl::StatusOr<TestCertificates::Issued> server_cert =
-        ca_->Issue("server", {"localhost", "127.0.0.1"});
-    ASSERT_TRUE(server_cert.ok()) << server_cert.status();
-    absl::StatusOr<TestCertificates::Issued> client_cert =
-        ca_->Issue("certuser", {"certuser"});
-    ASSERT_TRUE(client_cert.ok()) << client_cert.status();
-    client_cert_ = new TestCertificates::Issued(*client_cert);
+    absl::StatusOr<std::string> dir = MakeTempDir("dlock-pg-certs");
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = new std::string(*dir);
+    absl::StatusOr<TlsCertificates> certs = MakeTlsCertificates(*dir);
+    ASSERT_TRUE(certs.ok()) << certs.status();
+    certs_ = new TlsCertificates(*certs);
 
     PostgresServer::Options options;
-    options.ssl_cert_file = server_cert->cert_file;
-    options.ssl_key_file = server_cert->key_file;
-    options.ssl_ca_file = ca_->ca_file();
+    options.ssl_cert_file = certs_->server_cert;
+    options.ssl_key_file = certs_->server_key;
+    options.ssl_ca_file = certs_->ca;
+    const std::string cert_user = absl::StrCat("\"", kCertUser, "\"");
     options.hba = {
-        // certuser: TLS with a client certificate the CA signed, or nothing.
-        "hostssl all certuser 127.0.0.1/32 cert",
-        "host all certuser 127.0.0.1/32 reject",
+        // The certificate's user: TLS with a certificate the CA signed.
+        absl::StrCat("hostssl all ", cert_user, " 127.0.0.1/32 cert"),
+        absl::StrCat("host all ", cert_user, " 127.0.0.1/32 reject"),
         "host all pwuser 127.0.0.1/32 scram-sha-256",
     };
     absl::StatusOr<std::unique_ptr<PostgresServer>> server =
@@ -60,13 +57,15 @@ class PostgresAuthTest : public ::testing::Test {
     absl::StatusOr<std::string> roles = server_->Psql(
         absl::StrCat("CREATE ROLE pwuser LOGIN PASSWORD '", kPassword,
                      "';\n"
-                     "CREATE ROLE certuser LOGIN;\n"
+                     "CREATE ROLE ",
+                     cert_user,
+                     " LOGIN;\n"
                      "CREATE DATABASE closed;\n"
                      "REVOKE CONNECT ON DATABASE closed FROM PUBLIC;"));
     ASSERT_TRUE(roles.ok()) << roles.status();
     // The lock tables, made by their owner, who grants the others what
     // dlock needs (what `dlock setup --grant-to` does).
-    for (const char* user : {"pwuser", "certuser"}) {
+    for (const char* user : {"pwuser", "dlock%20test%20client"}) {
       absl::StatusOr<std::unique_ptr<LockClient>> setup =
           Connect(server_->Uri("auth", absl::StrCat("grant_to=", user)));
       ASSERT_TRUE(setup.ok()) << setup.status();
@@ -74,9 +73,9 @@ class PostgresAuthTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     delete server_;
-    delete client_cert_;
-    delete other_ca_;
-    delete ca_;
+    delete certs_;
+    if (dir_ != nullptr) RemoveTree(*dir_);
+    delete dir_;
   }
   void SetUp() override { ASSERT_NE(server_, nullptr); }
 
@@ -110,28 +109,30 @@ class PostgresAuthTest : public ::testing::Test {
     EXPECT_OK(hold.Release());
   }
 
-  std::string VerifyFull(const TestCertificates& ca) const {
-    return absl::StrCat("sslmode=verify-full&sslrootcert=", ca.ca_file());
+  // sslmode=verify-full trusting `ca` (a PEM file).
+  static std::string VerifyFull(const std::string& ca) {
+    return absl::StrCat("sslmode=verify-full&sslrootcert=", ca);
   }
 
-  static inline TestCertificates* ca_ = nullptr;
-  static inline TestCertificates* other_ca_ = nullptr;
-  static inline TestCertificates::Issued* client_cert_ = nullptr;
+  static inline std::string* dir_ = nullptr;
+  static inline TlsCertificates* certs_ = nullptr;
   static inline PostgresServer* server_ = nullptr;
 };
 
 TEST_F(PostgresAuthTest, VerifyFullConnectsByAddressAndByName) {
   for (const std::string mode : {"lease", "session"}) {
     SCOPED_TRACE(mode);
-    Works(Uri("postgres@", VerifyFull(*ca_) + "&mode=" + mode));
-    Works(Uri("postgres@", VerifyFull(*ca_) + "&mode=" + mode, "localhost"));
+    Works(Uri("postgres@", VerifyFull(certs_->ca) + "&mode=" + mode));
+    Works(Uri("postgres@", VerifyFull(certs_->ca) + "&mode=" + mode,
+              "localhost"));
   }
 }
 
 TEST_F(PostgresAuthTest, VerifyFullRefusesAnotherCa) {
-  const std::string message = Refused("verify-full, certificate of another CA",
-                                      Uri("postgres@", VerifyFull(*other_ca_)),
-                                      absl::StatusCode::kUnauthenticated);
+  const std::string message =
+      Refused("verify-full, certificate of another CA",
+              Uri("postgres@", VerifyFull(certs_->other_ca)),
+              absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(absl::StrContains(message, "certificate verify failed"))
       << message;
   EXPECT_TRUE(absl::StrContains(message, absl::StrCat(server_->port())))
@@ -143,7 +144,7 @@ TEST_F(PostgresAuthTest, VerifyFullRefusesAnotherHostName) {
   // localhost and 127.0.0.1 only.
   const std::string message =
       Refused("verify-full, host name not in the certificate",
-              Uri("postgres@", VerifyFull(*ca_) + "&hostaddr=127.0.0.1",
+              Uri("postgres@", VerifyFull(certs_->ca) + "&hostaddr=127.0.0.1",
                   "wrong.example"),
               absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(absl::StrContains(message, "does not match host name"))
@@ -193,12 +194,13 @@ TEST_F(PostgresAuthTest, DatabaseWithoutConnectIsPermissionDenied) {
 }
 
 TEST_F(PostgresAuthTest, ClientCertificateRequired) {
+  const std::string user = "dlock%20test%20client@";
   const std::string with_cert =
-      absl::StrCat(VerifyFull(*ca_), "&sslcert=", client_cert_->cert_file,
-                   "&sslkey=", client_cert_->key_file);
-  Works(Uri("certuser@", with_cert));
+      absl::StrCat(VerifyFull(certs_->ca), "&sslcert=", certs_->client_cert,
+                   "&sslkey=", certs_->client_key);
+  Works(Uri(user, with_cert));
   const std::string message = Refused("client certificate required, none given",
-                                      Uri("certuser@", VerifyFull(*ca_)),
+                                      Uri(user, VerifyFull(certs_->ca)),
                                       absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(absl::StrContains(message, "certificate")) << message;
 }
