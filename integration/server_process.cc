@@ -110,6 +110,28 @@ absl::StatusOr<std::string> MakeTempDir(const std::string& prefix,
   return templ;
 }
 
+absl::StatusOr<UserDir> MakeTempDirFor(const std::string& user,
+                                       const std::string& prefix,
+                                       const std::string& debian_package) {
+  passwd* pw = getpwnam(user.c_str());
+  if (pw == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("there is no user '", user,
+                     "' to run the server as: install it with `apt-get "
+                     "install -y ",
+                     debian_package, "`"));
+  }
+  UserDir out{.path = "", .uid = pw->pw_uid, .gid = pw->pw_gid};
+  absl::StatusOr<std::string> dir = MakeTempDir(prefix);
+  if (!dir.ok()) return dir.status();
+  out.path = *dir;
+  if (chown(out.path.c_str(), out.uid, out.gid) != 0) {
+    RemoveTree(out.path);
+    return absl::InternalError(absl::StrCat("cannot chown ", out.path));
+  }
+  return out;
+}
+
 void RemoveTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);

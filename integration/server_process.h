@@ -32,6 +32,19 @@ absl::StatusOr<std::string> MakeTempDir(const std::string& prefix,
                                         const std::string& base = "");
 void RemoveTree(const std::string& path);
 
+// A fresh temporary directory owned by `user`, for a server that refuses to
+// run as root (PostgreSQL, PgBouncer), with that user's ids.
+// FailedPrecondition naming `debian_package` (which makes the user) when
+// there is no such user.
+struct UserDir {
+  std::string path;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+absl::StatusOr<UserDir> MakeTempDirFor(const std::string& user,
+                                       const std::string& prefix,
+                                       const std::string& debian_package);
+
 // FailedPrecondition naming the Debian package to install when `path` is
 // not an executable file.
 absl::Status RequireExecutable(const std::string& path,

@@ -14,7 +14,7 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev redis-server redis-tools
   libzookeeper-mt-dev zookeeper python3-kazoo
-  libpq-dev postgresql python3-tooz python3-psycopg2
+  libpq-dev postgresql pgbouncer python3-tooz python3-psycopg2
   etcd-server etcd-client libgrpc++-dev protobuf-compiler-grpc protobuf-compiler
   libprotobuf-dev openssl python3-etcd3 python3-etcd3gw
   python3-redis python3-matplotlib python3-prometheus-client

@@ -10,6 +10,7 @@
 #include "cli_common.h"
 #include "monitor_command.h"
 #include "run_command.h"
+#include "setup_command.h"
 #include "top_command.h"
 
 namespace dlock::cli {
@@ -28,6 +29,7 @@ Examples:
   dlock top --backend redis://cache:6379
   dlock monitor --held-longer-than 10m --on-held-too-long ./page.sh
   dlock bench --backend redis://cache:6379 --backend zk://zk1:2181
+  dlock setup --backend postgres://admin@db/app --grant-to app_user
 
 Exit codes: 0 success (run: the command's status), 64 usage error,
 69 backend unreachable, 75 lock not acquired within --wait (a job: another
@@ -149,6 +151,19 @@ int Main(int argc, char** argv) {
       "Runs in namespace dlock-bench under names of its own, and releases "
       "what it took. See docs/cli.md.");
 
+  std::string grant_to;
+  CLI::App* setup_cmd = app.add_subcommand(
+      "setup",
+      "Create or migrate what dlock keeps on the server (PostgreSQL's lock "
+      "tables), as a user allowed to");
+  AddBackendFlags(*setup_cmd, flags, /*json=*/false);
+  setup_cmd->add_option("--grant-to", grant_to,
+                        "PostgreSQL: grant this role what dlock needs on them");
+  setup_cmd->footer(
+      "\nExample:\n  dlock setup --backend postgres://admin@db/app "
+      "--grant-to app_user\nApplications then connect as app_user, which "
+      "may not create tables. See docs/postgres.md.");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -170,9 +185,10 @@ int Main(int argc, char** argv) {
   if (bench_cmd->parsed()) return BenchCommand(bench);
   if (top_cmd->parsed()) return TopCommand(flags, top);
   if (monitor_cmd->parsed()) return MonitorCommand(flags, monitor);
+  if (setup_cmd->parsed()) return SetupCommand(flags, grant_to);
   return Fail(kUsage,
-              "give a command: run, status, list, unlock, top, monitor or "
-              "bench");
+              "give a command: run, status, list, unlock, top, monitor, "
+              "bench or setup");
 }
 
 }  // namespace
