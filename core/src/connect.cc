@@ -106,10 +106,11 @@ class Client : public LockClient {
 };
 
 absl::Status ValidateOptions(const ClientOptions& options) {
-  if (options.watchdog_lease < absl::Milliseconds(30) ||
-      options.watchdog_lease == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(
-        "ClientOptions::watchdog_lease must be finite and at least 30ms");
+  if (options.watchdog_lease < kMinWatchdogLease ||
+      options.watchdog_lease > kLongestLease) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ClientOptions::watchdog_lease must be ",
+        DurationRangeText({.min = kMinWatchdogLease, .max = kLongestLease})));
   }
   if (options.fallback_poll <= absl::ZeroDuration() ||
       options.fallback_poll == absl::InfiniteDuration()) {
