@@ -246,6 +246,26 @@ TEST(DocsSnippetsTest, CppExamplesAreTheTestedOnes) {
   }
 }
 
+// README.md's first example is examples/readme_example.cc, which
+// docs_examples_test.cc builds and runs.
+TEST(DocsSnippetsTest, ReadmeCppExampleIsTheTestedProgram) {
+  const std::string readme =
+      testing::ReadFileOrEmpty(absl::StrCat(testing::kSourceDir, "/README.md"));
+  const std::vector<std::string> blocks = Blocks(readme, "cpp");
+  ASSERT_FALSE(blocks.empty());
+  const std::string program = testing::ReadFileOrEmpty(
+      absl::StrCat(testing::kSourceDir, "/examples/readme_example.cc"));
+  EXPECT_TRUE(absl::EndsWith(program, blocks[0]))
+      << "README.md's first example differs from "
+         "examples/readme_example.cc:\n"
+      << blocks[0];
+  // The short path: no handle, and the mutex as a value.
+  EXPECT_TRUE(absl::StrContains(blocks[0], "locks.Acquire(")) << blocks[0];
+  EXPECT_TRUE(absl::StrContains(blocks[0], "dlock::DistributedMutex mutex("))
+      << blocks[0];
+  EXPECT_FALSE(absl::StrContains(blocks[0], "GetLock(")) << blocks[0];
+}
+
 // A clause id cited in `text`: "C" and a number, not inside a longer word
 // ("\xC1", "0xC0"), followed by anything but a letter or digit (an '_'
 // starts a conformance test's name: C5_ReentryNeverShortensLease). Unicode's

@@ -121,6 +121,18 @@ class LockClient {
   virtual absl::StatusOr<std::unique_ptr<DistributedLock>> GetLock(
       absl::string_view name) = 0;
 
+  // The short path, for a caller that keeps no lock handle: GetLock(name),
+  // then Acquire(options) on it. The Hold needs no handle to stay valid.
+  // Errors as GetLock() (a bad name) and DistributedLock::Acquire().
+  //
+  //   absl::StatusOr<dlock::Hold> hold =
+  //       client->Acquire("reports/nightly", {.wait = absl::Seconds(10)});
+  absl::StatusOr<Hold> Acquire(absl::string_view name,
+                               const AcquireOptions& options = {});
+  // One attempt, one round trip, as DistributedLock::TryAcquire().
+  absl::StatusOr<Hold> TryAcquire(absl::string_view name,
+                                  AcquireOptions options = {});
+
   // Inspection, listing and force unlock; lives as long as the client.
   virtual LockAdmin& Admin() = 0;
 
