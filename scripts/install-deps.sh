@@ -16,7 +16,8 @@ packages=(
   libzookeeper-mt-dev zookeeper python3-kazoo
   libpq-dev postgresql python3-tooz python3-psycopg2
   python3-redis python3-matplotlib python3-prometheus-client
-  libtomlplusplus-dev libcli11-dev libcpp-httplib-dev
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+  zsh groff-base
   libfaketime tmux curl
   nodejs npm
 )
