@@ -17,7 +17,7 @@ packages=(
   libpq-dev postgresql python3-tooz python3-psycopg2
   python3-redis python3-matplotlib python3-prometheus-client
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
-  zsh groff-base
+  zsh groff-base dpkg-dev
   libfaketime tmux curl
   nodejs npm
 )
