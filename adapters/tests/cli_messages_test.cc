@@ -36,6 +36,16 @@ Result RunTrue(std::vector<std::string> flags,
   return Dl(std::move(flags));
 }
 
+// A usage error: exit 64, one line, saying `message` in the CLI's words.
+void ExpectUsageError(const Result& r, const std::string& message,
+                      const std::vector<std::string>& args) {
+  EXPECT_EQ(r.code, 64) << absl::StrJoin(args, " ") << ": " << r.err;
+  ExpectOneLine(r);
+  EXPECT_THAT(r.err, HasSubstr(message));
+  EXPECT_THAT(r.err, Not(HasSubstr("ClientOptions")));
+  EXPECT_THAT(r.err, Not(HasSubstr("::")));
+}
+
 TEST(CliMessagesTest, EveryDurationFlagTakesDays) {
   for (const std::vector<std::string>& flags :
        std::vector<std::vector<std::string>>{{"--lease", "1d"},
@@ -71,10 +81,7 @@ TEST(CliMessagesTest, DurationsOutOfRangeAreRefusedBeforeAnyBackend) {
        "2m, 1h or 1d"},
   };
   for (const auto& [flags, message] : cases) {
-    Result r = RunTrue(flags);
-    EXPECT_EQ(r.code, 64) << absl::StrJoin(flags, " ") << ": " << r.err;
-    ExpectOneLine(r);
-    EXPECT_THAT(r.err, HasSubstr(message));
+    ExpectUsageError(RunTrue(flags), message, flags);
   }
   // URI options: the same parser and ranges, on every scheme.
   Result uri = RunTrue({}, "memory://?liveness_ttl=9999999999999h");
@@ -95,12 +102,7 @@ TEST(CliMessagesTest, MessagesSpeakOfFlagsAndUriOptionsNotCpp) {
        "--namespace 'a' and the backend URI's namespace=b differ"},
   };
   for (const auto& [args, message] : cases) {
-    Result r = Dl(args);
-    EXPECT_EQ(r.code, 64) << absl::StrJoin(args, " ") << ": " << r.err;
-    ExpectOneLine(r);
-    EXPECT_THAT(r.err, HasSubstr(message));
-    EXPECT_THAT(r.err, Not(HasSubstr("ClientOptions")));
-    EXPECT_THAT(r.err, Not(HasSubstr("::")));
+    ExpectUsageError(Dl(args), message, args);
   }
 }
 
