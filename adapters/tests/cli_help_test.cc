@@ -24,9 +24,26 @@ using testing::Result;
 using testing::RunProcess;
 using testing::RunShell;
 
-const std::vector<std::string> kSubcommands = {"run",    "status", "list",
-                                               "unlock", "top",    "monitor",
-                                               "bench",  "help",   "version"};
+// The subcommands `dlock --help` lists, so that a new one is checked (its
+// help, its man page section, its completion) without editing this test.
+std::vector<std::string> Subcommands() {
+  Result r = RunProcess(Dlock({"--help"}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> names;
+  bool listing = false;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    if (line == "Subcommands:") {
+      listing = true;
+    } else if (listing && absl::StartsWith(line, "  ")) {
+      line = absl::StripLeadingAsciiWhitespace(line);
+      names.emplace_back(line.substr(0, line.find(' ')));
+    } else if (listing) {
+      break;
+    }
+  }
+  EXPECT_GE(names.size(), 9u) << r.out;
+  return names;
+}
 
 // The long options `dlock SUBCOMMAND --help` lists ("--wait", "--help").
 std::set<std::string> OptionsInHelp(const std::string& subcommand) {
@@ -75,7 +92,7 @@ TEST(CliHelpTest, VersionNamesTheCommitBackendsAndClientLibraries) {
 
 TEST(CliHelpTest, HelpSubcommandIsHelpFlag) {
   EXPECT_EQ(RunProcess(Dlock({"help"})).out, RunProcess(Dlock({"--help"})).out);
-  for (const std::string& subcommand : kSubcommands) {
+  for (const std::string& subcommand : Subcommands()) {
     Result help = RunProcess(Dlock({"help", subcommand}));
     EXPECT_EQ(help.code, 0) << subcommand;
     EXPECT_EQ(help.out, RunProcess(Dlock({subcommand, "--help"})).out)
@@ -101,7 +118,7 @@ TEST(CliHelpTest, TheManPageHasWhatHelpHas) {
                                           DLOCK_MAN_PAGE_PATH, "'"));
   EXPECT_EQ(rendered.code, 0) << rendered.err;
   EXPECT_EQ(rendered.err, "");
-  for (const std::string& subcommand : kSubcommands) {
+  for (const std::string& subcommand : Subcommands()) {
     EXPECT_THAT(man.out,
                 HasSubstr(absl::StrCat(".SS \"dlock ", subcommand, "\"\n")));
     for (const std::string& option : OptionsInHelp(subcommand)) {
@@ -153,18 +170,19 @@ std::set<std::string> ZshCompletes(const std::vector<std::string>& words,
 }
 
 TEST(CliHelpTest, BashAndZshCompleteSubcommandsAndEveryFlag) {
-  std::set<std::string> top(kSubcommands.begin(), kSubcommands.end());
+  const std::vector<std::string> subcommands = Subcommands();
+  std::set<std::string> top(subcommands.begin(), subcommands.end());
   top.insert({"--help", "--version"});
   EXPECT_EQ(BashCompletes({"dlock"}), top);
   EXPECT_EQ(ZshCompletes({"dlock"}), top);
-  for (const std::string& subcommand : kSubcommands) {
+  for (const std::string& subcommand : subcommands) {
     if (subcommand == "help") continue;  // completes subcommands, below
     const std::set<std::string> options = OptionsInHelp(subcommand);
     EXPECT_EQ(BashCompletes({"dlock", subcommand}, "--"), options)
         << subcommand;
     EXPECT_EQ(ZshCompletes({"dlock", subcommand}, "--"), options) << subcommand;
   }
-  std::set<std::string> help(kSubcommands.begin(), kSubcommands.end());
+  std::set<std::string> help(subcommands.begin(), subcommands.end());
   help.insert({"--man", "--help"});
   EXPECT_EQ(BashCompletes({"dlock", "help"}), help);
   EXPECT_EQ(ZshCompletes({"dlock", "help"}), help);
