@@ -18,7 +18,8 @@ packages=(
   etcd-server etcd-client libgrpc++-dev protobuf-compiler-grpc protobuf-compiler
   libprotobuf-dev openssl python3-etcd3 python3-etcd3gw
   python3-redis python3-matplotlib python3-prometheus-client
-  libtomlplusplus-dev libcli11-dev
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+  zsh groff-base dpkg-dev
   libfaketime tmux curl
   nodejs npm
 )

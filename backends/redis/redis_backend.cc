@@ -3,6 +3,8 @@
 //   redis-sentinel://[user[:password]@]s1:port,s2:port,.../master[/db][?...]
 // Each operation is one Lua script on it (redis_lock_ops.h); waiters are
 // woken by its release announcements (redis_master.h).
+#include <hiredis/hiredis.h>
+
 #include <functional>
 #include <memory>
 
@@ -423,7 +425,10 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeSentinelBackend(
 
 const bool kRegistered =
     RegisterBackend("redis", &MakeRedisBackend) &&
-    RegisterBackend("redis-sentinel", &MakeSentinelBackend);
+    RegisterBackend("redis-sentinel", &MakeSentinelBackend) &&
+    RegisterClientLibrary(
+        "hiredis",
+        absl::StrCat(HIREDIS_MAJOR, ".", HIREDIS_MINOR, ".", HIREDIS_PATCH));
 
 }  // namespace
 }  // namespace dlock::redis
