@@ -45,6 +45,9 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
        // A replica's full sync starts at once, not after 5 s of waiting
        // for more replicas to share it.
        << "repl-diskless-sync-delay 0\n";
+  if (options.cluster_enabled) {
+    conf << "cluster-enabled yes\ncluster-config-file nodes.conf\n";
+  }
   if (options.replicaof_port != 0) {
     conf << "replicaof 127.0.0.1 " << options.replicaof_port << "\n";
   }

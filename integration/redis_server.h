@@ -28,6 +28,9 @@ class RedisServer {
     // When set, the server starts as a replica of 127.0.0.1:<replicaof_port>
     // (Redis Sentinel groups, redis_sentinel_group.h); 0: a master.
     int replicaof_port = 0;
+    // A Redis Cluster node (cluster-enabled yes), in a cluster of its own
+    // until a test assigns it slots (CLUSTER ADDSLOTSRANGE).
+    bool cluster_enabled = false;
   };
 
   // Starts redis-server on a free port, in a fresh directory, with no
