@@ -228,7 +228,7 @@ CLI::App* AddSetup(CLI::App& app, Args& a) {
   CLI::App* cmd = app.add_subcommand(
       "setup",
       "Create or migrate what dlock keeps on the server (PostgreSQL's lock "
-      "tables), as a user allowed to");
+      "tables), as a user allowed to create tables");
   AddBackendFlags(*cmd, a.backend, /*json=*/false);
   cmd->add_option("--grant-to", a.grant_to,
                   "PostgreSQL: grant this role what dlock needs on them");

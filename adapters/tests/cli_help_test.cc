@@ -77,7 +77,9 @@ TEST(CliHelpTest, VersionNamesTheCommitBackendsAndClientLibraries) {
   const std::vector<std::string> lines =
       absl::StrSplit(flag.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u) << flag.out;
-  EXPECT_TRUE(absl::StartsWith(lines[0], "dlock 0.1.0 (commit ")) << lines[0];
+  EXPECT_TRUE(absl::StartsWith(
+      lines[0], absl::StrCat("dlock ", DLOCK_VERSION, " (commit ")))
+      << lines[0];
   EXPECT_FALSE(absl::StrContains(lines[0], "commit unknown")) << lines[0];
   EXPECT_TRUE(absl::StartsWith(lines[1], "backends: ")) << lines[1];
   for (const char* scheme : {"memory", "redis", "redlock", "zk", "postgres"}) {
