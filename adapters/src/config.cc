@@ -101,12 +101,15 @@ absl::Status ReadProfileKey(ProfileReader& reader, const std::string& path,
       return BadKey(path, node.source(), reader.Key(key),
                     uri.status().message());
     }
-    if (uri->password.has_value()) {
+    if (std::optional<std::string> secret = uri->SecretPart()) {
       // The file would then hold a secret anyone with read access can see.
-      return BadKey(path, node.source(), reader.Key(key),
-                    "holds a password; put it in the environment variable "
-                    "named by password_env or the file named by "
-                    "password_file instead");
+      return BadKey(
+          path, node.source(), reader.Key(key),
+          absl::StrCat("holds a password, in ", *secret,
+                       "; a profile file must not: take it out of the URI and "
+                       "set password_env (the name of an environment "
+                       "variable that holds it) or password_file (the path "
+                       "of a file that holds it)"));
     }
     return absl::OkStatus();
   }
