@@ -35,9 +35,10 @@ Examples:
 
 Exit codes: 0 success (run: the command's status), 64 usage error,
 69 backend unreachable, 75 lock not acquired within --wait (a job: another
-process runs it), 76 lock lost while the command ran, 79 a job's slot already
-ran, 126/127 command not executable/not found, 128+N
-killed by signal N, 1 other backend error.
+process runs it), 76 lock lost while the command ran, 77 the backend refused
+the credentials or a right (do not retry), 79 a job's slot already ran,
+126/127 command not executable/not found, 128+N killed by signal N, 1 other
+backend error.
 
 dlock help SUBCOMMAND shows a subcommand's options; dlock version what this
 build has. See docs/cli.md.)";
