@@ -172,6 +172,22 @@ TEST(ConfigTest, EverySpellingOfAPasswordIsRefusedOnEveryBackend) {
     EXPECT_THAT(message, HasSubstr("password_file")) << backend;
     EXPECT_THAT(message, Not(HasSubstr("hunter2"))) << backend;
   }
+  // Not a URI, and a password in it all the same: libpq's key/value form,
+  // or a password whose '/' ends the authority early.
+  for (const char* backend : {"host=db user=app password=hunter2 dbname=locks",
+                              "redis://app:hun/ter2@h:6379"}) {
+    absl::StatusOr<Config> config = ParseConfig(
+        absl::StrCat("[profiles.prod]\nbackend = \"", backend, "\"\n"),
+        "/etc/dlock.toml");
+    ASSERT_FALSE(config.ok()) << backend;
+    const std::string message(config.status().message());
+    EXPECT_THAT(message, HasSubstr("/etc/dlock.toml:2: profiles.prod.backend: "
+                                   "malformed URI"))
+        << backend;
+    EXPECT_THAT(message, HasSubstr("password_env")) << backend;
+    EXPECT_THAT(message, Not(HasSubstr("hunter2"))) << backend;
+    EXPECT_THAT(message, Not(HasSubstr("ter2"))) << backend;
+  }
   // Without the password the same profiles load, the ZooKeeper one naming
   // its digest user only.
   for (const char* backend :
