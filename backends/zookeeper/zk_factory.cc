@@ -68,8 +68,9 @@ absl::StatusOr<std::string> Digest(const Uri& uri, UriParams& params) {
       "auth=digest:USER:PASSWORD, or auth=digest:USER with the password from "
       "a profile's password_env or password_file";
   if (!uri.user.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a zk URI names its user in ", kForms, ", not before '@'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a zk URI names its user in ", kForms,
+                     ", not before '@' (nor as a profile's username)"));
   }
   std::optional<std::string> auth = params.TakeString("auth");
   if (!auth.has_value()) {
