@@ -220,6 +220,15 @@ TEST(ConfigTest, ResolutionOrder) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(ResolveBackend({}).status().message(),
               HasSubstr("DLOCK_BACKEND"));
+  {
+    // A command of `dlock run` that runs dlock itself: told why there is no
+    // DLOCK_BACKEND, and how to ask for it.
+    ScopedEnv under_run("DLOCK_LOCK_NAME", "job");
+    EXPECT_THAT(ResolveBackend({}).status().message(),
+                HasSubstr("--pass-env DLOCK_BACKEND"));
+  }
+  EXPECT_THAT(ResolveBackend({}).status().message(),
+              Not(HasSubstr("--pass-env")));
   EXPECT_EQ(ResolveBackend({.uri = "memory://a"})->backend, "memory://a");
   EXPECT_THAT(ResolveBackend({.profile = "prod"}).status().message(),
               HasSubstr("needs a config file"));
