@@ -8,6 +8,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "dlock/errors.h"
 #include "dlock/uri.h"
 #include "nlohmann/json.hpp"
 
@@ -41,6 +42,9 @@ absl::StatusOr<absl::Duration> DurationFlag(absl::string_view flag,
 }
 
 int ExitCodeFor(const absl::Status& status) {
+  // A code of its own, so that a retry loop stops: a wrong password stays
+  // wrong.
+  if (IsAccessRefused(status)) return kRefused;
   switch (status.code()) {
     case absl::StatusCode::kOk:
       return kOk;

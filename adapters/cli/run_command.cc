@@ -212,9 +212,11 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
   }
 
   Hold& hold = *acquired;
-  Spawned child = Spawn(*path, run.command,
-                        ChildEnvironment(run.name, hold.fencing_token()),
-                        parsed->lost_signal);
+  Spawned child =
+      Spawn(*path, run.command,
+            ChildEnvironment(run.name, hold.fencing_token(),
+                             SecretVariables(*profile, run.pass_env)),
+            parsed->lost_signal);
   if (child.pid < 0) {
     hold.Release().IgnoreError();
     return child.exit_code;

@@ -41,6 +41,10 @@ absl::Status ReplyError(const redisReply* reply, absl::string_view what,
     return absl::UnauthenticatedError(
         absl::StrCat("redis at ", endpoint, " refused ", what, ": ", text));
   }
+  if (code == "NOPERM") {  // the ACL user may not run a command or key
+    return absl::PermissionDeniedError(
+        absl::StrCat("redis at ", endpoint, " refused ", what, ": ", text));
+  }
   if (MustReconnect(reply)) {
     return absl::UnavailableError(absl::StrCat("redis at ", endpoint,
                                                " cannot serve ", what,

@@ -82,9 +82,10 @@ class Connection {
 };
 
 // An error reply as a Status, or OK. `what` names the operation.
-// Unauthenticated for NOAUTH and WRONGPASS; Unavailable for a server that
-// cannot serve now (BUSY, and the MustReconnect() replies); Internal for the
-// rest.
+// Unauthenticated for NOAUTH and WRONGPASS; PermissionDenied for NOPERM (an
+// ACL user without the right to a command or key); Unavailable for a server
+// that cannot serve now (BUSY, and the MustReconnect() replies); Internal for
+// the rest.
 absl::Status ReplyError(const redisReply* reply, absl::string_view what,
                         absl::string_view endpoint);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "dlock/backend/options.h"
 #include "dlock/duration.h"
 
@@ -44,11 +45,6 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view in,
     i += 2;
   }
   return out;
-}
-
-bool IsSecretKey(absl::string_view key) {
-  std::string lower = absl::AsciiStrToLower(key);
-  return lower.find("password") != std::string::npos || lower == "auth";
 }
 
 // Where a host of the authority sits, for messages that cannot quote it.
@@ -124,6 +120,18 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text,
     hp.port = static_cast<uint16_t>(port);
   }
   return hp;
+}
+
+// The name of a secret option as messages may show it: a name with an
+// '=', '&' or other odd byte may be the secret itself, escaped into the key
+// ("password%3Dhunter2"), so it is shown as "***".
+std::string SecretOptionName(absl::string_view key) {
+  for (char c : key) {
+    if (!absl::ascii_isalnum(c) && c != '_' && c != '-' && c != '.') {
+      return "***";
+    }
+  }
+  return std::string(key);
 }
 
 }  // namespace
@@ -243,13 +251,41 @@ std::string Uri::Redacted() const {
   if (!path.empty()) absl::StrAppend(&out, "/", path);
   std::vector<std::string> param_texts;
   for (const auto& [key, value] : params) {
-    param_texts.push_back(
-        absl::StrCat(key, "=", IsSecretKey(key) ? "***" : value));
+    param_texts.push_back(IsSecretOption(key)
+                              ? absl::StrCat(SecretOptionName(key), "=***")
+                              : absl::StrCat(key, "=", value));
   }
   if (!param_texts.empty()) {
     absl::StrAppend(&out, "?", absl::StrJoin(param_texts, "&"));
   }
   return out;
+}
+
+std::optional<std::string> Uri::SecretPart() const {
+  if (password.has_value()) return "the user info (USER:PASSWORD@)";
+  for (const auto& [key, value] : params) {
+    if (!IsSecretOption(key)) continue;
+    if (absl::AsciiStrToLower(key) != "auth") {
+      return absl::StrCat("option '", SecretOptionName(key), "'");
+    }
+    // auth=digest:USER is how a profile names a ZooKeeper user whose
+    // password comes from password_env or password_file.
+    absl::string_view user = value;
+    if (!absl::ConsumePrefix(&user, "digest:") || user.empty() ||
+        absl::StrContains(user, ':')) {
+      return absl::StrCat("option '", key,
+                          "' (digest:USER:PASSWORD; keep auth=digest:USER)");
+    }
+  }
+  return std::nullopt;
+}
+
+bool IsSecretOption(absl::string_view key) {
+  const std::string lower = absl::AsciiStrToLower(key);
+  for (absl::string_view word : {"password", "passwd", "pwd", "secret"}) {
+    if (absl::StrContains(lower, word)) return true;
+  }
+  return lower == "auth";
 }
 
 absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text) {

@@ -54,6 +54,9 @@ TEST(RedisReplies, OtherErrorsKeepTheConnection) {
       {"NOAUTH Authentication required.", absl::StatusCode::kUnauthenticated},
       {"WRONGPASS invalid username-password pair",
        absl::StatusCode::kUnauthenticated},
+      // An ACL user lacking a command or a key: a right, not the password.
+      {"NOPERM this user has no permissions to run the 'evalsha' command",
+       absl::StatusCode::kPermissionDenied},
       {"ERR unknown command 'EVALSHA'", absl::StatusCode::kInternal},
       {"NOSCRIPT No matching script.", absl::StatusCode::kInternal},
       // Only the error code counts, not a word that starts like one.

@@ -30,8 +30,21 @@ struct Uri {
   std::vector<std::pair<std::string, std::string>> params;
 
   // The URI with any password replaced by "***": safe for messages and logs.
+  // It hides the user info's password and the value of every option named
+  // like a credential (IsSecretOption).
   std::string Redacted() const;
+
+  // Where this URI carries a password or another secret, said without
+  // quoting it ("the user info (USER:PASSWORD@)", "option 'password'",
+  // "option 'auth' (digest:USER:PASSWORD)"); nullopt when it carries none.
+  // `auth=digest:USER` names a user only, and carries none.
+  std::optional<std::string> SecretPart() const;
 };
+
+// Whether option `key` holds a credential whose value is never shown: any
+// key with "password", "passwd", "pwd" or "secret" in it, and "auth", in
+// any case.
+bool IsSecretOption(absl::string_view key);
 
 absl::StatusOr<Uri> ParseUri(absl::string_view text);
 
