@@ -6,8 +6,11 @@
 // hangs. Network-level faults on real servers are in tests/faults/.
 #include <atomic>
 #include <memory>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "conformance_fixture.h"
 #include "fault_backend.h"
 
@@ -273,6 +276,104 @@ TEST_P(Conformance, C21_HoldWhoseRenewalRepliesAreLostIsLetGo) {
     EXPECT_OK(taken->Release());
   }
   EXPECT_CODE(hold.Release(), kFailedPrecondition);
+}
+
+// C20, C21: a final release stuck behind a silent partition while the lease
+// runs out. Its hold is told lost when the local deadline passes, while the
+// release is still unanswered, and the caller gets its answer then too: the
+// lock is free on the backend once the lease is over, whatever the release
+// does.
+TEST_P(Conformance, C20_ReleaseStuckPastTheLeaseIsToldAtTheDeadline) {
+  auto faults = std::make_shared<FaultPlan>();
+  constexpr absl::Duration kLease = absl::Seconds(1);
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("stuck release"));
+  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("stuck release"));
+  LostRecorder lost;
+  AcquireOptions options = WithLease(kLease);
+  options.on_lost = lost.Callback();
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(options));
+
+  faults->Set(Op::kRelease, {.block = true});
+  absl::Status released = absl::UnknownError("not returned");
+  absl::Notification returned;
+  std::thread releasing([&] {
+    released = hold.Release();
+    returned.Notify();
+  });
+  absl::Cleanup heal = [&] {
+    faults->Unblock(Op::kRelease);
+    releasing.join();
+  };
+  ASSERT_TRUE(faults->WaitForBlocked(Op::kRelease, 1, kNoHang));
+
+  ASSERT_TRUE(lost.WaitForEvents(1, kLease + kNoHang))
+      << "a release stuck past the lease left its hold untold";
+  EXPECT_TRUE(returned.WaitForNotificationWithTimeout(kPromptly))
+      << "Release() still waits on the backend after the hold was told lost";
+  // Told, and answered, while the release was still stuck: at the deadline,
+  // not when a reply or a timeout came.
+  EXPECT_TRUE(faults->WaitForBlocked(Op::kRelease, 1, absl::ZeroDuration()));
+  EXPECT_EQ(lost.Events()[0].fencing_token, hold.fencing_token());
+  EXPECT_TRUE(IsLost(lost.Events()[0].reason)) << lost.Events()[0].reason;
+  EXPECT_CODE(released, kFailedPrecondition);
+  EXPECT_TRUE(IsLost(released)) << released;
+  EXPECT_TRUE(absl::StrContains(released.message(),
+                                "the lease ended before the release was "
+                                "confirmed"))
+      << released;
+
+  // The lease is over on the backend: another owner gets the lock, and the
+  // release that arrives late leaves it alone (C4). Nothing more is told.
+  ASSERT_OK_AND_ASSIGN(Hold taken,
+                       next->Acquire(WithLease(kLongLease, kNoHang)));
+  std::move(heal).Invoke();
+  EXPECT_EQ(SettledEvents(lost), 1u);
+  ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("stuck release"));
+  EXPECT_TRUE(info.locked);
+  EXPECT_EQ(info.fencing_token, taken.fencing_token());
+  EXPECT_OK(taken.Release());
+}
+
+// C20, C21: a release that fails at once and whose background retries fail
+// until the lease ends: the hold is told lost then, once; a release whose
+// retry is confirmed in time stays silent.
+TEST_P(Conformance, C20_ReleaseUnconfirmedUntilTheLeaseEndsIsToldOnce) {
+  auto faults = std::make_shared<FaultPlan>();
+  constexpr absl::Duration kLease = absl::Seconds(1);
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
+  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("never confirmed"));
+  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("never confirmed"));
+  LostRecorder lost;
+  AcquireOptions options = WithLease(kLease);
+  options.on_lost = lost.Callback();
+
+  ASSERT_OK_AND_ASSIGN(Hold confirmed, held->Acquire(options));
+  faults->Set(Op::kRelease, {.fail_before = true, .times = 1});
+  EXPECT_CODE(confirmed.Release(), kUnavailable);
+  absl::StatusOr<Hold> taken = absl::UnknownError("not tried");
+  EXPECT_TRUE(Eventually(
+      [&] {
+        taken = next->TryAcquire(WithLease(kLongLease));
+        return taken.ok();
+      },
+      kPromptly))
+      << "the retried release did not free the lock: " << taken.status();
+  if (taken.ok()) {
+    EXPECT_OK(taken->Release());
+  }
+
+  ASSERT_OK_AND_ASSIGN(Hold unconfirmed, held->Acquire(options));
+  faults->Set(Op::kRelease, {.fail_before = true});
+  EXPECT_CODE(unconfirmed.Release(), kUnavailable);
+  ASSERT_TRUE(lost.WaitForEvents(1, kLease + kNoHang))
+      << "a release never confirmed within the lease left its hold untold";
+  faults->Clear(Op::kRelease);
+  EXPECT_EQ(lost.Events()[0].fencing_token, unconfirmed.fencing_token());
+  EXPECT_TRUE(IsLost(lost.Events()[0].reason)) << lost.Events()[0].reason;
+  EXPECT_EQ(SettledEvents(lost), 1u);
 }
 
 }  // namespace
