@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "conformance_fixture.h"
@@ -25,6 +26,43 @@ ClientOptions Faulty(const std::shared_ptr<FaultPlan>& faults,
   options.watchdog_lease = watchdog_lease;
   options.backend_decorator = faults->Decorator();
   return options;
+}
+
+// A holder behind a FaultPlan and a second client, both on one lock, and
+// the holder's acquisitions with an explicit lease, whose losses `lost`
+// records.
+struct FaultyHolder {
+  std::shared_ptr<FaultPlan> faults = std::make_shared<FaultPlan>();
+  std::unique_ptr<LockClient> holder, other;
+  std::unique_ptr<DistributedLock> held, next;
+  LostRecorder lost;
+  AcquireOptions watched;
+};
+
+using NewClientFn =
+    absl::FunctionRef<absl::StatusOr<std::unique_ptr<LockClient>>(
+        ClientOptions)>;
+
+absl::Status StartFaultyHolder(NewClientFn new_client, absl::string_view name,
+                               absl::Duration lease, FaultyHolder& h) {
+  absl::StatusOr<std::unique_ptr<LockClient>> holder =
+      new_client(Faulty(h.faults));
+  if (!holder.ok()) return holder.status();
+  absl::StatusOr<std::unique_ptr<LockClient>> other = new_client({});
+  if (!other.ok()) return other.status();
+  h.holder = *std::move(holder);
+  h.other = *std::move(other);
+  absl::StatusOr<std::unique_ptr<DistributedLock>> held =
+      h.holder->GetLock(name);
+  if (!held.ok()) return held.status();
+  absl::StatusOr<std::unique_ptr<DistributedLock>> next =
+      h.other->GetLock(name);
+  if (!next.ok()) return next.status();
+  h.held = *std::move(held);
+  h.next = *std::move(next);
+  h.watched = WithLease(lease);
+  h.watched.on_lost = h.lost.Callback();
+  return absl::OkStatus();
 }
 
 bool FreeOnBackend(LockClient& client, absl::string_view name) {
@@ -284,16 +322,14 @@ TEST_P(Conformance, C21_HoldWhoseRenewalRepliesAreLostIsLetGo) {
 // lock is free on the backend once the lease is over, whatever the release
 // does.
 TEST_P(Conformance, C20_ReleaseStuckPastTheLeaseIsToldAtTheDeadline) {
-  auto faults = std::make_shared<FaultPlan>();
   constexpr absl::Duration kLease = absl::Seconds(1);
-  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
-  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("stuck release"));
-  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("stuck release"));
-  LostRecorder lost;
-  AcquireOptions options = WithLease(kLease);
-  options.on_lost = lost.Callback();
-  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(options));
+  FaultyHolder h;
+  ASSERT_OK(StartFaultyHolder(
+      [this](ClientOptions o) { return NewClient(std::move(o)); },
+      "stuck release", kLease, h));
+  const std::shared_ptr<FaultPlan>& faults = h.faults;
+  const LostRecorder& lost = h.lost;
+  ASSERT_OK_AND_ASSIGN(Hold hold, h.held->Acquire(h.watched));
 
   faults->Set(Op::kRelease, {.block = true});
   absl::Status released = absl::UnknownError("not returned");
@@ -327,10 +363,11 @@ TEST_P(Conformance, C20_ReleaseStuckPastTheLeaseIsToldAtTheDeadline) {
   // The lease is over on the backend: another owner gets the lock, and the
   // release that arrives late leaves it alone (C4). Nothing more is told.
   ASSERT_OK_AND_ASSIGN(Hold taken,
-                       next->Acquire(WithLease(kLongLease, kNoHang)));
+                       h.next->Acquire(WithLease(kLongLease, kNoHang)));
   std::move(heal).Invoke();
   EXPECT_EQ(SettledEvents(lost), 1u);
-  ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("stuck release"));
+  ASSERT_OK_AND_ASSIGN(LockInfo info,
+                       h.other->Admin().Inspect("stuck release"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.fencing_token, taken.fencing_token());
   EXPECT_OK(taken.Release());
@@ -340,23 +377,21 @@ TEST_P(Conformance, C20_ReleaseStuckPastTheLeaseIsToldAtTheDeadline) {
 // until the lease ends: the hold is told lost then, once; a release whose
 // retry is confirmed in time stays silent.
 TEST_P(Conformance, C20_ReleaseUnconfirmedUntilTheLeaseEndsIsToldOnce) {
-  auto faults = std::make_shared<FaultPlan>();
   constexpr absl::Duration kLease = absl::Seconds(1);
-  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(Faulty(faults)));
-  ASSERT_OK_AND_ASSIGN(auto other, NewClient());
-  ASSERT_OK_AND_ASSIGN(auto held, holder->GetLock("never confirmed"));
-  ASSERT_OK_AND_ASSIGN(auto next, other->GetLock("never confirmed"));
-  LostRecorder lost;
-  AcquireOptions options = WithLease(kLease);
-  options.on_lost = lost.Callback();
+  FaultyHolder h;
+  ASSERT_OK(StartFaultyHolder(
+      [this](ClientOptions o) { return NewClient(std::move(o)); },
+      "never confirmed", kLease, h));
+  const std::shared_ptr<FaultPlan>& faults = h.faults;
+  const LostRecorder& lost = h.lost;
 
-  ASSERT_OK_AND_ASSIGN(Hold confirmed, held->Acquire(options));
+  ASSERT_OK_AND_ASSIGN(Hold confirmed, h.held->Acquire(h.watched));
   faults->Set(Op::kRelease, {.fail_before = true, .times = 1});
   EXPECT_CODE(confirmed.Release(), kUnavailable);
   absl::StatusOr<Hold> taken = absl::UnknownError("not tried");
   EXPECT_TRUE(Eventually(
       [&] {
-        taken = next->TryAcquire(WithLease(kLongLease));
+        taken = h.next->TryAcquire(WithLease(kLongLease));
         return taken.ok();
       },
       kPromptly))
@@ -365,7 +400,7 @@ TEST_P(Conformance, C20_ReleaseUnconfirmedUntilTheLeaseEndsIsToldOnce) {
     EXPECT_OK(taken->Release());
   }
 
-  ASSERT_OK_AND_ASSIGN(Hold unconfirmed, held->Acquire(options));
+  ASSERT_OK_AND_ASSIGN(Hold unconfirmed, h.held->Acquire(h.watched));
   faults->Set(Op::kRelease, {.fail_before = true});
   EXPECT_CODE(unconfirmed.Release(), kUnavailable);
   ASSERT_TRUE(lost.WaitForEvents(1, kLease + kNoHang))
