@@ -2,6 +2,7 @@
 #ifndef DLOCK_INTEGRATION_REDIS_SERVER_H_
 #define DLOCK_INTEGRATION_REDIS_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,21 @@ namespace dlock::testing {
 
 // One command in the Redis protocol (RESP): an array of bulk strings.
 std::string EncodeRedisCommand(const std::vector<std::string>& argv);
+
+// TcpExchange() with the Redis server (or Sentinel) on 127.0.0.1:port, or,
+// for one that takes only TLS there, with its unix socket (the harness
+// speaks plaintext to the servers it starts).
+absl::StatusOr<std::string> RedisExchange(
+    int port, const std::string& request, absl::Duration timeout,
+    const std::function<bool(const std::string&)>& complete = nullptr);
+// Makes RedisExchange() reach the server on `port` through `unix_socket`
+// (empty: through the port again).
+void ReachThroughUnixSocket(int port, const std::string& unix_socket);
+
+// The query options that make a client trust the test CA
+// (SharedTestCertificates()) and, with `client_certificate`, show the test
+// client's certificate: "tls_ca=...[&tls_cert=...&tls_key=...]".
+absl::StatusOr<std::string> TestTlsQuery(bool client_certificate);
 
 class RedisServer {
  public:
@@ -28,6 +44,16 @@ class RedisServer {
     // When set, the server starts as a replica of 127.0.0.1:<replicaof_port>
     // (Redis Sentinel groups, redis_sentinel_group.h); 0: a master.
     int replicaof_port = 0;
+    // TLS only: the port takes TLS (tls-port) and no plaintext TCP port is
+    // open (port 0), with the certificates of SharedTestCertificates();
+    // replication goes over TLS too. The harness's own commands
+    // (RawCommand(), the readiness check) go through a unix socket.
+    bool tls = false;
+    // tls-auth-clients yes: a client without a certificate the test CA
+    // signed is refused. Off: none is asked for.
+    bool tls_auth_clients = false;
+    // The server shows TestCertificates::expired_cert.
+    bool tls_expired_certificate = false;
   };
 
   // Starts redis-server on a free port, in a fresh directory, with no
@@ -42,7 +68,9 @@ class RedisServer {
 
   int port() const { return port_; }
   const std::string& log_path() const { return log_path_; }
-  // redis://127.0.0.1:<port>, plus `?namespace=ns` when ns is set.
+  // redis://127.0.0.1:<port>, plus `?namespace=ns` when ns is set; with
+  // TLS, rediss:// with TestTlsQuery() (a client certificate when the server
+  // asks for one).
   std::string Uri(const std::string& ns = "") const;
 
   // Sends one command on a fresh connection (authenticating as the default
@@ -66,6 +94,8 @@ class RedisServer {
  private:
   RedisServer() = default;
   absl::Status WaitReady();
+  // The TLS lines of the configuration file.
+  absl::Status WriteTlsConfig(std::ostream& conf);
 
   Options options_;
   std::string dir_;

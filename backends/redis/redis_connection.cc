@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
 absl::StatusOr<std::unique_ptr<Connection>> Connection::OpenAt(
     const ConnectionConfig& config, int cancel_fd) {
   absl::StatusOr<std::unique_ptr<Stream>> stream =
-      Dial(config.host, config.port, TlsSettings{}, config.endpoint,
+      Dial(config.host, config.port, config.tls, config.endpoint,
            DeadlineIn(config.connect_timeout), cancel_fd);
   if (!stream.ok()) return stream.status();
   auto conn =
@@ -159,7 +159,7 @@ absl::Status Connection::Write(absl::string_view bytes, Deadline deadline) {
         absl::StrCat("redis at ", endpoint(), " took no command bytes within ",
                      absl::FormatDuration(command_timeout_)));
   }
-  return Broken(written);
+  return Broken(WithPlaintextHint(written));
 }
 
 absl::Status Connection::TakeParsed(std::vector<Reply>& replies, size_t max) {
@@ -173,6 +173,7 @@ absl::Status Connection::TakeParsed(std::vector<Reply>& replies, size_t max) {
     }
     if (raw == nullptr) break;
     replies.emplace_back(static_cast<redisReply*>(raw));
+    replied_.store(true);
     ++taken;
   }
   return absl::OkStatus();
@@ -184,7 +185,17 @@ absl::Status Connection::ReadFailure(const absl::Status& status) {
         absl::StrCat("no reply from redis at ", endpoint(), " within ",
                      absl::FormatDuration(command_timeout_)));
   }
-  return status;
+  return WithPlaintextHint(status);
+}
+
+absl::Status Connection::WithPlaintextHint(absl::Status status) const {
+  if (stream_->tls() || replied_.load() || !absl::IsUnavailable(status)) {
+    return status;
+  }
+  return absl::UnavailableError(
+      absl::StrCat(status.message(),
+                   " (before any reply: if this port takes only TLS, use "
+                   "rediss://)"));
 }
 
 absl::Status Connection::ReadReplies(std::vector<Reply>& replies,

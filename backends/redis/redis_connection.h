@@ -46,6 +46,8 @@ struct ConnectionConfig {
   absl::Duration connect_timeout = absl::Seconds(2);
   absl::Duration command_timeout = absl::Seconds(2);
   std::string endpoint;
+  // TLS (rediss://, rediss-sentinel://, redlocks://); none: plain TCP.
+  TlsSettings tls;
 };
 
 // The RESP encoding of one command.
@@ -109,10 +111,14 @@ class Connection {
   absl::Status Broken(absl::Status status);
   // What a failed read means for the caller, in its words.
   absl::Status ReadFailure(const absl::Status& status);
+  // `status`, with a hint when a plaintext connection fails before its first
+  // reply: that is what a port that takes only TLS does to it.
+  absl::Status WithPlaintextHint(absl::Status status) const;
 
   const std::unique_ptr<Stream> stream_;
   const absl::Duration command_timeout_;
-  redisReader* const reader_;  // used by the reading thread only
+  redisReader* const reader_;         // used by the reading thread only
+  std::atomic<bool> replied_{false};  // a reply has come
   std::atomic<bool> broken_{false};
 };
 

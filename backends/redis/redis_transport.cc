@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "redis_tls.h"
 
 namespace dlock::redis {
 
@@ -208,7 +209,9 @@ absl::StatusOr<std::unique_ptr<Stream>> Dial(const std::string& host, int port,
   absl::StatusOr<int> fd =
       ConnectTcp(host, port, endpoint, deadline, cancel_fd);
   if (!fd.ok()) return fd.status();
-  (void)tls;  // TLS comes next
+  if (tls.context != nullptr) {
+    return StartTls(*fd, host, tls, endpoint, deadline, cancel_fd);
+  }
   return std::unique_ptr<Stream>(std::make_unique<Plain>(*fd, endpoint));
 }
 
