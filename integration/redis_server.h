@@ -67,6 +67,7 @@ class RedisServer {
   ~RedisServer();
 
   int port() const { return port_; }
+  bool tls() const { return options_.tls; }
   const std::string& log_path() const { return log_path_; }
   // redis://127.0.0.1:<port>, plus `?namespace=ns` when ns is set; with
   // TLS, rediss:// with TestTlsQuery() (a client certificate when the server
@@ -113,6 +114,8 @@ class RedisGroup {
 
   int size() const { return static_cast<int>(servers_.size()); }
   RedisServer& server(int i) { return *servers_[i]; }
+  // Every master takes only TLS (RedisServer::Options::tls).
+  bool tls() const { return !servers_.empty() && servers_[0]->tls(); }
   // "127.0.0.1:p1,127.0.0.1:p2,...", with `ports[i]` instead of master i's
   // own port where given and not 0 (a FaultProxy in front of it).
   std::string Hosts(const std::vector<int>& ports = {}) const;
@@ -129,10 +132,10 @@ class RedisGroup {
   std::vector<std::unique_ptr<RedisServer>> servers_;
 };
 
-// The test registry's shared group behind "redlock3" or "redlock5"
-// (redis_registration.cc), started on first use: for tests that fault one
-// master of it.
-absl::StatusOr<RedisGroup*> RedlockGroup(int masters);
+// The test registry's shared group behind "redlock3" or "redlock5", or
+// with `tls` "redlock3_tls" (redis_registration.cc), started on first use:
+// for tests that fault one master of it.
+absl::StatusOr<RedisGroup*> RedlockGroup(int masters, bool tls = false);
 
 }  // namespace dlock::testing
 

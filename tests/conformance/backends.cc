@@ -32,10 +32,13 @@ BackendUnderTest FromRegistry(const TestBackend& entry) {
   return b;
 }
 
+// Variants too: each ctest entry picks its labels (tests/conformance/
+// CMakeLists.txt), and a variant without one can be run by hand
+// (--gtest_filter='*/redlock3_tls').
 std::vector<BackendUnderTest> UnderTest() {
   std::vector<BackendUnderTest> out;
-  for (const TestBackend& entry :
-       TestBackends({.backend = DLOCK_CONFORMANCE_BACKEND})) {
+  for (const TestBackend& entry : TestBackends(
+           {.backend = DLOCK_CONFORMANCE_BACKEND, .with_variants = true})) {
     out.push_back(FromRegistry(entry));
   }
   return out;
