@@ -20,8 +20,11 @@ using ::dlock::testing::Dlock;
 using ::dlock::testing::RedisServer;
 using ::dlock::testing::Result;
 using ::dlock::testing::RunProcess;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+constexpr char kPassword[] = "cli-tls-secret";
 
 std::unique_ptr<RedisServer> StartOrDie(const RedisServer::Options& options) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
@@ -36,6 +39,55 @@ const testing::TestCertificates& Certs() {
   EXPECT_TRUE(certs.ok()) << certs.status();
   static const testing::TestCertificates none;
   return certs.ok() ? **certs : none;
+}
+
+std::string Uri(const char* scheme, int port, const std::string& query) {
+  return absl::StrCat(scheme, "://dlock:", kPassword, "@127.0.0.1:", port,
+                      "?connect_timeout=1s", query.empty() ? "" : "&", query);
+}
+
+TEST(CliTls, EveryMisconfigurationIsOneLineNamingTheServer) {
+  auto tls = StartOrDie({.tls = true});
+  auto expired = StartOrDie({.tls = true, .tls_expired_certificate = true});
+  auto client_auth = StartOrDie({.tls = true, .tls_auth_clients = true});
+  auto plaintext = StartOrDie({});
+  ASSERT_TRUE(tls && expired && client_auth && plaintext);
+  const std::string ca = absl::StrCat("tls_ca=", Certs().ca);
+  struct Case {
+    const char* what;
+    std::string uri;
+    int port;
+  } cases[] = {
+      {"wrong CA",
+       Uri("rediss", tls->port(), absl::StrCat("tls_ca=", Certs().other_ca)),
+       tls->port()},
+      {"expired certificate", Uri("rediss", expired->port(), ca),
+       expired->port()},
+      {"name mismatch",
+       Uri("rediss", tls->port(),
+           absl::StrCat(ca, "&tls_server_name=redis.example.com")),
+       tls->port()},
+      {"TLS client on a plaintext port", Uri("rediss", plaintext->port(), ca),
+       plaintext->port()},
+      {"plaintext client on a TLS port", Uri("redis", tls->port(), ""),
+       tls->port()},
+      {"no client certificate", Uri("rediss", client_auth->port(), ca),
+       client_auth->port()},
+  };
+  for (const Case& c : cases) {
+    const absl::Time start = absl::Now();
+    Result r = RunProcess(Dlock({"status", "--backend", c.uri, "job"}), {},
+                          absl::Seconds(20));
+    const absl::Duration took = absl::Now() - start;
+    std::cout << "CLI " << c.what << ": exit " << r.code << " after "
+              << absl::FormatDuration(took) << ": " << r.err;
+    EXPECT_GT(r.code, 0) << c.what;
+    EXPECT_LT(took, absl::Seconds(10)) << c.what;
+    testing::ExpectOneLine(r);
+    EXPECT_THAT(r.err, AllOf(HasSubstr(absl::StrCat("127.0.0.1:", c.port)),
+                             Not(HasSubstr(kPassword))))
+        << c.what;
+  }
 }
 
 TEST(CliTls, SkippingTheCertificateCheckIsSaidOnStderr) {

@@ -20,7 +20,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dlock/dlock.h"
-#include "fault_proxy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "redis_connection.h"
@@ -140,6 +139,82 @@ TEST_F(RedisTls, ChecksTheCertificateAgainstTheAddressOrTheName) {
 TEST_F(RedisTls, ClientCertificateForAServerThatAsksForOne) {
   ASSERT_OK_AND_ASSIGN(auto client, Connect(client_auth_->Uri("client_cert")));
   LockOnce(*client);
+}
+
+TEST_F(RedisTls, WrongCaIsRefused) {
+  const std::string message =
+      Refusal("wrong CA",
+              Uri("rediss", "127.0.0.1", tls_->port(),
+                  absl::StrCat("tls_ca=", certs_->other_ca)),
+              absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(message,
+              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", tls_->port())),
+                    HasSubstr("certificate"), HasSubstr("tls_ca")));
+}
+
+TEST_F(RedisTls, WithoutACaTheSystemStoreDecidesAndKnowsNoTestCa) {
+  const std::string message =
+      Refusal("system CA store", Uri("rediss", "127.0.0.1", tls_->port(), ""),
+              absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(message, HasSubstr("system"));
+}
+
+TEST_F(RedisTls, ExpiredCertificateIsRefused) {
+  const std::string message =
+      Refusal("expired certificate",
+              Uri("rediss", "127.0.0.1", expired_->port(), TrustTestCa()),
+              absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(message,
+              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", expired_->port())),
+                    HasSubstr("expired")));
+}
+
+TEST_F(RedisTls, NameOrAddressMismatchIsRefused) {
+  const std::string name = Refusal(
+      "name mismatch",
+      Uri("rediss", "127.0.0.1", tls_->port(),
+          absl::StrCat(TrustTestCa(), "&tls_server_name=redis.example.com")),
+      absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(name, AllOf(HasSubstr(absl::StrCat("127.0.0.1:", tls_->port())),
+                          HasSubstr("redis.example.com"),
+                          HasSubstr("tls_server_name")));
+  // An address is checked too: the certificate names 127.0.0.1 only.
+  const std::string address =
+      Refusal("address mismatch",
+              Uri("rediss", "127.0.0.1", tls_->port(),
+                  absl::StrCat(TrustTestCa(), "&tls_server_name=127.0.0.2")),
+              absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(address, HasSubstr("IP address mismatch"));
+}
+
+TEST_F(RedisTls, TlsClientOnAPlaintextPort) {
+  const std::string message =
+      Refusal("TLS client on a plaintext port",
+              Uri("rediss", "127.0.0.1", plaintext_->port(), TrustTestCa()),
+              absl::StatusCode::kUnavailable);
+  EXPECT_THAT(message,
+              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", plaintext_->port())),
+                    HasSubstr("redis://")));
+}
+
+TEST_F(RedisTls, PlaintextClientOnATlsPort) {
+  const std::string message =
+      Refusal("plaintext client on a TLS port",
+              Uri("redis", "127.0.0.1", tls_->port(), ""),
+              absl::StatusCode::kUnavailable);
+  EXPECT_THAT(message,
+              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", tls_->port())),
+                    HasSubstr("rediss://")));
+}
+
+TEST_F(RedisTls, ServerThatAsksForAClientCertificateAndGetsNone) {
+  const std::string message =
+      Refusal("no client certificate",
+              Uri("rediss", "127.0.0.1", client_auth_->port(), TrustTestCa()),
+              absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(message,
+              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", client_auth_->port())),
+                    HasSubstr("tls_cert")));
 }
 
 TEST_F(RedisTls, InsecureSkipVerifyTakesAnyCertificate) {
