@@ -14,12 +14,14 @@
 
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dlock/dlock.h"
+#include "fault_proxy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "redis_connection.h"
@@ -46,30 +48,36 @@ const absl::Duration kBound = kConnectTimeout + absl::Seconds(2);
 
 class RedisTls : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  enum Kind { kTls, kExpired, kClientAuth, kPlaintext };
+
+  void SetUp() override {
     absl::StatusOr<const TestCertificates*> certs =
         testing::SharedTestCertificates();
     ASSERT_TRUE(certs.ok()) << certs.status();
     certs_ = *certs;
-    for (auto [server, options] :
-         {std::pair{&tls_, RedisServer::Options{.tls = true}},
-          std::pair{&expired_, RedisServer::Options{.tls = true,
-                               .tls_expired_certificate = true}},
-          std::pair{&client_auth_, RedisServer::Options{.tls = true,
-                                   .tls_auth_clients = true}},
-          std::pair{&plaintext_, RedisServer::Options{}}}) {
-      absl::StatusOr<std::unique_ptr<RedisServer>> started =
-          RedisServer::Start(options);
-      ASSERT_TRUE(started.ok()) << started.status();
-      *server = started->release();
-    }
   }
-  static void TearDownTestSuite() {
-    for (RedisServer** server :
-         {&tls_, &expired_, &client_auth_, &plaintext_}) {
-      delete *server;
-      *server = nullptr;
+
+  // The server of `kind`, started on first use: under ctest each case runs
+  // in a process of its own, which starts only the servers it uses. One
+  // that cannot start fails the case.
+  static RedisServer& Started(Kind kind) {
+    static const RedisServer::Options kOptions[] = {
+        {.tls = true},  // tls-auth-clients no
+        {.tls = true, .tls_expired_certificate = true},
+        {.tls = true, .tls_auth_clients = true},
+        {},
+    };
+    static std::unique_ptr<RedisServer> servers[4];
+    std::unique_ptr<RedisServer>& server = servers[kind];
+    if (server == nullptr) {
+      absl::StatusOr<std::unique_ptr<RedisServer>> started =
+          RedisServer::Start(kOptions[kind]);
+      if (!started.ok()) {
+        throw std::runtime_error(started.status().ToString());
+      }
+      server = *std::move(started);
     }
+    return *server;
   }
 
   // scheme://user:password@host:port?<query>, short timeouts.
@@ -80,7 +88,7 @@ class RedisTls : public ::testing::Test {
         "?connect_timeout=", absl::FormatDuration(kConnectTimeout),
         "&operation_timeout=1s", query.empty() ? "" : "&", query);
   }
-  static std::string TrustTestCa() {
+  std::string TrustTestCa() const {
     return absl::StrCat("tls_ca=", certs_->ca);
   }
 
@@ -100,18 +108,8 @@ class RedisTls : public ::testing::Test {
     return message;
   }
 
-  static const TestCertificates* certs_;
-  static RedisServer* tls_;          // tls-auth-clients no
-  static RedisServer* expired_;      // shows an expired certificate
-  static RedisServer* client_auth_;  // tls-auth-clients yes
-  static RedisServer* plaintext_;
+  const TestCertificates* certs_ = nullptr;
 };
-
-const TestCertificates* RedisTls::certs_ = nullptr;
-RedisServer* RedisTls::tls_ = nullptr;
-RedisServer* RedisTls::expired_ = nullptr;
-RedisServer* RedisTls::client_auth_ = nullptr;
-RedisServer* RedisTls::plaintext_ = nullptr;
 
 void LockOnce(LockClient& client) {
   ASSERT_OK_AND_ASSIGN(auto lock, client.GetLock("tls"));
@@ -124,109 +122,116 @@ TEST_F(RedisTls, ChecksTheCertificateAgainstTheAddressOrTheName) {
   // against its DNS names.
   for (const char* host : {"127.0.0.1", "localhost"}) {
     ASSERT_OK_AND_ASSIGN(
-        auto client, Connect(absl::StrCat("rediss://", host, ":", tls_->port(),
-                                          "?", TrustTestCa())));
+        auto client,
+        Connect(absl::StrCat("rediss://", host, ":", Started(kTls).port(), "?",
+                             TrustTestCa())));
     LockOnce(*client);
   }
   // The name checked can be another one the certificate carries.
   ASSERT_OK_AND_ASSIGN(
       auto named,
-      Connect(absl::StrCat("rediss://127.0.0.1:", tls_->port(), "?",
+      Connect(absl::StrCat("rediss://127.0.0.1:", Started(kTls).port(), "?",
                            TrustTestCa(), "&tls_server_name=localhost")));
   LockOnce(*named);
 }
 
 TEST_F(RedisTls, ClientCertificateForAServerThatAsksForOne) {
-  ASSERT_OK_AND_ASSIGN(auto client, Connect(client_auth_->Uri("client_cert")));
+  ASSERT_OK_AND_ASSIGN(auto client,
+                       Connect(Started(kClientAuth).Uri("client_cert")));
   LockOnce(*client);
 }
 
 TEST_F(RedisTls, WrongCaIsRefused) {
   const std::string message =
       Refusal("wrong CA",
-              Uri("rediss", "127.0.0.1", tls_->port(),
+              Uri("rediss", "127.0.0.1", Started(kTls).port(),
                   absl::StrCat("tls_ca=", certs_->other_ca)),
               absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(message,
-              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", tls_->port())),
+              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", Started(kTls).port())),
                     HasSubstr("certificate"), HasSubstr("tls_ca")));
 }
 
 TEST_F(RedisTls, WithoutACaTheSystemStoreDecidesAndKnowsNoTestCa) {
-  const std::string message =
-      Refusal("system CA store", Uri("rediss", "127.0.0.1", tls_->port(), ""),
-              absl::StatusCode::kUnauthenticated);
+  const std::string message = Refusal(
+      "system CA store", Uri("rediss", "127.0.0.1", Started(kTls).port(), ""),
+      absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(message, HasSubstr("system"));
 }
 
 TEST_F(RedisTls, ExpiredCertificateIsRefused) {
-  const std::string message =
-      Refusal("expired certificate",
-              Uri("rediss", "127.0.0.1", expired_->port(), TrustTestCa()),
-              absl::StatusCode::kUnauthenticated);
-  EXPECT_THAT(message,
-              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", expired_->port())),
-                    HasSubstr("expired")));
+  const std::string message = Refusal(
+      "expired certificate",
+      Uri("rediss", "127.0.0.1", Started(kExpired).port(), TrustTestCa()),
+      absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(
+      message,
+      AllOf(HasSubstr(absl::StrCat("127.0.0.1:", Started(kExpired).port())),
+            HasSubstr("expired")));
 }
 
 TEST_F(RedisTls, NameOrAddressMismatchIsRefused) {
   const std::string name = Refusal(
       "name mismatch",
-      Uri("rediss", "127.0.0.1", tls_->port(),
+      Uri("rediss", "127.0.0.1", Started(kTls).port(),
           absl::StrCat(TrustTestCa(), "&tls_server_name=redis.example.com")),
       absl::StatusCode::kUnauthenticated);
-  EXPECT_THAT(name, AllOf(HasSubstr(absl::StrCat("127.0.0.1:", tls_->port())),
-                          HasSubstr("redis.example.com"),
-                          HasSubstr("tls_server_name")));
+  EXPECT_THAT(
+      name,
+      AllOf(HasSubstr(absl::StrCat("127.0.0.1:", Started(kTls).port())),
+            HasSubstr("redis.example.com"), HasSubstr("tls_server_name")));
   // An address is checked too: the certificate names 127.0.0.1 only.
   const std::string address =
       Refusal("address mismatch",
-              Uri("rediss", "127.0.0.1", tls_->port(),
+              Uri("rediss", "127.0.0.1", Started(kTls).port(),
                   absl::StrCat(TrustTestCa(), "&tls_server_name=127.0.0.2")),
               absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(address, HasSubstr("IP address mismatch"));
 }
 
 TEST_F(RedisTls, TlsClientOnAPlaintextPort) {
-  const std::string message =
-      Refusal("TLS client on a plaintext port",
-              Uri("rediss", "127.0.0.1", plaintext_->port(), TrustTestCa()),
-              absl::StatusCode::kUnavailable);
-  EXPECT_THAT(message,
-              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", plaintext_->port())),
-                    HasSubstr("redis://")));
+  const std::string message = Refusal(
+      "TLS client on a plaintext port",
+      Uri("rediss", "127.0.0.1", Started(kPlaintext).port(), TrustTestCa()),
+      absl::StatusCode::kUnavailable);
+  EXPECT_THAT(
+      message,
+      AllOf(HasSubstr(absl::StrCat("127.0.0.1:", Started(kPlaintext).port())),
+            HasSubstr("redis://")));
 }
 
 TEST_F(RedisTls, PlaintextClientOnATlsPort) {
   const std::string message =
       Refusal("plaintext client on a TLS port",
-              Uri("redis", "127.0.0.1", tls_->port(), ""),
+              Uri("redis", "127.0.0.1", Started(kTls).port(), ""),
               absl::StatusCode::kUnavailable);
   EXPECT_THAT(message,
-              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", tls_->port())),
+              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", Started(kTls).port())),
                     HasSubstr("rediss://")));
 }
 
 TEST_F(RedisTls, ServerThatAsksForAClientCertificateAndGetsNone) {
-  const std::string message =
-      Refusal("no client certificate",
-              Uri("rediss", "127.0.0.1", client_auth_->port(), TrustTestCa()),
-              absl::StatusCode::kUnauthenticated);
-  EXPECT_THAT(message,
-              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", client_auth_->port())),
-                    HasSubstr("tls_cert")));
+  const std::string message = Refusal(
+      "no client certificate",
+      Uri("rediss", "127.0.0.1", Started(kClientAuth).port(), TrustTestCa()),
+      absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(
+      message,
+      AllOf(HasSubstr(absl::StrCat("127.0.0.1:", Started(kClientAuth).port())),
+            HasSubstr("tls_cert")));
 }
 
 TEST_F(RedisTls, InsecureSkipVerifyTakesAnyCertificate) {
   ASSERT_OK_AND_ASSIGN(
-      auto client, Connect(absl::StrCat("rediss://127.0.0.1:", expired_->port(),
-                                        "?tls_ca=", certs_->other_ca,
-                                        "&tls_insecure_skip_verify=true")));
+      auto client,
+      Connect(absl::StrCat("rediss://127.0.0.1:", Started(kExpired).port(),
+                           "?tls_ca=", certs_->other_ca,
+                           "&tls_insecure_skip_verify=true")));
   LockOnce(*client);
 }
 
 TEST_F(RedisTls, UriErrorsSayWhatToFix) {
-  const std::string port = absl::StrCat(tls_->port());
+  const std::string port = absl::StrCat(Started(kTls).port());
   struct Case {
     std::string uri;
     const char* says;
@@ -253,6 +258,21 @@ TEST_F(RedisTls, UriErrorsSayWhatToFix) {
         << c.uri << ": " << client.status();
     EXPECT_THAT(client.status().message(), HasSubstr(c.says)) << c.uri;
   }
+}
+
+// A reply split across many TLS reads (records that arrive a few bytes at a
+// time) is read whole: the proxy forwards the server's bytes seven at a time.
+TEST_F(RedisTls, RecordsThatArriveInPieces) {
+  testing::FaultProxy proxy;
+  ASSERT_OK(proxy.Start("127.0.0.1", Started(kTls).port()));
+  proxy.SetFault(testing::Direction::kReplies,
+                 testing::Fault::Trickle(7, absl::Microseconds(300)));
+  ASSERT_OK_AND_ASSIGN(
+      auto client,
+      Connect(absl::StrCat("rediss://127.0.0.1:", proxy.port(), "?",
+                           TrustTestCa(), "&operation_timeout=10s")));
+  LockOnce(*client);
+  EXPECT_GT(proxy.stats().replies.forwarded, 1000u);
 }
 
 // The dial, TLS handshake included, stops at once when asked to: a thread
