@@ -239,7 +239,25 @@ class Tls : public Stream {
   absl::StatusOr<size_t> Read(char* buf, size_t size, Deadline deadline,
                               int wake_fd) override {
     const int most = static_cast<int>(std::min<size_t>(size, INT_MAX));
+    // poll() first unless OpenSSL holds bytes already: a reader usually
+    // waits for a reply not yet sent, and an SSL_read() before the wait
+    // would cost a recv() that finds nothing.
+    short events = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (SSL_has_pending(ssl_) == 0) events = POLLIN;
+    }
     while (true) {
+      if (events != 0) {
+        switch (WaitFor(fd(), events, deadline, wake_fd)) {
+          case Ready::kWoken:
+            return 0;
+          case Ready::kTimedOut:
+            return absl::DeadlineExceededError("no bytes came");
+          case Ready::kReady:
+            break;
+        }
+      }
       int n = 0;
       Failure f;
       {
@@ -251,19 +269,11 @@ class Tls : public Stream {
       if (n > 0) return static_cast<size_t>(n);
       // A record arrives in pieces: SSL_read() keeps what came and asks
       // for more. It may also have to send (a key update's answer).
-      short events = 0;
+      events = 0;
       if (f.ssl_error == SSL_ERROR_WANT_READ) events = POLLIN;
       if (f.ssl_error == SSL_ERROR_WANT_WRITE) events = POLLOUT;
       if (events == 0) {
         return TlsError(f, endpoint(), false, has_client_certificate_);
-      }
-      switch (WaitFor(fd(), events, deadline, wake_fd)) {
-        case Ready::kWoken:
-          return 0;
-        case Ready::kTimedOut:
-          return absl::DeadlineExceededError("no bytes came");
-        case Ready::kReady:
-          break;
       }
     }
   }
