@@ -3,7 +3,8 @@
 // it, one with an append-only file fsynced on every write ("redis_aof");
 // Redlock quorums and a Sentinel group; and each topology over TLS, every
 // server taking only TLS on its port ("redis_tls", which also asks for a
-// client certificate, "redlock3_tls", "redis_sentinel_tls").
+// client certificate and has clients log in as the least-privilege ACL user,
+// "redlock3_tls", "redis_sentinel_tls").
 #include "absl/strings/match.h"
 #include "redis_sentinel_group.h"
 #include "redis_server.h"
@@ -37,24 +38,42 @@ SharedServer<RedisServer> aof("redis-server (append-only file)", [] {
   return RedisServer::Start(options);
 });
 
+// As a managed Redis runs: TLS only, a client certificate asked for, and
+// clients log in as the least-privilege user of docs/redis.md (every
+// namespace and db allowed: the conformance suite gives each case a
+// namespace of its own).
+constexpr char kLeastPrivilegePassword[] = "dlock-acl-test-pw";
 SharedServer<RedisServer> tls_server(
-    "redis-server over TLS (asking for a client certificate)",
-    [] { return RedisServer::Start({.tls = true, .tls_auth_clients = true}); });
+    "redis-server over TLS (asking for a client certificate, with the "
+    "least-privilege ACL user of docs/redis.md)",
+    []() -> absl::StatusOr<std::unique_ptr<RedisServer>> {
+      absl::StatusOr<std::string> rules =
+          DlockAclRules("*", "*", kLeastPrivilegePassword);
+      if (!rules.ok()) return rules.status();
+      return RedisServer::Start({.acl_user = "dlock",
+                                 .acl_rules = *rules,
+                                 .tls = true,
+                                 .tls_auth_clients = true});
+    });
 
+// `userinfo` ("user:password@") logs in as an ACL user; empty: the default
+// user.
 TestBackend Entry(const std::string& label, bool variant,
-                  SharedServer<RedisServer>* shared, Tls tls = Tls::kNone) {
+                  SharedServer<RedisServer>* shared, Tls tls = Tls::kNone,
+                  const std::string& userinfo = "") {
   const char* scheme = tls == Tls::kNone ? "redis" : "rediss";
   return TestBackend{
       .label = label,
       .backend = "redis",
       .variant = variant,
       .shared_across_processes = true,
-      .uri = [shared, scheme,
-              tls](const UriRequest& r) -> absl::StatusOr<std::string> {
+      .uri = [shared, scheme, tls,
+              userinfo](const UriRequest& r) -> absl::StatusOr<std::string> {
         absl::StatusOr<RedisServer*> server = shared->Get();
         if (!server.ok()) return server.status();
         const int port = r.port != 0 ? r.port : (*server)->port();
-        return ClientUri(scheme, absl::StrCat("127.0.0.1:", port), r, tls);
+        return ClientUri(scheme, absl::StrCat(userinfo, "127.0.0.1:", port), r,
+                         tls);
       },
       .unreachable_uri =
           [scheme](const std::string& ns) {
@@ -195,7 +214,8 @@ const TestBackendRegistration registration({
     RedlockEntry("redlock5", &five),
     SentinelEntry("redis_sentinel", &sentinel_group),
     Entry("redis_tls", /*variant=*/false, &tls_server,
-          Tls::kWithClientCertificate),
+          Tls::kWithClientCertificate,
+          absl::StrCat("dlock:", kLeastPrivilegePassword, "@")),
     RedlockEntry("redlock3_tls", &three_tls, /*tls=*/true),
     SentinelEntry("redis_sentinel_tls", &sentinel_group_tls, /*tls=*/true),
 });

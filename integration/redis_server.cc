@@ -6,6 +6,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "test_certificates.h"
 
@@ -42,6 +43,22 @@ absl::StatusOr<std::string> RedisExchange(
   }
   if (path.empty()) return TcpExchange(port, request, timeout, complete);
   return UnixExchange(path, request, timeout, complete);
+}
+
+absl::StatusOr<std::string> DlockAclRules(const std::string& ns,
+                                          const std::string& db,
+                                          const std::string& password) {
+  const std::string path = absl::StrCat(DLOCK_SOURCE_DIR, "/docs/redis.md");
+  std::ifstream in(path);
+  constexpr absl::string_view kStart = "ACL SETUSER dlock ";
+  for (std::string line; std::getline(in, line);) {
+    if (!absl::StartsWith(line, kStart)) continue;
+    return absl::StrReplaceAll(
+        line.substr(kStart.size()),
+        {{"<ns>", ns}, {"<db>", db}, {"PASSWORD", password}});
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no line starting '", kStart, "' in ", path));
 }
 
 absl::StatusOr<std::string> TestTlsQuery(bool client_certificate) {
@@ -111,7 +128,9 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
   if (!options.requirepass.empty()) {
     conf << "requirepass " << options.requirepass << "\n";
   }
-  if (!options.acl_user.empty()) {
+  if (!options.acl_rules.empty()) {
+    conf << "user " << options.acl_user << " " << options.acl_rules << "\n";
+  } else if (!options.acl_user.empty()) {
     conf << "user " << options.acl_user << " on >" << options.acl_password
          << " ~* &* +@all\n";
   }

@@ -25,6 +25,13 @@ absl::StatusOr<std::string> RedisExchange(
 // (empty: through the port again).
 void ReachThroughUnixSocket(int port, const std::string& unix_socket);
 
+// The rules of docs/redis.md's least-privilege ACL line (what follows
+// "ACL SETUSER dlock "), with `ns`, `db` and `password` put in ("*" for
+// every namespace or db).
+absl::StatusOr<std::string> DlockAclRules(const std::string& ns,
+                                          const std::string& db,
+                                          const std::string& password);
+
 // The query options that make a client trust the test CA
 // (SharedTestCertificates()) and, with `client_certificate`, show the test
 // client's certificate: "tls_ca=...[&tls_cert=...&tls_key=...]".
@@ -36,6 +43,9 @@ class RedisServer {
     std::string requirepass;   // the default user's password
     std::string acl_user;      // an extra ACL user with full rights
     std::string acl_password;  // its password
+    // When set, acl_user gets these rules (ACL SETUSER's, its password
+    // included) instead of full rights and acl_password.
+    std::string acl_rules;
     // Append-only file with an fsync per write (appendfsync always) in the
     // server's directory: every acknowledged write survives Kill() (kill -9)
     // and the restart after it, as on a master run for durable locks and

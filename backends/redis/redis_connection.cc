@@ -26,6 +26,12 @@ absl::Status ReplyError(const redisReply* reply, absl::string_view what,
     return absl::UnauthenticatedError(
         absl::StrCat("redis at ", endpoint, " refused ", what, ": ", text));
   }
+  if (IsAclRefusal(reply)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "redis at ", endpoint, " refused ", what, ": ", text,
+        " (the ACL of the user this client logs in as does not allow it; "
+        "docs/redis.md gives the ACL dlock needs)"));
+  }
   if (MustReconnect(reply)) {
     return absl::UnavailableError(absl::StrCat("redis at ", endpoint,
                                                " cannot serve ", what,
@@ -37,6 +43,16 @@ absl::Status ReplyError(const redisReply* reply, absl::string_view what,
   }
   return absl::InternalError(
       absl::StrCat("redis at ", endpoint, " failed ", what, ": ", text));
+}
+
+bool IsAclRefusal(const redisReply* reply) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ERROR) return false;
+  // Inside a script, Redis 7.0 answers "ERR The user executing the script
+  // can't run this command or subcommand" (or "can't access at least one
+  // of the keys"), naming neither the command nor NOPERM.
+  return ErrorCode(reply) == "NOPERM" ||
+         absl::StrContains(absl::string_view(reply->str, reply->len),
+                           "The user executing the script can't");
 }
 
 bool MustReconnect(const redisReply* reply) {

@@ -123,11 +123,15 @@ class Connection {
 };
 
 // An error reply as a Status, or OK. `what` names the operation.
-// Unauthenticated for NOAUTH and WRONGPASS; Unavailable for a server that
-// cannot serve now (BUSY, and the MustReconnect() replies); Internal for the
-// rest.
+// Unauthenticated for NOAUTH and WRONGPASS; PermissionDenied for a refusal
+// by the ACL (IsAclRefusal()); Unavailable for a server that cannot serve
+// now (BUSY, and the MustReconnect() replies); Internal for the rest.
 absl::Status ReplyError(const redisReply* reply, absl::string_view what,
                         absl::string_view endpoint);
+
+// True for a refusal by the ACL of the connection's user: NOPERM (a command,
+// a key or a channel it may not use), and its form inside a script.
+bool IsAclRefusal(const redisReply* reply);
 
 // True for the error replies of a server that cannot take this client's
 // writes and will not on this connection: READONLY (a replica, such as a

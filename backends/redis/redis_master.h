@@ -5,6 +5,7 @@
 #define DLOCK_BACKENDS_REDIS_REDIS_MASTER_H_
 
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,11 @@
 #include "redis_subscriber.h"
 
 namespace dlock::redis {
+
+// The commands a script's body calls, upper case ("DEL", "HSET"): an ACL
+// refusal inside a script, which Redis does not say the command of, names
+// them; docs/redis.md's ACL line is checked against them.
+std::set<std::string> CommandsCalledBy(absl::string_view script_body);
 
 // One script run: which script, its keys and its arguments.
 struct ScriptCall {

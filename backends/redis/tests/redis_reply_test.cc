@@ -54,6 +54,17 @@ TEST(RedisReplies, OtherErrorsKeepTheConnection) {
       {"NOAUTH Authentication required.", absl::StatusCode::kUnauthenticated},
       {"WRONGPASS invalid username-password pair",
        absl::StatusCode::kUnauthenticated},
+      // The ACL of the connection's user (Redis 7.0's texts), outside a
+      // script and inside one.
+      {"NOPERM this user has no permissions to run the 'evalsha' command",
+       absl::StatusCode::kPermissionDenied},
+      {"NOPERM this user has no permissions to access one of the keys used "
+       "as arguments",
+       absl::StatusCode::kPermissionDenied},
+      {"ERR The user executing the script can't run this command or "
+       "subcommand script: 61636018f4e6b5817b89791bbed242f93fa089e3, on "
+       "@user_script:1.",
+       absl::StatusCode::kPermissionDenied},
       {"ERR unknown command 'EVALSHA'", absl::StatusCode::kInternal},
       {"NOSCRIPT No matching script.", absl::StatusCode::kInternal},
       // Only the error code counts, not a word that starts like one.
