@@ -9,7 +9,8 @@
 // threads dlock is also set against redis-benchmark pipelining 16 commands
 // per client (-P 16), the most the server does with no-op scripts. Then
 // the client's memory across 100,000 distinct names, and the watchdog's
-// cost with 10,000 locks held.
+// cost with 10,000 locks held; Sentinel's cost and TLS's (rediss://), each
+// paired with redis://.
 //
 // Starts its own redis-server. Prints each rate as a ratio of its ceiling
 // against the targets of docs/performance.md; exits non-zero only when
@@ -54,6 +55,9 @@ constexpr double kTargetWatchdogTripsPerInterval = 5;
 constexpr double kTargetWatchdogCpu = 0.05;
 // redis-sentinel:// against redis:// on the same master, with no failover.
 constexpr double kTargetSentinelCost = 0.95;
+// rediss:// against redis://: each pair's two round trips over TLS keep at
+// least this share of the plaintext rate.
+constexpr double kTargetTlsCost = 0.75;
 
 // One round trip as the hand-off meets it: a lone command after the client
 // sat idle for as long as a waiter does (2 ms), not one of a back-to-back
@@ -244,6 +248,55 @@ absl::StatusOr<WatchdogCost> WatchdogCostOf(const std::string& uri,
   return out;
 }
 
+// rediss:// to a server that takes only TLS against redis:// to one of the
+// same configuration without, in alternating slices; and what TLS adds to
+// each pair, as one thread sees it.
+struct TlsCost {
+  dlock::bench::Paired one;
+  dlock::bench::Paired sixteen;
+};
+
+absl::StatusOr<TlsCost> MeasureTlsCost(const std::string& plain_uri, int rounds,
+                                       absl::Duration slice) {
+  absl::StatusOr<std::unique_ptr<dlock::testing::RedisServer>> server =
+      dlock::testing::RedisServer::Start({.tls = true});
+  if (!server.ok()) return server.status();
+  const std::string tls_uri = (*server)->Uri("bench");
+  auto pairs = [&](const std::string& u, int threads) {
+    return [&, u, threads]() {
+      return dlock::bench::UncontendedPairsPerSecond(u, threads, slice);
+    };
+  };
+  TlsCost cost;
+  for (auto [threads, out] : {std::pair{1, &cost.one}, {16, &cost.sixteen}}) {
+    absl::StatusOr<dlock::bench::Paired> paired = dlock::bench::MeasurePaired(
+        rounds, pairs(plain_uri, threads), pairs(tls_uri, threads));
+    if (!paired.ok()) return paired.status();
+    *out = *paired;
+  }
+  return cost;
+}
+
+void PrintTlsCost(const TlsCost& tls) {
+  // The time a thread spends on one pair, at each side's median rate.
+  auto extra_us = [](const dlock::bench::Paired& p, int threads) {
+    return threads * 1e6 * (1 / p.ours - 1 / p.ceiling);
+  };
+  std::cout << absl::StrFormat(
+      "tls: rediss:// vs redis:// (TLS 1.3; servers of the same "
+      "configuration, one taking only TLS)\n"
+      "                        redis://   rediss://  ratio (spread)   "
+      "per pair\n"
+      "  1 thread   pairs/s  %9.0f  %9.0f   %s (%.2f..%.2f)  %+.0f us\n"
+      "  16 threads pairs/s  %9.0f  %9.0f   %s (%.2f..%.2f)  %+.0f us\n",
+      tls.one.ceiling, tls.one.ours,
+      dlock::bench::MetOrMissed(tls.one.ratio, kTargetTlsCost),
+      tls.one.ratio_min, tls.one.ratio_max, extra_us(tls.one, 1),
+      tls.sixteen.ceiling, tls.sixteen.ours,
+      dlock::bench::MetOrMissed(tls.sixteen.ratio, kTargetTlsCost),
+      tls.sixteen.ratio_min, tls.sixteen.ratio_max, extra_us(tls.sixteen, 16));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -326,6 +379,9 @@ int main(int argc, char** argv) {
     return dlock::bench::Fail(sentinel_sixteen.status());
   }
 
+  absl::StatusOr<TlsCost> tls = MeasureTlsCost(uri, rounds, slice);
+  if (!tls.ok()) return dlock::bench::Fail(tls.status());
+
   absl::StatusOr<MemoryUse> memory = MemoryAcrossNames(uri);
   if (!memory.ok()) return dlock::bench::Fail(memory.status());
   absl::StatusOr<WatchdogCost> watchdog = WatchdogCostOf(uri, 4);
@@ -396,5 +452,6 @@ int main(int argc, char** argv) {
       sentinel_sixteen->ceiling, sentinel_sixteen->ours,
       dlock::bench::MetOrMissed(sentinel_sixteen->ratio, kTargetSentinelCost),
       sentinel_sixteen->ratio_min, sentinel_sixteen->ratio_max);
+  PrintTlsCost(*tls);
   return 0;
 }
