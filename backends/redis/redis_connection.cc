@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace dlock::redis {
 namespace {
@@ -11,6 +12,35 @@ namespace {
 absl::string_view ErrorCode(const redisReply* reply) {
   absl::string_view text(reply->str, reply->len);
   return text.substr(0, text.find(' '));
+}
+
+// hiredis 0.14 believes an array's length: "*600000000" makes it allocate
+// 4.8 GB before a single element came, and a negative length leaves an
+// array that claims 2^64 - 2 elements and holds none (fixed in hiredis
+// 1.0.1, CVE-2021-32765). dlock's longest replies are SCAN pages of about a
+// thousand keys.
+constexpr int kMostArrayElements = 1 << 20;
+
+void* (*hiredis_create_array)(const redisReadTask*, int) = nullptr;
+
+void* CreateCheckedArray(const redisReadTask* task, int elements) {
+  // NULL makes the reader fail with REDIS_ERR_OOM.
+  if (elements < 0 || elements > kMostArrayElements) return nullptr;
+  return hiredis_create_array(task, elements);
+}
+
+// hiredis's own reply objects (freeReplyObject() frees them), with the
+// length of an array checked first.
+redisReplyObjectFunctions* CheckedReplyFunctions() {
+  static redisReplyObjectFunctions functions = [] {
+    redisReader* reader = redisReaderCreate();
+    redisReplyObjectFunctions checked = *reader->fn;
+    redisReaderFree(reader);
+    hiredis_create_array = checked.createArray;
+    checked.createArray = &CreateCheckedArray;
+    return checked;
+  }();
+  return &functions;
 }
 
 }  // namespace
@@ -77,7 +107,7 @@ Connection::Connection(std::unique_ptr<Stream> stream,
                        absl::Duration command_timeout)
     : stream_(std::move(stream)),
       command_timeout_(command_timeout),
-      reader_(redisReaderCreate()) {}
+      reader_(redisReaderCreateWithFunctions(CheckedReplyFunctions())) {}
 
 Connection::~Connection() { redisReaderFree(reader_); }
 
@@ -92,10 +122,55 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
     config.endpoint = absl::StrCat(given.endpoint, " (now at ", address->host,
                                    ":", address->port, ")");
   }
-  absl::StatusOr<std::unique_ptr<Connection>> conn = OpenAt(config, cancel_fd);
-  if (!conn.ok() || !given.must_be_master) return conn;
+  absl::StatusOr<std::unique_ptr<Stream>> stream =
+      Dial(config.host, config.port, config.tls, config.endpoint,
+           DeadlineIn(config.connect_timeout), cancel_fd);
+  if (!stream.ok()) return stream.status();
+  auto conn =
+      std::make_unique<Connection>(*std::move(stream), config.command_timeout);
+  if (absl::Status s = conn->SetUp(config); !s.ok()) return s;
+  return conn;
+}
+
+absl::Status Connection::SetUp(const ConnectionConfig& config) {
+  absl::Status status = SetUpSteps(config);
+  // What the server answered is quoted, and a server may repeat the
+  // password it was sent ("WRONGPASS <password> is wrong"): never shown.
+  if (config.password.empty() ||
+      !absl::StrContains(status.message(), config.password)) {
+    return status;
+  }
+  return absl::Status(
+      status.code(),
+      absl::StrReplaceAll(status.message(), {{config.password, "***"}}));
+}
+
+absl::Status Connection::SetUpSteps(const ConnectionConfig& config) {
+  if (!config.password.empty()) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!config.user.empty()) auth.push_back(config.user);
+    auth.push_back(config.password);
+    absl::StatusOr<Reply> reply = Command(auth);
+    if (!reply.ok()) return reply.status();
+    if ((*reply)->type == REDIS_REPLY_ERROR) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "redis at ", config.endpoint, " rejected the credentials",
+          config.user.empty() ? ""
+                              : absl::StrCat(" of user '", config.user, "'"),
+          ": ", absl::string_view((*reply)->str, (*reply)->len)));
+    }
+  }
+  if (config.db != 0) {
+    absl::StatusOr<Reply> reply = Command({"SELECT", absl::StrCat(config.db)});
+    if (!reply.ok()) return reply.status();
+    if (absl::Status s = ReplyError(reply->get(), "SELECT", config.endpoint);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!config.must_be_master) return absl::OkStatus();
   // A Sentinel may name the old master for a moment during a failover.
-  absl::StatusOr<Reply> role = (*conn)->Command({"ROLE"});
+  absl::StatusOr<Reply> role = Command({"ROLE"});
   if (!role.ok()) return role.status();
   const redisReply* r = role->get();
   if (absl::Status s = ReplyError(r, "ROLE", config.endpoint); !s.ok()) {
@@ -108,41 +183,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
         absl::StrCat("redis at ", config.endpoint,
                      " is not a master (yet): the Sentinels are switching"));
   }
-  return conn;
-}
-
-absl::StatusOr<std::unique_ptr<Connection>> Connection::OpenAt(
-    const ConnectionConfig& config, int cancel_fd) {
-  absl::StatusOr<std::unique_ptr<Stream>> stream =
-      Dial(config.host, config.port, config.tls, config.endpoint,
-           DeadlineIn(config.connect_timeout), cancel_fd);
-  if (!stream.ok()) return stream.status();
-  auto conn =
-      std::make_unique<Connection>(*std::move(stream), config.command_timeout);
-  if (!config.password.empty()) {
-    std::vector<std::string> auth = {"AUTH"};
-    if (!config.user.empty()) auth.push_back(config.user);
-    auth.push_back(config.password);
-    absl::StatusOr<Reply> reply = conn->Command(auth);
-    if (!reply.ok()) return reply.status();
-    if ((*reply)->type == REDIS_REPLY_ERROR) {
-      return absl::UnauthenticatedError(absl::StrCat(
-          "redis at ", config.endpoint, " rejected the credentials",
-          config.user.empty() ? ""
-                              : absl::StrCat(" of user '", config.user, "'"),
-          ": ", absl::string_view((*reply)->str, (*reply)->len)));
-    }
-  }
-  if (config.db != 0) {
-    absl::StatusOr<Reply> reply =
-        conn->Command({"SELECT", absl::StrCat(config.db)});
-    if (!reply.ok()) return reply.status();
-    if (absl::Status s = ReplyError(reply->get(), "SELECT", config.endpoint);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return conn;
+  return absl::OkStatus();
 }
 
 absl::Status Connection::Broken(absl::Status status) {

@@ -68,9 +68,13 @@ class Connection {
   // stopped stops at once.
   static absl::StatusOr<std::unique_ptr<Connection>> Open(
       const ConnectionConfig& config, int cancel_fd = -1);
-  // A connection over a stream already set up (no AUTH, no SELECT): for
-  // tests and the fuzzer that play the server themselves.
+  // A connection over a stream, not set up yet: for tests and the fuzzer
+  // that play the server themselves.
   Connection(std::unique_ptr<Stream> stream, absl::Duration command_timeout);
+  // What Open() does once connected: AUTH (config.user, config.password),
+  // SELECT (config.db) and, with config.must_be_master, ROLE. Its messages
+  // never show the password, even one the server repeats.
+  absl::Status SetUp(const ConnectionConfig& config);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -102,9 +106,8 @@ class Connection {
   absl::Duration command_timeout() const { return command_timeout_; }
 
  private:
-  // Open() at config.host and config.port.
-  static absl::StatusOr<std::unique_ptr<Connection>> OpenAt(
-      const ConnectionConfig& config, int cancel_fd);
+  // SetUp() but for the password in its messages.
+  absl::Status SetUpSteps(const ConnectionConfig& config);
   // Moves the replies the reader has whole into `replies`, up to `max`.
   absl::Status TakeParsed(std::vector<Reply>& replies, size_t max);
   // Marks the connection broken and returns `status`.

@@ -11,6 +11,17 @@
 
 namespace dlock::redis {
 
+std::optional<absl::string_view> PublishedMessage(const redisReply* reply) {
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+      reply->element[0]->type != REDIS_REPLY_STRING ||
+      absl::string_view(reply->element[0]->str, reply->element[0]->len) !=
+          "message") {
+    return std::nullopt;
+  }
+  const redisReply* payload = reply->element[2];
+  return absl::string_view(payload->str, payload->len);
+}
+
 Subscriber::Subscriber(ConnectionConfig config, std::string channel,
                        Callbacks callbacks)
     : config_(std::move(config)),
@@ -119,12 +130,9 @@ bool Subscriber::Listen() {
       continue;
     }
     for (const Reply& reply : replies) {
-      if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
-          reply->element[0]->type == REDIS_REPLY_STRING &&
-          absl::string_view(reply->element[0]->str, reply->element[0]->len) ==
-              "message") {
-        const redisReply* payload = reply->element[2];
-        callbacks_.on_message(absl::string_view(payload->str, payload->len));
+      if (std::optional<absl::string_view> message =
+              PublishedMessage(reply.get())) {
+        callbacks_.on_message(*message);
       }
     }
   }

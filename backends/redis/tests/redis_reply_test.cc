@@ -2,7 +2,11 @@
 // (backends/redis/redis_connection.h): which become which status, and which
 // mean that the connection leads to a server that cannot serve this client
 // and must be dropped.
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
@@ -81,6 +85,34 @@ TEST(RedisReplies, OtherErrorsKeepTheConnection) {
   EXPECT_FALSE(MustReconnect(&ok));
   EXPECT_TRUE(ReplyError(&ok, "acquire", "h:1").ok());
   EXPECT_FALSE(MustReconnect(nullptr));
+}
+
+// What `bytes` from a server make a connection read: its status.
+absl::Status ReadingOf(const std::string& bytes) {
+  int fds[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  EXPECT_EQ(write(fds[1], bytes.data(), bytes.size()),
+            static_cast<ssize_t>(bytes.size()));
+  shutdown(fds[1], SHUT_WR);
+  Connection conn(PlainStream(fds[0], "h:1"), absl::Seconds(10));
+  std::vector<Reply> replies;
+  absl::Status read = conn.ReadReplies(replies, DeadlineIn(absl::Seconds(10)));
+  close(fds[1]);
+  return read;
+}
+
+// hiredis 0.14 believes the length a server gives an array: 600 million
+// made it allocate 4.8 GB at once, and a negative length made an array
+// that claims 2^64 - 2 elements and holds none, which the first look at
+// an element dereferenced (both found by tests/fuzz/redis_reply_fuzz.cc).
+TEST(RedisReplies, ArrayLengthsAreCheckedBeforeAnythingIsAllocated) {
+  for (const char* bytes :
+       {"*600000000\r\n:1\r\n", "*-2\r\n", "*2147483648\r\n:1\r\n"}) {
+    const absl::Status read = ReadingOf(bytes);
+    EXPECT_EQ(read.code(), absl::StatusCode::kInternal) << bytes << read;
+    EXPECT_THAT(read.message(), HasSubstr("h:1")) << bytes;
+  }
+  EXPECT_TRUE(ReadingOf("*2\r\n:1\r\n:2\r\n").ok());
 }
 
 }  // namespace
