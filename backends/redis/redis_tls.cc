@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -205,6 +206,10 @@ class Tls : public Stream {
         has_client_certificate_(has_client_certificate) {}
   ~Tls() override { SSL_free(ssl_); }
 
+  // The server asked for a client certificate during the handshake
+  // (OpenSSL's client_cert_cb, called when the context has none to give).
+  void NoteCertificateRequest() { asked_for_certificate_.store(true); }
+
   absl::Status Write(absl::string_view bytes, Deadline deadline) override {
     while (!bytes.empty()) {
       const int size =
@@ -226,9 +231,7 @@ class Tls : public Stream {
       // SSL_ERROR_WANT_READ is not waited for: it only comes with a
       // renegotiation, which the context refuses (the reader could take
       // the bytes the writer waits for).
-      if (f.ssl_error != SSL_ERROR_WANT_WRITE) {
-        return TlsError(f, endpoint(), false, has_client_certificate_);
-      }
+      if (f.ssl_error != SSL_ERROR_WANT_WRITE) return Failed(f);
       if (WaitFor(fd(), POLLOUT, deadline, -1) == Ready::kTimedOut) {
         return absl::DeadlineExceededError("the server took no more bytes");
       }
@@ -266,25 +269,57 @@ class Tls : public Stream {
         n = SSL_read(ssl_, buf, most);
         if (n <= 0) f = Capture(ssl_, n);
       }
-      if (n > 0) return static_cast<size_t>(n);
+      if (n > 0) {
+        read_any_.store(true);
+        return static_cast<size_t>(n);
+      }
       // A record arrives in pieces: SSL_read() keeps what came and asks
       // for more. It may also have to send (a key update's answer).
       events = 0;
       if (f.ssl_error == SSL_ERROR_WANT_READ) events = POLLIN;
       if (f.ssl_error == SSL_ERROR_WANT_WRITE) events = POLLOUT;
-      if (events == 0) {
-        return TlsError(f, endpoint(), false, has_client_certificate_);
-      }
+      if (events == 0) return Failed(f);
     }
   }
 
   bool tls() const override { return true; }
 
  private:
+  // The status of a read or write that failed. In TLS 1.3 the server checks
+  // the client's certificate after the client's handshake is done: one that
+  // requires a certificate and got none sends an alert and closes, and the
+  // client's first command, which the server never read, makes its kernel
+  // reset the connection, which may discard the alert. A server that asked
+  // for a certificate and ended the connection before its first byte
+  // refused this client for the lack of one.
+  absl::Status Failed(const Failure& f) {
+    if (!has_client_certificate_ && asked_for_certificate_.load() &&
+        !read_any_.load() && !RefusedOurCertificate(f.first)) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "redis at ", endpoint(),
+          " refused this client's TLS certificate (it asked for one, then "
+          "ended the connection: ",
+          f.ssl_error == SSL_ERROR_ZERO_RETURN ? "closed" : f.reasons,
+          "): give tls_cert and tls_key"));
+    }
+    return TlsError(f, endpoint(), false, has_client_certificate_);
+  }
+
   absl::Mutex mu_;
   SSL* const ssl_ ABSL_PT_GUARDED_BY(mu_);
   const bool has_client_certificate_;
+  std::atomic<bool> asked_for_certificate_{false};
+  std::atomic<bool> read_any_{false};
 };
+
+// OpenSSL's client_cert_cb: the server asked for a certificate and the
+// context has none. Gives none (0), noting the request for the messages.
+int NoteCertificateRequest(SSL* ssl, X509**, EVP_PKEY**) {
+  if (auto* stream = static_cast<Tls*>(SSL_get_app_data(ssl))) {
+    stream->NoteCertificateRequest();
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -317,6 +352,9 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(
   SSL_CTX_set_mode(
       ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_default_passwd_cb(ctx, NoPassphrase);
+  if (options.cert_file.empty()) {
+    SSL_CTX_set_client_cert_cb(ctx, NoteCertificateRequest);
+  }
   SSL_CTX_set_verify(
       ctx, options.insecure_skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER,
       nullptr);
@@ -371,6 +409,7 @@ absl::StatusOr<std::unique_ptr<Stream>> StartTls(
   // The stream owns the socket and the SSL object from here.
   auto stream = std::make_unique<Tls>(fd, endpoint, ssl,
                                       context.has_client_certificate());
+  SSL_set_app_data(ssl, stream.get());
   const std::string& name = tls.server_name.empty() ? host : tls.server_name;
   if (IsIpAddress(name)) {
     // No SNI for an address (RFC 6066); its certificate must carry it.
