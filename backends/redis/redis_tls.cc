@@ -232,8 +232,9 @@ class Tls : public Stream {
       // renegotiation, which the context refuses (the reader could take
       // the bytes the writer waits for).
       if (f.ssl_error != SSL_ERROR_WANT_WRITE) return Failed(f);
-      if (WaitFor(fd(), POLLOUT, deadline, -1) == Ready::kTimedOut) {
-        return absl::DeadlineExceededError("the server took no more bytes");
+      if (absl::StatusOr<bool> ready = Await(POLLOUT, deadline, -1);
+          !ready.ok()) {
+        return ready.status();
       }
     }
     return absl::OkStatus();
@@ -252,14 +253,9 @@ class Tls : public Stream {
     }
     while (true) {
       if (events != 0) {
-        switch (WaitFor(fd(), events, deadline, wake_fd)) {
-          case Ready::kWoken:
-            return 0;
-          case Ready::kTimedOut:
-            return absl::DeadlineExceededError("no bytes came");
-          case Ready::kReady:
-            break;
-        }
+        absl::StatusOr<bool> ready = Await(events, deadline, wake_fd);
+        if (!ready.ok()) return ready.status();
+        if (!*ready) return 0;
       }
       int n = 0;
       Failure f;

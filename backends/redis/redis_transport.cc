@@ -45,6 +45,22 @@ Stream::~Stream() { close(fd_); }
 
 void Stream::Shutdown() { shutdown(fd_, SHUT_RDWR); }
 
+absl::StatusOr<bool> Stream::Await(short events, Deadline deadline,
+                                   int wake_fd) const {
+  switch (WaitFor(fd_, events, deadline, wake_fd)) {
+    case Ready::kWoken:
+      return false;
+    case Ready::kTimedOut:
+      // Why it waited, in the words a reader of the message needs.
+      return absl::DeadlineExceededError((events & POLLOUT) != 0
+                                             ? "the server took no more bytes"
+                                             : "no bytes came");
+    case Ready::kReady:
+      break;
+  }
+  return true;
+}
+
 namespace {
 
 absl::Status Lost(const std::string& endpoint, absl::string_view why) {
@@ -68,8 +84,9 @@ class Plain : public Stream {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (WaitFor(fd(), POLLOUT, deadline, -1) == Ready::kTimedOut) {
-          return absl::DeadlineExceededError("the server took no more bytes");
+        if (absl::StatusOr<bool> ready = Await(POLLOUT, deadline, -1);
+            !ready.ok()) {
+          return ready.status();
         }
         continue;
       }
@@ -82,14 +99,9 @@ class Plain : public Stream {
                               int wake_fd) override {
     while (true) {
       // poll() first: a reader usually waits for a reply not yet sent.
-      switch (WaitFor(fd(), POLLIN, deadline, wake_fd)) {
-        case Ready::kWoken:
-          return 0;
-        case Ready::kTimedOut:
-          return absl::DeadlineExceededError("no bytes came");
-        case Ready::kReady:
-          break;
-      }
+      absl::StatusOr<bool> ready = Await(POLLIN, deadline, wake_fd);
+      if (!ready.ok()) return ready.status();
+      if (!*ready) return 0;
       const ssize_t n = recv(fd(), buf, size, MSG_DONTWAIT);
       if (n > 0) return static_cast<size_t>(n);
       if (n == 0) return Lost(endpoint(), "the server closed it");

@@ -59,6 +59,12 @@ class Stream {
   const std::string& endpoint() const { return endpoint_; }
 
  protected:
+  // WaitFor() on the socket, as Read() and Write() report it: true once
+  // ready, false once `wake_fd` turned readable, DeadlineExceeded once the
+  // deadline passed (saying whether bytes were awaited or refused).
+  absl::StatusOr<bool> Await(short events, Deadline deadline,
+                             int wake_fd) const;
+
   // Takes ownership of `fd`, a connected non-blocking socket.
   Stream(int fd, std::string endpoint)
       : fd_(fd), endpoint_(std::move(endpoint)) {}
