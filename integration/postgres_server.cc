@@ -1,7 +1,7 @@
 #include "postgres_server.h"
 
-#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -41,34 +41,117 @@ absl::Status ChownTree(const std::string& path, uid_t uid, gid_t gid) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::Start() {
-  for (const char* tool : {"initdb", "postgres"}) {
+  return Start(Options{});
+}
+
+absl::StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::Prepare(
+    Options options) {
+  for (const char* tool : {"initdb", "postgres", "pg_basebackup"}) {
     if (absl::Status s =
             RequireExecutable(absl::StrCat(kBinDir, "/", tool), kInstall);
         !s.ok()) {
       return s;
     }
   }
-  passwd* pw = getpwnam(kUser);
-  if (pw == nullptr) {
-    return absl::FailedPreconditionError(
-        "there is no user 'postgres' to run the server as: install it with "
-        "`apt-get install -y postgresql`");
-  }
-  std::unique_ptr<PostgresServer> server(new PostgresServer);
-  absl::StatusOr<std::string> dir = MakeTempDir("dlock-pg");
+  absl::StatusOr<UserDir> dir = MakeTempDirFor(kUser, "dlock-pg", kInstall);
   if (!dir.ok()) return dir.status();
-  server->dir_ = *dir;
-  server->data_dir_ = *dir + "/data";
-  if (absl::Status s = ChownTree(server->dir_, pw->pw_uid, pw->pw_gid);
-      !s.ok()) {
-    return s;
-  }
+  std::unique_ptr<PostgresServer> server(new PostgresServer);
+  server->options_ = std::move(options);
+  server->dir_ = dir->path;
+  server->data_dir_ = dir->path + "/data";
+  server->uid_ = dir->uid;
+  server->gid_ = dir->gid;
   absl::StatusOr<int> port = FreeLoopbackPort();
   if (!port.ok()) return port.status();
   server->port_ = *port;
-  if (absl::Status s = server->InitDb(); !s.ok()) return s;
-  if (absl::Status s = server->StartServer(); !s.ok()) return s;
   return server;
+}
+
+absl::StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::Start(
+    Options options) {
+  absl::StatusOr<std::unique_ptr<PostgresServer>> server =
+      Prepare(std::move(options));
+  if (!server.ok()) return server.status();
+  if (absl::Status s = (*server)->InitDb(); !s.ok()) return s;
+  if (absl::Status s = (*server)->InstallHbaAndCertificates(); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = (*server)->StartServer(); !s.ok()) return s;
+  return server;
+}
+
+absl::StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::StartStandby(
+    const PostgresServer& primary, const std::string& slot, int via_port) {
+  absl::StatusOr<std::unique_ptr<PostgresServer>> server =
+      Prepare(primary.options_);
+  if (!server.ok()) return server.status();
+  if (absl::Status s = (*server)->BaseBackup(primary, slot, via_port);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = (*server)->StartServer(); !s.ok()) return s;
+  return server;
+}
+
+absl::Status PostgresServer::RebuildAsStandbyOf(const PostgresServer& primary,
+                                                const std::string& slot,
+                                                int via_port) {
+  Kill();
+  if (absl::Status s = BaseBackup(primary, slot, via_port); !s.ok()) return s;
+  return StartServer();
+}
+
+absl::Status PostgresServer::BaseBackup(const PostgresServer& primary,
+                                        const std::string& slot, int via_port) {
+  RemoveTree(data_dir_);
+  // A slot left by an earlier standby of the same name would refuse -C.
+  if (absl::Status s = primary
+                           .Psql(absl::StrCat(
+                               "SELECT pg_drop_replication_slot(slot_name) "
+                               "FROM pg_replication_slots WHERE slot_name = '",
+                               slot, "';"))
+                           .status();
+      !s.ok()) {
+    return s;
+  }
+  // As root (only the server refuses it); the tree is chowned below.
+  if (absl::Status s =
+          RunCommand(
+              {absl::StrCat(kBinDir, "/pg_basebackup"), "-h", "127.0.0.1", "-p",
+               absl::StrCat(primary.port()), "-U", kUser, "-D", data_dir_, "-X",
+               "stream", "-S", slot, "-C", "-c", "fast", "--no-sync"},
+              "", {}, absl::Seconds(120))
+              .status();
+      !s.ok()) {
+    return s;
+  }
+  // Later lines of postgresql.auto.conf win. A standby that is promoted
+  // must not wait for a synchronous standby of its own, whatever its
+  // primary's settings were.
+  std::ofstream conf(data_dir_ + "/postgresql.auto.conf", std::ios::app);
+  conf << "primary_conninfo = 'host=127.0.0.1 port="
+       << (via_port != 0 ? via_port : primary.port())
+       << " user=postgres application_name=" << slot << "'\n"
+       << "primary_slot_name = '" << slot << "'\n"
+       << "synchronous_standby_names = ''\n";
+  std::ofstream signal(data_dir_ + "/standby.signal");
+  if (!conf || !signal) {
+    return absl::InternalError("cannot write the standby's configuration in " +
+                               data_dir_);
+  }
+  conf.close();
+  signal.close();
+  return ChownTree(data_dir_, uid_, gid_);
+}
+
+absl::Status PostgresServer::Promote() {
+  absl::StatusOr<std::string> promoted = Psql("SELECT pg_promote(true, 60);");
+  if (!promoted.ok()) return promoted.status();
+  if (*promoted != "t") {
+    return absl::InternalError(
+        absl::StrCat("pg_promote() answered '", *promoted, "'"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PostgresServer::InitDb() {
@@ -89,6 +172,40 @@ absl::Status PostgresServer::InitDb() {
   if (!std::filesystem::exists(data_dir_ + "/PG_VERSION")) {
     return absl::InternalError(
         absl::StrCat("initdb failed; end of ", log, ":\n", FileTail(log)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PostgresServer::InstallHbaAndCertificates() {
+  if (!options_.hba.empty()) {
+    const std::string path = data_dir_ + "/pg_hba.conf";
+    const std::string initdb_lines = FileTail(path, 1 << 20);
+    std::ofstream hba(path, std::ios::trunc);
+    for (const std::string& line : options_.hba) hba << line << "\n";
+    hba << initdb_lines;
+    if (!hba) return absl::InternalError("cannot write " + path);
+  }
+  if (!options_.ssl_cert_file.empty()) {
+    // The key must be the server user's and unreadable to others.
+    std::error_code ec;
+    std::vector<std::pair<std::string, std::string>> files = {
+        {options_.ssl_cert_file, "server.crt"},
+        {options_.ssl_key_file, "server.key"}};
+    if (!options_.ssl_ca_file.empty()) {
+      files.push_back({options_.ssl_ca_file, "root.crt"});
+      options_.settings.push_back("ssl_ca_file=root.crt");
+    }
+    for (const auto& [from, to] : files) {
+      const std::string target = absl::StrCat(data_dir_, "/", to);
+      std::filesystem::copy_file(
+          from, target, std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec || chown(target.c_str(), uid_, gid_) != 0 ||
+          chmod(target.c_str(), 0600) != 0) {
+        return absl::InternalError(
+            absl::StrCat("cannot install ", from, " as ", target));
+      }
+    }
+    options_.settings.push_back("ssl=on");
   }
   return absl::OkStatus();
 }
@@ -168,20 +285,33 @@ absl::StatusOr<int> PostgresServer::TerminateBackends(
 
 absl::Status PostgresServer::StartServer() {
   const std::string log = absl::StrCat(dir_, "/postgres-", ++starts_, ".log");
-  if (absl::Status s = process_.Spawn(
-          {absl::StrCat(kBinDir, "/postgres"), "-D", data_dir_, "-p",
-           absl::StrCat(port_), "-c", "listen_addresses=127.0.0.1", "-c",
-           absl::StrCat("unix_socket_directories=", dir_), "-c", "fsync=off",
-           "-c", "full_page_writes=off", "-c", "max_connections=400", "-c",
-           "shared_buffers=32MB"},
-          log, kUser);
-      !s.ok()) {
-    return s;
+  std::vector<std::string> argv = {
+      absl::StrCat(kBinDir, "/postgres"),
+      "-D",
+      data_dir_,
+      "-p",
+      absl::StrCat(port_),
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      absl::StrCat("unix_socket_directories=", dir_),
+      "-c",
+      "fsync=off",
+      "-c",
+      "full_page_writes=off",
+      "-c",
+      "max_connections=400",
+      "-c",
+      "shared_buffers=32MB"};
+  for (const std::string& setting : options_.settings) {
+    argv.push_back("-c");
+    argv.push_back(setting);
   }
+  if (absl::Status s = process_.Spawn(argv, log, kUser); !s.ok()) return s;
+  // "ready to accept connections", or "read-only connections" (a standby).
   return WaitUntil(
       [&] {
-        return absl::StrContains(FileTail(log, 100000),
-                                 "ready to accept connections") &&
+        return absl::StrContains(FileTail(log, 100000), "ready to accept ") &&
                PortAccepts(port_);
       },
       absl::Seconds(60), absl::StrCat("postgres listening on port ", port_),

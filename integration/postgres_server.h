@@ -17,13 +17,44 @@ namespace dlock::testing {
 // initdb in a temporary directory owned by the unprivileged user `postgres`
 // (the server refuses to run as root), then a postgres on a free loopback
 // port with its unix socket in the same directory, fsync off. The data stay
-// across Restart(); the directory is removed by the destructor.
+// across Restart(); the directory is removed by the destructor. A standby
+// (StartStandby) starts from a base backup of its primary instead, and
+// streams from it until Promote().
 class PostgresServer {
  public:
+  struct Options {
+    // More server settings ("name=value"), passed with -c on every start.
+    std::vector<std::string> settings;
+    // pg_hba.conf lines put before initdb's, which trust every local user.
+    std::vector<std::string> hba;
+    // A certificate and its key (PEM files) to serve TLS with (ssl=on);
+    // copied into the data directory, where the server may read them.
+    std::string ssl_cert_file;
+    std::string ssl_key_file;
+    // With TLS: the CA whose certificates clients may present (pg_hba.conf's
+    // `cert` method checks them against it).
+    std::string ssl_ca_file;
+  };
+
   // Fails with FailedPrecondition, saying what to install, when the
   // PostgreSQL 15 server binaries or the `postgres` user are missing.
   static absl::StatusOr<std::unique_ptr<PostgresServer>> Start();
+  static absl::StatusOr<std::unique_ptr<PostgresServer>> Start(Options options);
+  // A streaming standby of `primary` on a port of its own: a base backup
+  // of it (pg_basebackup, replication slot `slot` created on the primary),
+  // started in recovery (standby.signal), replicating through
+  // 127.0.0.1:`via_port` (a proxy in front of the primary; its own port
+  // when 0). Returns once the standby accepts read-only connections.
+  static absl::StatusOr<std::unique_ptr<PostgresServer>> StartStandby(
+      const PostgresServer& primary, const std::string& slot, int via_port = 0);
   ~PostgresServer();
+
+  // Stops this server, drops its data, and makes it a standby of `primary`
+  // as StartStandby() does, on the same port: a failed primary rejoins.
+  absl::Status RebuildAsStandbyOf(const PostgresServer& primary,
+                                  const std::string& slot, int via_port);
+  // Ends recovery (pg_promote): returns once the server accepts writes.
+  absl::Status Promote();
 
   int port() const { return port_; }
   // The directory of the server's unix socket (libpq's `host=<dir>`).
@@ -61,13 +92,22 @@ class PostgresServer {
 
  private:
   PostgresServer() = default;
+  // The temporary directory, owned by `postgres`, and a port.
+  static absl::StatusOr<std::unique_ptr<PostgresServer>> Prepare(
+      Options options);
   absl::Status InitDb();
+  absl::Status InstallHbaAndCertificates();
+  absl::Status BaseBackup(const PostgresServer& primary,
+                          const std::string& slot, int via_port);
   // Signals the postmaster's children, then the postmaster; returns the
   // children signalled.
   std::vector<pid_t> SignalAll(int signal);
 
+  Options options_;
   std::string dir_;
   std::string data_dir_;
+  uid_t uid_ = 0;  // the user `postgres`, who owns them
+  gid_t gid_ = 0;
   int port_ = 0;
   int starts_ = 0;  // each start logs to its own file, to find its banner
   ChildProcess process_;

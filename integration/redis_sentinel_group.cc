@@ -16,7 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "test_certificates.h"
+#include "tls_certificates.h"
 
 namespace dlock::testing {
 namespace {
@@ -214,7 +214,7 @@ absl::Status RedisSentinelGroup::StartSentinel(Sentinel& sentinel,
   std::ofstream conf(sentinel.config_path);
   conf << "bind 127.0.0.1\n";
   if (options_.tls) {
-    absl::StatusOr<const TestCertificates*> certs = SharedTestCertificates();
+    absl::StatusOr<const TlsCertificates*> certs = SharedTlsCertificates();
     if (!certs.ok()) return certs.status();
     const std::string unix_socket =
         absl::StrCat(dir_, "/sentinel-", *port, ".sock");

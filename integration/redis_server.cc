@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
-#include "test_certificates.h"
+#include "tls_certificates.h"
 
 namespace dlock::testing {
 namespace {
@@ -62,7 +62,7 @@ absl::StatusOr<std::string> DlockAclRules(const std::string& ns,
 }
 
 absl::StatusOr<std::string> TestTlsQuery(bool client_certificate) {
-  absl::StatusOr<const TestCertificates*> certs = SharedTestCertificates();
+  absl::StatusOr<const TlsCertificates*> certs = SharedTlsCertificates();
   if (!certs.ok()) return certs.status();
   std::string query = absl::StrCat("tls_ca=", (*certs)->ca);
   if (client_certificate) {
@@ -114,6 +114,9 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
        // A replica's full sync starts at once, not after 5 s of waiting
        // for more replicas to share it.
        << "repl-diskless-sync-delay 0\n";
+  if (options.cluster_enabled) {
+    conf << "cluster-enabled yes\ncluster-config-file nodes.conf\n";
+  }
   if (options.replicaof_port != 0) {
     conf << "replicaof 127.0.0.1 " << options.replicaof_port << "\n";
   }
@@ -140,7 +143,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
 }
 
 absl::Status RedisServer::WriteTlsConfig(std::ostream& conf) {
-  absl::StatusOr<const TestCertificates*> certs = SharedTestCertificates();
+  absl::StatusOr<const TlsCertificates*> certs = SharedTlsCertificates();
   if (!certs.ok()) return certs.status();
   const std::string unix_socket = dir_ + "/redis.sock";
   conf << "port 0\n"

@@ -33,7 +33,7 @@ absl::StatusOr<std::string> DlockAclRules(const std::string& ns,
                                           const std::string& password);
 
 // The query options that make a client trust the test CA
-// (SharedTestCertificates()) and, with `client_certificate`, show the test
+// (SharedTlsCertificates()) and, with `client_certificate`, show the test
 // client's certificate: "tls_ca=...[&tls_cert=...&tls_key=...]".
 absl::StatusOr<std::string> TestTlsQuery(bool client_certificate);
 
@@ -55,15 +55,18 @@ class RedisServer {
     // (Redis Sentinel groups, redis_sentinel_group.h); 0: a master.
     int replicaof_port = 0;
     // TLS only: the port takes TLS (tls-port) and no plaintext TCP port is
-    // open (port 0), with the certificates of SharedTestCertificates();
+    // open (port 0), with the certificates of SharedTlsCertificates();
     // replication goes over TLS too. The harness's own commands
     // (RawCommand(), the readiness check) go through a unix socket.
     bool tls = false;
     // tls-auth-clients yes: a client without a certificate the test CA
     // signed is refused. Off: none is asked for.
     bool tls_auth_clients = false;
-    // The server shows TestCertificates::expired_cert.
+    // The server shows TlsCertificates::expired_cert.
     bool tls_expired_certificate = false;
+    // A Redis Cluster node (cluster-enabled yes), in a cluster of its own
+    // until a test assigns it slots (CLUSTER ADDSLOTSRANGE).
+    bool cluster_enabled = false;
   };
 
   // Starts redis-server on a free port, in a fresh directory, with no

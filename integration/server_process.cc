@@ -98,15 +98,39 @@ absl::StatusOr<int> FreeLoopbackPort() {
       ")"));
 }
 
-absl::StatusOr<std::string> MakeTempDir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string templ = absl::StrCat(base != nullptr && *base ? base : "/tmp",
-                                   "/", prefix, "-XXXXXX");
+absl::StatusOr<std::string> MakeTempDir(const std::string& prefix,
+                                        const std::string& base) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string parent =
+      !base.empty() ? base : (tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp");
+  std::string templ = absl::StrCat(parent, "/", prefix, "-XXXXXX");
   if (mkdtemp(templ.data()) == nullptr) {
     return absl::InternalError(
         absl::StrCat("mkdtemp(", templ, "): ", std::strerror(errno)));
   }
   return templ;
+}
+
+absl::StatusOr<UserDir> MakeTempDirFor(const std::string& user,
+                                       const std::string& prefix,
+                                       const std::string& debian_package) {
+  passwd* pw = getpwnam(user.c_str());
+  if (pw == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("there is no user '", user,
+                     "' to run the server as: install it with `apt-get "
+                     "install -y ",
+                     debian_package, "`"));
+  }
+  UserDir out{.path = "", .uid = pw->pw_uid, .gid = pw->pw_gid};
+  absl::StatusOr<std::string> dir = MakeTempDir(prefix);
+  if (!dir.ok()) return dir.status();
+  out.path = *dir;
+  if (chown(out.path.c_str(), out.uid, out.gid) != 0) {
+    RemoveTree(out.path);
+    return absl::InternalError(absl::StrCat("cannot chown ", out.path));
+  }
+  return out;
 }
 
 void RemoveTree(const std::string& path) {
@@ -120,6 +144,102 @@ absl::Status RequireExecutable(const std::string& path,
   return absl::FailedPreconditionError(
       absl::StrCat(path, " is missing: install it with `apt-get install -y ",
                    debian_package, "` (scripts/test.sh does this)"));
+}
+
+namespace {
+
+// Writes `input` to `in_fd` and reads `out_fd` to its end, or until
+// `deadline`; false when the deadline came first.
+bool Exchange(int in_fd, int out_fd, const std::string& input,
+              std::string& output, absl::Time deadline) {
+  size_t written = 0;
+  if (input.empty()) {
+    close(in_fd);
+    in_fd = -1;
+  }
+  char buf[4096];
+  while (true) {
+    pollfd fds[2] = {{out_fd, POLLIN, 0}, {in_fd, POLLOUT, 0}};
+    const int ms =
+        static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (ms <= 0 || poll(fds, in_fd >= 0 ? 2 : 1, ms) <= 0) break;
+    if (in_fd >= 0 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const ssize_t n =
+          write(in_fd, input.data() + written, input.size() - written);
+      if (n > 0) written += n;
+      if (n <= 0 || written == input.size()) {
+        close(in_fd);
+        in_fd = -1;
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t n = read(out_fd, buf, sizeof(buf));
+      if (n <= 0) {
+        if (in_fd >= 0) close(in_fd);
+        return true;
+      }
+      output.append(buf, n);
+    }
+  }
+  if (in_fd >= 0) close(in_fd);
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
+                                       const std::string& input,
+                                       const std::vector<std::string>& env,
+                                       absl::Duration timeout) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.data()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.data()));
+  envp.push_back(nullptr);
+  int in[2];
+  int out[2];
+  if (pipe2(in, O_CLOEXEC) != 0) return absl::InternalError("pipe() failed");
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    close(in[0]);
+    close(in[1]);
+    return absl::InternalError("pipe() failed");
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(out[1], STDERR_FILENO);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  if (pid < 0) {
+    close(in[1]);
+    close(out[0]);
+    return absl::InternalError("fork() failed");
+  }
+  signal(SIGPIPE, SIG_IGN);  // a child that exits before reading its input
+  std::string output;
+  const bool ended =
+      Exchange(in[1], out[0], input, output, absl::Now() + timeout);
+  close(out[0]);
+  if (!ended) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!ended) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        argv[0], " did not finish within ", absl::FormatDuration(timeout)));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(absl::StrCat(
+        argv[0], " ", argv.size() > 1 ? argv[1] : "", " failed: ",
+        output.size() > 2000 ? output.substr(output.size() - 2000) : output));
+  }
+  return output;
 }
 
 bool PortAccepts(int port) {

@@ -26,14 +26,40 @@ absl::StatusOr<int> FreeLoopbackPort();
 // connections (/proc/sys/net/ipv4/ip_local_port_range).
 int EphemeralPortLow();
 
-// A fresh directory under $TMPDIR (or /tmp), removed by RemoveTree().
-absl::StatusOr<std::string> MakeTempDir(const std::string& prefix);
+// A fresh directory under `base`, or when it is empty under $TMPDIR (or
+// /tmp), removed by RemoveTree().
+absl::StatusOr<std::string> MakeTempDir(const std::string& prefix,
+                                        const std::string& base = "");
 void RemoveTree(const std::string& path);
+
+// A fresh temporary directory owned by `user`, for a server that refuses to
+// run as root (PostgreSQL, PgBouncer), with that user's ids.
+// FailedPrecondition naming `debian_package` (which makes the user) when
+// there is no such user.
+struct UserDir {
+  std::string path;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+absl::StatusOr<UserDir> MakeTempDirFor(const std::string& user,
+                                       const std::string& prefix,
+                                       const std::string& debian_package);
 
 // FailedPrecondition naming the Debian package to install when `path` is
 // not an executable file.
 absl::Status RequireExecutable(const std::string& path,
                                const std::string& debian_package);
+
+// Runs argv (argv[0] a path) to its end with `input` on its standard input
+// and `env` ("NAME=value", added to this process's environment), and
+// returns what it printed (standard output and error). Secrets go in
+// `input` or `env`, never in argv, which every user can read. Internal
+// naming argv[0] and the end of its output when it exits non-zero;
+// DeadlineExceeded when it runs past `timeout` (it is killed).
+absl::StatusOr<std::string> RunCommand(
+    const std::vector<std::string>& argv, const std::string& input = "",
+    const std::vector<std::string>& env = {},
+    absl::Duration timeout = absl::Seconds(30));
 
 // True once a TCP connection to 127.0.0.1:port succeeds.
 bool PortAccepts(int port);

@@ -66,6 +66,14 @@ struct TestBackend {
   // parameter of this backend) is the argument; returns how many there were
   // (PostgreSQL).
   std::function<absl::StatusOr<int>(const std::string&)> terminate_sessions;
+  // A primary with a streaming standby (PostgreSQL's replicated entries,
+  // whose URI lists both, so that clients follow the primary): SIGKILL to
+  // the primary and each of its backends; the standby's promotion,
+  // returning once it accepts writes; and a fresh standby of the new
+  // primary on the dead one's port, so that the pair can fail over again.
+  std::function<absl::Status()> kill_primary;
+  std::function<absl::Status()> promote_standby;
+  std::function<absl::Status()> rebuild_standby;
   // A URI parameter that makes a client's session expire 2 s after the
   // server last heard from it ("session_timeout=2s" for ZooKeeper), or
   // others take over 2 s after the server saw it gone ("session_grace=2s"

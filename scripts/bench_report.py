@@ -62,7 +62,12 @@ def main():
                         "a random one; records.json and the report say which)")
     parser.add_argument("--warmup", type=float, help="warm-up seconds per slice (default 0.2; "
                         "--quick: 0.05)")
+    parser.add_argument("--rerender", action="store_true",
+                        help="measure nothing: write OUT/benchmarks.md again from the records "
+                        "of OUT/benchmarks/records.json (after a change to the report's text)")
     args = parser.parse_args()
+    if args.rerender:
+        return rerender(args)
     if args.rounds is None:
         args.rounds = 1 if args.quick else 5
     if args.slice is None:
@@ -78,6 +83,33 @@ def main():
     finally:
         for child in children:
             reap(child)
+
+
+def rerender(args):
+    """Writes the report again from the records a run saved, unchanged: the
+    same figures, in the text of this version of bench_report_render.py."""
+    out_dir = os.path.abspath(args.out)
+    with open(os.path.join(out_dir, "benchmarks", "records.json")) as f:
+        saved = json.load(f)
+
+    def int_keys(d):
+        # JSON made the thread and client counts strings.
+        if not isinstance(d, dict):
+            return d
+        return {int(k) if k.isdigit() else k: int_keys(v) for k, v in d.items()}
+
+    records = int_keys(saved["uncontended_and_contention"])
+    meta = saved["meta"]
+    # A run records how it ran; records from before it did ran the defaults.
+    run = meta.get("run", {})
+    args.rounds = run.get("rounds", len(records["redis"]["uncontended"][1]["dlock"]))
+    args.slice = run.get("slice", 1.0)
+    args.warmup = run.get("warmup", 0.2)
+    args.quick = run.get("quick", False)
+    path = os.path.join(out_dir, "benchmarks.md")
+    write_report(path, "benchmarks", records, saved["once"], meta, args)
+    log("wrote %s from %s/benchmarks/records.json" % (path, out_dir))
+    return 0
 
 
 def log(message):
@@ -119,6 +151,8 @@ def report(args, children):
         "versions": versions_run,
         "took": time.monotonic() - started,
         "seed": args.seed,
+        "run": {"rounds": args.rounds, "slice": args.slice, "warmup": args.warmup,
+                "quick": args.quick},
     }
     out_dir = os.path.abspath(args.out)
     charts_dir = os.path.join(out_dir, "benchmarks")

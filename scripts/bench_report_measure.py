@@ -42,11 +42,25 @@ DLOCK_VARIANTS = {"redis": ["dlock-tls"]}
 # The server each variant runs against (dlock_bench_servers' keys).
 VARIANT_SERVERS = {"dlock-tls": "redis_tls"}
 NODE_PEERS = {"redis-semaphore", "node-redlock"}
+# The commands each Redis contender sends itself in an uncontended pair (an
+# acquire and a release): INFO commandstats counts the commands scripts run
+# too, and a script's time includes theirs, so only these are summed.
+# redis-semaphore and redis-py acquire with SET NX PX and release with a
+# script; node-redlock runs a script for each; dlock a function (FCALL) or,
+# where functions are not allowed, a script.
+TOP_LEVEL = {
+    "dlock": ["fcall", "evalsha", "eval"],
+    "redis-semaphore": ["set", "evalsha", "eval"],
+    "redis-py": ["set", "evalsha", "eval"],
+    "node-redlock": ["evalsha", "eval"],
+}
 
 
 def dlocks(backend):
     """dlock and its variants on `backend`."""
     return ["dlock"] + DLOCK_VARIANTS.get(backend, [])
+
+
 # dlock's PostgreSQL pool (the URI's default pool_size): the PostgreSQL
 # ceiling runs at most this many connections.
 PG_POOL = 4
@@ -243,6 +257,29 @@ class Measurer:
         self.sha = run(["redis-cli", "-p", self.port("redis"), "SCRIPT", "LOAD", "return 1"],
                        "loading the no-op script", 30).strip()
 
+    def redis_cli(self, *args):
+        return run(["redis-cli", "-p", self.port("redis")] + list(args), "redis-cli", 30)
+
+    def reset_server_stats(self):
+        self.redis_cli("CONFIG", "RESETSTAT")
+
+    def server_cost(self, who):
+        """What the slice since reset_server_stats() cost the server, from
+        INFO commandstats: µs per acquire+release pair (two top-level calls
+        of TOP_LEVEL[who]) and the scripts the server no longer knew
+        (NOSCRIPT, or a function not found: each cost a fallback)."""
+        info = self.redis_cli("INFO", "commandstats") + self.redis_cli("INFO", "errorstats")
+        usec = calls = 0
+        for command in TOP_LEVEL[who]:
+            m = re.search(r"^cmdstat_%s:calls=(\d+),usec=(\d+)," % command, info, re.M)
+            if m:
+                calls += int(m.group(1))
+                usec += int(m.group(2))
+        noscript = re.search(r"^errorstat_NOSCRIPT:count=(\d+)", info, re.M)
+        return {"server_us_per_pair": 2.0 * usec / calls if calls else None,
+                "server_calls": calls,
+                "noscript_fallbacks": int(noscript.group(1)) if noscript else 0}
+
     def port(self, backend):
         return self.servers[backend]["host_port"].rsplit(":", 1)[1]
 
@@ -365,6 +402,9 @@ def measure(measurer, rounds, quick, log, seed):
                 contenders = dlocks(backend) + CEILINGS[backend] + PEERS[backend]
                 for who in shuffled(contenders):
                     start = time.monotonic()
+                    costed = backend == "redis" and who in TOP_LEVEL
+                    if costed:
+                        measurer.reset_server_stats()
                     if who == "dlock":
                         rec = measurer.dlock(backend, "uncontended", threads)
                     elif who in VARIANT_SERVERS:
@@ -376,6 +416,11 @@ def measure(measurer, rounds, quick, log, seed):
                     if not rec.get("pairs_per_sec"):
                         raise Failure("%s on %s, %d threads, measured no rate: %s" % (
                             who, backend, threads, json.dumps(rec)))
+                    if costed:
+                        rec.update(measurer.server_cost(who))
+                        if not rec["server_us_per_pair"]:
+                            raise Failure("%s on redis: INFO commandstats counted none of %s" % (
+                                who, ", ".join(TOP_LEVEL[who])))
                     records[backend]["uncontended"].setdefault(threads, {}).setdefault(
                         who, []).append(rec)
                     log("round %d/%d %-9s %2d threads %-18s %10.0f pairs/s (%.1f s)" % (

@@ -14,9 +14,12 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev libssl-dev openssl redis-server redis-tools
   libzookeeper-mt-dev zookeeper python3-kazoo
-  libpq-dev postgresql python3-tooz python3-psycopg2
+  libpq-dev postgresql pgbouncer python3-tooz python3-psycopg2
+  etcd-server etcd-client libgrpc++-dev protobuf-compiler-grpc protobuf-compiler
+  libprotobuf-dev openssl python3-etcd3 python3-etcd3gw
   python3-redis python3-matplotlib python3-prometheus-client
-  libtomlplusplus-dev libcli11-dev
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+  zsh groff-base dpkg-dev
   libfaketime tmux curl
   nodejs npm
 )
@@ -31,17 +34,18 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
-# The node peers of dlock_redlock_bench and of the comparative report
-# (scripts/bench_report.py): the redlock and redis-semaphore npm packages and
-# ioredis at the versions tests/benchmark/peers/node_peer/package-lock.json
-# pins, installed into the build tree (the benchmarks look there). Skipped
-# when that lock file is already installed there.
+# The node peers of dlock_redlock_bench, dlock_etcd_bench and of the
+# comparative report (scripts/bench_report.py): the redlock,
+# redis-semaphore and etcd3 npm packages and ioredis at the versions
+# tests/benchmark/peers/node_peer/package-lock.json pins, installed into the
+# build tree (the benchmarks look there). Skipped when that lock file is
+# already installed there.
 install_node_peer() {
   [ -n "$build_dir" ] || return 0
   local src=tests/benchmark/peers/node_peer dst="$build_dir/node_peer"
   if cmp -s "$src/package-lock.json" "$dst/package-lock.json" &&
     [ -d "$dst/node_modules/redlock" ] && [ -d "$dst/node_modules/ioredis" ] &&
-    [ -d "$dst/node_modules/redis-semaphore" ]; then
+    [ -d "$dst/node_modules/redis-semaphore" ] && [ -d "$dst/node_modules/etcd3" ]; then
     return 0
   fi
   echo "installing the node peers of the benchmarks into $dst"

@@ -12,7 +12,8 @@
 # The flags of each file come from BUILD_DIR/compile_commands.json
 # (CMAKE_EXPORT_COMPILE_COMMANDS is on in the top-level CMakeLists.txt);
 # without BUILD_DIR, build/thread-safety is configured with every backend,
-# the adapters and the tests (configuring only, nothing is built). The build
+# the adapters and the tests (configuring, and writing the generated
+# headers only). The build
 # may have been configured for GCC: of its flags only what the analysis needs
 # is kept (include directories, defines, -std), and clang++ checks the file
 # with -fsyntax-only. A .cc of the tree that no target compiles (the install
@@ -45,6 +46,9 @@ if [ ! -f "$db" ]; then
   echo "thread_safety.sh: no $db (configure $build first)" >&2
   exit 2
 fi
+# Sources include headers the build writes (protoc's, the commit's): write
+# those first, or clang stops at the #include on a clean tree.
+cmake --build "$build" --target dlock_generated >/dev/null
 
 start=$(date +%s%N)
 tmp=$(mktemp -d)

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench_output.h"
 #include "bench_scenarios.h"
 #include "dlock/uri.h"
 
@@ -82,15 +84,6 @@ std::string WithoutNamespace(const std::string& uri) {
                       absl::StrJoin(kept, "&"));
 }
 
-// The flags, checked and parsed.
-struct BenchPlan {
-  std::vector<Profile> profiles;
-  std::vector<std::string> scenarios;  // in the order given
-  std::vector<int> threads;
-  bench::Settings settings;  // without its connector
-  absl::Duration lease;
-};
-
 absl::StatusOr<std::vector<int>> ParseCounts(const std::string& text,
                                              const char* flag, int max) {
   std::vector<int> out;
@@ -112,19 +105,20 @@ absl::Status CheckRange(int value, const char* flag, int min, int max) {
       absl::StrCat(flag, " must be from ", min, " to ", max, ", not ", value));
 }
 
-absl::StatusOr<absl::Duration> DurationFlag(const std::string& text,
-                                            const char* flag,
-                                            absl::Duration max) {
-  absl::StatusOr<absl::Duration> d = ParsePositiveDuration(text);
-  if (!d.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": ", d.status().message()));
-  }
-  if (*d > max) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " is at most ", absl::FormatDuration(max), ", not ", text));
-  }
-  return *d;
+// --quick's settings where the command line gave none.
+BenchFlags WithQuickDefaults(BenchFlags flags) {
+  auto given = [&](absl::string_view flag) {
+    return std::find(flags.given.begin(), flags.given.end(), flag) !=
+           flags.given.end();
+  };
+  if (!given("--threads")) flags.threads = "1,8";
+  if (!given("--duration")) flags.duration = "500ms";
+  if (!given("--warmup")) flags.warmup = "100ms";
+  if (!given("--clients")) flags.clients = 4;
+  if (!given("--locks")) flags.locks = 100;
+  if (!given("--names")) flags.names = 500;
+  if (!given("--lease")) flags.lease = "1s";
+  return flags;
 }
 
 absl::StatusOr<BenchPlan> Plan(const BenchFlags& flags) {
@@ -149,13 +143,16 @@ absl::StatusOr<BenchPlan> Plan(const BenchFlags& flags) {
     if (absl::Status s = CheckRange(value, flag, min, max); !s.ok()) return s;
   }
   absl::StatusOr<absl::Duration> duration =
-      DurationFlag(flags.duration, "--duration", absl::Hours(1));
+      DurationFlag("--duration", flags.duration,
+                   {.min = absl::Milliseconds(1), .max = absl::Hours(1)});
   if (!duration.ok()) return duration.status();
   absl::StatusOr<absl::Duration> warmup =
-      DurationFlag(flags.warmup, "--warmup", absl::Minutes(10));
+      DurationFlag("--warmup", flags.warmup,
+                   {.min = absl::Milliseconds(1), .max = absl::Minutes(10)});
   if (!warmup.ok()) return warmup.status();
   absl::StatusOr<absl::Duration> lease =
-      DurationFlag(flags.lease, "--lease", absl::Hours(1));
+      DurationFlag("--lease", flags.lease,
+                   {.min = kMinWatchdogLease, .max = absl::Hours(1)});
   if (!lease.ok()) return lease.status();
   plan.settings.duration = *duration;
   plan.settings.warmup = *warmup;
@@ -212,122 +209,6 @@ absl::StatusOr<BenchPlan> Plan(const BenchFlags& flags) {
   return plan;
 }
 
-std::string Json(const bench::Percentiles& p) {
-  return absl::StrFormat(R"({"p50":%.1f,"p99":%.1f,"p999":%.1f})", p.p50, p.p99,
-                         p.p999);
-}
-
-std::string Us(const bench::Percentiles& p) {
-  return absl::StrFormat("%.0f / %.0f / %.0f", p.p50, p.p99, p.p999);
-}
-
-// One backend's results: JSON records and lines of the table.
-struct Report {
-  std::vector<std::string> records;
-  std::vector<std::string> lines;
-};
-
-void Add(Report& report, const std::string& head, const std::string& fields,
-         std::string line) {
-  report.records.push_back(absl::StrCat("{", head, ",", fields, "}"));
-  report.lines.push_back(std::move(line));
-}
-
-absl::Status RunScenario(
-    const std::string& scenario, const BenchPlan& plan, const BenchFlags& flags,
-    const bench::Settings& settings, const std::string& head, Report& report,
-    const std::function<void(const std::string&, absl::Duration)>& progress) {
-  if (scenario == "uncontended") {
-    for (int threads : plan.threads) {
-      progress(absl::StrCat("uncontended, ", threads,
-                            threads == 1 ? " thread" : " threads"),
-               settings.warmup + settings.duration);
-      absl::StatusOr<bench::Uncontended> r =
-          bench::RunUncontended(settings, threads);
-      if (!r.ok()) return r.status();
-      Add(report, head,
-          absl::StrFormat(
-              R"("scenario":"uncontended","concurrency":%d,"seconds":%.3f,)"
-              R"("pairs_per_sec":%.1f,"acquire_us":%s,"release_us":%s)",
-              threads, r->seconds, r->pairs_per_sec, Json(r->acquire_us),
-              Json(r->release_us)),
-          absl::StrFormat("  uncontended %4d threads %10.0f pairs/s   "
-                          "acquire us p50/p99/p99.9 %s   release %s",
-                          threads, r->pairs_per_sec, Us(r->acquire_us),
-                          Us(r->release_us)));
-    }
-  } else if (scenario == "contention") {
-    progress(absl::StrCat("contention, ", flags.clients, " clients"),
-             settings.warmup + settings.duration);
-    absl::StatusOr<bench::Contention> r =
-        bench::RunContention(settings, flags.clients);
-    if (!r.ok()) return r.status();
-    std::vector<std::string> shares;
-    for (double s : r->shares) shares.push_back(absl::StrFormat("%.4f", s));
-    Add(report, head,
-        absl::StrFormat(
-            R"("scenario":"contention","concurrency":%d,"seconds":%.3f,)"
-            R"("acquisitions_per_sec":%.1f,"handoffs_per_sec":%.1f,)"
-            R"("handoff_us":%s,"shares":[%s],"jain":%.4f,)"
-            R"("longest_wait_ms":%.1f)",
-            r->clients, r->seconds, r->acquisitions_per_sec,
-            r->handoffs_per_sec, Json(r->handoff_us),
-            absl::StrJoin(shares, ","), r->jain, r->longest_wait_ms),
-        absl::StrFormat("  contention  %4d clients %10.0f hand-offs/s "
-                        "hand-off us p50/p99/p99.9 %s   Jain %.3f   "
-                        "longest wait %.0f ms",
-                        r->clients, r->handoffs_per_sec, Us(r->handoff_us),
-                        r->jain, r->longest_wait_ms));
-  } else if (scenario == "watchdog") {
-    progress(absl::StrCat("watchdog, ", flags.locks, " locks, lease ",
-                          absl::FormatDuration(plan.lease)),
-             std::max(settings.duration, plan.lease));
-    absl::StatusOr<bench::Watchdog> r =
-        bench::RunWatchdog(settings, flags.locks, plan.lease);
-    if (!r.ok()) return r.status();
-    Add(report, head,
-        absl::StrFormat(R"("scenario":"watchdog","locks":%d,"lease_ms":%d,)"
-                        R"("seconds":%.3f,"renew_calls_per_sec":%.4f,)"
-                        R"("renewals_per_sec":%.1f,"client_cpu_fraction":%.5f)",
-                        r->locks, absl::ToInt64Milliseconds(r->lease),
-                        r->seconds, r->renew_calls_per_sec, r->renewals_per_sec,
-                        r->client_cpu_fraction),
-        absl::StrFormat("  watchdog    %4d locks, lease %s: %.1f renewals/s "
-                        "in %.3f backend calls/s (a batch is one), client CPU "
-                        "%.2f%% of a core",
-                        r->locks, absl::FormatDuration(r->lease),
-                        r->renewals_per_sec, r->renew_calls_per_sec,
-                        100 * r->client_cpu_fraction));
-  } else if (scenario == "memory") {
-    progress(absl::StrCat("memory, ", flags.locks, " locks held, ", flags.names,
-                          " names"),
-             bench::MemoryNamesBudget(settings));
-    absl::StatusOr<bench::Memory> r =
-        bench::RunMemory(settings, flags.locks, flags.names);
-    if (!r.ok()) return r.status();
-    const std::string server =
-        r->server_bytes_per_held_lock.has_value()
-            ? absl::StrFormat("%.0f", *r->server_bytes_per_held_lock)
-            : "null";
-    Add(report, head,
-        absl::StrFormat(R"("scenario":"memory","locks":%d,)"
-                        R"("client_bytes_per_held_lock":%.0f,)"
-                        R"("server_bytes_per_held_lock":%s,"server_note":%s,)"
-                        R"("names_asked":%d,"names":%d,)"
-                        R"("client_bytes_retained_after_names":%d)",
-                        r->locks, r->client_bytes_per_held_lock, server,
-                        JsonString(r->server_note), r->names_asked, r->names,
-                        r->client_bytes_retained_after_names),
-        absl::StrFormat("  memory      %4d held: client %.0f B/lock, server "
-                        "%s B/lock (%s); after %d names (of %d asked) %d B "
-                        "kept",
-                        r->locks, r->client_bytes_per_held_lock, server,
-                        r->server_note, r->names, r->names_asked,
-                        r->client_bytes_retained_after_names));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 void AddBenchFlags(CLI::App& command, BenchFlags& flags) {
@@ -343,9 +224,17 @@ void AddBenchFlags(CLI::App& command, BenchFlags& flags) {
                      "dlock-bench; never a profile's)");
   command.add_flag("--json", flags.json, "Print JSON instead of a table");
   command.add_flag("--quiet", flags.quiet, "No progress lines on stderr");
+  command.add_flag("--quick", flags.quick,
+                   "A first look in a few seconds per backend: --threads 1,8 "
+                   "--duration 500ms --warmup 100ms --clients 4 --locks 100 "
+                   "--names 500 --lease 1s, unless given");
   // The measurement's settings show their defaults in --help.
   auto setting = [&](const char* flag, auto& value, const char* help) {
-    command.add_option(flag, value, help)->capture_default_str();
+    command.add_option(flag, value, help)
+        ->capture_default_str()
+        ->each([&flags, flag](const std::string&) {
+          flags.given.push_back(flag);
+        });
   };
   setting("--scenarios", flags.scenarios,
           "Comma-separated: uncontended, contention, watchdog, memory");
@@ -362,7 +251,46 @@ void AddBenchFlags(CLI::App& command, BenchFlags& flags) {
           "Watchdog: the lease renewed at a third of it");
 }
 
-int BenchCommand(const BenchFlags& flags) {
+namespace {
+
+// Runs the plan's scenarios on one backend; a failure ends this backend's
+// run with a FAILED record and line, and the caller goes on to the next.
+Report BenchBackend(const Profile& profile, const BenchPlan& plan,
+                    const BenchFlags& flags, const Progress& progress,
+                    absl::Status& failed) {
+  bench::Settings settings = plan.settings;
+  settings.connect = [&profile](ClientOptions options) {
+    // The profile's lease would replace the watchdog scenario's.
+    Profile p = profile;
+    p.default_lease = options.watchdog_lease;
+    return ConnectProfile(p, std::move(options));
+  };
+  const std::string shown = profile.DisplayBackend();
+  Report report;
+  report.head = {
+      {"backend", shown.substr(0, shown.find(':'))},
+      {"uri", shown},
+      {"namespace", profile.lock_namespace.empty() ? "(the URI's)"
+                                                   : profile.lock_namespace}};
+  for (const std::string& scenario : plan.scenarios) {
+    failed = RunScenario(scenario, plan, flags, settings, report, progress);
+    if (!failed.ok()) break;
+  }
+  if (!failed.ok()) {
+    Json record = report.head;
+    record["code"] = absl::StatusCodeToString(failed.code());
+    record["error"] = failed.message();
+    report.records.push_back(std::move(record));
+    report.lines.push_back(absl::StrCat("  FAILED: ", failed.message()));
+    Fail(failed);
+  }
+  return report;
+}
+
+}  // namespace
+
+int BenchCommand(const BenchFlags& given) {
+  const BenchFlags flags = given.quick ? WithQuickDefaults(given) : given;
   // Before any client starts a thread: they inherit the blocked signals.
   CancelToken stop;
   InterruptWatch interrupts(stop);
@@ -377,64 +305,47 @@ int BenchCommand(const BenchFlags& flags) {
   const int steps = static_cast<int>(plan->profiles.size()) * per_backend;
   int step = 0;
   absl::Status first_error;
-  std::vector<std::string> records;
+  std::vector<std::string> records;  // one line each
   std::string table;
+  bool contention = false;
   for (size_t b = 0; b < plan->profiles.size() && !stop.IsCancelled(); ++b) {
     const Profile& profile = plan->profiles[b];
-    bench::Settings settings = plan->settings;
-    settings.connect = [&profile](ClientOptions options) {
-      // The profile's lease would replace the watchdog scenario's.
-      Profile p = profile;
-      p.default_lease = options.watchdog_lease;
-      return ConnectProfile(p, std::move(options));
-    };
     const std::string shown = profile.DisplayBackend();
-    const std::string head = absl::StrFormat(
-        R"("backend":%s,"uri":%s,"namespace":%s)",
-        JsonString(shown.substr(0, shown.find(':'))), JsonString(shown),
-        JsonString(profile.lock_namespace.empty() ? "(the URI's)"
-                                                  : profile.lock_namespace));
     auto progress = [&](const std::string& what, absl::Duration expected) {
       ++step;
       if (flags.quiet) return;
       std::fputs(
           absl::StrFormat("dlock bench: [%d/%d] %s: %s (up to %s)\n", step,
-                          steps, shown, what, absl::FormatDuration(expected))
+                          steps, shown, what, FormatDurationForPeople(expected))
               .c_str(),
           stderr);
     };
-    Report report;
     absl::Status failed;
-    for (const std::string& scenario : plan->scenarios) {
-      failed =
-          RunScenario(scenario, *plan, flags, settings, head, report, progress);
-      if (!failed.ok()) break;
-    }
-    if (!failed.ok()) {
-      // The other backends still run; this one reports what it measured.
-      report.records.push_back(absl::StrCat(
-          "{", head,
-          ",\"code\":", JsonString(absl::StatusCodeToString(failed.code())),
-          ",\"error\":", JsonString(failed.message()), "}"));
-      report.lines.push_back(absl::StrCat("  FAILED: ", failed.message()));
-      Fail(failed);
-      if (first_error.ok()) first_error = failed;
-    }
+    Report report = BenchBackend(profile, *plan, flags, progress, failed);
+    if (first_error.ok()) first_error = failed;
     step = static_cast<int>(b + 1) * per_backend;  // the skipped ones too
-    records.insert(records.end(), report.records.begin(), report.records.end());
+    for (const Json& record : report.records) {
+      records.push_back(DumpJson(record));
+    }
+    contention = contention || report.contention;
     absl::StrAppend(&table, shown, " (namespace ",
                     profile.lock_namespace.empty() ? "from the URI"
                                                    : profile.lock_namespace,
                     ")\n", absl::StrJoin(report.lines, "\n"), "\n");
   }
   if (flags.json) {
-    std::fputs(
-        absl::StrCat(R"({"tool":"dlock","version":)", JsonString(DLOCK_VERSION),
-                     R"(,"results":[)", absl::StrJoin(records, ",\n"), "]}\n")
-            .c_str(),
-        stdout);
+    // A record per line, so that a log or a diff reads one measurement at a
+    // time; each line is nlohmann's.
+    const Json header = {{"tool", "dlock"}, {"version", DLOCK_VERSION}};
+    std::string head = DumpJson(header);
+    head.pop_back();  // the closing brace: "results" follows
+    std::fputs(absl::StrCat(head, ",\"results\":[",
+                            absl::StrJoin(records, ",\n"), "]}\n")
+                   .c_str(),
+               stdout);
   } else {
-    std::fputs(table.c_str(), stdout);
+    std::fputs(absl::StrCat(table, contention ? kJainLegend : "").c_str(),
+               stdout);
   }
   // Interrupted: as a shell reports a process its signal ended.
   if (interrupts.signal() != 0) return 128 + interrupts.signal();

@@ -26,12 +26,16 @@ struct BenchFlags {
   int locks = 1000;
   int names = 10000;
   std::string lease = "3s";
+  // --quick: a first look in a few seconds per backend; the settings not
+  // given on the command line take kQuick's values.
+  bool quick = false;
+  std::vector<std::string> given;  // the settings' flags given, "--locks"
 };
 
 // Adds the subcommand's flags to `command`.
 void AddBenchFlags(CLI::App& command, BenchFlags& flags);
 
-int BenchCommand(const BenchFlags& flags);
+int BenchCommand(const BenchFlags& given);
 
 }  // namespace dlock::cli
 

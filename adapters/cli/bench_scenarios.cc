@@ -464,7 +464,10 @@ absl::StatusOr<Memory> RunMemory(const Settings& settings, int locks,
       !s.ok()) {
     return CloseAfter(c, s);
   }
-  out.client_bytes_retained_after_names = HeapInUse() - names_before;
+  // A heap that shrank meanwhile (a buffer of the backend's client freed)
+  // kept nothing: retention is never negative.
+  out.client_bytes_retained_after_names =
+      std::max<int64_t>(0, HeapInUse() - names_before);
   if (absl::Status s = c.Close(); !s.ok()) return s;
   return out;
 }

@@ -9,8 +9,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "dlock/uri.h"
+#include "nlohmann/json.hpp"
 
 namespace dlock::cli {
 
@@ -28,6 +28,17 @@ void AddBackendFlags(CLI::App& command, BackendFlags& flags, bool json) {
                      "Lock namespace (default: the URI's or profile's)");
   if (json)
     command.add_flag("--json", flags.json, "Print JSON instead of text");
+}
+
+absl::StatusOr<absl::Duration> DurationFlag(absl::string_view flag,
+                                            absl::string_view text,
+                                            DurationRange range) {
+  absl::StatusOr<absl::Duration> d = ParseDuration(text, range);
+  if (!d.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": ", d.status().message()));
+  }
+  return d;
 }
 
 int ExitCodeFor(const absl::Status& status) {
@@ -83,8 +94,39 @@ void WarnIfTlsUnchecked(const Profile& profile) {
   }
 }
 
+namespace {
+
+// A namespace named twice, told in the CLI's words (the flag, the profile,
+// the URI's option) before the client's own check would name ClientOptions.
+absl::Status CheckNamespaceGivenOnce(const Profile& profile,
+                                     const BackendFlags& flags) {
+  absl::StatusOr<Uri> uri = ParseUri(profile.backend);
+  if (!uri.ok()) return absl::OkStatus();  // told when connecting
+  for (const auto& [key, value] : uri->params) {
+    if (key != "namespace") continue;
+    if (!flags.lock_namespace.empty() && flags.lock_namespace != value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--namespace '", flags.lock_namespace,
+          "' and the backend URI's namespace=", value, " differ; give one"));
+    }
+    if (flags.lock_namespace.empty() && !profile.lock_namespace.empty() &&
+        profile.lock_namespace != value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "profile '", profile.name, "' (", profile.origin, "): namespace '",
+          profile.lock_namespace, "' and its backend URI's namespace=", value,
+          " differ; give one"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<LockClient>> ConnectWith(
     Profile profile, const BackendFlags& flags, ClientOptions options) {
+  if (absl::Status s = CheckNamespaceGivenOnce(profile, flags); !s.ok()) {
+    return s;
+  }
   WarnIfTlsUnchecked(profile);
   if (!flags.lock_namespace.empty()) {
     profile.lock_namespace = flags.lock_namespace;
@@ -123,35 +165,13 @@ int ReadSignal(int signal_fd) {
   return static_cast<int>(info.ssi_signo);
 }
 
+std::string DumpJson(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', /*ensure_ascii=*/false,
+                    nlohmann::ordered_json::error_handler_t::replace);
+}
+
 std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out.push_back(static_cast<char>(c));  // UTF-8 passes through
-        }
-    }
-  }
-  out += "\"";
-  return out;
+  return DumpJson(nlohmann::ordered_json(std::string(text)));
 }
 
 }  // namespace dlock::cli

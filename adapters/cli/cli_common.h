@@ -12,6 +12,8 @@
 #include "absl/strings/string_view.h"
 #include "dlock/adapters/config.h"
 #include "dlock/client.h"
+#include "dlock/duration.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace CLI {
 class App;
@@ -45,6 +47,16 @@ struct BackendFlags {
 // `json`: whether the command takes --json (run passes the command's output
 // through untouched, so it has none).
 void AddBackendFlags(CLI::App& command, BackendFlags& flags, bool json);
+
+// How often top and monitor scan, and how long a hook may run.
+inline constexpr DurationRange kIntervalRange{.min = absl::Milliseconds(10),
+                                              .max = absl::Hours(1)};
+
+// The value of duration flag `flag` (ParseDuration, dlock/duration.h);
+// InvalidArgument naming the flag and, when out of `range`, the range.
+absl::StatusOr<absl::Duration> DurationFlag(absl::string_view flag,
+                                            absl::string_view text,
+                                            DurationRange range);
 
 // The exit code for a failed operation.
 int ExitCodeFor(const absl::Status& status);
@@ -81,7 +93,11 @@ int BlockedSignalFd(std::initializer_list<int> signals);
 // pending.
 int ReadSignal(int signal_fd);
 
-// A JSON string literal (quotes included) for UTF-8 text.
+// JSON as the CLI prints it (nlohmann-json): one line, keys in the order
+// they were set; bytes that are not UTF-8 become U+FFFD instead of throwing.
+std::string DumpJson(const nlohmann::ordered_json& value);
+
+// A JSON string literal (quotes included), for values in log lines.
 std::string JsonString(absl::string_view text);
 
 }  // namespace dlock::cli

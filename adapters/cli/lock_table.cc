@@ -44,11 +44,6 @@ std::string RightColumn(absl::string_view text, int width) {
   return absl::StrFormat("%*s", width, text);
 }
 
-std::string LiveText(const LockInfo& info) {
-  if (!info.holder_live.has_value()) return "?";
-  return *info.holder_live ? "yes" : "no";
-}
-
 }  // namespace
 
 absl::Status CheckCanList(const BackendTraits& traits,
@@ -74,6 +69,52 @@ std::unique_ptr<LockClient> ConnectForListingOrFail(const BackendFlags& flags,
     return nullptr;
   }
   return client;
+}
+
+bool Takeable(const LockInfo& info) {
+  return info.locked && (info.holder_live == std::optional<bool>(false) ||
+                         info.remaining_lease <= absl::ZeroDuration());
+}
+
+std::string TakeableWhy(const LockInfo& info) {
+  return info.holder_live == std::optional<bool>(false)
+             ? "free to take over: its holder is not live"
+             : "free to take over: its lease ran out";
+}
+
+std::string LiveText(const LockInfo& info) {
+  if (info.kept_after_release) return "-";
+  if (!info.holder_live.has_value()) return "?";
+  return *info.holder_live ? "yes" : "no";
+}
+
+std::string AlignColumns(const std::vector<std::vector<std::string>>& rows,
+                         const std::vector<bool>& right_aligned) {
+  // UTF-8: a character is every byte but the continuation bytes.
+  auto width = [](absl::string_view text) {
+    return std::count_if(text.begin(), text.end(), [](char c) {
+      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    });
+  };
+  std::vector<int64_t> widths;
+  for (const std::vector<std::string>& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) {
+      widths[i] = std::max<int64_t>(widths[i], width(row[i]));
+    }
+  }
+  std::string out;
+  for (const std::vector<std::string>& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      const size_t pad = static_cast<size_t>(widths[i] - width(row[i]));
+      const bool right = i < right_aligned.size() && right_aligned[i];
+      if (right) out.append(pad, ' ');
+      absl::StrAppend(&out, row[i]);
+      if (i + 1 < row.size()) out.append(right ? 2 : pad + 2, ' ');
+    }
+    out.push_back('\n');
+  }
+  return out;
 }
 
 std::optional<absl::Duration> HeldFor(const LockInfo& info, absl::Time now) {
@@ -166,6 +207,55 @@ void SortLocks(std::vector<LockInfo>& locks, SortOrder order, absl::Time now) {
                    });
 }
 
+namespace {
+
+// The header line of top: endpoint, namespace and prefix.
+std::string TopTitle(const TopScreen& screen) {
+  return absl::StrCat(
+      "dlock top - ", screen.endpoint, " namespace ", screen.lock_namespace,
+      screen.prefix.empty() ? "" : absl::StrCat(" prefix ", screen.prefix));
+}
+
+std::string TopCounts(const TopScreen& screen) {
+  return absl::StrCat(screen.locks.size(),
+                      screen.locks.size() == 1 ? " lock" : " locks", " - sort ",
+                      SortOrderName(screen.order), " - every ",
+                      absl::FormatDuration(screen.interval));
+}
+
+std::string TopStatus(const TopScreen& screen) {
+  return screen.status.empty()
+             ? absl::StrCat("updated ", absl::FormatTime("%H:%M:%S", screen.now,
+                                                         absl::LocalTimeZone()))
+             : screen.status;
+}
+
+// One lock's cells: LOCK HOLDER TOKEN HELD-FOR LEASE-LEFT LIVE WAITERS.
+std::vector<std::string> TopCells(const LockInfo& info, absl::Time now) {
+  const std::optional<absl::Duration> held = HeldFor(info, now);
+  // No backend reports its waiters today: "-", never a guess.
+  return {info.name,
+          HolderText(info),
+          absl::StrCat(info.fencing_token),
+          held.has_value() ? ShortDuration(*held) : "?",
+          ShortDuration(info.remaining_lease),
+          LiveText(info),
+          "-"};
+}
+
+}  // namespace
+
+std::string RenderTopSnapshot(const TopScreen& screen) {
+  std::vector<std::vector<std::string>> rows = {
+      {"LOCK", "HOLDER", "TOKEN", "HELD-FOR", "LEASE-LEFT", "LIVE", "WAITERS"}};
+  for (const LockInfo& info : screen.locks) {
+    rows.push_back(TopCells(info, screen.now));
+  }
+  return absl::StrCat(
+      TopTitle(screen), "\n", TopCounts(screen), "\n", TopStatus(screen), "\n",
+      AlignColumns(rows, {false, false, true, true, true, true, true}));
+}
+
 std::vector<std::string> RenderTopScreen(const TopScreen& screen, int width,
                                          int height) {
   std::vector<std::string> lines;
@@ -175,18 +265,10 @@ std::vector<std::string> RenderTopScreen(const TopScreen& screen, int width,
       lines.push_back(Cut(line, width));
     }
   };
-  add(absl::StrCat(
-      "dlock top - ", screen.endpoint, " namespace ", screen.lock_namespace,
-      screen.prefix.empty() ? "" : absl::StrCat(" prefix ", screen.prefix)));
-  add(absl::StrCat(screen.locks.size(),
-                   screen.locks.size() == 1 ? " lock" : " locks", " - sort ",
-                   SortOrderName(screen.order), " - every ",
-                   absl::FormatDuration(screen.interval),
+  add(TopTitle(screen));
+  add(absl::StrCat(TopCounts(screen),
                    " - keys: n h l t sort, r reverse, q quit"));
-  add(screen.status.empty()
-          ? absl::StrCat("updated ", absl::FormatTime("%H:%M:%S", screen.now,
-                                                      absl::LocalTimeZone()))
-          : screen.status);
+  add(TopStatus(screen));
   const int names = std::max(2 * kMinNameWidth, width - kFixedWidth);
   // Owners (host, pid, random) are longer than most lock names.
   const int lock_width = std::max(kMinNameWidth, names * 2 / 5);
@@ -209,12 +291,10 @@ std::vector<std::string> RenderTopScreen(const TopScreen& screen, int width,
   // When not all fit, the last line says how many are not shown.
   const int shown = count <= room ? count : std::max(room - 1, 0);
   for (int i = 0; i < shown; ++i) {
-    const LockInfo& info = screen.locks[i];
-    const std::optional<absl::Duration> held = HeldFor(info, screen.now);
-    // No backend reports its waiters today: "-", never a guess.
-    add(row(info.name, HolderText(info), absl::StrCat(info.fencing_token),
-            held.has_value() ? ShortDuration(*held) : "?",
-            ShortDuration(info.remaining_lease), LiveText(info), "-"));
+    const std::vector<std::string> cells =
+        TopCells(screen.locks[i], screen.now);
+    add(row(cells[0], cells[1], cells[2], cells[3], cells[4], cells[5],
+            cells[6]));
   }
   if (shown < count) {
     add(absl::StrCat("... ", count - shown,

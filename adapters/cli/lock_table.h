@@ -37,11 +37,31 @@ std::unique_ptr<LockClient> ConnectForListingOrFail(const BackendFlags& flags,
 // (Hold::ReleaseAndKeepFor) has no owner.
 std::string HolderText(const LockInfo& info);
 
+// Whether a waiter takes `info` over at once, whatever its lease: its
+// holder is not live (its liveness record lapsed, its session ended), or the
+// lease ran out on the backend.
+bool Takeable(const LockInfo& info);
+// "free to take over: its holder is not live", or "...: its lease ran out".
+std::string TakeableWhy(const LockInfo& info);
+
+// Whether the holder is live, for a LIVE column: "yes", "no", "?" (the
+// backend cannot tell) or "-" (kept after release: nobody holds it).
+std::string LiveText(const LockInfo& info);
+
+// `rows` (the first is the header) as lines of columns, each as wide as its
+// widest cell (counted in characters, not bytes), two spaces apart: left
+// aligned, but for the columns `right_aligned` marks; the last column is not
+// padded when it is left aligned.
+std::string AlignColumns(const std::vector<std::vector<std::string>>& rows,
+                         const std::vector<bool>& right_aligned = {});
+
 // How long the current holder has held `info` at `now`; unset when the
 // backend did not say when the hold began.
 std::optional<absl::Duration> HeldFor(const LockInfo& info, absl::Time now);
 
-// "1.5s", "2m03s", "1h02m", "3d04h": short and readable at a glance.
+// "1.5s", "2m03s", "1h02m", "3d04h": short and readable at a glance, and
+// of one precision whatever the backend reported (leases in status, list
+// and top).
 std::string ShortDuration(absl::Duration d);
 
 enum class SortKey { kName, kHeldFor, kLeaseLeft, kToken };
@@ -82,6 +102,11 @@ struct TopScreen {
 // terminal code adds the escapes.
 std::vector<std::string> RenderTopScreen(const TopScreen& screen, int width,
                                          int height);
+
+// What `dlock top` prints without a terminal (a pipe, cron, --once): the
+// same header and columns as the screen, but every name and holder whole,
+// the columns as wide as their widest cell, and no key hints.
+std::string RenderTopSnapshot(const TopScreen& screen);
 
 }  // namespace dlock::cli
 

@@ -84,27 +84,17 @@ struct ParsedMonitorFlags {
 
 absl::StatusOr<ParsedMonitorFlags> Parse(const MonitorFlags& flags) {
   ParsedMonitorFlags out;
-  auto duration =
-      [](absl::string_view flag,
-         const std::string& text) -> absl::StatusOr<absl::Duration> {
-    absl::StatusOr<absl::Duration> d = ParsePositiveDuration(text);
-    if (!d.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, ": ", d.status().message()));
-    }
-    return d;
-  };
   absl::StatusOr<absl::Duration> interval =
-      duration("--interval", flags.interval);
+      DurationFlag("--interval", flags.interval, kIntervalRange);
   if (!interval.ok()) return interval.status();
   out.interval = *interval;
   absl::StatusOr<absl::Duration> hook_timeout =
-      duration("--hook-timeout", flags.hook_timeout);
+      DurationFlag("--hook-timeout", flags.hook_timeout, kIntervalRange);
   if (!hook_timeout.ok()) return hook_timeout.status();
   out.hook_timeout = *hook_timeout;
   if (!flags.held_longer_than.empty()) {
-    absl::StatusOr<absl::Duration> threshold =
-        duration("--held-longer-than", flags.held_longer_than);
+    absl::StatusOr<absl::Duration> threshold = DurationFlag(
+        "--held-longer-than", flags.held_longer_than, kPositiveDuration);
     if (!threshold.ok()) return threshold.status();
     out.threshold = *threshold;
   } else if (!flags.on_held_too_long.empty()) {
@@ -206,7 +196,7 @@ class Monitor {
       // Once per outage, not once per scan.
       if (!failing_) {
         Log(absl::StrCat(Stamp(), " scan-failed error=",
-                         JsonString(locks.status().ToString())));
+                         JsonString(locks.status().message())));
       }
       failing_ = true;
       return;
@@ -243,7 +233,7 @@ class Monitor {
                          " reason=\"no longer held with that token\""));
       } else {
         Log(absl::StrCat(Stamp(), " unlock-dead-failed", facts,
-                         " error=", JsonString(s.ToString())));
+                         " error=", JsonString(s.message())));
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -16,7 +17,9 @@
 #include "absl/time/clock.h"
 #include "child_process.h"
 #include "child_supervisor.h"
+#include "dlock/errors.h"
 #include "dlock/uri.h"
+#include "lock_table.h"
 #include "run_job.h"
 
 namespace dlock::cli {
@@ -34,6 +37,11 @@ std::string OwnerToken() {
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   return absl::StrCat("dlock-run:", host, ":", getpid(), ":", RandomHex());
 }
+
+// After a loss, how long the command gets between the lost signal and
+// SIGKILL.
+constexpr DurationRange kKillAfterRange{.min = absl::Milliseconds(1),
+                                        .max = absl::Hours(24)};
 
 struct ParsedRun {
   absl::Duration wait;
@@ -55,19 +63,14 @@ absl::StatusOr<ParsedRun> ParseRunFlags(const RunFlags& run,
     parsed.wait = *wait;
   }
   if (!run.lease.empty()) {
-    absl::StatusOr<absl::Duration> lease = ParsePositiveDuration(run.lease);
-    if (!lease.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--lease: ", lease.status().message()));
-    }
+    absl::StatusOr<absl::Duration> lease = DurationFlag(
+        "--lease", run.lease, {.min = kMinWatchdogLease, .max = kLongestLease});
+    if (!lease.ok()) return lease.status();
     parsed.lease = *lease;
   }
   absl::StatusOr<absl::Duration> kill_after =
-      ParsePositiveDuration(run.kill_after);
-  if (!kill_after.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kill-after: ", kill_after.status().message()));
-  }
+      DurationFlag("--kill-after", run.kill_after, kKillAfterRange);
+  if (!kill_after.ok()) return kill_after.status();
   parsed.kill_after = *kill_after;
   absl::StatusOr<int> sig = ParseSignal(run.on_lost_signal);
   if (!sig.ok()) return sig.status();
@@ -79,16 +82,49 @@ absl::StatusOr<ParsedRun> ParseRunFlags(const RunFlags& run,
   return parsed;
 }
 
+// Who holds `name` now, for people: "t:dlock-run:host:41:9f (fencing token
+// 7)"; "another owner" when it cannot be read.
+std::string HolderOf(LockClient& client, const std::string& name) {
+  absl::StatusOr<LockInfo> info = client.Admin().Inspect(name);
+  if (!info.ok() || !info->locked) return "another owner";
+  return absl::StrCat(HolderText(*info), " (fencing token ",
+                      info->fencing_token, ")");
+}
+
+// One try; if another owner holds the lock and the wait allows more, says
+// once on stderr what it waits for and who holds it, then waits the rest.
+absl::StatusOr<Hold> AcquireSayingWhy(LockClient& client, DistributedLock& lock,
+                                      AcquireOptions options, bool quiet) {
+  if (options.wait == absl::ZeroDuration()) return lock.Acquire(options);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Hold> first = lock.TryAcquire(options);
+  if (!IsHeldByAnother(first.status())) return first;
+  if (!quiet) {
+    Fail(0,
+         absl::StrCat("waiting for lock '", lock.name(), "', held by ",
+                      HolderOf(client, lock.name()),
+                      options.wait == absl::InfiniteDuration()
+                          ? ", until it is free (--wait forever)"
+                          : absl::StrCat(", for up to ",
+                                         FormatDurationForPeople(options.wait),
+                                         " (--wait)")));
+  }
+  options.wait =
+      std::max(options.wait - (absl::Now() - start), absl::ZeroDuration());
+  return lock.Acquire(options);
+}
+
 // Acquires on a helper thread so that the main thread can keep waiting for
 // signals: SIGINT/SIGTERM while waiting cancel the wait (nothing is left on
 // the backend, C9) and dlock exits with 128 + the signal.
-absl::StatusOr<Hold> AcquireInterruptibly(DistributedLock& lock,
+absl::StatusOr<Hold> AcquireInterruptibly(LockClient& client,
+                                          DistributedLock& lock,
                                           const AcquireOptions& options,
-                                          int& interrupted_by) {
+                                          bool quiet, int& interrupted_by) {
   std::atomic<bool> done{false};
   absl::StatusOr<Hold> result;
   std::thread acquirer([&] {
-    result = lock.Acquire(options);
+    result = AcquireSayingWhy(client, lock, options, quiet);
     done = true;
     kill(getpid(), kWakeSignal);
   });
@@ -148,8 +184,8 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
     kill(getpid(), kWakeSignal);
   };
   int interrupted_by = 0;
-  absl::StatusOr<Hold> acquired =
-      AcquireInterruptibly(**lock, acquire, interrupted_by);
+  absl::StatusOr<Hold> acquired = AcquireInterruptibly(
+      **client, **lock, acquire, run.quiet, interrupted_by);
   if (acquired.ok() && interrupted_by != 0) {
     // The signal came as the lock was granted: honour the signal.
     acquired->Release().IgnoreError();
@@ -161,9 +197,16 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
       return 128 + interrupted_by;
     }
     if (acquired.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      const std::string holder = HolderOf(**client, run.name);
+      if (parsed->wait == absl::ZeroDuration()) {
+        return Fail(kNotAcquired,
+                    absl::StrCat("lock '", run.name, "' is held by ", holder,
+                                 "; --wait 0 tries once"));
+      }
       return Fail(kNotAcquired,
                   absl::StrCat("lock '", run.name, "' not acquired within ",
-                               absl::FormatDuration(parsed->wait)));
+                               FormatDurationForPeople(parsed->wait),
+                               "; held by ", holder));
     }
     return Fail(acquired.status());
   }
@@ -189,10 +232,12 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
   }
   absl::Status released = hold.Release();
   if (released.code() == absl::StatusCode::kFailedPrecondition) {
-    // Lost between the last check and the end of the command.
+    // Lost between the last check and the end of the command: the backend
+    // no longer had the hold when the command ended.
     return Fail(kLost, absl::StrCat("lock '", run.name,
-                                    "' was lost while the command ran: ",
-                                    released.message()));
+                                    "' was lost while the command ran: it "
+                                    "expired, was force-unlocked or was "
+                                    "taken over"));
   }
   if (!released.ok()) {
     Fail(0, absl::StrCat("releasing lock '", run.name, "' failed (",

@@ -22,6 +22,7 @@ struct RunFlags {
   std::string at_least_for;  // others kept out this long after the start
   std::string at_most_for;   // the longest a run may keep others out
   bool quiet_skip = false;   // skips exit 0 and print nothing
+  bool quiet = false;        // no notice while waiting for the lock
 };
 
 int RunCommand(const BackendFlags& flags, const RunFlags& run);

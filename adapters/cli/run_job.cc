@@ -22,7 +22,7 @@
 namespace dlock::cli {
 namespace {
 
-constexpr absl::Duration kLongestPeriod = absl::Hours(24 * 366);
+constexpr absl::Duration kLongestPeriod = kLongestLease;
 
 struct JobPlan {
   std::string slot;  // empty: the job name alone
@@ -32,20 +32,9 @@ struct JobPlan {
   absl::Duration at_most_for;
 };
 
-// A duration as elsewhere (15m, 1h), or whole days (1d, 7d), which
-// absl::ParseDuration does not take.
-absl::StatusOr<absl::Duration> ParsePeriod(absl::string_view text) {
-  int days = 0;
-  absl::string_view number = text;
-  if (absl::ConsumeSuffix(&number, "d") && absl::SimpleAtoi(number, &days)) {
-    if (days <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", text, "' is not a positive number of days"));
-    }
-    return absl::Hours(24) * days;
-  }
-  return ParsePositiveDuration(text);
-}
+// A run's lock lasts --at-most-for and is kept --at-least-for: leases.
+constexpr DurationRange kJobLeaseRange{.min = absl::Milliseconds(10),
+                                       .max = kLongestLease};
 
 absl::Status FlagError(absl::string_view flag, const absl::Status& status) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", status.message()));
@@ -65,8 +54,10 @@ absl::StatusOr<JobPlan> PlanJob(const RunFlags& run, absl::Time now) {
   }
   JobPlan plan;
   if (!run.once_per.empty()) {
-    absl::StatusOr<absl::Duration> period = ParsePeriod(run.once_per);
-    if (!period.ok()) return FlagError("--once-per", period.status());
+    absl::StatusOr<absl::Duration> period =
+        DurationFlag("--once-per", run.once_per,
+                     {.min = absl::Seconds(1), .max = kLongestPeriod});
+    if (!period.ok()) return period.status();
     absl::StatusOr<JobSlot> slot = SlotOf(now, *period);
     if (!slot.ok()) return FlagError("--once-per", slot.status());
     plan.slot = slot->id;
@@ -80,15 +71,21 @@ absl::StatusOr<JobPlan> PlanJob(const RunFlags& run, absl::Time now) {
   }
   if (!run.at_least_for.empty()) {
     absl::StatusOr<absl::Duration> at_least =
-        ParsePositiveDuration(run.at_least_for);
-    if (!at_least.ok()) return FlagError("--at-least-for", at_least.status());
+        DurationFlag("--at-least-for", run.at_least_for, kJobLeaseRange);
+    if (!at_least.ok()) return at_least.status();
     plan.at_least_for = *at_least;
   }
   if (!run.at_most_for.empty()) {
     absl::StatusOr<absl::Duration> at_most =
-        ParsePositiveDuration(run.at_most_for);
-    if (!at_most.ok()) return FlagError("--at-most-for", at_most.status());
+        DurationFlag("--at-most-for", run.at_most_for, kJobLeaseRange);
+    if (!at_most.ok()) return at_most.status();
     plan.at_most_for = *at_most;
+  } else if (!plan.derived_slot && plan.slot.empty()) {
+    // --at-least-for alone: the user meant a job that runs once per slot.
+    return absl::InvalidArgumentError(
+        "--at-least-for makes a scheduled job, which needs a slot: add "
+        "--once-per PERIOD (one run per period, e.g. --once-per 1h), or "
+        "--slot NAME with --at-most-for");
   } else if (!plan.derived_slot) {
     return absl::InvalidArgumentError(
         "a scheduled job needs --at-most-for, the longest a run may keep "
@@ -96,9 +93,9 @@ absl::StatusOr<JobPlan> PlanJob(const RunFlags& run, absl::Time now) {
   }
   if (plan.at_least_for > plan.at_most_for) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--at-least-for (", absl::FormatDuration(plan.at_least_for),
+        "--at-least-for (", FormatDurationForPeople(plan.at_least_for),
         ") is longer than --at-most-for (",
-        absl::FormatDuration(plan.at_most_for),
+        FormatDurationForPeople(plan.at_most_for),
         "): a stuck run would let others in before a finished one does"));
   }
   return plan;
@@ -176,7 +173,7 @@ int RunScheduledJob(const BackendFlags& flags, const RunFlags& run,
             .lost_signal = lost_signal,
             .kill_after = kill_after,
             .lost_why = absl::StrCat("ended: the run outlived --at-most-for (",
-                                     absl::FormatDuration(plan->at_most_for),
+                                     FormatDurationForPeople(plan->at_most_for),
                                      ") or lost the lock, and the slot may run "
                                      "elsewhere")});
     return absl::OkStatus();

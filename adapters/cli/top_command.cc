@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,9 +26,6 @@
 
 namespace dlock::cli {
 namespace {
-
-// Snapshot width when stdout is not a terminal and $COLUMNS is unset.
-constexpr int kSnapshotWidth = 120;
 
 void WriteOut(absl::string_view text) {
   while (!text.empty()) {
@@ -123,6 +119,7 @@ class Top {
   std::vector<std::string> Lines(int width, int height) const {
     return RenderTopScreen(screen_, width, height);
   }
+  std::string Snapshot() const { return RenderTopSnapshot(screen_); }
 
   SortOrder& order() { return screen_.order; }
   const absl::Status& error() const { return error_; }
@@ -156,16 +153,7 @@ void Draw(const Top& top) {
 
 int Snapshot(Top& top) {
   if (!top.Refresh()) return Fail(top.error());
-  int width = kSnapshotWidth;
-  if (const char* columns = std::getenv("COLUMNS")) {
-    int parsed = 0;
-    if (absl::SimpleAtoi(columns, &parsed) && parsed > 0) width = parsed;
-  }
-  std::string out;
-  for (const std::string& line : top.Lines(width, INT_MAX)) {
-    absl::StrAppend(&out, line, "\n");
-  }
-  WriteOut(out);
+  WriteOut(top.Snapshot());
   return kOk;
 }
 
@@ -236,11 +224,8 @@ void AddTopFlags(CLI::App& command, TopFlags& flags) {
 
 int TopCommand(const BackendFlags& backend, const TopFlags& flags) {
   absl::StatusOr<absl::Duration> interval =
-      ParsePositiveDuration(flags.interval);
-  if (!interval.ok()) {
-    return Fail(kUsage,
-                absl::StrCat("--interval: ", interval.status().message()));
-  }
+      DurationFlag("--interval", flags.interval, kIntervalRange);
+  if (!interval.ok()) return Fail(interval.status());
   absl::StatusOr<SortOrder> order = ParseSort(flags.sort);
   if (!order.ok()) return Fail(order.status());
   const bool interactive =

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dlock/duration.h"
 #include "dlock/uri.h"
 
 namespace dlock {
@@ -49,12 +50,13 @@ class ProfileReader {
     return *value;
   }
 
-  absl::StatusOr<absl::Duration> Duration(const toml::node& node,
-                                          absl::string_view key, bool wait) {
+  absl::StatusOr<absl::Duration> Duration(
+      const toml::node& node, absl::string_view key, bool wait,
+      DurationRange range = kPositiveDuration) {
     absl::StatusOr<std::string> text = String(node, key);
     if (!text.ok()) return text.status();
     absl::StatusOr<absl::Duration> d =
-        wait ? ParseWait(*text) : ParsePositiveDuration(*text);
+        wait ? ParseWait(*text) : ParseDuration(*text, range);
     if (!d.ok())
       return BadKey(path_, node.source(), Key(key), d.status().message());
     return *d;
@@ -78,8 +80,10 @@ absl::Status ReadProfileKey(ProfileReader& reader, const std::string& path,
     out = *std::move(v);
     return absl::OkStatus();
   };
-  auto take_duration = [&](absl::Duration& out, bool wait) -> absl::Status {
-    absl::StatusOr<absl::Duration> v = reader.Duration(node, key, wait);
+  auto take_duration = [&](absl::Duration& out, bool wait,
+                           DurationRange range =
+                               kPositiveDuration) -> absl::Status {
+    absl::StatusOr<absl::Duration> v = reader.Duration(node, key, wait, range);
     if (!v.ok()) return v.status();
     out = *v;
     return absl::OkStatus();
@@ -107,8 +111,10 @@ absl::Status ReadProfileKey(ProfileReader& reader, const std::string& path,
     return absl::OkStatus();
   }
   if (key == "namespace") return take_string(profile.lock_namespace);
-  if (key == "default_lease")
-    return take_duration(profile.default_lease, false);
+  if (key == "default_lease") {
+    return take_duration(profile.default_lease, false,
+                         {.min = kMinWatchdogLease, .max = kLongestLease});
+  }
   if (key == "default_wait") return take_duration(profile.default_wait, true);
   if (key == "connect_timeout") return take_optional(profile.connect_timeout);
   if (key == "operation_timeout" || key == "command_timeout") {

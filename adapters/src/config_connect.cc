@@ -1,5 +1,6 @@
 // Picking a backend (flags, environment, config file) and connecting with a
 // profile: credentials read at the last moment and never put in a message.
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -11,13 +12,45 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "dlock/adapters/config.h"
+#include "dlock/backend/backend.h"
 #include "dlock/backend/options.h"
+#include "dlock/duration.h"
 #include "dlock/uri.h"
 
 namespace dlock {
 namespace {
+
+// Why `text` (no "://") is not a backend URI, with an example to copy. The
+// text is quoted only when it cannot hold a password (it has no '@').
+std::string NotAUriMessage(const std::string& text) {
+  std::vector<std::string> schemes = RegisteredSchemes();
+  std::sort(schemes.begin(), schemes.end());
+  const std::string known = absl::StrCat(
+      "; this build takes ", absl::StrJoin(schemes, "://, "), "://");
+  const std::string shown = text.find('@') == std::string::npos
+                                ? absl::StrCat("'", text, "'")
+                                : "the backend (not shown: it has an '@')";
+  const size_t colon = text.find(':');
+  const std::string before_colon = text.substr(0, colon);
+  if (colon != std::string::npos &&
+      std::find(schemes.begin(), schemes.end(),
+                absl::AsciiStrToLower(before_colon)) != schemes.end()) {
+    // "redis:/oops", "redis:host": a scheme, then no "//".
+    return absl::StrCat(shown, " is not a URI: after '", before_colon,
+                        ":' write // and the host, e.g. ", before_colon,
+                        "://127.0.0.1:6379", known);
+  }
+  const std::string example =
+      text.empty() || text.find_first_of("@/?") != std::string::npos
+          ? "redis://127.0.0.1:6379"
+          : absl::StrCat("redis://", text,
+                         text.find(':') == std::string::npos ? ":6379" : "");
+  return absl::StrCat(shown, " is not a URI: it has no scheme; write e.g. ",
+                      example, known);
+}
 
 // The secret a profile names, read only when connecting.
 absl::StatusOr<std::optional<std::string>> ReadPassword(const Profile& p) {
@@ -73,8 +106,8 @@ absl::StatusOr<std::string> ConnectUri(const Profile& p) {
   if (!password.ok()) return password.status();
   const size_t scheme_end = uri.find("://");
   if (scheme_end == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        p.origin, ": backend: '", p.DisplayBackend(), "' is not a URI"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(p.origin, ": ", NotAUriMessage(p.backend)));
   }
   if (!p.username.empty() || password->has_value()) {
     const size_t start = scheme_end + 3;
@@ -204,16 +237,16 @@ absl::StatusOr<std::unique_ptr<LockClient>> ConnectFromEnv(
 absl::StatusOr<absl::Duration> ParseWait(absl::string_view text) {
   const absl::string_view t = absl::StripAsciiWhitespace(text);
   if (t == "forever" || t == "inf") return absl::InfiniteDuration();
-  absl::Duration d;
-  if (absl::ParseDuration(t, &d) && d == absl::ZeroDuration()) return d;
-  absl::StatusOr<absl::Duration> positive = ParsePositiveDuration(t);
-  if (!positive.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text,
-                     "' is not a wait; write 0 (one attempt), forever, or a "
-                     "duration like 500ms, 30s, 2m"));
+  absl::StatusOr<absl::Duration> d =
+      ParseDuration(t, {.min = absl::ZeroDuration(), .max = kLongestLease});
+  if (!d.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text,
+        "' is not a wait; write 0 (one attempt), forever, or a duration like "
+        "500ms, 30s, 2m or 1d, up to ",
+        FormatDurationForPeople(kLongestLease)));
   }
-  return *positive;
+  return *d;
 }
 
 }  // namespace dlock

@@ -5,6 +5,22 @@
 #include "dlock/errors.h"
 
 namespace dlock {
+namespace {
+
+std::unique_ptr<DistributedLock> LockOrThrow(LockClient& client,
+                                             absl::string_view name) {
+  absl::StatusOr<std::unique_ptr<DistributedLock>> lock = client.GetLock(name);
+  if (!lock.ok()) {
+    throw MakeSystemError(lock.status(), "dlock: DistributedMutex");
+  }
+  return *std::move(lock);
+}
+
+}  // namespace
+
+DistributedMutex::DistributedMutex(LockClient& client, absl::string_view name,
+                                   MutexOptions options)
+    : DistributedMutex(LockOrThrow(client, name), std::move(options)) {}
 
 DistributedMutex::DistributedMutex(std::unique_ptr<DistributedLock> lock,
                                    MutexOptions options)

@@ -28,6 +28,7 @@ using ::testing::Not;
 using testing::Process;
 using testing::Result;
 using testing::RunProcess;
+using testing::RunShell;
 
 class CliBackendTest : public ::testing::TestWithParam<testing::ServerBackend> {
  protected:
@@ -115,10 +116,31 @@ TEST_P(CliBackendTest, NotAcquiredWithinWaitExits75AndLeavesNothing) {
   const absl::Time start = absl::Now();
   Result r = Dl({"run", "--wait", "300ms", "busy", "--", "true"});
   EXPECT_EQ(r.code, 75) << r.err;
-  ExpectOneLine(r);
+  // Said once while waiting, then why it gave up: two lines, both naming
+  // the holder, and no error kind's payload.
+  const std::vector<std::string> lines =
+      absl::StrSplit(r.err, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << r.err;
+  EXPECT_TRUE(absl::StartsWith(
+      lines[0], "dlock: waiting for lock 'busy', held by t:dlock-run:"))
+      << r.err;
+  EXPECT_TRUE(absl::EndsWith(lines[0], "), for up to 300ms (--wait)")) << r.err;
+  EXPECT_TRUE(absl::StartsWith(
+      lines[1],
+      "dlock: lock 'busy' not acquired within 300ms; held by t:dlock-run:"))
+      << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("type.dlock.dev")));
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
+  Result quiet =
+      Dl({"run", "--quiet", "--wait", "300ms", "busy", "--", "true"});
+  EXPECT_EQ(quiet.code, 75);
+  ExpectOneLine(quiet);
   Result once = Dl({"run", "--wait", "0", "busy", "--", "true"});
   EXPECT_EQ(once.code, 75);
+  ExpectOneLine(once);
+  EXPECT_THAT(once.err,
+              HasSubstr("dlock: lock 'busy' is held by t:dlock-run:"));
+  EXPECT_THAT(once.err, HasSubstr("; --wait 0 tries once"));
   // The holder is untouched (same owner, same token).
   Result after = Dl({"status", "--json", "busy"});
   EXPECT_EQ(after.out.substr(0, after.out.find("\"lease_left_ms\"")),
@@ -300,6 +322,142 @@ TEST_P(CliBackendTest, StatusAndListShowALockKeptAfterRelease) {
   EXPECT_THAT(unlock.out,
               HasSubstr("unlocked (was held by (kept after release)"));
   EXPECT_THAT(Dl({"status", "nightly@s1"}).out, HasSubstr("nightly@s1: free"));
+}
+
+// Issue 22: status and list say what the monitor knows. A killed holder's
+// lock is free to take over long before its ten-minute lease ends, and the
+// operator must see that instead of force-unlocking it.
+TEST_P(CliBackendTest, StatusAndListSayWhenAKilledHoldersLockIsFreeToTakeOver) {
+  const std::vector<std::string> env = {
+      absl::StrCat("DLOCK_BACKEND=", GetParam().short_liveness_uri(ns_))};
+  auto dl = [&](std::vector<std::string> args) {
+    return RunProcess(Dlock(std::move(args)), env);
+  };
+  const std::string pid_file = dir_ + "/child.pid";
+  Process run(Dlock({"run", "--lease", "10m", "dead-holder", "--", "sh", "-c",
+                     absl::StrCat("echo $$ > ", pid_file, "; exec sleep 60")}),
+              env);
+  AwaitPidFile(pid_file);
+  Result live = dl({"status", "dead-holder"});
+  EXPECT_THAT(live.out, HasSubstr("dead-holder: locked\n")) << live.out;
+  EXPECT_THAT(live.out, HasSubstr("  holder live:   yes\n")) << live.out;
+  EXPECT_THAT(dl({"status", "--json", "dead-holder"}).out,
+              HasSubstr("\"holder_live\":true,\"takeable\":false}"));
+  run.Signal(SIGKILL);
+  EXPECT_EQ(run.Wait(), 128 + SIGKILL);
+  // The TTL is 2 s: within it, the monitor learns the holder is gone.
+  Result json;
+  ASSERT_TRUE(testing::WaitUntil(
+                  [&] {
+                    json = dl({"status", "--json", "dead-holder"});
+                    return absl::StrContains(json.out, "\"takeable\":true") ||
+                           absl::StrContains(json.out, "\"locked\":false");
+                  },
+                  absl::Seconds(10), "the holder's liveness to lapse")
+                  .ok())
+      << json.out;
+  if (GetParam().label == "zookeeper") {
+    // Its holds live on the session, whose end removed the lock.
+    EXPECT_THAT(dl({"status", "dead-holder"}).out,
+                HasSubstr("dead-holder: free"));
+  } else {
+    EXPECT_THAT(json.out,
+                HasSubstr("\"holder_live\":false,\"takeable\":true}"));
+    Result text = dl({"status", "dead-holder"});
+    EXPECT_THAT(text.out,
+                HasSubstr("dead-holder: locked, free to take over: its holder "
+                          "is not live\n"));
+    EXPECT_THAT(text.out,
+                HasSubstr("  holder live:   no (the next acquire takes the "
+                          "lock over; no need for unlock --force)\n"));
+    Result list = dl({"list"});
+    EXPECT_THAT(list.out, HasSubstr("LIVE  HOLDER\n")) << list.out;
+    EXPECT_THAT(list.out, HasSubstr("  no    t:dlock-run:")) << list.out;
+    EXPECT_THAT(list.out, HasSubstr("LIVE no: the holder is gone")) << list.out;
+    EXPECT_THAT(dl({"list", "--json"}).out, HasSubstr("\"takeable\":true"));
+  }
+  // And so it is: the next run takes it at once.
+  Result next = dl({"run", "--wait", "0", "dead-holder", "--", "true"});
+  EXPECT_EQ(next.code, 0) << next.err;
+  ExpectOrphanEnds(pid_file);
+}
+
+// Issue 22: `dlock status JOB` tells whether the job's slot ran, runs or is
+// free, where it said "free" about the job's name.
+TEST_P(CliBackendTest, StatusOfAScheduledJobTellsItsSlot) {
+  // The slot is this hour's: not across an hour's end.
+  const absl::Duration into_hour =
+      (absl::Now() - absl::UnixEpoch()) % absl::Hours(1);
+  if (into_hour > absl::Minutes(59) + absl::Seconds(30)) {
+    absl::SleepFor(absl::Hours(1) - into_hour + absl::Seconds(1));
+  }
+  Result ran = Dl({"run", "--once-per", "1h", "--at-least-for", "5m", "hourly",
+                   "--", "true"});
+  ASSERT_EQ(ran.code, 0) << ran.err;
+  const std::string slot =
+      absl::FormatTime("%Y-%m-%dT%H:00:00Z", absl::Now(), absl::UTCTimeZone());
+  Result status = Dl({"status", "hourly"});
+  EXPECT_EQ(status.code, 0);
+  EXPECT_TRUE(absl::StartsWith(
+      status.out, absl::StrCat("hourly: free as a lock; as a scheduled job:\n"
+                               "  slot ",
+                               slot, ": ran (closed for ")))
+      << status.out;
+  Result json = Dl({"status", "--json", "hourly"});
+  EXPECT_THAT(json.out, HasSubstr("{\"name\":\"hourly\",\"locked\":false,"
+                                  "\"job_slots\":[{\"name\":\"hourly@"));
+  EXPECT_THAT(json.out, HasSubstr("\"slot_state\":\"ran\"}]}"));
+
+  std::unique_ptr<Process> running =
+      Start({"run", "--once-per", "1h", "daily-ish", "--", "sleep", "30"});
+  ASSERT_TRUE(testing::WaitUntil(
+                  [&] {
+                    return absl::StrContains(Dl({"status", "daily-ish"}).out,
+                                             ": running (held by t:");
+                  },
+                  absl::Seconds(10), "the job's run")
+                  .ok())
+      << Dl({"status", "daily-ish"}).out;
+  running->Signal(SIGTERM);
+  running->Wait();
+  // A name that is neither held nor a job stays plainly free.
+  EXPECT_EQ(Dl({"status", "nothing"}).out, "nothing: free\n");
+}
+
+// Issue 22: a loss is said once, whichever way it is found.
+TEST_P(CliBackendTest, ALossIsSaidOnce) {
+  Result r = Dl({"run", "--lease", "2s", "lossy", "--", "sh", "-c",
+                 absl::StrCat("'", testing::kCliPath,
+                              "' unlock --force lossy > /dev/null")});
+  EXPECT_EQ(r.code, 76) << r.err;
+  ExpectOneLine(r);
+  auto count = [&](absl::string_view word) {
+    return std::vector<absl::string_view>(absl::StrSplit(r.err, word)).size() -
+           1;
+  };
+  EXPECT_EQ(count("lossy"), 1u) << r.err;
+  EXPECT_EQ(count("lost"), 1u) << r.err;
+}
+
+// Issue 22: `dlock top` into a pipe prints whole names and no key hints.
+TEST_P(CliBackendTest, TopIntoAPipePrintsWholeNames) {
+  const std::string name =
+      "a-very-long-lock-name-that-is-over-thirty-two-characters";
+  std::unique_ptr<Process> holder = Start({"run", name, "--", "sleep", "30"});
+  AwaitLocked(name);
+  Result top =
+      RunShell(absl::StrCat("'", testing::kCliPath, "' top | cat"), Env());
+  EXPECT_EQ(top.code, 0) << top.err;
+  EXPECT_THAT(top.out, HasSubstr(absl::StrCat("\n", name, "  t:dlock-run:")));
+  EXPECT_THAT(top.out, Not(HasSubstr("keys:")));
+  Result list = Dl({"list"});
+  const std::vector<std::string> lines =
+      absl::StrSplit(list.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << list.out;
+  // The columns line up however long the name.
+  EXPECT_EQ(lines[0].find("FENCING-TOKEN"), name.size() + 2) << list.out;
+  holder->Signal(SIGTERM);
+  holder->Wait();
 }
 
 INSTANTIATE_TEST_SUITE_P(

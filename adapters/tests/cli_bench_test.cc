@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "bench_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -110,11 +111,47 @@ TEST(CliBenchTest, TableAndProgressUnlessQuiet) {
   EXPECT_THAT(r.out, HasSubstr("hand-offs/s"));
   EXPECT_THAT(r.err, HasSubstr("dlock bench: [1/3] memory://: uncontended"));
   EXPECT_THAT(r.err, HasSubstr("[3/3] memory://: contention, 3 clients"));
+  // Issue 22: "1 thread", the acquisitions as the JSON has them, and what
+  // Jain's index is.
+  EXPECT_THAT(r.out, HasSubstr("  uncontended     1 thread "));
+  EXPECT_THAT(r.out, HasSubstr("  uncontended    3 threads "));
+  EXPECT_THAT(r.out, HasSubstr(" acquisitions/s, "));
+  EXPECT_THAT(r.out, HasSubstr("\nJain's fairness index of the acquisitions "
+                               "per client: 1 when every client got the lock "
+                               "as often, 1/N when one client got it every "
+                               "time.\n"));
+  EXPECT_THAT(r.err, HasSubstr("uncontended, 1 thread (up to 170ms)"));
 
   Result quiet = RunProcess(Short(
       {"--backend", "memory://", "--scenarios", "uncontended", "--quiet"}));
   ASSERT_EQ(quiet.code, 0) << quiet.err;
   EXPECT_EQ(quiet.err, "");
+}
+
+// A first look in seconds: small settings, unless a flag says otherwise.
+TEST(CliBenchTest, QuickTakesSmallSettingsButTheFlagsGiven) {
+  const absl::Time start = absl::Now();
+  Result r = RunProcess(Dlock({"bench", "--quick", "--backend", "memory://",
+                               "--json", "--quiet", "--locks", "50"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Generous: a hang, not a speed target.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));
+  std::vector<std::string> uncontended = BenchRecordsOf(r.out, "uncontended");
+  ASSERT_EQ(uncontended.size(), 2u) << r.out;
+  EXPECT_EQ(BenchNumber(uncontended[0], "concurrency"), 1);
+  EXPECT_EQ(BenchNumber(uncontended[1], "concurrency"), 8);
+  EXPECT_LT(BenchNumber(uncontended[0], "seconds"), 1.0);
+  std::vector<std::string> contention = BenchRecordsOf(r.out, "contention");
+  ASSERT_EQ(contention.size(), 1u);
+  EXPECT_EQ(BenchNumber(contention[0], "concurrency"), 4);
+  std::vector<std::string> watchdog = BenchRecordsOf(r.out, "watchdog");
+  ASSERT_EQ(watchdog.size(), 1u);
+  EXPECT_EQ(BenchNumber(watchdog[0], "locks"), 50);  // given: kept
+  EXPECT_EQ(BenchNumber(watchdog[0], "lease_ms"), 1000);
+  std::vector<std::string> memory = BenchRecordsOf(r.out, "memory");
+  ASSERT_EQ(memory.size(), 1u);
+  EXPECT_EQ(BenchNumber(memory[0], "names_asked"), 500);
+  EXPECT_GE(BenchNumber(memory[0], "client_bytes_retained_after_names"), 0);
 }
 
 TEST(CliBenchTest, BadFlagsExit64WithOneLineSayingWhatToGive) {
@@ -125,7 +162,8 @@ TEST(CliBenchTest, BadFlagsExit64WithOneLineSayingWhatToGive) {
       {{"--clients", "1"}, "--clients must be from 2 to 256"},
       {{"--locks", "0"}, "--locks must be from 1"},
       {{"--duration", "0"}, "--duration"},
-      {{"--duration", "2h"}, "--duration is at most 1h"},
+      {{"--duration", "2h"},
+       "--duration: '2h' is out of range: give a duration from 1ms to 1h"},
       {{"--lease", "soon"}, "--lease"},
       {{"--backend", "nosuch://x"}, "nosuch"}};
   for (const auto& [flags, message] : cases) {

@@ -10,8 +10,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "redis_server.h"
-#include "test_certificates.h"
 #include "test_util.h"
+#include "tls_certificates.h"
 
 namespace dlock {
 namespace {
@@ -33,11 +33,11 @@ std::unique_ptr<RedisServer> StartOrDie(const RedisServer::Options& options) {
   return server.ok() ? *std::move(server) : nullptr;
 }
 
-const testing::TestCertificates& Certs() {
-  absl::StatusOr<const testing::TestCertificates*> certs =
-      testing::SharedTestCertificates();
+const testing::TlsCertificates& Certs() {
+  absl::StatusOr<const testing::TlsCertificates*> certs =
+      testing::SharedTlsCertificates();
   EXPECT_TRUE(certs.ok()) << certs.status();
-  static const testing::TestCertificates none;
+  static const testing::TlsCertificates none;
   return certs.ok() ? **certs : none;
 }
 

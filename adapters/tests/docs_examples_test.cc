@@ -32,14 +32,15 @@ absl::Status StdAdapterExample() {
   absl::StatusOr<std::unique_ptr<dlock::LockClient>> client =
       dlock::Connect("memory://docs");
   if (!client.ok()) return client.status();
-  auto from = dlock::DistributedMutex::Create(**client, "account/17");
-  auto to = dlock::DistributedMutex::Create(**client, "account/42");
-  if (!from.ok() || !to.ok()) return absl::InternalError("bad names");
+  // Throws std::system_error (invalid_argument) for a name C15 refuses;
+  // DistributedMutex::Create() says it as a Status instead.
+  dlock::DistributedMutex from(**client, "account/17");
+  dlock::DistributedMutex to(**client, "account/42");
   std::mutex local_cache;
   {
     // Takes all three without deadlock, in any order, like std::mutex.
-    std::scoped_lock lock(**from, **to, local_cache);
-    Transfer(17, 42, /*fence=*/*(*from)->fencing_token());
+    std::scoped_lock lock(from, to, local_cache);
+    Transfer(17, 42, /*fence=*/*from.fencing_token());
   }
   return absl::OkStatus();
 }
@@ -56,7 +57,7 @@ absl::StatusOr<std::unique_ptr<dlock::LockClient>> ConnectWithHook(
     const std::string& uri) {
   dlock::ClientOptions options;
   options.on_release_error = [](absl::string_view name, const absl::Status& s) {
-    std::cerr << "release of " << name << " failed: " << s << "\n";
+    std::cerr << "release of " << name << " failed: " << s.message() << "\n";
   };
   absl::StatusOr<std::unique_ptr<dlock::LockClient>> client =
       dlock::Connect(uri, options);
@@ -64,11 +65,8 @@ absl::StatusOr<std::unique_ptr<dlock::LockClient>> ConnectWithHook(
 }
 
 absl::Status HoldExample(dlock::LockClient& client) {
-  absl::StatusOr<std::unique_ptr<dlock::DistributedLock>> lock =
-      client.GetLock("reindex");
-  if (!lock.ok()) return lock.status();
   absl::StatusOr<dlock::Hold> hold =
-      (*lock)->Acquire({.wait = absl::Seconds(5)});
+      client.Acquire("reindex", {.wait = absl::Seconds(5)});
   if (!hold.ok()) return hold.status();
   for (int batch = 0; batch < 100 && !hold->lost_token().IsCancelled();
        ++batch) {
@@ -138,6 +136,21 @@ TEST(DocsExamplesTest, Config) {
   EXPECT_TRUE(EnvExample().ok());
   unsetenv("DLOCK_BACKEND");
   dlock::testing::RemoveTree(*dir);
+}
+
+// README.md's first example, run as the program it is (a backend from
+// DLOCK_BACKEND, like any service).
+TEST(DocsExamplesTest, ReadmeExampleRuns) {
+  dlock::testing::Result r = dlock::testing::RunProcess(
+      {DLOCK_README_EXAMPLE_PATH}, {"DLOCK_BACKEND=memory://readme"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "settled under fencing token 1\naccount 17 credited 500 cents\n");
+  EXPECT_EQ(r.err, "");
+  dlock::testing::Result unset = dlock::testing::RunProcess(
+      {DLOCK_README_EXAMPLE_PATH}, {"DLOCK_BACKEND="});
+  EXPECT_EQ(unset.code, 1);
+  EXPECT_TRUE(absl::StartsWith(unset.err, "dlock: ")) << unset.err;
 }
 
 TEST(DocsExamplesTest, JobGuard) {

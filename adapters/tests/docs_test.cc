@@ -246,6 +246,131 @@ TEST(DocsSnippetsTest, CppExamplesAreTheTestedOnes) {
   }
 }
 
+// README.md's first example is examples/readme_example.cc, which
+// docs_examples_test.cc builds and runs.
+TEST(DocsSnippetsTest, ReadmeCppExampleIsTheTestedProgram) {
+  const std::string readme =
+      testing::ReadFileOrEmpty(absl::StrCat(testing::kSourceDir, "/README.md"));
+  const std::vector<std::string> blocks = Blocks(readme, "cpp");
+  ASSERT_FALSE(blocks.empty());
+  const std::string program = testing::ReadFileOrEmpty(
+      absl::StrCat(testing::kSourceDir, "/examples/readme_example.cc"));
+  EXPECT_TRUE(absl::EndsWith(program, blocks[0]))
+      << "README.md's first example differs from "
+         "examples/readme_example.cc:\n"
+      << blocks[0];
+  // The short path: no handle, and the mutex as a value.
+  EXPECT_TRUE(absl::StrContains(blocks[0], "locks.Acquire(")) << blocks[0];
+  EXPECT_TRUE(absl::StrContains(blocks[0], "dlock::DistributedMutex mutex("))
+      << blocks[0];
+  EXPECT_FALSE(absl::StrContains(blocks[0], "GetLock(")) << blocks[0];
+}
+
+// The GitHub anchors of `markdown`'s headings: lower case, spaces as '-',
+// punctuation but '-' and '_' dropped.
+std::set<std::string> Anchors(const std::string& markdown) {
+  std::set<std::string> anchors;
+  for (absl::string_view line : absl::StrSplit(markdown, '\n')) {
+    if (!absl::StartsWith(line, "#")) continue;
+    line = absl::StripLeadingAsciiWhitespace(line.substr(line.find(' ')));
+    std::string anchor;
+    for (char c : line) {
+      if (absl::ascii_isalnum(c) || c == '-' || c == '_') {
+        anchor.push_back(absl::ascii_tolower(c));
+      } else if (c == ' ') {
+        anchor.push_back('-');
+      }
+    }
+    anchors.insert(anchor);
+  }
+  return anchors;
+}
+
+// Every figure of docs/choosing.md ("44,129", "0.29%", "1.94 s", "43 µs") is
+// one that benchmarks.md or reliability.md reports, every row links to the
+// one it comes from, and every link lands on a heading that exists.
+TEST(ChoosingDocTest, EveryFigureIsBackedAndEveryLinkResolves) {
+  const std::string choosing = Doc("choosing.md");
+  const std::string backing =
+      absl::StrCat(Doc("benchmarks.md"), Doc("reliability.md"));
+  int rows = 0;
+  for (absl::string_view line : absl::StrSplit(choosing, '\n')) {
+    if (!absl::StartsWith(line, "| ") || absl::StartsWith(line, "| if you") ||
+        absl::StartsWith(line, "| ---")) {
+      continue;
+    }
+    ++rows;
+    EXPECT_TRUE(absl::StrContains(line, "(benchmarks.md#") ||
+                absl::StrContains(line, "(reliability.md#") ||
+                absl::StrContains(line, "(backends.md)"))
+        << "a row without the page its figures come from: " << line;
+    // A figure: digits with a ',' or '.' inside, or a number and a unit.
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (!absl::ascii_isdigit(line[i]) ||
+          (i > 0 && (absl::ascii_isalnum(line[i - 1]) || line[i - 1] == '.' ||
+                     line[i - 1] == ','))) {
+        continue;
+      }
+      size_t end = i;
+      while (end < line.size() &&
+             (absl::ascii_isdigit(line[end]) ||
+              ((line[end] == ',' || line[end] == '.') &&
+               end + 1 < line.size() && absl::ascii_isdigit(line[end + 1])))) {
+        ++end;
+      }
+      const absl::string_view number = line.substr(i, end - i);
+      const absl::string_view after = line.substr(end);
+      std::string figure(number);
+      for (absl::string_view unit : {"%", " µs", " s", "×"}) {
+        if (absl::StartsWith(after, unit)) figure = absl::StrCat(number, unit);
+      }
+      const bool is_figure = figure.size() > number.size() ||
+                             absl::StrContains(number, ',') ||
+                             absl::StrContains(number, '.');
+      if (is_figure) {
+        EXPECT_TRUE(absl::StrContains(backing, figure))
+            << "docs/choosing.md quotes " << figure
+            << ", which neither benchmarks.md nor reliability.md reports:\n"
+            << line;
+      }
+      i = end;
+    }
+  }
+  EXPECT_GE(rows, 8);
+  // Links: to a page of docs/, and to one of its headings.
+  for (size_t at = choosing.find("]("); at != std::string::npos;
+       at = choosing.find("](", at + 2)) {
+    const size_t end = choosing.find(')', at);
+    const std::string target = choosing.substr(at + 2, end - at - 2);
+    const std::vector<std::string> parts = absl::StrSplit(target, '#');
+    const std::string page = Doc(parts[0]);
+    ASSERT_FALSE(page.empty()) << target;
+    if (parts.size() > 1) {
+      EXPECT_TRUE(Anchors(page).contains(parts[1]))
+          << "docs/choosing.md links to " << target
+          << ", a heading that page does not have";
+    }
+  }
+}
+
+// A newcomer's first question, which backend, is answered before anything
+// else the README links to.
+TEST(ChoosingDocTest, TheReadmePointsAtItFirst) {
+  const std::string readme =
+      testing::ReadFileOrEmpty(absl::StrCat(testing::kSourceDir, "/README.md"));
+  const size_t first_doc = readme.find("(docs/");
+  ASSERT_NE(first_doc, std::string::npos);
+  EXPECT_TRUE(absl::StartsWith(readme.substr(first_doc), "(docs/choosing.md)"))
+      << readme.substr(first_doc, 40);
+}
+
+// operations.md no longer says what was true before holder liveness.
+TEST(ChoosingDocTest, NoStaleStatements) {
+  const std::string operations = Doc("operations.md");
+  EXPECT_FALSE(absl::StrContains(operations, "LIVE shows `?` here"));
+  EXPECT_FALSE(absl::StrContains(operations, "does not yet fill in"));
+}
+
 // A clause id cited in `text`: "C" and a number, not inside a longer word
 // ("\xC1", "0xC0"), followed by anything but a letter or digit (an '_'
 // starts a conformance test's name: C5_ReentryNeverShortensLease). Unicode's

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -17,6 +18,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
 
@@ -267,6 +269,71 @@ TEST(MonitorState, MetricsAreValidPrometheusText) {
     EXPECT_THAT(text, HasSubstr(absl::StrCat(
                           "# TYPE ", line.substr(0, line.find('{')), " ")));
   }
+}
+
+TEST(LockTable, ColumnsAreAsWideAsTheirWidestCell) {
+  const std::string name(45, 'n');
+  EXPECT_EQ(AlignColumns({{"NAME", "TOKEN", "HOLDER"},
+                          {name, "7", "me"},
+                          {"b", "12345", "\xc3\xa9t\xc3\xa9"}},
+                         {false, true, false}),
+            absl::StrCat("NAME", std::string(43, ' '), "TOKEN  HOLDER\n", name,
+                         "      7  me\n", "b", std::string(46, ' '),
+                         "12345  \xc3\xa9t\xc3\xa9\n"));
+  // Characters, not bytes: "été" is three wide.
+  EXPECT_EQ(AlignColumns({{"\xc3\xa9t\xc3\xa9", "x"}, {"abcd", "y"}}),
+            "\xc3\xa9t\xc3\xa9   x\nabcd  y\n");
+}
+
+TEST(LockTable, ALockIsTakeableWhenItsHolderIsNotLiveOrItsLeaseRanOut) {
+  EXPECT_FALSE(Takeable(Held("a", 1, absl::Seconds(1), absl::Seconds(9))));
+  EXPECT_FALSE(
+      Takeable(Held("a", 1, absl::Seconds(1), absl::Seconds(9), true)));
+  const LockInfo dead = Held("a", 1, absl::Seconds(1), absl::Minutes(9), false);
+  EXPECT_TRUE(Takeable(dead));
+  EXPECT_EQ(TakeableWhy(dead), "free to take over: its holder is not live");
+  const LockInfo expired = Held("a", 1, absl::Seconds(1), absl::ZeroDuration());
+  EXPECT_TRUE(Takeable(expired));
+  EXPECT_EQ(TakeableWhy(expired), "free to take over: its lease ran out");
+  EXPECT_FALSE(Takeable(LockInfo{.name = "free"}));
+}
+
+TEST(LockTable, LeasesHaveOnePrecisionWhateverTheBackendReported) {
+  // Redis reports milliseconds, PostgreSQL microseconds.
+  EXPECT_EQ(ShortDuration(absl::Milliseconds(598139)), "9m58s");
+  EXPECT_EQ(ShortDuration(absl::Microseconds(598139412)), "9m58s");
+  EXPECT_EQ(ShortDuration(absl::Microseconds(28958734)), "29.0s");
+  EXPECT_EQ(ShortDuration(absl::Milliseconds(28959)), "29.0s");
+  EXPECT_EQ(ShortDuration(absl::Milliseconds(29100)), "29.1s");
+  EXPECT_EQ(ShortDuration(absl::Milliseconds(-3)), "0.0s");
+  // Nobody holds a lock kept after its release: no liveness to tell.
+  LockInfo kept = Held("k", 1, absl::Seconds(1), absl::Minutes(5));
+  kept.kept_after_release = true;
+  EXPECT_EQ(LiveText(kept), "-");
+}
+
+// top without a terminal: whole names, no key hints.
+TEST(LockTable, TheSnapshotShowsWholeNamesAndNoKeys) {
+  TopScreen screen{.endpoint = "redis://h:6379",
+                   .lock_namespace = "jobs",
+                   .interval = absl::Seconds(1),
+                   .now = kNow};
+  const std::string long_name =
+      "a-very-long-lock-name-that-is-over-thirty-two-characters";
+  screen.locks = {
+      Held(long_name, 11, absl::Seconds(2), absl::Seconds(28), true),
+      Held("short", 3, absl::Seconds(1), absl::Seconds(9), false)};
+  const std::string out = RenderTopSnapshot(screen);
+  EXPECT_THAT(out, HasSubstr(long_name + "  owner-of-" + long_name));
+  EXPECT_THAT(out, Not(HasSubstr("~")));
+  EXPECT_THAT(out, Not(HasSubstr("keys:")));
+  std::vector<std::string> lines = absl::StrSplit(out, '\n');
+  ASSERT_GE(lines.size(), 6u);
+  EXPECT_EQ(lines[1], "2 locks - sort held-for - every 1s");
+  EXPECT_TRUE(absl::StartsWith(lines[3], "LOCK  ")) << lines[3];
+  // Every row's columns start where the header's do.
+  EXPECT_EQ(lines[3].find("TOKEN") + 5, lines[4].find("11") + 2) << out;
+  EXPECT_EQ(lines[3].find("TOKEN") + 5, lines[5].find(" 3 ") + 2) << out;
 }
 
 }  // namespace

@@ -288,5 +288,32 @@ TEST(DistributedMutexTest, BadNameIsAStatusNotAnException) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The short path: a mutex made from the client and a name, as a value.
+TEST(DistributedMutexTest, MadeFromTheClientAndANameAsAValue) {
+  const std::string uri = UniqueUri();
+  std::unique_ptr<LockClient> a = MustConnect(uri);
+  std::unique_ptr<LockClient> b = MustConnect(uri);
+  DistributedMutex mine(*a, "account/17");
+  DistributedMutex theirs(*b, "account/17");
+  {
+    std::scoped_lock hold(mine);
+    EXPECT_FALSE(theirs.try_lock());
+    EXPECT_EQ(mine.fencing_token().value_or(0), 1u);
+  }
+  EXPECT_TRUE(theirs.try_lock());
+  theirs.unlock();
+}
+
+TEST(DistributedMutexTest, MadeFromABadNameThrowsInvalidArgument) {
+  std::unique_ptr<LockClient> c = MustConnect(UniqueUri());
+  try {
+    DistributedMutex m(*c, "");
+    ADD_FAILURE() << "a mutex with an empty name was made";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::invalid_argument);
+    EXPECT_THAT(e.what(), HasSubstr("DistributedMutex"));
+  }
+}
+
 }  // namespace
 }  // namespace dlock

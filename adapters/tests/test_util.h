@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -64,9 +65,11 @@ Result RunShell(const std::string& script,
                 const std::vector<std::string>& env = {},
                 absl::Duration timeout = absl::Seconds(120));
 
-// The argv of the dlock CLI run with `args`.
+// The argv of the dlock CLI run with `args`: this build's, or the binary
+// $DLOCK_TEST_CLI names (to see a new test fail against an older build).
 inline std::vector<std::string> Dlock(std::vector<std::string> args) {
-  args.insert(args.begin(), kCliPath);
+  const char* other = std::getenv("DLOCK_TEST_CLI");
+  args.insert(args.begin(), other != nullptr && *other ? other : kCliPath);
   return args;
 }
 

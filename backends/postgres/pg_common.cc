@@ -2,6 +2,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "pg_pooler.h"
+#include "pg_privileges.h"
 
 namespace dlock::postgres {
 namespace {
@@ -42,15 +44,26 @@ PgBackendBase::PgBackendBase(PgOptions options, const BackendConfig& config)
       hub_(config.clock) {}
 
 absl::Status PgBackendBase::Start(PgListener::Watcher* watcher) {
+  Pooling pooling = Pooling::kDirect;
   {
     absl::StatusOr<PgPool::Handle> conn = pool_.Get();
     if (!conn.ok()) return conn.status();
     if (absl::Status s = EnsureSchema(**conn, sql_); !s.ok()) return s;
+    if (!options_.grant_to.empty()) {
+      absl::Status s = GrantTo(**conn, options_.table, options_.grant_to);
+      if (!s.ok()) return s;
+    }
+    absl::StatusOr<Pooling> checked = CheckPooling(options_, **conn);
+    if (!checked.ok()) return checked.status();
+    pooling = *checked;
   }
   notifications_ =
       std::make_unique<PgListener>(options_, sql_, ns_, hub_, watcher);
   // Before Connect() returns: a waiter's first release must be heard (C9).
-  return notifications_->Start();
+  // Through transaction pooling a LISTEN is heard only on a database alias
+  // pooled by session (listen_dbname; docs/postgres.md, "PgBouncer").
+  return notifications_->Start(pooling != Pooling::kTransactions ||
+                               !options_.listen_dbname.empty());
 }
 
 void PgBackendBase::Shutdown() {

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/clock.h"
+#include "pg_privileges.h"
 
 namespace dlock::postgres {
 namespace {
@@ -25,6 +26,80 @@ std::string Trimmed(const char* message) {
   return out.empty() ? "connection lost" : out;
 }
 
+// The SQLSTATE in the last "SEVERITY:  XXXXX: " of a verbose libpq message;
+// empty when there is none.
+std::string LastSqlstate(absl::string_view verbose) {
+  std::string found;
+  for (size_t at = verbose.find(":  "); at != absl::string_view::npos;
+       at = verbose.find(":  ", at + 1)) {
+    const absl::string_view code = verbose.substr(at + 3, 7);
+    bool ok = code.size() == 7 && code.substr(5) == ": ";
+    for (size_t i = 0; ok && i < 5; ++i) {
+      ok = absl::ascii_isdigit(code[i]) || absl::ascii_isupper(code[i]);
+    }
+    if (ok) found = std::string(code.substr(0, 5));
+  }
+  return found;
+}
+
+// The SQLSTATE of the error a server reported while refusing a connection.
+// libpq keeps no error fields for a failed connection, and writes the code
+// into its message only when asked for verbose messages, which
+// PQconnectdbParams cannot be before it connects: so the connection is
+// started, made verbose, and made again (PQreset, which keeps libpq's own
+// connect_timeout per host). Only on a failure the server reported.
+std::string RefusalSqlstate(const std::vector<const char*>& keys,
+                            const std::vector<const char*>& values) {
+  PGconn* again = PQconnectStartParams(keys.data(), values.data(), 0);
+  if (again == nullptr) return "";
+  PQsetErrorVerbosity(again, PQERRORS_VERBOSE);
+  PQreset(again);
+  const std::string sqlstate = PQstatus(again) == CONNECTION_OK
+                                   ? ""
+                                   : LastSqlstate(PQerrorMessage(again));
+  PQfinish(again);
+  return sqlstate;
+}
+
+// TLS: the server's certificate failed verification (unknown CA, expired,
+// another name) or the server refused ours. OpenSSL's reasons are never
+// translated; the host-name message is libpq's own.
+bool CertificateRefused(absl::string_view message) {
+  return absl::StrContains(message, "certificate verify failed") ||
+         absl::StrContains(message, "does not match host name") ||
+         (absl::StrContains(message, "alert") &&
+          (absl::StrContains(message, "certificate") ||
+           absl::StrContains(message, "unknown ca")));
+}
+
+absl::Status ConnectFailure(const PgOptions& options, PGconn* failed,
+                            const std::vector<const char*>& keys,
+                            const std::vector<const char*>& values) {
+  const std::string message = Trimmed(PQerrorMessage(failed));
+  // libpq's messages name hosts and users, never the password.
+  std::string text =
+      absl::StrCat(options.endpoint, ": cannot connect: ", message);
+  if (PQconnectionNeedsPassword(failed)) {
+    return absl::UnauthenticatedError(
+        absl::StrCat(text,
+                     "; the server asks for a password and none was given "
+                     "(password_env, password_file or PGPASSFILE)"));
+  }
+  if (CertificateRefused(message)) return absl::UnauthenticatedError(text);
+  // libpq writes an error the server sent as "SEVERITY:  message".
+  const std::string sqlstate =
+      absl::StrContains(message, ":  ") ? RefusalSqlstate(keys, values) : "";
+  if (sqlstate.empty()) return absl::UnavailableError(text);
+  absl::StrAppend(&text, " (SQLSTATE ", sqlstate, ")");
+  if (absl::StartsWith(sqlstate, "28")) {
+    return absl::UnauthenticatedError(text);
+  }
+  if (sqlstate == "3D000" || sqlstate == "42501") {
+    return absl::PermissionDeniedError(text);
+  }
+  return absl::UnavailableError(text);
+}
+
 }  // namespace
 
 absl::Status ResultStatus(const PGresult* result, const std::string& endpoint,
@@ -37,13 +112,20 @@ absl::Status ResultStatus(const PGresult* result, const std::string& endpoint,
       sqlstate.empty() ? "" : absl::StrCat(" (SQLSTATE ", sqlstate, ")"));
   // 08 connection, 53 resources, 57 operator intervention (shutdown, statement
   // timeout), 58 system errors: the server is there but cannot serve now.
+  // 25006: a read-only server, a standby not yet promoted.
   if (sqlstate.empty() || absl::StartsWith(sqlstate, "08") ||
-      absl::StartsWith(sqlstate, "53") || absl::StartsWith(sqlstate, "57") ||
-      absl::StartsWith(sqlstate, "58")) {
+      sqlstate == "25006" || absl::StartsWith(sqlstate, "53") ||
+      absl::StartsWith(sqlstate, "57") || absl::StartsWith(sqlstate, "58")) {
     return absl::UnavailableError(message);
   }
   if (sqlstate == "40001" || sqlstate == "40P01") {
     return absl::AbortedError(message);  // retried by the caller
+  }
+  if (absl::StartsWith(sqlstate, "28")) {
+    return absl::UnauthenticatedError(message);
+  }
+  if (sqlstate == "42501" || sqlstate == "3D000") {
+    return absl::PermissionDeniedError(message);
   }
   return absl::InternalError(message);
 }
@@ -78,19 +160,31 @@ absl::StatusOr<std::unique_ptr<PgConn>> PgConn::Open(const PgOptions& options) {
   // stderr by default; errors reach callers as statuses instead.
   PQsetNoticeProcessor(
       raw, [](void*, const char*) {}, nullptr);
-  std::unique_ptr<PgConn> conn(
-      new PgConn(raw, options.endpoint, options.statement_timeout));
+  std::unique_ptr<PgConn> conn(new PgConn(raw, options));
   if (PQstatus(raw) != CONNECTION_OK) {
     conn->broken_ = true;
-    return conn->ConnectionError("cannot connect");
+    return ConnectFailure(options, raw, keys, values);
   }
-  if (absl::Status s = conn->Exec(
-          absl::StrCat("SET statement_timeout = ",
-                       absl::ToInt64Milliseconds(options.statement_timeout)));
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = conn->Setup(); !s.ok()) return s;
   return conn;
+}
+
+absl::Status PgConn::Setup() {
+  // PgBouncer sends the client a process id of its own (BackendKeyData),
+  // never the server's: a pooler that speaks the protocol itself shows as
+  // a mismatch. A plain TCP proxy passes the server's through. Only a
+  // direct session gets the timeout: set through a pooler, it would stay
+  // on a server connection that other clients get next.
+  const int pid = PQbackendPID(conn_);
+  const std::string sql = absl::StrCat(
+      "SELECT pg_backend_pid() = ", pid, ", CASE WHEN pg_backend_pid() = ", pid,
+      " THEN set_config('statement_timeout', '",
+      absl::ToInt64Milliseconds(timeout_), "', false) END");
+  if (PQsendQuery(conn_, sql.c_str()) == 0) return ConnectionError("setup");
+  absl::StatusOr<PgResult> r = Await("setup");
+  if (!r.ok()) return r.status();
+  direct_ = PQntuples(r->get()) == 1 && GetText(r->get(), 0, 0) == "t";
+  return absl::OkStatus();
 }
 
 PgConn::~PgConn() { PQfinish(conn_); }
@@ -199,8 +293,10 @@ absl::StatusOr<PgResult> PgConn::Run(const Statement& stmt,
   executed_ = false;
   if (broken_) return ConnectionError(stmt.name);
   // Prepared the first time it runs here: later runs skip parsing and
-  // planning.
-  if (!prepared_.contains(stmt.name)) {
+  // planning. Behind a pooler a named statement could be missing from the
+  // next server session: there, every run sends its text (the unnamed
+  // statement, parsed with its parameters in the same round trip).
+  if (direct_ && !prepared_.contains(stmt.name)) {
     if (PQsendPrepare(conn_, stmt.name.c_str(), stmt.sql.c_str(), 0, nullptr) ==
         0) {
       return ConnectionError(absl::StrCat("preparing ", stmt.name));
@@ -211,7 +307,17 @@ absl::StatusOr<PgResult> PgConn::Run(const Statement& stmt,
     prepared_.insert(stmt.name);
   }
   if (absl::Status sent = Send(stmt, params); !sent.ok()) return sent;
-  return Await(stmt.name);
+  absl::StatusOr<PgResult> result = Await(stmt.name);
+  if (result.ok() || !absl::IsPermissionDenied(result.status()) ||
+      explaining_) {
+    return result;
+  }
+  // Name the grants the user lacks (looked up on this connection, which
+  // a refused statement leaves usable).
+  explaining_ = true;
+  absl::Status explained = ExplainDenied(*this, result.status(), table_, mode_);
+  explaining_ = false;
+  return explained;
 }
 
 absl::Status PgConn::Send(const Statement& stmt,
@@ -239,10 +345,10 @@ absl::Status PgConn::Send(const Statement& stmt,
   return absl::OkStatus();
 }
 
-absl::Status PgConn::Exec(const std::string& sql) {
-  if (broken_) return ConnectionError("setup");
-  if (PQsendQuery(conn_, sql.c_str()) == 0) return ConnectionError("setup");
-  return Await("setup").status();
+absl::Status PgConn::Exec(const std::string& sql, absl::string_view doing) {
+  if (broken_) return ConnectionError(doing);
+  if (PQsendQuery(conn_, sql.c_str()) == 0) return ConnectionError(doing);
+  return Await(doing).status();
 }
 
 }  // namespace dlock::postgres

@@ -32,8 +32,12 @@ struct Statement {
 
 class PgConn {
  public:
-  // Connects (bounded by libpq's connect_timeout) and sets the server-side
-  // statement_timeout. Unavailable naming the endpoint on failure.
+  // Connects (bounded by libpq's connect_timeout per host) and, on a
+  // direct connection, sets the server-side statement_timeout. On failure,
+  // a status naming the endpoint: Unauthenticated when the server refused
+  // the user or its password (SQLSTATE class 28) or either side refused the
+  // other's certificate, PermissionDenied when the database is missing
+  // (3D000) or may not be used (42501), else Unavailable.
   static absl::StatusOr<std::unique_ptr<PgConn>> Open(const PgOptions& options);
   ~PgConn();
   PgConn(const PgConn&) = delete;
@@ -63,8 +67,9 @@ class PgConn {
   // at once (the answer is complete, or the connection failed).
   bool AnswerReady();
   // A simple query without parameters (setup, LISTEN), maybe several
-  // statements; only for text that holds no caller data.
-  absl::Status Exec(const std::string& sql);
+  // statements; only for text that holds no caller data. `doing` names it
+  // in errors.
+  absl::Status Exec(const std::string& sql, absl::string_view doing = "setup");
 
   // Reads whatever the server sent meanwhile without blocking; false when
   // the connection is gone (the server closed it, or it was broken before).
@@ -76,23 +81,43 @@ class PgConn {
   int socket() const { return PQsocket(conn_); }
   PGconn* raw() { return conn_; }
   const std::string& endpoint() const { return endpoint_; }
+  // Whether this is the server's own session: false behind a pooler that
+  // speaks the protocol itself (PgBouncer, which sends its own process id
+  // to the client), where the server session may change between
+  // transactions. Such a connection prepares no statement and sets no
+  // session setting (pg_pooler.h tells the pooling modes apart).
+  bool direct() const { return direct_; }
 
   // The status for a failed connection, naming the endpoint.
   absl::Status ConnectionError(absl::string_view doing);
 
  private:
-  PgConn(PGconn* conn, std::string endpoint, absl::Duration timeout)
-      : conn_(conn), endpoint_(std::move(endpoint)), timeout_(timeout) {}
+  PgConn(PGconn* conn, const PgOptions& options)
+      : conn_(conn),
+        endpoint_(options.endpoint),
+        timeout_(options.statement_timeout),
+        table_(options.table),
+        mode_(options.mode) {}
+  // Whether the server's session is ours, and, only then, its
+  // statement_timeout set: one round trip.
+  absl::Status Setup();
   PGconn* conn_;
   const std::string endpoint_;
   const absl::Duration timeout_;  // server-side statement_timeout
+  // For the grants a refused statement lacks (pg_privileges.h).
+  const std::string table_;
+  const Mode mode_;
   bool broken_ = false;
   bool executed_ = false;
+  bool direct_ = true;
+  bool explaining_ = false;  // a refusal's grants are being looked up
   absl::flat_hash_set<std::string> prepared_;
 };
 
 // The status for a failed result, by SQLSTATE class: connection trouble,
-// shutdown, resource limits and timeouts are Unavailable; the rest Internal.
+// shutdown, resource limits and timeouts are Unavailable; authentication
+// (class 28) Unauthenticated; a missing privilege (42501) or database
+// (3D000) PermissionDenied; the rest Internal.
 absl::Status ResultStatus(const PGresult* result, const std::string& endpoint,
                           absl::string_view doing);
 

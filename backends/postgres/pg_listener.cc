@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "pg_pooler.h"
 
 namespace dlock::postgres {
 namespace {
@@ -19,7 +20,9 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 
 PgListener::PgListener(const PgOptions& options, const Sql& sql, std::string ns,
                        WakeupHub& hub, Watcher* watcher)
-    : options_(options),
+    : options_(options.listen_dbname.empty()
+                   ? options
+                   : WithDbname(options, options.listen_dbname)),
       sql_(sql),
       prefix_(absl::StrCat(ns, ":")),
       hub_(hub),
@@ -35,10 +38,22 @@ PgListener::~PgListener() {
   if (wake_pipe_[1] >= 0) close(wake_pipe_[1]);
 }
 
-absl::Status PgListener::Start() {
+absl::Status PgListener::Start(bool listen) {
+  listen_ = listen;
   if (absl::Status s = Connect(); !s.ok()) {
-    return absl::UnavailableError(
+    return absl::Status(
+        absl::IsUnavailable(s) ? absl::StatusCode::kUnavailable : s.code(),
         absl::StrCat("cannot listen for releases (LISTEN): ", s.message()));
+  }
+  if (listen_ && !options_.listen_dbname.empty()) {
+    absl::StatusOr<Pooling> pooling = DetectPooling(options_, *conn_);
+    if (!pooling.ok()) return pooling.status();
+    if (*pooling == Pooling::kTransactions) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options_.endpoint, ": listen_dbname '", options_.listen_dbname,
+          "' is pooled by transaction too; LISTEN needs a database alias "
+          "with pool_mode = session (docs/postgres.md, \"PgBouncer\")"));
+    }
   }
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
@@ -62,7 +77,9 @@ void PgListener::Wake() {
 absl::Status PgListener::Connect() {
   absl::StatusOr<std::unique_ptr<PgConn>> conn = PgConn::Open(options_);
   if (!conn.ok()) return conn.status();
-  if (absl::Status s = (*conn)->Exec(sql_.listen); !s.ok()) return s;
+  if (listen_) {
+    if (absl::Status s = (*conn)->Exec(sql_.listen); !s.ok()) return s;
+  }
   conn_ = *std::move(conn);
   return absl::OkStatus();
 }

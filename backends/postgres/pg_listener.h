@@ -39,8 +39,12 @@ class PgListener {
   // Connects and LISTENs before the thread starts, so that no release is
   // announced unheard after the client's Connect() returned (C9). Bounded by
   // libpq's connect_timeout and the statement timeout; Unavailable naming
-  // the endpoint when the listener cannot be set up.
-  absl::Status Start();
+  // the endpoint when the listener cannot be set up. It connects to
+  // options.listen_dbname when given, which must keep its server session
+  // (FailedPrecondition otherwise). Without `listen` (behind transaction
+  // pooling, where a LISTEN stays on a server connection that other clients
+  // get) it only sweeps and watches.
+  absl::Status Start(bool listen = true);
   void Stop();
   // Makes the thread look at Watcher::Fds() again.
   void Wake();
@@ -50,11 +54,12 @@ class PgListener {
   absl::Status Connect();
   void Drain();
 
-  const PgOptions& options_;
+  const PgOptions options_;  // with listen_dbname as the database, if given
   const Sql& sql_;
   const std::string prefix_;  // "<namespace>:" as in a notification payload
   WakeupHub& hub_;
   Watcher* const watcher_;
+  bool listen_ = true;  // set before the thread starts
   int wake_pipe_[2] = {-1, -1};
   std::atomic<bool> stop_{false};
   std::unique_ptr<PgConn> conn_;  // only the thread touches it

@@ -17,8 +17,9 @@ constexpr absl::Duration kMaxGrace = absl::Minutes(10);
 constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(5);
 constexpr char kKnownOptions[] =
     "table, mode (lease|session), pool_size, max_sessions, session_grace, "
-    "statement_timeout (the older name of operation_timeout), libpq "
-    "connection parameters (sslmode, application_name, options, ...)";
+    "statement_timeout (the older name of operation_timeout), grant_to, "
+    "listen_dbname, "
+    "libpq connection parameters (sslmode, application_name, options, ...)";
 
 // Keywords this libpq accepts, as PQconndefaults() lists them.
 absl::flat_hash_set<std::string> LibpqKeywords() {
@@ -92,6 +93,15 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
       return absl::InvalidArgumentError(absl::StrCat(
           "URI option 'mode' must be 'lease' or 'session', not '", *mode, "'"));
     }
+  }
+  if (std::optional<std::string> role = params.TakeString("grant_to")) {
+    if (role->empty()) {
+      return absl::InvalidArgumentError("URI option 'grant_to' needs a role");
+    }
+    out.grant_to = *role;
+  }
+  if (std::optional<std::string> db = params.TakeString("listen_dbname")) {
+    out.listen_dbname = *db;
   }
   absl::StatusOr<std::optional<int64_t>> pool =
       params.TakeInt("pool_size", 1, 256);
@@ -184,6 +194,7 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
   const absl::flat_hash_set<std::string> known = LibpqKeywords();
   std::string host_param, port_param;
   bool has_application_name = false;
+  bool has_session_attrs = false;
   for (const auto& [key, value] : params.Rest()) {
     if (!known.contains(key) || key == "replication") {
       return UnknownUriOption(uri.scheme, key, kKnownOptions);
@@ -195,6 +206,7 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
     if (key == "host") host_param = value;
     if (key == "port") port_param = value;
     has_application_name = has_application_name || key == "application_name";
+    has_session_attrs = has_session_attrs || key == "target_session_attrs";
     add(key, value);
   }
   // The common connect timeout, which the core took (libpq's name too).
@@ -203,7 +215,27 @@ absl::StatusOr<PgOptions> ParsePgOptions(const BackendConfig& config) {
       LibpqConnectTimeout(
           config.common.connect_timeout.value_or(kDefaultConnectTimeout)));
   if (!has_application_name) add("application_name", "dlock");
+  // Several hosts: a primary and its standbys. dlock writes on every call,
+  // so it wants the primary, wherever it is now (libpq's default takes the
+  // first host that answers, standby or not).
+  if (!has_session_attrs &&
+      (uri.hosts.size() > 1 || host_param.find(',') != std::string::npos)) {
+    add("target_session_attrs", "read-write");
+  }
   out.endpoint = Endpoint(uri, host_param, port_param);
+  return out;
+}
+
+PgOptions WithDbname(const PgOptions& options, const std::string& dbname) {
+  PgOptions out = options;
+  for (size_t i = 0; i < out.keywords.size(); ++i) {
+    if (out.keywords[i] == "dbname") {
+      out.values[i] = dbname;
+      return out;
+    }
+  }
+  out.keywords.push_back("dbname");
+  out.values.push_back(dbname);
   return out;
 }
 

@@ -38,7 +38,17 @@ struct PgOptions {
   // statement the server confirmed on a session the holder still believes
   // in its holds (C19). See docs/postgres.md, "Session mode".
   absl::Duration session_grace = absl::Seconds(3);
+  // Setup (`dlock setup --grant-to`): once the schema is in place, grant
+  // this role what dlock needs on it. Empty: grant nothing.
+  std::string grant_to;
+  // The database the listener connects to, when not the URI's: behind
+  // PgBouncer in transaction pooling, an alias of the same database in
+  // pool_mode = session, where LISTEN keeps its server session.
+  std::string listen_dbname;
 };
+
+// `options` with another database name (libpq's dbname).
+PgOptions WithDbname(const PgOptions& options, const std::string& dbname);
 
 // Takes dlock's options from config.params and passes every other parameter
 // through to libpq when libpq knows it (PQconndefaults); anything else is

@@ -31,6 +31,9 @@ namespace {
 // matches it, no session's end and no client's liveness frees it, and
 // acquirers of either mode wait until it expires. The release function
 // takes the keep (p_keep_ms), so the older one is dropped.
+//
+// Version 6 draws fencing tokens with the function next_token (below), so
+// that they keep increasing across a failover.
 constexpr char kCreate[] = R"sql(
 BEGIN;
 SELECT pg_advisory_xact_lock(7238085217420861440);
@@ -88,6 +91,20 @@ $fn$;
 DROP FUNCTION IF EXISTS {F}release"(text, text, text, bigint, boolean,
     boolean, text);
 
+-- Version 6: the next fencing token (C8). The sequence alone does not keep
+-- tokens increasing across a failover: it is logged only every 32 values
+-- (and at the first draw after a checkpoint), so a standby promoted after
+-- asynchronous replication lost the last records restarts it from the value
+-- logged before them and hands out again tokens the old primary granted.
+-- Each promotion starts a new, larger timeline (the first 8 hex digits of
+-- the WAL file name): it is the token's high bits, the sequence the low 48,
+-- so every token of a later timeline is above every token of an earlier one.
+CREATE OR REPLACE FUNCTION {F}next_token"()
+RETURNS bigint LANGUAGE sql VOLATILE AS $fn$
+  SELECT (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))
+      ::bit(32)::bigint << 48) + nextval('{S}')
+$fn$;
+
 -- Whether some session still holds the shared advisory lock on p_key: the
 -- exclusive try fails exactly when another session does. A shared lock held
 -- by this very session counts as alive too: it cannot be told from the
@@ -129,7 +146,7 @@ BEGIN
     IF NOT FOUND THEN
       INSERT INTO {T} AS l (namespace, name, owner, holds, fencing_token,
           kept_lease_ms, expires_at, since, session_key, grace_ms)
-        VALUES (p_ns, p_name, p_owner, 1, nextval('{S}'), p_lease_ms,
+        VALUES (p_ns, p_name, p_owner, 1, {F}next_token"(), p_lease_ms,
           v_now + v_lease, v_now, v_key, p_grace_ms)
         ON CONFLICT DO NOTHING RETURNING l.fencing_token INTO o_token;
       IF NOT FOUND THEN
@@ -188,7 +205,7 @@ BEGIN
     END IF;
     -- Free, expired, or its holder's session gone for the grace: take it.
     UPDATE {T} l SET owner = p_owner, holds = 1,
-        fencing_token = nextval('{S}'), kept_lease_ms = p_lease_ms,
+        fencing_token = {F}next_token"(), kept_lease_ms = p_lease_ms,
         expires_at = v_now + v_lease, since = v_now, session_key = v_key,
         wanted = false, dead_since = NULL, grace_ms = p_grace_ms,
         live_ids = NULL
@@ -279,8 +296,8 @@ BEGIN
 END
 $fn$;
 
-INSERT INTO {M} SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {M});
-UPDATE {M} SET version = 5 WHERE version < 5;
+INSERT INTO {M} SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM {M});
+UPDATE {M} SET version = 6 WHERE version < 6;
 COMMIT;
 )sql";
 
@@ -296,7 +313,7 @@ constexpr char kAcquire[] = R"sql(
 WITH a AS (
 INSERT INTO {T} AS l (namespace, name, owner, holds, fencing_token,
     kept_lease_ms, expires_at, since, live_ids)
-VALUES ($1, $2, $3, 1, nextval('{S}'), $4::bigint,
+VALUES ($1, $2, $3, 1, {F}next_token"(), $4::bigint,
     clock_timestamp() + $4::bigint * interval '1 millisecond',
     clock_timestamp(), CASE WHEN $6::bigint > 0 THEN ARRAY[$5::text] END)
 ON CONFLICT (namespace, name) DO UPDATE SET
@@ -306,7 +323,7 @@ ON CONFLICT (namespace, name) DO UPDATE SET
      CASE WHEN d.take THEN $3 ELSE l.owner END,
      CASE WHEN d.again THEN l.holds + 1 WHEN d.take THEN 1 ELSE l.holds END,
      CASE WHEN d.again OR NOT d.take THEN l.fencing_token
-          ELSE nextval('{S}') END,
+          ELSE {F}next_token"() END,
      CASE WHEN d.again THEN GREATEST(l.kept_lease_ms, $4::bigint)
           WHEN d.take THEN $4::bigint ELSE l.kept_lease_ms END,
      CASE WHEN d.again THEN GREATEST(l.expires_at,
@@ -484,36 +501,55 @@ Sql::Sql(const std::string& table) {
 }
 
 absl::Status EnsureSchema(PgConn& conn, const Sql& sql) {
-  absl::Status created = absl::OkStatus();
-  for (int round = 0; round < 2; ++round) {
+  for (int round = 0;; ++round) {
+    // 0: no schema yet (the meta table is missing: 42P01).
+    int64_t found = 0;
     absl::StatusOr<PgResult> version =
         conn.Run(Statement{"dlock_schema_version", sql.schema_version}, {});
-    if (version.ok() && PQntuples(version->get()) == 1 &&
-        !PQgetisnull(version->get(), 0, 0)) {
-      const int64_t v = GetInt(version->get(), 0, 0);
-      if (v > kSchemaVersion) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            conn.endpoint(), ": the lock table has schema version ", v,
-            ", newer than this dlock understands (", kSchemaVersion,
-            "); upgrade dlock"));
-      }
-      // v < kSchemaVersion: create_schema migrates (ADD COLUMN IF NOT
-      // EXISTS, functions replaced) in its serialized transaction.
-      if (v == kSchemaVersion) return absl::OkStatus();
-    } else if (!version.ok() &&
-               version.status().code() == absl::StatusCode::kUnavailable) {
+    if (version.ok()) {
+      if (PQntuples(version->get()) == 1) found = GetInt(version->get(), 0, 0);
+    } else if (version.status().code() != absl::StatusCode::kInternal) {
+      // Unavailable, or refused (PermissionDenied naming the grants).
       return version.status();
     }
-    if (round == 0) created = conn.Exec(sql.create_schema);
-    if (!created.ok()) {
-      // A failed statement leaves the BEGIN block open and aborted.
-      conn.Exec("ROLLBACK").IgnoreError();
-      break;
+    if (found > kSchemaVersion) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(conn.endpoint(), ": the lock table has schema version ",
+                       found, ", newer than this dlock understands (",
+                       kSchemaVersion, "); upgrade dlock"));
     }
+    if (found == kSchemaVersion) return absl::OkStatus();
+    if (round > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          conn.endpoint(), ": the lock tables still have schema version ",
+          found, " after creating them"));
+    }
+    // Older (or none): create_schema creates or migrates (ADD COLUMN IF NOT
+    // EXISTS, functions replaced) in its serialized transaction.
+    absl::Status created =
+        conn.Exec(sql.create_schema, "creating the lock tables");
+    if (created.ok()) continue;
+    // A failed statement leaves the BEGIN block open and aborted.
+    conn.Exec("ROLLBACK").IgnoreError();
+    if (absl::IsPermissionDenied(created)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          created.message(),
+          found == 0
+              ? "; this user may not create the lock tables: let an "
+                "administrator run `dlock setup --backend <their URI> "
+                "--grant-to <this user>`"
+              : absl::StrCat("; the lock tables have schema version ", found,
+                             ", older than this dlock's (", kSchemaVersion,
+                             "), and only their owner may migrate them: let "
+                             "the owner run `dlock setup --backend <their "
+                             "URI>`"),
+          " (docs/postgres.md, \"Least privilege\")"));
+    }
+    if (absl::IsUnavailable(created)) return created;
+    return absl::FailedPreconditionError(absl::StrCat(
+        conn.endpoint(),
+        ": could not create the lock tables: ", created.message()));
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat(conn.endpoint(),
-                   ": could not create the lock tables: ", created.message()));
 }
 
 }  // namespace dlock::postgres

@@ -20,7 +20,9 @@ namespace dlock::postgres {
 // hold over.
 // 5: the release function takes the keep after release
 // (ReleaseCall::keep_for).
-inline constexpr int kSchemaVersion = 5;
+// 6: fencing tokens carry the server's timeline (function next_token), so
+// that they keep increasing across a failover.
+inline constexpr int kSchemaVersion = 6;
 
 struct Sql {
   explicit Sql(const std::string& table);

@@ -4,6 +4,8 @@
 //   redis[s]-sentinel://[user[:password]@]s1:port,s2:port,.../master[/db][?...]
 // Each operation is one Lua script on it (redis_lock_ops.h); waiters are
 // woken by its release announcements (redis_master.h).
+#include <hiredis/hiredis.h>
+
 #include <functional>
 #include <memory>
 
@@ -11,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "dlock/backend/backend.h"
 #include "dlock/backend/wakeup.h"
+#include "redis_holds.h"
 #include "redis_lock_ops.h"
 #include "redis_master.h"
 #include "redis_sentinel.h"
@@ -42,7 +45,10 @@ class RedisBackend : public Backend {
         fallback_poll_(fallback_poll),
         releases_(clock),
         sentinels_(std::move(sentinels)),
-        master_(config, keys_.channel(), &releases_) {}
+        master_(config, keys_.channel(), &releases_, Master::Redial::kByCaller,
+                [this](Connection& conn, const Scripts& scripts) {
+                  return CheckLayout(conn, scripts, keys_, master_.endpoint());
+                }) {}
 
   ~RedisBackend() override { Shutdown(); }
 
@@ -63,28 +69,13 @@ class RedisBackend : public Backend {
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const bool will_wait = call.deadline > clock_.Now();
-    return AcquireWithWakeups(
-        call, releases_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
-          std::vector<ScriptCall> script;
-          script.push_back(AcquireScript(master_, keys_, liveness_, call.name,
-                                         call.owner, call.lease, will_wait));
-          Master::Pending pending = master_.Submit(std::move(script));
-          absl::StatusOr<Reply> reply = std::move(pending.Await()[0]);
-          if (!reply.ok()) return reply.status();
-          absl::StatusOr<AcquireReply> parsed =
-              ParseAcquire(reply->get(), master_.endpoint());
-          if (!parsed.ok()) return parsed.status();
-          Attempt attempt = parsed->ToAttempt();
-          if (!attempt.acquired.has_value()) return attempt;
-          if (absl::Status s = Replicated(pending, "grant", call.name);
-              !s.ok()) {
-            // Not on enough replicas: a failover could hand it to another
-            // owner. Given back; the caller may try again.
-            (void)Run(ReleaseScript(master_, keys_, call.name, call.owner, 1));
-            return s;
-          }
-          return attempt;
-        });
+    absl::StatusOr<Grant> grant =
+        AcquireWithWakeups(call, releases_, fallback_poll_,
+                           [&]() -> absl::StatusOr<::dlock::Attempt> {
+                             return TryOnce(call, will_wait);
+                           });
+    if (grant.ok() && KeepsLiveness()) NoteGrant(call, *grant);
+    return grant;
   }
 
   // Not waited for with wait_replicas: a release a failover loses frees
@@ -106,9 +97,10 @@ class RedisBackend : public Backend {
     std::vector<ScriptCall> scripts;
     scripts.reserve(calls.size());
     for (const RenewCall& call : calls) {
-      scripts.push_back(
-          RenewScript(master_, keys_, call.name, call.owner, call.lease));
+      scripts.push_back(RenewScript(master_, keys_, liveness_, call.name,
+                                    call.owner, call.lease));
     }
+    const MonoTime sent = clock_.Now();
     Master::Pending pending = master_.Submit(std::move(scripts));
     std::vector<absl::StatusOr<Reply>> replies = pending.Await();
     std::vector<absl::Status> results;
@@ -131,27 +123,61 @@ class RedisBackend : public Backend {
         }
       }
     }
+    // A renewal refreshed the hold's liveness deadline too.
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (results[i].ok() && calls[i].record != nullptr && KeepsLiveness()) {
+        static_cast<RedisHold*>(calls[i].record)
+            ->Confirmed(sent, LivenessTtl(), kDrift);
+      }
+    }
     return results;
   }
 
-  // Replicated like a grant: a failover that lost the refresh would let a
-  // waiter take over holds this client still believes.
+  // A hold is believed only while its own deadline was confirmed: a grant
+  // or heartbeat of another lock says nothing of this one's.
+  MonoTime HeldUntil(absl::string_view, absl::string_view,
+                     const HoldRecord* record) override {
+    if (record == nullptr || !KeepsLiveness()) {
+      return MonoTime::InfiniteFuture();
+    }
+    return static_cast<const RedisHold*>(record)->live_until();
+  }
+
+  // Every held lock's deadline, in one pipeline. Replicated like a grant:
+  // a failover that lost the refresh would let a waiter take over holds
+  // this client still believes.
   absl::Status RenewLiveness(absl::Duration) override {
-    std::vector<ScriptCall> script;
-    script.push_back(LivenessScript(master_, liveness_));
-    Master::Pending pending = master_.Submit(std::move(script));
-    absl::StatusOr<Reply> reply = std::move(pending.Await()[0]);
-    if (!reply.ok()) return reply.status();
-    if (absl::Status s =
-            ReplyError(reply->get(), "liveness", master_.endpoint());
+    const MonoTime sent = clock_.Now();
+    std::vector<std::shared_ptr<RedisHold>> holds;
+    std::vector<ScriptCall> scripts;
+    for (std::shared_ptr<RedisHold>& hold : held_.Current()) {
+      // One refreshed within the last third of the TTL (a renewal, a
+      // grant) waits for the next heartbeat.
+      if (hold->live_until() > sent + LivenessTtl() * 2 / 3) continue;
+      scripts.push_back(RefreshLivenessScript(master_, keys_, liveness_,
+                                              hold->name(), hold->owner(),
+                                              hold->token()));
+      holds.push_back(std::move(hold));
+    }
+    if (scripts.empty()) return absl::OkStatus();
+    Master::Pending pending = master_.Submit(std::move(scripts));
+    std::vector<absl::StatusOr<Reply>> replies = pending.Await();
+    std::vector<bool> still_held(holds.size());
+    for (size_t i = 0; i < holds.size(); ++i) {
+      if (!replies[i].ok()) return replies[i].status();
+      absl::StatusOr<bool> held =
+          ParseRefreshLiveness(replies[i]->get(), master_.endpoint());
+      if (!held.ok()) return held.status();
+      still_held[i] = *held;  // a hold gone is the core's to find out
+    }
+    if (absl::Status s = Replicated(pending, "liveness refresh", "held locks");
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = ParseLivenessReply(reply->get(), master_.endpoint());
-        !s.ok()) {
-      return s;
+    for (size_t i = 0; i < holds.size(); ++i) {
+      if (still_held[i]) holds[i]->Confirmed(sent, LivenessTtl(), kDrift);
     }
-    return Replicated(pending, "liveness refresh", liveness_.key);
+    return absl::OkStatus();
   }
 
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
@@ -202,6 +228,52 @@ class RedisBackend : public Backend {
   }
 
  private:
+  // The core's drift margin (docs/reliability.md): 1% + 2 ms.
+  static constexpr Drift kDrift{};
+
+  bool KeepsLiveness() const { return liveness_.ttl_ms > 0; }
+  absl::Duration LivenessTtl() const {
+    return absl::Milliseconds(liveness_.ttl_ms);
+  }
+
+  // One attempt: the acquire script, and with wait_replicas the WAIT.
+  absl::StatusOr<::dlock::Attempt> TryOnce(const AcquireCall& call,
+                                           bool will_wait) {
+    std::vector<ScriptCall> script;
+    script.push_back(AcquireScript(master_, keys_, liveness_, call.name,
+                                   call.owner, call.lease, will_wait));
+    Master::Pending pending = master_.Submit(std::move(script));
+    absl::StatusOr<Reply> reply = std::move(pending.Await()[0]);
+    if (!reply.ok()) return reply.status();
+    absl::StatusOr<AcquireReply> parsed =
+        ParseAcquire(reply->get(), master_.endpoint());
+    if (!parsed.ok()) return parsed.status();
+    ::dlock::Attempt attempt = parsed->ToAttempt();
+    if (!attempt.acquired.has_value()) return attempt;
+    if (absl::Status s = Replicated(pending, "grant", call.name); !s.ok()) {
+      // Not on enough replicas: a failover could hand it to another
+      // owner. Given back; the caller may try again.
+      (void)Run(ReleaseScript(master_, keys_, call.name, call.owner, 1));
+      return s;
+    }
+    return attempt;
+  }
+
+  // The grant set the hold's liveness deadline: a re-entry of the same
+  // hold confirms its record, a fresh hold gets one.
+  void NoteGrant(const AcquireCall& call, Grant& grant) {
+    auto* held = static_cast<RedisHold*>(call.held);
+    if (held != nullptr && held->token() == grant.fencing_token) {
+      held->Confirmed(grant.sent, LivenessTtl(), kDrift);
+      return;
+    }
+    auto hold =
+        std::make_shared<RedisHold>(call.name, call.owner, grant.fencing_token);
+    hold->Confirmed(grant.sent, LivenessTtl(), kDrift);
+    held_.Add(hold);
+    grant.record = std::move(hold);
+  }
+
   absl::StatusOr<Reply> Run(ScriptCall call) {
     return master_.Run(*call.script, std::move(call.keys),
                        std::move(call.args));
@@ -234,6 +306,7 @@ class RedisBackend : public Backend {
   const Clock& clock_;
   const Keyspace keys_;
   const Liveness liveness_;
+  HeldLocks<RedisHold> held_;  // with liveness: for the heartbeat
   const Replication replication_;
   const absl::Duration fallback_poll_;
   WakeupHub releases_;
@@ -278,7 +351,7 @@ absl::StatusOr<std::unique_ptr<Backend>> Make(
         absl::FormatDuration(master.command_timeout), ")"));
   }
   Keyspace keys(config.lock_namespace, master.db);
-  Liveness liveness = ClientLiveness(keys, config, /*enabled=*/true);
+  Liveness liveness = ClientLiveness(config);
   auto backend = std::make_unique<RedisBackend>(
       master, std::move(keys), std::move(liveness), *replication,
       config.options.fallback_poll, config.clock, std::move(sentinels));
@@ -357,7 +430,10 @@ const bool kRegistered =
     RegisterBackend("redis", &MakeRedisBackend) &&
     RegisterBackend("rediss", &MakeRedisBackend) &&
     RegisterBackend("redis-sentinel", &MakeSentinelBackend) &&
-    RegisterBackend("rediss-sentinel", &MakeSentinelBackend);
+    RegisterBackend("rediss-sentinel", &MakeSentinelBackend) &&
+    RegisterClientLibrary(
+        "hiredis",
+        absl::StrCat(HIREDIS_MAJOR, ".", HIREDIS_MINOR, ".", HIREDIS_PATCH));
 
 }  // namespace
 }  // namespace dlock::redis

@@ -11,25 +11,20 @@
 namespace dlock::redis {
 
 Keyspace::Keyspace(absl::string_view lock_namespace, int db)
-    : prefix_(absl::StrCat("dlock:", lock_namespace, ":")),
-      fence_(absl::StrCat(prefix_, "fence")),
-      channel_(absl::StrCat("dlock:", db, ":", lock_namespace, ":released")) {}
+    : lock_prefix_(absl::StrCat("dlock:{", lock_namespace, ":")),
+      channel_(absl::StrCat("dlock:", db, ":", lock_namespace, ":released")),
+      floor_(absl::StrCat("dlock:", lock_namespace, ":floor")),
+      old_fence_(absl::StrCat("dlock:", lock_namespace, ":fence")),
+      old_lock_prefix_(absl::StrCat("dlock:", lock_namespace, ":l:")) {}
 
 std::string Keyspace::LockKey(absl::string_view name) const {
-  return absl::StrCat(prefix_, "l:", name);
+  return absl::StrCat(lock_prefix_, name, "}");
 }
 
-std::string Keyspace::LivenessKey(absl::string_view liveness_id) const {
-  return absl::StrCat(prefix_, "live:", liveness_id);
-}
-
-Liveness ClientLiveness(const Keyspace& keys, const BackendConfig& config,
-                        bool enabled) {
+Liveness ClientLiveness(const BackendConfig& config) {
   const absl::Duration ttl = config.options.liveness_ttl;
-  return Liveness{.key = keys.LivenessKey(config.liveness_id),
-                  .ttl_ms = enabled && ttl != absl::InfiniteDuration()
-                                ? LeaseMillis(ttl)
-                                : 0};
+  return Liveness{.ttl_ms =
+                      ttl != absl::InfiniteDuration() ? LeaseMillis(ttl) : 0};
 }
 
 int64_t LeaseMillis(absl::Duration lease) {
@@ -44,23 +39,33 @@ absl::Status Malformed(absl::string_view what, absl::string_view endpoint) {
 ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
                          const Liveness& liveness, absl::string_view name,
                          absl::string_view owner, absl::Duration lease,
-                         bool will_wait) {
-  return ScriptCall{&master.scripts().acquire,
-                    {keys.LockKey(name), keys.fence(), liveness.key},
-                    {std::string(owner), absl::StrCat(LeaseMillis(lease)),
-                     will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms)}};
+                         bool will_wait,
+                         std::optional<uint64_t> proposed_token) {
+  ScriptCall call{&master.scripts().acquire,
+                  {keys.LockKey(name)},
+                  {std::string(owner), absl::StrCat(LeaseMillis(lease)),
+                   will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms)}};
+  if (proposed_token.has_value()) {
+    call.keys.push_back(keys.floor());
+    call.args.push_back(absl::StrCat(*proposed_token));
+  }
+  return call;
 }
 
-ScriptCall LivenessScript(const Master& master, const Liveness& liveness) {
-  return ScriptCall{&master.scripts().liveness,
-                    {liveness.key},
-                    {absl::StrCat(liveness.ttl_ms)}};
+ScriptCall RefreshLivenessScript(const Master& master, const Keyspace& keys,
+                                 const Liveness& liveness,
+                                 absl::string_view name,
+                                 absl::string_view owner, uint64_t token) {
+  return ScriptCall{
+      &master.scripts().refresh_liveness,
+      {keys.LockKey(name)},
+      {std::string(owner), absl::StrCat(token), absl::StrCat(liveness.ttl_ms)}};
 }
 
-absl::Status ParseLivenessReply(const redisReply* r,
-                                absl::string_view endpoint) {
-  if (r->type != REDIS_REPLY_STATUS) return Malformed("liveness", endpoint);
-  return absl::OkStatus();
+absl::StatusOr<bool> ParseRefreshLiveness(const redisReply* r,
+                                          absl::string_view endpoint) {
+  if (r->type != REDIS_REPLY_INTEGER) return Malformed("liveness", endpoint);
+  return r->integer == 1;
 }
 
 absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
@@ -106,11 +111,12 @@ absl::StatusOr<int64_t> ParseRelease(const redisReply* r,
 }
 
 ScriptCall RenewScript(const Master& master, const Keyspace& keys,
-                       absl::string_view name, absl::string_view owner,
-                       absl::Duration lease) {
+                       const Liveness& liveness, absl::string_view name,
+                       absl::string_view owner, absl::Duration lease) {
   return ScriptCall{&master.scripts().renew,
                     {keys.LockKey(name)},
-                    {std::string(owner), absl::StrCat(LeaseMillis(lease))}};
+                    {std::string(owner), absl::StrCat(LeaseMillis(lease)),
+                     absl::StrCat(liveness.ttl_ms)}};
 }
 
 absl::Status ParseRenew(const redisReply* r, absl::string_view name,
@@ -150,7 +156,7 @@ ScriptCall RaiseTokenScript(const Master& master, const Keyspace& keys,
                             absl::string_view name, absl::string_view owner,
                             uint64_t token) {
   return ScriptCall{&master.scripts().raise_token,
-                    {keys.LockKey(name), keys.fence()},
+                    {keys.LockKey(name), keys.floor()},
                     {std::string(owner), absl::StrCat(token)}};
 }
 
@@ -206,18 +212,22 @@ absl::Status ParseScanPage(const redisReply* r, absl::string_view key_prefix,
   cursor.assign(r->element[0]->str, r->element[0]->len);
   for (size_t i = 0; i < r->element[1]->elements; ++i) {
     const redisReply* key = r->element[1]->element[i];
-    // Only a key that MATCH let through: a broken server's other answers
-    // (a key shorter than the prefix read before its start) are no lock.
+    // Only a lock key MATCH let through ("<prefix><name>}"): a broken
+    // server's other answers (a key shorter than the prefix, read before
+    // its start) are no lock.
     if (key->type != REDIS_REPLY_STRING) return Malformed("SCAN", endpoint);
     absl::string_view name(key->str, key->len);
-    if (absl::ConsumePrefix(&name, key_prefix)) names.emplace_back(name);
+    if (absl::ConsumePrefix(&name, key_prefix) &&
+        absl::ConsumeSuffix(&name, "}")) {
+      names.emplace_back(name);
+    }
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::string>> ScanLockNames(
     Master& master, const Keyspace& keys, absl::string_view prefix) {
-  const std::string key_prefix = keys.LockKey("");
+  const std::string& key_prefix = keys.lock_prefix();
   const std::string pattern =
       absl::StrCat(GlobEscape(key_prefix), GlobEscape(prefix), "*");
   std::vector<std::string> names;

@@ -24,44 +24,74 @@ class Keyspace {
   // Pub/sub ignores SELECT, so the channel names the db too.
   Keyspace(absl::string_view lock_namespace, int db);
 
+  // "dlock:{<ns>:<name>}": the lock's one key. Its hash tag is everything
+  // from the first '{' to the first '}' after it, so whatever the name holds
+  // (braces too) the key has one slot, and any key a later layout adds with
+  // this prefix shares it (Redis Cluster).
   std::string LockKey(absl::string_view name) const;
-  // A client's liveness record (BackendConfig::liveness_id).
-  std::string LivenessKey(absl::string_view liveness_id) const;
-  const std::string& prefix() const { return prefix_; }    // "dlock:<ns>:"
-  const std::string& fence() const { return fence_; }      // the counter (C8)
+  // The lock keys of the namespace start so ("dlock:{<ns>:").
+  const std::string& lock_prefix() const { return lock_prefix_; }
   const std::string& channel() const { return channel_; }  // releases
+  // Redlock's per-master token floor ("dlock:<ns>:floor"): every token a
+  // master grants exceeds it, and the token a quorum agreed on raises it.
+  const std::string& floor() const { return floor_; }
+
+  // The 0.2 layout (docs/migration.md): its fencing counter, where this
+  // layout leaves its mark, and the prefix of its lock keys.
+  const std::string& old_fence() const { return old_fence_; }
+  const std::string& old_lock_prefix() const { return old_lock_prefix_; }
 
  private:
-  std::string prefix_;
-  std::string fence_;
+  std::string lock_prefix_;
   std::string channel_;
+  std::string floor_;
+  std::string old_fence_;
+  std::string old_lock_prefix_;
 };
+
+// The hash slot of a key as Redis Cluster computes it (CRC16 of its hash
+// tag, mod 16384).
+int KeySlot(absl::string_view key);
+
+// The rolling upgrade's check on a new connection (Master::ConnectCheck;
+// docs/migration.md): marks the namespace so that 0.2 clients can no longer
+// take a lock in it, and fails with FailedPrecondition while 0.2 locks are
+// held there.
+absl::Status CheckLayout(Connection& conn, const Scripts& scripts,
+                         const Keyspace& keys, absl::string_view endpoint);
 
 // Leases go to the server in whole milliseconds, at least one.
 int64_t LeaseMillis(absl::Duration lease);
 
-// This client's liveness key, and its TTL in whole ms: 0 when liveness is
-// off (ClientOptions::liveness_ttl) or `enabled` is false.
+// This client's liveness TTL in whole ms: 0 when liveness is off
+// (ClientOptions::liveness_ttl). Each hold carries its holders' deadline
+// (docs/redis.md, holder liveness).
 struct Liveness {
-  std::string key;
   int64_t ttl_ms = 0;
 };
-Liveness ClientLiveness(const Keyspace& keys, const BackendConfig& config,
-                        bool enabled);
+Liveness ClientLiveness(const BackendConfig& config);
 
-// A fresh hold or a re-entry (the acquire script), which refreshes the
-// caller's liveness key and takes over a hold whose holders' liveness keys
-// are all gone. `will_wait` marks a refused attempt so that the holder's
-// release is announced.
+// A fresh hold or a re-entry (the acquire script), which sets the hold's
+// liveness deadline and takes over a hold whose deadline passed.
+// `will_wait` marks a refused attempt so that the holder's release is
+// announced. With `proposed_token` (Redlock), the token is the larger of it
+// and one more than the master's floor (Keyspace::floor()), so that masters
+// given the same proposal agree on the token in one round.
 ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
                          const Liveness& liveness, absl::string_view name,
                          absl::string_view owner, absl::Duration lease,
-                         bool will_wait);
+                         bool will_wait,
+                         std::optional<uint64_t> proposed_token = std::nullopt);
 
-// The heartbeat (Backend::RenewLiveness); ParseLivenessReply reads it.
-ScriptCall LivenessScript(const Master& master, const Liveness& liveness);
-absl::Status ParseLivenessReply(const redisReply* reply,
-                                absl::string_view endpoint);
+// The heartbeat of one hold: refreshes its liveness deadline while it is
+// still the hold with `token`. ParseRefreshLiveness reads the reply: true
+// while the hold is this one.
+ScriptCall RefreshLivenessScript(const Master& master, const Keyspace& keys,
+                                 const Liveness& liveness,
+                                 absl::string_view name,
+                                 absl::string_view owner, uint64_t token);
+absl::StatusOr<bool> ParseRefreshLiveness(const redisReply* reply,
+                                          absl::string_view endpoint);
 // What one master answered to the acquire script.
 struct AcquireReply {
   std::optional<Acquired> acquired;
@@ -88,9 +118,10 @@ absl::StatusOr<int64_t> ParseRelease(const redisReply* reply,
                                      absl::string_view name,
                                      absl::string_view endpoint);
 
+// Also refreshes the hold's liveness deadline (a renewal is a heartbeat).
 ScriptCall RenewScript(const Master& master, const Keyspace& keys,
-                       absl::string_view name, absl::string_view owner,
-                       absl::Duration lease);
+                       const Liveness& liveness, absl::string_view name,
+                       absl::string_view owner, absl::Duration lease);
 // OK, or NotOwnerError() when the owner does not hold the lock.
 absl::Status ParseRenew(const redisReply* reply, absl::string_view name,
                         absl::string_view endpoint);
@@ -102,7 +133,7 @@ absl::StatusOr<LockInfo> ParseInspect(const redisReply* reply,
                                       absl::string_view endpoint);
 
 // Redlock's token agreement: the hold on this master takes `token`, and the
-// master's counter rises to it. ParseRenew() reads the reply.
+// master's floor rises to it. ParseRenew() reads the reply.
 ScriptCall RaiseTokenScript(const Master& master, const Keyspace& keys,
                             absl::string_view name, absl::string_view owner,
                             uint64_t token);
@@ -122,7 +153,7 @@ absl::StatusOr<std::vector<std::string>> ScanLockNames(
     Master& master, const Keyspace& keys, absl::string_view prefix);
 
 // One page of SCAN: the next cursor into `cursor`, and the lock names (the
-// keys less `key_prefix`) appended to `names`.
+// keys less `key_prefix` and the closing '}') appended to `names`.
 absl::Status ParseScanPage(const redisReply* reply,
                            absl::string_view key_prefix, std::string& cursor,
                            std::vector<std::string>& names,

@@ -25,8 +25,8 @@ std::set<std::string> CommandsCalledBy(absl::string_view body) {
 }
 
 Master::Master(ConnectionConfig config, std::string channel, WakeupHub* hub,
-               Redial redial)
-    : config_(std::move(config)), redial_(redial) {
+               Redial redial, ConnectCheck check)
+    : config_(std::move(config)), redial_(redial), check_(std::move(check)) {
   if (hub != nullptr) {
     subscriber_ = std::make_unique<Subscriber>(
         config_, std::move(channel),
@@ -43,6 +43,7 @@ absl::Status Master::Start() {
   absl::Status loaded = conn.status();
   if (conn.ok()) loaded = scripts_.Load(**conn, endpoint());
   if (!loaded.ok()) scripts_ = Scripts();  // none half loaded: sent whole
+  if (loaded.ok()) loaded = Check(**conn);
   if (redial_ == Redial::kInBackground) {
     // A master of a quorum that is down now is dialed again by the first
     // call that needs it, and its subscription keeps trying on its own.
@@ -124,6 +125,10 @@ absl::Status Master::Dial(bool resubscribe) {
     moves_before = moves_;
   }
   absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config_);
+  if (conn.ok()) {
+    // A server restarted without its data has lost the layout's mark too.
+    if (absl::Status s = Check(**conn); !s.ok()) conn = s;
+  }
   absl::MutexLock lock(&mu_);
   dialing_ = false;
   if (conn.ok() && moves_ != moves_before) {
@@ -140,6 +145,10 @@ absl::Status Master::Dial(bool resubscribe) {
   mux_ = std::make_shared<MuxConnection>(*std::move(conn));
   if (resubscribe && subscriber_ != nullptr) subscriber_->Resubscribe();
   return absl::OkStatus();
+}
+
+absl::Status Master::Check(Connection& conn) {
+  return check_ ? check_(conn, scripts_) : absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Reply>> Master::Send(
@@ -160,7 +169,7 @@ Master::Pending Master::Submit(std::vector<ScriptCall> calls) {
     commands.reserve(calls.size());
     for (const ScriptCall& call : calls) {
       commands.push_back(
-          FormatCommand(EvalShaCommand(*call.script, call.keys, call.args)));
+          FormatCommand(scripts_.Command(*call.script, call.keys, call.args)));
     }
     pending.mux_ = *std::move(mux);
     pending.ticket_ = pending.mux_->Submit(std::move(commands));
@@ -182,15 +191,20 @@ std::vector<absl::StatusOr<Reply>> Master::Pending::Await() {
     Reply reply = std::move((*replies)[i]);
     const ScriptCall& call = calls_[i];
     if (IsNoScript(reply.get())) {
-      // Rare (a restart, SCRIPT FLUSH): the body, alone; it reloads the
-      // script for the next EVALSHA.
-      absl::StatusOr<std::vector<Reply>> again = mux_->Call(
-          {FormatCommand(EvalCommand(*call.script, call.keys, call.args))});
+      // Rare (a restart, a flush): the body, which caches the script
+      // again, after the library in function mode.
+      std::vector<std::string> fallback;
+      for (const std::vector<std::string>& command :
+           master_->scripts_.Fallback(*call.script, call.keys, call.args)) {
+        fallback.push_back(FormatCommand(command));
+      }
+      absl::StatusOr<std::vector<Reply>> again =
+          mux_->Call(std::move(fallback));
       if (!again.ok()) {
         out.push_back(again.status());
         continue;
       }
-      reply = std::move((*again)[0]);
+      reply = std::move(again->back());
     }
     if (absl::Status s =
             ReplyError(reply.get(), call.script->name, master_->endpoint());

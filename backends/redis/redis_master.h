@@ -4,6 +4,7 @@
 #ifndef DLOCK_BACKENDS_REDIS_REDIS_MASTER_H_
 #define DLOCK_BACKENDS_REDIS_REDIS_MASTER_H_
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -52,10 +53,15 @@ class Master {
     kInBackground,
   };
 
+  // Runs on every new connection before it carries a call (the rolling
+  // upgrade's check, docs/migration.md); an error makes the dial fail.
+  using ConnectCheck =
+      std::function<absl::Status(Connection& conn, const Scripts& scripts)>;
+
   // `channel` is the release channel to subscribe to, announcing to `hub`;
   // a null hub subscribes to nothing.
   Master(ConnectionConfig config, std::string channel, WakeupHub* hub,
-         Redial redial = Redial::kByCaller);
+         Redial redial = Redial::kByCaller, ConnectCheck check = nullptr);
   ~Master();
   Master(const Master&) = delete;
   Master& operator=(const Master&) = delete;
@@ -90,9 +96,11 @@ class Master {
   absl::StatusOr<std::shared_ptr<MuxConnection>> Mux();
   // Dials and installs the connection.
   absl::Status Dial(bool resubscribe);
+  absl::Status Check(Connection& conn);
 
   const ConnectionConfig config_;
   const Redial redial_;
+  const ConnectCheck check_;
   Scripts scripts_;
   absl::Mutex mu_;
   std::shared_ptr<MuxConnection> mux_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,8 @@
 // Copyright dlock authors. The Lua scripts that make each lock operation one
-// atomic step on the server (C3), and how they are sent.
+// atomic step on the server (C3), and how they are sent: as the functions
+// of one library (FUNCTION LOAD, FCALL) where the server allows it, else
+// as cached scripts (SCRIPT LOAD, EVALSHA). The sources are the .lua files
+// of backends/redis/scripts/.
 #ifndef DLOCK_BACKENDS_REDIS_REDIS_SCRIPTS_H_
 #define DLOCK_BACKENDS_REDIS_REDIS_SCRIPTS_H_
 
@@ -11,43 +14,68 @@
 
 namespace dlock::redis {
 
-// A script's body and its SHA1, which the server computes (SCRIPT LOAD).
+// The library's name; a new layout or new semantics takes a new number, so
+// that clients of two versions never replace each other's functions.
+inline constexpr char kLibrary[] = "dlock_v3";
+
+// A script: its name, its body for EVAL (the shared prelude and its own
+// file), the function that runs it and its SHA1 (SCRIPT LOAD).
 struct Script {
-  const char* name;
-  const char* body;
+  std::string name;
+  std::string body;
+  std::string function;  // "dlock_v3_<name>"
   std::string sha;
 };
 
-// The lock is one hash: owner, holds, token (fencing), lease (the kept
-// maximum, ms), since (server ms), live (the holders' liveness keys). Its
-// PEXPIRE is the lease.
+// Every script shares the lock value's layout (scripts/prelude.lua).
 struct Scripts {
+  // How the calls are sent, decided by Load().
+  enum class Mode { kEval, kEvalSha, kFunction };
+
   Script acquire;
   Script release;
   Script renew;
+  // The heartbeat, per held lock (Backend::RenewLiveness).
+  Script refresh_liveness;
   Script inspect;
   Script force_unlock;
   // A monitor's force unlock: only while the hold carries a given token.
   Script force_unlock_if_token;
-  // Redlock: writes the token a quorum agreed on into the hold and raises
-  // the master's counter to it (docs/redis.md, fencing over a quorum).
+  // Redlock: writes the token a quorum agreed on into the hold (docs/redis.md,
+  // fencing over a quorum).
   Script raise_token;
-  // Refreshes a client's liveness key (Backend::RenewLiveness).
-  Script liveness;
+  // The rolling upgrade's check (scripts/layout_guard.lua), sent with EVAL.
+  Script layout_guard;
+  Mode mode = Mode::kEval;
 
   Scripts();
-  // Loads every script; called on the first connection.
+  // Loads the library (FUNCTION LOAD REPLACE); where the server has no
+  // functions or the user may not load them, caches each script (SCRIPT
+  // LOAD) instead. Called on the first connection.
   absl::Status Load(Connection& conn, absl::string_view endpoint);
+
+  // The library's source (FUNCTION LOAD).
+  std::string Library() const;
+
+  // The command line that runs `script`: FCALL, EVALSHA or EVAL.
+  std::vector<std::string> Command(const Script& script,
+                                   const std::vector<std::string>& keys,
+                                   const std::vector<std::string>& args) const;
+  // The server no longer knows the function or the script (a restart
+  // without persistence, SCRIPT or FUNCTION FLUSH): what to send instead,
+  // on the same connection, in one round trip: the library again (in
+  // function mode, so that later calls find it) and the script's body,
+  // whose reply is the last.
+  std::vector<std::vector<std::string>> Fallback(
+      const Script& script, const std::vector<std::string>& keys,
+      const std::vector<std::string>& args) const;
+
+ private:
+  std::vector<Script*> All();
+  std::vector<const Script*> All() const;
 };
 
-// The EVALSHA command line; when the server answers NOSCRIPT (it was
-// restarted or flushed its script cache), EvalCommand() sends the body.
-std::vector<std::string> EvalShaCommand(const Script& script,
-                                        const std::vector<std::string>& keys,
-                                        const std::vector<std::string>& args);
-std::vector<std::string> EvalCommand(const Script& script,
-                                     const std::vector<std::string>& keys,
-                                     const std::vector<std::string>& args);
+// NOSCRIPT, or a function the server does not know.
 bool IsNoScript(const redisReply* reply);
 
 }  // namespace dlock::redis

@@ -58,13 +58,18 @@ RedlockBackend::RedlockBackend(const std::vector<ConnectionConfig>& hosts,
       quorum_(hosts.size() / 2 + 1),
       blocking_(hosts.size() - quorum_ + 1),
       drift_(drift),
-      chains_(hosts.size(), absl::Milliseconds(liveness_.ttl_ms), drift),
       retry_delay_(retry_delay),
       fallback_poll_(fallback_poll),
       releases_(clock) {
   for (const ConnectionConfig& host : hosts) {
+    // A master that refuses the layout (0.2 locks held there) stays out of
+    // every quorum until it accepts it.
     masters_.push_back(std::make_unique<Master>(
-        host, keys_.channel(), &releases_, Master::Redial::kInBackground));
+        host, keys_.channel(), &releases_, Master::Redial::kInBackground,
+        [this, endpoint = host.endpoint](Connection& conn,
+                                         const Scripts& scripts) {
+          return CheckLayout(conn, scripts, keys_, endpoint);
+        }));
   }
 }
 
@@ -91,7 +96,7 @@ absl::Status RedlockBackend::Start() {
 
 absl::StatusOr<Grant> RedlockBackend::Acquire(const AcquireCall& call) {
   const bool will_wait = call.deadline > clock_.Now();
-  std::shared_ptr<RedlockHold> record;
+  std::shared_ptr<RedlockLockHold> record;
   absl::StatusOr<Grant> grant =
       AcquireWithWakeups(call, releases_, fallback_poll_,
                          [&]() { return TryRound(call, will_wait, &record); });
@@ -107,7 +112,7 @@ absl::StatusOr<Grant> RedlockBackend::Acquire(const AcquireCall& call) {
 // runs again through the wait loop.
 absl::StatusOr<::dlock::Attempt> RedlockBackend::TryRound(
     const AcquireCall& call, bool will_wait,
-    std::shared_ptr<RedlockHold>* record) {
+    std::shared_ptr<RedlockLockHold>* record) {
   constexpr int kSplitRetries = 4;
   for (int splits = 0;; ++splits) {
     bool split = false;
@@ -126,13 +131,15 @@ absl::StatusOr<::dlock::Attempt> RedlockBackend::TryRound(
 // took is given back. `*split` says whether no owner holds a quorum.
 absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
     const AcquireCall& call, bool will_wait,
-    std::shared_ptr<RedlockHold>* record, bool* split) {
+    std::shared_ptr<RedlockLockHold>* record, bool* split) {
   const MonoTime sent = clock_.Now();
+  // One proposal for every master: those whose floors lie below it agree.
+  const uint64_t proposed = absl::ToUnixMicros(absl::Now());
   std::vector<MonoTime> replied;
   Replies replies = OnEach(
       [&](const Master& m, size_t) {
         return AcquireScript(m, keys_, liveness_, call.name, call.owner,
-                             call.lease, will_wait);
+                             call.lease, will_wait, proposed);
       },
       &replied);
   std::vector<std::optional<Acquired>> granted(masters_.size());
@@ -161,11 +168,13 @@ absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
     std::optional<Agreed> won = AgreeOnToken(call, held, granted);
     const MonoTime valid_until = sent + call.lease - drift_.Of(call.lease);
     if (won.has_value() && clock_.Now() < valid_until) {
-      RedlockHold* hold = held;
+      auto* hold = static_cast<RedlockLockHold*>(held);
       if (won->fresh || held == nullptr) {
-        *record = std::make_shared<RedlockHold>(won->acquired.fencing_token,
-                                                valid_until, masters_.size());
+        *record = std::make_shared<RedlockLockHold>(
+            call.name, call.owner, won->acquired.fencing_token, valid_until,
+            masters_.size(), absl::Milliseconds(liveness_.ttl_ms), drift_);
         hold = record->get();
+        if (KeepsLiveness()) held_.Add(*record);
       } else {
         held->Extend(valid_until);
       }
@@ -267,16 +276,16 @@ std::optional<RedlockBackend::Agreed> RedlockBackend::AgreeOnToken(
 // the round's send time and, with liveness, the key it wrote in the same
 // step (its chain).
 void RedlockBackend::NoteGrants(
-    RedlockHold& hold, MonoTime sent, absl::Duration lease,
+    RedlockLockHold& hold, MonoTime sent, absl::Duration lease,
     const std::vector<std::optional<Acquired>>& granted,
     const std::vector<MonoTime>& replied) {
   const MonoTime lease_until = sent + lease - drift_.Of(lease);
   for (size_t i = 0; i < granted.size(); ++i) {
     if (!granted[i].has_value()) continue;
     const uint64_t chain =
-        KeepsLiveness()
-            ? chains_.Confirm(i, KeyWrite{.sent = sent, .replied = replied[i]})
-            : 0;
+        KeepsLiveness() ? hold.chains().Confirm(
+                              i, KeyWrite{.sent = sent, .replied = replied[i]})
+                        : 0;
     hold.Granted(i, lease_until, chain, granted[i]->hold_count == 1);
   }
 }
@@ -375,7 +384,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedlockBackend(
     return s;
   }
   Keyspace keys(config.lock_namespace, (*hosts)[0].db);
-  Liveness liveness = ClientLiveness(keys, config, /*enabled=*/true);
+  Liveness liveness = ClientLiveness(config);
   auto backend = std::make_unique<RedlockBackend>(
       *hosts, std::move(keys), std::move(liveness), *drift,
       retry_delay->value_or(absl::Milliseconds(50)),

@@ -58,10 +58,10 @@ class RedlockBackend : public Backend {
   MonoTime HeldUntil(absl::string_view, absl::string_view,
                      const HoldRecord* record) override;
 
-  // The key is written on every master at once. OK when enough masters
-  // confirmed that holds can live on (`blocking_`); which holds do is
-  // HeldUntil's answer, since a hold counts only the masters that granted
-  // it and have kept its holder's key without a gap since.
+  // Every held lock's deadline on every master, one pipeline per master,
+  // all at once. OK when enough masters answered that holds can live on
+  // (`blocking_`); which holds do is HeldUntil's answer, since a hold counts
+  // only the masters that granted it and kept its deadline without a gap.
   absl::Status RenewLiveness(absl::Duration) override;
 
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
@@ -88,14 +88,14 @@ class RedlockBackend : public Backend {
   // runs again through the wait loop.
   absl::StatusOr<::dlock::Attempt> TryRound(
       const AcquireCall& call, bool will_wait,
-      std::shared_ptr<RedlockHold>* record);
+      std::shared_ptr<RedlockLockHold>* record);
 
   // One round of the algorithm: the script on every master at once; on a
   // quorum within the lease, the agreed token; otherwise what the round
   // took is given back. `*split` says whether no owner holds a quorum.
   absl::StatusOr<::dlock::Attempt> OneRound(
       const AcquireCall& call, bool will_wait,
-      std::shared_ptr<RedlockHold>* record, bool* split);
+      std::shared_ptr<RedlockLockHold>* record, bool* split);
 
   // The grant, its token known to a quorum; nullopt when fewer than a
   // quorum could be told. A re-entry (a quorum counts more than one hold)
@@ -113,7 +113,7 @@ class RedlockBackend : public Backend {
   // What each master that granted a won round vouches for: the lease from
   // the round's send time and, with liveness, the key it wrote in the same
   // step (its chain).
-  void NoteGrants(RedlockHold& hold, MonoTime sent, absl::Duration lease,
+  void NoteGrants(RedlockLockHold& hold, MonoTime sent, absl::Duration lease,
                   const std::vector<std::optional<Acquired>>& granted,
                   const std::vector<MonoTime>& replied);
 
@@ -155,14 +155,14 @@ class RedlockBackend : public Backend {
 
   const Clock& clock_;
   const Keyspace keys_;
-  // This client's liveness key, kept on every master (ttl_ms 0: off).
+  // This client's liveness TTL (ttl_ms 0: off).
   const Liveness liveness_;
+  HeldLocks<RedlockLockHold> held_;  // with liveness: for the heartbeat
   const size_t quorum_;
   // How many masters must keep a hold so that no quorum of the others can
   // grant its lock: N − quorum + 1.
   const size_t blocking_;
   const Drift drift_;
-  LivenessChains chains_;
   const absl::Duration retry_delay_;
   const absl::Duration fallback_poll_;
   WakeupHub releases_;  // every master's announcements wake the same waiters

@@ -57,7 +57,7 @@ std::vector<absl::Status> RedlockBackend::RenewMany(
     std::vector<ScriptCall> scripts;
     for (const RenewCall& call : calls) {
       scripts.push_back(
-          RenewScript(*m, keys_, call.name, call.owner, call.lease));
+          RenewScript(*m, keys_, liveness_, call.name, call.owner, call.lease));
     }
     pending.push_back(m->Submit(std::move(scripts)));
   }
@@ -109,9 +109,10 @@ std::vector<absl::Status> RedlockBackend::RenewMany(
 MonoTime RedlockBackend::HeldUntil(absl::string_view, absl::string_view,
                                    const HoldRecord* record) {
   if (record == nullptr) return MonoTime::InfiniteFuture();
-  const auto* hold = static_cast<const RedlockHold*>(record);
+  const auto* hold = static_cast<const RedlockLockHold*>(record);
   if (!KeepsLiveness()) return hold->valid_until();
-  return std::min(hold->valid_until(), hold->BlockingUntil(chains_, blocking_));
+  return std::min(hold->valid_until(),
+                  hold->BlockingUntil(hold->chains(), blocking_));
 }
 
 // The key is written on every master at once. OK when enough masters
@@ -120,27 +121,41 @@ MonoTime RedlockBackend::HeldUntil(absl::string_view, absl::string_view,
 // it and have kept its holder's key without a gap since.
 absl::Status RedlockBackend::RenewLiveness(absl::Duration) {
   if (!KeepsLiveness()) return Backend::RenewLiveness(absl::ZeroDuration());
+  const std::vector<std::shared_ptr<RedlockLockHold>> holds = held_.Current();
+  if (holds.empty()) return absl::OkStatus();
   const MonoTime sent = clock_.Now();
-  std::vector<MonoTime> replied;
-  Replies replies = OnEach(
-      [&](const Master& m, size_t) { return LivenessScript(m, liveness_); },
-      &replied);
-  size_t refreshed = 0;
-  absl::Status error;
-  for (size_t i = 0; i < replies.size(); ++i) {
-    absl::Status s = Parse(replies[i], [&](const redisReply* reply) {
-      return ParseLivenessReply(reply, masters_[i]->endpoint());
-    });
-    if (s.ok()) {
-      ++refreshed;
-      chains_.Confirm(i, KeyWrite{.sent = sent, .replied = replied[i]});
-    } else if (error.ok()) {
-      error = s;
+  std::vector<Master::Pending> pending;
+  for (const std::unique_ptr<Master>& m : masters_) {
+    std::vector<ScriptCall> scripts;
+    for (const std::shared_ptr<RedlockLockHold>& hold : holds) {
+      scripts.push_back(RefreshLivenessScript(
+          *m, keys_, liveness_, hold->name(), hold->owner(), hold->token()));
     }
+    pending.push_back(m->Submit(std::move(scripts)));
   }
-  if (refreshed >= blocking_) return absl::OkStatus();
+  size_t answered = 0;
+  absl::Status error;
+  for (size_t i = 0; i < masters_.size(); ++i) {
+    std::vector<absl::StatusOr<Reply>> replies = pending[i].Await();
+    const KeyWrite write{.sent = sent, .replied = clock_.Now()};
+    bool all = true;
+    for (size_t j = 0; j < holds.size(); ++j) {
+      absl::StatusOr<bool> held = Parse(
+          std::optional(std::move(replies[j])), [&](const redisReply* reply) {
+            return ParseRefreshLiveness(reply, masters_[i]->endpoint());
+          });
+      if (!held.ok()) {
+        if (error.ok()) error = held.status();
+        all = false;
+      } else if (*held) {
+        holds[j]->chains().Confirm(i, write);
+      }
+    }
+    if (all) ++answered;
+  }
+  if (answered >= blocking_) return absl::OkStatus();
   return absl::UnavailableError(
-      absl::StrCat("the liveness refresh reached ", refreshed, " of ",
+      absl::StrCat("the liveness refresh reached ", answered, " of ",
                    masters_.size(), " redlock masters, holds need ", blocking_,
                    error.ok() ? "" : absl::StrCat(": ", error.message())));
 }

@@ -7,6 +7,7 @@
 #define DLOCK_BACKENDS_REDIS_REDLOCK_HOLD_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -14,29 +15,22 @@
 #include "absl/time/time.h"
 #include "dlock/backend/backend.h"
 #include "dlock/clock.h"
+#include "redis_holds.h"
 
 namespace dlock::redis {
 
-// How far a master's clock may run fast against this client's over a span,
-// as the Redlock algorithm allows: factor × span + floor.
-struct Drift {
-  double factor = 0.01;
-  absl::Duration floor = absl::Milliseconds(2);
-  absl::Duration Of(absl::Duration span) const { return span * factor + floor; }
-};
-
-// One write of this client's liveness key on a master that the master
+// One write of a hold's liveness deadline on a master that the master
 // confirmed: the request's send time and when its reply was in. The master
-// ran it in between, and the key then lives a TTL on the master's clock.
+// ran it in between, and the deadline then lies a TTL ahead on its clock.
 struct KeyWrite {
   MonoTime sent;
   MonoTime replied;
 };
 
-// Per master, the chain of this client's confirmed writes of its liveness
-// key: a stretch of local time over which the key is known to have existed
-// there without a gap, so that no waiter could take over a hold of this
-// client on that master meanwhile. A write vouches for the key from its
+// Per master, the chain of one hold's confirmed writes of its liveness
+// deadline: a stretch of local time over which the deadline is known to
+// have lain ahead there without a gap, so that no waiter could take the
+// hold over on that master meanwhile. A write vouches for the key from its
 // reply (it ran no later) until its send time plus the TTL less drift; a
 // write that vouches from within a chain extends it; one whose reply came
 // after the chain's end may follow a gap, so it starts a new chain and the
@@ -104,6 +98,30 @@ class RedlockHold : public HoldRecord {
   mutable absl::Mutex mu_;
   MonoTime valid_until_ ABSL_GUARDED_BY(mu_);
   std::vector<OnMaster> masters_ ABSL_GUARDED_BY(mu_);
+};
+
+// The record the Redlock backend keeps: a hold with its lock and owner,
+// which its heartbeat needs, and the chains of its own liveness deadline on
+// each master (each lock carries its holders' deadline).
+class RedlockLockHold : public RedlockHold {
+ public:
+  RedlockLockHold(absl::string_view name, absl::string_view owner,
+                  uint64_t token, MonoTime valid_until, size_t masters,
+                  absl::Duration ttl, Drift drift)
+      : RedlockHold(token, valid_until, masters),
+        name_(name),
+        owner_(owner),
+        chains_(masters, ttl, drift) {}
+
+  const std::string& name() const { return name_; }
+  const std::string& owner() const { return owner_; }
+  LivenessChains& chains() { return chains_; }
+  const LivenessChains& chains() const { return chains_; }
+
+ private:
+  const std::string name_;
+  const std::string owner_;
+  LivenessChains chains_;
 };
 
 }  // namespace dlock::redis

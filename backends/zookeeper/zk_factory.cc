@@ -2,6 +2,8 @@
 //     &kept_sweep=...&connect_timeout=...&operation_timeout=...
 //     &auth=digest:USER:PASSWORD]
 // The URI's parsing and the registration of the scheme.
+#include <zookeeper/zookeeper_version.h>
+
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -127,7 +129,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
       .clock = &config.clock});
 }
 
-const bool kRegistered = RegisterBackend("zk", &MakeZooKeeperBackend);
+const bool kRegistered =
+    RegisterBackend("zk", &MakeZooKeeperBackend) &&
+    RegisterClientLibrary("ZooKeeper C client", ZOO_VERSION);
 
 }  // namespace
 }  // namespace dlock::zk

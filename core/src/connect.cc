@@ -16,6 +16,8 @@ namespace {
 struct Registry {
   absl::Mutex mu;
   std::map<std::string, BackendFactory> factories ABSL_GUARDED_BY(mu);
+  // name -> version (RegisterClientLibrary)
+  std::map<std::string, std::string> client_libraries ABSL_GUARDED_BY(mu);
 };
 
 Registry& GetRegistry() {
@@ -106,10 +108,11 @@ class Client : public LockClient {
 };
 
 absl::Status ValidateOptions(const ClientOptions& options) {
-  if (options.watchdog_lease < absl::Milliseconds(30) ||
-      options.watchdog_lease == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(
-        "ClientOptions::watchdog_lease must be finite and at least 30ms");
+  if (options.watchdog_lease < kMinWatchdogLease ||
+      options.watchdog_lease > kLongestLease) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ClientOptions::watchdog_lease must be ",
+        DurationRangeText({.min = kMinWatchdogLease, .max = kLongestLease})));
   }
   if (options.fallback_poll <= absl::ZeroDuration() ||
       options.fallback_poll == absl::InfiniteDuration()) {
@@ -136,6 +139,23 @@ bool RegisterBackend(absl::string_view scheme, BackendFactory factory) {
   absl::MutexLock lock(&registry.mu);
   registry.factories[std::string(scheme)] = std::move(factory);
   return true;
+}
+
+bool RegisterClientLibrary(absl::string_view name, absl::string_view version) {
+  Registry& registry = GetRegistry();
+  absl::MutexLock lock(&registry.mu);
+  registry.client_libraries[std::string(name)] = std::string(version);
+  return true;
+}
+
+std::vector<std::string> ClientLibraryVersions() {
+  Registry& registry = GetRegistry();
+  absl::MutexLock lock(&registry.mu);
+  std::vector<std::string> out;
+  for (const auto& [name, version] : registry.client_libraries) {
+    out.push_back(absl::StrCat(name, " ", version));
+  }
+  return out;
 }
 
 std::vector<std::string> RegisteredSchemes() {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/duration.h"
 
 namespace dlock {
 namespace {
@@ -79,9 +80,9 @@ absl::Status HeldByAnotherError(absl::string_view lock_name) {
 absl::Status WaitExpiredError(absl::string_view lock_name,
                               absl::Duration waited) {
   return Marked(absl::StatusCode::kDeadlineExceeded,
-                absl::StrCat("lock '", lock_name,
-                             "' is still held by another owner after waiting ",
-                             absl::FormatDuration(waited)),
+                absl::StrCat("lock '", lock_name, "' not acquired within ",
+                             FormatDurationForPeople(waited),
+                             ": another owner still holds it"),
                 ErrorKind::kWaitExpired);
 }
 

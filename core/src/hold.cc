@@ -25,7 +25,7 @@ std::shared_ptr<const ReleaseErrorHook>& DefaultHook()
 
 void WriteToStderr(absl::string_view lock_name, const absl::Status& error) {
   const std::string line = absl::StrCat("dlock: releasing lock '", lock_name,
-                                        "' failed: ", error.ToString(), "\n");
+                                        "' failed: ", error.message(), "\n");
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
@@ -60,7 +60,7 @@ void ReportReleaseError(const ReleaseErrorHook& hook,
     WriteToStderr(
         lock_name,
         absl::InternalError(absl::StrCat(
-            error.ToString(), "; the release-error hook threw: ", e.what())));
+            error.message(), "; the release-error hook threw: ", e.what())));
   } catch (...) {
     WriteToStderr(lock_name, error);
   }

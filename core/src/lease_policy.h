@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/duration.h"
 
 namespace dlock::internal {
 
@@ -22,10 +23,11 @@ inline constexpr absl::Duration kMaxRetry = absl::Seconds(1);
 inline constexpr absl::Duration kMinRetry = absl::Milliseconds(5);
 
 inline absl::Status ValidateLease(absl::Duration lease) {
-  if (lease < kMinLease || lease == absl::InfiniteDuration()) {
+  if (lease < kMinLease || lease > kLongestLease) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "lease must be finite and at least ", absl::FormatDuration(kMinLease),
-        ", not ", absl::FormatDuration(lease)));
+        "lease must be ",
+        DurationRangeText({.min = kMinLease, .max = kLongestLease}), ", not ",
+        FormatDurationForPeople(lease)));
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/duration.h"
 
 namespace dlock {
 namespace {
@@ -26,14 +27,13 @@ absl::StatusOr<std::optional<absl::Duration>> TakeTimeout(
   const std::optional<std::string> text = params.TakeString(key);
   if (!text.has_value()) return std::optional<absl::Duration>();
   const bool whole_seconds_too = option == kConnectTimeoutOption;
-  absl::Duration d;
-  bool parsed = absl::ParseDuration(*text, &d);
-  if (!parsed && whole_seconds_too && AllDigits(*text)) {
+  absl::StatusOr<absl::Duration> d =
+      ParseDuration(*text, {.min = kMinTimeout, .max = kMaxTimeout});
+  if (!d.ok() && whole_seconds_too && AllDigits(*text)) {
     int64_t seconds = 0;
-    parsed = absl::SimpleAtoi(*text, &seconds);
-    d = absl::Seconds(seconds);
+    if (absl::SimpleAtoi(*text, &seconds)) d = absl::Seconds(seconds);
   }
-  if (!parsed || d < kMinTimeout || d > kMaxTimeout) {
+  if (!d.ok() || *d < kMinTimeout || *d > kMaxTimeout) {
     return absl::InvalidArgumentError(absl::StrCat(
         "URI option '", key, "' must be a duration from ",
         absl::FormatDuration(kMinTimeout), " to ",
@@ -41,7 +41,7 @@ absl::StatusOr<std::optional<absl::Duration>> TakeTimeout(
         whole_seconds_too ? " (or whole seconds, as libpq takes it)" : "",
         ", not '", *text, "'"));
   }
-  return std::optional<absl::Duration>(d);
+  return std::optional<absl::Duration>(*d);
 }
 
 // liveness_ttl=: a duration as the timeouts take it, or "off".
@@ -52,16 +52,16 @@ absl::StatusOr<std::optional<absl::Duration>> TakeLivenessTtl(
   if (*text == "off") {
     return std::optional<absl::Duration>(absl::InfiniteDuration());
   }
-  absl::Duration d;
-  if (!absl::ParseDuration(*text, &d) || d < absl::Milliseconds(10) ||
-      d > kMaxTimeout) {
+  absl::StatusOr<absl::Duration> d =
+      ParseDuration(*text, {.min = absl::Milliseconds(10), .max = kMaxTimeout});
+  if (!d.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "URI option '", kLivenessTtlOption,
         "' must be a duration from 10ms to ", absl::FormatDuration(kMaxTimeout),
         ", like 2s or 10s, or 'off' for no liveness record, not '", *text,
         "'"));
   }
-  return std::optional<absl::Duration>(d);
+  return std::optional<absl::Duration>(*d);
 }
 
 }  // namespace

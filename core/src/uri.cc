@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "dlock/backend/options.h"
+#include "dlock/duration.h"
 
 namespace dlock {
 namespace {
@@ -252,15 +253,7 @@ std::string Uri::Redacted() const {
 }
 
 absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text) {
-  absl::Duration d;
-  if (!absl::ParseDuration(text, &d) || d <= absl::ZeroDuration() ||
-      d == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text,
-                     "' is not a positive duration; write it like 500ms, "
-                     "30s, 2m or 1h"));
-  }
-  return d;
+  return ParseDuration(text, kPositiveDuration);
 }
 
 UriParams::UriParams(const Uri& uri)

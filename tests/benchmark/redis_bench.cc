@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <latch>
 #include <thread>
@@ -85,6 +86,129 @@ absl::StatusOr<absl::Duration> IsolatedRoundTrip(int port, int samples) {
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+// One command on a fresh connection; its reply as text (a status, a bulk
+// string or an integer).
+absl::StatusOr<std::string> Command(int port,
+                                    const std::vector<std::string>& argv) {
+  redisContext* ctx = redisConnect("127.0.0.1", port);
+  if (ctx == nullptr || ctx->err != 0) {
+    if (ctx != nullptr) redisFree(ctx);
+    return absl::UnavailableError("cannot connect to read the server's stats");
+  }
+  std::vector<const char*> args;
+  std::vector<size_t> lengths;
+  for (const std::string& a : argv) {
+    args.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  auto* reply = static_cast<redisReply*>(redisCommandArgv(
+      ctx, static_cast<int>(args.size()), args.data(), lengths.data()));
+  redisFree(ctx);
+  if (reply == nullptr) return absl::UnavailableError("no reply");
+  std::string text = reply->type == REDIS_REPLY_INTEGER
+                         ? absl::StrCat(reply->integer)
+                         : std::string(reply->str ? reply->str : "",
+                                       reply->str ? reply->len : 0);
+  freeReplyObject(reply);
+  return text;
+}
+
+// What `run` cost the server per acquire+release pair, from INFO
+// commandstats: the time of the commands a client sends itself (`top_level`;
+// a script's time includes the commands it runs), over half their count.
+absl::StatusOr<double> ServerMicrosPerPair(
+    int port, const std::vector<std::string>& top_level,
+    const std::function<absl::Status()>& run) {
+  if (absl::StatusOr<std::string> s = Command(port, {"CONFIG", "RESETSTAT"});
+      !s.ok()) {
+    return s.status();
+  }
+  if (absl::Status s = run(); !s.ok()) return s;
+  absl::StatusOr<std::string> info = Command(port, {"INFO", "commandstats"});
+  if (!info.ok()) return info.status();
+  int64_t calls = 0;
+  int64_t usec = 0;
+  for (const std::string& command : top_level) {
+    const std::string field = absl::StrCat("cmdstat_", command, ":calls=");
+    const size_t at = info->find(field);
+    if (at == std::string::npos) continue;
+    calls += std::strtoll(info->c_str() + at + field.size(), nullptr, 10);
+    const size_t u = info->find("usec=", at);
+    usec += std::strtoll(info->c_str() + u + 5, nullptr, 10);
+  }
+  if (calls == 0) return absl::InternalError("no calls counted");
+  return 2.0 * static_cast<double>(usec) / static_cast<double>(calls);
+}
+
+// node redis-semaphore's pair as the server sees it, from `threads`
+// threads on a connection each for `slice`: SET key id NX PX 10000, then
+// EVALSHA of `release` (GET, compare, DEL), each thread on a key of its own.
+absl::Status SetAndScriptPairs(int port, int threads, absl::Duration slice,
+                               const std::string& release) {
+  absl::StatusOr<std::string> sha = Command(port, {"SCRIPT", "LOAD", release});
+  if (!sha.ok()) return sha.status();
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> workers;
+  const absl::Time end = absl::Now() + slice;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      redisContext* ctx = redisConnect("127.0.0.1", port);
+      if (ctx == nullptr || ctx->err != 0) {
+        failed = true;
+        if (ctx != nullptr) redisFree(ctx);
+        return;
+      }
+      const std::string key = absl::StrCat("peer:", t);
+      while (absl::Now() < end && !failed) {
+        void* set = redisCommand(ctx, "SET %s id NX PX 10000", key.c_str());
+        void* del =
+            redisCommand(ctx, "EVALSHA %s 1 %s id", sha->c_str(), key.c_str());
+        if (set == nullptr || del == nullptr) failed = true;
+        if (set != nullptr) freeReplyObject(set);
+        if (del != nullptr) freeReplyObject(del);
+      }
+      redisFree(ctx);
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  if (failed) return absl::UnavailableError("the SET + script pairs failed");
+  return absl::OkStatus();
+}
+
+// The server's cost per pair for dlock (16 threads), and for the commands
+// of node redis-semaphore's pair (SetAndScriptPairs), in alternating
+// slices.
+struct ServerCost {
+  double dlock = 0;
+  double set_and_script = 0;
+};
+absl::StatusOr<ServerCost> ServerCostOf(int port, const std::string& uri,
+                                        absl::Duration slice, int rounds) {
+  const std::string release =
+      "if redis.call('get', KEYS[1]) == ARGV[1] then return "
+      "redis.call('del', KEYS[1]) end return 0";
+  std::vector<double> ours;
+  std::vector<double> theirs;
+  for (int r = 0; r < rounds; ++r) {
+    absl::StatusOr<double> d =
+        ServerMicrosPerPair(port, {"fcall", "evalsha", "eval"}, [&] {
+          return dlock::bench::UncontendedPairsPerSecond(uri, 16, slice)
+              .status();
+        });
+    if (!d.ok()) return d.status();
+    ours.push_back(*d);
+    absl::StatusOr<double> p = ServerMicrosPerPair(
+        port, {"set", "evalsha"},
+        [&] { return SetAndScriptPairs(port, 16, slice, release); });
+    if (!p.ok()) return p.status();
+    theirs.push_back(*p);
+  }
+  std::sort(ours.begin(), ours.end());
+  std::sort(theirs.begin(), theirs.end());
+  return ServerCost{.dlock = ours[ours.size() / 2],
+                    .set_and_script = theirs[theirs.size() / 2]};
 }
 
 double CpuSeconds() {
@@ -474,6 +598,10 @@ int main(int argc, char** argv) {
   absl::StatusOr<TlsCost> tls = MeasureTlsCost(uri, port, rounds, slice);
   if (!tls.ok()) return dlock::bench::Fail(tls.status());
 
+  absl::StatusOr<ServerCost> cost =
+      ServerCostOf(port, uri, slice, std::max(1, rounds / 2));
+  if (!cost.ok()) return dlock::bench::Fail(cost.status());
+
   absl::StatusOr<MemoryUse> memory = MemoryAcrossNames(uri);
   if (!memory.ok()) return dlock::bench::Fail(memory.status());
   absl::StatusOr<WatchdogCost> watchdog = WatchdogCostOf(uri, 4);
@@ -506,6 +634,13 @@ int main(int argc, char** argv) {
       absl::FormatDuration(*lone_trip), kTargetHandOffRoundTrips,
       handoff_trips <= kTargetHandOffRoundTrips ? "MET" : "MISSED",
       absl::FormatDuration(handoff->p99));
+  std::cout << absl::StrFormat(
+      "server cost per pair (INFO commandstats, 16 threads/clients):\n"
+      "  dlock %.1f us; SET NX PX + release script (node redis-semaphore's "
+      "commands) %.1f us: %.2fx (target <= 1, the peers themselves in the "
+      "comparative report): %s\n",
+      cost->dlock, cost->set_and_script, cost->dlock / cost->set_and_script,
+      cost->dlock <= cost->set_and_script ? "MET" : "MISSED");
   const int64_t growth = memory->heap_after - memory->heap_before;
   constexpr double kMiB = 1 << 20;
   std::cout << absl::StrFormat(

@@ -1,9 +1,10 @@
 // Copyright dlock authors. Instantiates the suite for the entries of the test
 // registry (integration/test_servers.h) that run dlock::<backend>, the
 // backend this binary is built for (DLOCK_CONFORMANCE_BACKEND): PostgreSQL
-// has two (lease and session mode). Each entry's server is started once for
-// the whole binary, on first use; one that does not start fails every case
-// that needed it with what is missing (a missing server never skips a case).
+// has two (lease and session mode), and variants (through PgBouncer). Each
+// entry's server is started once for the whole binary, on first use; one that
+// does not start fails every case that needed it with what is missing (a
+// missing server never skips a case).
 #include <string>
 #include <vector>
 
@@ -32,27 +33,29 @@ BackendUnderTest FromRegistry(const TestBackend& entry) {
   return b;
 }
 
-// Variants too: each ctest entry picks its labels (tests/conformance/
-// CMakeLists.txt), and a variant without one can be run by hand
-// (--gtest_filter='*/redlock3_tls').
-std::vector<BackendUnderTest> UnderTest() {
+std::vector<BackendUnderTest> UnderTest(bool variants) {
   std::vector<BackendUnderTest> out;
   for (const TestBackend& entry : TestBackends(
-           {.backend = DLOCK_CONFORMANCE_BACKEND, .with_variants = true})) {
-    out.push_back(FromRegistry(entry));
+           {.backend = DLOCK_CONFORMANCE_BACKEND, .with_variants = variants})) {
+    if (entry.variant == variants) out.push_back(FromRegistry(entry));
   }
   return out;
 }
 
 TEST(ConformanceRegistry, BackendHasAnEntry) {
-  EXPECT_FALSE(UnderTest().empty())
+  EXPECT_FALSE(UnderTest(false).empty())
       << "no entry for backend '" << DLOCK_CONFORMANCE_BACKEND
       << "' in the test registry: add integration/" << DLOCK_CONFORMANCE_BACKEND
       << "_registration.cc";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
-                         ::testing::ValuesIn(UnderTest()),
+                         ::testing::ValuesIn(UnderTest(false)),
+                         Conformance::ParamName);
+// The registry's variants (PostgreSQL behind PgBouncer, ...): run only by
+// the ctest entries that name them (tests/conformance/CMakeLists.txt).
+INSTANTIATE_TEST_SUITE_P(Variants, Conformance,
+                         ::testing::ValuesIn(UnderTest(true)),
                          Conformance::ParamName);
 
 }  // namespace

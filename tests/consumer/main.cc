@@ -12,10 +12,7 @@
 #include "dlock/dlock.h"
 
 #ifdef DLOCK_CONSUMER_ADAPTERS
-#include <mutex>
-
-#include "dlock/adapters/job_guard.h"
-#include "dlock/adapters/std_mutex.h"
+#include <mutex>  // dlock/dlock.h has the adapters' headers too
 #endif
 
 namespace {
@@ -31,19 +28,15 @@ void Expect(bool ok, const char* what) {
 
 #ifdef DLOCK_CONSUMER_ADAPTERS
 void CheckStdMutex(dlock::LockClient& node_a, dlock::LockClient& node_b) {
-  auto a = dlock::DistributedMutex::Create(node_a, "consumer-mutex");
-  auto b = dlock::DistributedMutex::Create(node_b, "consumer-mutex");
-  if (!a.ok() || !b.ok()) {
-    Expect(false, "DistributedMutex::Create");
-    return;
-  }
+  dlock::DistributedMutex a(node_a, "consumer-mutex");
+  dlock::DistributedMutex b(node_b, "consumer-mutex");
   {
-    std::scoped_lock hold(**a);
-    Expect(!(*b)->try_lock(), "try_lock fails while the other node holds it");
-    std::unique_lock<dlock::DistributedMutex> other(**b, std::try_to_lock);
+    std::scoped_lock hold(a);
+    Expect(!b.try_lock(), "try_lock fails while the other node holds it");
+    std::unique_lock<dlock::DistributedMutex> other(b, std::try_to_lock);
     Expect(!other.owns_lock(), "unique_lock(try_to_lock) fails as well");
   }
-  std::unique_lock<dlock::DistributedMutex> other(**b, std::try_to_lock);
+  std::unique_lock<dlock::DistributedMutex> other(b, std::try_to_lock);
   Expect(other.owns_lock(), "unique_lock takes it once scoped_lock is gone");
 }
 
@@ -92,9 +85,7 @@ int main() {
               << node_b.status() << "\n";
     return 1;
   }
-  auto lock = (*node_a)->GetLock("installed");
-  if (!lock.ok()) return 1;
-  absl::StatusOr<dlock::Hold> held = (*lock)->TryAcquire();
+  absl::StatusOr<dlock::Hold> held = (*node_a)->TryAcquire("installed");
   const uint64_t fencing_token = held.ok() ? held->fencing_token() : 0;
   Expect(held.ok() && held->Release().ok(), "TryAcquire, then Release");
 #ifdef DLOCK_CONSUMER_ADAPTERS

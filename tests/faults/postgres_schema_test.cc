@@ -50,7 +50,7 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
   absl::StatusOr<std::string> version =
       server_->Psql("SELECT max(version) FROM old_locks_meta;");
   ASSERT_TRUE(version.ok()) << version.status();
-  EXPECT_EQ(*version, "5");
+  EXPECT_EQ(*version, "6");
   absl::StatusOr<std::string> columns = server_->Psql(
       "SELECT string_agg(column_name, ',' ORDER BY column_name) FROM "
       "information_schema.columns WHERE table_name = 'old_locks' AND "

@@ -322,7 +322,7 @@ TEST(RedisNetwork, LeavesADemotedMasterByItself) {
   } while (absl::Now() < deadline);
   ASSERT_TRUE(held.ok()) << "still refused after the address moved: "
                          << held.status();
-  EXPECT_EQ(*master->RawCommand({"EXISTS", "dlock:moved:l:x"}), ":1\r\n");
+  EXPECT_EQ(*master->RawCommand({"EXISTS", "dlock:{moved:x}"}), ":1\r\n");
 
   // The subscription moved too: a release on the new master wakes a waiter
   // of this client long before the fallback poll or the holder's lease.

@@ -64,11 +64,11 @@ void Parse(const redisReply* r) {
   (void)ParseRenew(r, "name", kEndpoint);
   (void)ParseInspect(r, "name", kEndpoint);
   (void)ParseForceUnlockIfToken(r, kEndpoint);
-  (void)ParseLivenessReply(r, kEndpoint);
+  (void)ParseRefreshLiveness(r, kEndpoint);
   (void)ParseUsedMemory(r, kEndpoint);
   std::string cursor;
   std::vector<std::string> names;
-  (void)ParseScanPage(r, "dlock:ns:l:", cursor, names, kEndpoint);
+  (void)ParseScanPage(r, "dlock:{ns:", cursor, names, kEndpoint);
   (void)MasterAddressOf(r);
   (void)PublishedMessage(r);
 }

@@ -67,6 +67,16 @@ class RegistryBackend : public HistoryBackend {
     return entry_.terminate_sessions(absl::StrCat("history-worker-", i))
         .status();
   }
+  absl::Status FailOver() override {
+    if (absl::Status s = Call(entry_, "kill its primary", entry_.kill_primary);
+        !s.ok()) {
+      return s;
+    }
+    return Call(entry_, "promote its standby", entry_.promote_standby);
+  }
+  absl::Status RebuildStandby() override {
+    return Call(entry_, "rebuild its standby", entry_.rebuild_standby);
+  }
 
  private:
   const TestBackend entry_;

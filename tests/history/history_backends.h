@@ -39,6 +39,11 @@ class HistoryBackend {
   // Ends, on the server, every session of worker `i` (PostgreSQL);
   // Unimplemented elsewhere.
   virtual absl::Status TerminateSessionsOf(int i);
+  // A primary with a standby (postgres_replicated_*): SIGKILL to the
+  // primary, the standby promoted; then a fresh standby of the new primary,
+  // for the next failover. Unimplemented elsewhere.
+  virtual absl::Status FailOver() = 0;
+  virtual absl::Status RebuildStandby() = 0;
   // How soon others must get the lock after its holder was killed: the
   // lease (C2), plus room for the waiters' next look.
   virtual absl::Duration KilledHolderBound(absl::Duration lease) const {
@@ -48,7 +53,7 @@ class HistoryBackend {
 
 // The registry's labels of this build whose locks other processes share,
 // variants included: redis, redis_aof, zookeeper, postgres_lease,
-// postgres_session.
+// postgres_session, postgres_replicated_lease, ...
 std::vector<std::string> BuiltBackends();
 // The backend's server, started on first use and kept for the binary's
 // life. FailedPrecondition, saying what to install, if it cannot start.

@@ -86,6 +86,7 @@ enum class Scenario {
   kWallClockStepped,
   kLivenessHolderKilled,
   kLivenessHolderPartitioned,
+  kPrimaryKilledStandbyPromoted,
 };
 
 std::string Name(Scenario s) {
@@ -118,6 +119,8 @@ std::string Name(Scenario s) {
       return "liveness_sigkill_10m_lease";
     case Scenario::kLivenessHolderPartitioned:
       return "liveness_partition_10m_lease";
+    case Scenario::kPrimaryKilledStandbyPromoted:
+      return "primary_kill9_promote";
   }
   return "?";
 }
@@ -207,6 +210,16 @@ absl::Status Inject(const Case& c, HistoryRun& run, HistoryBackend& backend,
         absl::SleepFor(absl::Milliseconds(100 + random() % 200));
       }
       return absl::OkStatus();
+    }
+    case Scenario::kPrimaryKilledStandbyPromoted: {
+      // While a worker holds: the primary dies, the synchronous standby
+      // takes over, and the workers follow it through their host list.
+      // Then a new standby joins, for the next round.
+      absl::StatusOr<int> h = holder();
+      if (!h.ok()) return h.status();
+      if (absl::Status s = backend.FailOver(); !s.ok()) return s;
+      absl::SleepFor(2 * kLease);
+      return backend.RebuildStandby();
     }
     case Scenario::kServerKilledAndRestarted:
       for (int k = 0; k < 2; ++k) {
@@ -317,8 +330,10 @@ TEST_P(History, ContractHoldsUnderTheFault) {
           absl::StrCat("liveness_ttl=", absl::FormatDuration(kLivenessTtl));
     }
     // A kill needs no proxy: the workers reach the server itself, so that
-    // a backend of several servers (Redlock, Sentinel) is reached whole.
-    const bool proxied = c.scenario != Scenario::kLivenessHolderKilled;
+    // a backend of several servers (Redlock, Sentinel, a primary and its
+    // standby) is reached whole.
+    const bool proxied = c.scenario != Scenario::kLivenessHolderKilled &&
+                         c.scenario != Scenario::kPrimaryKilledStandbyPromoted;
     options.uri = [&, uri](int port, const std::string& ns, int i) {
       WorkerUri worker = uri;
       worker.proxy_port = proxied ? port : 0;
@@ -493,6 +508,10 @@ std::vector<Case> Cases() {
   // to the holder until the lease ends (docs/postgres.md, limits).
   add("postgres_session", pg);
   add("postgres_lease", liveness);
+  // Failover to a synchronous standby keeps every confirmed grant: the
+  // contract holds throughout (docs/postgres.md, "Failover").
+  add("postgres_replicated_lease", {S::kPrimaryKilledStandbyPromoted});
+  add("postgres_replicated_session", {S::kPrimaryKilledStandbyPromoted});
   // A dead session is found at a waiter's next look (docs/postgres.md):
   // its grace (2 s) and a fallback poll.
   if (has("postgres_session")) {

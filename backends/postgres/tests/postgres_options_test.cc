@@ -66,6 +66,39 @@ TEST(PostgresOptions, ConnectTimeoutBecomesWholeSecondsRoundedUp) {
   }
 }
 
+// Several hosts are a primary and its standbys: dlock wants the one that
+// takes writes, unless the URI says otherwise.
+TEST(PostgresOptions, HostListAsksForTheReadWriteServer) {
+  const struct {
+    const char* uri;
+    const char* attrs;
+  } cases[] = {
+      {"postgres://a:5432,b:5432/db", "read-write"},
+      {"postgres://a,b/db", "read-write"},
+      {"postgres:///db?host=a,b", "read-write"},
+      {"postgres://a:5432/db", "(unset)"},
+      {"postgres://a,b/db?target_session_attrs=any", "any"},
+      {"postgres://a,b/db?target_session_attrs=prefer-standby",
+       "prefer-standby"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<PgOptions> options = Parse(c.uri);
+    ASSERT_TRUE(options.ok()) << c.uri << ": " << options.status();
+    EXPECT_EQ(Libpq(*options, "target_session_attrs"), c.attrs) << c.uri;
+  }
+}
+
+TEST(PostgresOptions, SetupAndListenOptions) {
+  absl::StatusOr<PgOptions> options =
+      Parse("postgres://h/db?grant_to=app%20user&listen_dbname=db_listen");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->grant_to, "app user");
+  EXPECT_EQ(options->listen_dbname, "db_listen");
+  EXPECT_EQ(Libpq(WithDbname(*options, "db_listen"), "dbname"), "db_listen");
+  EXPECT_EQ(Libpq(*options, "dbname"), "db");
+  EXPECT_FALSE(Parse("postgres://h/db?grant_to=").ok());
+}
+
 TEST(PostgresOptions, OperationTimeoutIsTheStatementTimeout) {
   absl::StatusOr<PgOptions> options = Parse("postgres://h/db");
   ASSERT_TRUE(options.ok()) << options.status();

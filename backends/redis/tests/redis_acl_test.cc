@@ -84,23 +84,27 @@ TEST(RedisAcl, TheDocumentedUserLocksInItsNamespaceAndTouchesNothingElse) {
   EXPECT_EQ(listed.size(), 1u);
   EXPECT_OK(hold.Release());
 
-  // Another namespace: its release channel is refused at Connect.
+  // Another namespace: refused at Connect (the layout check on its keys
+  // comes before the subscription to its release channel).
   absl::StatusOr<std::unique_ptr<LockClient>> other =
       Connect(Uri(*server, "payroll"));
   EXPECT_EQ(other.status().code(), absl::StatusCode::kPermissionDenied)
       << other.status();
-  EXPECT_THAT(other.status().message(),
-              AllOf(HasSubstr("SUBSCRIBE"), HasSubstr("NOPERM"),
+  EXPECT_THAT(std::string(other.status().message()),
+              AllOf(HasSubstr("NOPERM"), HasSubstr("docs/redis.md"),
                     Not(HasSubstr(kPassword))));
 
-  // Keys outside dlock:billing: are neither read nor written, whatever
-  // the command; the namespace's own are.
+  // Keys outside the namespace are neither read nor written, whatever the
+  // command; the namespace's own are.
   for (const std::vector<std::string>& argv :
        std::vector<std::vector<std::string>>{
            {"GET", "session:42"},
            {"SET", "session:42", "x"},
            {"DEL", "session:42"},
            {"GET", "dlock:payroll:fence"},
+           {"GET", "dlock:{payroll:invoice}"},
+           {"SUBSCRIBE", "dlock:0:payroll:released"},
+           {"FUNCTION", "LOAD", "REPLACE", "#!lua name=dlock_v3\nreturn 1"},
            {"EVAL", "return redis.call('GET', KEYS[1])", "1", "session:42"},
            {"EVAL", "return redis.call('SET', 'session:42', 'x')", "0"},
            {"KEYS", "*"},
@@ -110,7 +114,11 @@ TEST(RedisAcl, TheDocumentedUserLocksInItsNamespaceAndTouchesNothingElse) {
                 AnyOf(StartsWith("-NOPERM"), HasSubstr("can't")))
         << argv[0] << " " << (argv.size() > 1 ? argv[1] : "");
   }
-  EXPECT_EQ(AsTheUser(*server, {"GET", "dlock:billing:fence"}), "$1\r\n1\r\n");
+  // The namespace's own keys: the rolling-upgrade mark, and the lock.
+  EXPECT_THAT(AsTheUser(*server, {"GET", "dlock:billing:fence"}),
+              HasSubstr("dlock-v3 layout"));
+  EXPECT_THAT(AsTheUser(*server, {"SET", "dlock:{billing:other}", "x"}),
+              StartsWith("+OK"));
   EXPECT_EQ(server->RawCommand({"EXISTS", "session:42"}).value_or(""),
             ":0\r\n");
 }
@@ -128,17 +136,20 @@ std::set<std::string> DocumentedCommands() {
 
 TEST(RedisAcl, TheLineAllowsExactlyTheCommandsDlockSends) {
   // Outside the scripts: redis_connection.cc (SELECT, ROLE),
-  // redis_scripts.cc (SCRIPT LOAD), redis_master.cc and redis_scripts.cc
-  // (EVALSHA, EVAL), redis_subscriber.cc (SUBSCRIBE), redis_backend.cc
-  // (WAIT), redis_lock_ops.cc (SCAN, INFO). AUTH needs no permission.
+  // redis_scripts.cc (SCRIPT LOAD, after FUNCTION LOAD, which the line
+  // refuses on purpose), redis_master.cc and redis_scripts.cc (EVALSHA,
+  // EVAL), redis_layout.cc (EVAL, SCAN), redis_subscriber.cc (SUBSCRIBE),
+  // redis_backend.cc (WAIT), redis_lock_ops.cc (SCAN, INFO). AUTH needs no
+  // permission.
   std::set<std::string> sent = {"EVALSHA",   "EVAL",   "SCRIPT|LOAD",
                                 "SUBSCRIBE", "SELECT", "ROLE",
                                 "WAIT",      "SCAN",   "INFO"};
   const redis::Scripts scripts;
   for (const redis::Script* script :
-       {&scripts.acquire, &scripts.release, &scripts.renew, &scripts.inspect,
-        &scripts.force_unlock, &scripts.force_unlock_if_token,
-        &scripts.raise_token, &scripts.liveness}) {
+       {&scripts.acquire, &scripts.release, &scripts.renew,
+        &scripts.refresh_liveness, &scripts.inspect, &scripts.force_unlock,
+        &scripts.force_unlock_if_token, &scripts.raise_token,
+        &scripts.layout_guard}) {
     const std::set<std::string> called = redis::CommandsCalledBy(script->body);
     EXPECT_FALSE(called.empty()) << script->name;
     sent.insert(called.begin(), called.end());
@@ -165,24 +176,26 @@ TEST(RedisAcl, ACommandTheAclRefusesIsPermissionDeniedNamingIt) {
             << std::endl;
 
   // Inside a script: Redis names no command; the message lists the
-  // script's.
-  auto no_pexpire =
-      StartWith(absl::StrReplaceAll(documented, {{" +pexpire", ""}}));
-  ASSERT_NE(no_pexpire, nullptr);
-  ASSERT_OK_AND_ASSIGN(auto inner, Connect(Uri(*no_pexpire, "billing")));
+  // script's. (GETDEL: release calls it, the connect-time layout check and
+  // acquire do not.)
+  auto no_getdel =
+      StartWith(absl::StrReplaceAll(documented, {{" +getdel", ""}}));
+  ASSERT_NE(no_getdel, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto inner, Connect(Uri(*no_getdel, "billing")));
   ASSERT_OK_AND_ASSIGN(auto inner_lock, inner->GetLock("invoice"));
-  absl::StatusOr<Hold> inner_refused = inner_lock->TryAcquire();
-  EXPECT_EQ(inner_refused.status().code(), absl::StatusCode::kPermissionDenied)
-      << inner_refused.status();
+  ASSERT_OK_AND_ASSIGN(Hold held, inner_lock->TryAcquire());
+  const absl::Status inner_refused = held.Release();
+  EXPECT_EQ(inner_refused.code(), absl::StatusCode::kPermissionDenied)
+      << inner_refused;
   EXPECT_THAT(
-      inner_refused.status().message(),
-      AllOf(HasSubstr("acquire"), HasSubstr("PEXPIRE"), HasSubstr("ACL")));
-  std::cout << "REFUSED without +pexpire: " << inner_refused.status().message()
+      inner_refused.message(),
+      AllOf(HasSubstr("release"), HasSubstr("GETDEL"), HasSubstr("ACL")));
+  std::cout << "REFUSED without +getdel: " << inner_refused.message()
             << std::endl;
 
   // A wrong password is another matter: Unauthenticated.
   absl::StatusOr<std::unique_ptr<LockClient>> wrong = Connect(
-      absl::StrCat("redis://dlock:not-it@127.0.0.1:", no_pexpire->port()));
+      absl::StrCat("redis://dlock:not-it@127.0.0.1:", no_getdel->port()));
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated)
       << wrong.status();
   EXPECT_THAT(wrong.status().message(),

@@ -32,7 +32,7 @@
 #include "redis_connection.h"
 #include "redis_server.h"
 #include "redis_tls.h"
-#include "test_certificates.h"
+#include "tls_certificates.h"
 
 namespace dlock::redis {
 namespace {
@@ -449,8 +449,8 @@ TEST_P(MuxOnServer, ManyThreadsMixingBatchesAllFinish) {
   ASSERT_TRUE(server.ok()) << server.status();
   ConnectionConfig config = ConfigFor((*server)->port());
   if (GetParam()) {
-    absl::StatusOr<const testing::TestCertificates*> certs =
-        testing::SharedTestCertificates();
+    absl::StatusOr<const testing::TlsCertificates*> certs =
+        testing::SharedTlsCertificates();
     ASSERT_TRUE(certs.ok()) << certs.status();
     absl::StatusOr<std::shared_ptr<const TlsContext>> context =
         TlsContext::Create({.ca_file = (*certs)->ca});

@@ -137,10 +137,11 @@ TEST_P(RedisSentinel, WithoutWaitAFailoverCanGrantTheLockTwice) {
   // wait_replicas or Redlock where this matters).
   EXPECT_FALSE(first_hold->lost());
   EXPECT_FALSE(second_hold.lost());
-  // The lost INCR gives the second owner a token no larger than the
-  // first's: the resource takes the newer owner's write and refuses the
-  // stale one.
-  EXPECT_LE(second_hold.fencing_token(), first_hold->fencing_token());
+  // Tokens come from the server's clock (docs/redis.md), and the promoted
+  // replica's runs on from the lost grant's: the second owner's token is
+  // the larger, so the resource takes the newer owner's write and refuses
+  // the stale one.
+  EXPECT_GT(second_hold.fencing_token(), first_hold->fencing_token());
   FencedResource resource;
   EXPECT_TRUE(resource.Write(second_hold.fencing_token()));
   EXPECT_FALSE(resource.Write(first_hold->fencing_token()))

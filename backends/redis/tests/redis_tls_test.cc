@@ -1,5 +1,5 @@
 // rediss://: TLS to a redis-server that takes only TLS on its port, with
-// certificates the harness makes (integration/test_certificates.h). What must
+// certificates the harness makes (integration/tls_certificates.h). What must
 // work (the server's certificate and name checked, an IP address included; a
 // client certificate; replies that come a few bytes at a time), and every way
 // it can be set up wrong, each refused in bounded time with a message that
@@ -28,13 +28,13 @@
 #include "redis_mux.h"
 #include "redis_server.h"
 #include "status_testing.h"
-#include "test_certificates.h"
+#include "tls_certificates.h"
 
 namespace dlock {
 namespace {
 
 using ::dlock::testing::RedisServer;
-using ::dlock::testing::TestCertificates;
+using ::dlock::testing::TlsCertificates;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -51,8 +51,8 @@ class RedisTls : public ::testing::Test {
   enum Kind { kTls, kExpired, kClientAuth, kPlaintext };
 
   void SetUp() override {
-    absl::StatusOr<const TestCertificates*> certs =
-        testing::SharedTestCertificates();
+    absl::StatusOr<const TlsCertificates*> certs =
+        testing::SharedTlsCertificates();
     ASSERT_TRUE(certs.ok()) << certs.status();
     certs_ = *certs;
   }
@@ -108,7 +108,7 @@ class RedisTls : public ::testing::Test {
     return message;
   }
 
-  const TestCertificates* certs_ = nullptr;
+  const TlsCertificates* certs_ = nullptr;
 };
 
 void LockOnce(LockClient& client) {
@@ -279,8 +279,8 @@ TEST_F(RedisTls, RecordsThatArriveInPieces) {
 // being stopped does not wait out connect_timeout against a server that
 // accepted the connection and never answers the handshake.
 TEST(RedisTlsTransport, HandshakeStopsWhenCancelled) {
-  absl::StatusOr<const TestCertificates*> certs =
-      testing::SharedTestCertificates();
+  absl::StatusOr<const TlsCertificates*> certs =
+      testing::SharedTlsCertificates();
   ASSERT_OK(certs);
   // Listens, never accepts: the kernel completes the TCP handshake, and
   // nobody answers the client's hello.
@@ -323,8 +323,8 @@ TEST(RedisTlsTransportDeathTest,
       {
         absl::StatusOr<std::unique_ptr<RedisServer>> server =
             RedisServer::Start({.tls = true});
-        absl::StatusOr<const TestCertificates*> certs =
-            testing::SharedTestCertificates();
+        absl::StatusOr<const TlsCertificates*> certs =
+            testing::SharedTlsCertificates();
         if (!server.ok() || !certs.ok()) _exit(2);
         absl::StatusOr<std::shared_ptr<const redis::TlsContext>> context =
             redis::TlsContext::Create({.ca_file = (*certs)->ca});

@@ -51,11 +51,36 @@ INSTANTIATE_TEST_SUITE_P(Transports, Redlock, ::testing::Bool(),
                            return info.param ? "Tls" : "Plain";
                          });
 
-int64_t FenceOn(testing::RedisServer& server, const std::string& ns) {
+// A master's token floor (docs/redis.md, fencing over a quorum).
+int64_t FloorOn(testing::RedisServer& server, const std::string& ns) {
   absl::StatusOr<std::string> reply =
-      server.RawCommand({"GET", absl::StrCat("dlock:", ns, ":fence")});
+      server.RawCommand({"GET", absl::StrCat("dlock:", ns, ":floor")});
   EXPECT_TRUE(reply.ok()) << reply.status();
   return reply.ok() ? RespInteger(*reply) : -1;
+}
+
+// The token a master's copy of the lock carries: the first field of its
+// value; -1 when the master has no copy.
+int64_t TokenOn(testing::RedisServer& server, const std::string& key) {
+  absl::StatusOr<std::string> reply = server.RawCommand(
+      {"EVAL",
+       "local v = redis.call('GET', KEYS[1]) if not v then return -1 end "
+       "return tonumber(string.match(v, '^(%d+) '))",
+       "1", key});
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  return reply.ok() ? RespInteger(*reply) : -1;
+}
+
+// Sets the token of a master's copy of the lock.
+absl::Status SetTokenOn(testing::RedisServer& server, const std::string& key,
+                        uint64_t token) {
+  return server
+      .RawCommand({"EVAL",
+                   "local v = redis.call('GET', KEYS[1]) "
+                   "return redis.call('SET', KEYS[1], "
+                   "ARGV[1] .. string.match(v, '^%d+( .*)$'), 'KEEPTTL')",
+                   "1", key, absl::StrCat(token)})
+      .status();
 }
 
 TEST_P(Redlock, ConnectsWithAQuorumAndSaysHowManyAnswerWithout) {
@@ -100,32 +125,38 @@ TEST_P(Redlock, AsksEveryMasterAtOnce) {
   EXPECT_OK(hold.Release());
 }
 
-// A master whose counter ran ahead (it granted while the others were
-// away) sets the token; the others are raised to it before the grant
-// returns, so the next token exceeds it wherever the next quorum is.
+// A master whose floor ran ahead (it granted while the others were away,
+// or its clock is ahead) sets the token; the others are raised to it before
+// the grant returns, so the next token exceeds it wherever the next quorum
+// is.
 TEST_P(Redlock, TokenIsTheQuorumsLargestAndIsWrittenBack) {
   std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
-  ASSERT_OK(group->server(0)
-                .RawCommand({"SET", "dlock:tokens:fence", "100"})
-                .status());
+  // Far ahead of any server's clock in microseconds (2^52).
+  constexpr int64_t kAhead = int64_t{1} << 52;
+  ASSERT_OK(
+      group->server(0)
+          .RawCommand({"SET", "dlock:tokens:floor", absl::StrCat(kAhead - 1)})
+          .status());
   ASSERT_OK_AND_ASSIGN(auto client,
                        Connect(RedlockUri(*group, {}, "namespace=tokens")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   ASSERT_OK_AND_ASSIGN(Hold first, lock->TryAcquire());
-  EXPECT_EQ(first.fencing_token(), 101u);
+  EXPECT_EQ(first.fencing_token(), static_cast<uint64_t>(kAhead));
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(FenceOn(group->server(i), "tokens"), 101) << "master " << i;
+    EXPECT_EQ(FloorOn(group->server(i), "tokens"), kAhead) << "master " << i;
+    EXPECT_EQ(TokenOn(group->server(i), "dlock:{tokens:job}"), kAhead)
+        << "master " << i;
   }
   ASSERT_OK_AND_ASSIGN(LockInfo info, client->Admin().Inspect("job"));
-  EXPECT_EQ(info.fencing_token, 101u);
+  EXPECT_EQ(info.fencing_token, static_cast<uint64_t>(kAhead));
   ASSERT_OK(first.Release());
 
   // Master 0 forgets everything (a restart without persistence): the two
-  // others still know 101.
+  // others still know the token.
   ASSERT_OK(group->server(0).Restart());
   ASSERT_OK_AND_ASSIGN(Hold second, lock->Acquire({.wait = absl::Seconds(5)}));
-  EXPECT_GT(second.fencing_token(), 101u);
+  EXPECT_GT(second.fencing_token(), static_cast<uint64_t>(kAhead));
   EXPECT_OK(second.Release());
 }
 
@@ -143,10 +174,7 @@ TEST_P(Redlock, ForceUnlockOnATokenHeldByTooFewMastersIsNotDone) {
                        lock->TryAcquire({.lease = absl::Minutes(1)}));
   const uint64_t token = hold.fencing_token();
   for (int i : {1, 2}) {
-    ASSERT_OK(group->server(i)
-                  .RawCommand({"HSET", "dlock:split:l:job", "token",
-                               absl::StrCat(token - 1)})
-                  .status());
+    ASSERT_OK(SetTokenOn(group->server(i), "dlock:{split:job}", token - 1));
   }
   const absl::Status forced = client->Admin().ForceUnlock("job", token);
   EXPECT_FALSE(forced.ok());
@@ -242,13 +270,12 @@ TEST_P(Redlock, SplitVoteIsNotReportedAsHeld) {
       Connect(RedlockUri(*group, {}, "namespace=split&retry_delay=200ms")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   for (int i = 0; i < 2; ++i) {
-    const std::string key = "dlock:split:l:job";
-    ASSERT_OK(group->server(i)
-                  .RawCommand({"HSET", key, "owner", absl::StrCat("other-", i),
-                               "holds", "1", "token", "1", "lease", "30",
-                               "since", "0"})
-                  .status());
-    ASSERT_OK(group->server(i).RawCommand({"PEXPIRE", key, "30"}).status());
+    // token 1, one hold, lease 30 ms, no liveness (docs/redis.md, keys).
+    ASSERT_OK(
+        group->server(i)
+            .RawCommand({"SET", "dlock:{split:job}",
+                         absl::StrCat("1 1 30 0 0 -1 0 other-", i), "PX", "30"})
+            .status());
   }
   absl::StatusOr<Hold> hold = lock->TryAcquire();
   ASSERT_OK(hold.status());

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/clock.h"
+#include "dlock/duration.h"
 #include "dlock/lock.h"
 #include "dlock/observer.h"
 #include "dlock/traits.h"
@@ -20,6 +21,10 @@ namespace dlock {
 
 class Backend;  // dlock/backend/backend.h
 
+// The shortest ClientOptions::watchdog_lease: renewed at a third of it, a
+// shorter one would leave no time for a round trip.
+inline constexpr absl::Duration kMinWatchdogLease = absl::Milliseconds(30);
+
 struct ClientOptions {
   // Locks in different namespaces never interact (C16). Letters, digits,
   // '.', '_' and '-', at most 64 bytes. Empty: the URI's `namespace=`
@@ -27,6 +32,7 @@ struct ClientOptions {
   // is InvalidArgument.
   std::string lock_namespace;
   // The lease of holds renewed by the watchdog (C7), renewed at a third.
+  // From kMinWatchdogLease to kLongestLease (dlock/duration.h).
   absl::Duration watchdog_lease = absl::Seconds(30);
   // Holder liveness (docs/reliability.md): while this client holds a lock it
   // refreshes a liveness record on the backend every third of this, and a
@@ -114,6 +120,18 @@ class LockClient {
   // sent to the backend.
   virtual absl::StatusOr<std::unique_ptr<DistributedLock>> GetLock(
       absl::string_view name) = 0;
+
+  // The short path, for a caller that keeps no lock handle: GetLock(name),
+  // then Acquire(options) on it. The Hold needs no handle to stay valid.
+  // Errors as GetLock() (a bad name) and DistributedLock::Acquire().
+  //
+  //   absl::StatusOr<dlock::Hold> hold =
+  //       client->Acquire("reports/nightly", {.wait = absl::Seconds(10)});
+  absl::StatusOr<Hold> Acquire(absl::string_view name,
+                               const AcquireOptions& options = {});
+  // One attempt, one round trip, as DistributedLock::TryAcquire().
+  absl::StatusOr<Hold> TryAcquire(absl::string_view name,
+                                  AcquireOptions options = {});
 
   // Inspection, listing and force unlock; lives as long as the client.
   virtual LockAdmin& Admin() = 0;

@@ -64,7 +64,8 @@ class UriParams {
 absl::Status UnknownUriOption(absl::string_view scheme, absl::string_view key,
                               absl::string_view known);
 
-// Parses "500ms", "30s", "2m", "1h", "1.5s": a positive finite duration.
+// Parses "500ms", "30s", "2m", "1h", "1d", "1.5s": a positive duration up to
+// kLongestLease, as ParseDuration(text, kPositiveDuration) (dlock/duration.h).
 absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text);
 
 }  // namespace dlock

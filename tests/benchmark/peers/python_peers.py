@@ -12,6 +12,10 @@ LIB and TARGET:
                                KazooClient shared by the threads
   tooz-zookeeper   host:port   a tooz coordinator (python3-tooz), zookeeper://
   tooz-postgresql  URL         a tooz coordinator, postgresql:// (psycopg2)
+  python-etcd3     host:port   python3-etcd3's Lock (its gRPC client), one
+                               client shared by the threads
+  tooz-etcd3gw     host:port   a tooz coordinator, etcd3+http:// (etcd's gRPC
+                               gateway through python3-etcd3gw)
 
 Runs ONE slice and prints one JSON record, the shape `dlock bench --json`
 prints for dlock, with "library" where dlock's has "backend":
@@ -33,12 +37,26 @@ before the first slice comes.
 
 Each library is used as its documentation shows, with its defaults (redis-py
 polls a held lock every 0.1 s, kazoo and tooz's ZooKeeper driver wait on a
-watch, tooz's PostgreSQL driver blocks in pg_advisory_lock). Leases: redis-py's
-Lock is taken with timeout=10, a 10 s expiry that nothing extends, as dlock's
-pairs ask for an explicit 10 s lease; kazoo and tooz have no lease: a lock
-lives as long as the client's ZooKeeper session or PostgreSQL connection. Exits non-zero
-with a message on stderr when the library is missing or a call fails: the
-report treats that as a failure, never as a skipped peer.
+watch, tooz's PostgreSQL driver blocks in pg_advisory_lock, python-etcd3
+waits on a watch of the key, tooz's etcd3gw driver polls with a backoff
+growing to 1 s). Leases: redis-py's Lock is taken with timeout=10, a 10 s
+expiry that nothing extends, as dlock's pairs ask for an explicit 10 s
+lease; python-etcd3's with ttl=10 and tooz's etcd3gw driver with
+lock_timeout=10, each a lease of its own per acquisition that nothing
+extends (tooz's coordinator heartbeat would; the peers do not run it);
+kazoo and tooz's other drivers have no lease: a lock lives as long as the
+client's ZooKeeper session or PostgreSQL connection. Exits non-zero with a message on stderr
+when the library is missing or a call fails: the report treats that as a
+failure, never as a skipped peer.
+
+Two of Debian 12's etcd libraries need a shim to run at all; nothing else
+of them is changed. tooz 3.1.0 passes api_path= to etcd3gw.client(), which
+its python3-etcd3gw 2.0.0 no longer takes (a TypeError at start), and
+defaults to the gateway path v3alpha, which etcd 3.4 no longer serves:
+tooz_etcd3gw() passes api_path on to the client class (which still takes it)
+and asks for api_version=v3. python3-etcd3 0.12.0's Lock waits through
+tenacity with a callback of an older signature than python3-tenacity 8.2
+calls: tenacity_taking_old_waits() adapts it.
 """
 import argparse
 import hashlib
@@ -137,6 +155,71 @@ def tooz(url, distinct_keys):
     return make_lock, make_client, lambda coordinator: coordinator.stop()
 
 
+def tenacity_taking_old_waits(module):
+    """Gives `module` a tenacity whose retry() also takes a wait function of
+    the old signature (previous_attempt_number, delay_since_first_attempt).
+
+    python3-etcd3 0.12.0's Lock.acquire() waits with such a function, which
+    Debian 12's python3-tenacity 8.2 calls with one argument (a TypeError as
+    soon as a lock is held by another); uncontended acquires never wait."""
+    import inspect
+    import types
+
+    import tenacity  # python3-tenacity, python3-etcd3's dependency
+
+    def retry(*args, wait=None, **kwargs):
+        if wait is not None and len(inspect.signature(wait).parameters) == 2:
+            old_wait = wait
+
+            def wait(state):
+                return old_wait(state.attempt_number, state.seconds_since_start)
+
+        return tenacity.retry(*args, wait=wait, **kwargs)
+
+    shim = types.SimpleNamespace(**{name: getattr(tenacity, name)
+                                    for name in dir(tenacity)
+                                    if not name.startswith("__")})
+    shim.retry = retry
+    module.tenacity = shim
+
+
+def python_etcd3(target):
+    import etcd3  # python3-etcd3
+    import etcd3.locks
+
+    tenacity_taking_old_waits(etcd3.locks)
+    host, port = target.rsplit(":", 1)
+
+    def make_lock(client, name):
+        lock = client.lock(name, ttl=LEASE_SECONDS)
+
+        def acquire():
+            if not lock.acquire(timeout=None):
+                raise RuntimeError("a blocking etcd3 acquire returned False")
+
+        return acquire, lock.release
+
+    return (make_lock, lambda: etcd3.client(host=host, port=int(port)),
+            lambda client: client.close())
+
+
+def tooz_etcd3gw(target):
+    import etcd3gw  # python3-etcd3gw
+
+    if not getattr(etcd3gw.client, "takes_api_path", False):
+        make_client = etcd3gw.client
+
+        def client(api_path="/v3/", **kwargs):
+            made = make_client(**kwargs)
+            made.api_path = api_path
+            return made
+
+        client.takes_api_path = True
+        etcd3gw.client = client
+    return tooz("etcd3+http://%s?api_version=v3&lock_timeout=%d"
+                % (target, LEASE_SECONDS), distinct_keys=False)
+
+
 def distinct_key_name(index, used_keys):
     """A name whose advisory-lock key differs from every one in `used_keys`
     (the slice's earlier names'), which it joins.
@@ -163,6 +246,10 @@ def library(name, target):
         return tooz("zookeeper://" + target, distinct_keys=False)
     if name == "tooz-postgresql":
         return tooz(target, distinct_keys=True)
+    if name == "python-etcd3":
+        return python_etcd3(target)
+    if name == "tooz-etcd3gw":
+        return tooz_etcd3gw(target)
     raise SystemExit("unknown library %r" % name)
 
 
@@ -310,7 +397,8 @@ def loaded(name, target):
     except ImportError as e:
         sys.exit("%s is not installed for %s (scripts/install-deps.sh installs "
                  "Debian's python3-redis, python3-kazoo, python3-tooz, "
-                 "python3-psycopg2): %s" % (name, sys.executable, e))
+                 "python3-psycopg2, python3-etcd3, python3-etcd3gw): %s"
+                 % (name, sys.executable, e))
 
 
 def slice_record(argv):
@@ -318,7 +406,8 @@ def slice_record(argv):
     with a message when the library is missing or the slice fails."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--library", required=True,
-                        choices=["redis-py", "kazoo", "tooz-zookeeper", "tooz-postgresql"])
+                        choices=["redis-py", "kazoo", "tooz-zookeeper", "tooz-postgresql",
+                                 "python-etcd3", "tooz-etcd3gw"])
     parser.add_argument("--target", required=True)
     parser.add_argument("--scenario", required=True, choices=["uncontended", "contention"])
     parser.add_argument("--concurrency", type=int, required=True)

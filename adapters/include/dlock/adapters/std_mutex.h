@@ -65,9 +65,17 @@ struct MutexOptions {
 // Holds' destructors do.
 class DistributedMutex {
  public:
+  // The short path: the mutex of lock `name` of `client`, which must outlive
+  // it. Throws std::system_error (std::errc::invalid_argument) for a name
+  // C15 refuses, as lock() throws for what goes wrong later:
+  //
+  //   dlock::DistributedMutex account(*client, "account/17");
+  //   std::scoped_lock hold(account);
+  DistributedMutex(LockClient& client, absl::string_view name,
+                   MutexOptions options = {});
   DistributedMutex(std::unique_ptr<DistributedLock> lock,
                    MutexOptions options = {});
-  // InvalidArgument for a bad name (C15).
+  // The same as a Status: InvalidArgument for a bad name (C15).
   static absl::StatusOr<std::unique_ptr<DistributedMutex>> Create(
       LockClient& client, absl::string_view name, MutexOptions options = {});
 

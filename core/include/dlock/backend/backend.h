@@ -267,6 +267,13 @@ using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(
 bool RegisterBackend(absl::string_view scheme, BackendFactory factory);
 std::vector<std::string> RegisteredSchemes();
 
+// Names the client library a backend talks to its server with, and its
+// version, for `dlock version` and bug reports. Registered beside the scheme:
+//   const bool kLibrary = dlock::RegisterClientLibrary("hiredis", "0.14.1");
+bool RegisterClientLibrary(absl::string_view name, absl::string_view version);
+// "hiredis 0.14.1", one per library, sorted.
+std::vector<std::string> ClientLibraryVersions();
+
 }  // namespace dlock
 
 #endif  // DLOCK_BACKEND_BACKEND_H_

@@ -1,7 +1,9 @@
 // The node peers of the comparative report (scripts/bench_report.py) on one
-// Redis master: redis-semaphore's Mutex and redlock, both over ioredis.
+// Redis master: redis-semaphore's Mutex and redlock, both over ioredis; and,
+// for dlock_etcd_bench --peers (not in the report yet), the etcd3 package's
+// Lock on etcd (node-etcd3).
 //
-//   node node_peers.js <install-dir> --library redis-semaphore|node-redlock
+//   node node_peers.js <install-dir> --library redis-semaphore|node-redlock|node-etcd3
 //       --target host:port --scenario uncontended|contention
 //       --concurrency N --seconds S [--warmup S]
 //   node node_peers.js <install-dir> --serve [LIB]
@@ -43,8 +45,11 @@
 //
 // Both libraries wait for a held lock by polling: redis-semaphore every
 // 10 ms (its default retryInterval), redlock every 200 ms +- 100 ms (its
-// default retryDelay and retryJitter). Exits non-zero with a message when
-// the packages are missing or a call fails.
+// default retryDelay and retryJitter). etcd3's Lock takes a lease of its own
+// per acquisition (ttl 10 s, kept alive while held) and does not wait: it
+// fails when the lock is held, and contention retries it every 10 ms, as
+// redis-semaphore polls. Exits non-zero with a message when the packages are
+// missing or a call fails.
 "use strict";
 
 const path = require("path");
@@ -62,7 +67,7 @@ function parseArgs(argv) {
   for (const required of ["library", "target", "scenario", "concurrency", "seconds"]) {
     if (args[required] === undefined) {
       console.error(
-        "usage: node node_peers.js <install-dir> --library redis-semaphore|node-redlock " +
+        "usage: node node_peers.js <install-dir> --library redis-semaphore|node-redlock|node-etcd3 " +
         "--target host:port --scenario uncontended|contention --concurrency N --seconds S " +
         "[--warmup S]");
       process.exit(2);
@@ -89,19 +94,32 @@ function jain(counts) {
 
 const now = () => process.hrtime.bigint();
 
-// { connect(), lockFor(connection, name, contended) -> {acquire, release} }
+// The packages each library needs.
+const kPackages = {
+  "redis-semaphore": ["ioredis", "redis-semaphore"],
+  "node-redlock": ["ioredis", "redlock"],
+  "node-etcd3": ["etcd3"],
+};
+
+// { connect(), lockFor(connection, name, contended) -> {acquire, release},
+//   close(connection) }
 function library(args) {
   // The packages live in the build tree, not next to this file.
   let requireInstalled;
+  const packages = kPackages[args.library];
+  if (packages === undefined) {
+    console.error(`unknown library ${args.library}`);
+    process.exit(2);
+  }
   try {
     requireInstalled = createRequire(path.join(path.resolve(args.installDir), "package.json"));
-    requireInstalled.resolve("ioredis");
-    requireInstalled.resolve(args.library === "node-redlock" ? "redlock" : "redis-semaphore");
+    packages.forEach((p) => requireInstalled.resolve(p));
   } catch (e) {
-    console.error(`${args.library} or ioredis is not installed in ${args.installDir} ` +
+    console.error(`${packages.join(" or ")} is not installed in ${args.installDir} ` +
                   `(scripts/install-deps.sh BUILD_DIR installs them): ${e.message}`);
     process.exit(3);
   }
+  if (args.library === "node-etcd3") return etcd3(requireInstalled, args);
   const Redis = requireInstalled("ioredis").default;
   const [host, port] = args.target.split(":");
   const connect = async () => {
@@ -112,6 +130,7 @@ function library(args) {
     });
     return client;
   };
+  const close = (client) => client.quit();
 
   if (args.library === "redis-semaphore") {
     const { Mutex } = requireInstalled("redis-semaphore");
@@ -125,6 +144,7 @@ function library(args) {
         });
         return { acquire: () => mutex.acquire(), release: () => mutex.release() };
       },
+      close,
     };
   }
   if (args.library === "node-redlock") {
@@ -147,10 +167,40 @@ function library(args) {
           release: async () => { await lock.release(); lock = null; },
         };
       },
+      close,
     };
   }
-  console.error(`unknown library ${args.library}`);
-  process.exit(2);
+}
+
+function etcd3(requireInstalled, args) {
+  const { Etcd3, EtcdLockFailedError } = requireInstalled("etcd3");
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  return {
+    async connect() {
+      const client = new Etcd3({ hosts: args.target });
+      await client.get("node-peer-connected").string();
+      return client;
+    },
+    lockFor(client, name, contended) {
+      let lock = null;
+      return {
+        acquire: async () => {
+          for (;;) {
+            lock = client.lock(name).ttl(kLeaseMs / 1000);
+            try {
+              await lock.acquire();
+              return;
+            } catch (e) {
+              if (!contended || !(e instanceof EtcdLockFailedError)) throw e;
+            }
+            await sleep(10);
+          }
+        },
+        release: async () => { await lock.release(); lock = null; },
+      };
+    },
+    close: async (client) => client.close(),
+  };
 }
 
 async function uncontended(lib, args, prefix) {
@@ -182,7 +232,7 @@ async function uncontended(lib, args, prefix) {
     }
   }));
   const seconds = Number(now() - start) / 1e9;
-  await client.quit();
+  await lib.close(client);
   return {
     scenario: "uncontended",
     concurrency: args.concurrency,
@@ -225,7 +275,7 @@ async function contention(lib, args, prefix) {
   }));
   const finished = now();
   const seconds = Number((finished > stop ? finished : stop) - measureFrom) / 1e9;
-  await Promise.all(clients.map((c) => c.quit()));
+  await Promise.all(clients.map((c) => lib.close(c)));
   const total = counts.reduce((a, b) => a + b, 0);
   return {
     scenario: "contention",

@@ -1,0 +1,122 @@
+// Copyright dlock authors. The members an etcd client talks to: a gRPC
+// channel each (with its own connection), which one calls go to first, the
+// auth token every call carries, and the loop that runs one call across
+// them (RunCall).
+#ifndef DLOCK_BACKENDS_ETCD_ETCD_ENDPOINTS_H_
+#define DLOCK_BACKENDS_ETCD_ETCD_ENDPOINTS_H_
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "etcd_options.h"
+#include "etcd_rpc.grpc.pb.h"
+
+namespace dlock::etcd {
+
+class Endpoints {
+ public:
+  // InvalidArgument when no endpoint is given or a TLS file cannot be read
+  // (naming the option and the file).
+  static absl::StatusOr<std::unique_ptr<Endpoints>> Create(
+      const ClientOptions& options);
+
+  const ClientOptions& options() const { return options_; }
+  size_t size() const { return members_.size(); }
+  const std::string& name(size_t i) const { return members_[i].name; }
+  // "127.0.0.1:2379,127.0.0.1:2380", for messages about all of them.
+  std::string Names() const;
+
+  etcdserverpb::KV::Stub& kv(size_t i) { return *members_[i].kv; }
+  etcdserverpb::Lease::Stub& lease(size_t i) { return *members_[i].lease; }
+  etcdserverpb::Watch::Stub& watch(size_t i) { return *members_[i].watch; }
+
+  // The endpoint to try first: the last one that did not fail.
+  size_t preferred() const { return preferred_.load(); }
+  // Endpoint i failed: calls try the one after it first from now on.
+  void MoveOff(size_t i);
+
+  // Waits until endpoint i is connected, or `deadline`: then Unavailable
+  // naming it and gRPC's reason (refused, a TLS handshake that failed...).
+  // A request is sent only on a connected endpoint, so one that did not
+  // connect never got it.
+  absl::Status Connect(size_t i, absl::Time deadline);
+
+  // Readies `context` for a call on endpoint i: its deadline, the metadata
+  // that makes a member without a leader refuse at once ("no leader")
+  // instead of stalling, and the auth token, authenticating first if the
+  // client has none. Returns the token used (empty without auth), for
+  // DropToken(). Unavailable when authentication could not reach etcd;
+  // Unauthenticated when it refused the user or password.
+  absl::StatusOr<std::string> Prepare(size_t i, absl::Time deadline,
+                                      grpc::ClientContext& context);
+  // etcd refused `token`: the next Prepare() authenticates again.
+  void DropToken(const std::string& token);
+
+ private:
+  struct Member {
+    std::string name;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<etcdserverpb::KV::Stub> kv;
+    std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+    std::unique_ptr<etcdserverpb::Watch::Stub> watch;
+    std::unique_ptr<etcdserverpb::Auth::Stub> auth;
+  };
+
+  explicit Endpoints(const ClientOptions& options) : options_(options) {}
+  absl::StatusOr<std::string> Token(size_t i, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_, auth_mu_);
+  absl::StatusOr<std::string> Authenticate(size_t i, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(auth_mu_);
+
+  const ClientOptions options_;
+  std::vector<Member> members_;
+  std::atomic<size_t> preferred_{0};
+  // Held while authenticating, so that threads that all found the token
+  // stale authenticate once.
+  absl::Mutex auth_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::Mutex mu_;
+  std::string token_ ABSL_GUARDED_BY(mu_);
+};
+
+// One call, for RunCall().
+struct CallSpec {
+  absl::string_view method;  // "Txn", for messages
+  absl::Time deadline;
+  // Whether an attempt that may have been applied may be tried again: for
+  // reads, and for writes the caller made idempotent (etcd_client.h). When
+  // false, the first such failure ends the call (IsOutcomeUnknown), and the
+  // attempt gets the whole budget.
+  bool retry_maybe_applied = false;
+  // A read: nothing to apply, so its failure is never IsOutcomeUnknown().
+  bool read_only = false;
+};
+
+// Runs `attempt` (one gRPC call on the endpoint it is given, with the
+// context prepared for it) on the preferred endpoint, then on the others in
+// turn after failures that allow it, until one answers, etcd gives an
+// answer, or the deadline passes: then Unavailable naming every endpoint
+// tried and why each failed, marked IsOutcomeUnknown() if any attempt may
+// have been applied.
+absl::Status RunCall(
+    Endpoints& endpoints, const CallSpec& spec,
+    absl::FunctionRef<grpc::Status(size_t, grpc::ClientContext&)> attempt);
+
+// gRPC's time for an absl::Time.
+std::chrono::system_clock::time_point GrpcDeadline(absl::Time deadline);
+
+}  // namespace dlock::etcd
+
+#endif  // DLOCK_BACKENDS_ETCD_ETCD_ENDPOINTS_H_

@@ -1,0 +1,95 @@
+#include "pg_pooler.h"
+
+#include "absl/strings/str_cat.h"
+#include "dlock/clock.h"
+
+namespace dlock::postgres {
+namespace {
+
+constexpr int kRounds = 2;
+// How long the probe waits for an answer that comes in a round trip unless
+// the pooler has no server connection to give.
+constexpr absl::Duration kProbeWait = absl::Seconds(1);
+
+const Statement kBegin{"dlock_probe_begin", "BEGIN"};
+const Statement kCommit{"dlock_probe_commit", "COMMIT"};
+const Statement kPid{"dlock_probe_pid", "SELECT pg_backend_pid()"};
+
+// Runs `stmt` on `conn` (not prepared: the unnamed statement), waiting at
+// most kProbeWait; DeadlineExceeded when no answer came.
+absl::StatusOr<PgResult> Ask(PgConn& conn, const Statement& stmt) {
+  if (absl::Status s = conn.Send(stmt, {}); !s.ok()) return s;
+  const MonoTime deadline = Clock::Real().Now() + kProbeWait;
+  absl::StatusOr<PgResult> r = conn.Await(stmt.name, deadline);
+  if (!r.ok() && absl::IsUnavailable(r.status()) &&
+      Clock::Real().Now() >= deadline) {
+    return absl::DeadlineExceededError(r.status().message());
+  }
+  return r;
+}
+
+absl::StatusOr<std::string> Pid(PgConn& conn) {
+  absl::StatusOr<PgResult> r = Ask(conn, kPid);
+  if (!r.ok()) return r.status();
+  return GetText(r->get(), 0, 0);
+}
+
+// One round; true when the server session was seen to change.
+absl::StatusOr<bool> SessionMoved(const PgOptions& options, PgConn& conn) {
+  absl::StatusOr<std::string> first = Pid(conn);
+  if (!first.ok()) return first.status();
+  absl::StatusOr<std::unique_ptr<PgConn>> other = PgConn::Open(options);
+  if (!other.ok()) return other.status();
+  // (A pooler of single statements refuses the transaction: its error.)
+  if (absl::StatusOr<PgResult> begun = Ask(**other, kBegin); !begun.ok()) {
+    if (!absl::IsDeadlineExceeded(begun.status())) return begun.status();
+    return absl::UnavailableError(absl::StrCat(
+        options.endpoint,
+        ": a pooler is in between, and gave a second connection no server "
+        "connection within ",
+        absl::FormatDuration(kProbeWait), ": ", begun.status().message()));
+  }
+  absl::StatusOr<std::string> theirs = Pid(**other);
+  if (!theirs.ok()) return theirs.status();
+  if (*theirs == *first) return true;
+  absl::StatusOr<std::string> again = Pid(conn);
+  // No answer while the other holds its transaction: `conn` has no server
+  // session of its own.
+  if (!again.ok()) {
+    return absl::IsDeadlineExceeded(again.status()) ? absl::StatusOr<bool>(true)
+                                                    : again.status();
+  }
+  Ask(**other, kCommit).IgnoreError();
+  return *again != *first;
+}
+
+}  // namespace
+
+absl::StatusOr<Pooling> DetectPooling(const PgOptions& options, PgConn& conn) {
+  if (conn.direct()) return Pooling::kDirect;
+  for (int round = 0; round < kRounds; ++round) {
+    absl::StatusOr<bool> moved = SessionMoved(options, conn);
+    if (!moved.ok()) return moved.status();
+    if (*moved) return Pooling::kTransactions;
+  }
+  return Pooling::kSessions;
+}
+
+absl::StatusOr<Pooling> CheckPooling(const PgOptions& options, PgConn& conn) {
+  absl::StatusOr<Pooling> pooling = DetectPooling(options, conn);
+  if (options.mode == Mode::kLease) {
+    return pooling.ok() ? *pooling : Pooling::kTransactions;
+  }
+  if (!pooling.ok()) return pooling.status();
+  if (*pooling != Pooling::kTransactions) return *pooling;
+  return absl::FailedPreconditionError(absl::StrCat(
+      options.endpoint,
+      ": mode=session needs each connection to keep its server session, but "
+      "a pooler in between hands it to other clients between transactions "
+      "(PgBouncer's pool_mode = transaction), where session mode's advisory "
+      "locks would stay behind on server connections that others get; use "
+      "mode=lease through this pooler, or a pool with pool_mode = session "
+      "(docs/postgres.md, \"PgBouncer\")"));
+}
+
+}  // namespace dlock::postgres

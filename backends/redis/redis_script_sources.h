@@ -1,0 +1,21 @@
+// Copyright dlock authors. The Lua sources of backends/redis/scripts/, as
+// the build embeds them (scripts/embed_lua.cmake).
+#ifndef DLOCK_BACKENDS_REDIS_REDIS_SCRIPT_SOURCES_H_
+#define DLOCK_BACKENDS_REDIS_REDIS_SCRIPT_SOURCES_H_
+
+namespace dlock::redis::lua {
+
+extern const char kPrelude[];
+extern const char kAcquire[];
+extern const char kRelease[];
+extern const char kRenew[];
+extern const char kRefreshLiveness[];
+extern const char kInspect[];
+extern const char kForceUnlock[];
+extern const char kForceUnlockIfToken[];
+extern const char kRaiseToken[];
+extern const char kLayoutGuard[];
+
+}  // namespace dlock::redis::lua
+
+#endif  // DLOCK_BACKENDS_REDIS_REDIS_SCRIPT_SOURCES_H_

@@ -1,0 +1,117 @@
+#include "pgbouncer.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace dlock::testing {
+namespace {
+
+constexpr char kBinary[] = "/usr/sbin/pgbouncer";
+constexpr char kUser[] = "postgres";
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PgBouncer>> PgBouncer::Start(Options options) {
+  if (absl::Status s = RequireExecutable(kBinary, "pgbouncer"); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<UserDir> dir =
+      MakeTempDirFor(kUser, "dlock-pgbouncer", "postgresql");
+  if (!dir.ok()) return dir.status();
+  std::unique_ptr<PgBouncer> bouncer(new PgBouncer);
+  bouncer->dir_ = dir->path;
+  absl::StatusOr<int> port = FreeLoopbackPort();
+  if (!port.ok()) return port.status();
+  bouncer->port_ = *port;
+  const std::string ini = bouncer->dir_ + "/pgbouncer.ini";
+  const std::string users = bouncer->dir_ + "/users.txt";
+  const std::string log = bouncer->dir_ + "/pgbouncer.log";
+  {
+    std::ofstream out(ini);
+    // server_login_retry: after a failed server login PgBouncer refuses
+    // clients this long before it tries again (15 s by default), which
+    // would outlast a test's server restart.
+    out << "[databases]\n* = host=127.0.0.1 port=" << options.server_port
+        << "\n";
+    if (!options.session_alias.empty()) {
+      out << options.session_alias
+          << " = host=127.0.0.1 port=" << options.server_port
+          << " dbname=postgres pool_mode=session\n";
+    }
+    out << "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = "
+        << bouncer->port_ << "\nunix_socket_dir =\nauth_type = trust\n"
+        << "auth_file = " << users << "\npool_mode = " << options.pool_mode
+        << "\ndefault_pool_size = " << options.pool_size
+        << "\nmax_client_conn = 500\nserver_login_retry = 0.1\n"
+        << "logfile = " << log << "\n";
+    std::ofstream list(users);
+    for (const std::string& user : options.users) {
+      list << "\"" << user << "\" \"\"\n";
+    }
+    if (!out || !list) {
+      return absl::InternalError("cannot write " + ini + " or " + users);
+    }
+  }
+  for (const std::string& path : {ini, users}) {
+    if (chown(path.c_str(), dir->uid, dir->gid) != 0) {
+      return absl::InternalError("cannot chown " + path);
+    }
+  }
+  const std::string console = bouncer->dir_ + "/console.log";
+  if (absl::Status s = bouncer->process_.Spawn({kBinary, ini}, console, kUser);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = WaitUntil(
+          [&] {
+            return absl::StrContains(FileTail(log, 100000), "process up") &&
+                   PortAccepts(bouncer->port_);
+          },
+          absl::Seconds(30),
+          absl::StrCat("pgbouncer listening on port ", bouncer->port_), log);
+      !s.ok()) {
+    return s;
+  }
+  return bouncer;
+}
+
+absl::Status PgBouncer::WaitServing(absl::Duration timeout) {
+  absl::Status last;
+  absl::Status waited = WaitUntil(
+      [&] {
+        last = Query("SELECT 1").status();
+        return last.ok();
+      },
+      timeout, absl::StrCat("a login through pgbouncer on port ", port_));
+  if (waited.ok()) return waited;
+  return absl::Status(waited.code(),
+                      absl::StrCat(waited.message(), ": ", last.message()));
+}
+
+absl::StatusOr<std::string> PgBouncer::Query(const std::string& sql) {
+  absl::StatusOr<std::string> out = RunCommand(
+      {"/usr/lib/postgresql/15/bin/psql", "-X", "-q", "-At", "-v",
+       "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", absl::StrCat(port_), "-U",
+       kUser, "-d", "postgres", "-c", sql},
+      "", {}, absl::Seconds(10));
+  if (!out.ok()) return out.status();
+  while (!out->empty() && out->back() == '\n') out->pop_back();
+  return out;
+}
+
+PgBouncer::~PgBouncer() {
+  process_.Stop();
+  RemoveTree(dir_);
+}
+
+std::string PgBouncer::Uri(const std::string& user,
+                           const std::string& query) const {
+  return absl::StrCat("postgres://", user, "@127.0.0.1:", port_, "/postgres?",
+                      query);
+}
+
+}  // namespace dlock::testing
