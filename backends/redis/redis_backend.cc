@@ -5,6 +5,7 @@
 // Each operation is one Lua script on it (redis_lock_ops.h); waiters are
 // woken by its release announcements (redis_master.h).
 #include <hiredis/hiredis.h>
+#include <openssl/crypto.h>
 
 #include <functional>
 #include <memory>
@@ -433,7 +434,12 @@ const bool kRegistered =
     RegisterBackend("rediss-sentinel", &MakeSentinelBackend) &&
     RegisterClientLibrary(
         "hiredis",
-        absl::StrCat(HIREDIS_MAJOR, ".", HIREDIS_MINOR, ".", HIREDIS_PATCH));
+        absl::StrCat(HIREDIS_MAJOR, ".", HIREDIS_MINOR, ".", HIREDIS_PATCH)) &&
+    // The TLS under rediss:// (redis_tls.h), as loaded: what an operator
+    // checks against a security advisory.
+    RegisterClientLibrary("OpenSSL", absl::StrCat(OPENSSL_version_major(), ".",
+                                                  OPENSSL_version_minor(), ".",
+                                                  OPENSSL_version_patch()));
 
 }  // namespace
 }  // namespace dlock::redis
