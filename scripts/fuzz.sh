@@ -1,50 +1,63 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of tests/fuzz with clang under ASan+UBSan
-# (-DDLOCK_FUZZ=ON, in build/fuzz) and runs each for a bounded time from
-# its seed corpus (tests/fuzz/<target>_corpus/, with the tokens of
-# tests/fuzz/uri.dict or profile.dict; new inputs go to a
-# temporary directory, the repository's corpus is left as it is). A crash,
-# a sanitizer report, a leak or a failed check stops with the input saved
-# as build/fuzz/<target>-crash-*: add it to the target's unit test.
+# Builds the libFuzzer targets of tests/fuzz/ with clang (-DDLOCK_FUZZ=ON:
+# libFuzzer, ASan, UBSan; into build/fuzz) and runs each for SECONDS (30 by
+# default), side by side, starting from a copy of its seed corpus
+# (tests/fuzz/corpus/<target>/). A crash, a sanitizer report, a leak, an
+# input that takes over 10 s or 2 GB fails the script, and the input is left
+# in build/fuzz/findings/<target>/: add it to the seed corpus under a name
+# that says what it was, with the fix (every build replays the corpus as the
+# test <target>_corpus). A target whose inputs are text of a grammar gets its
+# tokens from tests/fuzz/<target without _fuzz>.dict when there is one.
 #
-#   scripts/fuzz.sh              every target, 30 s each
-#   scripts/fuzz.sh 60 uri_fuzz  one target, 60 s
+#   scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
 seconds="${1:-30}"
-shift || true
-targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(uri_fuzz connect_fuzz profile_fuzz)
-
 build=build/fuzz
 scripts/install-deps.sh
-# -O1 with line tables, as AddressSanitizer's documentation advises.
-cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DDLOCK_FUZZ=ON -DDLOCK_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+# -O1, as AddressSanitizer's documentation advises; line tables for reports.
+cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DDLOCK_FUZZ=ON >/dev/null
+cmake --build "$build" -j"$(nproc)" --target dlock_fuzz_targets
+targets=("$build"/tests/fuzz/*_fuzz)
+if [ ! -x "${targets[0]}" ]; then
+  echo "fuzz.sh: no fuzz target was built in $build/tests/fuzz" >&2
+  exit 1
+fi
 
-export ASAN_OPTIONS="detect_leaks=1"
-export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
-for target in "${targets[@]}"; do
-  work=$(mktemp -d)
-  log="$build/$target.log"
-  dict=tests/fuzz/uri.dict
-  [ "$target" = profile_fuzz ] && dict=tests/fuzz/profile.dict
-  start=$(date +%s)
-  if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -dict="$dict" \
-    -artifact_prefix="$build/$target-" \
-    "$work" "tests/fuzz/${target}_corpus" >"$log" 2>&1; then
-    tail -n 60 "$log"
-    echo "$target FAILED; the input is in $build/$target-*" >&2
-    rm -rf "$work"
-    exit 1
-  fi
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-  echo "$target: $runs runs in $(( $(date +%s) - start ))s ($rate execs/s)," \
-    "corpus $(ls "$work" | wc -l) new + $(ls "tests/fuzz/${target}_corpus" | wc -l) seeds"
+# One target: its findings directory, its log; 0 when it found nothing.
+fuzz_one() {
+  local target name work
+  target=$(realpath "$1")
+  name=$(basename "$target")
+  work="$build/findings/$name"
   rm -rf "$work"
+  mkdir -p "$work/corpus"
+  cp tests/fuzz/corpus/"$name"/* "$work/corpus/"
+  local dict=()
+  [ -f "tests/fuzz/${name%_fuzz}.dict" ] && dict=(-dict="$PWD/tests/fuzz/${name%_fuzz}.dict")
+  (cd "$work" && "$target" -max_total_time="$seconds" -max_len=16384 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" corpus >log 2>&1)
+}
+
+pids=()
+for target in "${targets[@]}"; do
+  echo "fuzzing $(basename "$target") for ${seconds}s"
+  fuzz_one "$target" &
+  pids+=($!)
 done
+failed=0
+for i in "${!targets[@]}"; do
+  name=$(basename "${targets[$i]}")
+  log="$build/findings/$name/log"
+  if wait "${pids[$i]}"; then
+    echo "$name: nothing found ($(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$log" |
+      cut -d' ' -f2) inputs run)"
+  else
+    failed=1
+    echo "$name FOUND A PROBLEM; the end of $log:" >&2
+    tail -n 60 "$log" >&2
+    echo "the input is in $build/findings/$name/ (crash-*, leak-*, oom-*, timeout-*)" >&2
+  fi
+done
+exit "$failed"

@@ -69,6 +69,10 @@ int Fail(const absl::Status& status);
 // Resolves the profile (flags, then the environment).
 absl::StatusOr<Profile> ResolveProfile(const BackendFlags& flags);
 
+// Says on stderr, once per process, that the profile's backend URI turns
+// off the check of the server's TLS certificate (tls_insecure_skip_verify).
+void WarnIfTlsUnchecked(const Profile& profile);
+
 // Connects with the profile; the flags' namespace wins over the profile's.
 // `options` as for ConnectProfile (an observer, say).
 absl::StatusOr<std::unique_ptr<LockClient>> ConnectWith(

@@ -87,7 +87,7 @@ TEST(CliHelpTest, VersionNamesTheCommitBackendsAndClientLibraries) {
   }
   EXPECT_TRUE(absl::StartsWith(lines[2], "client libraries: ")) << lines[2];
   for (const char* library :
-       {"hiredis 0.", "libpq 1", "ZooKeeper C client 3."}) {
+       {"hiredis 0.", "OpenSSL 3.", "libpq 1", "ZooKeeper C client 3."}) {
     EXPECT_THAT(lines[2], HasSubstr(library));
   }
 }

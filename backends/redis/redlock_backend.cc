@@ -1,4 +1,4 @@
-// redlock://[user[:password]@]host1:port1,host2:port2,...[/db][?options]:
+// redlock[s]://[user[:password]@]host1:port1,host2:port2,...[/db][?options]:
 // one lock over N independent Redis masters, held while a majority of them
 // holds it (the Redlock algorithm; docs/redis.md says what it promises).
 //
@@ -37,7 +37,7 @@ namespace dlock::redis {
 namespace {
 
 constexpr char kForm[] =
-    "redlock://[user[:password]@]host1:port1,host2:port2,host3:port3[/db]";
+    "redlock[s]://[user[:password]@]host1:port1,host2:port2,host3:port3[/db]";
 constexpr char kOptions[] =
     "drift_factor (0.01), drift_floor (2ms), retry_delay (50ms), "
     "command_timeout (the older name of operation_timeout)";
@@ -375,7 +375,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedlockBackend(
   absl::StatusOr<std::optional<absl::Duration>> retry_delay =
       config.params.TakeDuration("retry_delay");
   if (!retry_delay.ok()) return retry_delay.status();
-  if (absl::Status s = config.params.RejectUnknown("redlock", kOptions);
+  if (absl::Status s = config.params.RejectUnknown(
+          config.uri.scheme, absl::StrCat(kOptions, ", ", kTlsOptions));
       !s.ok()) {
     return s;
   }
@@ -392,7 +393,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedlockBackend(
   return backend;
 }
 
-const bool kRegistered = RegisterBackend("redlock", &MakeRedlockBackend);
+const bool kRegistered = RegisterBackend("redlock", &MakeRedlockBackend) &&
+                         RegisterBackend("redlocks", &MakeRedlockBackend);
 
 }  // namespace
 }  // namespace dlock::redis

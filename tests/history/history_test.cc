@@ -512,6 +512,9 @@ std::vector<Case> Cases() {
   redis.insert(redis.end(), liveness.begin(), liveness.end());
   add("redis", redis, {S::kServerKilledAndRestarted});
   add("redis_aof", {S::kServerKilledAndRestarted, S::kRestartWhileReleasing});
+  // Over TLS: a stalled TLS stream (the partition holds records half sent)
+  // and replies lost mid-record before the connection breaks.
+  add("redis_tls", {S::kHolderPartitioned, S::kLostReplies});
   add("redis_sentinel", {S::kLivenessHolderKilled});
   add("redlock3", {S::kLivenessHolderKilled});
   std::vector<S> zk = common;
