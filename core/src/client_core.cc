@@ -1,10 +1,12 @@
 #include "client_core.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "identity.h"
 #include "lease_policy.h"
+#include "ride_out.h"
 
 namespace dlock::internal {
 
@@ -109,33 +111,46 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
   }
   absl::ReaderMutexLock in_flight(&ops_mu_);
   const HoldKey key(name, *owner);
-  uint64_t releases_before = 0;
-  std::shared_ptr<HoldRecord> held;
-  if (absl::Status s = SettleAndRegister(key, releases_before, held); !s.ok()) {
-    return s;
-  }
-
   const MonoTime start = clock_.Now();
+  const bool waits = options.wait > absl::ZeroDuration();
+  // A blocking wait ends on the caller's cancel or on Close(). (A try
+  // registers nothing: it is the hot path.)
+  CancelToken either;
+  std::optional<ScopedCancelCallback> by_caller, by_close;
+  if (waits) {
+    by_caller.emplace(options.cancel, [either] { either.Cancel(); });
+    by_close.emplace(closing_, [either] { either.Cancel(); });
+  }
   AcquireCall call{.name = name,
                    .owner = *owner,
                    .lease = lease,
                    .deadline = options.wait == absl::InfiniteDuration()
                                    ? MonoTime::InfiniteFuture()
                                    : start + options.wait,
-                   .cancel = options.cancel,
-                   .held = held.get()};
-  absl::StatusOr<Grant> grant;
-  if (options.wait > absl::ZeroDuration()) {
-    // A blocking wait ends on the caller's cancel or on Close().
-    CancelToken either;
-    ScopedCancelCallback by_caller(options.cancel,
-                                   [either] { either.Cancel(); });
-    ScopedCancelCallback by_close(closing_, [either] { either.Cancel(); });
-    call.cancel = either;
-    grant = backend_->Acquire(call);
-  } else {
-    grant = backend_->Acquire(call);
+                   .cancel = waits ? either : options.cancel};
+  // A waiting acquire rides out a failover's few seconds of Unavailable,
+  // whether a release still pending or the acquisition meets it; a try
+  // stays fail-fast (C18).
+  RideOut ride(clock_, name, waits ? call.deadline : MonoTime::InfinitePast(),
+               either);
+  uint64_t releases_before = 0;
+  std::shared_ptr<HoldRecord> held;
+  absl::Status settled;
+  do {
+    settled = SettleAndRegister(key, releases_before, held);
+  } while (!settled.ok() && ride.Again(settled));
+  if (!settled.ok()) {
+    if (closing_.IsCancelled() && !options.cancel.IsCancelled()) {
+      return ClosedError();
+    }
+    return ride.Final(settled);
   }
+  call.held = held.get();
+  absl::StatusOr<Grant> grant;
+  do {
+    grant = backend_->Acquire(call);
+  } while (!grant.ok() && ride.Again(grant.status()));
+  if (!grant.ok()) grant = ride.Final(grant.status());
 
   absl::MutexLock lock(&mu_);
   const size_t key_hash = HoldKeyHash()(key);

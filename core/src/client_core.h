@@ -248,6 +248,11 @@ class ClientCore : public BackendListener,
   // The ReleaseCall that sends a pending release at `now`.
   static ReleaseCall PendingCall(const HoldKey& key, const PendingRelease& p,
                                  MonoTime now);
+  // Close()'s release of `p`: tried again with backoff while the backend
+  // is transiently unavailable (a failover), until `until`.
+  absl::StatusOr<int64_t> ReleaseOnClose(const HoldKey& key,
+                                         const PendingRelease& p,
+                                         MonoTime until);
   absl::StatusOr<::dlock::Hold> AcquireHold(absl::string_view name,
                                             const AcquireOptions& options,
                                             const std::string& owner,
