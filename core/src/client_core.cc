@@ -112,45 +112,24 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
   absl::ReaderMutexLock in_flight(&ops_mu_);
   const HoldKey key(name, *owner);
   const MonoTime start = clock_.Now();
-  const bool waits = options.wait > absl::ZeroDuration();
-  // A blocking wait ends on the caller's cancel or on Close(). (A try
-  // registers nothing: it is the hot path.)
-  CancelToken either;
-  std::optional<ScopedCancelCallback> by_caller, by_close;
-  if (waits) {
-    by_caller.emplace(options.cancel, [either] { either.Cancel(); });
-    by_close.emplace(closing_, [either] { either.Cancel(); });
-  }
   AcquireCall call{.name = name,
                    .owner = *owner,
                    .lease = lease,
                    .deadline = options.wait == absl::InfiniteDuration()
                                    ? MonoTime::InfiniteFuture()
                                    : start + options.wait,
-                   .cancel = waits ? either : options.cancel};
-  // A waiting acquire rides out a failover's few seconds of Unavailable,
-  // whether a release still pending or the acquisition meets it; a try
-  // stays fail-fast (C18).
-  RideOut ride(clock_, name, waits ? call.deadline : MonoTime::InfinitePast(),
-               either);
+                   .cancel = options.cancel};
   uint64_t releases_before = 0;
   std::shared_ptr<HoldRecord> held;
-  absl::Status settled;
-  do {
-    settled = SettleAndRegister(key, releases_before, held);
-  } while (!settled.ok() && ride.Again(settled));
-  if (!settled.ok()) {
+  bool registered = false;
+  absl::StatusOr<Grant> grant =
+      SettleAndAcquire(key, options, call, releases_before, held, registered);
+  if (!registered) {
     if (closing_.IsCancelled() && !options.cancel.IsCancelled()) {
       return ClosedError();
     }
-    return ride.Final(settled);
+    return grant.status();
   }
-  call.held = held.get();
-  absl::StatusOr<Grant> grant;
-  do {
-    grant = backend_->Acquire(call);
-  } while (!grant.ok() && ride.Again(grant.status()));
-  if (!grant.ok()) grant = ride.Final(grant.status());
 
   absl::MutexLock lock(&mu_);
   const size_t key_hash = HoldKeyHash()(key);
@@ -216,6 +195,40 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
   return MakeHold(shared_from_this(), std::string(name), *owner,
                   grant->fencing_token, count, hold.generation, acquisition,
                   std::move(lost_token));
+}
+
+absl::StatusOr<Grant> ClientCore::SettleAndAcquire(
+    const HoldKey& key, const AcquireOptions& options, AcquireCall& call,
+    uint64_t& releases_before, std::shared_ptr<HoldRecord>& held,
+    bool& registered) {
+  const bool waits = options.wait > absl::ZeroDuration();
+  // A blocking wait ends on the caller's cancel or on Close(). (A try
+  // registers nothing: it is the hot path.)
+  CancelToken either;
+  std::optional<ScopedCancelCallback> by_caller, by_close;
+  if (waits) {
+    by_caller.emplace(options.cancel, [either] { either.Cancel(); });
+    by_close.emplace(closing_, [either] { either.Cancel(); });
+    call.cancel = either;
+  }
+  // A waiting acquire rides out a failover's few seconds of Unavailable,
+  // whether a release still pending or the acquisition meets it; a try
+  // stays fail-fast (C18).
+  RideOut ride(clock_, call.name,
+               waits ? call.deadline : MonoTime::InfinitePast(), either);
+  absl::Status settled;
+  do {
+    settled = SettleAndRegister(key, releases_before, held);
+  } while (!settled.ok() && ride.Again(settled));
+  if (!settled.ok()) return ride.Final(settled);
+  registered = true;
+  call.held = held.get();
+  absl::StatusOr<Grant> grant;
+  do {
+    grant = backend_->Acquire(call);
+  } while (!grant.ok() && ride.Again(grant.status()));
+  if (!grant.ok()) return ride.Final(grant.status());
+  return grant;
 }
 
 ClientCore::HoldEntry& ClientCore::RecordGrant(

@@ -253,6 +253,16 @@ class ClientCore : public BackendListener,
   absl::StatusOr<int64_t> ReleaseOnClose(const HoldKey& key,
                                          const PendingRelease& p,
                                          MonoTime until);
+  // Settles a release of `key` still pending and registers the acquisition
+  // (SettleAndRegister; `registered` says whether it got that far), then
+  // asks the backend. A waiting acquire rides out transient failures of
+  // both until call.deadline (C18); a try makes one attempt of each.
+  absl::StatusOr<Grant> SettleAndAcquire(const HoldKey& key,
+                                         const AcquireOptions& options,
+                                         AcquireCall& call,
+                                         uint64_t& releases_before,
+                                         std::shared_ptr<HoldRecord>& held,
+                                         bool& registered);
   absl::StatusOr<::dlock::Hold> AcquireHold(absl::string_view name,
                                             const AcquireOptions& options,
                                             const std::string& owner,
