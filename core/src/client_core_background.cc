@@ -609,14 +609,19 @@ absl::StatusOr<int64_t> ClientCore::ReleaseOnClose(const HoldKey& key,
                                                    MonoTime until) {
   // A release that meets a failover can still free the lock before its
   // lease would; after `until` (the close deadline, or the lease's end, when
-  // nothing is left to release) it is given up.
+  // nothing is left to release) it is given up. Paced in real time: Close()
+  // comes at the end, when nothing moves an injected clock any more.
+  const Clock& real = Clock::Real();
+  const MonoTime real_until = real.Now() + (until - clock_.Now());
   RetryBackoff backoff;
   while (true) {
     absl::StatusOr<int64_t> left =
         backend_->Release(PendingCall(key, p, clock_.Now()));
-    const MonoTime now = clock_.Now();
-    if (left.ok() || !IsTransient(left.status()) || now >= until) return left;
-    clock_.SleepUntil(std::min(until, now + backoff.Next()));
+    const MonoTime now = real.Now();
+    if (left.ok() || !IsTransient(left.status()) || now >= real_until) {
+      return left;
+    }
+    real.SleepUntil(std::min(real_until, now + backoff.Next()));
   }
 }
 
