@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dlock/dlock.h"
+#include "gtest/gtest.h"
 
 namespace dlock::testing {
 
@@ -61,6 +62,18 @@ struct ContentionReport {
             absl::Trunc(longest_acquire, absl::Milliseconds(1))));
   }
 };
+
+// What every failover test asserts of its run: no acquire with a wait
+// returned an error, no two tenures overlapped, the tokens rose, and the
+// workers went on getting the lock after the fault.
+inline void ExpectRodeOut(const ContentionReport& report,
+                          int min_grants_after_fault) {
+  EXPECT_TRUE(report.acquire_errors.empty()) << report.Summary();
+  EXPECT_EQ(report.overlaps, 0) << report.Summary();
+  EXPECT_EQ(report.token_regressions, 0) << report.Summary();
+  EXPECT_GE(report.grants_after_fault, min_grants_after_fault)
+      << report.Summary();
+}
 
 class Contention {
  public:
