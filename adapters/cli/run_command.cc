@@ -144,21 +144,27 @@ absl::StatusOr<Hold> AcquireInterruptibly(LockClient& client,
   return result;
 }
 
-// A run that may wait rides out a backend it cannot reach yet (a master or
-// leader failing over) within its wait, as the acquire after it does
-// (docs/semantics.md, "Riding out a failover"); then the last error. A
-// signal ends it (interrupted_by).
+// A run with a finite wait rides out a backend it cannot reach yet (a
+// master or leader failing over) within that wait, as the acquire after it
+// does (docs/semantics.md, "Riding out a failover"); then the last error.
+// With --wait forever (or 0) it connects once: a backend never reached may
+// be a wrong address, which no wait fixes. A signal ends it
+// (interrupted_by). `retried`: whether the first attempt failed.
 absl::StatusOr<std::unique_ptr<LockClient>> ConnectWithin(
-    const Profile& profile, const BackendFlags& flags, MonoTime deadline,
-    int& interrupted_by) {
+    const Profile& profile, const BackendFlags& flags, absl::Duration wait,
+    int& interrupted_by, bool& retried) {
+  const Clock& clock = Clock::Real();
+  const MonoTime deadline = clock.Now() + wait;
   RetryBackoff backoff;
   while (true) {
     absl::StatusOr<std::unique_ptr<LockClient>> client =
         ConnectWith(profile, flags);
-    if (client.ok() || !absl::IsUnavailable(client.status())) return client;
-    const Clock& clock = Clock::Real();
+    if (client.ok() || !absl::IsUnavailable(client.status()) ||
+        wait == absl::InfiniteDuration() || clock.Now() >= deadline) {
+      return client;
+    }
+    retried = true;
     const MonoTime resume = std::min(deadline, clock.Now() + backoff.Next());
-    if (clock.Now() >= deadline) return client;
     while (clock.Now() < resume) {
       const int sig = WaitForSignal(resume - clock.Now());
       if (IsForwarded(sig)) {
@@ -197,11 +203,11 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
   // A final release that meets a failover is tried again until the lease
   // would free the lock anyway, rather than leaving it to the lease (C21).
   if (!profile->close_timeout) profile->close_timeout = parsed->lease;
-  const MonoTime wait_ends =
-      Clock::Real().Now() + std::min(parsed->wait, absl::Hours(24 * 365));
+  const MonoTime connecting = Clock::Real().Now();
   int interrupted_by = 0;
+  bool retried = false;
   absl::StatusOr<std::unique_ptr<LockClient>> client =
-      ConnectWithin(*profile, flags, wait_ends, interrupted_by);
+      ConnectWithin(*profile, flags, parsed->wait, interrupted_by, retried);
   if (interrupted_by != 0) {
     Fail(0, absl::StrCat("interrupted while waiting for lock '", run.name,
                          "' (connecting)"));
@@ -217,12 +223,12 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
   // outlive this frame until the client closes.
   auto lost = std::make_shared<std::atomic<bool>>(false);
   AcquireOptions acquire;
-  // What connecting left of the wait (a try stays a try).
-  acquire.wait =
-      parsed->wait == absl::InfiniteDuration()
-          ? parsed->wait
-          : std::max(absl::ZeroDuration(),
-                     std::min(parsed->wait, wait_ends - Clock::Real().Now()));
+  acquire.wait = parsed->wait;
+  // What riding out the connection left of the wait.
+  if (retried) {
+    acquire.wait = std::max(absl::ZeroDuration(),
+                            parsed->wait - (Clock::Real().Now() - connecting));
+  }
   acquire.owner_token = owner;
   // No lease: the watchdog renews it at a third of --lease (C7).
   acquire.on_lost = [lost](const LockLostEvent&) {
