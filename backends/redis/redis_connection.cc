@@ -67,7 +67,10 @@ absl::Status ReplyError(const redisReply* reply, absl::string_view what,
                                                " cannot serve ", what,
                                                " (reconnecting): ", text));
   }
-  if (code == "BUSY") {
+  // A script still running; a cluster slot moving or without a master: the
+  // server cannot serve now, and may shortly (a waiting acquire rides it
+  // out, docs/semantics.md).
+  if (code == "BUSY" || code == "TRYAGAIN" || code == "CLUSTERDOWN") {
     return absl::UnavailableError(absl::StrCat(
         "redis at ", endpoint, " cannot serve ", what, ": ", text));
   }

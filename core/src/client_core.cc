@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "identity.h"
 #include "lease_policy.h"
+#include "ride_out.h"
 
 namespace dlock::internal {
 
@@ -110,12 +111,6 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
   }
   absl::ReaderMutexLock in_flight(&ops_mu_);
   const HoldKey key(name, *owner);
-  uint64_t releases_before = 0;
-  std::shared_ptr<HoldRecord> held;
-  if (absl::Status s = SettleAndRegister(key, releases_before, held); !s.ok()) {
-    return s;
-  }
-
   const MonoTime start = clock_.Now();
   AcquireCall call{.name = name,
                    .owner = *owner,
@@ -123,19 +118,17 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
                    .deadline = options.wait == absl::InfiniteDuration()
                                    ? MonoTime::InfiniteFuture()
                                    : start + options.wait,
-                   .cancel = options.cancel,
-                   .held = held.get()};
-  absl::StatusOr<Grant> grant;
-  if (options.wait > absl::ZeroDuration()) {
-    // A blocking wait ends on the caller's cancel or on Close().
-    CancelToken either;
-    ScopedCancelCallback by_caller(options.cancel,
-                                   [either] { either.Cancel(); });
-    ScopedCancelCallback by_close(closing_, [either] { either.Cancel(); });
-    call.cancel = either;
-    grant = backend_->Acquire(call);
-  } else {
-    grant = backend_->Acquire(call);
+                   .cancel = options.cancel};
+  uint64_t releases_before = 0;
+  std::shared_ptr<HoldRecord> held;
+  bool registered = false;
+  absl::StatusOr<Grant> grant =
+      SettleAndAcquire(key, options, call, releases_before, held, registered);
+  if (!registered) {
+    if (closing_.IsCancelled() && !options.cancel.IsCancelled()) {
+      return ClosedError();
+    }
+    return grant.status();
   }
 
   absl::MutexLock lock(&mu_);
@@ -202,6 +195,40 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
   return MakeHold(shared_from_this(), std::string(name), *owner,
                   grant->fencing_token, count, hold.generation, acquisition,
                   std::move(lost_token));
+}
+
+absl::StatusOr<Grant> ClientCore::SettleAndAcquire(
+    const HoldKey& key, const AcquireOptions& options, AcquireCall& call,
+    uint64_t& releases_before, std::shared_ptr<HoldRecord>& held,
+    bool& registered) {
+  const bool waits = options.wait > absl::ZeroDuration();
+  // A blocking wait ends on the caller's cancel or on Close(). (A try
+  // registers nothing: it is the hot path.)
+  CancelToken either;
+  std::optional<ScopedCancelCallback> by_caller, by_close;
+  if (waits) {
+    by_caller.emplace(options.cancel, [either] { either.Cancel(); });
+    by_close.emplace(closing_, [either] { either.Cancel(); });
+    call.cancel = either;
+  }
+  // A waiting acquire rides out a failover's few seconds of Unavailable,
+  // whether a release still pending or the acquisition meets it; a try
+  // stays fail-fast (C18).
+  RideOut ride(clock_, call.name,
+               waits ? call.deadline : MonoTime::InfinitePast(), either);
+  absl::Status settled;
+  do {
+    settled = SettleAndRegister(key, releases_before, held);
+  } while (!settled.ok() && ride.Again(settled));
+  if (!settled.ok()) return ride.Final(settled);
+  registered = true;
+  call.held = held.get();
+  absl::StatusOr<Grant> grant;
+  do {
+    grant = backend_->Acquire(call);
+  } while (!grant.ok() && ride.Again(grant.status()));
+  if (!grant.ok()) return ride.Final(grant.status());
+  return grant;
 }
 
 ClientCore::HoldEntry& ClientCore::RecordGrant(

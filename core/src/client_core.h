@@ -315,6 +315,21 @@ class ClientCore : public BackendListener,
   // The ReleaseCall that sends a pending release at `now`.
   static ReleaseCall PendingCall(const HoldKey& key, const PendingRelease& p,
                                  MonoTime now);
+  // Close()'s release of `p`: tried again with backoff while the backend
+  // is transiently unavailable (a failover), until `until`.
+  absl::StatusOr<int64_t> ReleaseOnClose(const HoldKey& key,
+                                         const PendingRelease& p,
+                                         MonoTime until);
+  // Settles a release of `key` still pending and registers the acquisition
+  // (SettleAndRegister; `registered` says whether it got that far), then
+  // asks the backend. A waiting acquire rides out transient failures of
+  // both until call.deadline (C18); a try makes one attempt of each.
+  absl::StatusOr<Grant> SettleAndAcquire(const HoldKey& key,
+                                         const AcquireOptions& options,
+                                         AcquireCall& call,
+                                         uint64_t& releases_before,
+                                         std::shared_ptr<HoldRecord>& held,
+                                         bool& registered);
   absl::StatusOr<::dlock::Hold> AcquireHold(absl::string_view name,
                                             const AcquireOptions& options,
                                             const std::string& owner,

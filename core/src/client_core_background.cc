@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "client_core.h"
 #include "lease_policy.h"
+#include "ride_out.h"
 
 namespace dlock::internal {
 
@@ -551,9 +552,13 @@ absl::Status ClientCore::Close() {
     queued_.clear();
     for (auto& [key, hold] : holds_) {
       if (hold.lost) continue;
+      // Renewal stops here: the backend frees it within its longest lease.
+      const MonoTime lease_end =
+          clock_.Now() + hold.max_lease + DriftMargin(hold.max_lease);
       to_release.push_back(
           ToRelease{key, PendingRelease{.holds = AllHoldsOf(key.second, hold),
-                                        .record = hold.record}});
+                                        .record = hold.record,
+                                        .give_up = lease_end}});
       MarkLost(key, hold, ClosedError(), LossCause::kClientClosed,
                Leftover::kGone, deliveries);
     }
@@ -587,7 +592,7 @@ absl::Status ClientCore::Close() {
       continue;
     }
     absl::StatusOr<int64_t> left =
-        backend_->Release(PendingCall(key, p, clock_.Now()));
+        ReleaseOnClose(key, p, std::min(give_up, p.give_up));
     TellReleaseFailure(key, ReleaseFailureEvent::Stage::kClose, left.status());
     if (!left.ok() && !IsGone(left.status())) {
       if (failed++ == 0) first_error = left.status();
@@ -608,6 +613,27 @@ absl::Status ClientCore::Close() {
                          : absl::StrCat(" (", first_error.message(), ")")));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ClientCore::ReleaseOnClose(const HoldKey& key,
+                                                   const PendingRelease& p,
+                                                   MonoTime until) {
+  // A release that meets a failover can still free the lock before its
+  // lease would; after `until` (the close deadline, or the lease's end, when
+  // nothing is left to release) it is given up. Paced in real time: Close()
+  // comes at the end, when nothing moves an injected clock any more.
+  const Clock& real = Clock::Real();
+  const MonoTime real_until = real.Now() + (until - clock_.Now());
+  RetryBackoff backoff;
+  while (true) {
+    absl::StatusOr<int64_t> left =
+        backend_->Release(PendingCall(key, p, clock_.Now()));
+    const MonoTime now = real.Now();
+    if (left.ok() || !IsTransient(left.status()) || now >= real_until) {
+      return left;
+    }
+    real.SleepUntil(std::min(real_until, now + backoff.Next()));
+  }
 }
 
 }  // namespace dlock::internal

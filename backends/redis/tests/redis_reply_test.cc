@@ -55,6 +55,11 @@ TEST(RedisReplies, OtherErrorsKeepTheConnection) {
   } cases[] = {
       // A script runs too long: the same server answers once it is done.
       {"BUSY Redis is busy running a script.", absl::StatusCode::kUnavailable},
+      // A cluster slot moving, a cluster without a master for a slot:
+      // transient, ridden out by a waiting acquire.
+      {"TRYAGAIN Multiple keys request during rehashing of slot",
+       absl::StatusCode::kUnavailable},
+      {"CLUSTERDOWN The cluster is down", absl::StatusCode::kUnavailable},
       {"NOAUTH Authentication required.", absl::StatusCode::kUnauthenticated},
       {"WRONGPASS invalid username-password pair",
        absl::StatusCode::kUnauthenticated},
