@@ -28,6 +28,19 @@ elseif(NOT DLOCK_SANITIZER STREQUAL "")
   message(FATAL_ERROR "DLOCK_SANITIZER must be empty, 'address' or 'thread'")
 endif()
 
+# libFuzzer builds (tests/fuzz/, scripts/fuzz.sh): clang only. Every file is
+# instrumented for the fuzzer's coverage, ASan and UBSan (a UBSan finding
+# stops the run, as a crash does); the fuzz targets link libFuzzer's main.
+if(DLOCK_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "DLOCK_FUZZ needs clang (libFuzzer): configure with "
+      "-DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined
+    -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g1)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 set(DLOCK_BACKEND_TARGETS "" CACHE INTERNAL "")
 set(DLOCK_BACKEND_NAMES "" CACHE INTERNAL "")
 set(DLOCK_PKGCONFIG_DEPS "" CACHE INTERNAL "")

@@ -1,7 +1,7 @@
 // Copyright dlock authors. Throwaway servers for the comparative benchmark
-// report (scripts/bench_report.py): a redis-server, a ZooKeeper and a
-// PostgreSQL, each started through the test registry (test_servers.h) on a
-// free loopback port in a temporary directory.
+// report (scripts/bench_report.py): a redis-server, the same over TLS, a
+// ZooKeeper and a PostgreSQL, each started through the test registry
+// (test_servers.h) on a free loopback port in a temporary directory.
 //
 //   dlock_bench_servers
 //
@@ -9,7 +9,8 @@
 //   {"redis": {"uri": "redis://...", "host_port": "127.0.0.1:P"},
 //    "zookeeper": {"uri": "zk://...", "host_port": "127.0.0.1:P"},
 //    "postgres": {"uri": "postgres://...", "url": "postgresql://...",
-//                 "conninfo": "host=... port=...", "host_port": "..."}}
+//                 "conninfo": "host=... port=...", "host_port": "..."},
+//    "redis_tls": {"uri": "rediss://...?tls_ca=...", "host_port": "..."}}
 // (dlock takes the URIs; the peers and ceilings the rest), then waits until
 // its standard input closes or SIGTERM or SIGINT arrives, and stops them.
 // When a server cannot start it prints what is missing and exits 1.
@@ -76,10 +77,12 @@ std::string Quoted(const std::string& text) {
 }  // namespace
 
 int main() {
-  // The registry's labels for the three servers; "postgres_lease" runs the
-  // lease mode, the default of a postgres:// URI.
+  // The registry's labels for the servers; "postgres_lease" runs the lease
+  // mode, the default of a postgres:// URI; "redis_tls" takes only TLS
+  // (and a client certificate, which its URI names).
   std::vector<Started> servers;
-  for (const char* label : {"redis", "zookeeper", "postgres_lease"}) {
+  for (const char* label :
+       {"redis", "zookeeper", "postgres_lease", "redis_tls"}) {
     servers.emplace_back(label);
   }
   // One after the other, on this thread: a server dies with the thread that
@@ -114,7 +117,9 @@ int main() {
             << ", \"conninfo\": "
             << Quoted(absl::StrCat("host=127.0.0.1 port=", pg_port,
                                    " dbname=postgres user=postgres"))
-            << ", \"host_port\": " << Quoted(host_port(2)) << "}}" << std::endl;
+            << ", \"host_port\": " << Quoted(host_port(2)) << "}, "
+            << "\"redis_tls\": {\"uri\": " << Quoted(uri(3))
+            << ", \"host_port\": " << Quoted(host_port(3)) << "}}" << std::endl;
 
   int fds[2];
   if (pipe(fds) != 0) {

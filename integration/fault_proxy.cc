@@ -74,6 +74,10 @@ bool AcceptQueueFull(int listen_fd) {
 }  // namespace
 
 std::string Fault::ToString() const {
+  if (kind == Kind::kTrickle) {
+    return absl::StrCat("trickle(", piece, " bytes every ",
+                        absl::FormatDuration(delay), ")");
+  }
   if (kind == Kind::kDelay) {
     return absl::StrCat("delay(", absl::FormatDuration(delay), ")");
   }

@@ -62,17 +62,25 @@ struct Fault {
     kDelay,  // forward each chunk `delay` after it was read, in order
     kStall,  // send nothing, close nothing: a silent partition
     kDrop,   // discard; the sockets stay open (lost replies)
+    // forward in pieces of `piece` bytes, one every `delay`, in order: a
+    // stream that arrives a few bytes at a time (a TLS record in pieces)
+    kTrickle,
   };
   static Fault Pass() { return {}; }
   static Fault Delay(absl::Duration d) { return {Kind::kDelay, d}; }
   static Fault Stall() { return {Kind::kStall}; }
   static Fault Drop() { return {Kind::kDrop}; }
+  static Fault Trickle(size_t piece, absl::Duration every) {
+    return {Kind::kTrickle, every, piece};
+  }
 
   bool operator==(const Fault&) const = default;
-  std::string ToString() const;  // "pass", "delay(100ms)", "stall", "drop"
+  // "pass", "delay(100ms)", "stall", "drop", "trickle(7 bytes every 1ms)"
+  std::string ToString() const;
 
   Kind kind = Kind::kPass;
-  absl::Duration delay;  // kDelay only
+  absl::Duration delay;  // kDelay, kTrickle
+  size_t piece = 0;      // kTrickle
 };
 
 // What lifting a stall does with the bytes read while it lasted.
@@ -223,6 +231,7 @@ class FaultProxy {
     enum class End { kOpen, kFin, kRst } end = End::kOpen;  // after `queue`
     bool end_sent = false;
     DirectionStats stats;
+    Clock::time_point trickled_until;  // when the last piece is due
   };
   struct Conn {
     uint64_t id = 0;

@@ -147,6 +147,21 @@ void FaultProxy::Read(Conn& conn, Direction direction) {
       CountDropped(pipe, direction, n);
       continue;
     }
+    if (f.kind == Fault::Kind::kTrickle && f.piece > 0) {
+      // Each piece one `delay` after the one before, this read's after the
+      // last read's.
+      Clock::time_point due = std::max(Clock::now(), pipe.trickled_until);
+      for (size_t at = 0; at < static_cast<size_t>(n); at += f.piece) {
+        due += absl::ToChronoNanoseconds(f.delay);
+        pipe.queue.push_back(
+            Chunk{std::string(buf + at,
+                              std::min(f.piece, static_cast<size_t>(n) - at)),
+                  due, false});
+      }
+      pipe.trickled_until = due;
+      pipe.buffered += n;
+      continue;
+    }
     Chunk chunk{std::string(buf, n), Clock::now(),
                 f.kind == Fault::Kind::kStall};
     if (f.kind == Fault::Kind::kDelay) {

@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<PgBouncer>> PgBouncer::Start(Options options) {
   if (!dir.ok()) return dir.status();
   std::unique_ptr<PgBouncer> bouncer(new PgBouncer);
   bouncer->dir_ = dir->path;
+  bouncer->users_ = options.users;
   absl::StatusOr<int> port = FreeLoopbackPort();
   if (!port.ok()) return port.status();
   bouncer->port_ = *port;
@@ -80,24 +81,37 @@ absl::StatusOr<std::unique_ptr<PgBouncer>> PgBouncer::Start(Options options) {
 }
 
 absl::Status PgBouncer::WaitServing(absl::Duration timeout) {
-  absl::Status last;
-  absl::Status waited = WaitUntil(
-      [&] {
-        last = Query("SELECT 1").status();
-        return last.ok();
-      },
-      timeout, absl::StrCat("a login through pgbouncer on port ", port_));
-  if (waited.ok()) return waited;
-  return absl::Status(waited.code(),
-                      absl::StrCat(waited.message(), ": ", last.message()));
+  // Each user has a pool of its own, whose server logins fail and are
+  // retried apart from the others' after a restart.
+  for (const std::string& user : users_) {
+    absl::Status last;
+    absl::Status waited = WaitUntil(
+        [&] {
+          last = QueryAs(user, "SELECT 1").status();
+          return last.ok();
+        },
+        timeout,
+        absl::StrCat("a login of ", user, " through pgbouncer on port ",
+                     port_));
+    if (!waited.ok()) {
+      return absl::Status(waited.code(),
+                          absl::StrCat(waited.message(), ": ", last.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> PgBouncer::Query(const std::string& sql) {
-  absl::StatusOr<std::string> out = RunCommand(
-      {"/usr/lib/postgresql/15/bin/psql", "-X", "-q", "-At", "-v",
-       "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", absl::StrCat(port_), "-U",
-       kUser, "-d", "postgres", "-c", sql},
-      "", {}, absl::Seconds(10));
+  return QueryAs(kUser, sql);
+}
+
+absl::StatusOr<std::string> PgBouncer::QueryAs(const std::string& user,
+                                               const std::string& sql) {
+  absl::StatusOr<std::string> out =
+      RunCommand({"/usr/lib/postgresql/15/bin/psql", "-X", "-q", "-At", "-v",
+                  "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p",
+                  absl::StrCat(port_), "-U", user, "-d", "postgres", "-c", sql},
+                 "", {}, absl::Seconds(10));
   if (!out.ok()) return out.status();
   while (!out->empty() && out->back() == '\n') out->pop_back();
   return out;

@@ -35,13 +35,17 @@ class PgBouncer {
   ~PgBouncer();  // stops it and removes its directory
 
   int port() const { return port_; }
-  // Until a login through PgBouncer reaches the server (psql): after the
-  // server restarted, PgBouncer refuses clients for server_login_retry.
+  // Until a login of each user through PgBouncer reaches the server (psql):
+  // after the server restarted, PgBouncer refuses a pool's clients for
+  // server_login_retry after its failed server login.
   absl::Status WaitServing(absl::Duration timeout = absl::Seconds(30));
   // Runs `sql` with psql through PgBouncer as `postgres` (on whichever
   // server connection PgBouncer gives) and returns what it printed
   // (unaligned, rows only, trailing newline removed).
   absl::StatusOr<std::string> Query(const std::string& sql);
+  // The same as `user`.
+  absl::StatusOr<std::string> QueryAs(const std::string& user,
+                                      const std::string& sql);
   // postgres://<user>@127.0.0.1:<port>/postgres?<query>
   std::string Uri(const std::string& user, const std::string& query) const;
 
@@ -49,6 +53,7 @@ class PgBouncer {
   PgBouncer() = default;
   std::string dir_;
   int port_ = 0;
+  std::vector<std::string> users_;
   ChildProcess process_;
 };
 

@@ -1,12 +1,34 @@
 // Copyright dlock authors. Redis in the test registry (test_servers.h): a
 // redis-server without persistence ("redis") and, for the tests that ask for
-// it, one with an append-only file fsynced on every write ("redis_aof").
+// it, one with an append-only file fsynced on every write ("redis_aof");
+// Redlock quorums and a Sentinel group; and each topology over TLS, every
+// server taking only TLS on its port ("redis_tls", which also asks for a
+// client certificate and has clients log in as the least-privilege ACL user,
+// "redlock3_tls", "redis_sentinel_tls").
+#include "absl/strings/match.h"
 #include "redis_sentinel_group.h"
 #include "redis_server.h"
 #include "test_servers.h"
 
 namespace dlock::testing {
 namespace {
+
+// Which TLS a client of an entry speaks.
+enum class Tls { kNone, kServerChecked, kWithClientCertificate };
+
+// `scheme`://`rest` with the request's query and, with TLS, the options
+// that trust the test CA (and show the test client's certificate).
+absl::StatusOr<std::string> ClientUri(absl::string_view scheme,
+                                      const std::string& rest,
+                                      const UriRequest& r, Tls tls) {
+  std::string uri = WithQuery(absl::StrCat(scheme, "://", rest), r);
+  if (tls == Tls::kNone) return uri;
+  absl::StatusOr<std::string> query =
+      TestTlsQuery(tls == Tls::kWithClientCertificate);
+  if (!query.ok()) return query.status();
+  absl::StrAppend(&uri, absl::StrContains(uri, "?") ? "&" : "?", *query);
+  return uri;
+}
 
 SharedServer<RedisServer> plain("redis-server",
                                 [] { return RedisServer::Start(); });
@@ -16,22 +38,46 @@ SharedServer<RedisServer> aof("redis-server (append-only file)", [] {
   return RedisServer::Start(options);
 });
 
+// As a managed Redis runs: TLS only, a client certificate asked for, and
+// clients log in as the least-privilege user of docs/redis.md (every
+// namespace and db allowed: the conformance suite gives each case a
+// namespace of its own).
+constexpr char kLeastPrivilegePassword[] = "dlock-acl-test-pw";
+SharedServer<RedisServer> tls_server(
+    "redis-server over TLS (asking for a client certificate, with the "
+    "least-privilege ACL user of docs/redis.md)",
+    []() -> absl::StatusOr<std::unique_ptr<RedisServer>> {
+      absl::StatusOr<std::string> rules =
+          DlockAclRules("*", "*", kLeastPrivilegePassword);
+      if (!rules.ok()) return rules.status();
+      return RedisServer::Start({.acl_user = "dlock",
+                                 .acl_rules = *rules,
+                                 .tls = true,
+                                 .tls_auth_clients = true});
+    });
+
+// `userinfo` ("user:password@") logs in as an ACL user; empty: the default
+// user.
 TestBackend Entry(const std::string& label, bool variant,
-                  SharedServer<RedisServer>* shared) {
+                  SharedServer<RedisServer>* shared, Tls tls = Tls::kNone,
+                  const std::string& userinfo = "") {
+  const char* scheme = tls == Tls::kNone ? "redis" : "rediss";
   return TestBackend{
       .label = label,
       .backend = "redis",
       .variant = variant,
       .shared_across_processes = true,
-      .uri = [shared](const UriRequest& r) -> absl::StatusOr<std::string> {
+      .uri = [shared, scheme, tls,
+              userinfo](const UriRequest& r) -> absl::StatusOr<std::string> {
         absl::StatusOr<RedisServer*> server = shared->Get();
         if (!server.ok()) return server.status();
         const int port = r.port != 0 ? r.port : (*server)->port();
-        return WithQuery(absl::StrCat("redis://127.0.0.1:", port), r);
+        return ClientUri(scheme, absl::StrCat(userinfo, "127.0.0.1:", port), r,
+                         tls);
       },
       .unreachable_uri =
-          [](const std::string& ns) {
-            return absl::StrCat("redis://127.0.0.1:1?namespace=", ns);
+          [scheme](const std::string& ns) {
+            return absl::StrCat(scheme, "://127.0.0.1:1?namespace=", ns);
           },
       .port = shared->PortHook(),
       // Without persistence a restart loses every key, as a master restarted
@@ -52,30 +98,36 @@ SharedServer<RedisGroup> three("3 redis-servers for redlock",
                                [] { return RedisGroup::Start(3); });
 SharedServer<RedisGroup> five("5 redis-servers for redlock",
                               [] { return RedisGroup::Start(5); });
+SharedServer<RedisGroup> three_tls("3 redis-servers over TLS for redlock", [] {
+  return RedisGroup::Start(3, {.tls = true});
+});
 
 // redlock:// over a group of masters. The hooks act on every master; the
 // port is the first master's (a test that needs one master's port, or a
 // proxy in front of one, asks RedlockGroup()).
 TestBackend RedlockEntry(const std::string& label,
-                         SharedServer<RedisGroup>* shared) {
+                         SharedServer<RedisGroup>* shared, bool tls = false) {
+  const char* scheme = tls ? "redlocks" : "redlock";
   return TestBackend{
       .label = label,
       .backend = "redis",
-      .variant = false,
+      .variant = tls,
       .shared_across_processes = true,
-      .uri = [shared](const UriRequest& r) -> absl::StatusOr<std::string> {
+      .uri = [shared, scheme,
+              tls](const UriRequest& r) -> absl::StatusOr<std::string> {
         absl::StatusOr<RedisGroup*> group = shared->Get();
         if (!group.ok()) return group.status();
         std::vector<int> ports;
         if (r.port != 0) ports.push_back(r.port);
-        return WithQuery(absl::StrCat("redlock://", (*group)->Hosts(ports)), r);
+        return ClientUri(scheme, (*group)->Hosts(ports), r,
+                         tls ? Tls::kServerChecked : Tls::kNone);
       },
       .unreachable_uri =
-          [](const std::string& ns) {
-            return absl::StrCat(
-                "redlock://127.0.0.1:1,127.0.0.1:1,127.0.0.1:1"
-                "?namespace=",
-                ns);
+          [scheme](const std::string& ns) {
+            return absl::StrCat(scheme,
+                                "://127.0.0.1:1,127.0.0.1:1,127.0.0.1:1"
+                                "?namespace=",
+                                ns);
           },
       .port = [shared]() -> absl::StatusOr<int> {
         absl::StatusOr<RedisGroup*> group = shared->Get();
@@ -97,19 +149,25 @@ TestBackend RedlockEntry(const std::string& label,
 SharedServer<RedisSentinelGroup> sentinel_group(
     "a redis-server master, its replica and 3 Sentinels",
     [] { return RedisSentinelGroup::Start(); });
+SharedServer<RedisSentinelGroup> sentinel_group_tls(
+    "a redis-server master, its replica and 3 Sentinels, over TLS",
+    [] { return RedisSentinelGroup::Start({.tls = true}); });
 
 // redis-sentinel:// over a master, its replica and three Sentinels. A
 // restart and an outage take both servers down (the Sentinels stay), so
 // that, as for "redis", the data is gone; failovers are in
 // backends/redis/tests/redis_sentinel_test.cc.
-TestBackend SentinelEntry() {
-  SharedServer<RedisSentinelGroup>* shared = &sentinel_group;
+TestBackend SentinelEntry(const std::string& label,
+                          SharedServer<RedisSentinelGroup>* shared,
+                          bool tls = false) {
+  const char* scheme = tls ? "rediss-sentinel" : "redis-sentinel";
   return TestBackend{
-      .label = "redis_sentinel",
+      .label = label,
       .backend = "redis",
-      .variant = false,
+      .variant = tls,
       .shared_across_processes = true,
-      .uri = [shared](const UriRequest& r) -> absl::StatusOr<std::string> {
+      .uri = [shared, scheme,
+              tls](const UriRequest& r) -> absl::StatusOr<std::string> {
         absl::StatusOr<RedisSentinelGroup*> group = shared->Get();
         if (!group.ok()) return group.status();
         // A proxy stands in front of one address; a Sentinel URI has no
@@ -119,15 +177,14 @@ TestBackend SentinelEntry() {
               "redis_sentinel has no proxy port: its client dials the "
               "master the Sentinels name");
         }
-        return WithQuery(
-            absl::StrCat("redis-sentinel://", (*group)->SentinelUri(), "/",
-                         (*group)->master_name()),
-            r);
+        return ClientUri(
+            scheme,
+            absl::StrCat((*group)->SentinelUri(), "/", (*group)->master_name()),
+            r, tls ? Tls::kServerChecked : Tls::kNone);
       },
       .unreachable_uri =
-          [](const std::string& ns) {
-            return absl::StrCat("redis-sentinel://127.0.0.1:1/none?namespace=",
-                                ns);
+          [scheme](const std::string& ns) {
+            return absl::StrCat(scheme, "://127.0.0.1:1/none?namespace=", ns);
           },
       .port = [shared]() -> absl::StatusOr<int> {
         absl::StatusOr<RedisSentinelGroup*> group = shared->Get();
@@ -155,16 +212,21 @@ const TestBackendRegistration registration({
     Entry("redis_aof", /*variant=*/true, &aof),
     RedlockEntry("redlock3", &three),
     RedlockEntry("redlock5", &five),
-    SentinelEntry(),
+    SentinelEntry("redis_sentinel", &sentinel_group),
+    Entry("redis_tls", /*variant=*/false, &tls_server,
+          Tls::kWithClientCertificate,
+          absl::StrCat("dlock:", kLeastPrivilegePassword, "@")),
+    RedlockEntry("redlock3_tls", &three_tls, /*tls=*/true),
+    SentinelEntry("redis_sentinel_tls", &sentinel_group_tls, /*tls=*/true),
 });
 
 }  // namespace
 
-absl::StatusOr<RedisGroup*> RedlockGroup(int masters) {
-  if (masters == 3) return three.Get();
-  if (masters == 5) return five.Get();
+absl::StatusOr<RedisGroup*> RedlockGroup(int masters, bool tls) {
+  if (masters == 3) return tls ? three_tls.Get() : three.Get();
+  if (masters == 5 && !tls) return five.Get();
   return absl::InvalidArgumentError(
-      "the registry has redlock groups of 3 and 5");
+      "the registry has redlock groups of 3 and 5, and of 3 over TLS");
 }
 
 }  // namespace dlock::testing

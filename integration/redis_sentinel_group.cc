@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "tls_certificates.h"
 
 namespace dlock::testing {
 namespace {
@@ -89,7 +90,7 @@ absl::StatusOr<std::string> Exchange(int port,
                                      const std::vector<std::string>& argv,
                                      absl::Duration timeout) {
   absl::StatusOr<std::string> reply =
-      TcpExchange(port, EncodeRedisCommand(argv), timeout, HasWholeReply);
+      RedisExchange(port, EncodeRedisCommand(argv), timeout, HasWholeReply);
   if (!reply.ok()) return reply.status();
   if (!HasWholeReply(*reply)) {
     return absl::UnavailableError(absl::StrCat(
@@ -158,12 +159,13 @@ absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> RedisSentinelGroup::Start(
     return s;
   }
   std::unique_ptr<RedisSentinelGroup> group(new RedisSentinelGroup(options));
-  absl::StatusOr<std::unique_ptr<RedisServer>> master = RedisServer::Start();
+  absl::StatusOr<std::unique_ptr<RedisServer>> master =
+      RedisServer::Start({.tls = options.tls});
   if (!master.ok()) return master.status();
   const int master_port = (*master)->port();
   group->servers_.push_back(*std::move(master));
   absl::StatusOr<std::unique_ptr<RedisServer>> replica =
-      RedisServer::Start({.replicaof_port = master_port});
+      RedisServer::Start({.replicaof_port = master_port, .tls = options.tls});
   if (!replica.ok()) return replica.status();
   const int replica_port = (*replica)->port();
   group->servers_.push_back(*std::move(replica));
@@ -210,9 +212,29 @@ absl::Status RedisSentinelGroup::StartSentinel(Sentinel& sentinel,
   const std::string& name = options_.master_name;
   // Each Sentinel rewrites its own file (its id, what it learns).
   std::ofstream conf(sentinel.config_path);
-  conf << "bind 127.0.0.1\n"
-       << "port " << sentinel.port << "\n"
-       << "dir " << dir_ << "\n"
+  conf << "bind 127.0.0.1\n";
+  if (options_.tls) {
+    absl::StatusOr<const TlsCertificates*> certs = SharedTlsCertificates();
+    if (!certs.ok()) return certs.status();
+    const std::string unix_socket =
+        absl::StrCat(dir_, "/sentinel-", *port, ".sock");
+    // Clients, the other Sentinels and the servers are all reached over
+    // TLS (tls-replication: a Sentinel's links to the servers and to the
+    // other Sentinels); the harness goes through the unix socket.
+    conf << "port 0\n"
+         << "tls-port " << sentinel.port << "\n"
+         << "tls-cert-file " << (*certs)->server_cert << "\n"
+         << "tls-key-file " << (*certs)->server_key << "\n"
+         << "tls-ca-cert-file " << (*certs)->ca << "\n"
+         << "tls-auth-clients no\n"
+         << "tls-replication yes\n"
+         << "unixsocket " << unix_socket << "\n"
+         << "unixsocketperm 700\n";
+    ReachThroughUnixSocket(sentinel.port, unix_socket);
+  } else {
+    conf << "port " << sentinel.port << "\n";
+  }
+  conf << "dir " << dir_ << "\n"
        << "daemonize no\n"
        << "logfile \"\"\n"
        << "sentinel resolve-hostnames no\n"
@@ -282,6 +304,7 @@ RedisSentinelGroup::~RedisSentinelGroup() {
   // Sentinels first, so that they do not fail over while the servers stop.
   for (std::unique_ptr<Sentinel>& sentinel : sentinels_) {
     sentinel->process.Stop();
+    if (options_.tls) ReachThroughUnixSocket(sentinel->port, "");
   }
   servers_.clear();
   if (!dir_.empty()) RemoveTree(dir_);

@@ -34,6 +34,9 @@ class RedisSentinelGroup {
     // How long Start(), Failover(), RestartKilled() and the waits give the
     // group to settle before they fail.
     absl::Duration settle_timeout = absl::Seconds(20);
+    // Every server and Sentinel takes only TLS on its port
+    // (RedisServer::Options::tls); a client needs TestTlsQuery(false).
+    bool tls = false;
   };
 
   // Starts the master, its replica and the three Sentinels, and returns once
@@ -56,6 +59,7 @@ class RedisSentinelGroup {
   // The Sentinels' host list, "127.0.0.1:<p1>,127.0.0.1:<p2>,...", for a
   // client's URI.
   std::string SentinelUri() const;
+  bool tls() const { return options_.tls; }
   // Both redis-servers, the first started as master; their roles change with
   // failovers.
   std::vector<int> server_ports() const;

@@ -1,11 +1,76 @@
 #include "redis_server.h"
 
 #include <fstream>
+#include <map>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
+#include "tls_certificates.h"
 
 namespace dlock::testing {
+namespace {
+
+absl::Mutex unix_sockets_mu(absl::kConstInit);
+// Port -> unix socket of the servers that take only TLS on their port.
+std::map<int, std::string>* unix_sockets ABSL_GUARDED_BY(unix_sockets_mu) =
+    nullptr;
+
+}  // namespace
+
+void ReachThroughUnixSocket(int port, const std::string& unix_socket) {
+  absl::MutexLock lock(&unix_sockets_mu);
+  if (unix_sockets == nullptr) unix_sockets = new std::map<int, std::string>;
+  if (unix_socket.empty()) {
+    unix_sockets->erase(port);
+  } else {
+    (*unix_sockets)[port] = unix_socket;
+  }
+}
+
+absl::StatusOr<std::string> RedisExchange(
+    int port, const std::string& request, absl::Duration timeout,
+    const std::function<bool(const std::string&)>& complete) {
+  std::string path;
+  {
+    absl::MutexLock lock(&unix_sockets_mu);
+    if (unix_sockets != nullptr) {
+      auto it = unix_sockets->find(port);
+      if (it != unix_sockets->end()) path = it->second;
+    }
+  }
+  if (path.empty()) return TcpExchange(port, request, timeout, complete);
+  return UnixExchange(path, request, timeout, complete);
+}
+
+absl::StatusOr<std::string> DlockAclRules(const std::string& ns,
+                                          const std::string& db,
+                                          const std::string& password) {
+  const std::string path = absl::StrCat(DLOCK_SOURCE_DIR, "/docs/redis.md");
+  std::ifstream in(path);
+  constexpr absl::string_view kStart = "ACL SETUSER dlock ";
+  for (std::string line; std::getline(in, line);) {
+    if (!absl::StartsWith(line, kStart)) continue;
+    return absl::StrReplaceAll(
+        line.substr(kStart.size()),
+        {{"<ns>", ns}, {"<db>", db}, {"PASSWORD", password}});
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no line starting '", kStart, "' in ", path));
+}
+
+absl::StatusOr<std::string> TestTlsQuery(bool client_certificate) {
+  absl::StatusOr<const TlsCertificates*> certs = SharedTlsCertificates();
+  if (!certs.ok()) return certs.status();
+  std::string query = absl::StrCat("tls_ca=", (*certs)->ca);
+  if (client_certificate) {
+    absl::StrAppend(&query, "&tls_cert=", (*certs)->client_cert,
+                    "&tls_key=", (*certs)->client_key);
+  }
+  return query;
+}
 
 constexpr char kRedisServer[] = "/usr/bin/redis-server";
 
@@ -35,9 +100,13 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
   server->port_ = *port;
 
   std::ofstream conf(server->config_path_);
-  conf << "bind 127.0.0.1\n"
-       << "port " << server->port_ << "\n"
-       << "dir " << server->dir_ << "\n"
+  conf << "bind 127.0.0.1\n";
+  if (options.tls) {
+    if (absl::Status s = server->WriteTlsConfig(conf); !s.ok()) return s;
+  } else {
+    conf << "port " << server->port_ << "\n";
+  }
+  conf << "dir " << server->dir_ << "\n"
        << "save \"\"\n"
        << "daemonize no\n"
        << "loglevel warning\n"
@@ -62,7 +131,9 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
   if (!options.requirepass.empty()) {
     conf << "requirepass " << options.requirepass << "\n";
   }
-  if (!options.acl_user.empty()) {
+  if (!options.acl_rules.empty()) {
+    conf << "user " << options.acl_user << " " << options.acl_rules << "\n";
+  } else if (!options.acl_user.empty()) {
     conf << "user " << options.acl_user << " on >" << options.acl_password
          << " ~* &* +@all\n";
   }
@@ -71,14 +142,46 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
   return server;
 }
 
+absl::Status RedisServer::WriteTlsConfig(std::ostream& conf) {
+  absl::StatusOr<const TlsCertificates*> certs = SharedTlsCertificates();
+  if (!certs.ok()) return certs.status();
+  const std::string unix_socket = dir_ + "/redis.sock";
+  conf << "port 0\n"
+       << "tls-port " << port_ << "\n"
+       << "tls-cert-file "
+       << (options_.tls_expired_certificate ? (*certs)->expired_cert
+                                            : (*certs)->server_cert)
+       << "\n"
+       << "tls-key-file " << (*certs)->server_key << "\n"
+       << "tls-ca-cert-file " << (*certs)->ca << "\n"
+       << "tls-auth-clients " << (options_.tls_auth_clients ? "yes" : "no")
+       << "\n"
+       // A replica dials its master over TLS, showing the server's
+       // certificate as its own (the CA signed it).
+       << "tls-replication yes\n"
+       << "unixsocket " << unix_socket << "\n"
+       << "unixsocketperm 700\n";
+  ReachThroughUnixSocket(port_, unix_socket);
+  return absl::OkStatus();
+}
+
 RedisServer::~RedisServer() {
   process_.Stop();
+  // Another server may get the port next.
+  if (options_.tls) ReachThroughUnixSocket(port_, "");
   RemoveTree(dir_);
 }
 
 std::string RedisServer::Uri(const std::string& ns) const {
   std::string uri = absl::StrCat("redis://127.0.0.1:", port_);
-  if (!ns.empty()) absl::StrAppend(&uri, "?namespace=", ns);
+  const char* separator = "?";
+  if (options_.tls) {
+    // The server started, so the certificates exist.
+    uri = absl::StrCat("rediss://127.0.0.1:", port_, "?",
+                       TestTlsQuery(options_.tls_auth_clients).value_or(""));
+    separator = "&";
+  }
+  if (!ns.empty()) absl::StrAppend(&uri, separator, "namespace=", ns);
   return uri;
 }
 
@@ -105,7 +208,7 @@ absl::StatusOr<std::string> RedisServer::RawCommand(
   absl::StrAppend(&request, EncodeRedisCommand(argv),
                   EncodeRedisCommand({"QUIT"}));
   absl::StatusOr<std::string> reply =
-      TcpExchange(port_, request, absl::Seconds(5));
+      RedisExchange(port_, request, absl::Seconds(5));
   if (!reply.ok()) return reply.status();
   std::string out = *std::move(reply);
   if (!options_.requirepass.empty() && absl::StartsWith(out, "+OK\r\n")) {
@@ -123,7 +226,7 @@ absl::Status RedisServer::WaitReady() {
         // PONG would come from theirs.
         if (!process_.Running()) return false;
         absl::StatusOr<std::string> reply =
-            TcpExchange(port_, "PING\r\n", absl::Milliseconds(200));
+            RedisExchange(port_, "PING\r\n", absl::Milliseconds(200));
         return reply.ok() && (absl::StartsWith(*reply, "+PONG") ||
                               absl::StartsWith(*reply, "-NOAUTH"));
       },

@@ -2,6 +2,7 @@
 #ifndef DLOCK_INTEGRATION_REDIS_SERVER_H_
 #define DLOCK_INTEGRATION_REDIS_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,12 +15,37 @@ namespace dlock::testing {
 // One command in the Redis protocol (RESP): an array of bulk strings.
 std::string EncodeRedisCommand(const std::vector<std::string>& argv);
 
+// TcpExchange() with the Redis server (or Sentinel) on 127.0.0.1:port, or,
+// for one that takes only TLS there, with its unix socket (the harness
+// speaks plaintext to the servers it starts).
+absl::StatusOr<std::string> RedisExchange(
+    int port, const std::string& request, absl::Duration timeout,
+    const std::function<bool(const std::string&)>& complete = nullptr);
+// Makes RedisExchange() reach the server on `port` through `unix_socket`
+// (empty: through the port again).
+void ReachThroughUnixSocket(int port, const std::string& unix_socket);
+
+// The rules of docs/redis.md's least-privilege ACL line (what follows
+// "ACL SETUSER dlock "), with `ns`, `db` and `password` put in ("*" for
+// every namespace or db).
+absl::StatusOr<std::string> DlockAclRules(const std::string& ns,
+                                          const std::string& db,
+                                          const std::string& password);
+
+// The query options that make a client trust the test CA
+// (SharedTlsCertificates()) and, with `client_certificate`, show the test
+// client's certificate: "tls_ca=...[&tls_cert=...&tls_key=...]".
+absl::StatusOr<std::string> TestTlsQuery(bool client_certificate);
+
 class RedisServer {
  public:
   struct Options {
     std::string requirepass;   // the default user's password
     std::string acl_user;      // an extra ACL user with full rights
     std::string acl_password;  // its password
+    // When set, acl_user gets these rules (ACL SETUSER's, its password
+    // included) instead of full rights and acl_password.
+    std::string acl_rules;
     // Append-only file with an fsync per write (appendfsync always) in the
     // server's directory: every acknowledged write survives Kill() (kill -9)
     // and the restart after it, as on a master run for durable locks and
@@ -28,6 +54,16 @@ class RedisServer {
     // When set, the server starts as a replica of 127.0.0.1:<replicaof_port>
     // (Redis Sentinel groups, redis_sentinel_group.h); 0: a master.
     int replicaof_port = 0;
+    // TLS only: the port takes TLS (tls-port) and no plaintext TCP port is
+    // open (port 0), with the certificates of SharedTlsCertificates();
+    // replication goes over TLS too. The harness's own commands
+    // (RawCommand(), the readiness check) go through a unix socket.
+    bool tls = false;
+    // tls-auth-clients yes: a client without a certificate the test CA
+    // signed is refused. Off: none is asked for.
+    bool tls_auth_clients = false;
+    // The server shows TlsCertificates::expired_cert.
+    bool tls_expired_certificate = false;
     // A Redis Cluster node (cluster-enabled yes), in a cluster of its own
     // until a test assigns it slots (CLUSTER ADDSLOTSRANGE).
     bool cluster_enabled = false;
@@ -44,8 +80,11 @@ class RedisServer {
   ~RedisServer();
 
   int port() const { return port_; }
+  bool tls() const { return options_.tls; }
   const std::string& log_path() const { return log_path_; }
-  // redis://127.0.0.1:<port>, plus `?namespace=ns` when ns is set.
+  // redis://127.0.0.1:<port>, plus `?namespace=ns` when ns is set; with
+  // TLS, rediss:// with TestTlsQuery() (a client certificate when the server
+  // asks for one).
   std::string Uri(const std::string& ns = "") const;
 
   // Sends one command on a fresh connection (authenticating as the default
@@ -69,6 +108,8 @@ class RedisServer {
  private:
   RedisServer() = default;
   absl::Status WaitReady();
+  // The TLS lines of the configuration file.
+  absl::Status WriteTlsConfig(std::ostream& conf);
 
   Options options_;
   std::string dir_;
@@ -86,6 +127,8 @@ class RedisGroup {
 
   int size() const { return static_cast<int>(servers_.size()); }
   RedisServer& server(int i) { return *servers_[i]; }
+  // Every master takes only TLS (RedisServer::Options::tls).
+  bool tls() const { return !servers_.empty() && servers_[0]->tls(); }
   // "127.0.0.1:p1,127.0.0.1:p2,...", with `ports[i]` instead of master i's
   // own port where given and not 0 (a FaultProxy in front of it).
   std::string Hosts(const std::vector<int>& ports = {}) const;
@@ -102,10 +145,10 @@ class RedisGroup {
   std::vector<std::unique_ptr<RedisServer>> servers_;
 };
 
-// The test registry's shared group behind "redlock3" or "redlock5"
-// (redis_registration.cc), started on first use: for tests that fault one
-// master of it.
-absl::StatusOr<RedisGroup*> RedlockGroup(int masters);
+// The test registry's shared group behind "redlock3" or "redlock5", or
+// with `tls` "redlock3_tls" (redis_registration.cc), started on first use:
+// for tests that fault one master of it.
+absl::StatusOr<RedisGroup*> RedlockGroup(int masters, bool tls = false);
 
 }  // namespace dlock::testing
 

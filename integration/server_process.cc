@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -253,20 +254,13 @@ bool PortAccepts(int port) {
   return ok;
 }
 
-absl::StatusOr<std::string> TcpExchange(
-    int port, const std::string& request, absl::Duration timeout,
+namespace {
+
+// Sends `request` on the connected socket `fd` (closed here) and returns
+// what comes back, as TcpExchange() says.
+absl::StatusOr<std::string> Exchange(
+    int fd, const std::string& request, absl::Duration timeout,
     const std::function<bool(const std::string&)>& complete) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("nothing listens on port ", port));
-  }
   if (write(fd, request.data(), request.size()) !=
       static_cast<ssize_t>(request.size())) {
     close(fd);
@@ -287,6 +281,44 @@ absl::StatusOr<std::string> TcpExchange(
   }
   close(fd);
   return reply;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> TcpExchange(
+    int port, const std::string& request, absl::Duration timeout,
+    const std::function<bool(const std::string&)>& complete) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("nothing listens on port ", port));
+  }
+  return Exchange(fd, request, timeout, complete);
+}
+
+absl::StatusOr<std::string> UnixExchange(
+    const std::string& path, const std::string& request, absl::Duration timeout,
+    const std::function<bool(const std::string&)>& complete) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unix socket path too long: ", path));
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("nothing listens on ", path));
+  }
+  return Exchange(fd, request, timeout, complete);
 }
 
 ChildProcess::~ChildProcess() { Stop(); }

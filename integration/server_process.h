@@ -72,6 +72,11 @@ absl::StatusOr<std::string> TcpExchange(
     int port, const std::string& request, absl::Duration timeout,
     const std::function<bool(const std::string&)>& complete = nullptr);
 
+// TcpExchange() with the server listening on the unix socket `path`.
+absl::StatusOr<std::string> UnixExchange(
+    const std::string& path, const std::string& request, absl::Duration timeout,
+    const std::function<bool(const std::string&)>& complete = nullptr);
+
 // One child process. Output goes to `log_path`.
 class ChildProcess {
  public:

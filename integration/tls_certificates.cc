@@ -1,6 +1,7 @@
 #include "tls_certificates.h"
 
 #include <fstream>
+#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +47,25 @@ absl::Status MakeSigned(const std::string& dir, const std::string& name,
       .status();
 }
 
+// server.csr signed again, valid until a day before now.
+absl::Status MakeExpiredServer(const std::string& dir) {
+  return RunCommand({kOpenssl, "x509", "-req", "-in", dir + "/server.csr",
+                     "-CA", dir + "/ca.crt", "-CAkey", dir + "/ca.key",
+                     "-CAcreateserial", "-out", dir + "/expired.crt", "-days",
+                     "-1", "-extfile", dir + "/server.ext"})
+      .status();
+}
+
+// The shared set, and its directory removed at exit.
+struct Shared {
+  std::string dir;
+  absl::StatusOr<TlsCertificates> certificates =
+      absl::UnknownError("not made yet");
+  ~Shared() {
+    if (!dir.empty()) RemoveTree(dir);
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<TlsCertificates> MakeTlsCertificates(const std::string& dir) {
@@ -58,6 +78,7 @@ absl::StatusOr<TlsCertificates> MakeTlsCertificates(const std::string& dir) {
       MakeSigned(dir, "server", "/CN=dlock test server",
                  "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
                  "extendedKeyUsage=serverAuth,clientAuth\n"),
+      MakeExpiredServer(dir),
       MakeSigned(dir, "client", "/CN=dlock test client",
                  "extendedKeyUsage=clientAuth\n"),
   };
@@ -67,9 +88,26 @@ absl::StatusOr<TlsCertificates> MakeTlsCertificates(const std::string& dir) {
   return TlsCertificates{.ca = dir + "/ca.crt",
                          .server_cert = dir + "/server.crt",
                          .server_key = dir + "/server.key",
+                         .expired_cert = dir + "/expired.crt",
                          .client_cert = dir + "/client.crt",
                          .client_key = dir + "/client.key",
                          .other_ca = dir + "/other-ca.crt"};
+}
+
+absl::StatusOr<const TlsCertificates*> SharedTlsCertificates() {
+  static std::once_flag once;
+  static Shared shared;
+  std::call_once(once, [] {
+    absl::StatusOr<std::string> dir = MakeTempDir("dlock-certs");
+    if (!dir.ok()) {
+      shared.certificates = dir.status();
+      return;
+    }
+    shared.dir = *dir;
+    shared.certificates = MakeTlsCertificates(*dir);
+  });
+  if (!shared.certificates.ok()) return shared.certificates.status();
+  return &*shared.certificates;
 }
 
 }  // namespace dlock::testing

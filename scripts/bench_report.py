@@ -34,12 +34,12 @@ sys.dont_write_bytecode = True
 # noqa: E402 on each: imported after the line above on purpose.
 from bench_report_charts import charts  # noqa: E402
 from bench_report_measure import (  # noqa: E402
-    CEILINGS, CONTENDERS, PEERS, REPO, THREADS, Failure, Measurer, Servers, Tools, close, measure,
-    measure_once, reap, start_workers)
+    CEILINGS, CONTENDERS, PEERS, REPO, THREADS, Failure, Measurer, Servers, Tools, close, dlocks,
+    measure, measure_once, reap, start_workers)
 from bench_report_render import machine, targets, versions, write_report  # noqa: E402
 
 # Who is measured, for tests/benchmark/bench_report_quick_test.py too.
-__all__ = ["CEILINGS", "CONTENDERS", "PEERS", "THREADS", "main"]
+__all__ = ["CEILINGS", "CONTENDERS", "PEERS", "THREADS", "dlocks", "main"]
 
 
 def load_average():
@@ -124,7 +124,7 @@ def report(args, children):
     tools = Tools(os.path.abspath(args.build), args.dlock and os.path.abspath(args.dlock))
     try:
         tools.check()
-        log("starting the peers, redis-server, ZooKeeper and PostgreSQL")
+        log("starting the peers, redis-server (plain and TLS), ZooKeeper and PostgreSQL")
         workers = start_workers(tools)
         children += [w.process for w in workers.values()]
         servers = Servers(tools)

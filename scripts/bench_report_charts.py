@@ -4,7 +4,7 @@ latency and fairness, one of each per backend.
 """
 import io
 
-from bench_report_measure import CEILINGS, CONTENDERS, PEERS, THREADS
+from bench_report_measure import CEILINGS, CONTENDERS, PEERS, THREADS, dlocks
 from bench_report_render import TITLES, median_of
 
 
@@ -37,7 +37,7 @@ def charts(records):
     for backend in PEERS:
         title = TITLES[backend]
         unc = records[backend]["uncontended"]
-        contenders = ["dlock"] + CEILINGS[backend] + PEERS[backend]
+        contenders = dlocks(backend) + CEILINGS[backend] + PEERS[backend]
 
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for who in contenders:
@@ -56,7 +56,7 @@ def charts(records):
         ax.legend(fontsize=8)
         save(fig, "throughput_%s.svg" % backend)
 
-        measured = ["dlock"] + PEERS[backend]  # ceilings have no latencies
+        measured = dlocks(backend) + PEERS[backend]  # ceilings have no latencies
         fig, axes = plt.subplots(1, len(THREADS), figsize=(11, 4), sharey=True)
         width = 0.8 / len(measured)
         for ax, threads in zip(axes, THREADS):
@@ -75,6 +75,7 @@ def charts(records):
         save(fig, "latency_%s.svg" % backend)
 
         con = records[backend]["contention"][CONTENDERS]
+        measured = ["dlock"] + PEERS[backend]  # the variants run uncontended only
         fig, ax = plt.subplots(figsize=(7, 4))
         width = 0.8 / len(measured)
         for i, who in enumerate(measured):

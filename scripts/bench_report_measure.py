@@ -35,6 +35,12 @@ CEILINGS = {
     "zookeeper": ["ceiling"],
     "postgres": ["ceiling"],
 }
+# dlock itself on another URI of the same backend, measured beside it in the
+# same rounds: "dlock-tls" is rediss:// to a redis-server that takes only TLS
+# (the TLS cost per pair).
+DLOCK_VARIANTS = {"redis": ["dlock-tls"]}
+# The server each variant runs against (dlock_bench_servers' keys).
+VARIANT_SERVERS = {"dlock-tls": "redis_tls"}
 NODE_PEERS = {"redis-semaphore", "node-redlock"}
 # The commands each Redis contender sends itself in an uncontended pair (an
 # acquire and a release): INFO commandstats counts the commands scripts run
@@ -48,6 +54,13 @@ TOP_LEVEL = {
     "redis-py": ["set", "evalsha", "eval"],
     "node-redlock": ["evalsha", "eval"],
 }
+
+
+def dlocks(backend):
+    """dlock and its variants on `backend`."""
+    return ["dlock"] + DLOCK_VARIANTS.get(backend, [])
+
+
 # dlock's PostgreSQL pool (the URI's default pool_size): the PostgreSQL
 # ceiling runs at most this many connections.
 PG_POOL = 4
@@ -386,7 +399,7 @@ def measure(measurer, rounds, quick, log, seed):
     for r in range(rounds):
         for backend in PEERS:
             for threads in THREADS:
-                contenders = ["dlock"] + CEILINGS[backend] + PEERS[backend]
+                contenders = dlocks(backend) + CEILINGS[backend] + PEERS[backend]
                 for who in shuffled(contenders):
                     start = time.monotonic()
                     costed = backend == "redis" and who in TOP_LEVEL
@@ -394,6 +407,8 @@ def measure(measurer, rounds, quick, log, seed):
                         measurer.reset_server_stats()
                     if who == "dlock":
                         rec = measurer.dlock(backend, "uncontended", threads)
+                    elif who in VARIANT_SERVERS:
+                        rec = measurer.dlock(VARIANT_SERVERS[who], "uncontended", threads)
                     elif who.startswith("ceiling"):
                         rec = measurer.ceiling(backend, who, threads)
                     else:

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake pkg-config clang clang-format python3
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libhiredis-dev redis-server redis-tools
+  libhiredis-dev libssl-dev openssl redis-server redis-tools
   libzookeeper-mt-dev zookeeper python3-kazoo
   libpq-dev postgresql pgbouncer python3-tooz python3-psycopg2
   etcd-server etcd-client libgrpc++-dev protobuf-compiler-grpc protobuf-compiler

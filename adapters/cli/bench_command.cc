@@ -195,6 +195,7 @@ absl::StatusOr<BenchPlan> Plan(const BenchFlags& flags) {
     plan.profiles[i].lock_namespace = ns;
   }
   for (const Profile& p : plan.profiles) {
+    WarnIfTlsUnchecked(p);
     // A bad option or scheme is a usage error before anything runs; an
     // unreachable server is reported when its turn comes, and the others
     // still run.

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -53,14 +54,29 @@ absl::StatusOr<std::string> ResolveCommand(const std::string& command) {
   return first_problem;
 }
 
-// The environment of the command: ours plus the lock's name and token.
-std::vector<std::string> ChildEnvironment(const std::string& name,
-                                          uint64_t token) {
+std::vector<std::string> SecretVariables(
+    const Profile& profile, const std::vector<std::string>& passed) {
+  std::vector<std::string> names;
+  for (const std::string& name :
+       {std::string(kBackendEnv), profile.password_env}) {
+    if (!name.empty() && !absl::c_linear_search(passed, name)) {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
+// The environment of the command: ours, less what is withheld, plus the
+// lock's name and token.
+std::vector<std::string> ChildEnvironment(
+    const std::string& name, uint64_t token,
+    const std::vector<std::string>& withheld) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    absl::string_view entry(*e);
-    if (absl::StartsWith(entry, "DLOCK_FENCING_TOKEN=") ||
-        absl::StartsWith(entry, "DLOCK_LOCK_NAME=")) {
+    const absl::string_view entry(*e);
+    const absl::string_view variable = entry.substr(0, entry.find('='));
+    if (variable == "DLOCK_FENCING_TOKEN" || variable == "DLOCK_LOCK_NAME" ||
+        absl::c_linear_search(withheld, variable)) {
       continue;
     }
     env.emplace_back(entry);

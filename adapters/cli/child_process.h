@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "dlock/adapters/config.h"
 
 namespace dlock::cli {
 
@@ -18,9 +19,19 @@ namespace dlock::cli {
 // when it exists but cannot be executed.
 absl::StatusOr<std::string> ResolveCommand(const std::string& command);
 
-// Our environment plus DLOCK_LOCK_NAME and DLOCK_FENCING_TOKEN.
-std::vector<std::string> ChildEnvironment(const std::string& name,
-                                          uint64_t token);
+// The variables of our environment that hold the backend's secrets:
+// DLOCK_BACKEND (its URI may carry a password) and the one the profile's
+// password_env names. A command dlock starts gets none of them unless the
+// user passes it by name (`dlock run --pass-env VAR`): those in `passed` are
+// left out of the list.
+std::vector<std::string> SecretVariables(
+    const Profile& profile, const std::vector<std::string>& passed = {});
+
+// Our environment without the variables named in `withheld`, plus
+// DLOCK_LOCK_NAME and DLOCK_FENCING_TOKEN.
+std::vector<std::string> ChildEnvironment(
+    const std::string& name, uint64_t token,
+    const std::vector<std::string>& withheld);
 
 struct Spawned {
   pid_t pid = -1;     // the command, leader of its own process group

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <mutex>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "dlock/errors.h"
 #include "dlock/uri.h"
 #include "nlohmann/json.hpp"
 
@@ -41,6 +43,9 @@ absl::StatusOr<absl::Duration> DurationFlag(absl::string_view flag,
 }
 
 int ExitCodeFor(const absl::Status& status) {
+  // A code of its own, so that a retry loop stops: a wrong password stays
+  // wrong.
+  if (IsAccessRefused(status)) return kRefused;
   switch (status.code()) {
     case absl::StatusCode::kOk:
       return kOk;
@@ -77,6 +82,22 @@ absl::StatusOr<Profile> ResolveProfile(const BackendFlags& flags) {
                                          .config_path = flags.config});
 }
 
+void WarnIfTlsUnchecked(const Profile& profile) {
+  absl::StatusOr<Uri> uri = ParseUri(profile.backend);
+  if (!uri.ok()) return;  // connecting says what is wrong
+  for (const auto& [key, value] : uri->params) {
+    if (key != "tls_insecure_skip_verify" || value != "true") continue;
+    static std::once_flag once;
+    std::call_once(once, [] {
+      std::fputs(
+          "dlock: warning: tls_insecure_skip_verify=true: the server's TLS "
+          "certificate and name are not checked, so anyone on the network "
+          "path can pose as the server\n",
+          stderr);
+    });
+  }
+}
+
 namespace {
 
 // A namespace named twice, told in the CLI's words (the flag, the profile,
@@ -110,6 +131,7 @@ absl::StatusOr<std::unique_ptr<LockClient>> ConnectWith(
   if (absl::Status s = CheckNamespaceGivenOnce(profile, flags); !s.ok()) {
     return s;
   }
+  WarnIfTlsUnchecked(profile);
   if (!flags.lock_namespace.empty()) {
     profile.lock_namespace = flags.lock_namespace;
   }

@@ -30,6 +30,7 @@ enum ExitCode : int {
   kInternal = 70,     // a system call failed (fork, pipe)
   kNotAcquired = 75,  // run: not had within --wait; a job: another runs it
   kLost = 76,         // run: the lock was lost while the command ran
+  kRefused = 77,      // credentials or a right refused (EX_NOPERM)
   kAlreadyRan = 79,   // run (a job): the slot already ran (--at-least-for)
   kCannotExecute = 126,
   kCommandNotFound = 127,
@@ -67,6 +68,10 @@ int Fail(const absl::Status& status);
 
 // Resolves the profile (flags, then the environment).
 absl::StatusOr<Profile> ResolveProfile(const BackendFlags& flags);
+
+// Says on stderr, once per process, that the profile's backend URI turns
+// off the check of the server's TLS certificate (tls_insecure_skip_verify).
+void WarnIfTlsUnchecked(const Profile& profile);
 
 // Connects with the profile; the flags' namespace wins over the profile's.
 // `options` as for ConnectProfile (an observer, say).

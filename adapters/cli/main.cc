@@ -35,9 +35,10 @@ Examples:
 
 Exit codes: 0 success (run: the command's status), 64 usage error,
 69 backend unreachable, 75 lock not acquired within --wait (a job: another
-process runs it), 76 lock lost while the command ran, 79 a job's slot already
-ran, 126/127 command not executable/not found, 128+N
-killed by signal N, 1 other backend error.
+process runs it), 76 lock lost while the command ran, 77 the backend refused
+the credentials or a right (do not retry), 79 a job's slot already ran,
+126/127 command not executable/not found, 128+N killed by signal N, 1 other
+backend error.
 
 dlock help SUBCOMMAND shows a subcommand's options; dlock version what this
 build has. See docs/cli.md.)";
@@ -130,6 +131,13 @@ CLI::App* AddRun(CLI::App& app, Args& a) {
   cmd->add_option("--at-most-for", run.at_most_for,
                   "Scheduled job: stop a run that lasts longer, and let "
                   "others in (default with --once-per: the period)");
+  cmd->add_option("--pass-env", run.pass_env,
+                  "Give the command this variable all the same, though it "
+                  "holds a secret of the backend's (DLOCK_BACKEND, the "
+                  "profile's password_env: withheld by default); repeatable")
+      ->expected(1)
+      ->allow_extra_args(false)  // the lock name follows
+      ->take_all();
   cmd->add_flag("--quiet-skip", run.quiet_skip,
                 "Scheduled job: a skipped run prints nothing and exits 0");
   cmd->add_flag("--quiet", run.quiet,
@@ -141,7 +149,9 @@ CLI::App* AddRun(CLI::App& app, Args& a) {
   cmd->footer(
       "\nExample:\n  dlock run --backend redis://127.0.0.1:6379 --wait 10s "
       "--lease 15s backup -- /usr/local/bin/backup.sh --full\n"
-      "The command sees DLOCK_LOCK_NAME and DLOCK_FENCING_TOKEN.\n"
+      "The command sees DLOCK_LOCK_NAME and DLOCK_FENCING_TOKEN, and not\n"
+      "DLOCK_BACKEND or the profile's password_env unless --pass-env names "
+      "it.\n"
       "\nA scheduled job, once per hour across every machine whose cron "
       "starts it:\n  dlock run --once-per 1h --at-least-for 5m --quiet-skip "
       "hourly-report -- ./report.sh");
@@ -228,7 +238,7 @@ CLI::App* AddSetup(CLI::App& app, Args& a) {
   CLI::App* cmd = app.add_subcommand(
       "setup",
       "Create or migrate what dlock keeps on the server (PostgreSQL's lock "
-      "tables), as a user allowed to");
+      "tables), as a user allowed to create tables");
   AddBackendFlags(*cmd, a.backend, /*json=*/false);
   cmd->add_option("--grant-to", a.grant_to,
                   "PostgreSQL: grant this role what dlock needs on them");

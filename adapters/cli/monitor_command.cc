@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
@@ -111,17 +114,13 @@ absl::StatusOr<ParsedMonitorFlags> Parse(const MonitorFlags& flags) {
   return out;
 }
 
-// The hook's environment: ours, without DLOCK_BACKEND (it may hold a
-// password), plus the lock's facts.
-std::vector<std::string> HookEnvironment(const HeldTooLongEvent& event,
-                                         const LockClient& client) {
-  std::vector<std::string> env;
-  for (std::string& entry :
-       ChildEnvironment(event.lock.name, event.lock.fencing_token)) {
-    if (!absl::StartsWith(entry, "DLOCK_BACKEND=")) {
-      env.push_back(std::move(entry));
-    }
-  }
+// The hook's environment: ours, without the backend's secrets
+// (SecretVariables), plus the lock's facts.
+std::vector<std::string> HookEnvironment(
+    const HeldTooLongEvent& event, const LockClient& client,
+    const std::vector<std::string>& withheld) {
+  std::vector<std::string> env =
+      ChildEnvironment(event.lock.name, event.lock.fencing_token, withheld);
   const LockInfo& lock = event.lock;
   env.push_back(absl::StrCat("DLOCK_LOCK_OWNER=", lock.owner));
   env.push_back(absl::StrCat("DLOCK_HELD_FOR_SECONDS=",
@@ -141,12 +140,13 @@ class Monitor {
   // served next to the monitor's metrics.
   Monitor(LockClient& client, const PrometheusMetrics& calls,
           const MonitorFlags& flags, const ParsedMonitorFlags& parsed,
-          int signal_fd)
+          int signal_fd, std::vector<std::string> withheld)
       : client_(client),
         calls_(calls),
         flags_(flags),
         parsed_(parsed),
         signal_fd_(signal_fd),
+        withheld_(std::move(withheld)),
         metrics_(client.lock_namespace()),
         tracker_(parsed.threshold.value_or(absl::InfiniteDuration())) {}
 
@@ -245,7 +245,7 @@ class Monitor {
         absl::StrCat(" name=", JsonString(event.lock.name),
                      " fencing_token=", event.lock.fencing_token);
     Spawned child = Spawn("/bin/sh", {"sh", "-c", flags_.on_held_too_long},
-                          HookEnvironment(event, client_), SIGTERM);
+                          HookEnvironment(event, client_, withheld_), SIGTERM);
     if (child.pid < 0) {
       metrics_.HookRan(false);
       Log(absl::StrCat(Stamp(), " hook-failed", facts,
@@ -295,6 +295,7 @@ class Monitor {
   const MonitorFlags& flags_;
   const ParsedMonitorFlags& parsed_;
   const int signal_fd_;
+  const std::vector<std::string> withheld_;  // from the hook's environment
   MonitorMetrics metrics_;
   HeldTooLongTracker tracker_;
   bool stopping_ = false;
@@ -342,7 +343,11 @@ int MonitorCommand(const BackendFlags& backend, const MonitorFlags& flags) {
   std::unique_ptr<LockClient> client = ConnectForListingOrFail(
       backend, "dlock monitor", code, std::move(options));
   if (client == nullptr) return code;
-  Monitor monitor(*client, *calls, flags, *parsed, signal_fd);
+  // Resolved again (it just connected) for the variables the hook must not
+  // see.
+  absl::StatusOr<Profile> profile = ResolveProfile(backend);
+  Monitor monitor(*client, *calls, flags, *parsed, signal_fd,
+                  SecretVariables(profile.ok() ? *profile : Profile()));
   code = monitor.Run();
   client->Close().IgnoreError();  // it holds nothing
   close(signal_fd);

@@ -17,6 +17,8 @@
 #include "absl/time/clock.h"
 #include "child_process.h"
 #include "child_supervisor.h"
+#include "dlock/backoff.h"
+#include "dlock/clock.h"
 #include "dlock/errors.h"
 #include "dlock/uri.h"
 #include "lock_table.h"
@@ -91,15 +93,18 @@ std::string HolderOf(LockClient& client, const std::string& name) {
                       info->fencing_token, ")");
 }
 
-// One try; if another owner holds the lock and the wait allows more, says
-// once on stderr what it waits for and who holds it, then waits the rest.
+// One try; if another owner holds the lock (or the backend is unavailable)
+// and the wait allows more, says once on stderr what it waits for and who
+// holds it, then waits the rest.
 absl::StatusOr<Hold> AcquireSayingWhy(LockClient& client, DistributedLock& lock,
                                       AcquireOptions options, bool quiet) {
   if (options.wait == absl::ZeroDuration()) return lock.Acquire(options);
   const absl::Time start = absl::Now();
   absl::StatusOr<Hold> first = lock.TryAcquire(options);
-  if (!IsHeldByAnother(first.status())) return first;
-  if (!quiet) {
+  const bool held = IsHeldByAnother(first.status());
+  // Unavailable: a failover under way, which the wait rides out.
+  if (!held && !absl::IsUnavailable(first.status())) return first;
+  if (held && !quiet) {
     Fail(0,
          absl::StrCat("waiting for lock '", lock.name(), "', held by ",
                       HolderOf(client, lock.name()),
@@ -139,6 +144,37 @@ absl::StatusOr<Hold> AcquireInterruptibly(LockClient& client,
   return result;
 }
 
+// A run with a finite wait rides out a backend it cannot reach yet (a
+// master or leader failing over) within that wait, as the acquire after it
+// does (docs/semantics.md, "Riding out a failover"); then the last error.
+// With --wait forever (or 0) it connects once: a backend never reached may
+// be a wrong address, which no wait fixes. A signal ends it
+// (interrupted_by). `retried`: whether the first attempt failed.
+absl::StatusOr<std::unique_ptr<LockClient>> ConnectWithin(
+    const Profile& profile, const BackendFlags& flags, absl::Duration wait,
+    int& interrupted_by, bool& retried) {
+  const Clock& clock = Clock::Real();
+  const MonoTime deadline = clock.Now() + wait;
+  RetryBackoff backoff;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<LockClient>> client =
+        ConnectWith(profile, flags);
+    if (client.ok() || !absl::IsUnavailable(client.status()) ||
+        wait == absl::InfiniteDuration() || clock.Now() >= deadline) {
+      return client;
+    }
+    retried = true;
+    const MonoTime resume = std::min(deadline, clock.Now() + backoff.Next());
+    while (clock.Now() < resume) {
+      const int sig = WaitForSignal(resume - clock.Now());
+      if (IsForwarded(sig)) {
+        interrupted_by = sig;
+        return client;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int RunCommand(const BackendFlags& flags, const RunFlags& run) {
@@ -164,8 +200,19 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
   BlockHandledSignals();
 
   profile->default_lease = parsed->lease;
+  // A final release that meets a failover is tried again until the lease
+  // would free the lock anyway, rather than leaving it to the lease (C21).
+  if (!profile->close_timeout) profile->close_timeout = parsed->lease;
+  const MonoTime connecting = Clock::Real().Now();
+  int interrupted_by = 0;
+  bool retried = false;
   absl::StatusOr<std::unique_ptr<LockClient>> client =
-      ConnectWith(*profile, flags);
+      ConnectWithin(*profile, flags, parsed->wait, interrupted_by, retried);
+  if (interrupted_by != 0) {
+    Fail(0, absl::StrCat("interrupted while waiting for lock '", run.name,
+                         "' (connecting)"));
+    return 128 + interrupted_by;
+  }
   if (!client.ok()) return Fail(client.status());
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
       (*client)->GetLock(run.name);
@@ -177,13 +224,17 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
   auto lost = std::make_shared<std::atomic<bool>>(false);
   AcquireOptions acquire;
   acquire.wait = parsed->wait;
+  // What riding out the connection left of the wait.
+  if (retried) {
+    acquire.wait = std::max(absl::ZeroDuration(),
+                            parsed->wait - (Clock::Real().Now() - connecting));
+  }
   acquire.owner_token = owner;
   // No lease: the watchdog renews it at a third of --lease (C7).
   acquire.on_lost = [lost](const LockLostEvent&) {
     *lost = true;
     kill(getpid(), kWakeSignal);
   };
-  int interrupted_by = 0;
   absl::StatusOr<Hold> acquired = AcquireInterruptibly(
       **client, **lock, acquire, run.quiet, interrupted_by);
   if (acquired.ok() && interrupted_by != 0) {
@@ -212,9 +263,11 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
   }
 
   Hold& hold = *acquired;
-  Spawned child = Spawn(*path, run.command,
-                        ChildEnvironment(run.name, hold.fencing_token()),
-                        parsed->lost_signal);
+  Spawned child =
+      Spawn(*path, run.command,
+            ChildEnvironment(run.name, hold.fencing_token(),
+                             SecretVariables(*profile, run.pass_env)),
+            parsed->lost_signal);
   if (child.pid < 0) {
     hold.Release().IgnoreError();
     return child.exit_code;

@@ -16,6 +16,9 @@ struct RunFlags {
   std::string lease;  // empty: the profile's default_lease
   std::string on_lost_signal = "TERM";
   std::string kill_after = "10s";
+  // Variables of the backend's secrets (DLOCK_BACKEND, the profile's
+  // password_env) that the command gets all the same.
+  std::vector<std::string> pass_env;
   // Scheduled jobs (run_job.h): any of these makes the run a job run.
   std::string once_per;      // a period: one run per slot of it
   std::string slot;          // an explicit slot name

@@ -153,7 +153,8 @@ int RunScheduledJob(const BackendFlags& flags, const RunFlags& run,
   int spawn_code = 0;
   auto job = [&](const JobContext& context) -> absl::Status {
     std::vector<std::string> env = ChildEnvironment(
-        JobRunLockName(run.name, plan->slot), context.fencing_token);
+        JobRunLockName(run.name, plan->slot), context.fencing_token,
+        SecretVariables(profile, run.pass_env));
     env.push_back(absl::StrCat("DLOCK_JOB_SLOT=", plan->slot));
     Spawned child = Spawn(path, run.command, std::move(env), lost_signal);
     if (child.pid < 0) {

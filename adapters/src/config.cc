@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dlock/duration.h"
@@ -23,6 +25,23 @@ constexpr char kProfileKeys[] =
     "backend, namespace, default_lease, default_wait, connect_timeout, "
     "operation_timeout (or command_timeout), close_timeout, fallback_poll, "
     "username, password_env, password_file";
+
+constexpr char kPasswordGoesElsewhere[] =
+    "must not be in a profile file: take it out of the URI and set "
+    "password_env (the name of an environment variable that holds it) or "
+    "password_file (the path of a file that holds it)";
+
+// Whether a backend that is no URI may hold a password all the same: a
+// user info ('@'), or a word like password= (libpq's key/value form,
+// "host=db password=..."), auth= or secret.
+bool MayHoldPassword(absl::string_view backend) {
+  const std::string lower = absl::AsciiStrToLower(backend);
+  for (absl::string_view word :
+       {"@", "password", "passwd", "pwd", "secret", "auth="}) {
+    if (absl::StrContains(lower, word)) return true;
+  }
+  return false;
+}
 
 // "path:line" for a node of the parsed file.
 std::string Where(const std::string& path, const toml::source_region& at) {
@@ -99,14 +118,17 @@ absl::Status ReadProfileKey(ProfileReader& reader, const std::string& path,
     absl::StatusOr<Uri> uri = ParseUri(profile.backend);
     if (!uri.ok()) {
       return BadKey(path, node.source(), reader.Key(key),
-                    uri.status().message());
+                    absl::StrCat(uri.status().message(),
+                                 MayHoldPassword(profile.backend)
+                                     ? absl::StrCat("; and a password ",
+                                                    kPasswordGoesElsewhere)
+                                     : ""));
     }
-    if (uri->password.has_value()) {
+    if (std::optional<std::string> secret = uri->SecretPart()) {
       // The file would then hold a secret anyone with read access can see.
       return BadKey(path, node.source(), reader.Key(key),
-                    "holds a password; put it in the environment variable "
-                    "named by password_env or the file named by "
-                    "password_file instead");
+                    absl::StrCat("holds a password, in ", *secret, "; it ",
+                                 kPasswordGoesElsewhere));
     }
     return absl::OkStatus();
   }

@@ -185,9 +185,17 @@ absl::StatusOr<Profile> ResolveBackend(const BackendSelection& selection) {
       return config->Find(config->default_profile);
     }
   }
+  // DLOCK_LOCK_NAME: a command of `dlock run`, which withholds the backend
+  // (it may hold a password) unless asked; say so rather than leave a
+  // script's author to wonder where DLOCK_BACKEND went.
+  const char* lock_name = std::getenv("DLOCK_LOCK_NAME");
+  const bool under_run = lock_name != nullptr && *lock_name;
   return absl::InvalidArgumentError(absl::StrCat(
       "no backend given: pass --backend URI or --profile NAME, or set ",
-      kBackendEnv, " (e.g. redis://127.0.0.1:6379)"));
+      kBackendEnv, " (e.g. redis://127.0.0.1:6379)",
+      under_run ? absl::StrCat("; a command of `dlock run` gets ", kBackendEnv,
+                               " only if the run has --pass-env ", kBackendEnv)
+                : ""));
 }
 
 absl::StatusOr<std::unique_ptr<LockClient>> ConnectProfile(

@@ -77,7 +77,9 @@ TEST(CliHelpTest, VersionNamesTheCommitBackendsAndClientLibraries) {
   const std::vector<std::string> lines =
       absl::StrSplit(flag.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u) << flag.out;
-  EXPECT_TRUE(absl::StartsWith(lines[0], "dlock 0.1.0 (commit ")) << lines[0];
+  EXPECT_TRUE(absl::StartsWith(
+      lines[0], absl::StrCat("dlock ", DLOCK_VERSION, " (commit ")))
+      << lines[0];
   EXPECT_FALSE(absl::StrContains(lines[0], "commit unknown")) << lines[0];
   EXPECT_TRUE(absl::StartsWith(lines[1], "backends: ")) << lines[1];
   for (const char* scheme : {"memory", "redis", "redlock", "zk", "postgres"}) {
@@ -85,7 +87,7 @@ TEST(CliHelpTest, VersionNamesTheCommitBackendsAndClientLibraries) {
   }
   EXPECT_TRUE(absl::StartsWith(lines[2], "client libraries: ")) << lines[2];
   for (const char* library :
-       {"hiredis 0.", "libpq 1", "ZooKeeper C client 3."}) {
+       {"hiredis 0.", "OpenSSL 3.", "libpq 1", "ZooKeeper C client 3."}) {
     EXPECT_THAT(lines[2], HasSubstr(library));
   }
 }

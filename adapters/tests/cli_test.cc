@@ -175,5 +175,23 @@ TEST(CliTest, UnreachableBackendExits69WithoutThePassword) {
   }
 }
 
+// With a finite --wait, a backend not reachable yet (a failover under way)
+// is tried again until the wait ends; then exit 69 with the last error.
+TEST(CliTest, RunWithAWaitTriesAnUnreachableBackendUntilTheWaitEnds) {
+  absl::StatusOr<int> port = testing::FreeLoopbackPort();
+  ASSERT_TRUE(port.ok());
+  const std::string uri =
+      absl::StrCat("redis://app:topsecret@127.0.0.1:", *port);
+  const absl::Time start = absl::Now();
+  Result r = RunProcess(
+      Dlock({"run", "--wait", "1s", "--backend", uri, "x", "--", "true"}));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(r.code, 69) << r.err;
+  ExpectOneLine(r);
+  EXPECT_THAT(r.err, HasSubstr("Connection refused"));
+  EXPECT_THAT(r.err, Not(HasSubstr("topsecret")));
+  EXPECT_GE(took, absl::Seconds(1)) << "gave up before the wait ended";
+}
+
 }  // namespace
 }  // namespace dlock

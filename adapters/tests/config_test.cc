@@ -134,6 +134,73 @@ TEST(ConfigTest, APasswordInTheFileIsRefusedWithoutShowingIt) {
   EXPECT_THAT(config.status().message(), Not(HasSubstr("hunter2")));
 }
 
+// The rule of docs/cli.md on every backend and in every spelling a URI can
+// carry a password: the file is refused, the message names the file, the
+// line and the key, says where the password goes, and never shows it.
+TEST(ConfigTest, EverySpellingOfAPasswordIsRefusedOnEveryBackend) {
+  const char* kBackends[] = {
+      "redis://:hunter2@h:6379",
+      "redis://app:hunter2@h:6379/0",
+      "redis://app:hunter2@h:6379?namespace=n",
+      "redis-sentinel://:hunter2@s1:26379,s2:26379/mymaster",
+      "redlock://app:hunter2@a:6379,b:6379,c:6379",
+      "postgres://app:hunter2@db:5432/locks",
+      "postgresql://app:hunter2@db1:5432,db2:5432/locks",
+      "postgres://app@db/locks?password=hunter2",
+      "postgres://db/locks?user=app&Password=hunter2",
+      "postgres://db/locks?pass%77ord=hunter2",
+      "postgres://db/locks?sslpassword=hunter2",
+      "zk://zk1:2181/locks?auth=digest:app:hunter2",
+      "zk://zk1:2181?auth=digest%3Aapp%3Ahunter2",
+      "zk://zk1:2181?auth=app:hunter2",
+      "zk://:hunter2@zk1:2181?auth=digest:app",
+      "memory://x?secret=hunter2",
+  };
+  for (const char* backend : kBackends) {
+    const std::string text = absl::StrCat(
+        "default_profile = \"prod\"\n[profiles.prod]\nbackend = \"", backend,
+        "\"\n");
+    absl::StatusOr<Config> config = ParseConfig(text, "/etc/dlock.toml");
+    ASSERT_FALSE(config.ok()) << backend;
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(config.status().message());
+    EXPECT_THAT(message,
+                HasSubstr("/etc/dlock.toml:3: profiles.prod.backend: holds a "
+                          "password"))
+        << backend;
+    EXPECT_THAT(message, HasSubstr("password_env")) << backend;
+    EXPECT_THAT(message, HasSubstr("password_file")) << backend;
+    EXPECT_THAT(message, Not(HasSubstr("hunter2"))) << backend;
+  }
+  // Not a URI, and a password in it all the same: libpq's key/value form,
+  // or a password whose '/' ends the authority early.
+  for (const char* backend : {"host=db user=app password=hunter2 dbname=locks",
+                              "redis://app:hun/ter2@h:6379"}) {
+    absl::StatusOr<Config> config = ParseConfig(
+        absl::StrCat("[profiles.prod]\nbackend = \"", backend, "\"\n"),
+        "/etc/dlock.toml");
+    ASSERT_FALSE(config.ok()) << backend;
+    const std::string message(config.status().message());
+    EXPECT_THAT(message, HasSubstr("/etc/dlock.toml:2: profiles.prod.backend: "
+                                   "malformed URI"))
+        << backend;
+    EXPECT_THAT(message, HasSubstr("password_env")) << backend;
+    EXPECT_THAT(message, Not(HasSubstr("hunter2"))) << backend;
+    EXPECT_THAT(message, Not(HasSubstr("ter2"))) << backend;
+  }
+  // Without the password the same profiles load, the ZooKeeper one naming
+  // its digest user only.
+  for (const char* backend :
+       {"redis://app@h:6379/0", "postgres://app@db/locks?sslmode=require",
+        "zk://zk1:2181/locks?auth=digest:app"}) {
+    absl::StatusOr<Config> config =
+        ParseConfig(absl::StrCat("[profiles.prod]\nbackend = \"", backend,
+                                 "\"\npassword_env = \"PW\"\n"),
+                    "/etc/dlock.toml");
+    EXPECT_TRUE(config.ok()) << backend << ": " << config.status();
+  }
+}
+
 TEST(ConfigTest, LoadConfigNamesAMissingFile) {
   absl::StatusOr<Config> config = LoadConfig("/nonexistent/dlock.toml");
   EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
@@ -153,6 +220,15 @@ TEST(ConfigTest, ResolutionOrder) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(ResolveBackend({}).status().message(),
               HasSubstr("DLOCK_BACKEND"));
+  {
+    // A command of `dlock run` that runs dlock itself: told why there is no
+    // DLOCK_BACKEND, and how to ask for it.
+    ScopedEnv under_run("DLOCK_LOCK_NAME", "job");
+    EXPECT_THAT(ResolveBackend({}).status().message(),
+                HasSubstr("--pass-env DLOCK_BACKEND"));
+  }
+  EXPECT_THAT(ResolveBackend({}).status().message(),
+              Not(HasSubstr("--pass-env")));
   EXPECT_EQ(ResolveBackend({.uri = "memory://a"})->backend, "memory://a");
   EXPECT_THAT(ResolveBackend({.profile = "prod"}).status().message(),
               HasSubstr("needs a config file"));

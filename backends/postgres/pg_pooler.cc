@@ -1,5 +1,7 @@
 #include "pg_pooler.h"
 
+#include <poll.h>
+
 #include "absl/strings/str_cat.h"
 #include "dlock/clock.h"
 
@@ -34,6 +36,25 @@ absl::StatusOr<std::string> Pid(PgConn& conn) {
   return GetText(r->get(), 0, 0);
 }
 
+// `conn`'s server process id, asked while `other` holds a transaction open.
+// A pool with no free server connection makes `conn` wait until `other`
+// commits; a slow server makes it wait too, so the wait alone proves
+// nothing: after kProbeWait `other` commits, and the id that `conn` then
+// gets decides (its own again, or another session).
+absl::StatusOr<std::string> PidWhileOtherHolds(PgConn& conn, PgConn& other) {
+  if (absl::Status s = conn.Send(kPid, {}); !s.ok()) return s;
+  const MonoTime patience = Clock::Real().Now() + kProbeWait;
+  while (!conn.AnswerReady() && Clock::Real().Now() < patience) {
+    pollfd p{conn.socket(), POLLIN, 0};
+    poll(&p, 1, 10);
+  }
+  absl::Status committed = Ask(other, kCommit).status();
+  absl::StatusOr<PgResult> r = conn.Await(kPid.name);
+  if (!r.ok()) return r.status();
+  if (!committed.ok()) return committed;
+  return GetText(r->get(), 0, 0);
+}
+
 // One round; true when the server session was seen to change.
 absl::StatusOr<bool> SessionMoved(const PgOptions& options, PgConn& conn) {
   absl::StatusOr<std::string> first = Pid(conn);
@@ -52,14 +73,8 @@ absl::StatusOr<bool> SessionMoved(const PgOptions& options, PgConn& conn) {
   absl::StatusOr<std::string> theirs = Pid(**other);
   if (!theirs.ok()) return theirs.status();
   if (*theirs == *first) return true;
-  absl::StatusOr<std::string> again = Pid(conn);
-  // No answer while the other holds its transaction: `conn` has no server
-  // session of its own.
-  if (!again.ok()) {
-    return absl::IsDeadlineExceeded(again.status()) ? absl::StatusOr<bool>(true)
-                                                    : again.status();
-  }
-  Ask(**other, kCommit).IgnoreError();
+  absl::StatusOr<std::string> again = PidWhileOtherHolds(conn, **other);
+  if (!again.ok()) return again.status();
   return *again != *first;
 }
 

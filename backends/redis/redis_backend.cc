@@ -1,9 +1,11 @@
-// One Redis master, named by its address or by Sentinels:
-//   redis://[user[:password]@]host[:port][/db][?options]
-//   redis-sentinel://[user[:password]@]s1:port,s2:port,.../master[/db][?...]
+// One Redis master, named by its address or by Sentinels (rediss:// and
+// rediss-sentinel:// over TLS, redis_uri.h):
+//   redis[s]://[user[:password]@]host[:port][/db][?options]
+//   redis[s]-sentinel://[user[:password]@]s1:port,s2:port,.../master[/db][?...]
 // Each operation is one Lua script on it (redis_lock_ops.h); waiters are
 // woken by its release announcements (redis_master.h).
 #include <hiredis/hiredis.h>
+#include <openssl/crypto.h>
 
 #include <functional>
 #include <memory>
@@ -356,17 +358,17 @@ absl::StatusOr<std::unique_ptr<Backend>> Make(
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeRedisBackend(
     const BackendConfig& config) {
-  constexpr char kForm[] = "redis://[user[:password]@]host[:port][/db]";
+  constexpr char kForm[] = "redis[s]://[user[:password]@]host[:port][/db]";
   absl::StatusOr<std::vector<ConnectionConfig>> hosts =
       ParseHosts(config, kForm);
   if (!hosts.ok()) return hosts.status();
-  return Make(config, "redis",
+  return Make(config, config.uri.scheme,
               hosts->empty() ? ConnectionConfig{} : (*hosts)[0], nullptr,
               [&] { return CheckHostCount(config.uri, kForm, 1, 1); });
 }
 
 constexpr char kSentinelForm[] =
-    "redis-sentinel://[user[:password]@]sentinel1:port,sentinel2:port,"
+    "redis[s]-sentinel://[user[:password]@]sentinel1:port,sentinel2:port,"
     "sentinel3:port/master_name[/db]";
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeSentinelBackend(
@@ -396,7 +398,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeSentinelBackend(
       ParseHosts(rest, kSentinelForm);
   if (!hosts.ok()) return hosts.status();
   if (hosts->empty() || path[0].empty() || path.size() > 2) {
-    return Make(config, "redis-sentinel", ConnectionConfig{}, nullptr,
+    return Make(config, config.uri.scheme, ConnectionConfig{}, nullptr,
                 check_shape);
   }
   std::vector<ConnectionConfig> sentinels = *hosts;
@@ -418,15 +420,22 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeSentinelBackend(
     return watch->Locate(cancel_fd);
   };
   master.must_be_master = true;
-  return Make(config, "redis-sentinel", master, std::move(watch), check_shape);
+  return Make(config, config.uri.scheme, master, std::move(watch), check_shape);
 }
 
 const bool kRegistered =
     RegisterBackend("redis", &MakeRedisBackend) &&
+    RegisterBackend("rediss", &MakeRedisBackend) &&
     RegisterBackend("redis-sentinel", &MakeSentinelBackend) &&
+    RegisterBackend("rediss-sentinel", &MakeSentinelBackend) &&
     RegisterClientLibrary(
         "hiredis",
-        absl::StrCat(HIREDIS_MAJOR, ".", HIREDIS_MINOR, ".", HIREDIS_PATCH));
+        absl::StrCat(HIREDIS_MAJOR, ".", HIREDIS_MINOR, ".", HIREDIS_PATCH)) &&
+    // The TLS under rediss:// (redis_tls.h), as loaded: what an operator
+    // checks against a security advisory.
+    RegisterClientLibrary("OpenSSL", absl::StrCat(OPENSSL_version_major(), ".",
+                                                  OPENSSL_version_minor(), ".",
+                                                  OPENSSL_version_patch()));
 
 }  // namespace
 }  // namespace dlock::redis

@@ -1,22 +1,8 @@
 #include "redis_connection.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstring>
-#include <limits>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace dlock::redis {
 namespace {
@@ -26,6 +12,35 @@ namespace {
 absl::string_view ErrorCode(const redisReply* reply) {
   absl::string_view text(reply->str, reply->len);
   return text.substr(0, text.find(' '));
+}
+
+// hiredis 0.14 believes an array's length: "*600000000" makes it allocate
+// 4.8 GB before a single element came, and a negative length leaves an
+// array that claims 2^64 - 2 elements and holds none (fixed in hiredis
+// 1.0.1, CVE-2021-32765). dlock's longest replies are SCAN pages of about a
+// thousand keys.
+constexpr int kMostArrayElements = 1 << 20;
+
+void* (*hiredis_create_array)(const redisReadTask*, int) = nullptr;
+
+void* CreateCheckedArray(const redisReadTask* task, int elements) {
+  // NULL makes the reader fail with REDIS_ERR_OOM.
+  if (elements < 0 || elements > kMostArrayElements) return nullptr;
+  return hiredis_create_array(task, elements);
+}
+
+// hiredis's own reply objects (freeReplyObject() frees them), with the
+// length of an array checked first.
+redisReplyObjectFunctions* CheckedReplyFunctions() {
+  static redisReplyObjectFunctions functions = [] {
+    redisReader* reader = redisReaderCreate();
+    redisReplyObjectFunctions checked = *reader->fn;
+    redisReaderFree(reader);
+    hiredis_create_array = checked.createArray;
+    checked.createArray = &CreateCheckedArray;
+    return checked;
+  }();
+  return &functions;
 }
 
 }  // namespace
@@ -41,17 +56,36 @@ absl::Status ReplyError(const redisReply* reply, absl::string_view what,
     return absl::UnauthenticatedError(
         absl::StrCat("redis at ", endpoint, " refused ", what, ": ", text));
   }
+  if (IsAclRefusal(reply)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "redis at ", endpoint, " refused ", what, ": ", text,
+        " (the ACL of the user this client logs in as does not allow it; "
+        "docs/redis.md gives the ACL dlock needs)"));
+  }
   if (MustReconnect(reply)) {
     return absl::UnavailableError(absl::StrCat("redis at ", endpoint,
                                                " cannot serve ", what,
                                                " (reconnecting): ", text));
   }
-  if (code == "BUSY") {
+  // A script still running; a cluster slot moving or without a master: the
+  // server cannot serve now, and may shortly (a waiting acquire rides it
+  // out, docs/semantics.md).
+  if (code == "BUSY" || code == "TRYAGAIN" || code == "CLUSTERDOWN") {
     return absl::UnavailableError(absl::StrCat(
         "redis at ", endpoint, " cannot serve ", what, ": ", text));
   }
   return absl::InternalError(
       absl::StrCat("redis at ", endpoint, " failed ", what, ": ", text));
+}
+
+bool IsAclRefusal(const redisReply* reply) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ERROR) return false;
+  // Inside a script, Redis 7.0 answers "ERR The user executing the script
+  // can't run this command or subcommand" (or "can't access at least one
+  // of the keys"), naming neither the command nor NOPERM.
+  return ErrorCode(reply) == "NOPERM" ||
+         absl::StrContains(absl::string_view(reply->str, reply->len),
+                           "The user executing the script can't");
 }
 
 bool MustReconnect(const redisReply* reply) {
@@ -60,94 +94,25 @@ bool MustReconnect(const redisReply* reply) {
   return code == "READONLY" || code == "MASTERDOWN" || code == "LOADING";
 }
 
-namespace {
-
-// A connected, blocking TCP socket to host:port, or Unavailable. Dials every
-// address the name resolves to in turn, within connect_timeout in all (on
-// the monotonic clock, as the kernel counts it), and gives up with Cancelled
-// when `cancel_fd` turns readable. The socket is close-on-exec from the
-// start (hiredis 0.14 does not set it at all, and setting it afterwards
-// leaves a window in which a fork() and exec() on another thread would hand
-// the connection to the new program).
-absl::StatusOr<int> Dial(const ConnectionConfig& config, int cancel_fd) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        absl::ToChronoNanoseconds(config.connect_timeout);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* addresses = nullptr;
-  const std::string port = absl::StrCat(config.port);
-  if (const int rc =
-          getaddrinfo(config.host.c_str(), port.c_str(), &hints, &addresses);
-      rc != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to redis at ",
-                                               config.endpoint, ": ",
-                                               gai_strerror(rc)));
+std::string FormatCommand(absl::Span<const std::string> argv) {
+  size_t size = 16;
+  for (const std::string& a : argv) size += a.size() + 16;
+  std::string out;
+  out.reserve(size);
+  absl::StrAppend(&out, "*", argv.size(), "\r\n");
+  for (const std::string& a : argv) {
+    absl::StrAppend(&out, "$", a.size(), "\r\n", a, "\r\n");
   }
-  std::string why = "no address";
-  int fd = -1;
-  for (addrinfo* a = addresses; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                a->ai_protocol);
-    if (fd < 0) {
-      why = std::strerror(errno);
-      continue;
-    }
-    int error = 0;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) error = errno;
-    while (error == EINPROGRESS || error == EINTR) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) {
-        error = ETIMEDOUT;
-        break;
-      }
-      const auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
-      pollfd fds[2] = {{fd, POLLOUT, 0}, {cancel_fd, POLLIN, 0}};
-      const int n = poll(fds, cancel_fd >= 0 ? 2 : 1,
-                         static_cast<int>(std::min<int64_t>(
-                             left.count(), std::numeric_limits<int>::max())));
-      if (n < 0 && errno == EINTR) continue;
-      if (cancel_fd >= 0 && fds[1].revents != 0) {
-        close(fd);
-        freeaddrinfo(addresses);
-        return absl::CancelledError(
-            absl::StrCat("stopped connecting to redis at ", config.endpoint));
-      }
-      if (n == 0) continue;  // the deadline is checked above
-      socklen_t len = sizeof(error);
-      if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) {
-        error = errno;
-      }
-    }
-    if (error != 0) {
-      why = std::strerror(error);
-      close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(addresses);
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to redis at ",
-                                               config.endpoint, ": ", why));
-  }
-  // hiredis reads and writes in blocking mode (bounded by SO_RCVTIMEO and
-  // SO_SNDTIMEO, set below), and sends each command at once, as hiredis's
-  // own connect sets up.
-  const int one = 1;
-  if (const int flags = fcntl(fd, F_GETFL);
-      flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ||
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
-    const int error = errno;
-    close(fd);
-    return absl::InternalError(
-        absl::StrCat("cannot set up the connection to redis at ",
-                     config.endpoint, ": ", std::strerror(error)));
-  }
-  return fd;
+  return out;
 }
 
-}  // namespace
+Connection::Connection(std::unique_ptr<Stream> stream,
+                       absl::Duration command_timeout)
+    : stream_(std::move(stream)),
+      command_timeout_(command_timeout),
+      reader_(redisReaderCreateWithFunctions(CheckedReplyFunctions())) {}
+
+Connection::~Connection() { redisReaderFree(reader_); }
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
     const ConnectionConfig& given, int cancel_fd) {
@@ -160,10 +125,55 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
     config.endpoint = absl::StrCat(given.endpoint, " (now at ", address->host,
                                    ":", address->port, ")");
   }
-  absl::StatusOr<std::unique_ptr<Connection>> conn = OpenAt(config, cancel_fd);
-  if (!conn.ok() || !given.must_be_master) return conn;
+  absl::StatusOr<std::unique_ptr<Stream>> stream =
+      Dial(config.host, config.port, config.tls, config.endpoint,
+           DeadlineIn(config.connect_timeout), cancel_fd);
+  if (!stream.ok()) return stream.status();
+  auto conn =
+      std::make_unique<Connection>(*std::move(stream), config.command_timeout);
+  if (absl::Status s = conn->SetUp(config); !s.ok()) return s;
+  return conn;
+}
+
+absl::Status Connection::SetUp(const ConnectionConfig& config) {
+  absl::Status status = SetUpSteps(config);
+  // What the server answered is quoted, and a server may repeat the
+  // password it was sent ("WRONGPASS <password> is wrong"): never shown.
+  if (config.password.empty() ||
+      !absl::StrContains(status.message(), config.password)) {
+    return status;
+  }
+  return absl::Status(
+      status.code(),
+      absl::StrReplaceAll(status.message(), {{config.password, "***"}}));
+}
+
+absl::Status Connection::SetUpSteps(const ConnectionConfig& config) {
+  if (!config.password.empty()) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!config.user.empty()) auth.push_back(config.user);
+    auth.push_back(config.password);
+    absl::StatusOr<Reply> reply = Command(auth);
+    if (!reply.ok()) return reply.status();
+    if ((*reply)->type == REDIS_REPLY_ERROR) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "redis at ", config.endpoint, " rejected the credentials",
+          config.user.empty() ? ""
+                              : absl::StrCat(" of user '", config.user, "'"),
+          ": ", absl::string_view((*reply)->str, (*reply)->len)));
+    }
+  }
+  if (config.db != 0) {
+    absl::StatusOr<Reply> reply = Command({"SELECT", absl::StrCat(config.db)});
+    if (!reply.ok()) return reply.status();
+    if (absl::Status s = ReplyError(reply->get(), "SELECT", config.endpoint);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!config.must_be_master) return absl::OkStatus();
   // A Sentinel may name the old master for a moment during a failover.
-  absl::StatusOr<Reply> role = (*conn)->Command({"ROLE"});
+  absl::StatusOr<Reply> role = Command({"ROLE"});
   if (!role.ok()) return role.status();
   const redisReply* r = role->get();
   if (absl::Status s = ReplyError(r, "ROLE", config.endpoint); !s.ok()) {
@@ -176,84 +186,100 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
         absl::StrCat("redis at ", config.endpoint,
                      " is not a master (yet): the Sentinels are switching"));
   }
-  return conn;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Connection>> Connection::OpenAt(
-    const ConnectionConfig& config, int cancel_fd) {
-  absl::StatusOr<int> fd = Dial(config, cancel_fd);
-  if (!fd.ok()) return fd.status();
-  redisContext* ctx = redisConnectFd(*fd);
-  if (ctx == nullptr || ctx->err != 0) {
-    if (ctx != nullptr) {
-      redisFree(ctx);  // closes the socket
-    } else {
-      close(*fd);
-    }
-    return absl::UnavailableError(absl::StrCat(
-        "cannot connect to redis at ", config.endpoint, ": out of memory"));
-  }
-  std::unique_ptr<Connection> conn(
-      new Connection(ctx, config.endpoint, config.command_timeout));
-  // Without the timeout a read from a server that went silent would block
-  // for good.
-  if (redisSetTimeout(ctx, absl::ToTimeval(config.command_timeout)) !=
-          REDIS_OK ||
-      redisEnableKeepAlive(ctx) != REDIS_OK) {
-    return absl::InternalError(
-        absl::StrCat("cannot set up the connection to redis at ",
-                     config.endpoint, ": ", ctx->errstr));
-  }
-  if (!config.password.empty()) {
-    std::vector<std::string> auth = {"AUTH"};
-    if (!config.user.empty()) auth.push_back(config.user);
-    auth.push_back(config.password);
-    absl::StatusOr<Reply> reply = conn->Command(auth);
-    if (!reply.ok()) return reply.status();
-    if ((*reply)->type == REDIS_REPLY_ERROR) {
-      return absl::UnauthenticatedError(absl::StrCat(
-          "redis at ", config.endpoint, " rejected the credentials",
-          config.user.empty() ? ""
-                              : absl::StrCat(" of user '", config.user, "'"),
-          ": ", absl::string_view((*reply)->str, (*reply)->len)));
-    }
-  }
-  if (config.db != 0) {
-    absl::StatusOr<Reply> reply =
-        conn->Command({"SELECT", absl::StrCat(config.db)});
-    if (!reply.ok()) return reply.status();
-    if (absl::Status s = ReplyError(reply->get(), "SELECT", config.endpoint);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return conn;
-}
-
-Connection::~Connection() { redisFree(ctx_); }
-
-absl::Status Connection::IoError() {
-  broken_ = true;
-  return absl::UnavailableError(
-      absl::StrCat("lost the connection to redis at ", endpoint_, ": ",
-                   ctx_->errstr[0] != '\0' ? ctx_->errstr : "no reply"));
+absl::Status Connection::Broken(absl::Status status) {
+  broken_.store(true);
+  return status;
 }
 
 absl::StatusOr<Reply> Connection::Command(
     const std::vector<std::string>& argv) {
-  if (broken_) return IoError();
-  std::vector<const char*> args;
-  std::vector<size_t> lens;
-  args.reserve(argv.size());
-  lens.reserve(argv.size());
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
+  const Deadline deadline = DeadlineIn(command_timeout_);
+  if (absl::Status s = Write(FormatCommand(argv), deadline); !s.ok()) return s;
+  std::vector<Reply> replies;
+  // One reply: what follows it (a subscription's first messages) stays
+  // with the reader for the next read.
+  if (absl::Status s = ReadReplies(replies, deadline, -1, 1); !s.ok()) {
+    return s;
   }
-  void* reply = redisCommandArgv(ctx_, static_cast<int>(args.size()),
-                                 args.data(), lens.data());
-  if (reply == nullptr) return IoError();
-  return Reply(static_cast<redisReply*>(reply));
+  return std::move(replies[0]);
+}
+
+absl::Status Connection::Write(absl::string_view bytes, Deadline deadline) {
+  if (broken()) {
+    return absl::UnavailableError(
+        absl::StrCat("lost the connection to redis at ", endpoint()));
+  }
+  absl::Status written = stream_->Write(bytes, deadline);
+  if (written.ok()) return written;
+  if (absl::IsDeadlineExceeded(written)) {
+    written = absl::UnavailableError(
+        absl::StrCat("redis at ", endpoint(), " took no command bytes within ",
+                     absl::FormatDuration(command_timeout_)));
+  }
+  return Broken(WithPlaintextHint(written));
+}
+
+absl::Status Connection::TakeParsed(std::vector<Reply>& replies, size_t max) {
+  size_t taken = 0;
+  while (taken < max) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      return Broken(
+          absl::InternalError(absl::StrCat("unreadable reply from redis at ",
+                                           endpoint(), ": ", reader_->errstr)));
+    }
+    if (raw == nullptr) break;
+    replies.emplace_back(static_cast<redisReply*>(raw));
+    replied_.store(true);
+    ++taken;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Connection::ReadFailure(const absl::Status& status) {
+  if (absl::IsDeadlineExceeded(status)) {
+    return absl::UnavailableError(
+        absl::StrCat("no reply from redis at ", endpoint(), " within ",
+                     absl::FormatDuration(command_timeout_)));
+  }
+  return WithPlaintextHint(status);
+}
+
+absl::Status Connection::WithPlaintextHint(absl::Status status) const {
+  if (stream_->tls() || replied_.load() || !absl::IsUnavailable(status)) {
+    return status;
+  }
+  return absl::UnavailableError(
+      absl::StrCat(status.message(),
+                   " (before any reply: if this port takes only TLS, use "
+                   "rediss://)"));
+}
+
+absl::Status Connection::ReadReplies(std::vector<Reply>& replies,
+                                     Deadline deadline, int wake_fd,
+                                     size_t max) {
+  const size_t before = replies.size();
+  while (true) {
+    if (absl::Status s = TakeParsed(replies, max); !s.ok()) return s;
+    if (replies.size() > before) return absl::OkStatus();
+    if (broken()) {
+      return absl::UnavailableError(
+          absl::StrCat("lost the connection to redis at ", endpoint()));
+    }
+    char buf[16 * 1024];
+    absl::StatusOr<size_t> n =
+        stream_->Read(buf, sizeof(buf), deadline, wake_fd);
+    if (!n.ok()) return Broken(ReadFailure(n.status()));
+    if (*n == 0) return absl::OkStatus();  // woken
+    if (redisReaderFeed(reader_, buf, *n) != REDIS_OK) {
+      return Broken(
+          absl::InternalError(absl::StrCat("unreadable reply from redis at ",
+                                           endpoint(), ": ", reader_->errstr)));
+    }
+  }
 }
 
 }  // namespace dlock::redis

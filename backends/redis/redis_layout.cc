@@ -43,11 +43,16 @@ absl::StatusOr<bool> OldLocksRemain(Connection& conn, const Keyspace& keys,
     if (!reply.ok()) return reply.status();
     const redisReply* r = reply->get();
     if (absl::Status s = ReplyError(r, "SCAN", endpoint); !s.ok()) return s;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+    // Every element checked: a broken server's reply is an error, never a
+    // read through a missing element (tests/fuzz/redis_reply_fuzz.cc).
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_ARRAY) {
       return Malformed("SCAN", endpoint);
     }
     if (r->element[1]->elements > 0) {
       const redisReply* key = r->element[1]->element[0];
+      if (key->type != REDIS_REPLY_STRING) return Malformed("SCAN", endpoint);
       example.assign(key->str, key->len);
       return true;
     }

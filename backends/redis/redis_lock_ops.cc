@@ -193,6 +193,31 @@ std::string GlobEscape(absl::string_view text) {
 
 }  // namespace
 
+absl::Status ParseScanPage(const redisReply* r, absl::string_view key_prefix,
+                           std::string& cursor, std::vector<std::string>& names,
+                           absl::string_view endpoint) {
+  if (absl::Status s = ReplyError(r, "SCAN", endpoint); !s.ok()) return s;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+      r->element[0]->type != REDIS_REPLY_STRING ||
+      r->element[1]->type != REDIS_REPLY_ARRAY) {
+    return Malformed("SCAN", endpoint);
+  }
+  cursor.assign(r->element[0]->str, r->element[0]->len);
+  for (size_t i = 0; i < r->element[1]->elements; ++i) {
+    const redisReply* key = r->element[1]->element[i];
+    // Only a lock key MATCH let through ("<prefix><name>}"): a broken
+    // server's other answers (a key shorter than the prefix, read before
+    // its start) are no lock.
+    if (key->type != REDIS_REPLY_STRING) return Malformed("SCAN", endpoint);
+    absl::string_view name(key->str, key->len);
+    if (absl::ConsumePrefix(&name, key_prefix) &&
+        absl::ConsumeSuffix(&name, "}")) {
+      names.emplace_back(name);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::string>> ScanLockNames(
     Master& master, const Keyspace& keys, absl::string_view prefix) {
   const std::string& key_prefix = keys.lock_prefix();
@@ -204,19 +229,10 @@ absl::StatusOr<std::vector<std::string>> ScanLockNames(
     absl::StatusOr<std::vector<Reply>> replies = master.Send(
         {FormatCommand({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"})});
     if (!replies.ok()) return replies.status();
-    const redisReply* r = (*replies)[0].get();
-    if (absl::Status s = ReplyError(r, "SCAN", master.endpoint()); !s.ok()) {
+    if (absl::Status s = ParseScanPage((*replies)[0].get(), key_prefix, cursor,
+                                       names, master.endpoint());
+        !s.ok()) {
       return s;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-      return Malformed("SCAN", master.endpoint());
-    }
-    cursor.assign(r->element[0]->str, r->element[0]->len);
-    for (size_t i = 0; i < r->element[1]->elements; ++i) {
-      const redisReply* key = r->element[1]->element[i];
-      // Less the prefix and the closing '}'.
-      names.emplace_back(key->str + key_prefix.size(),
-                         key->len - key_prefix.size() - 1);
     }
   } while (cursor != "0");
   std::sort(names.begin(), names.end());
@@ -224,16 +240,10 @@ absl::StatusOr<std::vector<std::string>> ScanLockNames(
   return names;
 }
 
-absl::StatusOr<int64_t> UsedMemory(Master& master) {
-  absl::StatusOr<std::vector<Reply>> replies =
-      master.Send({FormatCommand({"INFO", "memory"})});
-  if (!replies.ok()) return replies.status();
-  const redisReply* r = (*replies)[0].get();
-  if (absl::Status s = ReplyError(r, "INFO", master.endpoint()); !s.ok()) {
-    return s;
-  }
-  if (r->type != REDIS_REPLY_STRING)
-    return Malformed("INFO", master.endpoint());
+absl::StatusOr<int64_t> ParseUsedMemory(const redisReply* r,
+                                        absl::string_view endpoint) {
+  if (absl::Status s = ReplyError(r, "INFO", endpoint); !s.ok()) return s;
+  if (r->type != REDIS_REPLY_STRING) return Malformed("INFO", endpoint);
   constexpr absl::string_view kField = "used_memory:";
   for (absl::string_view line :
        absl::StrSplit(absl::string_view(r->str, r->len), "\r\n")) {
@@ -242,7 +252,14 @@ absl::StatusOr<int64_t> UsedMemory(Master& master) {
       return bytes;
     }
   }
-  return Malformed("INFO memory", master.endpoint());
+  return Malformed("INFO memory", endpoint);
+}
+
+absl::StatusOr<int64_t> UsedMemory(Master& master) {
+  absl::StatusOr<std::vector<Reply>> replies =
+      master.Send({FormatCommand({"INFO", "memory"})});
+  if (!replies.ok()) return replies.status();
+  return ParseUsedMemory((*replies)[0].get(), master.endpoint());
 }
 
 }  // namespace dlock::redis

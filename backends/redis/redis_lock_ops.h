@@ -149,8 +149,17 @@ absl::StatusOr<bool> ParseForceUnlockIfToken(const redisReply* reply,
 absl::StatusOr<std::vector<std::string>> ScanLockNames(
     Master& master, const Keyspace& keys, absl::string_view prefix);
 
+// One page of SCAN: the next cursor into `cursor`, and the lock names (the
+// keys less `key_prefix` and the closing '}') appended to `names`.
+absl::Status ParseScanPage(const redisReply* reply,
+                           absl::string_view key_prefix, std::string& cursor,
+                           std::vector<std::string>& names,
+                           absl::string_view endpoint);
+
 // The master's `used_memory` (INFO memory): all its data, in bytes.
 absl::StatusOr<int64_t> UsedMemory(Master& master);
+absl::StatusOr<int64_t> ParseUsedMemory(const redisReply* reply,
+                                        absl::string_view endpoint);
 
 // For a reply that does not have the shape its script returns.
 absl::Status Malformed(absl::string_view what, absl::string_view endpoint);

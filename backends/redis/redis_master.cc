@@ -2,10 +2,27 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "dlock/errors.h"
 
 namespace dlock::redis {
+
+std::set<std::string> CommandsCalledBy(absl::string_view body) {
+  std::set<std::string> names;
+  for (absl::string_view call : {"redis.call(", "redis.pcall("}) {
+    for (size_t at = body.find(call); at != absl::string_view::npos;
+         at = body.find(call, at)) {
+      at += call.size();
+      if (at >= body.size() || (body[at] != '\'' && body[at] != '"')) continue;
+      const size_t end = body.find(body[at], at + 1);
+      if (end == absl::string_view::npos) break;
+      names.insert(absl::AsciiStrToUpper(body.substr(at + 1, end - at - 1)));
+    }
+  }
+  return names;
+}
 
 Master::Master(ConnectionConfig config, std::string channel, WakeupHub* hub,
                Redial redial, ConnectCheck check)
@@ -192,6 +209,11 @@ std::vector<absl::StatusOr<Reply>> Master::Pending::Await() {
     if (absl::Status s =
             ReplyError(reply.get(), call.script->name, master_->endpoint());
         !s.ok()) {
+      if (IsAclRefusal(reply.get())) {
+        s = absl::PermissionDeniedError(absl::StrCat(
+            s.message(), "; the ", call.script->name, " script calls ",
+            absl::StrJoin(CommandsCalledBy(call.script->body), ", ")));
+      }
       out.push_back(s);
     } else {
       out.push_back(std::move(reply));

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,11 @@
 #include "redis_subscriber.h"
 
 namespace dlock::redis {
+
+// The commands a script's body calls, upper case ("DEL", "HSET"): an ACL
+// refusal inside a script, which Redis does not say the command of, names
+// them; docs/redis.md's ACL line is checked against them.
+std::set<std::string> CommandsCalledBy(absl::string_view script_body);
 
 // One script run: which script, its keys and its arguments.
 struct ScriptCall {

@@ -1,30 +1,8 @@
 #include "redis_mux.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstring>
-#include <limits>
-
 #include "absl/strings/str_cat.h"
 
 namespace dlock::redis {
-
-std::string FormatCommand(absl::Span<const std::string> argv) {
-  size_t size = 16;
-  for (const std::string& a : argv) size += a.size() + 16;
-  std::string out;
-  out.reserve(size);
-  absl::StrAppend(&out, "*", argv.size(), "\r\n");
-  for (const std::string& a : argv) {
-    absl::StrAppend(&out, "$", a.size(), "\r\n", a, "\r\n");
-  }
-  return out;
-}
 
 MuxConnection::MuxConnection(std::unique_ptr<Connection> conn)
     : conn_(std::move(conn)) {}
@@ -67,8 +45,7 @@ void MuxConnection::SubmitInto(Ticket& ticket,
                                std::vector<std::string> commands) {
   ticket.mux_ = this;
   ticket.requests_.resize(commands.size());
-  ticket.deadline_ = std::chrono::steady_clock::now() +
-                     absl::ToChronoNanoseconds(conn_->command_timeout());
+  ticket.deadline_ = DeadlineIn(conn_->command_timeout());
   absl::MutexLock lock(&mu_);
   // On a broken connection nothing is queued: Await() returns the failure.
   if (!broken_.ok()) return;
@@ -179,7 +156,7 @@ void MuxConnection::FailAll(const absl::Status& status) {
     // A caller blocked in read() or write() on this socket would otherwise
     // sit there until command_timeout, holding up nobody but itself, since
     // every pending caller is failed below; this ends its wait at once.
-    shutdown(conn_->context()->fd, SHUT_RDWR);
+    conn_->Shutdown();
   }
   queued_.clear();
   for (Request* r : pending_) {
@@ -192,62 +169,15 @@ void MuxConnection::FailAll(const absl::Status& status) {
 }
 
 absl::Status MuxConnection::WriteAll(const std::string& bytes) {
-  const int fd = conn_->context()->fd;
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    // MSG_NOSIGNAL: a write to a connection the server has reset raises
-    // SIGPIPE otherwise, whose default action kills the host process.
-    ssize_t n =
-        send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return absl::UnavailableError(
-          absl::StrCat("lost the connection to redis at ", conn_->endpoint(),
-                       ": ", n < 0 ? std::strerror(errno) : "closed"));
-    }
-    sent += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
+  return conn_->Write(bytes, DeadlineIn(conn_->command_timeout()));
 }
 
-absl::Status MuxConnection::ReadSome(
-    std::vector<Reply>& replies,
-    std::chrono::steady_clock::time_point deadline) {
-  redisContext* ctx = conn_->context();
-  while (replies.empty()) {
-    // The socket's own timeout counts from this read; the deadline counts
-    // from the Submit(), so a caller that awaited other servers first (a
-    // Redlock round) waits one command_timeout in all, not one per server.
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd readable{ctx->fd, POLLIN, 0};
-    const int ready =
-        poll(&readable, 1,
-             static_cast<int>(std::clamp<int64_t>(
-                 left.count(), 0, std::numeric_limits<int>::max())));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
-      return absl::UnavailableError(
-          absl::StrCat("no reply from redis at ", conn_->endpoint(), " within ",
-                       absl::FormatDuration(conn_->command_timeout())));
-    }
-    if (redisBufferRead(ctx) != REDIS_OK) {
-      return absl::UnavailableError(absl::StrCat(
-          "lost the connection to redis at ", conn_->endpoint(), ": ",
-          ctx->errstr[0] != '\0' ? ctx->errstr : "no reply"));
-    }
-    void* raw = nullptr;
-    while (redisGetReplyFromReader(ctx, &raw) == REDIS_OK && raw != nullptr) {
-      replies.emplace_back(static_cast<redisReply*>(raw));
-      raw = nullptr;
-    }
-    if (ctx->err != 0) {
-      return absl::InternalError(absl::StrCat("unreadable reply from redis at ",
-                                              conn_->endpoint(), ": ",
-                                              ctx->errstr));
-    }
-  }
-  return absl::OkStatus();
+absl::Status MuxConnection::ReadSome(std::vector<Reply>& replies,
+                                     Deadline deadline) {
+  // The deadline counts from the Submit(), so a caller that awaited other
+  // servers first (a Redlock round) waits one command_timeout in all, not
+  // one per server.
+  return conn_->ReadReplies(replies, deadline);
 }
 
 }  // namespace dlock::redis

@@ -2,7 +2,6 @@
 #ifndef DLOCK_BACKENDS_REDIS_REDIS_MUX_H_
 #define DLOCK_BACKENDS_REDIS_REDIS_MUX_H_
 
-#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
@@ -11,13 +10,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/types/span.h"
 #include "redis_connection.h"
 
 namespace dlock::redis {
-
-// The RESP encoding of one command.
-std::string FormatCommand(absl::Span<const std::string> argv);
 
 // Pipelines the commands of every calling thread over one connection, with
 // no thread of its own: a caller that finds nobody writing writes everything
@@ -62,7 +57,7 @@ class MuxConnection {
     std::vector<Request> requests_;
     // Submit() + command_timeout: a reply not in by then fails the
     // connection, however long the caller spent awaiting other servers.
-    std::chrono::steady_clock::time_point deadline_;
+    Deadline deadline_;
     bool awaited_ = false;
   };
 
@@ -101,8 +96,7 @@ class MuxConnection {
   void SubmitInto(Ticket& ticket, std::vector<std::string> commands);
   absl::Status WriteAll(const std::string& bytes);
   // Reads at least one reply; Unavailable when none arrives by `deadline`.
-  absl::Status ReadSome(std::vector<Reply>& replies,
-                        std::chrono::steady_clock::time_point deadline);
+  absl::Status ReadSome(std::vector<Reply>& replies, Deadline deadline);
   // Fails every pending request and wakes their callers; shuts the socket
   // down so that a caller blocked reading it returns at once.
   void FailAll(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

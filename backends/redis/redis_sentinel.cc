@@ -7,6 +7,18 @@
 
 namespace dlock::redis {
 
+std::optional<Address> MasterAddressOf(const redisReply* r) {
+  int port = 0;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+      r->element[0]->type == REDIS_REPLY_STRING &&
+      r->element[1]->type == REDIS_REPLY_STRING &&
+      absl::SimpleAtoi(
+          absl::string_view(r->element[1]->str, r->element[1]->len), &port)) {
+    return Address{std::string(r->element[0]->str, r->element[0]->len), port};
+  }
+  return std::nullopt;
+}
+
 SentinelWatch::SentinelWatch(std::vector<ConnectionConfig> sentinels,
                              std::string master_name)
     : sentinels_(std::move(sentinels)), master_name_(std::move(master_name)) {}
@@ -38,14 +50,9 @@ absl::StatusOr<Address> SentinelWatch::Locate(int cancel_fd) {
       continue;
     }
     const redisReply* r = reply->get();
-    int port = 0;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_STRING &&
-        r->element[1]->type == REDIS_REPLY_STRING &&
-        absl::SimpleAtoi(
-            absl::string_view(r->element[1]->str, r->element[1]->len), &port)) {
+    if (std::optional<Address> master = MasterAddressOf(r)) {
       preferred_.store(i);
-      return Address{std::string(r->element[0]->str, r->element[0]->len), port};
+      return *master;
     }
     absl::StrAppend(
         &why, "; the Sentinel at ", sentinel.endpoint,

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,10 @@
 #include "redis_subscriber.h"
 
 namespace dlock::redis {
+
+// The address in a Sentinel's answer to SENTINEL get-master-addr-by-name
+// ([host, port]); nullopt for any other answer.
+std::optional<Address> MasterAddressOf(const redisReply* reply);
 
 class SentinelWatch {
  public:

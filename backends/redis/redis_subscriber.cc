@@ -5,11 +5,22 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
 namespace dlock::redis {
+
+std::optional<absl::string_view> PublishedMessage(const redisReply* reply) {
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+      reply->element[0]->type != REDIS_REPLY_STRING ||
+      absl::string_view(reply->element[0]->str, reply->element[0]->len) !=
+          "message") {
+    return std::nullopt;
+  }
+  const redisReply* payload = reply->element[2];
+  return absl::string_view(payload->str, payload->len);
+}
 
 Subscriber::Subscriber(ConnectionConfig config, std::string channel,
                        Callbacks callbacks)
@@ -110,30 +121,20 @@ void Subscriber::Run() {
 }
 
 bool Subscriber::Listen() {
-  redisContext* ctx = conn_->context();
   while (true) {
-    // Drain what hiredis has already buffered before blocking in poll().
-    void* raw = nullptr;
-    while (redisGetReplyFromReader(ctx, &raw) == REDIS_OK && raw != nullptr) {
-      Reply reply(static_cast<redisReply*>(raw));
-      raw = nullptr;
-      if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
-          reply->element[0]->type == REDIS_REPLY_STRING &&
-          std::strcmp(reply->element[0]->str, "message") == 0) {
-        const redisReply* payload = reply->element[2];
-        callbacks_.on_message(absl::string_view(payload->str, payload->len));
-      }
-    }
-    if (ctx->err != 0) return true;
-    pollfd fds[2] = {{ctx->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    int n = poll(fds, 2, -1);
-    if (n < 0) continue;  // EINTR
-    if (fds[1].revents != 0) {
+    std::vector<Reply> replies;
+    if (!conn_->ReadReplies(replies, kNoDeadline, stop_fd_).ok()) return true;
+    if (replies.empty()) {  // stop_fd_ turned readable
       if (Woken()) return false;
       if (resubscribe_.load()) return true;
       continue;
     }
-    if (redisBufferRead(ctx) != REDIS_OK) return true;
+    for (const Reply& reply : replies) {
+      if (std::optional<absl::string_view> message =
+              PublishedMessage(reply.get())) {
+        callbacks_.on_message(*message);
+      }
+    }
   }
 }
 

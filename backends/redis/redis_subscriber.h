@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -15,6 +16,11 @@
 #include "redis_connection.h"
 
 namespace dlock::redis {
+
+// The message of a reply on a subscribed connection that carries one
+// (["message", channel, message]); nullopt for the rest (the confirmation
+// of SUBSCRIBE, say).
+std::optional<absl::string_view> PublishedMessage(const redisReply* reply);
 
 class Subscriber {
  public:

@@ -4,8 +4,67 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/backend/options.h"
+#include "redis_tls.h"
 
 namespace dlock::redis {
+
+bool IsTlsScheme(absl::string_view scheme) {
+  return scheme == "rediss" || scheme == "rediss-sentinel" ||
+         scheme == "redlocks";
+}
+
+namespace {
+
+// The tls_* options: a context for a TLS scheme, none for a plaintext one
+// (which must not be given them: a URI that asks for a CA but goes out in
+// plaintext is a mistake to report, not to ignore).
+absl::StatusOr<TlsSettings> ParseTls(const Uri& uri, UriParams& params) {
+  TlsOptions options;
+  TlsSettings settings;
+  const std::pair<const char*, std::optional<std::string>> given[] = {
+      {"tls_ca", params.TakeString("tls_ca")},
+      {"tls_cert", params.TakeString("tls_cert")},
+      {"tls_key", params.TakeString("tls_key")},
+      {"tls_server_name", params.TakeString("tls_server_name")},
+      {"tls_insecure_skip_verify",
+       params.TakeString("tls_insecure_skip_verify")}};
+  if (!IsTlsScheme(uri.scheme)) {
+    for (const auto& [key, value] : given) {
+      if (value.has_value()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(key,
+                         " is an option of the TLS schemes (rediss://, "
+                         "rediss-sentinel://, redlocks://), not of ",
+                         uri.scheme, "://"));
+      }
+    }
+    return settings;
+  }
+  for (const auto& [key, value] : given) {
+    if (value.has_value() && value->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, " is empty; leave it out instead"));
+    }
+  }
+  options.ca_file = given[0].second.value_or("");
+  options.cert_file = given[1].second.value_or("");
+  options.key_file = given[2].second.value_or("");
+  settings.server_name = given[3].second.value_or("");
+  if (const std::optional<std::string>& skip = given[4].second) {
+    if (*skip != "true" && *skip != "false") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tls_insecure_skip_verify must be true or false, not '", *skip, "'"));
+    }
+    options.insecure_skip_verify = *skip == "true";
+  }
+  absl::StatusOr<std::shared_ptr<const TlsContext>> context =
+      TlsContext::Create(options);
+  if (!context.ok()) return context.status();
+  settings.context = *std::move(context);
+  return settings;
+}
+
+}  // namespace
 absl::Status CheckHostCount(const Uri& uri, absl::string_view form,
                             size_t min_hosts, size_t max_hosts) {
   if (uri.hosts.size() >= min_hosts && uri.hosts.size() <= max_hosts) {
@@ -44,6 +103,9 @@ absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
                 config.common.operation_timeout);
   if (!command_timeout.ok()) return command_timeout.status();
   common.command_timeout = command_timeout->value_or(default_timeout);
+  absl::StatusOr<TlsSettings> tls = ParseTls(uri, config.params);
+  if (!tls.ok()) return tls.status();
+  common.tls = *std::move(tls);
   std::vector<ConnectionConfig> out;
   for (const HostPort& host : uri.hosts) {
     ConnectionConfig c = common;

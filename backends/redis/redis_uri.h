@@ -13,14 +13,21 @@
 namespace dlock::redis {
 
 // One ConnectionConfig per host of `config.uri`, in order, with the URI's
-// user, password, db (its path) and the common timeouts; takes the legacy
-// command_timeout= parameter. Timeouts not set are `default_timeout`.
+// user, password, db (its path), the common timeouts and, for a TLS scheme,
+// the tls_* options (one TLS context shared by every host); takes the
+// legacy command_timeout= parameter. Timeouts not set are `default_timeout`.
 // `form` is the URI form for messages
 // ("redis://[user[:password]@]host[:port][/db]"). InvalidArgument when a
 // part is malformed.
 absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
     const BackendConfig& config, absl::string_view form,
     absl::Duration default_timeout = absl::Seconds(2));
+
+// rediss://, rediss-sentinel:// and redlocks://: the TLS forms of redis://,
+// redis-sentinel:// and redlock:// (every server, Sentinels included, over
+// TLS). The `s` is the one rediss:// (redis-py, Lettuce, ioredis) and
+// https:// add.
+bool IsTlsScheme(absl::string_view scheme);
 
 // InvalidArgument when the URI names fewer than `min_hosts` or more than
 // `max_hosts` hosts. Checked after the options, so that a misspelt option

@@ -1,4 +1,4 @@
-// redlock://[user[:password]@]host1:port1,host2:port2,...[/db][?options]:
+// redlock[s]://[user[:password]@]host1:port1,host2:port2,...[/db][?options]:
 // one lock over N independent Redis masters, held while a majority of them
 // holds it (the Redlock algorithm; docs/redis.md says what it promises).
 //
@@ -37,7 +37,7 @@ namespace dlock::redis {
 namespace {
 
 constexpr char kForm[] =
-    "redlock://[user[:password]@]host1:port1,host2:port2,host3:port3[/db]";
+    "redlock[s]://[user[:password]@]host1:port1,host2:port2,host3:port3[/db]";
 // A master must answer quickly or be counted out, so that an attempt does
 // not spend its lease waiting for one that is down (the algorithm's
 // per-instance timeout). operation_timeout= sets it.
@@ -372,7 +372,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedlockBackend(
   absl::StatusOr<std::optional<absl::Duration>> retry_delay =
       config.params.TakeDuration("retry_delay");
   if (!retry_delay.ok()) return retry_delay.status();
-  if (absl::Status s = config.params.RejectUnknown("redlock"); !s.ok()) {
+  if (absl::Status s = config.params.RejectUnknown(config.uri.scheme);
+      !s.ok()) {
     return s;
   }
   if (absl::Status s = CheckHostCount(config.uri, kForm, 3, 15); !s.ok()) {
@@ -388,7 +389,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedlockBackend(
   return backend;
 }
 
-const bool kRegistered = RegisterBackend("redlock", &MakeRedlockBackend);
+const bool kRegistered = RegisterBackend("redlock", &MakeRedlockBackend) &&
+                         RegisterBackend("redlocks", &MakeRedlockBackend);
 
 }  // namespace
 }  // namespace dlock::redis

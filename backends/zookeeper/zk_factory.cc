@@ -1,6 +1,6 @@
 // zk://host:port[,host:port...][/chroot][?namespace=...&session_timeout=...
 //     &kept_sweep=...&connect_timeout=...&operation_timeout=...
-//     &auth=digest:USER:PASSWORD]
+//     &auth=digest:USER[:PASSWORD]]
 // The URI's parsing and the registration of the scheme.
 #include <zookeeper/zookeeper_version.h>
 
@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "dlock/backend/backend.h"
 #include "zk_backend.h"
 
@@ -23,7 +24,7 @@ constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(5);
 constexpr absl::string_view kUsage =
     "zk://host:port[,host:port...][/chroot][?namespace=...&session_timeout="
     "...&kept_sweep=...&connect_timeout=...&operation_timeout=...&auth=digest:"
-    "USER:PASSWORD]";
+    "USER[:PASSWORD]]";
 
 absl::StatusOr<std::string> HostList(const Uri& uri) {
   if (uri.hosts.empty()) {
@@ -58,29 +59,45 @@ absl::StatusOr<std::string> Chroot(const Uri& uri) {
   return chroot;
 }
 
-// auth=digest:USER:PASSWORD gives "USER:PASSWORD", the form ZooKeeper's
-// digest scheme takes. Messages never repeat the value.
-absl::StatusOr<std::string> Digest(UriParams& params) {
-  std::optional<std::string> auth = params.TakeString("auth");
-  if (!auth.has_value()) return std::string();
-  constexpr absl::string_view kScheme = "digest:";
-  absl::string_view rest(*auth);
-  if (!absl::ConsumePrefix(&rest, kScheme) || rest.find(':') == 0 ||
-      rest.find(':') == absl::string_view::npos) {
+// The digest credential, "USER:PASSWORD" as ZooKeeper's digest scheme takes
+// it: from auth=digest:USER:PASSWORD, or from auth=digest:USER and a
+// password-only user info (":PASSWORD@"), which is where a profile's
+// password_env or password_file puts it. Messages never repeat the values.
+absl::StatusOr<std::string> Digest(const Uri& uri, UriParams& params) {
+  constexpr absl::string_view kForms =
+      "auth=digest:USER:PASSWORD, or auth=digest:USER with the password from "
+      "a profile's password_env or password_file";
+  if (!uri.user.empty()) {
     return absl::InvalidArgumentError(
-        "URI option 'auth' must look like auth=digest:USER:PASSWORD (digest "
-        "is the only scheme)");
+        absl::StrCat("a zk URI names its user in ", kForms,
+                     ", not before '@' (nor as a profile's username)"));
   }
-  return std::string(rest);
+  std::optional<std::string> auth = params.TakeString("auth");
+  if (!auth.has_value()) {
+    if (!uri.password.has_value()) return std::string();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a zk URI with a password needs the user it belongs to: ", kForms));
+  }
+  absl::string_view rest(*auth);
+  if (!absl::ConsumePrefix(&rest, "digest:") || rest.empty() ||
+      rest.front() == ':') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("URI option 'auth' must look like ", kForms,
+                     " (digest is the only scheme)"));
+  }
+  const bool has_password = absl::StrContains(rest, ':');
+  if (has_password == uri.password.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(has_password ? "a zk URI gives its password once: "
+                                  : "auth=digest:USER needs a password: ",
+                     kForms));
+  }
+  return has_password ? std::string(rest)
+                      : absl::StrCat(rest, ":", *uri.password);
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
     const BackendConfig& config) {
-  if (!config.uri.user.empty() || config.uri.password.has_value()) {
-    return absl::InvalidArgumentError(
-        "a zk URI takes credentials as auth=digest:USER:PASSWORD, not before "
-        "'@'");
-  }
   absl::StatusOr<std::string> hosts = HostList(config.uri);
   if (!hosts.ok()) return hosts.status();
   absl::StatusOr<std::string> chroot = Chroot(config.uri);
@@ -91,7 +108,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
   absl::StatusOr<std::optional<absl::Duration>> kept_sweep =
       config.params.TakeDuration("kept_sweep");
   if (!kept_sweep.ok()) return kept_sweep.status();
-  absl::StatusOr<std::string> digest = Digest(config.params);
+  absl::StatusOr<std::string> digest = Digest(config.uri, config.params);
   if (!digest.ok()) return digest.status();
   if (absl::Status s = config.params.RejectUnknown("zk"); !s.ok()) {
     return s;

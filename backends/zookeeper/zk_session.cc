@@ -275,8 +275,10 @@ absl::Status Session::ErrorStatus(int rc, absl::string_view what) const {
     case ZTHROTTLEDOP:
     case ZNOTREADONLY:
       return absl::UnavailableError(message);
+    case ZAUTHFAILED:  // the ensemble did not accept the credential
+      return absl::UnauthenticatedError(
+          absl::StrCat(message, " (check the auth= credential)"));
     case ZNOAUTH:
-    case ZAUTHFAILED:
     case ZINVALIDACL:
       return absl::PermissionDeniedError(absl::StrCat(
           message, " (the auth= credential of this client lacks the right)"));

@@ -4,10 +4,12 @@
 #include "client_core.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "identity.h"
 #include "lease_policy.h"
+#include "ride_out.h"
 
 namespace dlock::internal {
 
@@ -131,22 +133,26 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
   }
   absl::ReaderMutexLock in_flight(&ops_mu_);
   const HoldKey key(name, owner);
+  const MonoTime start = state_.clock.Now();
+  AcquireCall call{.name = name,
+                   .owner = owner,
+                   .owner_kind = kind,
+                   .lease = lease,
+                   .deadline = options.wait == absl::InfiniteDuration()
+                                   ? MonoTime::InfiniteFuture()
+                                   : start + options.wait,
+                   .cancel = options.cancel};
   uint64_t releases_sent = 0;
   std::shared_ptr<HoldRecord> held;
-  if (absl::Status s = SettleAndRegister(key, releases_sent, held); !s.ok()) {
-    return s;
+  bool registered = false;
+  absl::StatusOr<Grant> grant =
+      SettleAndAcquire(key, options, call, releases_sent, held, registered);
+  if (!registered) {
+    if (closing_.IsCancelled() && !options.cancel.IsCancelled()) {
+      return state_.ClosedError();
+    }
+    return grant.status();
   }
-  const MonoTime start = state_.clock.Now();
-  const AcquireCall call{.name = name,
-                         .owner = owner,
-                         .owner_kind = kind,
-                         .lease = lease,
-                         .deadline = options.wait == absl::InfiniteDuration()
-                                         ? MonoTime::InfiniteFuture()
-                                         : start + options.wait,
-                         .cancel = options.cancel,
-                         .held = held.get()};
-  absl::StatusOr<Grant> grant = CallAcquire(call, options);
   absl::MutexLock lock(&state_.mu);
   return FinishAcquire(key, call, options, start, releases_sent,
                        std::move(held), std::move(grant), fresh);
@@ -191,17 +197,38 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
   }
 }
 
-absl::StatusOr<Grant> ClientCore::CallAcquire(AcquireCall call,
-                                              const AcquireOptions& options) {
-  if (options.wait <= absl::ZeroDuration()) {
-    return state_.backend->Acquire(call);
-  }
-  // A blocking wait ends on the caller's cancel or on Close().
+absl::StatusOr<Grant> ClientCore::SettleAndAcquire(
+    const HoldKey& key, const AcquireOptions& options, AcquireCall& call,
+    uint64_t& releases_sent, std::shared_ptr<HoldRecord>& held,
+    bool& registered) {
+  const bool waits = options.wait > absl::ZeroDuration();
+  // A blocking wait ends on the caller's cancel or on Close(). (A try
+  // registers nothing: it is the hot path.)
   CancelToken either;
-  ScopedCancelCallback by_caller(options.cancel, [either] { either.Cancel(); });
-  ScopedCancelCallback by_close(closing_, [either] { either.Cancel(); });
-  call.cancel = either;
-  return state_.backend->Acquire(call);
+  std::optional<ScopedCancelCallback> by_caller, by_close;
+  if (waits) {
+    by_caller.emplace(options.cancel, [either] { either.Cancel(); });
+    by_close.emplace(closing_, [either] { either.Cancel(); });
+    call.cancel = either;
+  }
+  // A waiting acquire rides out a failover's few seconds of Unavailable,
+  // whether a release still pending or the acquisition meets it; a try
+  // stays fail-fast (C18).
+  RideOut ride(state_.clock, call.name,
+               waits ? call.deadline : MonoTime::InfinitePast(), either);
+  absl::Status settled;
+  do {
+    settled = SettleAndRegister(key, releases_sent, held);
+  } while (!settled.ok() && ride.Again(settled));
+  if (!settled.ok()) return ride.Final(settled);
+  registered = true;
+  call.held = held.get();
+  absl::StatusOr<Grant> grant;
+  do {
+    grant = state_.backend->Acquire(call);
+  } while (!grant.ok() && ride.Again(grant.status()));
+  if (!grant.ok()) return ride.Final(grant.status());
+  return grant;
 }
 
 absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(

@@ -110,10 +110,15 @@ class ClientCore : public BackendListener,
   absl::Status SettleAndRegister(const HoldKey& key, uint64_t& releases_sent,
                                  std::shared_ptr<HoldRecord>& held)
       ABSL_LOCKS_EXCLUDED(state_.mu);
-  // The backend's acquisition; a blocking wait ends on the caller's cancel
-  // or on Close().
-  absl::StatusOr<Grant> CallAcquire(AcquireCall call,
-                                    const AcquireOptions& options);
+  // Settles a release of `key` still pending and registers the acquisition
+  // (SettleAndRegister; `registered` says whether it got that far), then
+  // asks the backend. A blocking wait ends on the caller's cancel or on
+  // Close(), and rides out transient failures of both steps until
+  // call.deadline (C18); a try makes one attempt of each.
+  absl::StatusOr<Grant> SettleAndAcquire(
+      const HoldKey& key, const AcquireOptions& options, AcquireCall& call,
+      uint64_t& releases_sent, std::shared_ptr<HoldRecord>& held,
+      bool& registered) ABSL_LOCKS_EXCLUDED(state_.mu);
   // What the caller gets for an acquisition that failed with `error`.
   absl::Status AcquireError(const absl::Status& error, const AcquireCall& call,
                             const AcquireOptions& options,
@@ -136,6 +141,38 @@ class ClientCore : public BackendListener,
                            absl::Duration keep_for,
                            std::vector<LossNotice>& notices,
                            ReleaseReport& report);
+  // What a release of `plan` sends.
+  static ReleaseCall CallOf(const HoldKey& key, const ReleasePlan& plan,
+                            absl::Duration keep_for);
+  // Final releases, bounded by the hold's local deadline (C20, C21): sends
+  // the release and answers the caller when the backend confirms, or, if it
+  // has not by then, when the hold's notice time comes, telling it lost.
+  absl::Status SendFinalRelease(const HoldKey& key, const ReleasePlan& plan,
+                                absl::Duration keep_for,
+                                std::vector<LossNotice>& notices,
+                                ReleaseReport& report)
+      ABSL_LOCKS_EXCLUDED(state_.mu);
+  // The answer to a final release sent on a helper thread, and whether its
+  // caller still waits for it (guarded by state_.mu).
+  struct HelperOutcome {
+    bool done = false;
+    bool abandoned = false;  // the caller was answered at the deadline
+    MonoTime sent;
+    absl::Status left = absl::UnknownError("not answered");
+  };
+  // On the helper thread: sends the release, then settles it unless the
+  // caller still waits for the answer.
+  void SendFinalReleaseOnHelper(const HoldKey& key, const ReleasePlan& plan,
+                                absl::Duration keep_for,
+                                std::shared_ptr<HelperOutcome> outcome)
+      ABSL_LOCKS_EXCLUDED(state_.mu);
+  // What the backend answered (sent at `sent`), once, whoever got it.
+  absl::Status SettleFinalRelease(const HoldKey& key, const ReleasePlan& plan,
+                                  absl::Duration keep_for, MonoTime sent,
+                                  const absl::Status& left,
+                                  std::vector<LossNotice>& notices,
+                                  ReleaseReport& report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
   // The hold of `generation`, or by owner token (nullopt) the owner's.
   absl::Status Renew(const HoldKey& key, std::optional<uint64_t> generation,
                      std::optional<absl::Duration> lease);

@@ -1,6 +1,8 @@
 // Close() (C13): the threads stop, every believed hold is told lost and
-// released, every release still pending is sent once more, and the backend
-// shuts down, within ClientOptions::close_timeout.
+// released, every release still pending is sent once more (riding out a
+// failover), and the backend shuts down, within ClientOptions::close_timeout.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "client_core.h"
 #include "lease_policy.h"
@@ -41,7 +43,12 @@ absl::Status ClientCore::Close() {
   std::vector<PendingReleases::Claim> to_release;
   {
     absl::MutexLock lock(&state_.mu);
-    to_release = state_.holds.CloseAll(state_.ClosedError(), notices);
+    to_release =
+        state_.holds.CloseAll(state_.ClosedError(),
+                              absl::FailedPreconditionError(absl::StrCat(
+                                  "the client of ", state_.endpoint,
+                                  " closed before the release was confirmed")),
+                              notices);
     for (PendingReleases::Claim& claim :
          state_.pending.TakeAll(state_.clock.Now())) {
       to_release.push_back(std::move(claim));
@@ -69,7 +76,10 @@ absl::Status ClientCore::ReleaseAtClose(
       continue;
     }
     absl::Status left;
-    state_.SendRelease(claim, ReleaseFailureEvent::Stage::kClose, &left);
+    // A failover met here is ridden out while the release can still free
+    // the lock sooner than its lease would.
+    state_.SendRelease(claim, ReleaseFailureEvent::Stage::kClose, &left,
+                       std::min(give_up, claim.release.give_up));
     if (!left.ok() && !IsGone(left)) {
       if (failed++ == 0) first_error = left;
     }

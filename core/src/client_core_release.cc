@@ -65,25 +65,114 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref, ReleaseOf which,
                : state_.holds.PlanRelease(ref, keep_for, report);
   }
   if (!plan.ok()) return plan.status();
-  const MonoTime sent = state_.clock.Now();
-  absl::StatusOr<int64_t> left = state_.backend->Release(ReleaseCall{
-      .name = ref.name,
-      .owner = ref.owner,
-      .holds = plan->holds.count,
-      .all_holds = plan->holds.all,
-      .record = plan->record.get(),
-      .keep_for = plan->final_release ? keep_for : absl::ZeroDuration()});
+  if (plan->final_release) {
+    return SendFinalRelease(key, *plan, keep_for, notices, report);
+  }
+  absl::StatusOr<int64_t> left = state_.backend->Release(
+      CallOf(key, *plan, /*keep_for=*/absl::ZeroDuration()));
   report.result = left.status();
   // A release that finds the hold gone is told as its loss instead.
   if (IsGone(report.result)) report.tell = false;
-
   absl::MutexLock lock(&state_.mu);
-  if (plan->final_release) {
-    return state_.holds.FinishFinalRelease(key, *plan, left.status(), keep_for,
-                                           sent, state_.closed, notices,
-                                           report);
-  }
   return state_.holds.FinishInnerRelease(key, *plan, left.status(), notices);
+}
+
+ReleaseCall ClientCore::CallOf(const HoldKey& key, const ReleasePlan& plan,
+                               absl::Duration keep_for) {
+  return ReleaseCall{.name = key.first,
+                     .owner = key.second,
+                     .holds = plan.holds.count,
+                     .all_holds = plan.holds.all,
+                     .record = plan.record.get(),
+                     .keep_for = keep_for};
+}
+
+absl::Status ClientCore::SendFinalRelease(const HoldKey& key,
+                                          const ReleasePlan& plan,
+                                          absl::Duration keep_for,
+                                          std::vector<LossNotice>& notices,
+                                          ReleaseReport& report) {
+  const MonoTime sent = state_.clock.Now();
+  if (plan.notice_at - sent > kInlineReleaseHorizon) {
+    // Far from the deadline: the backend's own call timeout ends the call
+    // well before it, so the caller's thread sends it (no hand-off).
+    absl::StatusOr<int64_t> left =
+        state_.backend->Release(CallOf(key, plan, keep_for));
+    absl::MutexLock lock(&state_.mu);
+    return SettleFinalRelease(key, plan, keep_for, sent, left.status(), notices,
+                              report);
+  }
+  // Near the deadline: a helper thread sends it, so that the caller can be
+  // answered at the deadline whatever the network does.
+  auto outcome = std::make_shared<HelperOutcome>();
+  std::thread([self = shared_from_this(), key, plan, keep_for, outcome] {
+    self->SendFinalReleaseOnHelper(key, plan, keep_for, outcome);
+  }).detach();
+  absl::MutexLock lock(&state_.mu);
+  while (!outcome->done) {
+    const bool untold = state_.holds.AwaitsConfirmation(key, plan);
+    if (state_.closed || !untold || state_.clock.Now() >= plan.notice_at) {
+      // No answer by the notice time: told now (unless the notifier or
+      // Close() was first), on this thread, before Release() returns.
+      outcome->abandoned = true;
+      report.tell = false;
+      if (state_.closed) return state_.ClosedError();  // Close() tells it
+      if (untold) state_.holds.TellUnconfirmedNow(key, notices);
+      report.result = HoldTable::LeaseEndedFirst(key.first);
+      return report.result;
+    }
+    state_.alarms.released().WaitUntil(&state_.mu, plan.notice_at);
+  }
+  return SettleFinalRelease(key, plan, keep_for, outcome->sent, outcome->left,
+                            notices, report);
+}
+
+void ClientCore::SendFinalReleaseOnHelper(
+    const HoldKey& key, const ReleasePlan& plan, absl::Duration keep_for,
+    std::shared_ptr<HelperOutcome> outcome) {
+  MonoTime sent;
+  absl::Status left = state_.ClosedError();
+  {
+    // Close() shuts the backend down only once no call holds ops_mu_.
+    absl::ReaderMutexLock in_flight(&ops_mu_);
+    bool closed = false;
+    {
+      absl::MutexLock lock(&state_.mu);
+      closed = state_.closed;
+    }
+    sent = state_.clock.Now();
+    if (!closed) {
+      left = state_.backend->Release(CallOf(key, plan, keep_for)).status();
+    }
+  }
+  std::vector<LossNotice> notices;
+  {
+    absl::MutexLock lock(&state_.mu);
+    if (!outcome->abandoned) {
+      outcome->done = true;
+      outcome->sent = sent;
+      outcome->left = left;
+      state_.alarms.released().Signal();
+      return;
+    }
+    ReleaseReport unread;  // the caller was answered at the deadline
+    SettleFinalRelease(key, plan, keep_for, sent, left, notices, unread)
+        .IgnoreError();
+  }
+  state_.TellReleaseFailure(key, ReleaseFailureEvent::Stage::kBackground, left);
+  notifier_.Deliver(notices);
+}
+
+absl::Status ClientCore::SettleFinalRelease(
+    const HoldKey& key, const ReleasePlan& plan, absl::Duration keep_for,
+    MonoTime sent, const absl::Status& left, std::vector<LossNotice>& notices,
+    ReleaseReport& report) {
+  // Once told, Close() was what told it if the client is closed.
+  const bool told_by_close =
+      state_.closed && !state_.holds.AwaitsConfirmation(key, plan);
+  absl::Status answer = state_.holds.FinishFinalRelease(
+      key, plan, left, keep_for, sent, state_.closed, notices, report);
+  return told_by_close ? state_.ClosedError() : answer;
 }
 
 absl::Status ClientCore::KeepUntilLeaseEnd(const HoldRef& ref) {

@@ -49,11 +49,18 @@ class CoreState {
   // Sends a release the backend had not confirmed, claimed from `pending`,
   // and settles it there: the one way such a release goes out, whoever
   // sends it (an acquisition of its key, the renewer's retries, Close()).
-  // `result` gets the backend's answer.
-  PendingReleases::Settled SendRelease(const PendingReleases::Claim& claim,
-                                       ReleaseFailureEvent::Stage stage,
-                                       absl::Status* result)
+  // A confirmation in time spares its hold the loss notice (C20). `result`
+  // gets the backend's answer. Until `ride_until` (Close() only), a
+  // transient failure is tried again with backoff.
+  PendingReleases::Settled SendRelease(
+      const PendingReleases::Claim& claim, ReleaseFailureEvent::Stage stage,
+      absl::Status* result, MonoTime ride_until = MonoTime::InfinitePast())
       ABSL_LOCKS_EXCLUDED(mu);
+
+  // Close()'s release of `claim`: tried again with backoff while the
+  // backend is transiently unavailable (a failover), until `until`.
+  absl::StatusOr<int64_t> ReleaseRidingOut(const PendingReleases::Claim& claim,
+                                           MonoTime until) const;
 
   // Tells the observer of a release that failed for a reason other than
   // the hold being gone.

@@ -125,7 +125,7 @@ void HoldTable::WakeFor(const HoldKey& key, const HoldEntry& hold) {
 }
 
 MonoTime HoldTable::ExpireOverdue(MonoTime now) {
-  MonoTime next = MonoTime::InfiniteFuture();
+  MonoTime next = TellUnconfirmedDue(now);
   for (auto it = holds_.begin(); it != holds_.end();) {
     HoldEntry& hold = it->second;
     if (hold.kept > 0 && hold.acquisitions.empty()) {
@@ -150,18 +150,29 @@ MonoTime HoldTable::ExpireOverdue(MonoTime now) {
 }
 
 std::vector<PendingReleases::Claim> HoldTable::CloseAll(
-    const absl::Status& reason, std::vector<LossNotice>& out) {
+    const absl::Status& reason, const absl::Status& unconfirmed,
+    std::vector<LossNotice>& out) {
   for (LossNotice& d : queued_) out.push_back(std::move(d));
   queued_.clear();
   std::vector<PendingReleases::Claim> to_release;
   for (auto& [key, hold] : holds_) {
     if (hold.lost) continue;
+    // Renewal stops here: the backend frees it within its longest lease.
+    const MonoTime lease_end =
+        clock_.Now() + hold.max_lease + DriftMargin(hold.max_lease);
     to_release.push_back(PendingReleases::Claim{
         key, PendingReleases::Release{.holds = AllHoldsOf(hold),
-                                      .record = hold.record}});
+                                      .record = hold.record,
+                                      .give_up = lease_end}});
     MarkLost(key, hold, reason, LossCause::kClientClosed, Leftover::kGone, out);
   }
   holds_.clear();
+  // Releases not confirmed yet: their holds end here too, told (C20); what
+  // may remain of them is a pending release's, released by Close().
+  while (!unconfirmed_.empty()) {
+    TellUnconfirmed(unconfirmed_.begin(), unconfirmed, LossCause::kClientClosed,
+                    &out);
+  }
   return to_release;
 }
 

@@ -222,35 +222,8 @@ void HoldTable::GiveUp(HoldMap<HoldEntry>::iterator it, const HoldRef& ref,
     for (Acquisition& a : hold.acquisitions) a.share->released_by_token = true;
   }
   plan.holds = AllHoldsOf(hold);
-  pending_.BeginFinalRelease(it->first);
-  plan.given_up = std::move(hold);
-  holds_.erase(it);
-}
-
-absl::Status HoldTable::FinishFinalRelease(
-    const HoldKey& key, ReleasePlan& plan, const absl::Status& result,
-    absl::Duration keep_for, MonoTime sent, bool closed,
-    std::vector<LossNotice>& notices, ReleaseReport& report) {
-  pending_.EndFinalRelease(key);
-  if (result.ok()) return absl::OkStatus();
-  if (IsGone(result)) {
-    // The release is what found the loss: it is told now (C20).
-    MarkLost(key, plan.given_up, result, LossCause::kGone, Leftover::kGone,
-             notices);
-    return LostBeforeRelease(key.first, result);
-  }
-  report.given_up = true;
-  // The backend, if it took the release, keeps the lock from no earlier
-  // than `sent`: a retry keeps it until the same moment (C21).
-  if (!closed) {
-    pending_.Add(key, plan.holds, plan.given_up.max_lease, plan.record,
-                 keep_for > absl::ZeroDuration() ? sent + keep_for
-                                                 : MonoTime::InfinitePast());
-  }
-  return WithContext(result,
-                     "the hold is given up, and its release is retried in "
-                     "the background until the backend confirms it or the "
-                     "lease ends");
+  // Bounded by the hold's deadline (hold_unconfirmed.cc).
+  AwaitConfirmation(it, plan);
 }
 
 absl::Status HoldTable::FinishInnerRelease(const HoldKey& key,

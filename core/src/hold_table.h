@@ -7,7 +7,7 @@
 // method runs under the client core's mutex.
 //
 // The deadline side (losses, notices, holder liveness) is in
-// hold_deadlines.cc.
+// hold_deadlines.cc; final releases not confirmed yet in hold_unconfirmed.cc.
 #ifndef DLOCK_CORE_SRC_HOLD_TABLE_H_
 #define DLOCK_CORE_SRC_HOLD_TABLE_H_
 
@@ -78,6 +78,9 @@ struct LossNotice {
   // For the observer, told when the hold had acquisitions to tell.
   LossCause cause = LossCause::kGone;
   MonoTime granted;
+  // False when the observer was told of the hold's end already: a release
+  // it heard of (OnRelease) that was never confirmed.
+  bool observe = true;
 };
 
 // Whether what a lost hold may have left on the backend must be let go
@@ -103,7 +106,10 @@ struct ReleasePlan {
   uint64_t generation = 0;     // 0: no hold of ours (taken elsewhere, C6)
   HoldsToRelease holds{.count = 1};
   std::shared_ptr<HoldRecord> record;
-  HoldEntry given_up;  // the hold a final release gave up
+  // A final release: the longest lease the hold asked (for the retries),
+  // and when the hold is told lost unless the backend confirms first (C20).
+  absl::Duration max_lease;
+  MonoTime notice_at;
 };
 
 // One watchdog renewal, collected under the lock and applied after.
@@ -164,16 +170,30 @@ class HoldTable {
   // a plan for a hold taken elsewhere (generation 0, no record).
   absl::StatusOr<ReleasePlan> PlanReleaseByOwner(const HoldKeyView& key,
                                                  ReleaseReport& report);
+  // --- Final releases not confirmed yet (hold_unconfirmed.cc) -------------
+
   // The backend answered `result`, to the final release of `plan` sent at
   // `sent`: a gone hold is lost (told through `notices`); a transient
   // failure leaves the release to retry in the background (unless the
-  // client is `closed`), keeping the lock until `keep_for` from `sent`.
-  // Returns what the caller gets.
-  absl::Status FinishFinalRelease(const HoldKey& key, ReleasePlan& plan,
+  // client is `closed`), keeping the lock until `keep_for` from `sent`, and
+  // the hold to be told lost at its notice time unless a retry is confirmed
+  // first (C20, C21). Once the hold was told, the caller gets that its lease
+  // ended first. Returns what the caller gets.
+  absl::Status FinishFinalRelease(const HoldKey& key, const ReleasePlan& plan,
                                   const absl::Status& result,
                                   absl::Duration keep_for, MonoTime sent,
                                   bool closed, std::vector<LossNotice>& notices,
                                   ReleaseReport& report);
+  // Whether the final release of `plan` still awaits its confirmation,
+  // untold (neither its notice time nor Close() came).
+  bool AwaitsConfirmation(const HoldKeyView& key,
+                          const ReleasePlan& plan) const;
+  // Its notice time came on the caller's thread first: told on `out` now.
+  void TellUnconfirmedNow(const HoldKeyView& key, std::vector<LossNotice>& out);
+  // A background retry confirmed the release of `key` in time: no notice.
+  void ReleaseConfirmed(const HoldKeyView& key);
+  // What a final release answered at its notice time gets (C20).
+  static absl::Status LeaseEndedFirst(absl::string_view name);
   // The backend answered `result` to an inner release of `plan`: a gone
   // hold is lost (told through `notices`), a transient failure leaves a
   // hold for the final release to take off. Returns what the caller gets.
@@ -230,9 +250,12 @@ class HoldTable {
   MonoTime ExpireOverdue(MonoTime now);
   // The oldest notice queued for the notifier, if any.
   std::optional<LossNotice> TakeQueuedNotice();
-  // Close(): every believed hold ends (told as kClientClosed); returns what
-  // to release for them, and the notices to deliver before.
+  // Close(): every believed hold ends (told as kClientClosed, with
+  // `reason`), and so does every hold whose final release is unconfirmed
+  // (with `unconfirmed`); returns what to release for them, and the notices
+  // to deliver before.
   std::vector<PendingReleases::Claim> CloseAll(const absl::Status& reason,
+                                               const absl::Status& unconfirmed,
                                                std::vector<LossNotice>& out);
 
   // Holder liveness (docs/reliability.md): the core keeps a liveness record
@@ -291,12 +314,31 @@ class HoldTable {
   void GiveUp(HoldMap<HoldEntry>::iterator it, const HoldRef& ref,
               ReleasePlan& plan, ReleaseReport& report);
 
+  // A hold given up by a final release the backend has not confirmed (C20).
+  struct UnconfirmedRelease {
+    HoldEntry hold;  // as given up, with what its acquisitions asked
+    MonoTime notice_at;
+    bool release_observed = false;  // the observer had its OnRelease
+  };
+  // Keeps the hold `it` given up until its release is confirmed or its
+  // notice time comes (hold_unconfirmed.cc); erases it from holds_.
+  void AwaitConfirmation(HoldMap<HoldEntry>::iterator it, ReleasePlan& plan);
+  // Tells the unconfirmed release `it` lost now, on `out` (or queued for
+  // the notifier when `out` is null).
+  void TellUnconfirmed(HoldMap<UnconfirmedRelease>::iterator it,
+                       absl::Status reason, LossCause cause,
+                       std::vector<LossNotice>* out);
+  // The notifier's part: tells those whose notice time has come; returns
+  // the next notice time.
+  MonoTime TellUnconfirmedDue(MonoTime now);
+
   const Clock& clock_;
   const BackendBound bound_;
   PendingReleases& pending_;
   Alarms& alarms_;
   uint64_t next_generation_ = 1;
   HoldMap<HoldEntry> holds_;
+  HoldMap<UnconfirmedRelease> unconfirmed_;
   // Notices for the notifier's thread, oldest first.
   std::deque<LossNotice> queued_;
   // The liveness record's TTL: InfiniteDuration when the backend keeps none

@@ -32,7 +32,7 @@ void Notifier::Deliver(std::vector<LossNotice>& notices) const {
     if (state_.options.on_lost) state_.options.on_lost(d.event);
     // After the callbacks, as the observer's contract says. A hold whose
     // acquisitions were all left to run out was told as released.
-    if (state_.observer && !d.tokens.empty()) {
+    if (state_.observer && d.observe && !d.tokens.empty()) {
       state_.observer.Tell(&LockObserver::OnLoss,
                            LossEvent{.lock_namespace = state_.lock_namespace,
                                      .name = d.event.name,

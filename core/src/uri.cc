@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "dlock/backend/options.h"
 #include "dlock/duration.h"
 
@@ -44,11 +45,6 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view in,
     i += 2;
   }
   return out;
-}
-
-bool IsSecretKey(absl::string_view key) {
-  std::string lower = absl::AsciiStrToLower(key);
-  return lower.find("password") != std::string::npos || lower == "auth";
 }
 
 // Where a host of the authority sits, for messages that cannot quote it.
@@ -141,6 +137,18 @@ absl::Status ParseUserInfo(absl::string_view userinfo, Uri& uri) {
   if (!decoded.ok()) return decoded.status();
   uri.user = *std::move(decoded);
   return absl::OkStatus();
+}
+
+// The name of a secret option as messages may show it: a name with an
+// '=', '&' or other odd byte may be the secret itself, escaped into the key
+// ("password%3Dhunter2"), so it is shown as "***".
+std::string SecretOptionName(absl::string_view key) {
+  for (char c : key) {
+    if (!absl::ascii_isalnum(c) && c != '_' && c != '-' && c != '.') {
+      return "***";
+    }
+  }
+  return std::string(key);
 }
 
 absl::Status ParseHosts(absl::string_view authority, bool has_userinfo,
@@ -263,10 +271,13 @@ std::string Print(const Uri& uri, bool redact) {
   }
   std::vector<std::string> param_texts;
   for (const auto& [key, value] : uri.params) {
-    param_texts.push_back(absl::StrCat(
-        PercentEncode(key, kKeyChars), "=",
-        redact && IsSecretKey(key) ? kRedacted
-                                   : PercentEncode(value, kValueChars)));
+    if (redact && IsSecretOption(key)) {
+      param_texts.push_back(
+          absl::StrCat(SecretOptionName(key), "=", kRedacted));
+      continue;
+    }
+    param_texts.push_back(absl::StrCat(PercentEncode(key, kKeyChars), "=",
+                                       PercentEncode(value, kValueChars)));
   }
   if (!param_texts.empty()) {
     absl::StrAppend(&out, "?", absl::StrJoin(param_texts, "&"));
@@ -329,6 +340,33 @@ std::string Uri::Redacted() const { return Print(*this, /*redact=*/true); }
 std::string RedactUnparsable(absl::string_view text) {
   absl::StatusOr<std::string> scheme = ParseScheme(text);
   return scheme.ok() ? absl::StrCat(*scheme, "://...") : "(not a URI)";
+}
+
+std::optional<std::string> Uri::SecretPart() const {
+  if (password.has_value()) return "the user info (USER:PASSWORD@)";
+  for (const auto& [key, value] : params) {
+    if (!IsSecretOption(key)) continue;
+    if (absl::AsciiStrToLower(key) != "auth") {
+      return absl::StrCat("option '", SecretOptionName(key), "'");
+    }
+    // auth=digest:USER is how a profile names a ZooKeeper user whose
+    // password comes from password_env or password_file.
+    absl::string_view user = value;
+    if (!absl::ConsumePrefix(&user, "digest:") || user.empty() ||
+        absl::StrContains(user, ':')) {
+      return absl::StrCat("option '", key,
+                          "' (digest:USER:PASSWORD; keep auth=digest:USER)");
+    }
+  }
+  return std::nullopt;
+}
+
+bool IsSecretOption(absl::string_view key) {
+  const std::string lower = absl::AsciiStrToLower(key);
+  for (absl::string_view word : {"password", "passwd", "pwd", "secret"}) {
+    if (absl::StrContains(lower, word)) return true;
+  }
+  return lower == "auth";
 }
 
 absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text) {

@@ -44,7 +44,7 @@ def main():
         for backend, peers in bench_report.PEERS.items():
             for threads in bench_report.THREADS:
                 cell = records[backend]["uncontended"].get(str(threads), {})
-                for who in ["dlock"] + bench_report.CEILINGS[backend] + peers:
+                for who in bench_report.dlocks(backend) + bench_report.CEILINGS[backend] + peers:
                     rates = [r.get("pairs_per_sec") for r in cell.get(who, [])]
                     if not rates or not all(isinstance(x, (int, float)) and x > 0 for x in rates):
                         problems.append("%s on %s, %d threads: no rate" % (who, backend, threads))

@@ -9,7 +9,8 @@
 // threads dlock is also set against redis-benchmark pipelining 16 commands
 // per client (-P 16), the most the server does with no-op scripts. Then
 // the client's memory across 100,000 distinct names, and the watchdog's
-// cost with 10,000 locks held.
+// cost with 10,000 locks held; Sentinel's cost and TLS's (rediss://), each
+// paired with redis://.
 //
 // Starts its own redis-server. Prints each rate as a ratio of its ceiling
 // against the targets of docs/performance.md; exits non-zero only when
@@ -32,6 +33,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "bench_util.h"
 #include "dlock/backend/forwarding_backend.h"
@@ -55,6 +58,9 @@ constexpr double kTargetWatchdogTripsPerInterval = 5;
 constexpr double kTargetWatchdogCpu = 0.05;
 // redis-sentinel:// against redis:// on the same master, with no failover.
 constexpr double kTargetSentinelCost = 0.95;
+// rediss:// against redis://: each pair's two round trips over TLS keep at
+// least this share of the plaintext rate.
+constexpr double kTargetTlsCost = 0.75;
 
 // One round trip as the hand-off meets it: a lone command after the client
 // sat idle for as long as a waiter does (2 ms), not one of a back-to-back
@@ -368,6 +374,145 @@ absl::StatusOr<WatchdogCost> WatchdogCostOf(const std::string& uri,
   return out;
 }
 
+// CPU seconds the redis-server on `port` has used (INFO cpu).
+absl::StatusOr<double> ServerCpuSeconds(int port) {
+  absl::StatusOr<std::string> info = dlock::testing::RedisExchange(
+      port,
+      absl::StrCat(dlock::testing::EncodeRedisCommand({"INFO", "cpu"}),
+                   dlock::testing::EncodeRedisCommand({"QUIT"})),
+      absl::Seconds(5));
+  if (!info.ok()) return info.status();
+  double total = 0;
+  int found = 0;
+  for (absl::string_view line : absl::StrSplit(*info, "\r\n")) {
+    double seconds = 0;
+    if ((absl::ConsumePrefix(&line, "used_cpu_user:") ||
+         absl::ConsumePrefix(&line, "used_cpu_sys:")) &&
+        absl::SimpleAtod(line, &seconds)) {
+      total += seconds;
+      ++found;
+    }
+  }
+  if (found != 2) return absl::InternalError("no used_cpu_* in INFO cpu");
+  return total;
+}
+
+// CPU per acquire + release pair, client and server, on one thread of a
+// client set up before: unlike a rate, what a machine's other load does
+// not change much.
+struct CpuPerPair {
+  double client_us = 0;
+  double server_us = 0;
+};
+
+absl::StatusOr<CpuPerPair> CpuPerPairOf(dlock::DistributedLock& lock, int port,
+                                        int pairs) {
+  const double client = CpuSeconds();
+  absl::StatusOr<double> server = ServerCpuSeconds(port);
+  if (!server.ok()) return server.status();
+  for (int i = 0; i < pairs; ++i) {
+    absl::StatusOr<dlock::Hold> hold =
+        lock.Acquire({.lease = absl::Seconds(10)});
+    if (!hold.ok()) return hold.status();
+    if (absl::Status s = hold->Release(); !s.ok()) return s;
+  }
+  absl::StatusOr<double> server_after = ServerCpuSeconds(port);
+  if (!server_after.ok()) return server_after.status();
+  return CpuPerPair{.client_us = (CpuSeconds() - client) * 1e6 / pairs,
+                    .server_us = (*server_after - *server) * 1e6 / pairs};
+}
+
+// rediss:// to a server that takes only TLS against redis:// to one of the
+// same configuration without, in alternating slices: the rates, and the
+// CPU each pair costs on either side.
+struct TlsCost {
+  dlock::bench::Paired one;
+  dlock::bench::Paired sixteen;
+  CpuPerPair plain_cpu;  // medians over the rounds
+  CpuPerPair tls_cpu;
+  int rounds = 0;
+};
+
+absl::StatusOr<TlsCost> MeasureTlsCost(const std::string& plain_uri,
+                                       int plain_port, int rounds,
+                                       absl::Duration slice) {
+  absl::StatusOr<std::unique_ptr<dlock::testing::RedisServer>> server =
+      dlock::testing::RedisServer::Start({.tls = true});
+  if (!server.ok()) return server.status();
+  const std::string tls_uri = (*server)->Uri("bench");
+  auto pairs = [&](const std::string& u, int threads) {
+    return [&, u, threads]() {
+      return dlock::bench::UncontendedPairsPerSecond(u, threads, slice);
+    };
+  };
+  TlsCost cost;
+  for (auto [threads, out] : {std::pair{1, &cost.one}, {16, &cost.sixteen}}) {
+    absl::StatusOr<dlock::bench::Paired> paired = dlock::bench::MeasurePaired(
+        rounds, pairs(plain_uri, threads), pairs(tls_uri, threads));
+    if (!paired.ok()) return paired.status();
+    *out = *paired;
+  }
+  // CPU: a client of each, connected once; 1,000 pairs a round each.
+  struct Side {
+    std::string uri;
+    int port;
+    std::vector<CpuPerPair> samples;
+  } sides[] = {{plain_uri, plain_port, {}}, {tls_uri, (*server)->port(), {}}};
+  for (int round = 0; round < 2 * rounds; ++round) {
+    for (Side& side : sides) {
+      absl::StatusOr<std::unique_ptr<dlock::LockClient>> client =
+          dlock::Connect(side.uri);
+      if (!client.ok()) return client.status();
+      absl::StatusOr<std::unique_ptr<dlock::DistributedLock>> lock =
+          (*client)->GetLock("bench-cpu");
+      if (!lock.ok()) return lock.status();
+      absl::StatusOr<CpuPerPair> cpu = CpuPerPairOf(**lock, side.port, 1000);
+      if (!cpu.ok()) return cpu.status();
+      side.samples.push_back(*cpu);
+    }
+  }
+  auto median = [](std::vector<CpuPerPair> samples) {
+    auto at = [&](auto field) {
+      std::sort(samples.begin(), samples.end(),
+                [&](const CpuPerPair& a, const CpuPerPair& b) {
+                  return a.*field < b.*field;
+                });
+      return samples[samples.size() / 2].*field;
+    };
+    return CpuPerPair{.client_us = at(&CpuPerPair::client_us),
+                      .server_us = at(&CpuPerPair::server_us)};
+  };
+  cost.plain_cpu = median(sides[0].samples);
+  cost.tls_cpu = median(sides[1].samples);
+  cost.rounds = 2 * rounds;
+  return cost;
+}
+
+void PrintTlsCost(const TlsCost& tls) {
+  // The time a thread spends on one pair, at each side's median rate.
+  auto extra_us = [](const dlock::bench::Paired& p, int threads) {
+    return threads * 1e6 * (1 / p.ours - 1 / p.ceiling);
+  };
+  std::cout << absl::StrFormat(
+      "tls: rediss:// vs redis:// (TLS 1.3; servers of the same "
+      "configuration, one taking only TLS)\n"
+      "                        redis://   rediss://  ratio (spread)   "
+      "per pair\n"
+      "  1 thread   pairs/s  %9.0f  %9.0f   %s (%.2f..%.2f)  %+.0f us\n"
+      "  16 threads pairs/s  %9.0f  %9.0f   %s (%.2f..%.2f)  %+.0f us\n"
+      "  CPU per pair, 1 thread (medians of %d rounds of 1000 pairs): "
+      "client %.1f -> %.1f us (%+.1f), server %.1f -> %.1f us (%+.1f)\n",
+      tls.one.ceiling, tls.one.ours,
+      dlock::bench::MetOrMissed(tls.one.ratio, kTargetTlsCost),
+      tls.one.ratio_min, tls.one.ratio_max, extra_us(tls.one, 1),
+      tls.sixteen.ceiling, tls.sixteen.ours,
+      dlock::bench::MetOrMissed(tls.sixteen.ratio, kTargetTlsCost),
+      tls.sixteen.ratio_min, tls.sixteen.ratio_max, extra_us(tls.sixteen, 16),
+      tls.rounds, tls.plain_cpu.client_us, tls.tls_cpu.client_us,
+      tls.tls_cpu.client_us - tls.plain_cpu.client_us, tls.plain_cpu.server_us,
+      tls.tls_cpu.server_us, tls.tls_cpu.server_us - tls.plain_cpu.server_us);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -450,6 +595,9 @@ int main(int argc, char** argv) {
     return dlock::bench::Fail(sentinel_sixteen.status());
   }
 
+  absl::StatusOr<TlsCost> tls = MeasureTlsCost(uri, port, rounds, slice);
+  if (!tls.ok()) return dlock::bench::Fail(tls.status());
+
   absl::StatusOr<ServerCost> cost =
       ServerCostOf(port, uri, slice, std::max(1, rounds / 2));
   if (!cost.ok()) return dlock::bench::Fail(cost.status());
@@ -531,5 +679,6 @@ int main(int argc, char** argv) {
       sentinel_sixteen->ceiling, sentinel_sixteen->ours,
       dlock::bench::MetOrMissed(sentinel_sixteen->ratio, kTargetSentinelCost),
       sentinel_sixteen->ratio_min, sentinel_sixteen->ratio_max);
+  PrintTlsCost(*tls);
   return 0;
 }

@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "dlock/dlock.h"
+#include "failover_contention.h"
 #include "gtest/gtest.h"
 #include "postgres_replication.h"
 #include "status_testing.h"
@@ -297,6 +298,34 @@ TEST_F(PostgresFailoverTest, HostListFindsThePrimaryAndAStandbyIsUnavailable) {
   EXPECT_CODE(standby, kUnavailable);
   std::cout << "FAILOVER a standby alone: " << standby.status().message()
             << std::endl;
+}
+
+// Waiters ride out the failover (issue 19 §6): workers contend with
+// Acquire(wait 60s) while the primary is killed and the standby promoted;
+// until it is, every attempt meets Unavailable (connection refused, a
+// standby not yet promoted). None returns an error, nobody holds the lock
+// twice, and the tokens keep rising.
+TEST_F(PostgresFailoverTest, SynchronousWaitersRideOutTheFailover) {
+  ASSERT_NO_FATAL_FAILURE(Prepare(/*synchronous=*/true));
+  ContentionOptions options;
+  options.lease = kWatchdogLease;
+  Contention contention([&](int) { return pair_->Uri(ns_, "mode=lease"); },
+                        options);
+  ASSERT_TRUE(contention.WaitForGrants(10, absl::Seconds(30)))
+      << "the workers never got going";
+  contention.MarkFault();
+  const absl::Time killed_at = absl::Now();
+  const absl::Time promoted_at = FailOver();
+  const int before = contention.grants();
+  ASSERT_TRUE(
+      contention.WaitForGrants(before + 2 * options.workers, absl::Seconds(60)))
+      << "the workers stopped getting the lock after the failover";
+  const ContentionReport report = contention.Stop();
+  std::cout << "FAILOVER synchronous lease, " << options.workers
+            << " waiters with wait 60s: promoted "
+            << Ms(promoted_at - killed_at) << " after the kill, "
+            << report.Summary() << std::endl;
+  ExpectRodeOut(report, 2 * options.workers);
 }
 
 // Asynchronous replication, a grant of `mode` lost with the primary.

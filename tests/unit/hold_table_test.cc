@@ -304,14 +304,91 @@ TEST_F(HoldTableTest, CloseEndsEveryBelievedHold) {
   bound_ = clock_.Now();
   EXPECT_TRUE(IsLost(table_.Believed(lost).status()));
   bound_ = MonoTime::InfiniteFuture();
+  // A final release not confirmed yet ends with the client too (C20).
+  const HoldRef releasing = Acquire({"releasing", "t:job"}, 9);
+  ReleaseReport report;
+  ASSERT_TRUE(table_.PlanRelease(releasing, absl::ZeroDuration(), report).ok());
   std::vector<LossNotice> notices;
-  std::vector<PendingReleases::Claim> to_release =
-      table_.CloseAll(ClientClosedError("memory://"), notices);
+  std::vector<PendingReleases::Claim> to_release = table_.CloseAll(
+      ClientClosedError("memory://"),
+      absl::FailedPreconditionError("closed before the release was confirmed"),
+      notices);
   ASSERT_EQ(to_release.size(), 1u) << "a lost hold is released already";
   EXPECT_EQ(to_release[0].key, key_);
-  // The earlier loss, queued, and the closed hold's.
-  ASSERT_EQ(notices.size(), 2u);
+  EXPECT_GT(to_release[0].release.give_up, clock_.Now() + kLease)
+      << "Close() may ride out a failover until the lease ends";
+  // The earlier loss, queued, the closed hold's, and the unconfirmed one's.
+  ASSERT_EQ(notices.size(), 3u);
   EXPECT_EQ(notices[1].cause, LossCause::kClientClosed);
+  EXPECT_EQ(notices[2].cause, LossCause::kClientClosed);
+  EXPECT_EQ(notices[2].event.name, "releasing");
+}
+
+// Issue 23: a final release the backend has not confirmed when the hold's
+// notice time comes tells the hold lost then, once; the answer that comes
+// later changes nothing but what the caller is told.
+TEST_F(HoldTableTest, AnUnconfirmedFinalReleaseIsToldLostAtTheNoticeTime) {
+  const HoldRef ref = Acquire(key_, 7);
+  ReleaseReport report;
+  ReleasePlan plan = *table_.PlanRelease(ref, absl::ZeroDuration(), report);
+  ASSERT_TRUE(plan.final_release);
+  EXPECT_GT(plan.notice_at, clock_.Now());
+  EXPECT_LT(plan.notice_at, clock_.Now() + kLease) << "before the lease ends";
+  EXPECT_TRUE(table_.AwaitsConfirmation(key_, plan));
+  table_.ExpireOverdue(clock_.Now());
+  EXPECT_TRUE(Queued().empty()) << "not before its notice time";
+  clock_.Advance(plan.notice_at - clock_.Now());
+  table_.ExpireOverdue(clock_.Now());
+  std::vector<LossNotice> told = Queued();
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].cause, LossCause::kUnconfirmed);
+  EXPECT_TRUE(told[0].observe);
+  EXPECT_FALSE(table_.AwaitsConfirmation(key_, plan));
+  std::vector<LossNotice> notices;
+  absl::Status released = table_.FinishFinalRelease(
+      key_, plan, absl::OkStatus(), absl::ZeroDuration(), clock_.Now(),
+      /*closed=*/false, notices, report);
+  EXPECT_TRUE(IsLost(released)) << released;
+  EXPECT_FALSE(report.tell) << "told as lost, not as released";
+  EXPECT_TRUE(notices.empty()) << "told once";
+}
+
+TEST_F(HoldTableTest, AConfirmationInTimeSparesTheNotice) {
+  const HoldRef ref = Acquire(key_, 7);
+  ReleaseReport report;
+  ReleasePlan plan = *table_.PlanRelease(ref, absl::ZeroDuration(), report);
+  std::vector<LossNotice> notices;
+  ASSERT_EQ(table_
+                .FinishFinalRelease(key_, plan, absl::UnavailableError("down"),
+                                    absl::ZeroDuration(), clock_.Now(),
+                                    /*closed=*/false, notices, report)
+                .code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(table_.AwaitsConfirmation(key_, plan));
+  // A background retry gets through before the notice time.
+  table_.ReleaseConfirmed(key_);
+  clock_.Advance(plan.notice_at + kLease - clock_.Now());
+  table_.ExpireOverdue(clock_.Now());
+  EXPECT_TRUE(Queued().empty());
+}
+
+TEST_F(HoldTableTest, AnUnconfirmedReleaseTheObserverHeardOfEndsOnce) {
+  const HoldRef ref = Acquire(key_, 7);
+  ReleaseReport report;
+  ReleasePlan plan = *table_.PlanRelease(ref, absl::ZeroDuration(), report);
+  ASSERT_TRUE(report.tell) << "the observer hears of this release";
+  std::vector<LossNotice> notices;
+  table_
+      .FinishFinalRelease(key_, plan, absl::UnavailableError("down"),
+                          absl::ZeroDuration(), clock_.Now(),
+                          /*closed=*/false, notices, report)
+      .IgnoreError();
+  clock_.Advance(plan.notice_at - clock_.Now());
+  table_.ExpireOverdue(clock_.Now());
+  std::vector<LossNotice> told = Queued();
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_FALSE(told[0].observe) << "its OnRelease was its end";
+  EXPECT_FALSE(told[0].tokens.empty()) << "its Hold still learns the loss";
 }
 
 }  // namespace

@@ -149,6 +149,62 @@ TEST(Redacted, HidesSecretQueryParameters) {
             "postgres://h?password=***&sslpassword=***&AUTH=***&x=1");
 }
 
+// A secret escaped into an option's name is not shown as the name either.
+TEST(Redacted, HidesAnOptionNameThatMayBeTheSecret) {
+  EXPECT_EQ(MustParse("postgres://h?password%3Dhunter2").Redacted(),
+            "postgres://h?***=***");
+  EXPECT_EQ(MustParse("postgres://h?PassWord=hunter2&pwd=hunter2").Redacted(),
+            "postgres://h?PassWord=***&pwd=***");
+}
+
+// Every spelling of a password a backend URI can carry, found without
+// quoting it: the rule a profile file is checked by.
+TEST(SecretPart, FindsEverySpellingOfAPassword) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"redis://:hunter2@h", "the user info"},
+      {"redis://alice:hunter2@h:6379/0", "the user info"},
+      {"redis://bob:@h", "the user info"},  // empty, still a password
+      {"rediss://u:hunter2@h", "the user info"},
+      {"redlock://u:hunter2@a:1,b:2,c:3", "the user info"},
+      {"redis-sentinel://:hunter2@s1:26379,s2:26379/mm", "the user info"},
+      {"postgres://u:hunter2@h/db", "the user info"},
+      {"postgresql://u:hunter2@h1:5432,h2:5432/db", "the user info"},
+      {"postgres://u@h/db?password=hunter2", "option 'password'"},
+      {"postgres://h/db?PASSWORD=hunter2", "option 'PASSWORD'"},
+      {"postgres://h/db?pass%77ord=hunter2", "option 'password'"},
+      {"postgres://h/db?sslpassword=hunter2", "option 'sslpassword'"},
+      {"postgres://h/db?user=u&password=", "option 'password'"},
+      {"zk://h:2181?auth=digest:alice:hunter2", "option 'auth'"},
+      {"zk://h:2181?auth=digest%3Aalice%3Ahunter2", "option 'auth'"},
+      {"zk://h:2181?AUTH=digest:alice:hunter2", "option 'AUTH'"},
+      {"zk://h:2181?auth=alice:hunter2", "option 'auth'"},
+      {"zk://h:2181?auth=hunter2", "option 'auth'"},
+      {"zk://h:2181?auth=digest:", "option 'auth'"},
+      {"redis://h?secret=hunter2", "option 'secret'"},
+      {"redis://h?passwd=hunter2", "option 'passwd'"},
+  };
+  for (const auto& [text, where] : cases) {
+    std::optional<std::string> part = MustParse(text).SecretPart();
+    ASSERT_TRUE(part.has_value()) << text;
+    EXPECT_THAT(*part, HasSubstr(where)) << text;
+    EXPECT_THAT(*part, Not(HasSubstr(kPassword))) << text;
+  }
+  EXPECT_THAT(*MustParse("zk://h?auth=digest:alice:hunter2").SecretPart(),
+              HasSubstr("keep auth=digest:USER"));
+}
+
+TEST(SecretPart, NoneWhereThereIsNoPassword) {
+  for (const char* text : {
+           "redis://h:6379/0?namespace=n",
+           "redis://alice@h",  // a user name alone
+           "postgres://u@h/db?sslmode=require&passfile=/etc/dlock/pgpass",
+           "zk://h:2181/chroot?auth=digest:alice",  // the password apart
+           "memory://",
+       }) {
+    EXPECT_EQ(MustParse(text).SecretPart(), std::nullopt) << text;
+  }
+}
+
 TEST(Redacted, KeepsEverythingElse) {
   EXPECT_EQ(MustParse("redis://h:1").Redacted(), "redis://h:1");
   EXPECT_EQ(MustParse("redis://bob@h").Redacted(), "redis://bob@h");

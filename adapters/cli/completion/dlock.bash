@@ -39,7 +39,8 @@ _dlock() {
   esac
   case ${COMP_WORDS[1]} in
     run) flags="$backend --wait --lease --on-lost-signal --kill-after
-      --once-per --slot --at-least-for --at-most-for --quiet-skip --quiet" ;;
+      --once-per --slot --at-least-for --at-most-for --pass-env --quiet-skip
+      --quiet" ;;
     status) flags="$backend --json" ;;
     list) flags="$backend --json --prefix" ;;
     unlock) flags="$backend --json --force --token" ;;

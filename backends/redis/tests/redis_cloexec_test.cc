@@ -1,6 +1,7 @@
 // A program that uses dlock and then execs (a shell-out, a job runner) must
-// not hand its Redis connections to the new program: hiredis 0.14 opens its
-// sockets without close-on-exec, so the backend sets it.
+// not hand its Redis connections to the new program: the transport opens
+// every socket close-on-exec (hiredis 0.14, which opened them without, no
+// longer opens any).
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>

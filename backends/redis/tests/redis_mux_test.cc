@@ -3,7 +3,7 @@
 // for each other. These tests check that no caller is left asleep with its
 // replies unread, whatever the interleaving: against a scripted RESP server
 // on loopback, which decides exactly when each reply goes out, and against a
-// real redis-server under load.
+// real redis-server under load, plain and over TLS.
 #include "redis_mux.h"
 
 #include <arpa/inet.h>
@@ -31,6 +31,8 @@
 #include "proc_state.h"
 #include "redis_connection.h"
 #include "redis_server.h"
+#include "redis_tls.h"
+#include "tls_certificates.h"
 
 namespace dlock::redis {
 namespace {
@@ -428,16 +430,36 @@ TEST(MuxConnectionDeathTest, WritingToAClosedConnectionDoesNotKillTheProcess) {
       ::testing::ExitedWithCode(0), "");
 }
 
-// Many threads, single commands and batches mixed, against a real server:
-// every call gets its own replies, in order, and nobody is left asleep when
-// the others stop (each thread's last call is where a lost hand-off would
+// Many threads, single commands and batches mixed, against a real server,
+// plain and over TLS (where one thread's SSL_write and another's SSL_read
+// share the connection, and the large replies span many TLS records): every
+// call gets its own replies, in order, and nobody is left asleep when the
+// others stop (each thread's last call is where a lost hand-off would
 // strand it).
-TEST(MuxConnection, ManyThreadsMixingBatchesAllFinish) {
+class MuxOnServer : public ::testing::TestWithParam<bool> {};
+
+INSTANTIATE_TEST_SUITE_P(Transports, MuxOnServer, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Tls" : "Plain";
+                         });
+
+TEST_P(MuxOnServer, ManyThreadsMixingBatchesAllFinish) {
   absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start();
+      testing::RedisServer::Start({.tls = GetParam()});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto mux = OpenMux((*server)->port());
-  ASSERT_NE(mux, nullptr);
+  ConnectionConfig config = ConfigFor((*server)->port());
+  if (GetParam()) {
+    absl::StatusOr<const testing::TlsCertificates*> certs =
+        testing::SharedTlsCertificates();
+    ASSERT_TRUE(certs.ok()) << certs.status();
+    absl::StatusOr<std::shared_ptr<const TlsContext>> context =
+        TlsContext::Create({.ca_file = (*certs)->ca});
+    ASSERT_TRUE(context.ok()) << context.status();
+    config.tls.context = *context;
+  }
+  absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config);
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  auto mux = std::make_unique<MuxConnection>(*std::move(conn));
 
   constexpr int kThreads = 8;
   constexpr int kRounds = 30;
@@ -451,11 +473,14 @@ TEST(MuxConnection, ManyThreadsMixingBatchesAllFinish) {
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < kCallsPerRound; ++i) {
-          // Sizes 1 to 4, different in each thread and call.
+          // Sizes 1 to 4, different in each thread and call; one word in
+          // 64 is 40 KB (several TLS records).
           const int size = 1 + (t + i) % 4;
           std::vector<std::string> words;
           for (int k = 0; k < size; ++k) {
             words.push_back(absl::StrCat(round, ".", t, ".", i, ".", k));
+            if ((round + t + i + k) % 64 == 0)
+              words.back().resize(40 << 10, 'w');
           }
           absl::StatusOr<std::vector<Reply>> replies =
               mux->Call(Commands(words));

@@ -2,7 +2,11 @@
 // (backends/redis/redis_connection.h): which become which status, and which
 // mean that the connection leads to a server that cannot serve this client
 // and must be dropped.
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
@@ -51,9 +55,25 @@ TEST(RedisReplies, OtherErrorsKeepTheConnection) {
   } cases[] = {
       // A script runs too long: the same server answers once it is done.
       {"BUSY Redis is busy running a script.", absl::StatusCode::kUnavailable},
+      // A cluster slot moving, a cluster without a master for a slot:
+      // transient, ridden out by a waiting acquire.
+      {"TRYAGAIN Multiple keys request during rehashing of slot",
+       absl::StatusCode::kUnavailable},
+      {"CLUSTERDOWN The cluster is down", absl::StatusCode::kUnavailable},
       {"NOAUTH Authentication required.", absl::StatusCode::kUnauthenticated},
       {"WRONGPASS invalid username-password pair",
        absl::StatusCode::kUnauthenticated},
+      // The ACL of the connection's user (Redis 7.0's texts), outside a
+      // script and inside one.
+      {"NOPERM this user has no permissions to run the 'evalsha' command",
+       absl::StatusCode::kPermissionDenied},
+      {"NOPERM this user has no permissions to access one of the keys used "
+       "as arguments",
+       absl::StatusCode::kPermissionDenied},
+      {"ERR The user executing the script can't run this command or "
+       "subcommand script: 61636018f4e6b5817b89791bbed242f93fa089e3, on "
+       "@user_script:1.",
+       absl::StatusCode::kPermissionDenied},
       {"ERR unknown command 'EVALSHA'", absl::StatusCode::kInternal},
       {"NOSCRIPT No matching script.", absl::StatusCode::kInternal},
       // Only the error code counts, not a word that starts like one.
@@ -70,6 +90,34 @@ TEST(RedisReplies, OtherErrorsKeepTheConnection) {
   EXPECT_FALSE(MustReconnect(&ok));
   EXPECT_TRUE(ReplyError(&ok, "acquire", "h:1").ok());
   EXPECT_FALSE(MustReconnect(nullptr));
+}
+
+// What `bytes` from a server make a connection read: its status.
+absl::Status ReadingOf(const std::string& bytes) {
+  int fds[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  EXPECT_EQ(write(fds[1], bytes.data(), bytes.size()),
+            static_cast<ssize_t>(bytes.size()));
+  shutdown(fds[1], SHUT_WR);
+  Connection conn(PlainStream(fds[0], "h:1"), absl::Seconds(10));
+  std::vector<Reply> replies;
+  absl::Status read = conn.ReadReplies(replies, DeadlineIn(absl::Seconds(10)));
+  close(fds[1]);
+  return read;
+}
+
+// hiredis 0.14 believes the length a server gives an array: 600 million
+// made it allocate 4.8 GB at once, and a negative length made an array
+// that claims 2^64 - 2 elements and holds none, which the first look at
+// an element dereferenced (both found by tests/fuzz/redis_reply_fuzz.cc).
+TEST(RedisReplies, ArrayLengthsAreCheckedBeforeAnythingIsAllocated) {
+  for (const char* bytes :
+       {"*600000000\r\n:1\r\n", "*-2\r\n", "*2147483648\r\n:1\r\n"}) {
+    const absl::Status read = ReadingOf(bytes);
+    EXPECT_EQ(read.code(), absl::StatusCode::kInternal) << bytes << read;
+    EXPECT_THAT(read.message(), HasSubstr("h:1")) << bytes;
+  }
+  EXPECT_TRUE(ReadingOf("*2\r\n:1\r\n:2\r\n").ok());
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // redis-sentinel://: the client finds the master through the Sentinels and
 // follows a failover; without wait_replicas a failover can lose a grant and
 // hand the lock to a second owner (the fence catches the stale write), with
-// it the grant survives the failover or the acquire fails.
+// it the grant survives the failover or the acquire fails. Every case runs
+// on a plain group and on one over TLS (rediss-sentinel://: every server and
+// Sentinel takes only TLS, replication and the Sentinels' links included).
 #include <memory>
 #include <string>
 
@@ -21,18 +23,34 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kSettle = absl::Seconds(20);
 
-std::unique_ptr<RedisSentinelGroup> StartGroup() {
-  absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
-      RedisSentinelGroup::Start();
-  EXPECT_TRUE(group.ok()) << group.status();
-  return group.ok() ? *std::move(group) : nullptr;
-}
+class RedisSentinel : public ::testing::TestWithParam<bool> {
+ protected:
+  // A group, plain or (GetParam()) over TLS.
+  std::unique_ptr<RedisSentinelGroup> StartGroup() {
+    absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
+        RedisSentinelGroup::Start({.tls = GetParam()});
+    EXPECT_TRUE(group.ok()) << group.status();
+    return group.ok() ? *std::move(group) : nullptr;
+  }
 
-std::string SentinelUri(const RedisSentinelGroup& group,
-                        const std::string& query) {
-  return absl::StrCat("redis-sentinel://", group.SentinelUri(), "/",
-                      group.master_name(), "?", query);
-}
+  static std::string SentinelUri(const RedisSentinelGroup& group,
+                                 const std::string& query) {
+    std::string tls;
+    if (group.tls()) {
+      absl::StatusOr<std::string> trust = testing::TestTlsQuery(false);
+      EXPECT_TRUE(trust.ok()) << trust.status();
+      tls = absl::StrCat("&", trust.value_or(""));
+    }
+    return absl::StrCat(
+        group.tls() ? "rediss-sentinel://" : "redis-sentinel://",
+        group.SentinelUri(), "/", group.master_name(), "?", query, tls);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, RedisSentinel, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Tls" : "Plain";
+                         });
 
 // Calls `f` until it returns OK or `within` passes; the last status.
 template <typename F>
@@ -60,7 +78,7 @@ class FencedResource {
   uint64_t last_ = 0;
 };
 
-TEST(RedisSentinel, FollowsAFailoverAndKeepsAReplicatedHold) {
+TEST_P(RedisSentinel, FollowsAFailoverAndKeepsAReplicatedHold) {
   std::unique_ptr<RedisSentinelGroup> group = StartGroup();
   ASSERT_NE(group, nullptr);
   ASSERT_OK_AND_ASSIGN(auto client,
@@ -88,7 +106,7 @@ TEST(RedisSentinel, FollowsAFailoverAndKeepsAReplicatedHold) {
   EXPECT_THAT(client->endpoint(), HasSubstr(group->master_name()));
 }
 
-TEST(RedisSentinel, WithoutWaitAFailoverCanGrantTheLockTwice) {
+TEST_P(RedisSentinel, WithoutWaitAFailoverCanGrantTheLockTwice) {
   std::unique_ptr<RedisSentinelGroup> group = StartGroup();
   ASSERT_NE(group, nullptr);
   const std::string uri = SentinelUri(*group, "namespace=twice");
@@ -130,7 +148,7 @@ TEST(RedisSentinel, WithoutWaitAFailoverCanGrantTheLockTwice) {
       << "the stale holder's write got through the fence";
 }
 
-TEST(RedisSentinel, WaitReplicasFailsTheGrantOrKeepsItAcrossAFailover) {
+TEST_P(RedisSentinel, WaitReplicasFailsTheGrantOrKeepsItAcrossAFailover) {
   std::unique_ptr<RedisSentinelGroup> group = StartGroup();
   ASSERT_NE(group, nullptr);
   const std::string uri = SentinelUri(
@@ -166,7 +184,7 @@ TEST(RedisSentinel, WaitReplicasFailsTheGrantOrKeepsItAcrossAFailover) {
   EXPECT_OK(Eventually([&] { return hold.Release(); }, kSettle));
 }
 
-TEST(RedisSentinel, UriErrorsSayWhatToFix) {
+TEST(RedisSentinelUri, ErrorsSayWhatToFix) {
   for (const char* uri :
        {"redis-sentinel://127.0.0.1:1", "redis-sentinel://127.0.0.1:1/a/b/c",
         "redis-sentinel://127.0.0.1:1/m?wait_replicas=-1"}) {

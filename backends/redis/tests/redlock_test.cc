@@ -25,6 +25,7 @@ using ::dlock::testing::Direction;
 using ::dlock::testing::Fault;
 using ::dlock::testing::FaultProxy;
 using ::dlock::testing::RedisGroup;
+using ::dlock::testing::RedlockUri;
 using ::dlock::testing::StartGroup;
 using ::dlock::testing::StartProxies;
 using ::testing::HasSubstr;
@@ -40,6 +41,15 @@ int64_t RespInteger(const std::string& resp) {
       << resp;
   return value;
 }
+
+// Every case that starts masters runs on plain ones and on masters that
+// take only TLS (redlocks://).
+class Redlock : public ::testing::TestWithParam<bool> {};
+
+INSTANTIATE_TEST_SUITE_P(Transports, Redlock, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Tls" : "Plain";
+                         });
 
 // A master's token floor (docs/redis.md, fencing over a quorum).
 int64_t FloorOn(testing::RedisServer& server, const std::string& ns) {
@@ -73,35 +83,33 @@ absl::Status SetTokenOn(testing::RedisServer& server, const std::string& key,
       .status();
 }
 
-TEST(Redlock, ConnectsWithAQuorumAndSaysHowManyAnswerWithout) {
-  std::unique_ptr<RedisGroup> group = StartGroup(3);
+TEST_P(Redlock, ConnectsWithAQuorumAndSaysHowManyAnswerWithout) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
   group->server(0).StopServer();
   // Two of three: a quorum, and the lock works.
-  ASSERT_OK_AND_ASSIGN(
-      auto client,
-      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=quorum")));
+  ASSERT_OK_AND_ASSIGN(auto client,
+                       Connect(RedlockUri(*group, {}, "namespace=quorum")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   ASSERT_OK_AND_ASSIGN(Hold hold, lock->TryAcquire());
   EXPECT_OK(hold.Release());
 
   group->server(1).StopServer();
   absl::StatusOr<std::unique_ptr<LockClient>> none =
-      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=quorum"));
+      Connect(RedlockUri(*group, {}, "namespace=quorum"));
   EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(none.status().message(), HasSubstr("only 1 of 3"));
 }
 
 // The masters are asked at once: with two of three answering 300 ms late,
 // an acquisition takes about 300 ms, not 600.
-TEST(Redlock, AsksEveryMasterAtOnce) {
-  std::unique_ptr<RedisGroup> group = StartGroup(3);
+TEST_P(Redlock, AsksEveryMasterAtOnce) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
   FaultProxy slow[2];
   const std::vector<int> ports = StartProxies(*group, slow);
-  ASSERT_OK_AND_ASSIGN(auto client,
-                       Connect(absl::StrCat("redlock://", group->Hosts(ports),
-                                            "?namespace=parallel")));
+  ASSERT_OK_AND_ASSIGN(
+      auto client, Connect(RedlockUri(*group, ports, "namespace=parallel")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   constexpr absl::Duration kDelay = absl::Milliseconds(300);
   for (FaultProxy& p : slow) {
@@ -121,8 +129,8 @@ TEST(Redlock, AsksEveryMasterAtOnce) {
 // or its clock is ahead) sets the token; the others are raised to it before
 // the grant returns, so the next token exceeds it wherever the next quorum
 // is.
-TEST(Redlock, TokenIsTheQuorumsLargestAndIsWrittenBack) {
-  std::unique_ptr<RedisGroup> group = StartGroup(3);
+TEST_P(Redlock, TokenIsTheQuorumsLargestAndIsWrittenBack) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
   // Far ahead of any server's clock in microseconds (2^52).
   constexpr int64_t kAhead = int64_t{1} << 52;
@@ -130,9 +138,8 @@ TEST(Redlock, TokenIsTheQuorumsLargestAndIsWrittenBack) {
       group->server(0)
           .RawCommand({"SET", "dlock:tokens:floor", absl::StrCat(kAhead - 1)})
           .status());
-  ASSERT_OK_AND_ASSIGN(
-      auto client,
-      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=tokens")));
+  ASSERT_OK_AND_ASSIGN(auto client,
+                       Connect(RedlockUri(*group, {}, "namespace=tokens")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   ASSERT_OK_AND_ASSIGN(Hold first, lock->TryAcquire());
   EXPECT_EQ(first.fencing_token(), static_cast<uint64_t>(kAhead));
@@ -157,12 +164,11 @@ TEST(Redlock, TokenIsTheQuorumsLargestAndIsWrittenBack) {
 // the hold carries another token (counters that disagreed at the grant)
 // still hold it for the owner, so removing the token from fewer than a
 // quorum must not be reported as done.
-TEST(Redlock, ForceUnlockOnATokenHeldByTooFewMastersIsNotDone) {
-  std::unique_ptr<RedisGroup> group = StartGroup(3);
+TEST_P(Redlock, ForceUnlockOnATokenHeldByTooFewMastersIsNotDone) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
-  ASSERT_OK_AND_ASSIGN(
-      auto client,
-      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=split")));
+  ASSERT_OK_AND_ASSIGN(auto client,
+                       Connect(RedlockUri(*group, {}, "namespace=split")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   ASSERT_OK_AND_ASSIGN(Hold hold,
                        lock->TryAcquire({.lease = absl::Minutes(1)}));
@@ -180,12 +186,12 @@ TEST(Redlock, ForceUnlockOnATokenHeldByTooFewMastersIsNotDone) {
 
 // drift_factor makes the client stop believing earlier: with half the lease
 // as drift, a 2 s hold is believed for about 1 s.
-TEST(Redlock, ConfiguredDriftShortensTheValidity) {
-  std::unique_ptr<RedisGroup> group = StartGroup(3);
+TEST_P(Redlock, ConfiguredDriftShortensTheValidity) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
   ASSERT_OK_AND_ASSIGN(
-      auto client, Connect(absl::StrCat("redlock://", group->Hosts(),
-                                        "?namespace=drift&drift_factor=0.45")));
+      auto client,
+      Connect(RedlockUri(*group, {}, "namespace=drift&drift_factor=0.45")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   const absl::Time start = absl::Now();
   // A set lease is not renewed.
@@ -200,19 +206,16 @@ TEST(Redlock, ConfiguredDriftShortensTheValidity) {
 // taken by another client under the same owner token (C6) leaves that hold
 // in place. (Taking off every hold of the owner handed the lock to a third
 // owner while the first still believed it.)
-TEST(Redlock, FailedReentryElsewhereKeepsTheHold) {
-  std::unique_ptr<RedisGroup> group = StartGroup(3);
+TEST_P(Redlock, FailedReentryElsewhereKeepsTheHold) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
-  ASSERT_OK_AND_ASSIGN(
-      auto first_client,
-      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=review")));
+  ASSERT_OK_AND_ASSIGN(auto first_client,
+                       Connect(RedlockUri(*group, {}, "namespace=review")));
   ASSERT_OK_AND_ASSIGN(
       auto late_client,
-      Connect(absl::StrCat("redlock://", group->Hosts(),
-                           "?namespace=review&drift_floor=100s")));
-  ASSERT_OK_AND_ASSIGN(
-      auto third_client,
-      Connect(absl::StrCat("redlock://", group->Hosts(), "?namespace=review")));
+      Connect(RedlockUri(*group, {}, "namespace=review&drift_floor=100s")));
+  ASSERT_OK_AND_ASSIGN(auto third_client,
+                       Connect(RedlockUri(*group, {}, "namespace=review")));
   ASSERT_OK_AND_ASSIGN(auto first, first_client->GetLock("job"));
   ASSERT_OK_AND_ASSIGN(auto late, late_client->GetLock("job"));
   ASSERT_OK_AND_ASSIGN(auto third, third_client->GetLock("job"));
@@ -233,15 +236,15 @@ TEST(Redlock, FailedReentryElsewhereKeepsTheHold) {
 
 // A round waits one operation_timeout in all for masters that do not
 // answer, not one per master.
-TEST(Redlock, SilentMastersCostOneTimeoutPerRound) {
-  std::unique_ptr<RedisGroup> group = StartGroup(5);
+TEST_P(Redlock, SilentMastersCostOneTimeoutPerRound) {
+  std::unique_ptr<RedisGroup> group = StartGroup(5, GetParam());
   ASSERT_NE(group, nullptr);
   FaultProxy silent[2];
   const std::vector<int> ports = StartProxies(*group, silent);
   ASSERT_OK_AND_ASSIGN(
       auto client,
-      Connect(absl::StrCat("redlock://", group->Hosts(ports),
-                           "?namespace=silent&operation_timeout=300ms")));
+      Connect(RedlockUri(*group, ports,
+                         "namespace=silent&operation_timeout=300ms")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   for (FaultProxy& p : silent) p.SetFault(Direction::kReplies, Fault::Stall());
   const absl::Time start = absl::Now();
@@ -259,12 +262,12 @@ TEST(Redlock, SilentMastersCostOneTimeoutPerRound) {
 // callers that split a vote must, and gets the lock once they expire.
 // (Counting every refusal alike reported the lock held, and racing
 // TryAcquires could all lose a free lock.)
-TEST(Redlock, SplitVoteIsNotReportedAsHeld) {
-  std::unique_ptr<RedisGroup> group = StartGroup(3);
+TEST_P(Redlock, SplitVoteIsNotReportedAsHeld) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
   ASSERT_OK_AND_ASSIGN(
-      auto client, Connect(absl::StrCat("redlock://", group->Hosts(),
-                                        "?namespace=split&retry_delay=200ms")));
+      auto client,
+      Connect(RedlockUri(*group, {}, "namespace=split&retry_delay=200ms")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   for (int i = 0; i < 2; ++i) {
     // token 1, one hold, lease 30 ms, no liveness (docs/redis.md, keys).
@@ -280,7 +283,7 @@ TEST(Redlock, SplitVoteIsNotReportedAsHeld) {
   EXPECT_OK(hold->Release());
 }
 
-TEST(Redlock, UriErrorsSayWhatToFix) {
+TEST(RedlockUris, ErrorsSayWhatToFix) {
   const struct {
     std::string uri;
     std::string says;

@@ -4,8 +4,10 @@
 #define DLOCK_BACKENDS_REDIS_TESTS_REDLOCK_TEST_UTIL_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "fault_proxy.h"
 #include "gtest/gtest.h"
@@ -13,10 +15,11 @@
 
 namespace dlock::testing {
 
-// `masters` fresh masters; null (and a test failure) when they do not start.
-inline std::unique_ptr<RedisGroup> StartGroup(int masters) {
+// `masters` fresh masters, taking only TLS with `tls`; null (and a test
+// failure) when they do not start.
+inline std::unique_ptr<RedisGroup> StartGroup(int masters, bool tls = false) {
   absl::StatusOr<std::unique_ptr<RedisGroup>> group =
-      RedisGroup::Start(masters);
+      RedisGroup::Start(masters, {.tls = tls});
   EXPECT_TRUE(group.ok()) << group.status();
   return group.ok() ? *std::move(group) : nullptr;
 }
@@ -33,6 +36,22 @@ inline std::vector<int> StartProxies(RedisGroup& group,
     ports.push_back(proxies[i].port());
   }
   return ports;
+}
+
+// redlock:// over the group's masters (redlocks://, trusting the test CA,
+// for masters over TLS), `ports[i]` instead of master i's own port where
+// given and not 0, with `query`.
+inline std::string RedlockUri(const RedisGroup& group,
+                              const std::vector<int>& ports,
+                              const std::string& query) {
+  std::string uri = absl::StrCat(group.tls() ? "redlocks://" : "redlock://",
+                                 group.Hosts(ports), "?", query);
+  if (group.tls()) {
+    absl::StatusOr<std::string> trust = TestTlsQuery(false);
+    EXPECT_TRUE(trust.ok()) << trust.status();
+    absl::StrAppend(&uri, "&", trust.value_or(""));
+  }
+  return uri;
 }
 
 }  // namespace dlock::testing

@@ -94,6 +94,12 @@ TEST(ZooKeeperUri, BadUrisAreInvalidArgumentWithoutThePassword) {
            "zk://127.0.0.1:2181?session_timeout=10ms",
            "zk://127.0.0.1:2181/a/../b",
            "zk://127.0.0.1:2181?nope=1&auth=digest:u:s3cret",
+           // The password apart (where a profile's password_env puts it)
+           // goes with auth=digest:USER, and only with it.
+           "zk://:s3cret@127.0.0.1:2181",
+           "zk://:s3cret@127.0.0.1:2181?auth=digest:u:s3cret",
+           "zk://:s3cret@127.0.0.1:2181?auth=digest:",
+           "zk://127.0.0.1:2181?auth=digest:u",
        }) {
     absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
     EXPECT_TRUE(absl::IsInvalidArgument(client.status()))
@@ -104,11 +110,14 @@ TEST(ZooKeeperUri, BadUrisAreInvalidArgumentWithoutThePassword) {
 }
 
 TEST(ZooKeeperUri, NoServerIsUnavailableNamingTheEndpoint) {
-  absl::StatusOr<std::unique_ptr<LockClient>> client =
-      Connect("zk://127.0.0.1:1?connect_timeout=300ms&auth=digest:u:s3cret");
-  EXPECT_TRUE(absl::IsUnavailable(client.status())) << client.status();
-  EXPECT_TRUE(absl::StrContains(client.status().message(), "127.0.0.1:1"));
-  EXPECT_FALSE(absl::StrContains(client.status().message(), "s3cret"));
+  for (const char* uri :
+       {"zk://127.0.0.1:1?connect_timeout=300ms&auth=digest:u:s3cret",
+        "zk://:s3cret@127.0.0.1:1?connect_timeout=300ms&auth=digest:u"}) {
+    absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
+    EXPECT_TRUE(absl::IsUnavailable(client.status())) << client.status();
+    EXPECT_TRUE(absl::StrContains(client.status().message(), "127.0.0.1:1"));
+    EXPECT_FALSE(absl::StrContains(client.status().message(), "s3cret"));
+  }
 }
 
 }  // namespace

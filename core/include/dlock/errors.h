@@ -80,6 +80,19 @@ inline bool IsTokenMismatch(const absl::Status& s) {
   return ErrorKindOf(s) == ErrorKind::kTokenMismatch;
 }
 
+// Access refused, on every backend (and over TLS): the server, or the TLS
+// handshake, did not accept who the client is (a wrong or missing
+// password, an unknown user or role, a certificate either side rejects):
+// Unauthenticated. It accepted who the client is but not what it asked (a
+// command, key, table, database or node this identity may not use):
+// PermissionDenied. Every backend gives its server's refusals these codes,
+// and no other error: neither passes with time, so a wait does not retry
+// them, and `dlock` exits 77 for both (docs/cli.md).
+inline bool IsAccessRefused(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnauthenticated ||
+         s.code() == absl::StatusCode::kPermissionDenied;
+}
+
 // The builders. `lock_name` is the name service code gave, never a
 // backend's internal key; `endpoint` is the redacted one.
 absl::Status NotOwnerError(absl::string_view lock_name);

@@ -34,10 +34,22 @@ struct Uri {
   // ParseUri() gives this Uri back. It holds the password: for Connect(),
   // never for a message.
   std::string ToString() const;
-  // The same with any password, and the value of any option that holds a
-  // secret (password=, auth=), replaced by "***": safe for messages and logs.
+  // The same with any password replaced by "***": safe for messages and
+  // logs. It hides the user info's password and the value of every option
+  // named like a credential (IsSecretOption).
   std::string Redacted() const;
+
+  // Where this URI carries a password or another secret, said without
+  // quoting it ("the user info (USER:PASSWORD@)", "option 'password'",
+  // "option 'auth' (digest:USER:PASSWORD)"); nullopt when it carries none.
+  // `auth=digest:USER` names a user only, and carries none.
+  std::optional<std::string> SecretPart() const;
 };
+
+// Whether option `key` holds a credential whose value is never shown: any
+// key with "password", "passwd", "pwd" or "secret" in it, and "auth", in
+// any case.
+bool IsSecretOption(absl::string_view key);
 
 absl::StatusOr<Uri> ParseUri(absl::string_view text);
 

@@ -1,0 +1,103 @@
+// Copyright dlock authors. The probe that tells PgBouncer's pooling modes
+// apart (pg_pooler.h) against a real PgBouncer, with a FaultProxy between
+// the client and PgBouncer to make one answer slow.
+#include "pg_pooler.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "dlock/backend/backend.h"
+#include "dlock/uri.h"
+#include "fault_proxy.h"
+#include "gtest/gtest.h"
+#include "pgbouncer.h"
+#include "postgres_server.h"
+
+namespace dlock::postgres {
+namespace {
+
+using ::dlock::testing::Direction;
+using ::dlock::testing::Fault;
+using ::dlock::testing::FaultProxy;
+using ::dlock::testing::PgBouncer;
+using ::dlock::testing::PostgresServer;
+
+absl::StatusOr<PgOptions> Parse(const std::string& text) {
+  absl::StatusOr<Uri> uri = ParseUri(text);
+  if (!uri.ok()) return uri.status();
+  UriParams params(*uri);
+  params.TakeString("namespace");
+  absl::StatusOr<CommonBackendOptions> common = TakeCommonOptions(params);
+  if (!common.ok()) return common.status();
+  const ClientOptions options;
+  return ParsePgOptions(BackendConfig{.uri = *uri,
+                                      .params = params,
+                                      .options = options,
+                                      .lock_namespace = "default",
+                                      .client_id = "",
+                                      .endpoint = "",
+                                      .listener = nullptr,
+                                      .clock = Clock::Real(),
+                                      .common = *common});
+}
+
+// Bytes the proxy read from the server for connection `id` (0 if closed).
+uint64_t RepliesOf(const FaultProxy& proxy, uint64_t id) {
+  for (const auto& connection : proxy.Connections()) {
+    if (connection.id == id) return connection.reply_bytes.received;
+  }
+  return 0;
+}
+
+// In session pooling the probe's connection keeps its server session, but
+// on a loaded machine its answer may come late while the second connection
+// holds its transaction. A late answer is not a moved session: it used to
+// be taken for one, and a session-mode client (or the listener of
+// listen_dbname) refused to start behind a session pool.
+TEST(PgPoolerTest, ALateAnswerInSessionPoolingIsNotTransactionPooling) {
+  absl::StatusOr<std::unique_ptr<PostgresServer>> server =
+      PostgresServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::unique_ptr<PgBouncer>> bouncer = PgBouncer::Start(
+      {.server_port = (*server)->port(), .pool_mode = "session"});
+  ASSERT_TRUE(bouncer.ok()) << bouncer.status();
+  FaultProxy proxy;
+  ASSERT_TRUE(proxy.Start("127.0.0.1", (*bouncer)->port()).ok());
+  const std::string uri = absl::StrCat(
+      "postgres://postgres@127.0.0.1:", proxy.port(), "/postgres?mode=session");
+  absl::StatusOr<PgOptions> options = Parse(uri);
+  ASSERT_TRUE(options.ok()) << options.status();
+  absl::StatusOr<std::unique_ptr<PgConn>> conn = PgConn::Open(*options);
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_FALSE((*conn)->direct());
+
+  // Once the probe opens its second connection, the first one's next answer
+  // (its process id, asked while the second holds a transaction) comes
+  // 1.5 s late; later answers come at once.
+  std::thread slow_answer([&proxy] {
+    ASSERT_TRUE(proxy.WaitForAccepted(2, absl::Seconds(30)).ok());
+    const uint64_t before = RepliesOf(proxy, 1);
+    ASSERT_TRUE(proxy
+                    .SetConnectionFault(1, Direction::kReplies,
+                                        Fault::Delay(absl::Milliseconds(1500)))
+                    .ok());
+    // (Connections() takes the proxy's lock: not from a WaitFor callback.)
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (RepliesOf(proxy, 1) == before && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ASSERT_GT(RepliesOf(proxy, 1), before) << "the late answer never came";
+    ASSERT_TRUE(
+        proxy.SetConnectionFault(1, Direction::kReplies, Fault::Pass()).ok());
+  });
+  absl::StatusOr<Pooling> pooling = DetectPooling(*options, **conn);
+  slow_answer.join();
+  ASSERT_TRUE(pooling.ok()) << pooling.status();
+  EXPECT_EQ(*pooling, Pooling::kSessions);
+}
+
+}  // namespace
+}  // namespace dlock::postgres
