@@ -151,6 +151,12 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
     if (closing_.IsCancelled() && !options.cancel.IsCancelled()) {
       return state_.ClosedError();
     }
+    if (absl::IsDeadlineExceeded(grant.status())) {
+      // SettleAndRegister's own words, as a wait or try that failed (C10).
+      return WithKind(grant.status(), options.wait > absl::ZeroDuration()
+                                          ? ErrorKind::kWaitExpired
+                                          : ErrorKind::kHeldByAnother);
+    }
     return grant.status();
   }
   absl::MutexLock lock(&state_.mu);
@@ -159,8 +165,14 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
 }
 
 absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
+                                           const AcquireCall& call,
                                            uint64_t& releases_sent,
                                            std::shared_ptr<HoldRecord>& held) {
+  // A release in flight can outlive its caller (one answered at its
+  // hold's deadline leaves it to a helper thread): waiting for it is
+  // bounded by this acquisition's own wait, and ends on its cancel
+  // (registered only once it waits: most acquisitions never do).
+  std::optional<ScopedCancelCallback> woken;
   while (true) {
     std::optional<PendingReleases::Claim> claim;
     {
@@ -170,9 +182,23 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
         if (state_.closed) return state_.ClosedError();
         turn = state_.pending.BeforeAcquire(key, releases_sent, claim);
         if (turn != PendingReleases::Turn::kWait) break;
+        if (call.cancel.IsCancelled()) {
+          return absl::CancelledError(
+              absl::StrCat("wait for lock '", key.first, "' was cancelled"));
+        }
+        if (state_.clock.Now() >= call.deadline) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              "lock '", key.first,
+              "' is still being released by this owner: the release is not "
+              "confirmed yet"));
+        }
         // Another thread is sending a release of this key: wait for it.
-        state_.alarms.released().WaitUntil(&state_.mu,
-                                           MonoTime::InfiniteFuture());
+        if (!woken.has_value()) {
+          woken.emplace(call.cancel,
+                        [this] { state_.alarms.released().Signal(); });
+          continue;  // a cancel before it was registered is seen above
+        }
+        state_.alarms.released().WaitUntil(&state_.mu, call.deadline);
       }
       if (turn == PendingReleases::Turn::kGo) {
         held = state_.holds.BelievedRecord(key);
@@ -218,7 +244,7 @@ absl::StatusOr<Grant> ClientCore::SettleAndAcquire(
                waits ? call.deadline : MonoTime::InfinitePast(), either);
   absl::Status settled;
   do {
-    settled = SettleAndRegister(key, releases_sent, held);
+    settled = SettleAndRegister(key, call, releases_sent, held);
   } while (!settled.ok() && ride.Again(settled));
   if (!settled.ok()) return ride.Final(settled);
   registered = true;

@@ -107,7 +107,10 @@ class ClientCore : public BackendListener,
   // be confirmed first, so that the acquisition is fresh (C21). Then
   // registers the acquisition (PendingReleases::BeforeAcquire).
   // `held` gets the record of the hold being re-entered, if one is believed.
-  absl::Status SettleAndRegister(const HoldKey& key, uint64_t& releases_sent,
+  // Waits for another thread's release of `key` until call.deadline or
+  // call.cancel.
+  absl::Status SettleAndRegister(const HoldKey& key, const AcquireCall& call,
+                                 uint64_t& releases_sent,
                                  std::shared_ptr<HoldRecord>& held)
       ABSL_LOCKS_EXCLUDED(state_.mu);
   // Settles a release of `key` still pending and registers the acquisition
@@ -179,9 +182,17 @@ class ClientCore : public BackendListener,
   void TellRelease(const HoldRef& ref, const ReleaseReport& report,
                    bool kept) const;
 
-  // client_core_close.cc: what Close() releases, without the lock.
-  absl::Status ReleaseAtClose(
-      const std::vector<PendingReleases::Claim>& to_release);
+  // client_core_close.cc: what Close() releases, without the lock, in two
+  // passes (what was pending, then what calls in flight left pending), by
+  // `give_up`.
+  struct CloseReleases {
+    int sent = 0;
+    int failed = 0;
+    absl::Status first_error;
+    absl::Status Status(absl::string_view endpoint) const;
+  };
+  void ReleaseAtClose(const std::vector<PendingReleases::Claim>& to_release,
+                      MonoTime give_up, CloseReleases& outcome);
 
   const std::string client_id_;
   const uint64_t instance_;  // random, tells this client object apart

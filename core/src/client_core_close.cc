@@ -55,21 +55,40 @@ absl::Status ClientCore::Close() {
     }
   }
   notifier_.Deliver(notices);
-  const absl::Status released = ReleaseAtClose(to_release);
+  const MonoTime give_up = state_.clock.Now() + state_.options.close_timeout;
+  CloseReleases outcome;
+  ReleaseAtClose(to_release, give_up, outcome);
   {
     // Waits for calls still in flight on other threads; they end within
     // their timeouts, and blocking waits were cancelled above.
     absl::WriterMutexLock no_calls(&ops_mu_);
+    // A final release in flight when Close() began, that failed, is
+    // pending now: it gets what is left of the close's time.
+    {
+      absl::MutexLock lock(&state_.mu);
+      to_release = state_.pending.TakeAll(state_.clock.Now());
+    }
+    ReleaseAtClose(to_release, give_up, outcome);
     state_.backend->Shutdown();
   }
-  return released;
+  return outcome.Status(state_.endpoint);
 }
 
-absl::Status ClientCore::ReleaseAtClose(
-    const std::vector<PendingReleases::Claim>& to_release) {
-  const MonoTime give_up = state_.clock.Now() + state_.options.close_timeout;
-  int failed = 0;
-  absl::Status first_error;
+absl::Status ClientCore::CloseReleases::Status(
+    absl::string_view endpoint) const {
+  if (failed == 0) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "closing the client of ", endpoint, ": ", failed, " of ", sent,
+      " locks were not released and will expire with their lease",
+      first_error.ok() ? "" : absl::StrCat(" (", first_error.message(), ")")));
+}
+
+void ClientCore::ReleaseAtClose(
+    const std::vector<PendingReleases::Claim>& to_release, MonoTime give_up,
+    CloseReleases& outcome) {
+  int& failed = outcome.failed;
+  absl::Status& first_error = outcome.first_error;
+  outcome.sent += static_cast<int>(to_release.size());
   for (const PendingReleases::Claim& claim : to_release) {
     if (state_.clock.Now() >= give_up) {
       ++failed;
@@ -84,12 +103,6 @@ absl::Status ClientCore::ReleaseAtClose(
       if (failed++ == 0) first_error = left;
     }
   }
-  if (failed == 0) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat(
-      "closing the client of ", state_.endpoint, ": ", failed, " of ",
-      to_release.size(),
-      " locks were not released and will expire with their lease",
-      first_error.ok() ? "" : absl::StrCat(" (", first_error.message(), ")")));
 }
 
 }  // namespace dlock::internal

@@ -110,14 +110,14 @@ absl::Status ClientCore::SendFinalRelease(const HoldKey& key,
   }).detach();
   absl::MutexLock lock(&state_.mu);
   while (!outcome->done) {
-    const bool untold = state_.holds.AwaitsConfirmation(key, plan);
+    const bool untold = state_.holds.AwaitsConfirmation(plan);
     if (state_.closed || !untold || state_.clock.Now() >= plan.notice_at) {
       // No answer by the notice time: told now (unless the notifier or
       // Close() was first), on this thread, before Release() returns.
       outcome->abandoned = true;
       report.tell = false;
       if (state_.closed) return state_.ClosedError();  // Close() tells it
-      if (untold) state_.holds.TellUnconfirmedNow(key, notices);
+      if (untold) state_.holds.TellUnconfirmedNow(plan, notices);
       report.result = HoldTable::LeaseEndedFirst(key.first);
       return report.result;
     }
@@ -132,8 +132,10 @@ void ClientCore::SendFinalReleaseOnHelper(
     std::shared_ptr<HelperOutcome> outcome) {
   MonoTime sent;
   absl::Status left = state_.ClosedError();
+  std::vector<LossNotice> notices;
   {
-    // Close() shuts the backend down only once no call holds ops_mu_.
+    // Close() shuts the backend down only once no call holds ops_mu_, and
+    // sends what this release leaves pending once it is settled.
     absl::ReaderMutexLock in_flight(&ops_mu_);
     bool closed = false;
     {
@@ -144,9 +146,6 @@ void ClientCore::SendFinalReleaseOnHelper(
     if (!closed) {
       left = state_.backend->Release(CallOf(key, plan, keep_for)).status();
     }
-  }
-  std::vector<LossNotice> notices;
-  {
     absl::MutexLock lock(&state_.mu);
     if (!outcome->abandoned) {
       outcome->done = true;
@@ -169,9 +168,9 @@ absl::Status ClientCore::SettleFinalRelease(
     ReleaseReport& report) {
   // Once told, Close() was what told it if the client is closed.
   const bool told_by_close =
-      state_.closed && !state_.holds.AwaitsConfirmation(key, plan);
+      state_.closed && !state_.holds.AwaitsConfirmation(plan);
   absl::Status answer = state_.holds.FinishFinalRelease(
-      key, plan, left, keep_for, sent, state_.closed, notices, report);
+      key, plan, left, keep_for, sent, notices, report);
   return told_by_close ? state_.ClosedError() : answer;
 }
 

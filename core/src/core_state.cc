@@ -39,7 +39,7 @@ PendingReleases::Settled CoreState::SendRelease(
   const PendingReleases::Settled settled =
       pending.Settle(claim.key, left.status(), sent);
   if (settled == PendingReleases::Settled::kDone) {
-    holds.ReleaseConfirmed(claim.key);
+    holds.ReleaseConfirmed(claim.release.generations);
   }
   return settled;
 }

@@ -174,24 +174,28 @@ class HoldTable {
 
   // The backend answered `result`, to the final release of `plan` sent at
   // `sent`: a gone hold is lost (told through `notices`); a transient
-  // failure leaves the release to retry in the background (unless the
-  // client is `closed`), keeping the lock until `keep_for` from `sent`, and
+  // failure leaves the release to retry in the background (or to Close()'s
+  // last pass), keeping the lock until `keep_for` from `sent`, and
   // the hold to be told lost at its notice time unless a retry is confirmed
   // first (C20, C21). Once the hold was told, the caller gets that its lease
   // ended first. Returns what the caller gets.
   absl::Status FinishFinalRelease(const HoldKey& key, const ReleasePlan& plan,
                                   const absl::Status& result,
                                   absl::Duration keep_for, MonoTime sent,
-                                  bool closed, std::vector<LossNotice>& notices,
+                                  std::vector<LossNotice>& notices,
                                   ReleaseReport& report);
   // Whether the final release of `plan` still awaits its confirmation,
-  // untold (neither its notice time nor Close() came).
-  bool AwaitsConfirmation(const HoldKeyView& key,
-                          const ReleasePlan& plan) const;
+  // untold (neither its notice time nor Close() came). Each is known by
+  // its hold's generation: threads sharing an owner token (C6) can have a
+  // later hold of the same key given up while an earlier one's release is
+  // still on its way.
+  bool AwaitsConfirmation(const ReleasePlan& plan) const;
   // Its notice time came on the caller's thread first: told on `out` now.
-  void TellUnconfirmedNow(const HoldKeyView& key, std::vector<LossNotice>& out);
-  // A background retry confirmed the release of `key` in time: no notice.
-  void ReleaseConfirmed(const HoldKeyView& key);
+  void TellUnconfirmedNow(const ReleasePlan& plan,
+                          std::vector<LossNotice>& out);
+  // A background retry confirmed the releases of these holds in time: no
+  // notice.
+  void ReleaseConfirmed(const std::vector<uint64_t>& generations);
   // What a final release answered at its notice time gets (C20).
   static absl::Status LeaseEndedFirst(absl::string_view name);
   // The backend answered `result` to an inner release of `plan`: a gone
@@ -316,6 +320,7 @@ class HoldTable {
 
   // A hold given up by a final release the backend has not confirmed (C20).
   struct UnconfirmedRelease {
+    HoldKey key;
     HoldEntry hold;  // as given up, with what its acquisitions asked
     MonoTime notice_at;
     bool release_observed = false;  // the observer had its OnRelease
@@ -325,9 +330,9 @@ class HoldTable {
   void AwaitConfirmation(HoldMap<HoldEntry>::iterator it, ReleasePlan& plan);
   // Tells the unconfirmed release `it` lost now, on `out` (or queued for
   // the notifier when `out` is null).
-  void TellUnconfirmed(HoldMap<UnconfirmedRelease>::iterator it,
-                       absl::Status reason, LossCause cause,
-                       std::vector<LossNotice>* out);
+  using UnconfirmedMap = absl::flat_hash_map<uint64_t, UnconfirmedRelease>;
+  void TellUnconfirmed(UnconfirmedMap::iterator it, absl::Status reason,
+                       LossCause cause, std::vector<LossNotice>* out);
   // The notifier's part: tells those whose notice time has come; returns
   // the next notice time.
   MonoTime TellUnconfirmedDue(MonoTime now);
@@ -338,7 +343,7 @@ class HoldTable {
   Alarms& alarms_;
   uint64_t next_generation_ = 1;
   HoldMap<HoldEntry> holds_;
-  HoldMap<UnconfirmedRelease> unconfirmed_;
+  UnconfirmedMap unconfirmed_;  // by the hold's generation
   // Notices for the notifier's thread, oldest first.
   std::deque<LossNotice> queued_;
   // The liveness record's TTL: InfiniteDuration when the backend keeps none

@@ -25,42 +25,39 @@ void HoldTable::AwaitConfirmation(HoldMap<HoldEntry>::iterator it,
   HoldEntry& hold = it->second;
   plan.max_lease = hold.max_lease;
   plan.notice_at = DeadlineOf(key, hold) - NoticeLead(hold.lease);
-  if (auto earlier = unconfirmed_.find(key); earlier != unconfirmed_.end()) {
-    // Not expected (an acquisition waits for a release of its key), but
-    // an earlier hold still untold is told rather than forgotten (C20).
-    TellUnconfirmed(earlier, absl::FailedPreconditionError(kLeaseEndedFirst),
-                    LossCause::kUnconfirmed, nullptr);
-  }
-  unconfirmed_.emplace(key, UnconfirmedRelease{.hold = std::move(hold),
-                                               .notice_at = plan.notice_at});
+  // An earlier hold of the key may still await its own confirmation (an
+  // acquisition in flight when its release began was granted after it):
+  // each is settled on its own.
+  unconfirmed_.emplace(
+      hold.generation,
+      UnconfirmedRelease{
+          .key = key, .hold = std::move(hold), .notice_at = plan.notice_at});
   holds_.erase(it);
   pending_.BeginFinalRelease(key);
   alarms_.NotifierDue(plan.notice_at);
 }
 
-bool HoldTable::AwaitsConfirmation(const HoldKeyView& key,
-                                   const ReleasePlan& plan) const {
-  auto it = unconfirmed_.find(key);
-  return it != unconfirmed_.end() &&
-         it->second.hold.generation == plan.generation;
+bool HoldTable::AwaitsConfirmation(const ReleasePlan& plan) const {
+  return unconfirmed_.contains(plan.generation);
 }
 
 absl::Status HoldTable::FinishFinalRelease(
     const HoldKey& key, const ReleasePlan& plan, const absl::Status& result,
-    absl::Duration keep_for, MonoTime sent, bool closed,
-    std::vector<LossNotice>& notices, ReleaseReport& report) {
+    absl::Duration keep_for, MonoTime sent, std::vector<LossNotice>& notices,
+    ReleaseReport& report) {
   pending_.EndFinalRelease(key);
   report.result = result;
-  if (!result.ok() && !IsGone(result) && !closed) {
+  if (!result.ok() && !IsGone(result)) {
     // The backend, if it took the release, keeps the lock from no earlier
-    // than `sent`: a retry keeps it until the same moment (C21).
+    // than `sent`: a retry keeps it until the same moment (C21). Once
+    // Close() began, its last pass sends it.
     pending_.Add(key, plan.holds, plan.max_lease, plan.record,
                  keep_for > absl::ZeroDuration() ? sent + keep_for
-                                                 : MonoTime::InfinitePast());
+                                                 : MonoTime::InfinitePast(),
+                 plan.generation);
   }
-  auto it = unconfirmed_.find(key);
-  if (it == unconfirmed_.end() ||
-      it->second.hold.generation != plan.generation) {
+  auto it = unconfirmed_.find(plan.generation);
+  if (it == unconfirmed_.end()) {
     // Told already: the notice time (or Close()) came before the answer.
     report.tell = false;
     return LeaseEndedFirst(key.first);
@@ -83,22 +80,22 @@ absl::Status HoldTable::FinishFinalRelease(
                      "ends first, the hold is told lost then");
 }
 
-void HoldTable::TellUnconfirmedNow(const HoldKeyView& key,
+void HoldTable::TellUnconfirmedNow(const ReleasePlan& plan,
                                    std::vector<LossNotice>& out) {
-  auto it = unconfirmed_.find(key);
+  auto it = unconfirmed_.find(plan.generation);
   if (it == unconfirmed_.end()) return;
   TellUnconfirmed(it, absl::FailedPreconditionError(kLeaseEndedFirst),
                   LossCause::kUnconfirmed, &out);
 }
 
-void HoldTable::TellUnconfirmed(HoldMap<UnconfirmedRelease>::iterator it,
+void HoldTable::TellUnconfirmed(UnconfirmedMap::iterator it,
                                 absl::Status reason, LossCause cause,
                                 std::vector<LossNotice>* out) {
   std::vector<LossNotice> queued;
   std::vector<LossNotice>& to = out != nullptr ? *out : queued;
   const size_t before = to.size();
   // What may be left on the backend is a pending release's already.
-  MarkLost(it->first, it->second.hold, std::move(reason), cause,
+  MarkLost(it->second.key, it->second.hold, std::move(reason), cause,
            Leftover::kGone, to);
   if (it->second.release_observed) {
     // The observer heard of the release (OnRelease): one end per hold.
@@ -127,10 +124,8 @@ MonoTime HoldTable::TellUnconfirmedDue(MonoTime now) {
   return next;
 }
 
-void HoldTable::ReleaseConfirmed(const HoldKeyView& key) {
-  if (auto it = unconfirmed_.find(key); it != unconfirmed_.end()) {
-    unconfirmed_.erase(it);
-  }
+void HoldTable::ReleaseConfirmed(const std::vector<uint64_t>& generations) {
+  for (uint64_t generation : generations) unconfirmed_.erase(generation);
 }
 
 }  // namespace dlock::internal

@@ -9,9 +9,10 @@ namespace dlock::internal {
 void PendingReleases::Add(const HoldKey& key, HoldsToRelease holds,
                           absl::Duration lease,
                           std::shared_ptr<HoldRecord> record,
-                          MonoTime keep_until) {
+                          MonoTime keep_until, uint64_t generation) {
   const MonoTime now = clock_.Now();
   Release& p = releases_[key];
+  if (generation != 0) p.generations.push_back(generation);
   if (p.record == nullptr) p.record = std::move(record);
   p.keep_until = std::max(p.keep_until, keep_until);
   p.holds.count += holds.count;

@@ -46,6 +46,9 @@ class PendingReleases {
     // try asks for what is left from its send, so that a retry neither
     // frees the lock sooner (C21) nor keeps it longer than asked.
     MonoTime keep_until = MonoTime::InfinitePast();
+    // The final releases it retries whose holds are not told yet
+    // (HoldTable's unconfirmed ones, by generation): confirmed with it.
+    std::vector<uint64_t> generations;
   };
 
   // A release claimed to be sent now: in flight until settled.
@@ -75,9 +78,11 @@ class PendingReleases {
 
   // A release of `holds` to retry until confirmed, or until the backend has
   // surely expired a hold of `lease` (the longest it was asked for).
+  // `generation`: the unconfirmed final release it goes on with (0: none).
   void Add(const HoldKey& key, HoldsToRelease holds, absl::Duration lease,
            std::shared_ptr<HoldRecord> record,
-           MonoTime keep_until = MonoTime::InfinitePast());
+           MonoTime keep_until = MonoTime::InfinitePast(),
+           uint64_t generation = 0);
   bool Contains(const HoldKeyView& key) const {
     return releases_.contains(key);
   }
