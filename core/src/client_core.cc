@@ -1,7 +1,6 @@
 #include "client_core.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "identity.h"
@@ -368,8 +367,10 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
   auto lost_before = [&](const absl::Status& why) {
     return LostError(name, absl::StrCat(why.message(), " (before release)"));
   };
-  std::optional<FinalRelease> final_release;
+  HoldEntry given_up;  // the hold a final release gives up
+  bool final_release = false;
   uint64_t generation = 0;  // 0: no hold of ours (one taken elsewhere, C6)
+  int64_t holds = 1;
   std::shared_ptr<HoldRecord> record;
   {
     absl::MutexLock lock(&mu_);
@@ -428,6 +429,7 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
       } else {
         // Renewal stops now, whatever the backend answers (C21), and an
         // acquisition of the same key waits for the answer.
+        final_release = true;
         report.tell = !hold.acquisitions.empty();
         report.last = true;
         if (report.tell) {
@@ -441,22 +443,50 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref,
           // takes: it must learn that it was released, not lost.
           ++released_by_token_[hold.generation];
         }
-        // Bounded by the hold's deadline (client_core_final_release.cc).
-        final_release = GiveUp(key, hold, keep_for);
+        holds = AllHoldsOf(key.second, hold);
+        given_up = std::move(hold);
         holds_.erase(it);
+        ++releasing_[HoldKeyHash()(key)];
       }
     }
   }
-  if (final_release.has_value()) {
-    return SendFinalRelease(*final_release, deliveries, report);
-  }
-  absl::StatusOr<int64_t> left = backend_->Release(ReleaseCall{
-      .name = name, .owner = ref.owner, .holds = 1, .record = record.get()});
+  const MonoTime sent = clock_.Now();
+  absl::StatusOr<int64_t> left = backend_->Release(
+      ReleaseCall{.name = name,
+                  .owner = ref.owner,
+                  .holds = holds,
+                  .record = record.get(),
+                  .keep_for = final_release ? keep_for : absl::ZeroDuration()});
   report.result = left.status();
   // A release that finds the hold gone is told as its loss instead.
   if (IsGone(report.result)) report.tell = false;
 
   absl::MutexLock lock(&mu_);
+  if (final_release) {
+    const size_t key_hash = HoldKeyHash()(key);
+    if (--releasing_[key_hash] == 0) releasing_.erase(key_hash);
+    released_.Signal();
+    if (left.ok()) return absl::OkStatus();
+    if (IsGone(left.status())) {
+      // The release is what found the loss: it is told now (C20).
+      MarkLost(key, given_up, left.status(), LossCause::kGone, Leftover::kGone,
+               deliveries);
+      return lost_before(left.status());
+    }
+    report.given_up = true;
+    // The backend, if it took the release, keeps the lock from no earlier
+    // than `sent`: a retry keeps it until the same moment (C21).
+    if (!closed_) {
+      AddPendingRelease(key, holds, given_up.max_lease, record,
+                        keep_for > absl::ZeroDuration()
+                            ? sent + keep_for
+                            : MonoTime::InfinitePast());
+    }
+    return WithContext(left.status(),
+                       "the hold is given up, and its release is retried in "
+                       "the background until the backend confirms it or the "
+                       "lease ends");
+  }
   if (generation == 0) return left.status();
   auto it = holds_.find(key);
   if (left.ok() || it == holds_.end() || it->second.generation != generation) {

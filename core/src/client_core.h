@@ -165,9 +165,6 @@ class ClientCore : public BackendListener,
     // For the observer, told when the hold had acquisitions to tell.
     LossCause cause = LossCause::kGone;
     MonoTime granted;
-    // False when the observer was told of the hold's end already: a
-    // release it heard of (OnRelease) that was never confirmed.
-    bool observe = true;
   };
 
   // Why a deadline ended a hold, in words and as the observer's class.
@@ -186,36 +183,6 @@ class ClientCore : public BackendListener,
     // retried in the background.
     absl::Status result;
     bool given_up = false;  // the last release, unconfirmed
-  };
-
-  // A final release the backend has not confirmed (C20): its hold, no
-  // longer believed, is told lost when its notice time comes unless the
-  // backend confirms the release first, on the caller's thread or in the
-  // background (C21).
-  struct UnconfirmedRelease {
-    HoldEntry hold;  // as given up, with what its acquisitions asked
-    MonoTime notice_at;
-    bool release_observed = false;  // the observer had its OnRelease
-  };
-
-  // One final release: what it sends, and what settles it.
-  struct FinalRelease {
-    HoldKey key;
-    uint64_t generation = 0;
-    int64_t holds = 0;
-    std::shared_ptr<HoldRecord> record;
-    absl::Duration keep_for;
-    absl::Duration max_lease;
-    MonoTime notice_at;
-  };
-
-  // The answer to a final release sent on a helper thread, and whether its
-  // caller still waits for it (guarded by mu_).
-  struct HelperOutcome {
-    bool done = false;
-    bool abandoned = false;  // the caller was answered at the deadline
-    MonoTime sent;
-    absl::StatusOr<int64_t> left = absl::UnknownError("not answered");
   };
 
   // Whether what a lost hold may have left on the backend must be let go
@@ -278,40 +245,6 @@ class ClientCore : public BackendListener,
   absl::Status ReleaseHold(const HoldRef& ref, absl::Duration keep_for,
                            std::vector<Delivery>& deliveries,
                            ReleaseReport& report);
-
-  // Final releases, bounded by the hold's local deadline (C20, C21;
-  // client_core_final_release.cc). Gives up `hold` (erased by the caller)
-  // and keeps it until the release is confirmed or its notice is due.
-  FinalRelease GiveUp(const HoldKey& key, HoldEntry& hold,
-                      absl::Duration keep_for)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static ReleaseCall CallOf(const FinalRelease& r);
-  // Sends the release and answers the caller: when the backend confirms,
-  // or, if it has not by then, when the notice time comes.
-  absl::Status SendFinalRelease(const FinalRelease& r,
-                                std::vector<Delivery>& deliveries,
-                                ReleaseReport& report);
-  // On the helper thread: sends the release, then settles it unless the
-  // caller still waits for the answer.
-  void SendFinalReleaseOnHelper(const FinalRelease& r,
-                                std::shared_ptr<HelperOutcome> outcome);
-  // What the backend answered (sent at `sent`), once, whoever got it.
-  absl::Status SettleFinalRelease(const FinalRelease& r, MonoTime sent,
-                                  const absl::StatusOr<int64_t>& left,
-                                  std::vector<Delivery>& deliveries,
-                                  ReleaseReport& report)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tells the unconfirmed release of `key` lost now, on `out` (or queued
-  // for the notifier when `out` is null).
-  void TellUnconfirmed(HoldMap<UnconfirmedRelease>::iterator it,
-                       absl::Status reason, LossCause cause,
-                       std::vector<Delivery>* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The notifier's part: tells those whose notice time has come; returns
-  // the next notice time.
-  MonoTime TellUnconfirmedDue(MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A background retry confirmed the release of `key` in time: no notice.
-  void ReleaseConfirmed(const HoldKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ReleaseCall that sends a pending release at `now`.
   static ReleaseCall PendingCall(const HoldKey& key, const PendingRelease& p,
                                  MonoTime now);
@@ -399,7 +332,6 @@ class ClientCore : public BackendListener,
   uint64_t next_acquisition_ ABSL_GUARDED_BY(mu_) = 1;
   HoldMap<HoldEntry> holds_ ABSL_GUARDED_BY(mu_);
   HoldMap<PendingRelease> pending_releases_ ABSL_GUARDED_BY(mu_);
-  HoldMap<UnconfirmedRelease> unconfirmed_ ABSL_GUARDED_BY(mu_);
   // Holds ended by a release by token while Holds of this client stood for
   // them: generation -> Holds that have not asked since.
   absl::flat_hash_map<uint64_t, int64_t> released_by_token_

@@ -127,7 +127,7 @@ void ClientCore::Deliver(std::vector<Delivery>& deliveries) {
     if (options_.on_lost) options_.on_lost(d.event);
     // After the callbacks, as the observer's contract says. A hold whose
     // acquisitions were all left to run out was told as released.
-    if (observer_ && d.observe && !d.tokens.empty()) {
+    if (observer_ && !d.tokens.empty()) {
       observer_.Tell(&LockObserver::OnLoss,
                      LossEvent{.lock_namespace = lock_namespace_,
                                .name = d.event.name,
@@ -246,7 +246,6 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
     it->second.in_flight = false;
     if (left.ok() || IsGone(left.status())) {
       pending_releases_.erase(it);
-      ReleaseConfirmed(key);
       continue;  // and register, unless another release came meanwhile
     }
     it->second.next_try = sent + it->second.retry_every;
@@ -293,7 +292,6 @@ void ClientCore::RetryReleases(MonoTime now) {
     it->second.in_flight = false;
     if (left.ok() || IsGone(left.status())) {
       pending_releases_.erase(it);
-      ReleaseConfirmed(key);
     } else {
       // Counted from the attempt's start: one try per period, however
       // long each takes.
@@ -485,7 +483,7 @@ void ClientCore::NotifierLoop() {
 }
 
 MonoTime ClientCore::ExpireOverdue(MonoTime now) {
-  MonoTime next = TellUnconfirmedDue(now);
+  MonoTime next = MonoTime::InfiniteFuture();
   for (auto it = holds_.begin(); it != holds_.end();) {
     HoldEntry& hold = it->second;
     if (hold.kept > 0 && hold.acquisitions.empty()) {
@@ -563,15 +561,6 @@ absl::Status ClientCore::Close() {
                Leftover::kGone, deliveries);
     }
     holds_.clear();
-    // Releases not confirmed yet: their holds end here too, told (C20);
-    // what may remain of them is released below.
-    while (!unconfirmed_.empty()) {
-      TellUnconfirmed(unconfirmed_.begin(),
-                      absl::FailedPreconditionError(absl::StrCat(
-                          "the client of ", endpoint_,
-                          " closed before the release was confirmed")),
-                      LossCause::kClientClosed, &deliveries);
-    }
     for (auto& [key, p] : pending_releases_) {
       // One in flight belongs to the thread that sends it.
       if (!p.in_flight && clock_.Now() < p.give_up) {

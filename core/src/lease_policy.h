@@ -49,14 +49,6 @@ inline absl::Duration NoticeLead(absl::Duration lease) {
   return std::min(lease / 20, absl::Milliseconds(20));
 }
 
-// A final release whose hold has more than this left before its notice
-// time is sent on the caller's thread, with no hand-off: the backends' call
-// timeouts (operation_timeout; by default 5 s or less, but ZooKeeper's
-// session timeout, 10 s) end it sooner. One closer to its deadline is sent
-// on a helper thread, so that its caller is answered at the deadline. Either
-// way the hold is told lost at the deadline if no confirmation came (C20).
-inline constexpr absl::Duration kInlineReleaseHorizon = absl::Seconds(5);
-
 // What a backend answers when the owner does not hold the lock (any more).
 inline bool IsGone(const absl::Status& status) {
   return absl::IsFailedPrecondition(status) || absl::IsNotFound(status);

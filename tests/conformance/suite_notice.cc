@@ -10,6 +10,13 @@
 namespace dlock::testing {
 namespace {
 
+// Lets the client's threads deliver anything still due, then reports how
+// many notices arrived in all.
+size_t SettledEvents(const LostRecorder& lost) {
+  absl::SleepFor(kLetWaiterBlock);
+  return lost.Events().size();
+}
+
 TEST_P(Conformance, C20_ExplicitLeaseEndIsToldOnce) {
   ASSERT_OK_AND_ASSIGN(auto client, NewClient());
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("leased"));
