@@ -119,6 +119,7 @@ TEST_F(RedlockHistory, MinorityOfMastersKilledAndRestarted) {
             << absl::StrJoin(writes_while_down, ",") << std::endl;
   EXPECT_EQ(report.overlaps, 0) << report.Summary();
   EXPECT_EQ(report.stale_writes_accepted, 0) << report.Summary();
+  EXPECT_EQ(report.unfenced_writes_accepted, 0) << report.Summary();
   EXPECT_EQ(report.lost_updates, 0) << report.Summary();
   EXPECT_EQ(report.token_regressions, 0) << report.Summary();
   EXPECT_EQ(report.notices_late, 0) << report.Summary();
