@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -52,6 +53,14 @@ std::string Describe(const std::map<int, std::string>& fds) {
   });
 }
 
+// Whether `pid` is blocked in nanosleep (35) or clock_nanosleep (230), the
+// x86-64 numbers /proc/PID/syscall starts with.
+bool InNanosleep(pid_t pid) {
+  const std::string call =
+      testing::ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/syscall"));
+  return absl::StartsWith(call, "230 ") || absl::StartsWith(call, "35 ");
+}
+
 class CliFdsTest : public ::testing::TestWithParam<testing::ServerBackend> {
  protected:
   void SetUp() override {
@@ -67,7 +76,7 @@ class CliFdsTest : public ::testing::TestWithParam<testing::ServerBackend> {
 TEST_P(CliFdsTest, TheCommandInheritsOnlyStdinStdoutAndStderr) {
   const std::string pid_file = dir_ + "/command.pid";
   // The shell writes its pid and becomes `sleep`, which opens nothing that
-  // stays open; whatever it has then, it inherited.
+  // stays open; whatever it has once asleep, it inherited.
   Process run(
       Dlock({"run", "--backend", GetParam().uri("fds"), "fds", "--", "sh", "-c",
              absl::StrCat("echo $$ > ", pid_file, ".tmp && mv ", pid_file,
@@ -80,9 +89,12 @@ TEST_P(CliFdsTest, TheCommandInheritsOnlyStdinStdoutAndStderr) {
                             absl::StripTrailingAsciiWhitespace(text), &pid)) {
                       return false;
                     }
-                    // Past the exec: it is `sleep` now, not the shell.
+                    // Past the exec (it is `sleep` now, not the shell) and
+                    // past sleep's start, whose setlocale() opens locale
+                    // files for a moment: asleep in (clock_)nanosleep.
                     return testing::ReadFileOrEmpty(absl::StrCat(
-                               "/proc/", pid, "/comm")) == "sleep\n";
+                               "/proc/", pid, "/comm")) == "sleep\n" &&
+                           InNanosleep(pid);
                   },
                   absl::Seconds(30), "the command to start")
                   .ok())

@@ -44,9 +44,12 @@ absl::StatusOr<std::string> Pid(PgConn& conn) {
 absl::StatusOr<std::string> PidWhileOtherHolds(PgConn& conn, PgConn& other) {
   if (absl::Status s = conn.Send(kPid, {}); !s.ok()) return s;
   const MonoTime patience = Clock::Real().Now() + kProbeWait;
-  while (!conn.AnswerReady() && Clock::Real().Now() < patience) {
+  // Woken by the answer's bytes, not by a timer.
+  for (absl::Duration left = kProbeWait;
+       !conn.AnswerReady() && left > absl::ZeroDuration();
+       left = patience - Clock::Real().Now()) {
     pollfd p{conn.socket(), POLLIN, 0};
-    poll(&p, 1, 10);
+    poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
   }
   absl::Status committed = Ask(other, kCommit).status();
   absl::StatusOr<PgResult> r = conn.Await(kPid.name);

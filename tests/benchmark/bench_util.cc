@@ -311,6 +311,27 @@ absl::StatusOr<BenchServer> StartServer(const std::string& label) {
   return BenchServer{*std::move(backend), *port};
 }
 
+int CeilingSlice(int argc, char** argv, const std::string& what,
+                 absl::FunctionRef<absl::StatusOr<double>(
+                     const std::string& hosts, int threads, absl::Duration)>
+                     measure) {
+  int threads = 0;
+  double seconds = 0;
+  if (argc != 5 || !absl::SimpleAtoi(argv[3], &threads) || threads < 1 ||
+      !absl::SimpleAtod(argv[4], &seconds) || seconds <= 0) {
+    std::cerr << "usage: " << argv[0] << " --ceiling HOSTS THREADS SECONDS\n";
+    return 2;
+  }
+  absl::StatusOr<double> rate =
+      measure(argv[2], threads, absl::Seconds(seconds));
+  if (!rate.ok()) return Fail(rate.status());
+  std::cout << absl::StrFormat(
+      "{\"ceiling\": \"%s\", \"scenario\": \"uncontended\", "
+      "\"concurrency\": %d, \"seconds\": %g, \"pairs_per_sec\": %.1f}\n",
+      what, threads, seconds, *rate);
+  return 0;
+}
+
 int Fail(const absl::Status& status) {
   std::cerr << "benchmark failed: " << status << "\n";
   return 1;

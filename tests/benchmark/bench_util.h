@@ -115,6 +115,14 @@ struct BenchServer {
 };
 absl::StatusOr<BenchServer> StartServer(const std::string& label);
 
+// `PROGRAM --ceiling HOSTS THREADS SECONDS` (argv as main() got it): runs
+// `measure` once and prints its rate as one JSON record of the ceiling
+// `what`, for scripts/bench_report.py; the exit code (2 for bad usage).
+int CeilingSlice(int argc, char** argv, const std::string& what,
+                 absl::FunctionRef<absl::StatusOr<double>(
+                     const std::string& hosts, int threads, absl::Duration)>
+                     measure);
+
 // Prints why the benchmark failed; returns the exit code (1).
 int Fail(const absl::Status& status);
 

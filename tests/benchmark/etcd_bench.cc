@@ -120,26 +120,6 @@ absl::StatusOr<double> PeerRate(const std::string& library,
   return *rate;
 }
 
-// `--ceiling HOSTS THREADS SECONDS`: one ceiling slice as a JSON record.
-int CeilingSlice(int argc, char** argv) {
-  int threads = 0;
-  double seconds = 0;
-  if (argc != 5 || !absl::SimpleAtoi(argv[3], &threads) || threads < 1 ||
-      !absl::SimpleAtod(argv[4], &seconds) || seconds <= 0) {
-    std::cerr << "usage: " << argv[0] << " --ceiling HOSTS THREADS SECONDS\n";
-    return 2;
-  }
-  absl::StatusOr<double> rate = CeilingPairsPerSecond(
-      absl::StrSplit(argv[2], ','), threads, absl::Seconds(seconds));
-  if (!rate.ok()) return dlock::bench::Fail(rate.status());
-  std::cout << absl::StrFormat(
-      "{\"ceiling\": \"dlock's etcd client: create-if-absent txn + guarded "
-      "delete txn\", \"scenario\": \"uncontended\", \"concurrency\": %d, "
-      "\"seconds\": %g, \"pairs_per_sec\": %.1f}\n",
-      threads, seconds, *rate);
-  return 0;
-}
-
 // The peers at 1 and 16 threads (node: concurrent loops), printed.
 int Peers(const std::string& host, int seconds) {
   for (const char* library : {"python-etcd3", "tooz-etcd3gw", "node-etcd3"}) {
@@ -158,7 +138,13 @@ int Peers(const std::string& host, int seconds) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--ceiling") {
-    return CeilingSlice(argc, argv);
+    return dlock::bench::CeilingSlice(
+        argc, argv,
+        "dlock's etcd client: create-if-absent txn + guarded delete txn",
+        [](const std::string& hosts, int threads, absl::Duration duration) {
+          return CeilingPairsPerSecond(absl::StrSplit(hosts, ','), threads,
+                                       duration);
+        });
   }
   const bool peers = argc > 1 && std::string(argv[argc - 1]) == "--peers";
   const int seconds =

@@ -145,31 +145,15 @@ absl::StatusOr<double> KazooPairsPerSecond(const std::string& hosts,
       absl::StrCat(hosts, " ", seconds, " ", threads), "python3-kazoo");
 }
 
-// `--ceiling HOSTS THREADS SECONDS`: one ceiling slice as a JSON record.
-int CeilingSlice(int argc, char** argv) {
-  int threads = 0;
-  double seconds = 0;
-  if (argc != 5 || !absl::SimpleAtoi(argv[3], &threads) || threads < 1 ||
-      !absl::SimpleAtod(argv[4], &seconds) || seconds <= 0) {
-    std::cerr << "usage: " << argv[0] << " --ceiling HOSTS THREADS SECONDS\n";
-    return 2;
-  }
-  absl::StatusOr<double> rate =
-      CeilingPairsPerSecond(argv[2], threads, absl::Seconds(seconds));
-  if (!rate.ok()) return dlock::bench::Fail(rate.status());
-  std::cout << absl::StrFormat(
-      "{\"ceiling\": \"zookeeper C client: create + delete of an ephemeral "
-      "node\", \"scenario\": \"uncontended\", \"concurrency\": %d, "
-      "\"seconds\": %g, \"pairs_per_sec\": %.1f}\n",
-      threads, seconds, *rate);
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--ceiling") {
-    return CeilingSlice(argc, argv);
+    return dlock::bench::CeilingSlice(
+        argc, argv, "zookeeper C client: create + delete of an ephemeral node",
+        [](const std::string& hosts, int threads, absl::Duration duration) {
+          return CeilingPairsPerSecond(hosts, threads, duration);
+        });
   }
   const int seconds = dlock::bench::SecondsPerCase(argc, argv);
   if (seconds < 1) return 2;

@@ -135,20 +135,30 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
     if (h.token < largest) ++report.token_regressions;
     largest = std::max(largest, h.token);
   }
+  // `writes` come in the register's own order: the fence's view.
+  uint64_t largest_accepted = 0;
   for (const RegisterWrite& w : writes) {
+    const uint64_t seen = largest_accepted;
+    if (w.accepted) largest_accepted = std::max(largest_accepted, w.token);
     uint64_t granted_before = 0;
     for (const Hold& h : holds) {
       if (h.granted >= w.at_ns) break;
       granted_before = std::max(granted_before, h.token);
     }
     if (w.token >= granted_before) continue;
-    if (w.accepted) {
+    if (!w.accepted) {
+      ++report.stale_writes_refused;
+    } else if (w.token < seen) {
       ++report.stale_writes_accepted;
       problem(absl::StrCat("the register accepted token ", w.token,
-                           " from worker ", w.worker, " after token ",
-                           granted_before, " was granted"));
+                           " from worker ", w.worker, " after it had accepted ",
+                           seen));
     } else {
-      ++report.stale_writes_refused;
+      ++report.unfenced_writes_accepted;
+      problem(absl::StrCat("the register accepted token ", w.token,
+                           " from worker ", w.worker, " after token ",
+                           granted_before,
+                           " was granted, before its holder wrote"));
     }
   }
 
@@ -243,11 +253,11 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
 std::string HistoryReport::Summary() const {
   std::string out = absl::StrCat(
       "grants ", grants, ", overlaps ", overlaps, " (max ", Ms(max_overlap_ns),
-      "), stale writes accepted ", stale_writes_accepted, " / refused ",
-      stale_writes_refused, ", token regressions ", token_regressions,
-      ", lost updates ", lost_updates, " of ", increments,
-      ", superseded holds ", holds_superseded, ", late notices ", notices_late,
-      ", repeated notices ", notices_repeated);
+      "), stale writes accepted ", stale_writes_accepted, " / unfenced ",
+      unfenced_writes_accepted, " / refused ", stale_writes_refused,
+      ", token regressions ", token_regressions, ", lost updates ",
+      lost_updates, " of ", increments, ", superseded holds ", holds_superseded,
+      ", late notices ", notices_late, ", repeated notices ", notices_repeated);
   if (notices_after_pause > 0) {
     absl::StrAppend(&out, ", told on resume ", notices_after_pause);
   }

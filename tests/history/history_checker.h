@@ -46,8 +46,13 @@ struct HistoryReport {
   int overlaps = 0;
   int64_t max_overlap_ns = 0;
   // Writes the register accepted from a holder after a grant of a larger
-  // token had been made.
+  // token had been made. `stale_writes_accepted`: the register had already
+  // accepted a larger token, so its fence failed. `unfenced_writes_accepted`:
+  // it had not yet seen the larger token (the new holder had not written
+  // yet), so no fence could refuse them; only two believers at once (or a
+  // holder paused between its check and its write) make them.
   int stale_writes_accepted = 0;
+  int unfenced_writes_accepted = 0;
   int stale_writes_refused = 0;
   // Grants whose token is below an earlier grant's (a backend that lost
   // its counter).

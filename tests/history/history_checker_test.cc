@@ -87,5 +87,49 @@ TEST(HistoryChecker, UnconfirmedReleaseMustBeToldUnderTheConfirmedRule) {
   EXPECT_EQ(strict.notices_repeated, 1) << strict.Summary();
 }
 
+// CI caught this: on a Redis restarted without persistence (the documented
+// exception) the stale holder wrote after the new grant but before the new
+// holder's first write. No fence can refuse that write; the checker counted
+// it as the fence failing. A write below a token the register had already
+// accepted is the fence failing, and is counted apart.
+TEST(HistoryChecker, WriteBeforeTheNewHoldersFirstIsUnfencedNotStale) {
+  absl::StatusOr<std::unique_ptr<RegisterServer>> server =
+      RegisterServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  RegisterClient old_holder((*server)->port());
+  RegisterClient new_holder((*server)->port());
+  ASSERT_TRUE(old_holder.Write(1, 0).ok());  // accepted: 2 not seen yet
+  ASSERT_TRUE(new_holder.Write(2, 1).ok());
+  absl::StatusOr<bool> refused = old_holder.Write(1, 0);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(*refused);
+  const std::vector<RegisterWrite> writes = (*server)->Writes();
+  ASSERT_EQ(writes.size(), 3u);
+  const int64_t granted_2 = writes[0].at_ns - 1;  // just before the write
+
+  HistoryReport report = CheckHistory(
+      {Worker(0, {{.at_ns = granted_2 - 100, .kind = "grant", .token = 1}}),
+       Worker(1, {{.at_ns = granted_2, .kind = "grant", .token = 2}})},
+      writes, (*server)->counter(), (*server)->sets(),
+      /*healed_at_ns=*/0);
+  EXPECT_EQ(report.unfenced_writes_accepted, 1) << report.Summary();
+  EXPECT_EQ(report.stale_writes_accepted, 0) << report.Summary();
+  EXPECT_EQ(report.stale_writes_refused, 1) << report.Summary();
+}
+
+// A register that let a smaller token through after a larger one: the
+// fence failed, whatever the grants say.
+TEST(HistoryChecker, WriteBelowATokenTheRegisterAcceptedIsStale) {
+  const std::vector<RegisterWrite> writes = {
+      {.at_ns = 200, .token = 2, .worker = 1, .accepted = true},
+      {.at_ns = 210, .token = 1, .worker = 0, .accepted = true}};
+  HistoryReport report = CheckHistory(
+      {Worker(0, {{.at_ns = 100, .kind = "grant", .token = 1}}),
+       Worker(1, {{.at_ns = 150, .kind = "grant", .token = 2}})},
+      writes, /*counter=*/0, /*counter_sets=*/0, /*healed_at_ns=*/0);
+  EXPECT_EQ(report.stale_writes_accepted, 1) << report.Summary();
+  EXPECT_EQ(report.unfenced_writes_accepted, 0) << report.Summary();
+}
+
 }  // namespace
 }  // namespace dlock::testing

@@ -9,10 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "dlock/backend/backend.h"
-#include "dlock/uri.h"
 #include "fault_proxy.h"
 #include "gtest/gtest.h"
+#include "parse_pg_options.h"
 #include "pgbouncer.h"
 #include "postgres_server.h"
 
@@ -24,25 +23,6 @@ using ::dlock::testing::Fault;
 using ::dlock::testing::FaultProxy;
 using ::dlock::testing::PgBouncer;
 using ::dlock::testing::PostgresServer;
-
-absl::StatusOr<PgOptions> Parse(const std::string& text) {
-  absl::StatusOr<Uri> uri = ParseUri(text);
-  if (!uri.ok()) return uri.status();
-  UriParams params(*uri);
-  params.TakeString("namespace");
-  absl::StatusOr<CommonBackendOptions> common = TakeCommonOptions(params);
-  if (!common.ok()) return common.status();
-  const ClientOptions options;
-  return ParsePgOptions(BackendConfig{.uri = *uri,
-                                      .params = params,
-                                      .options = options,
-                                      .lock_namespace = "default",
-                                      .client_id = "",
-                                      .endpoint = "",
-                                      .listener = nullptr,
-                                      .clock = Clock::Real(),
-                                      .common = *common});
-}
 
 // Bytes the proxy read from the server for connection `id` (0 if closed).
 uint64_t RepliesOf(const FaultProxy& proxy, uint64_t id) {

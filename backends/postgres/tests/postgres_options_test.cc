@@ -7,33 +7,13 @@
 #include "dlock/uri.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "parse_pg_options.h"
 #include "pg_options.h"
 
 namespace dlock::postgres {
 namespace {
 
 using ::testing::HasSubstr;
-
-// What the backend makes of `text`, the URI's common options taken by the
-// core as Connect() does.
-absl::StatusOr<PgOptions> Parse(const std::string& text) {
-  absl::StatusOr<Uri> uri = ParseUri(text);
-  if (!uri.ok()) return uri.status();
-  UriParams params(*uri);
-  params.TakeString("namespace");
-  absl::StatusOr<CommonBackendOptions> common = TakeCommonOptions(params);
-  if (!common.ok()) return common.status();
-  const ClientOptions options;
-  return ParsePgOptions(BackendConfig{.uri = *uri,
-                                      .params = params,
-                                      .options = options,
-                                      .lock_namespace = "default",
-                                      .client_id = "",
-                                      .endpoint = "",
-                                      .listener = nullptr,
-                                      .clock = Clock::Real(),
-                                      .common = *common});
-}
 
 // The value of libpq keyword `key`, or "(unset)".
 std::string Libpq(const PgOptions& options, const std::string& key) {
