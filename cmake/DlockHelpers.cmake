@@ -57,6 +57,20 @@ function(dlock_add_backend name)
   add_library(${impl} STATIC ${ARG_SOURCES})
   dlock_set_warnings(${impl})
   target_link_libraries(${impl} PUBLIC dlock_core PRIVATE ${ARG_LIBS})
+  # The backend's unit tests (backends/<name>/tests) include its private
+  # headers, and so need its client library's too; they are made in tests/,
+  # so an imported client library target must be visible there.
+  foreach(lib IN LISTS ARG_LIBS)
+    if(TARGET ${lib})
+      get_target_property(imported ${lib} IMPORTED)
+      get_target_property(global ${lib} IMPORTED_GLOBAL)
+      get_target_property(made_in ${lib} SOURCE_DIR)
+      if(imported AND NOT global AND made_in STREQUAL CMAKE_CURRENT_SOURCE_DIR)
+        set_target_properties(${lib} PROPERTIES IMPORTED_GLOBAL TRUE)
+      endif()
+    endif()
+  endforeach()
+  set_target_properties(${impl} PROPERTIES DLOCK_CLIENT_LIBS "${ARG_LIBS}")
   set_target_properties(${impl} PROPERTIES EXPORT_NAME ${name}_impl)
   add_library(dlock_${name} INTERFACE)
   # The export does not rename targets inside $<LINK_LIBRARY>, so name the

@@ -195,12 +195,8 @@ std::string SystemError(int error) { return std::strerror(error); }
 
 std::string Profile::DisplayBackend() const {
   absl::StatusOr<Uri> uri = ParseUri(backend);
-  if (uri.ok()) return uri->Redacted();
-  // Unparseable: show the scheme only, since the rest may hold a secret.
-  const size_t scheme_end = backend.find("://");
-  return scheme_end == std::string::npos
-             ? "(not a URI)"
-             : absl::StrCat(backend.substr(0, scheme_end), "://...");
+  // Unparseable: the scheme only, since the rest may hold a secret.
+  return uri.ok() ? uri->Redacted() : RedactUnparsable(backend);
 }
 
 absl::StatusOr<Profile> Config::Find(absl::string_view name) const {

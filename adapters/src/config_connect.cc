@@ -85,56 +85,15 @@ absl::StatusOr<std::optional<std::string>> ReadPassword(const Profile& p) {
   return std::optional<std::string>();
 }
 
-std::string PercentEncode(absl::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_' ||
-        c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
-    }
-  }
-  return out;
-}
-
-// The URI to connect with: credentials put into its authority, timeouts
-// appended as the query options every backend takes.
+// The URI to connect with: the profile's credentials put into it, its
+// timeouts added as the query options every backend takes. Edited as a
+// parsed Uri, never as text; untouched when the profile adds nothing.
 absl::StatusOr<std::string> ConnectUri(const Profile& p) {
-  std::string uri = p.backend;
   absl::StatusOr<std::optional<std::string>> password = ReadPassword(p);
   if (!password.ok()) return password.status();
-  const size_t scheme_end = uri.find("://");
-  if (scheme_end == std::string::npos) {
+  if (p.backend.find("://") == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat(p.origin, ": ", NotAUriMessage(p.backend)));
-  }
-  if (!p.username.empty() || password->has_value()) {
-    const size_t start = scheme_end + 3;
-    size_t end = uri.find_first_of("/?#", start);
-    if (end == std::string::npos) end = uri.size();
-    const std::string authority = uri.substr(start, end - start);
-    const size_t at = authority.rfind('@');
-    std::string user = at == std::string::npos ? "" : authority.substr(0, at);
-    const std::string hosts =
-        at == std::string::npos ? authority : authority.substr(at + 1);
-    if (user.find(':') != std::string::npos && password->has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(p.origin,
-                       ": the backend URI has a password and the profile names "
-                       "another; give one"));
-    }
-    if (!p.username.empty()) {
-      if (!user.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            p.origin, ": username: the backend URI names a user already"));
-      }
-      user = PercentEncode(p.username);
-    }
-    if (password->has_value()) {
-      absl::StrAppend(&user, ":", PercentEncode(**password));
-    }
-    uri = absl::StrCat(uri.substr(0, start), user, "@", hosts, uri.substr(end));
   }
   std::vector<std::pair<const char*, absl::Duration>> extra;
   if (p.connect_timeout) {
@@ -143,17 +102,41 @@ absl::StatusOr<std::string> ConnectUri(const Profile& p) {
   if (p.operation_timeout) {
     extra.emplace_back(kOperationTimeoutOption, *p.operation_timeout);
   }
-  for (const auto& [key, value] : extra) {
-    if (absl::StrContains(uri, absl::StrCat("?", key, "=")) ||
-        absl::StrContains(uri, absl::StrCat("&", key, "="))) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(p.origin, ": ", key,
-                       ": also given in the backend URI; give it once"));
-    }
-    absl::StrAppend(&uri, uri.find('?') == std::string::npos ? "?" : "&", key,
-                    "=", absl::FormatDuration(value));
+  if (p.username.empty() && !password->has_value() && extra.empty()) {
+    return p.backend;
   }
-  return uri;
+  absl::StatusOr<Uri> uri = ParseUri(p.backend);
+  if (!uri.ok()) {
+    return absl::Status(
+        uri.status().code(),
+        absl::StrCat(p.origin, ": backend: '", p.DisplayBackend(),
+                     "': ", uri.status().message()));
+  }
+  if (uri->password.has_value() && password->has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(p.origin,
+                     ": the backend URI has a password and the profile names "
+                     "another; give one"));
+  }
+  if (!p.username.empty()) {
+    if (!uri->user.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          p.origin, ": username: the backend URI names a user already"));
+    }
+    uri->user = p.username;
+  }
+  if (password->has_value()) uri->password = **password;
+  for (const auto& [key, value] : extra) {
+    for (const auto& [given, unused] : uri->params) {
+      if (given == key) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(p.origin, ": ", key,
+                         ": also given in the backend URI; give it once"));
+      }
+    }
+    uri->params.emplace_back(key, absl::FormatDuration(value));
+  }
+  return uri->ToString();
 }
 
 }  // namespace

@@ -104,7 +104,8 @@ class MemoryBackend : public Backend {
   BackendTraits Traits() const override {
     return BackendTraits{.fencing = FencingStrength::kProcess,
                          .can_list = true,
-                         .shared_across_processes = false};
+                         .shared_across_processes = false,
+                         .keeps_after_release = true};
   }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const std::string key = Key(call.name);
@@ -116,14 +117,13 @@ class MemoryBackend : public Backend {
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
     const absl::string_view name = call.name;
     const absl::string_view owner = call.owner;
-    const int64_t holds = call.holds;
     const std::string key = Key(name);
     int64_t left = 0;
     {
       absl::MutexLock lock(&instance_->mu);
       Entry* entry = instance_->Find(key, clock_.Now());
       if (entry == nullptr || entry->owner != owner) return NotOwnerError(name);
-      entry->holds -= holds;
+      entry->holds = call.all_holds ? 0 : entry->holds - call.holds;
       left = std::max<int64_t>(entry->holds, 0);
       if (left == 0 && call.keep_for > absl::ZeroDuration()) {
         // Kept: nobody's, expiring by itself. Waiters are woken all the
@@ -260,7 +260,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeMemoryBackend(
     const BackendConfig& config) {
   // connect_timeout and operation_timeout (config.common) have nothing to
   // bound here: every call is answered in process.
-  if (absl::Status s = config.params.RejectUnknown("memory", ""); !s.ok()) {
+  if (absl::Status s = config.params.RejectUnknown("memory"); !s.ok()) {
     return s;
   }
   if (config.uri.hosts.size() > 1 || !config.uri.path.empty() ||

@@ -15,51 +15,54 @@ class LeaseBackend : public PgBackendBase {
         liveness_id_(config.liveness_id),
         liveness_ttl_ms_(config.options.liveness_ttl == absl::InfiniteDuration()
                              ? "0"
-                             : Millis(config.options.liveness_ttl)) {}
+                             : MillisParam(config.options.liveness_ttl)) {}
+
+  // Connects and starts listening (PgShared::Start).
+  absl::Status Start() { return shared().Start(nullptr); }
 
   BackendTraits Traits() const override {
     return BackendTraits{.liveness_record = true,
                          .holds_survive_restart = true,
                          .fencing = FencingStrength::kDurable,
-                         .can_list = true};
+                         .can_list = true,
+                         .keeps_after_release = true};
   }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
-    const std::string params[] = {ns_,
+    const std::string params[] = {shared().ns(),
                                   std::string(call.name),
                                   std::string(call.owner),
-                                  Millis(call.lease),
+                                  MillisParam(call.lease),
                                   liveness_id_,
                                   liveness_ttl_ms_};
-    return AcquireWithWakeups(
-        call, hub_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
-          absl::StatusOr<PgResult> r = RunPooled(sql_.acquire, params, false);
-          if (!r.ok()) return r.status();
-          return ToAttempt(r->get());
-        });
+    return AcquireWithWakeups(call, shared().hub(), shared().fallback_poll(),
+                              [&]() -> absl::StatusOr<Attempt> {
+                                absl::StatusOr<PgResult> r = shared().RunPooled(
+                                    shared().sql().acquire, params, false);
+                                if (!r.ok()) return r.status();
+                                return ToAttempt(r->get());
+                              });
   }
 
   absl::Status RenewLiveness(absl::Duration ttl) override {
-    const std::string params[] = {liveness_id_, Millis(ttl)};
-    return RunPooled(sql_.liveness, params, true).status();
+    const std::string params[] = {liveness_id_, MillisParam(ttl)};
+    return shared().RunPooled(shared().sql().liveness, params, true).status();
   }
 
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
     const absl::string_view name = call.name;
     const absl::string_view owner = call.owner;
-    const int64_t holds = call.holds;
-    const std::string params[] = {ns_,
-                                  std::string(name),
-                                  std::string(owner),
-                                  absl::StrCat(holds),
-                                  sql_.channel,
-                                  Millis(call.keep_for)};
-    absl::StatusOr<PgResult> r = RunPooled(sql_.release, params, false);
+    const std::string params[] = {
+        shared().ns(),          std::string(name),
+        std::string(owner),     absl::StrCat(call.CountToSubtract()),
+        shared().sql().channel, absl::StrCat(KeepMillis(call.keep_for))};
+    absl::StatusOr<PgResult> r =
+        shared().RunPooled(shared().sql().release, params, false);
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 0) return NotOwnerError(name);
     const int64_t left = GetInt(r->get(), 0, 0);
     // Local waiters need not wait for NOTIFY (of a kept lock too: they look
     // again and sleep until it expires).
-    if (left == 0) hub_.Notify(name);
+    if (left == 0) shared().hub().Notify(name);
     return left;
   }
 
@@ -72,11 +75,12 @@ class LeaseBackend : public PgBackendBase {
     for (const RenewCall& call : calls) {
       names.emplace_back(call.name);
       owners.emplace_back(call.owner);
-      leases.push_back(Millis(call.lease));
+      leases.push_back(MillisParam(call.lease));
     }
-    const std::string params[] = {ns_, ArrayLiteral(names),
+    const std::string params[] = {shared().ns(), ArrayLiteral(names),
                                   ArrayLiteral(owners), ArrayLiteral(leases)};
-    absl::StatusOr<PgResult> r = RunPooled(sql_.renew_many, params, true);
+    absl::StatusOr<PgResult> r =
+        shared().RunPooled(shared().sql().renew_many, params, true);
     if (!r.ok()) return std::vector<absl::Status>(calls.size(), r.status());
     absl::flat_hash_set<int64_t> renewed;
     for (int row = 0; row < PQntuples(r->get()); ++row) {
@@ -92,9 +96,11 @@ class LeaseBackend : public PgBackendBase {
   }
 
   absl::Status Renew(const RenewCall& call) override {
-    const std::string params[] = {ns_, std::string(call.name),
-                                  std::string(call.owner), Millis(call.lease)};
-    absl::StatusOr<PgResult> r = RunPooled(sql_.renew, params, true);
+    const std::string params[] = {shared().ns(), std::string(call.name),
+                                  std::string(call.owner),
+                                  MillisParam(call.lease)};
+    absl::StatusOr<PgResult> r =
+        shared().RunPooled(shared().sql().renew, params, true);
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 0) return NotOwnerError(call.name);
     return absl::OkStatus();
@@ -120,22 +126,6 @@ class LeaseBackend : public PgBackendBase {
     out += '}';
     return out;
   }
-
-  static Attempt ToAttempt(const PGresult* r) {
-    Attempt attempt;
-    if (PQntuples(r) != 1) {
-      attempt.holder_lease_left = absl::ZeroDuration();  // look again soon
-      return attempt;
-    }
-    if (GetText(r, 0, 0) == "t") {
-      attempt.acquired =
-          Acquired{.fencing_token = static_cast<uint64_t>(GetInt(r, 0, 2)),
-                   .hold_count = GetInt(r, 0, 1)};
-    } else {
-      attempt.holder_lease_left = absl::Milliseconds(GetInt(r, 0, 3));
-    }
-    return attempt;
-  }
 };
 
 }  // namespace
@@ -143,7 +133,7 @@ class LeaseBackend : public PgBackendBase {
 absl::StatusOr<std::unique_ptr<Backend>> NewLeaseBackend(
     PgOptions options, const BackendConfig& config) {
   auto backend = std::make_unique<LeaseBackend>(std::move(options), config);
-  if (absl::Status s = backend->Start(nullptr); !s.ok()) return s;
+  if (absl::Status s = backend->Start(); !s.ok()) return s;
   return backend;
 }
 

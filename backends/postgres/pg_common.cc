@@ -28,12 +28,20 @@ LockInfo ToInfo(const PGresult* r, int row, int first_col,
 
 }  // namespace
 
-std::string Millis(absl::Duration d) {
-  return absl::StrCat(
-      absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))));
+Attempt ToAttempt(const PGresult* r) {
+  Attempt attempt;  // holder_lease_left: unknown (InfiniteDuration)
+  if (PQntuples(r) != 1) return attempt;
+  if (GetText(r, 0, 0) == "t") {
+    attempt.acquired =
+        Acquired{.fencing_token = static_cast<uint64_t>(GetInt(r, 0, 2)),
+                 .hold_count = GetInt(r, 0, 1)};
+  } else {
+    attempt.holder_lease_left = absl::Milliseconds(GetInt(r, 0, 3));
+  }
+  return attempt;
 }
 
-PgBackendBase::PgBackendBase(PgOptions options, const BackendConfig& config)
+PgShared::PgShared(PgOptions options, const BackendConfig& config)
     : options_(std::move(options)),
       sql_(options_.table),
       ns_(config.lock_namespace),
@@ -43,7 +51,7 @@ PgBackendBase::PgBackendBase(PgOptions options, const BackendConfig& config)
       pool_(options_, options_.pool_size, "pooled"),
       hub_(config.clock) {}
 
-absl::Status PgBackendBase::Start(PgListener::Watcher* watcher) {
+absl::Status PgShared::Start(PgListener::Watcher* watcher) {
   Pooling pooling = Pooling::kDirect;
   {
     absl::StatusOr<PgPool::Handle> conn = pool_.Get();
@@ -66,12 +74,12 @@ absl::Status PgBackendBase::Start(PgListener::Watcher* watcher) {
                                !options_.listen_dbname.empty());
 }
 
-void PgBackendBase::Shutdown() {
+void PgShared::Stop() {
   if (notifications_ != nullptr) notifications_->Stop();
   pool_.Clear();
 }
 
-absl::StatusOr<PgResult> PgBackendBase::RunPooled(
+absl::StatusOr<PgResult> PgShared::RunPooled(
     const Statement& stmt, absl::Span<const std::string> params,
     bool idempotent) {
   for (int attempt = 0;; ++attempt) {
@@ -91,7 +99,7 @@ absl::StatusOr<PgResult> PgBackendBase::RunPooled(
   }
 }
 
-absl::StatusOr<LockInfo> PgBackendBase::Inspect(absl::string_view name) {
+absl::StatusOr<LockInfo> PgShared::Inspect(absl::string_view name) {
   const std::string params[] = {ns_, std::string(name)};
   absl::StatusOr<PgResult> r = RunPooled(sql_.inspect, params, true);
   if (!r.ok()) return r.status();
@@ -103,8 +111,7 @@ absl::StatusOr<LockInfo> PgBackendBase::Inspect(absl::string_view name) {
   return ToInfo(r->get(), 0, 0, name);
 }
 
-absl::StatusOr<std::vector<LockInfo>> PgBackendBase::List(
-    absl::string_view prefix) {
+absl::StatusOr<std::vector<LockInfo>> PgShared::List(absl::string_view prefix) {
   const std::string params[] = {ns_, std::string(prefix)};
   absl::StatusOr<PgResult> r = RunPooled(sql_.list, params, true);
   if (!r.ok()) return r.status();
@@ -115,7 +122,7 @@ absl::StatusOr<std::vector<LockInfo>> PgBackendBase::List(
   return out;
 }
 
-absl::Status PgBackendBase::ForceUnlock(absl::string_view name) {
+absl::Status PgShared::ForceUnlock(absl::string_view name) {
   const std::string params[] = {ns_, std::string(name), sql_.channel};
   absl::StatusOr<PgResult> r = RunPooled(sql_.force, params, true);
   if (!r.ok()) return r.status();
@@ -124,8 +131,8 @@ absl::Status PgBackendBase::ForceUnlock(absl::string_view name) {
   return absl::OkStatus();
 }
 
-absl::Status PgBackendBase::ForceUnlockIfToken(absl::string_view name,
-                                               uint64_t fencing_token) {
+absl::Status PgShared::ForceUnlockIfToken(absl::string_view name,
+                                          uint64_t fencing_token) {
   const std::string params[] = {ns_, std::string(name), sql_.channel,
                                 absl::StrCat(fencing_token)};
   // Retried only when it never ran: a retry after a lost reply would find
@@ -138,7 +145,7 @@ absl::Status PgBackendBase::ForceUnlockIfToken(absl::string_view name,
   return absl::OkStatus();
 }
 
-absl::StatusOr<ServerMemory> PgBackendBase::ServerMemoryUse() {
+absl::StatusOr<ServerMemory> PgShared::ServerMemoryUse() {
   absl::StatusOr<PgResult> r = RunPooled(sql_.memory, {}, true);
   if (!r.ok()) return r.status();
   int64_t bytes = 0;

@@ -23,10 +23,6 @@
 namespace dlock::redis {
 namespace {
 
-constexpr char kOptions[] =
-    "wait_replicas, wait_timeout (100ms), command_timeout (the older name of "
-    "operation_timeout)";
-
 // wait_replicas=: a grant or renewal counts once that many replicas have it
 // (WAIT), so that a failover to one of them keeps it (docs/redis.md).
 struct Replication {
@@ -65,7 +61,8 @@ class RedisBackend : public Backend {
   BackendTraits Traits() const override {
     return BackendTraits{.liveness_record = true,
                          .fencing = FencingStrength::kServerMemory,
-                         .can_list = true};
+                         .can_list = true,
+                         .keeps_after_release = true};
   }
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
@@ -82,8 +79,9 @@ class RedisBackend : public Backend {
   // Not waited for with wait_replicas: a release a failover loses frees
   // the lock at its lease end, as an unconfirmed release does (C21).
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
-    absl::StatusOr<Reply> reply = Run(ReleaseScript(
-        master_, keys_, call.name, call.owner, call.holds, call.keep_for));
+    absl::StatusOr<Reply> reply =
+        Run(ReleaseScript(master_, keys_, call.name, call.owner,
+                          call.CountToSubtract(), call.keep_for));
     if (!reply.ok()) return reply.status();
     return ParseRelease(reply->get(), call.name, master_.endpoint());
   }
@@ -336,9 +334,7 @@ absl::StatusOr<std::unique_ptr<Backend>> Make(
     const std::function<absl::Status()>& check_shape) {
   absl::StatusOr<Replication> replication = ParseReplication(config.params);
   if (!replication.ok()) return replication.status();
-  if (absl::Status s = config.params.RejectUnknown(
-          scheme, absl::StrCat(kOptions, ", ", kTlsOptions));
-      !s.ok()) {
+  if (absl::Status s = config.params.RejectUnknown(scheme); !s.ok()) {
     return s;
   }
   if (absl::Status s = check_shape(); !s.ok()) return s;

@@ -22,7 +22,9 @@
 namespace dlock::redis {
 
 // How far a master's clock may run fast against this client's over a span,
-// as the Redlock algorithm allows: factor × span + floor.
+// as the Redlock algorithm allows: factor × span + floor. The defaults are
+// DriftMargin()'s (dlock/backend/rules.h); drift_factor= and drift_floor=
+// tune them, as Redlock clients may.
 struct Drift {
   double factor = 0.01;
   absl::Duration floor = absl::Milliseconds(2);

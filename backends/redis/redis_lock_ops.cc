@@ -27,10 +27,6 @@ Liveness ClientLiveness(const BackendConfig& config) {
                       ttl != absl::InfiniteDuration() ? LeaseMillis(ttl) : 0};
 }
 
-int64_t LeaseMillis(absl::Duration lease) {
-  return std::max<int64_t>(1, absl::ToInt64Milliseconds(lease));
-}
-
 absl::Status Malformed(absl::string_view what, absl::string_view endpoint) {
   return absl::InternalError(absl::StrCat(
       "redis at ", endpoint, " gave an unexpected reply to ", what));
@@ -93,13 +89,10 @@ absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,
                          int64_t holds, absl::Duration keep_for) {
-  return ScriptCall{
-      &master.scripts().release,
-      {keys.LockKey(name)},
-      {std::string(owner), absl::StrCat(holds), keys.channel(),
-       std::string(name),
-       absl::StrCat(keep_for > absl::ZeroDuration() ? LeaseMillis(keep_for)
-                                                    : 0)}};
+  return ScriptCall{&master.scripts().release,
+                    {keys.LockKey(name)},
+                    {std::string(owner), absl::StrCat(holds), keys.channel(),
+                     std::string(name), absl::StrCat(KeepMillis(keep_for))}};
 }
 
 absl::StatusOr<int64_t> ParseRelease(const redisReply* r,

@@ -60,9 +60,6 @@ int KeySlot(absl::string_view key);
 absl::Status CheckLayout(Connection& conn, const Scripts& scripts,
                          const Keyspace& keys, absl::string_view endpoint);
 
-// Leases go to the server in whole milliseconds, at least one.
-int64_t LeaseMillis(absl::Duration lease);
-
 // This client's liveness TTL in whole ms: 0 when liveness is off
 // (ClientOptions::liveness_ttl). Each hold carries its holders' deadline
 // (docs/redis.md, holder liveness).

@@ -35,11 +35,6 @@ bool IsTlsScheme(absl::string_view scheme);
 absl::Status CheckHostCount(const Uri& uri, absl::string_view form,
                             size_t min_hosts, size_t max_hosts);
 
-// The TLS parameters ParseHosts() takes, for RejectUnknown().
-inline constexpr char kTlsOptions[] =
-    "tls_ca, tls_cert, tls_key, tls_server_name, tls_insecure_skip_verify "
-    "(with rediss://, rediss-sentinel://, redlocks://)";
-
 }  // namespace dlock::redis
 
 #endif  // DLOCK_BACKENDS_REDIS_REDIS_URI_H_

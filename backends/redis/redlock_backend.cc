@@ -38,9 +38,6 @@ namespace {
 
 constexpr char kForm[] =
     "redlock[s]://[user[:password]@]host1:port1,host2:port2,host3:port3[/db]";
-constexpr char kOptions[] =
-    "drift_factor (0.01), drift_floor (2ms), retry_delay (50ms), "
-    "command_timeout (the older name of operation_timeout)";
 // A master must answer quickly or be counted out, so that an attempt does
 // not spend its lease waiting for one that is down (the algorithm's
 // per-instance timeout). operation_timeout= sets it.
@@ -375,8 +372,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeRedlockBackend(
   absl::StatusOr<std::optional<absl::Duration>> retry_delay =
       config.params.TakeDuration("retry_delay");
   if (!retry_delay.ok()) return retry_delay.status();
-  if (absl::Status s = config.params.RejectUnknown(
-          config.uri.scheme, absl::StrCat(kOptions, ", ", kTlsOptions));
+  if (absl::Status s = config.params.RejectUnknown(config.uri.scheme);
       !s.ok()) {
     return s;
   }

@@ -37,7 +37,8 @@ class RedlockBackend : public Backend {
   BackendTraits Traits() const override {
     return BackendTraits{.liveness_record = true,
                          .fencing = FencingStrength::kServerMemory,
-                         .can_list = true};
+                         .can_list = true,
+                         .keeps_after_release = true};
   }
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override;
@@ -144,10 +145,6 @@ class RedlockBackend : public Backend {
                     ParseFn parse) -> decltype(parse(nullptr)) {
     if (!reply->ok()) return reply->status();
     return parse(reply->value().get());
-  }
-
-  static bool IsGone(const absl::Status& s) {
-    return absl::IsFailedPrecondition(s) || absl::IsNotFound(s);
   }
 
   absl::Status NoQuorum(absl::string_view what, size_t answered,

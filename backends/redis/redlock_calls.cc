@@ -15,8 +15,8 @@ namespace dlock::redis {
 
 absl::StatusOr<int64_t> RedlockBackend::Release(const ReleaseCall& call) {
   Replies replies = OnEach([&](const Master& m, size_t) {
-    return ReleaseScript(m, keys_, call.name, call.owner, call.holds,
-                         call.keep_for);
+    return ReleaseScript(m, keys_, call.name, call.owner,
+                         call.CountToSubtract(), call.keep_for);
   });
   size_t answered = 0;
   size_t held_here = 0;

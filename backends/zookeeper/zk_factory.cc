@@ -110,9 +110,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeZooKeeperBackend(
   if (!kept_sweep.ok()) return kept_sweep.status();
   absl::StatusOr<std::string> digest = Digest(config.uri, config.params);
   if (!digest.ok()) return digest.status();
-  if (absl::Status s = config.params.RejectUnknown(
-          "zk", "session_timeout, kept_sweep, auth");
-      !s.ok()) {
+  if (absl::Status s = config.params.RejectUnknown("zk"); !s.ok()) {
     return s;
   }
   const absl::Duration session =

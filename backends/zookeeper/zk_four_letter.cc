@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -37,11 +39,10 @@ bool WaitReady(int fd, short events, absl::Time deadline) {
   }
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> FourLetterWord(absl::string_view host_port,
-                                           absl::string_view word,
-                                           absl::Duration timeout) {
+// Connects `sock` to `host_port` (host:port, the host maybe in brackets),
+// waiting until `deadline` for it to complete.
+absl::Status ConnectTo(absl::string_view host_port, absl::string_view where,
+                       absl::Time deadline, Socket& sock) {
   const size_t colon = host_port.rfind(':');
   if (colon == absl::string_view::npos) {
     return absl::InvalidArgumentError(
@@ -52,7 +53,6 @@ absl::StatusOr<std::string> FourLetterWord(absl::string_view host_port,
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  const std::string where = absl::StrCat("ZooKeeper at ", host_port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
@@ -61,14 +61,12 @@ absl::StatusOr<std::string> FourLetterWord(absl::string_view host_port,
       found == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot resolve ", where));
   }
-  Socket sock;
   sock.fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
                    found->ai_protocol);
   const int rc =
       sock.fd < 0 ? -1 : connect(sock.fd, found->ai_addr, found->ai_addrlen);
   const int connect_errno = errno;
   freeaddrinfo(found);
-  const absl::Time deadline = absl::Now() + timeout;
   // A nonblocking connect interrupted by a signal goes on as one in
   // progress does.
   const bool pending = connect_errno == EINPROGRESS || connect_errno == EINTR;
@@ -83,32 +81,58 @@ absl::StatusOr<std::string> FourLetterWord(absl::string_view host_port,
     return absl::UnavailableError(
         absl::StrCat("cannot connect to ", where, ": ", std::strerror(error)));
   }
-  if (send(sock.fd, word.data(), word.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(word.size())) {
-    return absl::UnavailableError(absl::StrCat("cannot write to ", where));
-  }
+  return absl::OkStatus();
+}
+
+// Everything the peer sends until it closes, by `deadline`; nullopt when
+// the deadline passed, Unavailable when the connection broke.
+absl::StatusOr<std::optional<std::string>> ReadAll(int fd,
+                                                   absl::string_view where,
+                                                   absl::Time deadline) {
   std::string out;
   char buf[4096];
   for (;;) {
-    if (!WaitReady(sock.fd, POLLIN, deadline)) {
-      return absl::UnavailableError(
-          absl::StrCat(where, " did not answer '", word, "' within ",
-                       absl::FormatDuration(timeout)));
-    }
-    const ssize_t n = recv(sock.fd, buf, sizeof(buf), 0);
-    if (n == 0) break;
+    if (!WaitReady(fd, POLLIN, deadline)) return std::nullopt;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n == 0) return std::optional<std::string>(std::move(out));
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       return absl::UnavailableError(absl::StrCat("lost ", where));
     }
     out.append(buf, static_cast<size_t>(n));
   }
-  if (absl::StrContains(out, "not in the whitelist") ||
-      absl::StrContains(out, "not executed")) {
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FourLetterWord(absl::string_view host_port,
+                                           absl::string_view word,
+                                           absl::Duration timeout) {
+  const std::string where = absl::StrCat("ZooKeeper at ", host_port);
+  // One deadline for the connection and the answer.
+  const absl::Time deadline = absl::Now() + timeout;
+  Socket sock;
+  if (absl::Status s = ConnectTo(host_port, where, deadline, sock); !s.ok()) {
+    return s;
+  }
+  if (send(sock.fd, word.data(), word.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(word.size())) {
+    return absl::UnavailableError(absl::StrCat("cannot write to ", where));
+  }
+  absl::StatusOr<std::optional<std::string>> out =
+      ReadAll(sock.fd, where, deadline);
+  if (!out.ok()) return out.status();
+  if (!out->has_value()) {
+    return absl::UnavailableError(absl::StrCat(where, " did not answer '", word,
+                                               "' within ",
+                                               absl::FormatDuration(timeout)));
+  }
+  if (absl::StrContains(**out, "not in the whitelist") ||
+      absl::StrContains(**out, "not executed")) {
     return absl::UnimplementedError(absl::StrCat(
         where, " refuses '", word, "': add it to 4lw.commands.whitelist"));
   }
-  return out;
+  return **std::move(out);
 }
 
 absl::StatusOr<int64_t> MntrValue(absl::string_view mntr,

@@ -11,6 +11,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -115,6 +117,38 @@ class ZkHold final : public HoldRecord,
   mutable absl::Mutex mu_;
   LocalHold hold_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> lost_ ABSL_GUARDED_BY(mu_);
+};
+
+// The hold's node is gone, not the owner's, its lease ran out, or its
+// delete was sent: its record (if any) is believed no more.
+inline void Forget(ZkHold* record) {
+  if (record != nullptr) record->End();
+}
+
+// The records of holds on this backend's sessions, so that each learns when
+// its session ends. Not a hold table: the core owns the records, nothing is
+// looked up here, and a record the core dropped falls out at the next
+// prune.
+class SessionHolds {
+ public:
+  // The record of a hold just granted, handed to the core in Grant::record;
+  // registered when the node lives on one of our sessions.
+  std::shared_ptr<ZkHold> NewRecord(absl::string_view name,
+                                    absl::string_view owner,
+                                    const LocalHold& hold)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks every live hold of session `generation` lost with `why` (their
+  // release and renewal fail at once from now on), and returns them with
+  // their nodes as last written.
+  std::vector<std::pair<std::shared_ptr<ZkHold>, LocalHold>> LoseSession(
+      uint64_t generation, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // Taken before a record's own mutex, never after it; never held while
+  // calling the listener.
+  absl::Mutex mu_;
+  std::vector<std::weak_ptr<ZkHold>> holds_ ABSL_GUARDED_BY(mu_);
+  size_t prune_at_ ABSL_GUARDED_BY(mu_) = 64;
 };
 
 }  // namespace dlock::zk

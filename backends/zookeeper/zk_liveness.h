@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "absl/time/time.h"
+#include "dlock/backend/rules.h"
 #include "dlock/clock.h"
 
 namespace dlock::zk {
@@ -65,7 +66,7 @@ class Liveness {
     }
     const absl::Duration timeout = this->timeout();
     return MonoTime::FromSinceOrigin(absl::Nanoseconds(replied)) + timeout -
-           Margin(timeout);
+           DriftMargin(timeout);
   }
 
   // The latest answered request's send time; the infinite past for none.
@@ -79,12 +80,6 @@ class Liveness {
   uint64_t generation() const { return generation_.load(); }
 
  private:
-  // How far our clock may run slow against the server's over one timeout:
-  // 1% plus 2 ms, as the core allows for leases.
-  static absl::Duration Margin(absl::Duration timeout) {
-    return timeout / 100 + absl::Milliseconds(2);
-  }
-
   static constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
   std::atomic<uint64_t> generation_{1};
   std::atomic<int64_t> replied_ns_{kNone};

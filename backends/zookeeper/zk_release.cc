@@ -1,5 +1,5 @@
-// Release and renewal of the zk:// backend: versioned writes and deletes of
-// the holder node, and what a reply lost with the connection leaves open.
+// The zk:// backend's calls about a hold it granted: re-entry of a hold the
+// core knows (C5), release and renewal, through the node writer.
 #include <algorithm>
 #include <vector>
 
@@ -11,10 +11,6 @@
 
 namespace dlock::zk {
 namespace {
-
-absl::Status LeaseRanOut(absl::string_view name, absl::string_view what) {
-  return LostError(name, absl::StrCat("its lease ran out before the ", what));
-}
 
 // The watchdog's batch holds the write turns of the records it renews while
 // its writes are in flight (ZkHold::write_turn()). Outside the analysis: the
@@ -31,205 +27,180 @@ void LetGo(std::vector<absl::Mutex*>& taken) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   taken.clear();
 }
 
-}  // namespace
-
-absl::Status ZkBackend::Write(absl::string_view name, absl::string_view owner,
-                              ZkHold* record, LocalHold& hold,
-                              const NodeData& next, absl::string_view what) {
-  if (!Connected()) {
-    return session_->ErrorStatus(ZCONNECTIONLOSS,
-                                 absl::StrCat(what, " of lock '", name, "'"));
-  }
-  const std::string payload = Serialize(next);
-  Call set = session_->Set(hold.path, payload, hold.version);
-  Reply r = set.Wait(CallDeadline());
-  if (IsConnectionError(r.rc) &&
-      Reconnected(Now() +
-                  std::min(session_->call_timeout(), absl::Seconds(3)))) {
-    // Sent, reply lost: it happened iff the node holds exactly our write.
-    Reply check = session_->Get(hold.path, false).Wait(CallDeadline());
-    if (check.rc == ZOK && check.stat.version == hold.version + 1 &&
-        check.data == payload) {
-      r = check;
-    }
-  }
-  switch (r.rc) {
-    case ZOK: {
-      hold.data = next;
-      hold.version = r.stat.version;
-      hold.mtime = r.stat.mtime;
-      hold.confirmed = set.sent();
-      session_->NoteServerTime(r.stat.mtime, Now());
-      if (record != nullptr) record->Wrote(hold);
-      return absl::OkStatus();
-    }
-    case ZBADVERSION:
-      if (Reload(hold, owner)) return absl::AbortedError("version conflict");
-      [[fallthrough]];
-    case ZNONODE:
-      Forget(record);
-      return NotOwnerError(name);
-    default:
-      return session_->ErrorStatus(r.rc,
-                                   absl::StrCat(what, " of lock '", name, "'"));
-  }
+// A renewal keeps the longest lease any acquisition asked for (C5).
+NodeData Renewed(const NodeData& data, absl::Duration lease) {
+  NodeData next = data;
+  next.kept_ms = std::max(next.kept_ms, LeaseMillis(lease));
+  next.lease_ms = next.kept_ms;
+  return next;
 }
 
-absl::Status ZkBackend::WriteRecomputed(
-    absl::string_view name, absl::string_view owner, ZkHold* record,
-    LocalHold& hold, absl::FunctionRef<NodeData(const LocalHold&)> next,
-    absl::string_view what) {
-  for (int attempt = 0; attempt < kWriteRetries; ++attempt) {
-    absl::Status s = Write(name, owner, record, hold, next(hold), what);
-    if (!absl::IsAborted(s)) return s;
+bool LeaseOver(const LocalHold& hold, MonoTime now) {
+  return now > hold.confirmed + absl::Milliseconds(hold.data.lease_ms);
+}
+
+}  // namespace
+
+absl::StatusOr<Grant> ZkBackend::Acquire(const AcquireCall& call) {
+  if (ZkHold* held = ZkHold::Of(call.held); held != nullptr) {
+    if (std::optional<absl::StatusOr<Grant>> again =
+            ReenterKnown(call, *held)) {
+      return *std::move(again);
+    }
   }
-  return KeptConflicting(name, what);
+  return queue_->Acquire(call, ParentOf(call.name));
+}
+
+std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
+    const AcquireCall& call, ZkHold& held) {
+  // Ended, or lost with its session: this is a fresh acquisition.
+  if (!held.live()) return std::nullopt;
+  absl::MutexLock turn(&held.write_turn());
+  LocalHold hold = held.Get();
+  if (LeaseOver(hold, Now())) {
+    // The lease ran out: this is a fresh acquisition, not a re-entry.
+    Forget(&held);
+    janitor_->Queue(PendingDelete{.path = hold.path, .version = hold.version});
+    return std::nullopt;
+  }
+  const absl::Status written = writer_->WriteRecomputed(
+      call.name, call.owner, &held, hold,
+      [&](const LocalHold& now) { return writer_->Reentered(now, call.lease); },
+      "re-entry");
+  if (IsGone(written)) return std::nullopt;  // gone: acquire afresh
+  if (!written.ok()) return absl::StatusOr<Grant>(written);
+  // The record, written in place, stays the hold's. Named again rather than
+  // left null: should the core start the hold afresh (its local deadline
+  // passed meanwhile), it must keep this record, not none.
+  return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
+                                     .hold_count = hold.data.holds,
+                                     .sent = hold.confirmed,
+                                     .record = held.shared_from_this()});
+}
+
+absl::Status ZkBackend::LostWithSession(absl::string_view name,
+                                        const ZkHold* record) {
+  if (record == nullptr) return absl::OkStatus();
+  std::optional<absl::Status> lost = record->lost();
+  return lost.has_value() ? LostError(name, lost->message()) : absl::OkStatus();
+}
+
+absl::Status ZkBackend::LeaseRanOut(absl::string_view name, ZkHold* record,
+                                    const LocalHold& hold,
+                                    absl::string_view what) {
+  Forget(record);
+  if (hold.generation != 0) {
+    janitor_->Queue(PendingDelete{.path = hold.path, .version = hold.version});
+  }
+  return LostError(name, absl::StrCat("its lease ran out before the ", what));
 }
 
 absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
-  const absl::string_view name = call.name;
-  const absl::string_view owner = call.owner;
-  const int64_t holds = call.holds;
   ZkHold* const record = ZkHold::Of(call.record);
-  if (absl::Status lost = LostWithSession(name, record); !lost.ok()) {
+  if (absl::Status lost = LostWithSession(call.name, record); !lost.ok()) {
     return lost;
   }
   absl::MutexLockMaybe turn(record == nullptr ? nullptr
                                               : &record->write_turn());
-  absl::StatusOr<std::optional<LocalHold>> found = HoldOf(name, owner, record);
+  absl::StatusOr<std::optional<LocalHold>> found =
+      HoldOf(call.name, call.owner, record);
   if (!found.ok()) return found.status();
-  if (!found->has_value()) return NotOwnerError(name);
-  LocalHold hold = **found;
-  if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
-    Forget(record);
-    if (hold.generation != 0) {
-      QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
-    }
-    return LeaseRanOut(name, "release");
+  if (!found->has_value()) return NotOwnerError(call.name);
+  Releasing r{.call = call, .record = record, .hold = **found};
+  if (LeaseOver(r.hold, Now())) {
+    return LeaseRanOut(call.name, record, r.hold, "release");
   }
-  bool delete_sent = false;
-  // Keeping the lock: the delete goes in one multi with the create of a
-  // kept-lock node named after this hold's token, so a kept-lock node of
-  // this hold exists exactly when the release ran (zk_layout.h).
-  const bool keep = call.keep_for > absl::ZeroDuration();
-  const MonoTime keep_until = Now() + call.keep_for;
-  const std::string kept_path =
-      keep ? absl::StrCat(ParentOf(name), "/", KeptNodeName(hold.czxid)) : "";
-  for (int attempt = 0; attempt < kWriteRetries; ++attempt) {
-    if (hold.data.holds > holds) {
+  r.keep = call.keep_for > absl::ZeroDuration();
+  r.keep_until = Now() + call.keep_for;
+  if (r.keep) {
+    r.kept_path =
+        absl::StrCat(ParentOf(call.name), "/", KeptNodeName(r.hold.czxid));
+  }
+  return TakeHoldsOff(r);
+}
+
+absl::StatusOr<int64_t> ZkBackend::TakeHoldsOff(Releasing& r) {
+  const ReleaseCall& call = r.call;
+  for (int attempt = 0; attempt < NodeWriter::kWriteRetries; ++attempt) {
+    if (!call.all_holds && r.hold.data.holds > call.holds) {
       // Fewer holds, the same expiry: the write moves mtime to now.
-      NodeData next = hold.data;
-      next.holds -= holds;
-      next.lease_ms = std::max<int64_t>(1, RemainingMs(hold.data, hold.mtime));
-      absl::Status s = Write(name, owner, record, hold, next, "release");
+      NodeData next = r.hold.data;
+      next.holds -= call.holds;
+      next.lease_ms =
+          std::max<int64_t>(1, writer_->RemainingMs(r.hold.data, r.hold.mtime));
+      absl::Status s = writer_->Write(call.name, call.owner, r.record, r.hold,
+                                      next, "release");
       if (absl::IsAborted(s)) continue;
       if (!s.ok()) return s;
       return next.holds;
     }
-    if (!Connected()) {
-      return session_->ErrorStatus(
-          ZCONNECTIONLOSS, absl::StrCat("release of lock '", name, "'"));
-    }
-    Reply r =
-        keep ? ReleaseKeeping(hold.path, hold.version, kept_path, hold.czxid,
-                              keep_until - Now())
-                   .Wait(CallDeadline())
-             : session_->Delete(hold.path, hold.version).Wait(CallDeadline());
-    // NODEEXISTS: this hold's kept-lock node, made by our earlier multi.
-    if (r.rc == ZOK || (keep && r.rc == ZNODEEXISTS)) {
-      Forget(record);
-      if (keep) {
-        absl::MutexLock lock(&mu_);
-        made_keep_ = true;
-      }
-      return 0;
-    }
-    if (r.rc == ZNONODE) {
-      Forget(record);
-      if (delete_sent && keep) {
-        Reply kept = session_->Exists(kept_path, false).Wait(CallDeadline());
-        if (kept.rc == ZOK) return 0;
-        if (kept.rc != ZNONODE) {
-          return session_->ErrorStatus(
-              kept.rc, absl::StrCat("release of lock '", name, "'"));
-        }
-      } else if (delete_sent && OurDeleteRan(hold)) {
-        return 0;
-      }
-      return NotOwnerError(name);
-    }
-    if (r.rc == ZBADVERSION) {
-      if (Reload(hold, owner)) continue;
-      Forget(record);
-      return NotOwnerError(name);
-    }
-    if (!IsConnectionError(r.rc)) {
-      return session_->ErrorStatus(
-          r.rc, absl::StrCat("release of lock '", name, "'"));
-    }
-    // The delete went out and its reply was lost. Try again once the
-    // connection is back; failing that, a background task retries until the
-    // delete is confirmed. Until then the node keeps everyone else out.
-    delete_sent = true;
-    if (!Reconnected(Now() +
-                     std::min(session_->call_timeout(), absl::Seconds(3)))) {
-      // Not known to have happened: the core retries the release (C21),
-      // reading the node from ZooKeeper.
-      Forget(record);
-      QueueDelete(PendingDelete{.path = hold.path,
-                                .version = hold.version,
-                                .kept_path = kept_path,
-                                .kept_token = hold.czxid,
-                                .keep_until = keep_until});
-      return session_->ErrorStatus(
-          r.rc, absl::StrCat("release of lock '", name, "'"));
-    }
+    absl::StatusOr<std::optional<int64_t>> deleted = DeleteHold(r);
+    if (!deleted.ok()) return deleted.status();
+    if (deleted->has_value()) return **deleted;
   }
-  return KeptConflicting(name, "release");
+  return writer_->KeptConflicting(call.name, "release");
 }
 
-Call ZkBackend::ReleaseKeeping(const std::string& holder_path, int32_t version,
-                               const std::string& kept_path, uint64_t token,
-                               absl::Duration keep_for) {
-  // Whole milliseconds, rounded up: never less than asked.
-  const int64_t keep_ms = std::max<int64_t>(
-      1,
-      absl::ToInt64Milliseconds(absl::Ceil(keep_for, absl::Milliseconds(1))));
-  return session_->CreateAndDelete(
-      kept_path, SerializeKept(KeptData{.keep_ms = keep_ms, .token = token}),
-      ZOO_PERSISTENT, holder_path, version);
-}
-
-absl::Status ZkBackend::KeptConflicting(absl::string_view name,
-                                        absl::string_view what) const {
-  return absl::UnavailableError(absl::StrCat(what, " of lock '", name,
-                                             "' kept conflicting on ZooKeeper ",
-                                             session_->endpoint()));
-}
-
-bool ZkBackend::OurDeleteRan(const LocalHold& hold) {
-  // Our delete went out, its reply was lost, and now the node is gone. Who
-  // else removes a lock node?
-  // - A successor, and only once the node's lease is over on ZooKeeper's
-  //   clock: it deletes the node (at the version it read) only if the
-  //   node's mtime plus lease_ms is not after the mtime of its own write.
-  //   Our last confirmed write, which set lease_ms, was sent at
-  //   `hold.confirmed`, so ZooKeeper stamped it no earlier; until
-  //   confirmed + lease (less a drift margin) has passed here, the node's
-  //   lease cannot be over there. This NONODE came back before that, so no
-  //   successor can have removed the node before it was read.
-  // - The end of the session that owns the node: then the session changed.
-  // - A force unlock (C12) or the owner token's release from another
-  //   client (C6), both asked by the owner's side: either way the lock was
-  //   let go for the owner, and this release counts as done.
-  // Past that point nothing tells our delete from a successor's, and only a
-  // delete known to have taken effect may count (C4): the caller reports
-  // the hold as not held.
-  if (hold.generation != 0 && session_->generation() != hold.generation) {
-    return false;
+absl::StatusOr<std::optional<int64_t>> ZkBackend::DeleteHold(Releasing& r) {
+  const std::string what = absl::StrCat("release of lock '", r.call.name, "'");
+  if (!writer_->Connected()) {
+    return session_->ErrorStatus(ZCONNECTIONLOSS, what);
   }
-  const absl::Duration lease = absl::Milliseconds(hold.data.lease_ms);
-  return Now() < hold.confirmed + lease - lease / 100 - absl::Milliseconds(2);
+  Reply reply =
+      r.keep ? writer_
+                   ->ReleaseKeeping(r.hold.path, r.hold.version, r.kept_path,
+                                    r.hold.czxid, r.keep_until - Now())
+                   .Wait(writer_->CallDeadline())
+             : session_->Delete(r.hold.path, r.hold.version)
+                   .Wait(writer_->CallDeadline());
+  // NODEEXISTS: this hold's kept-lock node, made by our earlier multi.
+  if (reply.rc == ZOK || (r.keep && reply.rc == ZNODEEXISTS)) {
+    Forget(r.record);
+    if (r.keep) janitor_->NoteKeep();
+    return std::optional<int64_t>(0);
+  }
+  if (reply.rc == ZNONODE) return DeletedMeanwhile(r);
+  if (reply.rc == ZBADVERSION) {
+    if (writer_->Reload(r.hold, r.call.owner)) return std::nullopt;
+    Forget(r.record);
+    return NotOwnerError(r.call.name);
+  }
+  if (!NodeWriter::IsConnectionError(reply.rc)) {
+    return session_->ErrorStatus(reply.rc, what);
+  }
+  // The delete went out and its reply was lost. Try again once the
+  // connection is back; failing that, the janitor retries until the delete
+  // is confirmed. Until then the node keeps everyone else out.
+  r.delete_sent = true;
+  if (writer_->Reconnected(
+          Now() + std::min(session_->call_timeout(), absl::Seconds(3)))) {
+    return std::nullopt;
+  }
+  // Not known to have happened: the core retries the release (C21), reading
+  // the node from ZooKeeper.
+  Forget(r.record);
+  janitor_->Queue(PendingDelete{.path = r.hold.path,
+                                .version = r.hold.version,
+                                .kept_path = r.kept_path,
+                                .kept_token = r.hold.czxid,
+                                .keep_until = r.keep_until});
+  return session_->ErrorStatus(reply.rc, what);
+}
+
+absl::StatusOr<int64_t> ZkBackend::DeletedMeanwhile(Releasing& r) {
+  Forget(r.record);
+  if (r.delete_sent && r.keep) {
+    Reply kept =
+        session_->Exists(r.kept_path, false).Wait(writer_->CallDeadline());
+    if (kept.rc == ZOK) return 0;
+    if (kept.rc != ZNONODE) {
+      return session_->ErrorStatus(
+          kept.rc, absl::StrCat("release of lock '", r.call.name, "'"));
+    }
+  } else if (r.delete_sent && writer_->OurDeleteRan(r.hold)) {
+    return 0;
+  }
+  return NotOwnerError(r.call.name);
 }
 
 absl::Status ZkBackend::Renew(const RenewCall& call) {
@@ -244,23 +215,12 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwnerError(call.name);
   LocalHold hold = **found;
-  if (Now() > hold.confirmed + absl::Milliseconds(hold.data.lease_ms)) {
-    Forget(record);
-    if (hold.generation != 0) {
-      QueueDelete(PendingDelete{.path = hold.path, .version = hold.version});
-    }
-    return LeaseRanOut(call.name, "renewal");
+  if (LeaseOver(hold, Now())) {
+    return LeaseRanOut(call.name, record, hold, "renewal");
   }
-  const int64_t lease_ms =
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(call.lease));
-  return WriteRecomputed(
+  return writer_->WriteRecomputed(
       call.name, call.owner, record, hold,
-      [lease_ms](const LocalHold& now) {
-        NodeData next = now.data;
-        next.kept_ms = std::max(next.kept_ms, lease_ms);
-        next.lease_ms = next.kept_ms;
-        return next;
-      },
+      [&](const LocalHold& now) { return Renewed(now.data, call.lease); },
       "renewal");
 }
 
@@ -288,24 +248,18 @@ std::vector<absl::Status> ZkBackend::RenewMany(
       continue;
     }
     LocalHold hold = record->Get();
-    if (now > hold.confirmed + absl::Milliseconds(hold.data.lease_ms) ||
-        !Connected()) {
+    if (LeaseOver(hold, now) || !writer_->Connected()) {
       one_by_one.push_back(i);
       continue;
     }
-    NodeData next = hold.data;
-    next.kept_ms = std::max<int64_t>(
-        next.kept_ms,
-        std::max<int64_t>(1, absl::ToInt64Milliseconds(calls[i].lease)));
-    next.lease_ms = next.kept_ms;
+    NodeData next = Renewed(hold.data, calls[i].lease);
     Call call = session_->Set(hold.path, Serialize(next), hold.version);
     in_flight.push_back(
         InFlight{i, record, std::move(hold), next, std::move(call)});
   }
-  const MonoTime deadline = CallDeadline();
+  const MonoTime deadline = writer_->CallDeadline();
   for (InFlight& f : in_flight) {
     Reply r = f.call.Wait(deadline);
-    const RenewCall& c = calls[f.index];
     if (r.rc == ZOK) {
       f.hold.data = f.next;
       f.hold.version = r.stat.version;
@@ -315,7 +269,7 @@ std::vector<absl::Status> ZkBackend::RenewMany(
       f.record->Wrote(f.hold);
     } else if (r.rc == ZNONODE) {
       Forget(f.record);
-      results[f.index] = NotOwnerError(c.name);
+      results[f.index] = NotOwnerError(calls[f.index].name);
     } else {
       one_by_one.push_back(f.index);  // a conflict or a lost reply
     }
@@ -325,47 +279,45 @@ std::vector<absl::Status> ZkBackend::RenewMany(
   return results;
 }
 
-void ZkBackend::SweepKept(MonoTime until) {
-  // Deleted only well after its end, as estimated from ZooKeeper's clock:
-  // the estimate may be off by the round trip it was taken in.
-  constexpr int64_t kMarginMs = 5000;
-  std::vector<std::string> names;
-  {
-    absl::MutexLock lock(&mu_);
-    if (sweep_names_.empty()) {
-      const MonoTime now = Now();
-      if (now < next_sweep_) return;
-      next_sweep_ = now + settings_.kept_sweep;
+absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
+    absl::string_view name, absl::string_view owner, const ZkHold* record) {
+  const std::string reading = absl::StrCat("reading lock '", name, "'");
+  if (record != nullptr) {
+    LocalHold hold = record->Get();
+    if (record->live()) return std::optional<LocalHold>(std::move(hold));
+    // Ended here (a release whose reply was lost, a race with another
+    // call): its own node, as ZooKeeper has it now, and never another hold
+    // of the same owner.
+    Reply got = session_->Get(hold.path, false).Wait(writer_->CallDeadline());
+    if (got.rc == ZNONODE) return std::optional<LocalHold>();
+    if (got.rc != ZOK) return session_->ErrorStatus(got.rc, reading);
+    std::optional<NodeData> data = Parse(got.data);
+    if (!data.has_value() || data->owner != owner ||
+        writer_->Expired(*data, got.stat)) {
+      return std::optional<LocalHold>();
     }
-    names.swap(sweep_names_);
+    hold.data = *std::move(data);
+    hold.version = got.stat.version;
+    hold.mtime = got.stat.mtime;
+    return std::optional<LocalHold>(std::move(hold));
   }
-  auto deadline = [&] { return std::min(until, CallDeadline()); };
-  if (names.empty()) {
-    Reply list = session_->Children(base_).Wait(deadline());
-    if (list.rc != ZOK) return;
-    names = std::move(list.children);
+  // Not taken through this client: an owner token may hold it elsewhere.
+  absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
+  if (!holder.ok()) return holder.status();
+  if (!holder->has_value() || (*holder)->data.owner != owner ||
+      writer_->Expired((*holder)->data, (*holder)->stat)) {
+    return std::optional<LocalHold>();
   }
-  while (!names.empty() && Now() < until) {
-    const std::string parent = absl::StrCat(base_, "/", names.back());
-    names.pop_back();
-    Reply children = session_->Children(parent).Wait(deadline());
-    if (children.rc != ZOK) continue;
-    for (const std::string& child : children.children) {
-      if (!IsKeptNode(child)) continue;
-      const std::string path = absl::StrCat(parent, "/", child);
-      Reply got = session_->Get(path, false).Wait(deadline());
-      if (got.rc != ZOK) continue;
-      const std::optional<int64_t> end = KeptEnd(got);
-      if (!end.has_value() ||
-          *end + kMarginMs > session_->EstimatedServerNowMs()) {
-        continue;
-      }
-      // At the version read: a node rewritten since is left alone.
-      (void)session_->Delete(path, got.stat.version).Wait(deadline());
-    }
-  }
-  absl::MutexLock lock(&mu_);
-  sweep_names_ = std::move(names);
+  const Holder& h = **holder;
+  const int64_t age_ms = session_->EstimatedServerNowMs() - h.stat.mtime;
+  return std::optional<LocalHold>(
+      LocalHold{.path = h.path,
+                .data = h.data,
+                .version = h.stat.version,
+                .czxid = static_cast<uint64_t>(h.stat.czxid),
+                .mtime = h.stat.mtime,
+                .generation = 0,
+                .confirmed = Now() - absl::Milliseconds(age_ms)});
 }
 
 }  // namespace dlock::zk

@@ -1,3 +1,7 @@
+// The zk:// session's life: its handle, the connection states the C client
+// reports, expiry and replacement, the heartbeat that keeps an idle
+// session's holds believable, and what a failed call means. The calls
+// themselves are in zk_calls.cc.
 #include "zk_session.h"
 
 #include <cerrno>
@@ -9,95 +13,7 @@
 
 namespace dlock::zk {
 
-struct Call::Slot {
-  std::mutex mu;
-  std::condition_variable done_cv;
-  bool done = false;                   // guarded by mu
-  Reply reply;                         // guarded by mu
-  MonoTime sent;                       // set before the call is submitted
-  std::shared_ptr<Liveness> liveness;  // set before the call is submitted
-};
-
 namespace {
-
-using SlotPtr = std::shared_ptr<Call::Slot>;
-
-// Whether `rc` came from the server, for a session it still had: the
-// connection-level errors (lost, timed out, expired, closing) did not.
-bool ServerAnswered(int rc) {
-  switch (rc) {
-    case ZOK:
-    case ZNONODE:
-    case ZNOAUTH:
-    case ZBADVERSION:
-    case ZNOCHILDRENFOREPHEMERALS:
-    case ZNODEEXISTS:
-    case ZNOTEMPTY:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// The C client hands `data` back to the completion; it owns one reference
-// to the slot, so a caller that stopped waiting leaves nothing dangling.
-template <typename Fill>
-void Complete(const void* data, int rc, Fill fill) {
-  auto* holder = static_cast<SlotPtr*>(const_cast<void*>(data));
-  Call::Slot& slot = **holder;
-  {
-    std::lock_guard<std::mutex> lock(slot.mu);
-    // Any answer proves the session alive when the request was read (C19).
-    // Noted before the caller can see the reply, so that a hold it grants
-    // is never judged by an older bound.
-    if (ServerAnswered(rc)) {
-      slot.liveness->NoteReply(slot.reply.generation, slot.sent);
-    }
-    slot.reply.rc = rc;
-    if (rc == ZOK) fill(slot.reply);
-    slot.done = true;
-  }
-  slot.done_cv.notify_all();
-  delete holder;
-}
-
-void OnCreated(int rc, const char* path, const Stat* stat, const void* data) {
-  Complete(data, rc, [&](Reply& r) {
-    if (path != nullptr) r.path = path;
-    if (stat != nullptr) r.stat = *stat;
-  });
-}
-
-void OnData(int rc, const char* value, int len, const Stat* stat,
-            const void* data) {
-  Complete(data, rc, [&](Reply& r) {
-    if (value != nullptr && len > 0) r.data.assign(value, len);
-    if (stat != nullptr) r.stat = *stat;
-  });
-}
-
-void OnStat(int rc, const Stat* stat, const void* data) {
-  Complete(data, rc, [&](Reply& r) {
-    if (stat != nullptr) r.stat = *stat;
-  });
-}
-
-void OnVoid(int rc, const void* data) {
-  Complete(data, rc, [](Reply&) {});
-}
-
-void OnChildren(int rc, const String_vector* names, const Stat* stat,
-                const void* data) {
-  Complete(data, rc, [&](Reply& r) {
-    if (names != nullptr) {
-      r.children.reserve(names->count);
-      for (int32_t i = 0; i < names->count; ++i) {
-        r.children.emplace_back(names->data[i]);
-      }
-    }
-    if (stat != nullptr) r.stat = *stat;
-  });
-}
 
 void OnAuth(int, const void*) {}
 
@@ -115,24 +31,6 @@ struct HandleContext {
 };
 
 }  // namespace
-
-MonoTime Call::sent() const {
-  std::lock_guard<std::mutex> lock(slot_->mu);
-  return slot_->sent;
-}
-
-Reply Call::Wait(MonoTime deadline) const {
-  std::unique_lock<std::mutex> lock(slot_->mu);
-  clock_->WaitUntil(slot_->done_cv, lock, deadline,
-                    [this] { return slot_->done; });
-  if (!slot_->done) {
-    Reply timed_out;
-    timed_out.rc = ZOPERATIONTIMEOUT;
-    timed_out.generation = slot_->reply.generation;
-    return timed_out;
-  }
-  return slot_->reply;
-}
 
 Session::Session(Options options, WakeupHub* hub)
     : options_(std::move(options)),
@@ -362,123 +260,6 @@ void Session::ReportUnbelievable(MonoTime now) {
                                absl::FormatDuration(silent),
                                "; the session may have expired")));
   mu_.Lock();
-}
-
-Call Session::Submit(const std::function<int(zhandle_t*, void*)>& submit) {
-  auto slot = std::make_shared<Call::Slot>();
-  slot->sent = clock().Now();
-  slot->liveness = liveness_;
-  absl::ReaderMutexLock handle_lock(&handle_mu_);
-  bool connected;
-  {
-    absl::MutexLock lock(&mu_);
-    connected = connected_ && handle_ != nullptr;
-    std::lock_guard<std::mutex> slot_lock(slot->mu);
-    slot->reply.generation = generation_;
-  }
-  int rc = ZCONNECTIONLOSS;
-  if (connected) {
-    auto* holder = new SlotPtr(slot);
-    rc = submit(handle_, holder);
-    if (rc != ZOK) delete holder;
-  }
-  if (rc != ZOK) {
-    std::lock_guard<std::mutex> slot_lock(slot->mu);
-    slot->reply.rc = rc;
-    slot->done = true;
-  }
-  return Call(slot, clock());
-}
-
-Call Session::Create(const std::string& path, absl::string_view data, int mode,
-                     bool open_acl) {
-  const ACL_vector* acl =
-      open_acl || options_.digest.empty() ? &ZOO_OPEN_ACL_UNSAFE : &acl_;
-  return Submit([&](zhandle_t* zh, void* holder) {
-    return zoo_acreate2(zh, path.c_str(), data.data(),
-                        static_cast<int>(data.size()), acl, mode, &OnCreated,
-                        holder);
-  });
-}
-
-Call Session::Get(const std::string& path, bool watch) {
-  return Submit([&](zhandle_t* zh, void* holder) {
-    return zoo_aget(zh, path.c_str(), watch ? 1 : 0, &OnData, holder);
-  });
-}
-
-Call Session::Exists(const std::string& path, bool watch) {
-  return Submit([&](zhandle_t* zh, void* holder) {
-    return zoo_aexists(zh, path.c_str(), watch ? 1 : 0, &OnStat, holder);
-  });
-}
-
-Call Session::Set(const std::string& path, absl::string_view data,
-                  int version) {
-  return Submit([&](zhandle_t* zh, void* holder) {
-    return zoo_aset(zh, path.c_str(), data.data(),
-                    static_cast<int>(data.size()), version, &OnStat, holder);
-  });
-}
-
-Call Session::Delete(const std::string& path, int version) {
-  return Submit([&](zhandle_t* zh, void* holder) {
-    return zoo_adelete(zh, path.c_str(), version, &OnVoid, holder);
-  });
-}
-
-Call Session::Children(const std::string& path) {
-  return Submit([&](zhandle_t* zh, void* holder) {
-    return zoo_aget_children2(zh, path.c_str(), 0, &OnChildren, holder);
-  });
-}
-
-namespace {
-
-// What a multi needs until its completion: the C client writes the results
-// (and the created path) there when the reply comes.
-struct MultiContext {
-  void* holder;  // Submit()'s slot reference, handed to OnVoid
-  std::string create_path;
-  std::string data;
-  std::string delete_path;
-  zoo_op_t ops[2];
-  zoo_op_result_t results[2];
-  char created[256];  // the created path, unread
-};
-
-void OnMulti(int rc, const void* data) {
-  auto* context = static_cast<MultiContext*>(const_cast<void*>(data));
-  void* holder = context->holder;
-  delete context;
-  OnVoid(rc, holder);
-}
-
-}  // namespace
-
-Call Session::CreateAndDelete(const std::string& create_path,
-                              absl::string_view data, int mode,
-                              const std::string& delete_path, int version) {
-  const ACL_vector* acl =
-      options_.digest.empty() ? &ZOO_OPEN_ACL_UNSAFE : &acl_;
-  return Submit([&](zhandle_t* zh, void* holder) {
-    auto* context = new MultiContext{.holder = holder,
-                                     .create_path = create_path,
-                                     .data = std::string(data),
-                                     .delete_path = delete_path,
-                                     .ops = {},
-                                     .results = {},
-                                     .created = {}};
-    zoo_create_op_init(&context->ops[0], context->create_path.c_str(),
-                       context->data.data(),
-                       static_cast<int>(context->data.size()), acl, mode,
-                       context->created, sizeof(context->created));
-    zoo_delete_op_init(&context->ops[1], context->delete_path.c_str(), version);
-    const int rc =
-        zoo_amulti(zh, 2, context->ops, context->results, &OnMulti, context);
-    if (rc != ZOK) delete context;
-    return rc;
-  });
 }
 
 absl::Status Session::ErrorStatus(int rc, absl::string_view what) const {

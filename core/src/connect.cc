@@ -35,16 +35,6 @@ class LockHandle : public DistributedLock {
   absl::StatusOr<Hold> Acquire(const AcquireOptions& options) override {
     return core_->Acquire(name_, options);
   }
-  absl::Status ReleaseByToken(absl::string_view owner_token) override {
-    return core_->ReleaseByToken(name_, owner_token);
-  }
-  absl::Status RenewByToken(absl::string_view owner_token,
-                            std::optional<absl::Duration> lease) override {
-    return core_->RenewByToken(name_, owner_token, lease);
-  }
-  LockState StateByToken(absl::string_view owner_token) const override {
-    return core_->StateByToken(name_, owner_token);
-  }
 
  private:
   const std::shared_ptr<internal::ClientCore> core_;
@@ -81,10 +71,35 @@ class AdminHandle : public LockAdmin {
   const std::shared_ptr<internal::ClientCore> core_;
 };
 
+class OwnerTokenHandle : public OwnerTokenCalls {
+ public:
+  explicit OwnerTokenHandle(std::shared_ptr<internal::ClientCore> core)
+      : core_(std::move(core)) {}
+
+  absl::Status Release(absl::string_view name,
+                       absl::string_view owner_token) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    return core_->ReleaseByToken(name, owner_token);
+  }
+  absl::Status Renew(absl::string_view name, absl::string_view owner_token,
+                     std::optional<absl::Duration> lease) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    return core_->RenewByToken(name, owner_token, lease);
+  }
+  LockState State(absl::string_view name,
+                  absl::string_view owner_token) override {
+    if (!internal::ValidateLockName(name).ok()) return LockState::kNotHeld;
+    return core_->StateByToken(name, owner_token);
+  }
+
+ private:
+  const std::shared_ptr<internal::ClientCore> core_;
+};
+
 class Client : public LockClient {
  public:
   explicit Client(std::shared_ptr<internal::ClientCore> core)
-      : core_(core), admin_(std::move(core)) {}
+      : core_(core), admin_(core), tokens_(std::move(core)) {}
   ~Client() override { core_->Close().IgnoreError(); }
 
   absl::StatusOr<std::unique_ptr<DistributedLock>> GetLock(
@@ -93,6 +108,7 @@ class Client : public LockClient {
     return std::make_unique<LockHandle>(core_, std::string(name));
   }
   LockAdmin& Admin() override { return admin_; }
+  OwnerTokenCalls& OwnerTokens() override { return tokens_; }
   absl::Status Close() override { return core_->Close(); }
   const std::string& client_id() const override { return core_->client_id(); }
   const std::string& lock_namespace() const override {
@@ -105,6 +121,7 @@ class Client : public LockClient {
  private:
   const std::shared_ptr<internal::ClientCore> core_;
   AdminHandle admin_;
+  OwnerTokenHandle tokens_;
 };
 
 absl::Status ValidateOptions(const ClientOptions& options) {
@@ -168,29 +185,24 @@ std::vector<std::string> RegisteredSchemes() {
   return schemes;
 }
 
-absl::StatusOr<std::unique_ptr<LockClient>> Connect(
-    absl::string_view uri_text, const ClientOptions& options) {
-  absl::StatusOr<Uri> uri = ParseUri(uri_text);
-  if (!uri.ok()) return uri.status();
-  BackendFactory factory;
-  {
-    Registry& registry = GetRegistry();
-    absl::MutexLock lock(&registry.mu);
-    auto it = registry.factories.find(uri->scheme);
-    if (it == registry.factories.end()) {
-      std::vector<std::string> known;
-      for (const auto& [scheme, f] : registry.factories)
-        known.push_back(scheme);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown backend scheme '", uri->scheme, "://'; this build has: ",
-          known.empty() ? "none (link dlock::dlock or a backend target)"
-                        : absl::StrJoin(known, ", ")));
-    }
-    factory = it->second;
-  }
-  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+namespace {
 
-  UriParams params(*uri);
+absl::StatusOr<BackendFactory> FactoryFor(absl::string_view scheme) {
+  Registry& registry = GetRegistry();
+  absl::MutexLock lock(&registry.mu);
+  auto it = registry.factories.find(std::string(scheme));
+  if (it != registry.factories.end()) return it->second;
+  std::vector<std::string> known;
+  for (const auto& [name, f] : registry.factories) known.push_back(name);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown backend scheme '", scheme, "://'; this build has: ",
+      known.empty() ? "none (link dlock::dlock or a backend target)"
+                    : absl::StrJoin(known, ", ")));
+}
+
+// The namespace: ClientOptions', or the URI's namespace=, else "default".
+absl::StatusOr<std::string> NamespaceOf(const ClientOptions& options,
+                                        UriParams& params) {
   std::string lock_namespace = options.lock_namespace;
   if (std::optional<std::string> from_uri = params.TakeString("namespace")) {
     if (!lock_namespace.empty() && lock_namespace != *from_uri) {
@@ -204,39 +216,18 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
   if (absl::Status s = internal::ValidateNamespace(lock_namespace); !s.ok()) {
     return s;
   }
-  std::string client_id = options.client_id.empty() ? internal::RandomClientId()
-                                                    : options.client_id;
-  if (absl::Status s = internal::ValidateClientId(client_id); !s.ok()) return s;
-  absl::StatusOr<CommonBackendOptions> common = TakeCommonOptions(params);
-  if (!common.ok()) return common.status();
-  // The URI's liveness_ttl= wins: the same code can run with another TTL
-  // by configuration alone.
-  ClientOptions effective = options;
-  if (common->liveness_ttl.has_value()) {
-    effective.liveness_ttl = *common->liveness_ttl;
-  }
+  return lock_namespace;
+}
 
-  if (absl::Status s = ValidateOptions(effective); !s.ok()) return s;
-
-  auto core = std::make_shared<internal::ClientCore>(
-      effective, lock_namespace, client_id, uri->Redacted());
-  absl::StatusOr<std::unique_ptr<Backend>> backend = factory(BackendConfig{
-      .uri = *uri,
-      .params = params,
-      .options = effective,
-      .lock_namespace = lock_namespace,
-      .client_id = client_id,
-      .endpoint = core->endpoint(),
-      .listener = core.get(),
-      .clock = core->clock(),
-      .common = *common,
-      .liveness_id =
-          absl::StrCat(client_id, "-",
-                       absl::Hex(internal::RandomBits(), absl::kZeroPad16))});
+// The backend the factory makes, wrapped as the options ask.
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
+    const BackendFactory& factory, const BackendConfig& config,
+    const ClientOptions& options, const internal::ClientCore& core) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = factory(config);
   if (!backend.ok()) return backend.status();
   std::unique_ptr<Backend> used = *std::move(backend);
-  if (effective.backend_decorator) {
-    used = effective.backend_decorator(std::move(used));
+  if (options.backend_decorator) {
+    used = options.backend_decorator(std::move(used));
     if (used == nullptr) {
       return absl::InvalidArgumentError(
           "ClientOptions::backend_decorator returned no backend");
@@ -246,9 +237,57 @@ absl::StatusOr<std::unique_ptr<LockClient>> Connect(
     // Outermost, so that the time is what the core waits, decorators
     // included.
     used = std::make_unique<internal::TimedBackend>(
-        std::move(used), core->observer(), core->clock());
+        std::move(used), core.observer(), core.clock());
   }
-  core->Start(std::move(used));
+  return used;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LockClient>> Connect(
+    absl::string_view uri_text, const ClientOptions& options) {
+  absl::StatusOr<Uri> uri = ParseUri(uri_text);
+  if (!uri.ok()) return uri.status();
+  absl::StatusOr<BackendFactory> factory = FactoryFor(uri->scheme);
+  if (!factory.ok()) return factory.status();
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+
+  UriParams params(*uri);
+  absl::StatusOr<std::string> lock_namespace = NamespaceOf(options, params);
+  if (!lock_namespace.ok()) return lock_namespace.status();
+  std::string client_id = options.client_id.empty() ? internal::RandomClientId()
+                                                    : options.client_id;
+  if (absl::Status s = internal::ValidateClientId(client_id); !s.ok()) return s;
+  absl::StatusOr<CommonBackendOptions> common = TakeCommonOptions(params);
+  if (!common.ok()) return common.status();
+  params.EndCommonOptions();  // the rest are the scheme's own
+  // The URI's liveness_ttl= wins: the same code can run with another TTL
+  // by configuration alone.
+  ClientOptions effective = options;
+  if (common->liveness_ttl.has_value()) {
+    effective.liveness_ttl = *common->liveness_ttl;
+  }
+  if (absl::Status s = ValidateOptions(effective); !s.ok()) return s;
+
+  auto core = std::make_shared<internal::ClientCore>(
+      effective, *lock_namespace, client_id, uri->Redacted());
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(
+      *factory,
+      BackendConfig{.uri = *uri,
+                    .params = params,
+                    .options = effective,
+                    .lock_namespace = *lock_namespace,
+                    .client_id = client_id,
+                    .endpoint = core->endpoint(),
+                    .listener = core.get(),
+                    .clock = core->clock(),
+                    .common = *common,
+                    .liveness_id = absl::StrCat(
+                        client_id, "-",
+                        absl::Hex(internal::RandomBits(), absl::kZeroPad16))},
+      effective, *core);
+  if (!backend.ok()) return backend.status();
+  core->Start(*std::move(backend));
   return std::make_unique<Client>(std::move(core));
 }
 

@@ -9,12 +9,15 @@
 namespace dlock {
 namespace {
 
-constexpr std::array<std::pair<ErrorKind, absl::string_view>, 5> kNames = {{
+constexpr std::array<std::pair<ErrorKind, absl::string_view>, 8> kNames = {{
     {ErrorKind::kNotOwner, "not_owner"},
     {ErrorKind::kLost, "lost"},
     {ErrorKind::kClientClosed, "client_closed"},
     {ErrorKind::kHeldByAnother, "held_by_another"},
     {ErrorKind::kWaitExpired, "wait_expired"},
+    {ErrorKind::kTokenMismatch, "token_mismatch"},
+    {ErrorKind::kAcquisitionsStanding, "acquisitions_standing"},
+    {ErrorKind::kWatchdogRenewed, "watchdog_renewed"},
 }};
 
 absl::Status Marked(absl::StatusCode code, absl::string_view message,
@@ -45,9 +48,32 @@ std::optional<ErrorKind> ErrorKindOf(const absl::Status& status) {
 
 absl::Status TokenMismatchError(absl::string_view lock_name,
                                 uint64_t fencing_token) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "lock '", lock_name, "' is not held with fencing token ", fencing_token,
-      " (released, expired or taken over since): left as it is"));
+  return Marked(absl::StatusCode::kFailedPrecondition,
+                absl::StrCat("lock '", lock_name,
+                             "' is not held with fencing token ", fencing_token,
+                             " (released, expired or taken over since): left "
+                             "as it is"),
+                ErrorKind::kTokenMismatch);
+}
+
+absl::Status AcquisitionsStandingError(absl::string_view lock_name,
+                                       int64_t others) {
+  return Marked(
+      absl::StatusCode::kFailedPrecondition,
+      absl::StrCat("lock '", lock_name, "' has ", others,
+                   " other acquisition(s) of this owner standing (re-entry or "
+                   "KeepUntilLeaseEnd): release those first, then release "
+                   "this one keeping the lock; nothing was changed"),
+      ErrorKind::kAcquisitionsStanding);
+}
+
+absl::Status WatchdogRenewedError(absl::string_view lock_name) {
+  return Marked(absl::StatusCode::kFailedPrecondition,
+                absl::StrCat("lock '", lock_name,
+                             "' is renewed by the watchdog and would never end "
+                             "if kept: only a hold with an explicit lease can "
+                             "be kept until its lease ends"),
+                ErrorKind::kWatchdogRenewed);
 }
 
 absl::Status NotOwnerError(absl::string_view lock_name) {

@@ -68,15 +68,16 @@ void ReportReleaseError(const ReleaseErrorHook& hook,
 
 Hold::Hold(std::shared_ptr<internal::HoldSite> site, std::string name,
            std::string owner, uint64_t fencing_token, int64_t hold_count,
-           uint64_t generation, uint64_t acquisition, CancelToken lost_token)
+           uint64_t generation,
+           std::shared_ptr<const internal::AcquisitionShare> acquisition)
     : site_(std::move(site)),
       name_(std::move(name)),
       owner_(std::move(owner)),
       fencing_token_(fencing_token),
       hold_count_(hold_count),
       generation_(generation),
-      acquisition_(acquisition),
-      lost_token_(std::move(lost_token)) {}
+      acquisition_(std::move(acquisition)),
+      lost_token_(acquisition_->lost) {}
 
 Hold::Hold(Hold&& other) noexcept
     : site_(std::move(other.site_)),
@@ -85,7 +86,7 @@ Hold::Hold(Hold&& other) noexcept
       fencing_token_(other.fencing_token_),
       hold_count_(other.hold_count_),
       generation_(other.generation_),
-      acquisition_(other.acquisition_),
+      acquisition_(std::move(other.acquisition_)),
       lost_token_(other.lost_token_) {
   other.site_ = nullptr;
 }
@@ -100,13 +101,20 @@ Hold& Hold::operator=(Hold&& other) noexcept {
     fencing_token_ = other.fencing_token_;
     hold_count_ = other.hold_count_;
     generation_ = other.generation_;
-    acquisition_ = other.acquisition_;
+    acquisition_ = std::move(other.acquisition_);
     lost_token_ = other.lost_token_;
   }
   return *this;
 }
 
 Hold::~Hold() { ReleaseOrReport(); }
+
+internal::HoldRef Hold::Ref() const {
+  return internal::HoldRef{.name = name_,
+                           .owner = owner_,
+                           .generation = generation_,
+                           .acquisition = acquisition_.get()};
+}
 
 void Hold::ReleaseOrReport() noexcept {
   if (site_ == nullptr) return;
@@ -115,7 +123,7 @@ void Hold::ReleaseOrReport() noexcept {
   // Nothing failed that the hook should hear of: Close() ended the hold
   // already (C13); a loss was told once through the lost callbacks (C20);
   // an active Hold is refused as not the owner only when a release by
-  // token took its acquisition (C6).
+  // owner token (LockClient::OwnerTokens(), C6) took its acquisition.
   if (!released.ok() && !IsClientClosed(released) && !IsLost(released) &&
       !IsNotOwner(released)) {
     site->ReportReleaseError(name_, released);
@@ -128,9 +136,7 @@ absl::Status Hold::Release() {
   }
   std::shared_ptr<internal::HoldSite> site = std::move(site_);
   site_ = nullptr;
-  return site->ReleaseAcquisition(
-      internal::HoldRef{name_, owner_, generation_, acquisition_},
-      absl::ZeroDuration());
+  return site->ReleaseAcquisition(Ref(), absl::ZeroDuration());
 }
 
 absl::Status Hold::ReleaseAndKeepFor(absl::Duration keep_for) {
@@ -138,18 +144,18 @@ absl::Status Hold::ReleaseAndKeepFor(absl::Duration keep_for) {
   if (site_ == nullptr) {
     return WithContext(NotOwnerError(name_), "this Hold was released already");
   }
-  if (keep_for < internal::kMinLease || keep_for == absl::InfiniteDuration()) {
+  if (keep_for < kMinLease || keep_for == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("keep_for must be zero, or finite and at least ",
-                     absl::FormatDuration(internal::kMinLease), ", not ",
+                     absl::FormatDuration(kMinLease), ", not ",
                      absl::FormatDuration(keep_for)));
   }
-  absl::Status released = site_->ReleaseAcquisition(
-      internal::HoldRef{name_, owner_, generation_, acquisition_}, keep_for);
-  // Refused because other acquisitions stand: nothing changed, the Hold
-  // stays.
+  absl::Status released = site_->ReleaseAcquisition(Ref(), keep_for);
+  // Refused because other acquisitions stand, or keeping is unsupported:
+  // nothing changed, the Hold stays.
   const bool unchanged =
-      absl::IsFailedPrecondition(released) && !ErrorKindOf(released);
+      ErrorKindOf(released) == ErrorKind::kAcquisitionsStanding ||
+      absl::IsUnimplemented(released);
   if (!unchanged) site_ = nullptr;
   return released;
 }
@@ -158,8 +164,7 @@ absl::Status Hold::KeepUntilLeaseEnd() {
   if (site_ == nullptr) {
     return WithContext(NotOwnerError(name_), "this Hold was released already");
   }
-  absl::Status kept = site_->KeepUntilLeaseEnd(
-      internal::HoldRef{name_, owner_, generation_, acquisition_});
+  absl::Status kept = site_->KeepUntilLeaseEnd(Ref());
   if (kept.ok()) site_ = nullptr;
   return kept;
 }
@@ -168,22 +173,18 @@ absl::Status Hold::Renew(std::optional<absl::Duration> lease) {
   if (site_ == nullptr) {
     return WithContext(NotOwnerError(name_), "this Hold was released already");
   }
-  return site_->RenewAcquisition(
-      internal::HoldRef{name_, owner_, generation_, acquisition_}, lease);
+  return site_->RenewAcquisition(Ref(), lease);
 }
 
 LockState Hold::state() const {
   if (site_ == nullptr) return LockState::kNotHeld;
-  return site_->StateOf(
-      internal::HoldRef{name_, owner_, generation_, acquisition_}, nullptr);
+  return site_->StateOf(Ref(), nullptr);
 }
 
 absl::Status Hold::lost_reason() const {
   if (site_ == nullptr) return absl::OkStatus();
   absl::Status reason;
-  if (site_->StateOf(
-          internal::HoldRef{name_, owner_, generation_, acquisition_},
-          &reason) != LockState::kLost) {
+  if (site_->StateOf(Ref(), &reason) != LockState::kLost) {
     return absl::OkStatus();
   }
   return reason;
@@ -191,8 +192,7 @@ absl::Status Hold::lost_reason() const {
 
 absl::StatusOr<bool> Hold::IsHeldOnBackend() const {
   if (site_ == nullptr) return false;
-  return site_->IsHeldOnBackend(
-      internal::HoldRef{name_, owner_, generation_, acquisition_});
+  return site_->IsHeldOnBackend(Ref());
 }
 
 }  // namespace dlock

@@ -1,7 +1,6 @@
-// Copyright dlock authors. The numbers the client core lives by: the
-// shortest lease, how often a failed renewal or release is tried again, the
-// margin for clock drift in a hold's local deadline (C19), how early a loss
-// is told (C20), and which answers mean that the backend has no hold.
+// Copyright dlock authors. The numbers the client core lives by besides the
+// rules it shares with backends (dlock/backend/rules.h): how often a failed
+// renewal or release is tried again, and how early a loss is told (C20).
 #ifndef DLOCK_CORE_SRC_LEASE_POLICY_H_
 #define DLOCK_CORE_SRC_LEASE_POLICY_H_
 
@@ -12,11 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/backend/rules.h"
 #include "dlock/duration.h"
 
 namespace dlock::internal {
 
-inline constexpr absl::Duration kMinLease = absl::Milliseconds(10);
 // A renewal or release that failed for a transient reason is tried again
 // this soon, or sooner for short leases (C7, C21).
 inline constexpr absl::Duration kMaxRetry = absl::Seconds(1);
@@ -36,12 +35,6 @@ inline absl::Duration RetryEvery(absl::Duration lease) {
   return std::clamp(lease / 10, kMinRetry, kMaxRetry);
 }
 
-// How far the local clock may run slow against the backend's while a lease
-// runs (C19): 1% of the lease plus 2 ms, as the Redlock algorithm allows.
-inline absl::Duration DriftMargin(absl::Duration lease) {
-  return lease / 100 + absl::Milliseconds(2);
-}
-
 // The notifier tells a loss this much before the local deadline, so that
 // the notice precedes any other owner's grant even when the notifier's
 // thread is scheduled late (C20).
@@ -49,19 +42,13 @@ inline absl::Duration NoticeLead(absl::Duration lease) {
   return std::min(lease / 20, absl::Milliseconds(20));
 }
 
-// What a backend answers when the owner does not hold the lock (any more).
-inline bool IsGone(const absl::Status& status) {
-  return absl::IsFailedPrecondition(status) || absl::IsNotFound(status);
-}
-
-// A release of this many holds takes off all of them, whatever the count.
-inline constexpr int64_t kAllHolds = int64_t{1} << 40;
-
-// Default owners ("c:<client id>:<instance>:<thread>") belong to one client
-// object of one process; explicit owner tokens ("t:...") may be shared.
-inline bool IsThreadOwner(absl::string_view owner) {
-  return owner.size() > 2 && owner[0] == 'c' && owner[1] == ':';
-}
+// A final release whose hold has more than this left before its notice
+// time is sent on the caller's thread, with no hand-off: the backends' call
+// timeouts (operation_timeout; by default 5 s or less, but ZooKeeper's
+// session timeout, 10 s) end it sooner. One closer to its deadline is sent
+// on a helper thread, so that its caller is answered at the deadline. Either
+// way the hold is told lost at the deadline if no confirmation came (C20).
+inline constexpr absl::Duration kInlineReleaseHorizon = absl::Seconds(5);
 
 }  // namespace dlock::internal
 

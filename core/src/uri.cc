@@ -122,6 +122,23 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text,
   return hp;
 }
 
+// user:password@ before the hosts: the last '@' ends it, the first ':'
+// splits it.
+absl::Status ParseUserInfo(absl::string_view userinfo, Uri& uri) {
+  absl::string_view user = userinfo;
+  if (size_t colon = userinfo.find(':'); colon != absl::string_view::npos) {
+    user = userinfo.substr(0, colon);
+    absl::StatusOr<std::string> pw =
+        PercentDecode(userinfo.substr(colon + 1), "password");
+    if (!pw.ok()) return pw.status();
+    uri.password = *std::move(pw);
+  }
+  absl::StatusOr<std::string> decoded = PercentDecode(user, "user name");
+  if (!decoded.ok()) return decoded.status();
+  uri.user = *std::move(decoded);
+  return absl::OkStatus();
+}
+
 // The name of a secret option as messages may show it: a name with an
 // '=', '&' or other odd byte may be the secret itself, escaped into the key
 // ("password%3Dhunter2"), so it is shown as "***".
@@ -134,22 +151,148 @@ std::string SecretOptionName(absl::string_view key) {
   return std::string(key);
 }
 
-}  // namespace
+absl::Status ParseHosts(absl::string_view authority, bool has_userinfo,
+                        Uri& uri) {
+  if (authority.empty()) return absl::OkStatus();
+  const std::vector<absl::string_view> parts = absl::StrSplit(authority, ',');
+  HostContext where{.scheme = uri.scheme,
+                    .index = 0,
+                    .count = static_cast<int>(parts.size()),
+                    .has_userinfo = has_userinfo};
+  for (absl::string_view part : parts) {
+    ++where.index;
+    if (part.empty()) return Malformed("an empty host in the host list");
+    absl::StatusOr<std::string> decoded = PercentDecode(part, "host");
+    if (!decoded.ok()) return decoded.status();
+    absl::StatusOr<HostPort> hp = ParseHostPort(*decoded, where);
+    if (!hp.ok()) return hp.status();
+    uri.hosts.push_back(*std::move(hp));
+  }
+  return absl::OkStatus();
+}
 
-absl::StatusOr<Uri> ParseUri(absl::string_view text) {
-  Uri uri;
-  size_t sep = text.find("://");
+absl::Status ParseQuery(absl::string_view query, bool has_userinfo, Uri& uri) {
+  for (absl::string_view pair : absl::StrSplit(query, '&')) {
+    if (pair.empty()) continue;
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    // No option name has an '@'; a raw one is the rest of a password whose
+    // '?' ended the authority ("user:6379?pw@host"), so not quoted.
+    if (!has_userinfo && absl::StrContains(kv.first, '@')) {
+      return Malformed(
+          "an option name in the query has an '@': percent-encode '/', '?' "
+          "and '#' in a user name or password as %2F, %3F and %23");
+    }
+    absl::StatusOr<std::string> key = PercentDecode(kv.first, "query");
+    if (!key.ok()) return key.status();
+    absl::StatusOr<std::string> value = PercentDecode(kv.second, "query");
+    if (!value.ok()) return value.status();
+    if (key->empty()) return Malformed("a query parameter without a name");
+    for (const auto& [seen, unused] : uri.params) {
+      if (seen == *key) {
+        return Malformed(absl::StrCat("option '", *key, "' is given twice"));
+      }
+    }
+    uri.params.emplace_back(*std::move(key), *std::move(value));
+  }
+  return absl::OkStatus();
+}
+
+// "scheme://" at the start of `text`: the scheme, lower case.
+absl::StatusOr<std::string> ParseScheme(absl::string_view text) {
+  const size_t sep = text.find("://");
   if (sep == absl::string_view::npos || sep == 0) {
     return Malformed(
         "expected scheme://..., for example redis://localhost:6379");
   }
-  uri.scheme = absl::AsciiStrToLower(text.substr(0, sep));
-  for (char c : uri.scheme) {
+  std::string scheme = absl::AsciiStrToLower(text.substr(0, sep));
+  for (char c : scheme) {
     if (!absl::ascii_isalnum(c) && c != '+' && c != '-' && c != '.') {
       return Malformed("the scheme has a character other than a-z 0-9 + - .");
     }
   }
-  absl::string_view rest = text.substr(sep + 3);
+  return scheme;
+}
+
+// Percent-encodes every byte of `text` but the unreserved ones (RFC 3986)
+// and `allowed`, which are safe where the part goes: ParseUri() splits the
+// text on what is left out.
+std::string PercentEncode(absl::string_view text, absl::string_view allowed) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_' ||
+        c == '~' ||
+        (c > 0x20 && c < 0x7F && allowed.find(c) != absl::string_view::npos)) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      // Upper case, as RFC 3986 asks of producers.
+      constexpr char kHex[] = "0123456789ABCDEF";
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xF]);
+    }
+  }
+  return out;
+}
+
+// Where each part goes, what may stay as it is.
+constexpr absl::string_view kUserChars = "!$&'()*+,;=";
+constexpr absl::string_view kPasswordChars = "!$&'()*+,;=:";
+constexpr absl::string_view kHostChars = "!$&'()*+;=";
+constexpr absl::string_view kPathChars = "!$&'()*+,;=:@/";
+constexpr absl::string_view kKeyChars = "!$'()*+,;:@/?";
+constexpr absl::string_view kValueChars = "!$'()*+,;=:@/?";
+constexpr absl::string_view kRedacted = "***";
+
+std::string PrintHost(const HostPort& hp) {
+  std::string host = hp.host.find(':') != std::string::npos
+                         ? absl::StrCat("[", hp.host, "]")  // IPv6
+                         : PercentEncode(hp.host, kHostChars);
+  if (hp.port.has_value()) absl::StrAppend(&host, ":", *hp.port);
+  return host;
+}
+
+std::string Print(const Uri& uri, bool redact) {
+  std::string out = absl::StrCat(uri.scheme, "://");
+  if (!uri.user.empty() || uri.password.has_value()) {
+    absl::StrAppend(&out, PercentEncode(uri.user, kUserChars));
+    if (uri.password.has_value()) {
+      absl::StrAppend(
+          &out, ":",
+          redact ? kRedacted : PercentEncode(*uri.password, kPasswordChars));
+    }
+    absl::StrAppend(&out, "@");
+  }
+  std::vector<std::string> host_texts;
+  for (const HostPort& hp : uri.hosts) host_texts.push_back(PrintHost(hp));
+  absl::StrAppend(&out, absl::StrJoin(host_texts, ","));
+  if (!uri.path.empty()) {
+    absl::StrAppend(&out, "/", PercentEncode(uri.path, kPathChars));
+  }
+  std::vector<std::string> param_texts;
+  for (const auto& [key, value] : uri.params) {
+    if (redact && IsSecretOption(key)) {
+      param_texts.push_back(
+          absl::StrCat(SecretOptionName(key), "=", kRedacted));
+      continue;
+    }
+    param_texts.push_back(absl::StrCat(PercentEncode(key, kKeyChars), "=",
+                                       PercentEncode(value, kValueChars)));
+  }
+  if (!param_texts.empty()) {
+    absl::StrAppend(&out, "?", absl::StrJoin(param_texts, "&"));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Uri> ParseUri(absl::string_view text) {
+  Uri uri;
+  absl::StatusOr<std::string> scheme = ParseScheme(text);
+  if (!scheme.ok()) return scheme.status();
+  uri.scheme = *std::move(scheme);
+  absl::string_view rest = text.substr(uri.scheme.size() + 3);
   if (rest.find('#') != absl::string_view::npos) {
     return Malformed("a fragment ('#') is not allowed; percent-encode it");
   }
@@ -176,89 +319,27 @@ absl::StatusOr<Uri> ParseUri(absl::string_view text) {
         "or password as %2F, %3F and %23");
   }
   if (size_t at = authority.rfind('@'); at != absl::string_view::npos) {
-    absl::string_view userinfo = authority.substr(0, at);
+    if (absl::Status s = ParseUserInfo(authority.substr(0, at), uri); !s.ok()) {
+      return s;
+    }
     authority = authority.substr(at + 1);
-    absl::string_view user = userinfo;
-    if (size_t colon = userinfo.find(':'); colon != absl::string_view::npos) {
-      user = userinfo.substr(0, colon);
-      absl::StatusOr<std::string> pw =
-          PercentDecode(userinfo.substr(colon + 1), "password");
-      if (!pw.ok()) return pw.status();
-      uri.password = *std::move(pw);
-    }
-    absl::StatusOr<std::string> decoded = PercentDecode(user, "user name");
-    if (!decoded.ok()) return decoded.status();
-    uri.user = *std::move(decoded);
   }
-  if (!authority.empty()) {
-    const std::vector<absl::string_view> parts = absl::StrSplit(authority, ',');
-    HostContext where{.scheme = uri.scheme,
-                      .index = 0,
-                      .count = static_cast<int>(parts.size()),
-                      .has_userinfo = has_userinfo};
-    for (absl::string_view part : parts) {
-      ++where.index;
-      if (part.empty()) return Malformed("an empty host in the host list");
-      absl::StatusOr<std::string> decoded = PercentDecode(part, "host");
-      if (!decoded.ok()) return decoded.status();
-      absl::StatusOr<HostPort> hp = ParseHostPort(*decoded, where);
-      if (!hp.ok()) return hp.status();
-      uri.hosts.push_back(*std::move(hp));
-    }
+  if (absl::Status s = ParseHosts(authority, has_userinfo, uri); !s.ok()) {
+    return s;
   }
-  if (!query.empty()) {
-    for (absl::string_view pair : absl::StrSplit(query, '&')) {
-      if (pair.empty()) continue;
-      std::pair<absl::string_view, absl::string_view> kv =
-          absl::StrSplit(pair, absl::MaxSplits('=', 1));
-      // No option name has an '@'; a raw one is the rest of a password
-      // whose '?' ended the authority ("user:6379?pw@host"), so not quoted.
-      if (!has_userinfo && absl::StrContains(kv.first, '@')) {
-        return Malformed(
-            "an option name in the query has an '@': percent-encode '/', '?' "
-            "and '#' in a user name or password as %2F, %3F and %23");
-      }
-      absl::StatusOr<std::string> key = PercentDecode(kv.first, "query");
-      if (!key.ok()) return key.status();
-      absl::StatusOr<std::string> value = PercentDecode(kv.second, "query");
-      if (!value.ok()) return value.status();
-      if (key->empty()) return Malformed("a query parameter without a name");
-      for (const auto& [seen, unused] : uri.params) {
-        if (seen == *key) {
-          return Malformed(absl::StrCat("option '", *key, "' is given twice"));
-        }
-      }
-      uri.params.emplace_back(*std::move(key), *std::move(value));
-    }
+  if (absl::Status s = ParseQuery(query, has_userinfo, uri); !s.ok()) {
+    return s;
   }
   return uri;
 }
 
-std::string Uri::Redacted() const {
-  std::string out = absl::StrCat(scheme, "://");
-  if (!user.empty() || password.has_value()) {
-    absl::StrAppend(&out, user, password.has_value() ? ":***" : "", "@");
-  }
-  std::vector<std::string> host_texts;
-  for (const HostPort& hp : hosts) {
-    std::string host = hp.host.find(':') != std::string::npos
-                           ? absl::StrCat("[", hp.host, "]")
-                           : hp.host;
-    if (hp.port.has_value()) absl::StrAppend(&host, ":", *hp.port);
-    host_texts.push_back(std::move(host));
-  }
-  absl::StrAppend(&out, absl::StrJoin(host_texts, ","));
-  if (!path.empty()) absl::StrAppend(&out, "/", path);
-  std::vector<std::string> param_texts;
-  for (const auto& [key, value] : params) {
-    param_texts.push_back(IsSecretOption(key)
-                              ? absl::StrCat(SecretOptionName(key), "=***")
-                              : absl::StrCat(key, "=", value));
-  }
-  if (!param_texts.empty()) {
-    absl::StrAppend(&out, "?", absl::StrJoin(param_texts, "&"));
-  }
-  return out;
+std::string Uri::ToString() const { return Print(*this, /*redact=*/false); }
+
+std::string Uri::Redacted() const { return Print(*this, /*redact=*/true); }
+
+std::string RedactUnparsable(absl::string_view text) {
+  absl::StatusOr<std::string> scheme = ParseScheme(text);
+  return scheme.ok() ? absl::StrCat(*scheme, "://...") : "(not a URI)";
 }
 
 std::optional<std::string> Uri::SecretPart() const {
@@ -296,6 +377,9 @@ UriParams::UriParams(const Uri& uri)
     : params_(uri.params), taken_(uri.params.size(), false) {}
 
 std::optional<std::string> UriParams::TakeString(absl::string_view key) {
+  if (std::find(asked_.begin(), asked_.end(), key) == asked_.end()) {
+    asked_.emplace_back(key);
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!taken_[i] && params_[i].first == key) {
       taken_[i] = true;
@@ -339,10 +423,12 @@ std::vector<std::pair<std::string, std::string>> UriParams::Rest() const {
   return rest;
 }
 
-absl::Status UriParams::RejectUnknown(absl::string_view scheme,
-                                      absl::string_view known) const {
+absl::Status UriParams::RejectUnknown(absl::string_view scheme) const {
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!taken_[i]) return UnknownUriOption(scheme, params_[i].first, known);
+    if (taken_[i]) continue;
+    const std::vector<std::string> own(asked_.begin() + scheme_options_from_,
+                                       asked_.end());
+    return UnknownUriOption(scheme, params_[i].first, absl::StrJoin(own, ", "));
   }
   return absl::OkStatus();
 }

@@ -114,6 +114,10 @@ class LostRecorder {
   std::shared_ptr<Record> record_;
 };
 
+// Lets the client's threads deliver anything still due, then reports how
+// many notices `lost` got in all.
+size_t SettledEvents(const LostRecorder& lost);
+
 // What a successful Acquire() handed back, kept after its Hold was released.
 struct Granted {
   uint64_t fencing_token = 0;

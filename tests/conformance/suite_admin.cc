@@ -281,11 +281,12 @@ TEST_P(Conformance, C14_InvalidArgumentForBadInput) {
   EXPECT_CODE(lock->Acquire(negative_wait), kInvalidArgument);
   for (const char* owner : {"\xff", "job\n1", "job\x7f"}) {
     EXPECT_CODE(lock->Acquire(AsOwner(owner)), kInvalidArgument);
-    EXPECT_CODE(lock->ReleaseByToken(owner), kInvalidArgument);
+    EXPECT_CODE(client->OwnerTokens().Release("argued", owner),
+                kInvalidArgument);
   }
   // By token, a token is required: the thread's own holds go by their Hold.
-  EXPECT_CODE(lock->ReleaseByToken(""), kInvalidArgument);
-  EXPECT_CODE(lock->RenewByToken(""), kInvalidArgument);
+  EXPECT_CODE(client->OwnerTokens().Release("argued", ""), kInvalidArgument);
+  EXPECT_CODE(client->OwnerTokens().Renew("argued", ""), kInvalidArgument);
   ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire());
   EXPECT_CODE(hold.Renew(absl::ZeroDuration()), kInvalidArgument);
   EXPECT_CODE(hold.Renew(absl::Seconds(-5)), kInvalidArgument);
@@ -317,12 +318,16 @@ TEST_P(Conformance, C14_FailedPreconditionWhenNotHeld) {
   EXPECT_CODE(none.Renew(), kFailedPrecondition);
   EXPECT_NE(none.state(), LockState::kHeld);
   // By an owner token that never acquired it (these reach the backend).
-  released = lock->ReleaseByToken("job");
+  released = client->OwnerTokens().Release("never taken", "job");
   EXPECT_CODE(released, kFailedPrecondition);
   EXPECT_TRUE(IsNotOwner(released)) << released;
-  EXPECT_CODE(lock->RenewByToken("job"), kFailedPrecondition);
-  EXPECT_CODE(lock->RenewByToken("job", absl::Seconds(5)), kFailedPrecondition);
-  EXPECT_EQ(lock->StateByToken("job"), LockState::kNotHeld);
+  EXPECT_CODE(client->OwnerTokens().Renew("never taken", "job"),
+              kFailedPrecondition);
+  EXPECT_CODE(
+      client->OwnerTokens().Renew("never taken", "job", absl::Seconds(5)),
+      kFailedPrecondition);
+  EXPECT_EQ(client->OwnerTokens().State("never taken", "job"),
+            LockState::kNotHeld);
   ASSERT_OK_AND_ASSIGN(LockInfo info, client->Admin().Inspect("never taken"));
   EXPECT_FALSE(info.locked) << "a failed release or renew created the lock";
 }

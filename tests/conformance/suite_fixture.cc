@@ -72,6 +72,11 @@ std::vector<LockLostEvent> LostRecorder::Events() const {
   return record_->events;
 }
 
+size_t SettledEvents(const LostRecorder& lost) {
+  absl::SleepFor(kLetWaiterBlock);
+  return lost.Events().size();
+}
+
 // --- BackgroundAcquire ------------------------------------------------------
 
 BackgroundAcquire::BackgroundAcquire(DistributedLock& lock,

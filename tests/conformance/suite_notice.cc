@@ -10,13 +10,6 @@
 namespace dlock::testing {
 namespace {
 
-// Lets the client's threads deliver anything still due, then reports how
-// many notices arrived in all.
-size_t SettledEvents(const LostRecorder& lost) {
-  absl::SleepFor(kLetWaiterBlock);
-  return lost.Events().size();
-}
-
 TEST_P(Conformance, C20_ExplicitLeaseEndIsToldOnce) {
   ASSERT_OK_AND_ASSIGN(auto client, NewClient());
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("leased"));
@@ -159,7 +152,8 @@ TEST_P(Conformance, C6_ClientsSharingAClientIdAreDistinctOwners) {
   EXPECT_TRUE(IsHeldByAnother(tried.status())) << tried.status();
   EXPECT_FALSE(tried.ok() && tried->state() == LockState::kHeld);
   // Nor can it release the first client's hold by naming its owner.
-  const absl::Status released = by_second->ReleaseByToken(hold.owner());
+  const absl::Status released =
+      second->OwnerTokens().Release("one owner", hold.owner());
   EXPECT_CODE(released, kFailedPrecondition);
   EXPECT_TRUE(IsNotOwner(released)) << released;
   ASSERT_OK_AND_ASSIGN(LockInfo info, second->Admin().Inspect("one owner"));

@@ -39,19 +39,23 @@ TEST_P(Conformance, C4_NonOwnerCannotReleaseOrRenew) {
   // Nobody without the Hold can take it off or renew it. A non-owner's only
   // way to name the hold is by owner token: the holder's owner id is not one.
   // Another client (on this very thread).
-  EXPECT_TRUE(RefusedAsNotOwner(foreign->ReleaseByToken(before.owner)));
-  EXPECT_TRUE(RefusedAsNotOwner(foreign->RenewByToken(before.owner)));
   EXPECT_TRUE(
-      RefusedAsNotOwner(foreign->RenewByToken(before.owner, kLongLease)));
+      RefusedAsNotOwner(other->OwnerTokens().Release("owned", before.owner)));
+  EXPECT_TRUE(
+      RefusedAsNotOwner(other->OwnerTokens().Renew("owned", before.owner)));
+  EXPECT_TRUE(RefusedAsNotOwner(
+      other->OwnerTokens().Renew("owned", before.owner, kLongLease)));
   // An owner token nobody holds it with.
-  EXPECT_TRUE(RefusedAsNotOwner(held->ReleaseByToken("someone else")));
-  EXPECT_TRUE(
-      RefusedAsNotOwner(held->RenewByToken("someone else", kLongLease)));
+  EXPECT_TRUE(RefusedAsNotOwner(
+      holder->OwnerTokens().Release("owned", "someone else")));
+  EXPECT_TRUE(RefusedAsNotOwner(
+      holder->OwnerTokens().Renew("owned", "someone else", kLongLease)));
   // Another thread of the holder's client.
   std::thread([&] {
-    EXPECT_TRUE(RefusedAsNotOwner(held->ReleaseByToken(before.owner)));
-    EXPECT_TRUE(
-        RefusedAsNotOwner(held->RenewByToken(before.owner, kLongLease)));
+    EXPECT_TRUE(RefusedAsNotOwner(
+        holder->OwnerTokens().Release("owned", before.owner)));
+    EXPECT_TRUE(RefusedAsNotOwner(
+        holder->OwnerTokens().Renew("owned", before.owner, kLongLease)));
   }).join();
 
   ASSERT_OK_AND_ASSIGN(LockInfo after, other->Admin().Inspect("owned"));
@@ -199,7 +203,8 @@ TEST_P(Conformance, C5_KeptMaximumLeaseBindsOwnerInAnotherClient) {
       << "a renewal did not restore the kept maximum lease";
 
   ASSERT_OK(again.Release());
-  ASSERT_OK(second->ReleaseByToken(kOwner));  // the first client's hold
+  ASSERT_OK(second_client->OwnerTokens().Release(
+      "kept maximum", kOwner));  // the first client's hold
   ASSERT_OK_AND_ASSIGN(info, second_client->Admin().Inspect("kept maximum"));
   EXPECT_FALSE(info.locked);
 }
@@ -224,7 +229,8 @@ TEST_P(Conformance, C6_SameThreadInAnotherClientIsNotOwner) {
   ASSERT_OK_AND_ASSIGN(LockInfo seen, other->Admin().Inspect("mine"));
   EXPECT_NE(seen.owner, other->CurrentOwner());
   // Nor can it release the hold by naming the holder's owner id.
-  const absl::Status released = foreign->ReleaseByToken(hold.owner());
+  const absl::Status released =
+      other->OwnerTokens().Release("mine", hold.owner());
   EXPECT_CODE(released, kFailedPrecondition);
   EXPECT_TRUE(IsNotOwner(released)) << released;
   ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("mine"));
@@ -248,7 +254,8 @@ TEST_P(Conformance, C6_AnotherThreadIsNotOwner) {
     ASSERT_OK(info);
     EXPECT_NE(info->owner, client->CurrentOwner());
     // Nor can it release the hold by naming the main thread's owner id.
-    const absl::Status released = lock->ReleaseByToken(main_owner);
+    const absl::Status released =
+        client->OwnerTokens().Release("this thread's", main_owner);
     EXPECT_CODE(released, kFailedPrecondition);
     EXPECT_TRUE(IsNotOwner(released)) << released;
   }).join();
@@ -276,8 +283,8 @@ TEST_P(Conformance, C6_ExplicitOwnerTokenWorksAcrossClients) {
   EXPECT_CODE(second->TryAcquire(), kDeadlineExceeded);
   EXPECT_CODE(second->TryAcquire(AsOwner("job-43")), kDeadlineExceeded);
   // The first client's thread, by its own owner id, is not the owner.
-  const absl::Status released =
-      first->ReleaseByToken(first_client->CurrentOwner());
+  const absl::Status released = first_client->OwnerTokens().Release(
+      "job lock", first_client->CurrentOwner());
   EXPECT_CODE(released, kFailedPrecondition);
   EXPECT_TRUE(IsNotOwner(released)) << released;
 
@@ -286,7 +293,9 @@ TEST_P(Conformance, C6_ExplicitOwnerTokenWorksAcrossClients) {
   EXPECT_EQ(again.fencing_token(), acquired.fencing_token());
   // Another thread of the first client, which has no Hold (as an RPC
   // carrying the job id), releases one hold by the token...
-  std::thread([&] { EXPECT_OK(first->ReleaseByToken(kJob)); }).join();
+  std::thread([&] {
+    EXPECT_OK(first_client->OwnerTokens().Release("job lock", kJob));
+  }).join();
   ASSERT_OK_AND_ASSIGN(info, second_client->Admin().Inspect("job lock"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.hold_count, 1);
@@ -309,7 +318,7 @@ TEST_P(Conformance, C6_OwnerTokenHoldReleasesThroughItsHold) {
   ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire({.owner_token = "job-1"}));
   EXPECT_EQ(hold.hold_count(), 1);
   EXPECT_EQ(hold.state(), LockState::kHeld);
-  EXPECT_EQ(lock->StateByToken("job-1"), LockState::kHeld);
+  EXPECT_EQ(client->OwnerTokens().State("job lock", "job-1"), LockState::kHeld);
   ASSERT_OK_AND_ASSIGN(LockInfo info, other->Admin().Inspect("job lock"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.owner, hold.owner());
@@ -318,7 +327,8 @@ TEST_P(Conformance, C6_OwnerTokenHoldReleasesThroughItsHold) {
 
   ASSERT_OK(hold.Release());
   EXPECT_EQ(hold.state(), LockState::kNotHeld);
-  EXPECT_EQ(lock->StateByToken("job-1"), LockState::kNotHeld);
+  EXPECT_EQ(client->OwnerTokens().State("job lock", "job-1"),
+            LockState::kNotHeld);
   ASSERT_OK_AND_ASSIGN(info, other->Admin().Inspect("job lock"));
   EXPECT_FALSE(info.locked) << "held by " << info.owner << " with "
                             << info.hold_count << " holds after the release";
@@ -327,7 +337,8 @@ TEST_P(Conformance, C6_OwnerTokenHoldReleasesThroughItsHold) {
   const absl::Status again = hold.Release();
   EXPECT_CODE(again, kFailedPrecondition);
   EXPECT_TRUE(IsNotOwner(again)) << again;
-  EXPECT_CODE(lock->ReleaseByToken("job-1"), kFailedPrecondition);
+  EXPECT_CODE(client->OwnerTokens().Release("job lock", "job-1"),
+              kFailedPrecondition);
   // Another client can take it.
   ASSERT_OK_AND_ASSIGN(Hold taken,
                        contender->TryAcquire(WithLease(kLongLease)));
@@ -339,7 +350,8 @@ TEST_P(Conformance, C6_OwnerTokenHoldReleasesThroughItsHold) {
     ASSERT_OK_AND_ASSIGN(Hold scoped, lock->Acquire({.owner_token = "job-1"}));
     EXPECT_EQ(scoped.state(), LockState::kHeld);
   }
-  EXPECT_EQ(lock->StateByToken("job-1"), LockState::kNotHeld);
+  EXPECT_EQ(client->OwnerTokens().State("job lock", "job-1"),
+            LockState::kNotHeld);
   ASSERT_OK_AND_ASSIGN(info, other->Admin().Inspect("job lock"));
   EXPECT_FALSE(info.locked) << "the Hold's destructor left it held";
   ASSERT_OK_AND_ASSIGN(taken, contender->TryAcquire(WithLease(kLongLease)));

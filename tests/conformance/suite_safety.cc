@@ -6,8 +6,12 @@
 // hangs. Network-level faults on real servers are in tests/faults/.
 #include <atomic>
 #include <memory>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/functional/function_ref.h"
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "conformance_fixture.h"
 #include "fault_backend.h"
 
@@ -22,6 +26,43 @@ ClientOptions Faulty(const std::shared_ptr<FaultPlan>& faults,
   options.watchdog_lease = watchdog_lease;
   options.backend_decorator = faults->Decorator();
   return options;
+}
+
+// A holder behind a FaultPlan and a second client, both on one lock, and
+// the holder's acquisitions with an explicit lease, whose losses `lost`
+// records.
+struct FaultyHolder {
+  std::shared_ptr<FaultPlan> faults = std::make_shared<FaultPlan>();
+  std::unique_ptr<LockClient> holder, other;
+  std::unique_ptr<DistributedLock> held, next;
+  LostRecorder lost;
+  AcquireOptions watched;
+};
+
+using NewClientFn =
+    absl::FunctionRef<absl::StatusOr<std::unique_ptr<LockClient>>(
+        ClientOptions)>;
+
+absl::Status StartFaultyHolder(NewClientFn new_client, absl::string_view name,
+                               absl::Duration lease, FaultyHolder& h) {
+  absl::StatusOr<std::unique_ptr<LockClient>> holder =
+      new_client(Faulty(h.faults));
+  if (!holder.ok()) return holder.status();
+  absl::StatusOr<std::unique_ptr<LockClient>> other = new_client({});
+  if (!other.ok()) return other.status();
+  h.holder = *std::move(holder);
+  h.other = *std::move(other);
+  absl::StatusOr<std::unique_ptr<DistributedLock>> held =
+      h.holder->GetLock(name);
+  if (!held.ok()) return held.status();
+  absl::StatusOr<std::unique_ptr<DistributedLock>> next =
+      h.other->GetLock(name);
+  if (!next.ok()) return next.status();
+  h.held = *std::move(held);
+  h.next = *std::move(next);
+  h.watched = WithLease(lease);
+  h.watched.on_lost = h.lost.Callback();
+  return absl::OkStatus();
 }
 
 bool FreeOnBackend(LockClient& client, absl::string_view name) {
@@ -179,7 +220,7 @@ TEST_P(Conformance, C1_RetriedAcquireOfASharedTokenLeavesTheOthersHold) {
   EXPECT_OK(second_hold.Release());
   // The first process still holds it: nobody else may take it.
   EXPECT_EQ(first_hold.state(), LockState::kHeld);
-  EXPECT_EQ(by_first->StateByToken("job-9"), LockState::kHeld);
+  EXPECT_EQ(first->OwnerTokens().State("one token", "job-9"), LockState::kHeld);
   EXPECT_CODE(by_other->TryAcquire(WithLease(kLongLease)), kDeadlineExceeded);
   EXPECT_OK(first_hold.Release());
 }
@@ -279,6 +320,101 @@ TEST_P(Conformance, C21_HoldWhoseRenewalRepliesAreLostIsLetGo) {
     EXPECT_OK(taken->Release());
   }
   EXPECT_CODE(hold.Release(), kFailedPrecondition);
+}
+
+// C20, C21: a final release stuck behind a silent partition while the lease
+// runs out. Its hold is told lost when the local deadline passes, while the
+// release is still unanswered, and the caller gets its answer then too: the
+// lock is free on the backend once the lease is over, whatever the release
+// does.
+TEST_P(Conformance, C20_ReleaseStuckPastTheLeaseIsToldAtTheDeadline) {
+  constexpr absl::Duration kLease = absl::Seconds(1);
+  FaultyHolder h;
+  ASSERT_OK(StartFaultyHolder(
+      [this](ClientOptions o) { return NewClient(std::move(o)); },
+      "stuck release", kLease, h));
+  const std::shared_ptr<FaultPlan>& faults = h.faults;
+  const LostRecorder& lost = h.lost;
+  ASSERT_OK_AND_ASSIGN(Hold hold, h.held->Acquire(h.watched));
+
+  faults->Set(Op::kRelease, {.block = true});
+  absl::Status released = absl::UnknownError("not returned");
+  absl::Notification returned;
+  std::thread releasing([&] {
+    released = hold.Release();
+    returned.Notify();
+  });
+  absl::Cleanup heal = [&] {
+    faults->Unblock(Op::kRelease);
+    releasing.join();
+  };
+  ASSERT_TRUE(faults->WaitForBlocked(Op::kRelease, 1, kNoHang));
+
+  ASSERT_TRUE(lost.WaitForEvents(1, kLease + kNoHang))
+      << "a release stuck past the lease left its hold untold";
+  EXPECT_TRUE(returned.WaitForNotificationWithTimeout(kPromptly))
+      << "Release() still waits on the backend after the hold was told lost";
+  // Told, and answered, while the release was still stuck: at the deadline,
+  // not when a reply or a timeout came.
+  EXPECT_TRUE(faults->WaitForBlocked(Op::kRelease, 1, absl::ZeroDuration()));
+  EXPECT_EQ(lost.Events()[0].fencing_token, hold.fencing_token());
+  EXPECT_TRUE(IsLost(lost.Events()[0].reason)) << lost.Events()[0].reason;
+  EXPECT_CODE(released, kFailedPrecondition);
+  EXPECT_TRUE(IsLost(released)) << released;
+  EXPECT_TRUE(absl::StrContains(released.message(),
+                                "the lease ended before the release was "
+                                "confirmed"))
+      << released;
+
+  // The lease is over on the backend: another owner gets the lock, and the
+  // release that arrives late leaves it alone (C4). Nothing more is told.
+  ASSERT_OK_AND_ASSIGN(Hold taken,
+                       h.next->Acquire(WithLease(kLongLease, kNoHang)));
+  std::move(heal).Invoke();
+  EXPECT_EQ(SettledEvents(lost), 1u);
+  ASSERT_OK_AND_ASSIGN(LockInfo info,
+                       h.other->Admin().Inspect("stuck release"));
+  EXPECT_TRUE(info.locked);
+  EXPECT_EQ(info.fencing_token, taken.fencing_token());
+  EXPECT_OK(taken.Release());
+}
+
+// C20, C21: a release that fails at once and whose background retries fail
+// until the lease ends: the hold is told lost then, once; a release whose
+// retry is confirmed in time stays silent.
+TEST_P(Conformance, C20_ReleaseUnconfirmedUntilTheLeaseEndsIsToldOnce) {
+  constexpr absl::Duration kLease = absl::Seconds(1);
+  FaultyHolder h;
+  ASSERT_OK(StartFaultyHolder(
+      [this](ClientOptions o) { return NewClient(std::move(o)); },
+      "never confirmed", kLease, h));
+  const std::shared_ptr<FaultPlan>& faults = h.faults;
+  const LostRecorder& lost = h.lost;
+
+  ASSERT_OK_AND_ASSIGN(Hold confirmed, h.held->Acquire(h.watched));
+  faults->Set(Op::kRelease, {.fail_before = true, .times = 1});
+  EXPECT_CODE(confirmed.Release(), kUnavailable);
+  absl::StatusOr<Hold> taken = absl::UnknownError("not tried");
+  EXPECT_TRUE(Eventually(
+      [&] {
+        taken = h.next->TryAcquire(WithLease(kLongLease));
+        return taken.ok();
+      },
+      kPromptly))
+      << "the retried release did not free the lock: " << taken.status();
+  if (taken.ok()) {
+    EXPECT_OK(taken->Release());
+  }
+
+  ASSERT_OK_AND_ASSIGN(Hold unconfirmed, h.held->Acquire(h.watched));
+  faults->Set(Op::kRelease, {.fail_before = true});
+  EXPECT_CODE(unconfirmed.Release(), kUnavailable);
+  ASSERT_TRUE(lost.WaitForEvents(1, kLease + kNoHang))
+      << "a release never confirmed within the lease left its hold untold";
+  faults->Clear(Op::kRelease);
+  EXPECT_EQ(lost.Events()[0].fencing_token, unconfirmed.fencing_token());
+  EXPECT_TRUE(IsLost(lost.Events()[0].reason)) << lost.Events()[0].reason;
+  EXPECT_EQ(SettledEvents(lost), 1u);
 }
 
 }  // namespace

@@ -62,6 +62,8 @@ TEST_P(Conformance, Traits_AgreeWithTheDocsTable) {
   EXPECT_EQ(row["fencing"], FencingStrengthName(t.fencing));
   EXPECT_EQ(row["can_list"], YesNo(t.can_list));
   EXPECT_EQ(row["shared_across_processes"], YesNo(t.shared_across_processes));
+  EXPECT_EQ(row["liveness_record"], YesNo(t.liveness_record));
+  EXPECT_EQ(row["keeps_after_release"], YesNo(t.keeps_after_release));
   EXPECT_EQ(t.shared_across_processes, backend().shared_across_processes);
 }
 
@@ -76,6 +78,10 @@ TEST_P(Conformance, Traits_ExplainEveryDeviation) {
       EXPECT_FALSE(t.shared_across_processes)
           << deviation << " is a deviation only for a backend whose locks "
           << "other processes cannot see";
+    } else if (absl::StartsWith(deviation, "Keep_")) {
+      EXPECT_FALSE(t.keeps_after_release)
+          << deviation << " is a deviation only for a backend that declares "
+          << "it cannot keep a lock after its release";
     } else if (absl::StartsWith(deviation, "C18_")) {
       EXPECT_FALSE(backend().restart_server)
           << deviation << " is a deviation only where there is no server";
@@ -98,6 +104,28 @@ TEST_P(Conformance, Traits_ListingAsDeclared) {
     EXPECT_CODE(listed, kUnimplemented);
   }
   EXPECT_OK(hold.Release());
+}
+
+// Where keeping a lock after its release is declared, it is kept; where it
+// is not, the core answers Unimplemented and changes nothing.
+TEST_P(Conformance, Traits_KeepAfterReleaseAsDeclared) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("kept or not"));
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire(WithLease(kLongLease)));
+  const absl::Status kept = hold.ReleaseAndKeepFor(absl::Seconds(30));
+  ASSERT_OK_AND_ASSIGN(LockInfo info, client->Admin().Inspect("kept or not"));
+  if (client->traits().keeps_after_release) {
+    EXPECT_OK(kept);
+    EXPECT_TRUE(info.kept_after_release);
+    EXPECT_FALSE(hold.active());
+    EXPECT_OK(client->Admin().ForceUnlock("kept or not"));
+  } else {
+    EXPECT_CODE(kept, kUnimplemented);
+    EXPECT_TRUE(hold.active()) << "a refused keep must leave the Hold";
+    EXPECT_TRUE(info.locked);
+    EXPECT_FALSE(info.kept_after_release);
+    EXPECT_OK(hold.Release());
+  }
 }
 
 // Where FIFO is declared, waiters that began to wait one after another get

@@ -157,7 +157,7 @@ TEST_F(LostReplyTest, NodeAdoptedAfterALostCreateStartsAFreshLease) {
   EXPECT_EQ(info->owner, "t:adopter");
   EXPECT_GT(info->remaining_lease, kLease / 2);
   EXPECT_TRUE(absl::IsDeadlineExceeded((*near_lock)->TryAcquire().status()));
-  EXPECT_EQ((*lock)->StateByToken("adopter"), LockState::kHeld);
+  EXPECT_EQ(far->OwnerTokens().State(kName, "adopter"), LockState::kHeld);
   EXPECT_TRUE((*got)->Release().ok());
 }
 

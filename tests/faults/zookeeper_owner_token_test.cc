@@ -172,7 +172,7 @@ TEST_F(SameTokenTest, WaiterAtTheHeadReloadsANodeTheTokenReentered) {
   // Each client takes its own hold off; the lock is free after both.
   EXPECT_TRUE((*got)->Release().ok());
   EXPECT_TRUE(absl::IsDeadlineExceeded(ThirdTries()));
-  EXPECT_EQ(eager_lock_->StateByToken(kToken), LockState::kHeld);
+  EXPECT_EQ(eager_->OwnerTokens().State(kName, kToken), LockState::kHeld);
   EXPECT_TRUE(eager_hold_.Release().ok());
   EXPECT_TRUE(ThirdTries().ok());
 }
@@ -216,7 +216,7 @@ TEST_F(SameTokenTest, WaiterThatGivesUpLeavesTheTokensHoldAlone) {
   ASSERT_TRUE(got != nullptr) << "the cancelled wait did not return";
   EXPECT_TRUE(absl::IsCancelled(got->status())) << got->status();
 
-  EXPECT_EQ(eager_lock_->StateByToken(kToken), LockState::kHeld);
+  EXPECT_EQ(eager_->OwnerTokens().State(kName, kToken), LockState::kHeld);
   const absl::Status third = ThirdTries();
   EXPECT_TRUE(absl::IsDeadlineExceeded(third))
       << "another owner took the lock while the token's client holds it: "

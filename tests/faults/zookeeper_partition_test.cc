@@ -111,7 +111,7 @@ class PartitionTest : public ::testing::Test {
 
     absl::StatusOr<Hold>* taken = rival->Wait(absl::Seconds(30));
     const MonoTime granted = Now();
-    const LockState state = held_->StateByToken("holder");
+    const LockState state = holder_->OwnerTokens().State(kName, "holder");
     ASSERT_TRUE(taken != nullptr) << "the rival never got the lock";
     ASSERT_TRUE(taken->ok()) << taken->status();
     std::optional<MonoTime> lost = LostAt();
@@ -173,8 +173,8 @@ TEST_F(PartitionTest, HolderWithSlowRepliesStopsBelievingBeforeExpiry) {
 }
 
 // The case the issue measured: lease 1 s, session 2 s, a silent partition.
-// The holder's belief (StateByToken() polled every millisecond) must end before
-// the rival's grant: an overlap of 0.
+// The holder's belief (OwnerTokens().State() polled every millisecond) must end
+// before the rival's grant: an overlap of 0.
 TEST_F(PartitionTest, BelievedHoldsNeverOverlapThroughASilentPartition) {
   ASSERT_NO_FATAL_FAILURE(HoldThroughProxy(absl::Seconds(2), absl::Seconds(1)));
   auto rival = RivalWaits();
@@ -183,7 +183,7 @@ TEST_F(PartitionTest, BelievedHoldsNeverOverlapThroughASilentPartition) {
   std::thread poller([&] {
     while (!stop.load()) {
       const MonoTime before = Now();
-      if (held_->StateByToken("holder") == LockState::kHeld) {
+      if (holder_->OwnerTokens().State(kName, "holder") == LockState::kHeld) {
         last_held_ns = absl::ToInt64Nanoseconds(before.since_origin());
       }
       absl::SleepFor(absl::Milliseconds(1));

@@ -32,7 +32,6 @@ constexpr char kNamespace[] = "records";
 // threads of one client.
 constexpr char kOwnerA[] = "c:records-test:a";
 constexpr char kOwnerB[] = "c:records-test:b";
-constexpr int64_t kAllHolds = int64_t{1} << 40;
 constexpr absl::Duration kLongLease = absl::Seconds(60);
 
 class RecordsTest : public ::testing::Test {
@@ -62,10 +61,17 @@ class RecordsTest : public ::testing::Test {
                                          .held = held});
   }
   absl::StatusOr<int64_t> Release(const std::string& name,
-                                  const std::string& owner, HoldRecord* record,
-                                  int64_t holds = 1) {
+                                  const std::string& owner,
+                                  HoldRecord* record) {
+    return backend_->Release(
+        ReleaseCall{.name = name, .owner = owner, .record = record});
+  }
+  // As the core releases a thread owner's hold it gives up.
+  absl::StatusOr<int64_t> ReleaseAll(const std::string& name,
+                                     const std::string& owner,
+                                     HoldRecord* record) {
     return backend_->Release(ReleaseCall{
-        .name = name, .owner = owner, .holds = holds, .record = record});
+        .name = name, .owner = owner, .all_holds = true, .record = record});
   }
   absl::Status Renew(const std::string& name, const std::string& owner,
                      HoldRecord* record) {
@@ -101,10 +107,10 @@ TEST_F(RecordsTest, AnEarlierHoldsRecordNeverTouchesALaterHoldOfItsOwner) {
 
   // Each call about the first hold fails as not held, the first time (the
   // record still believed its node) and every time after.
-  EXPECT_CODE(Release(name, kOwnerA, first.record.get(), kAllHolds),
+  EXPECT_CODE(ReleaseAll(name, kOwnerA, first.record.get()),
               kFailedPrecondition);
   EXPECT_FALSE(Believed(name, kOwnerA, first.record.get()));
-  EXPECT_CODE(Release(name, kOwnerA, first.record.get(), kAllHolds),
+  EXPECT_CODE(ReleaseAll(name, kOwnerA, first.record.get()),
               kFailedPrecondition);
   EXPECT_CODE(Renew(name, kOwnerA, first.record.get()), kFailedPrecondition);
 
@@ -135,8 +141,7 @@ TEST_F(RecordsTest, TwoOwnersOfOneLockInOneClientKeepSeparateRecords) {
   EXPECT_GT(b.fencing_token, a.fencing_token);
   EXPECT_EQ(Nodes(name), 1u);
 
-  EXPECT_CODE(Release(name, kOwnerA, a.record.get(), kAllHolds),
-              kFailedPrecondition);
+  EXPECT_CODE(ReleaseAll(name, kOwnerA, a.record.get()), kFailedPrecondition);
   EXPECT_CODE(Renew(name, kOwnerA, a.record.get()), kFailedPrecondition);
   EXPECT_FALSE(Believed(name, kOwnerA, a.record.get()));
   EXPECT_TRUE(Believed(name, kOwnerB, b.record.get()));
@@ -176,7 +181,7 @@ TEST_F(RecordsTest, AGrantTheCoreNeverSawIsReenteredByItsOwner) {
   EXPECT_EQ(Nodes(name), 1u) << "the retry's own node was left behind";
   EXPECT_TRUE(Believed(name, kOwnerA, retried.record.get()));
   ASSERT_OK_AND_ASSIGN(int64_t left,
-                       Release(name, kOwnerA, retried.record.get(), kAllHolds));
+                       ReleaseAll(name, kOwnerA, retried.record.get()));
   EXPECT_EQ(left, 0);
   EXPECT_EQ(Nodes(name), 0u);
 

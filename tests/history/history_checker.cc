@@ -26,6 +26,7 @@ struct Hold {
   // gave the hold up, rather than reacting to its loss.
   bool held_at_release = true;
   int64_t told = -1;  // the first lost notice for it
+  int told_count = 0;
 };
 
 std::vector<Hold> HoldsOf(const std::vector<WorkerHistory>& workers) {
@@ -57,6 +58,7 @@ std::vector<Hold> HoldsOf(const std::vector<WorkerHistory>& workers) {
         for (size_t i = holds.size(); i-- > first;) {
           if (holds[i].token == e.token) {
             if (holds[i].told < 0) holds[i].told = e.at_ns;
+            ++holds[i].told_count;
             break;
           }
         }
@@ -97,7 +99,7 @@ absl::StatusOr<std::vector<WorkerEvent>> ReadEvents(const std::string& path) {
 HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
                            const std::vector<RegisterWrite>& writes,
                            int64_t counter, int64_t counter_sets,
-                           int64_t healed_at_ns) {
+                           int64_t healed_at_ns, ReleaseRule release_rule) {
   HistoryReport report;
   auto problem = [&](std::string text) {
     if (report.problems.size() < kMaxProblems) {
@@ -163,8 +165,16 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
   report.increments = counter_sets;
   report.lost_updates = report.increments - counter;
 
-  // C20: a hold that another owner was granted next, without a release
-  // before that grant, must have been told before it.
+  // C20: every hold is told at most once; one that another owner was
+  // granted next, without a release before that grant, must have been told
+  // before it.
+  for (const Hold& h : holds) {
+    if (h.told_count <= 1) continue;
+    ++report.notices_repeated;
+    problem(absl::StrCat("worker ", workers[h.worker].id, " (token ", h.token,
+                         ") was told of its loss ", h.told_count, " times"));
+  }
+  const bool any_release = release_rule == ReleaseRule::kStartedWhileHeld;
   for (size_t i = 0; i < holds.size(); ++i) {
     const Hold& h = holds[i];
     const Hold* next = nullptr;
@@ -178,7 +188,7 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
     // found the lock expired on arrival tells so, after the fact). A
     // release that reacted to a loss is judged by that loss's notice.
     if (h.released >= 0 && h.released <= next->granted &&
-        (h.released_ok || h.held_at_release || h.told < 0)) {
+        (h.released_ok || (any_release && (h.held_at_release || h.told < 0)))) {
       continue;
     }
     const int64_t killed = workers[h.worker].killed_at_ns;
@@ -247,7 +257,7 @@ std::string HistoryReport::Summary() const {
       unfenced_writes_accepted, " / refused ", stale_writes_refused,
       ", token regressions ", token_regressions, ", lost updates ",
       lost_updates, " of ", increments, ", superseded holds ", holds_superseded,
-      ", late notices ", notices_late);
+      ", late notices ", notices_late, ", repeated notices ", notices_repeated);
   if (notices_after_pause > 0) {
     absl::StrAppend(&out, ", told on resume ", notices_after_pause);
   }

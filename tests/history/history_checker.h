@@ -68,6 +68,8 @@ struct HistoryReport {
   int64_t min_notice_lead_ns = INT64_MAX;
   // Superseded while their process was stopped: told once it ran again.
   int notices_after_pause = 0;
+  // Holds told lost more than once (C20: exactly once).
+  int notices_repeated = 0;
   // From a worker's SIGKILL to the next grant to another owner (C2), the
   // longest of them; -1 without a kill.
   int64_t max_recovery_ns = -1;
@@ -84,12 +86,25 @@ struct HistoryReport {
   std::string Summary() const;
 };
 
+// How a release counts for the notice rule (C20).
+enum class ReleaseRule {
+  // A release started while the hold was believed gives it up, whatever
+  // its answer: the backend may have confirmed it in the background.
+  kStartedWhileHeld,
+  // Only a release that returned OK gives the hold up: one that did not
+  // must have been told lost before the next owner's grant. For scenarios
+  // where nothing can confirm a release in the background before the
+  // hold's lease ends (a partition longer than the lease).
+  kConfirmed,
+};
+
 // `counter` and `counter_sets`: the register's counter and how many writes
 // to it were applied. `healed_at_ns`: when the scenario ended its last fault.
-HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
-                           const std::vector<RegisterWrite>& writes,
-                           int64_t counter, int64_t counter_sets,
-                           int64_t healed_at_ns);
+HistoryReport CheckHistory(
+    const std::vector<WorkerHistory>& workers,
+    const std::vector<RegisterWrite>& writes, int64_t counter,
+    int64_t counter_sets, int64_t healed_at_ns,
+    ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld);
 
 }  // namespace dlock::testing
 

@@ -64,6 +64,29 @@ TEST(HistoryChecker, OverlappingReadModifyWriteIsALostUpdate) {
   EXPECT_EQ(report.lost_updates, 1) << report.Summary();
 }
 
+// Issue 23: a release that never returned OK gives the hold up only under
+// the lenient rule; under kConfirmed its hold must be told before the next
+// grant. And a hold told twice is counted whatever the rule.
+TEST(HistoryChecker, UnconfirmedReleaseMustBeToldUnderTheConfirmedRule) {
+  const std::vector<WorkerHistory> workers = {
+      Worker(0, {{.at_ns = 100, .kind = "grant", .token = 1},
+                 {.at_ns = 110, .kind = "held", .token = 1},
+                 {.at_ns = 120, .kind = "release_error", .token = 1},
+                 {.at_ns = 300, .kind = "lost", .token = 1},
+                 {.at_ns = 310, .kind = "lost", .token = 1}}),
+      Worker(1, {{.at_ns = 200, .kind = "grant", .token = 2},
+                 {.at_ns = 210, .kind = "released", .token = 2}})};
+  HistoryReport lenient = CheckHistory(workers, {}, 0, 0, /*healed_at_ns=*/0);
+  EXPECT_EQ(lenient.notices_late, 0) << lenient.Summary();
+  EXPECT_EQ(lenient.notices_repeated, 1) << lenient.Summary();
+
+  HistoryReport strict = CheckHistory(workers, {}, 0, 0, /*healed_at_ns=*/0,
+                                      ReleaseRule::kConfirmed);
+  EXPECT_EQ(strict.holds_superseded, 1) << strict.Summary();
+  EXPECT_EQ(strict.notices_late, 1) << strict.Summary();
+  EXPECT_EQ(strict.notices_repeated, 1) << strict.Summary();
+}
+
 // CI caught this: on a Redis restarted without persistence (the documented
 // exception) the stale holder wrote after the new grant but before the new
 // holder's first write. No fence can refuse that write; the checker counted

@@ -294,7 +294,7 @@ HistoryReport HistoryRun::Finish() {
   }
   HistoryReport report = CheckHistory(
       histories, register_->Writes(), register_->counter(), register_->sets(),
-      healed_at_ == 0 ? MonoNowNs() : healed_at_);
+      healed_at_ == 0 ? MonoNowNs() : healed_at_, options_.release_rule);
   for (std::string& p : exit_problems) {
     report.exit_problems.push_back(std::move(p));
   }

@@ -41,6 +41,8 @@ struct RunOptions {
   // Worker 0 runs under libfaketime, its wall clock moved by
   // SetWallClockOffset() (its monotonic clock is left alone).
   bool fake_wall_clock_of_worker0 = false;
+  // What gives a hold up for the checker's notice rule.
+  ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld;
 };
 
 class HistoryRun {

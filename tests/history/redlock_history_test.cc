@@ -1,7 +1,8 @@
 // Copyright dlock authors. Redlock (redlock://) under the faults its issue
 // names, over the test registry's three masters (RedlockGroup(3)): a
 // minority of masters killed, a majority unreachable, a client slower than
-// its lease, twenty clients racing, renewal with a minority, and a master
+// its lease, twenty clients racing, renewal with a minority, a release
+// stuck behind a partition while its lease runs out, and a master
 // restarted without persistence (the documented unsafety, and its safe
 // delayed-restart counterpart). Where a scenario needs network faults, each
 // master sits behind a FaultProxy of its own, per client.
@@ -525,6 +526,69 @@ TEST_F(RedlockHistory, RenewalWithOnlyAMinority) {
   EXPECT_GT(failed_after, 0);
   ASSERT_OK(masters->proxy(1).Heal());
   ASSERT_OK(masters->proxy(2).Heal());
+}
+
+// 5b. Issue 23: a final release stuck behind a partition of every master
+// (with a call timeout longer than the lease) while an explicit lease runs
+// out. The holder is told lost at its deadline, once, before another
+// client's grant, and Release() returns then with the lost kind.
+TEST_F(RedlockHistory, ReleaseBehindAPartitionIsToldBeforeTheNextGrant) {
+  const std::string ns = FreshNamespace("release");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ProxiedMasters> masters,
+                       ProxiedMasters::Start(group()));
+  constexpr absl::Duration kLease = absl::Seconds(1);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> holder,
+                       Connect(masters->Uri(ns, "operation_timeout=3s")));
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<LockClient> other,
+      Connect(absl::StrCat("redlock://", group().Hosts(), "?namespace=", ns)));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DistributedLock> held,
+                       holder->GetLock(kLock));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DistributedLock> next,
+                       other->GetLock(kLock));
+  std::atomic<int64_t> lost_at{0};
+  std::atomic<int> told{0};
+  AcquireOptions acquire;
+  acquire.lease = kLease;
+  acquire.on_lost = [&](const LockLostEvent&) {
+    lost_at = MonoNowNs();
+    ++told;
+  };
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire(acquire));
+  for (int i = 0; i < group().size(); ++i) {
+    ASSERT_OK(masters->proxy(i).Partition());
+  }
+  const int64_t partitioned_at = MonoNowNs();
+  absl::Status released;
+  int64_t returned_at = 0;
+  std::thread releasing([&] {
+    released = hold.Release();
+    returned_at = MonoNowNs();
+  });
+  AcquireOptions wait;
+  wait.lease = absl::Seconds(60);
+  wait.wait = absl::Seconds(10);
+  absl::StatusOr<Hold> taken = next->Acquire(wait);
+  const int64_t granted_at = MonoNowNs();
+  releasing.join();
+  for (int i = 0; i < group().size(); ++i) {
+    ASSERT_OK(masters->proxy(i).Heal());
+  }
+  absl::SleepFor(absl::Milliseconds(300));  // a late release lands, if any
+  std::cout << "REDLOCK release_partition: lease=" << kLease << " told "
+            << absl::Nanoseconds(lost_at.load() - partitioned_at)
+            << " after the partition, Release() returned "
+            << absl::Nanoseconds(returned_at - partitioned_at)
+            << " after it, next grant "
+            << absl::Nanoseconds(granted_at - partitioned_at) << " after it; "
+            << released << std::endl;
+  ASSERT_OK(taken);
+  ASSERT_NE(lost_at.load(), 0) << "the holder was never told";
+  EXPECT_LT(lost_at.load(), granted_at) << "told after the next grant";
+  EXPECT_LT(returned_at, granted_at) << "Release() waited past the lease";
+  EXPECT_TRUE(IsLost(released)) << released;
+  EXPECT_EQ(told.load(), 1);
+  EXPECT_OK(taken->Release());
 }
 
 // Two clients, each reaching the masters through proxies of its own, so

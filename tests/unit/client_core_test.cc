@@ -1,5 +1,5 @@
 // Copyright dlock authors. Unit tests of the backend-independent client core
-// (core/src/client_core.cc) through the public API on memory://: what a lost
+// (core/src/client_core.h) through the public API on memory://: what a lost
 // callback may do, and local state that needs no backend round trip.
 #include <unistd.h>
 

@@ -23,7 +23,7 @@ CommonBackendOptions captured;
 
 absl::StatusOr<std::unique_ptr<Backend>> Capture(const BackendConfig& config) {
   captured = config.common;
-  if (absl::Status s = config.params.RejectUnknown("capture", ""); !s.ok()) {
+  if (absl::Status s = config.params.RejectUnknown("capture"); !s.ok()) {
     return s;
   }
   return absl::UnavailableError("capture:// connects nowhere");

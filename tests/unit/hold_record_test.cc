@@ -138,7 +138,7 @@ TEST_F(HoldRecordTest, ReleaseByTokenOfAHoldTakenElsewhereHasNone) {
   ASSERT_OK_AND_ASSIGN(Hold held, theirs->Acquire({.owner_token = "job"}));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<DistributedLock> ours,
                        client_->GetLock("shared"));
-  absl::Status released = ours->ReleaseByToken("job");
+  absl::Status released = client_->OwnerTokens().Release("shared", "job");
   // Another memory:// instance: ours does not hold it.
   EXPECT_TRUE(IsNotOwner(released)) << released;
   EXPECT_EQ(seen_->Take(), (std::vector<std::string>{"release:-1"}));

@@ -398,10 +398,12 @@ TEST(HoldTest, AcquisitionReleasedByTokenIsNotReportedByItsHold) {
   {
     ASSERT_OK_AND_ASSIGN(Hold outer, lock->Acquire({.owner_token = "job"}));
     ASSERT_OK_AND_ASSIGN(Hold inner, lock->Acquire({.owner_token = "job"}));
-    ASSERT_OK(lock->ReleaseByToken("job"));  // takes the innermost
+    ASSERT_OK(client->OwnerTokens().Release("by token",
+                                            "job"));  // takes the innermost
     EXPECT_EQ(inner.state(), LockState::kNotHeld);
     EXPECT_EQ(outer.state(), LockState::kHeld);
-    ASSERT_OK(lock->ReleaseByToken("job"));  // and the last
+    ASSERT_OK(
+        client->OwnerTokens().Release("by token", "job"));  // and the last
     EXPECT_EQ(outer.state(), LockState::kNotHeld);
   }
   EXPECT_FALSE(IsLocked(*client, "by token"));
@@ -429,7 +431,7 @@ TEST(HoldTest, KeptHoldRunsOutWithItsLease) {
   ASSERT_OK(hold.KeepUntilLeaseEnd());
   EXPECT_FALSE(hold.active());
   EXPECT_CODE(theirs->TryAcquire(), kDeadlineExceeded);
-  EXPECT_EQ(lock->StateByToken("marker"), LockState::kHeld);
+  EXPECT_EQ(client->OwnerTokens().State("kept", "marker"), LockState::kHeld);
   const absl::Time give_up = absl::Now() + absl::Seconds(5);
   absl::StatusOr<Hold> after = theirs->TryAcquire();
   while (!after.ok() && absl::Now() < give_up) {
@@ -441,7 +443,7 @@ TEST(HoldTest, KeptHoldRunsOutWithItsLease) {
       << "a kept hold was released instead of running out";
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(told.load(), 0) << "an end foreseen was told as a loss";
-  EXPECT_EQ(lock->StateByToken("marker"), LockState::kNotHeld)
+  EXPECT_EQ(client->OwnerTokens().State("kept", "marker"), LockState::kNotHeld)
       << "the client kept a record of a hold that ran out";
 }
 

@@ -115,25 +115,30 @@ TEST_F(Names, OwnerTokensAreValidatedLikeNames) {
     options.owner_token = token;
     EXPECT_EQ((*lock)->Acquire(options).status().code(),
               absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ((*lock)->ReleaseByToken(token).code(),
+    EXPECT_EQ(client_->OwnerTokens().Release("owned", token).code(),
               absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ((*lock)->RenewByToken(token, absl::Seconds(1)).code(),
-              absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ((*lock)->StateByToken(token), LockState::kNotHeld);
+    EXPECT_EQ(
+        client_->OwnerTokens().Renew("owned", token, absl::Seconds(1)).code(),
+        absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(client_->OwnerTokens().State("owned", token),
+              LockState::kNotHeld);
   }
   // Release and renew by token need one: a thread's holds go through Holds.
-  EXPECT_EQ((*lock)->ReleaseByToken("").code(),
+  EXPECT_EQ(client_->OwnerTokens().Release("owned", "").code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*lock)->RenewByToken("").code(),
+  EXPECT_EQ(client_->OwnerTokens().Renew("owned", "").code(),
             absl::StatusCode::kInvalidArgument);
   AcquireOptions options;
   options.owner_token = "trace-锁-42";
   absl::StatusOr<Hold> hold = (*lock)->Acquire(options);
   ASSERT_TRUE(hold.ok());
-  EXPECT_EQ((*lock)->StateByToken(options.owner_token), LockState::kHeld);
-  EXPECT_TRUE((*lock)->ReleaseByToken(options.owner_token).ok());
+  EXPECT_EQ(client_->OwnerTokens().State("owned", options.owner_token),
+            LockState::kHeld);
+  EXPECT_TRUE(
+      client_->OwnerTokens().Release("owned", options.owner_token).ok());
   // Released by token: the Hold's acquisition is gone with it.
-  EXPECT_EQ((*lock)->StateByToken(options.owner_token), LockState::kNotHeld);
+  EXPECT_EQ(client_->OwnerTokens().State("owned", options.owner_token),
+            LockState::kNotHeld);
   EXPECT_EQ(hold->state(), LockState::kNotHeld);
   absl::Status again = hold->Release();
   EXPECT_TRUE(IsNotOwner(again)) << again;

@@ -266,6 +266,30 @@ TEST_F(ObserverTest, AnUnconfirmedReleaseIsToldAndSoAreItsFailedRetries) {
   EXPECT_TRUE(seen_->Of(ObservedEvent::kLoss).empty());
 }
 
+// Issue 23: a release that no retry gets through before the hold's deadline
+// is told lost then, once, to the lost callbacks; the observer, which had
+// its OnRelease, hears no OnLoss (one end per hold).
+TEST_F(ObserverTest, AReleaseUnconfirmedAtTheDeadlineIsToldLostButEndsOnce) {
+  std::unique_ptr<LockClient> client = Connect(seen_);
+  std::unique_ptr<DistributedLock> lock = *client->GetLock("cut off");
+  absl::StatusOr<Hold> hold = lock->Acquire();
+  ASSERT_TRUE(hold.ok());
+  faults_->Set(FaultPlan::kRelease, {.fail_before = true});
+  EXPECT_EQ(hold->Release().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(lost_callbacks_.load(), 0);
+  clock_->Advance(absl::Seconds(30));  // past the 30 s lease's deadline
+  for (int i = 0; i < 500 && lost_callbacks_.load() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(lost_callbacks_.load(), 1) << seen_->AllText();
+  faults_->Clear(FaultPlan::kRelease);
+  clock_->Advance(absl::Seconds(1));
+  absl::SleepFor(kQuiet);
+  EXPECT_EQ(lost_callbacks_.load(), 1);
+  EXPECT_EQ(seen_->Of(ObservedEvent::kRelease).size(), 1u);
+  EXPECT_TRUE(seen_->Of(ObservedEvent::kLoss).empty()) << seen_->AllText();
+}
+
 TEST_F(ObserverTest, BackendRoundTripsAreTimedOnTheClientsClock) {
   std::unique_ptr<LockClient> client = Connect(seen_);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("timed");

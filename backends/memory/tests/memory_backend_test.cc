@@ -51,7 +51,8 @@ TEST(MemoryBackend, MessagesNeverShowTheInternalKey) {
   ExpectNamesTheLockOnly(cancelled.status());
 
   // A release by a token that does not hold it.
-  absl::Status release = held->ReleaseByToken("not-the-owner");
+  absl::Status release =
+      (*holder)->OwnerTokens().Release("job", "not-the-owner");
   EXPECT_FALSE(release.ok());
   ExpectNamesTheLockOnly(release);
   EXPECT_TRUE(hold->Release().ok());

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,38 @@ class LockAdmin {
   virtual absl::StatusOr<ServerMemory> ServerMemoryUse() = 0;
 };
 
+// The calls that name a hold by an explicit owner token (C6) instead of
+// through its Hold: for a token shared with other threads or processes,
+// whose holds this process may not have a Hold for (an RPC carrying a job
+// id releases the job's lock). Apart from the handles service code uses,
+// as administration is. Safe to share between threads.
+//
+// Each call takes a lock name (InvalidArgument for one C15 rejects) and a
+// non-empty owner token (InvalidArgument otherwise: the calling thread's own
+// holds go through their Hold).
+class OwnerTokenCalls {
+ public:
+  virtual ~OwnerTokenCalls() = default;
+
+  // Takes one hold of `owner_token` off `name`; the lock is free at zero.
+  // FailedPrecondition when that owner does not hold it (IsNotOwner) or
+  // lost it (IsLost). Where this client holds it with Holds, the innermost
+  // acquisition goes: its Hold reads kNotHeld from then on, and its
+  // Release() answers IsNotOwner.
+  virtual absl::Status Release(absl::string_view name,
+                               absl::string_view owner_token) = 0;
+  // Extends the lease of `owner_token`'s hold on `name`, as Hold::Renew()
+  // does; without `lease`, that hold's lease here, or the client's
+  // watchdog lease for a hold taken elsewhere.
+  virtual absl::Status Renew(absl::string_view name,
+                             absl::string_view owner_token,
+                             std::optional<absl::Duration> lease = {}) = 0;
+  // This client's local view of `owner_token`'s hold on `name` (no round
+  // trip); kNotHeld for a name or token the calls above refuse.
+  virtual LockState State(absl::string_view name,
+                          absl::string_view owner_token) = 0;
+};
+
 // Hands out locks by name. Safe to share between threads (C17). Service code
 // depends on this interface and DistributedLock only; the backend comes from
 // the URI given to dlock::Connect().
@@ -135,6 +168,10 @@ class LockClient {
 
   // Inspection, listing and force unlock; lives as long as the client.
   virtual LockAdmin& Admin() = 0;
+
+  // Release, renewal and state by owner token (C6); lives as long as the
+  // client.
+  virtual OwnerTokenCalls& OwnerTokens() = 0;
 
   // Releases every hold of this client and stops renewal, within
   // ClientOptions::close_timeout (C13). Later calls on handles and holds

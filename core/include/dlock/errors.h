@@ -40,9 +40,21 @@ enum class ErrorKind {
   // DeadlineExceeded: a wait ran out with the lock still held by another
   // owner (C14).
   kWaitExpired,
+  // FailedPrecondition: a conditional force unlock (LockAdmin::
+  // ForceUnlock(name, token)) found the lock free or held with another
+  // token, and left it as it was.
+  kTokenMismatch,
+  // FailedPrecondition: Hold::ReleaseAndKeepFor() on an acquisition while
+  // other acquisitions of its owner stand through this client (re-entry,
+  // KeepUntilLeaseEnd); nothing changed.
+  kAcquisitionsStanding,
+  // FailedPrecondition: Hold::KeepUntilLeaseEnd() on a hold the watchdog
+  // renews, which would never end; nothing changed.
+  kWatchdogRenewed,
 };
 
-// "not_owner", "lost", "client_closed", "held_by_another", "wait_expired".
+// "not_owner", "lost", "client_closed", "held_by_another", "wait_expired",
+// "token_mismatch", "acquisitions_standing", "watchdog_renewed".
 absl::string_view ErrorKindName(ErrorKind kind);
 
 // The kind an error carries; nullopt for OK and for errors without one (a
@@ -63,6 +75,9 @@ inline bool IsHeldByAnother(const absl::Status& s) {
 }
 inline bool IsWaitExpired(const absl::Status& s) {
   return ErrorKindOf(s) == ErrorKind::kWaitExpired;
+}
+inline bool IsTokenMismatch(const absl::Status& s) {
+  return ErrorKindOf(s) == ErrorKind::kTokenMismatch;
 }
 
 // Access refused, on every backend (and over TLS): the server, or the TLS
@@ -88,6 +103,12 @@ absl::Status ClientClosedError(absl::string_view endpoint);
 absl::Status TokenMismatchError(absl::string_view lock_name,
                                 uint64_t fencing_token);
 absl::Status HeldByAnotherError(absl::string_view lock_name);
+// Hold::ReleaseAndKeepFor() refused: `others` acquisitions of the owner
+// stand.
+absl::Status AcquisitionsStandingError(absl::string_view lock_name,
+                                       int64_t others);
+// Hold::KeepUntilLeaseEnd() refused for a watchdog-renewed hold.
+absl::Status WatchdogRenewedError(absl::string_view lock_name);
 absl::Status WaitExpiredError(absl::string_view lock_name,
                               absl::Duration waited);
 

@@ -45,6 +45,8 @@ void ReportReleaseError(const ReleaseErrorHook& hook,
 
 namespace internal {
 class HoldSite;  // the client's side of a hold; see core/src/hold.cc
+struct AcquisitionShare;
+struct HoldRef;
 }  // namespace internal
 
 // One acquisition. Move-only; a default-constructed or moved-from Hold is
@@ -85,13 +87,17 @@ class [[nodiscard]] Hold {
   // woken when it expires, C9), Inspect() reports it with
   // LockInfo::kept_after_release, and ForceUnlock() removes it. The next
   // fresh hold gets a larger fencing token (C8). Once, as Release(): the
-  // Hold is empty afterwards, except on InvalidArgument and on the
-  // re-entrant refusal below, which change nothing.
+  // Hold is empty afterwards, except on InvalidArgument and on the two
+  // refusals below, which change nothing.
   //  - Zero `keep_for`: exactly Release(). Negative, infinite, or positive
   //    but under 10ms: InvalidArgument.
+  //  - A backend that cannot keep a lock after its release
+  //    (BackendTraits::keeps_after_release false): Unimplemented, the lock
+  //    and this Hold unchanged.
   //  - Other acquisitions of this owner through this client still stand
-  //    (re-entry, C5, or KeepUntilLeaseEnd()): FailedPrecondition with no
-  //    ErrorKind, the lock and this Hold unchanged; release those first.
+  //    (re-entry, C5, or KeepUntilLeaseEnd()): FailedPrecondition
+  //    (ErrorKind::kAcquisitionsStanding), the lock and this Hold unchanged;
+  //    release those first.
   //  - An owner token (C6) whose holds on the backend are not all this
   //    client's: the release takes this hold off and the lock stays the
   //    owner's; keep_for applies only to the release that takes the owner's
@@ -117,7 +123,8 @@ class [[nodiscard]] Hold {
   // ReleaseAndKeepFor(). For a
   // marker that keeps others out for a while after the work ("ran in this
   // slot"). FailedPrecondition for a watchdog-renewed hold, which would
-  // never end (release it instead), and for a lost one (IsLost).
+  // never end (ErrorKind::kWatchdogRenewed: release it instead), and for a
+  // lost one (IsLost).
   absl::Status KeepUntilLeaseEnd();
 
   bool active() const { return site_ != nullptr; }
@@ -150,7 +157,10 @@ class [[nodiscard]] Hold {
   friend class internal::HoldSite;
   Hold(std::shared_ptr<internal::HoldSite> site, std::string name,
        std::string owner, uint64_t fencing_token, int64_t hold_count,
-       uint64_t generation, uint64_t acquisition, CancelToken lost_token);
+       uint64_t generation,
+       std::shared_ptr<const internal::AcquisitionShare> acquisition);
+  // How this Hold names its acquisition to its site.
+  internal::HoldRef Ref() const;
   void ReleaseOrReport() noexcept;
 
   std::shared_ptr<internal::HoldSite> site_;
@@ -158,8 +168,9 @@ class [[nodiscard]] Hold {
   std::string owner_;
   uint64_t fencing_token_ = 0;
   int64_t hold_count_ = 0;
-  uint64_t generation_ = 0;   // tells this hold from a later one of the owner
-  uint64_t acquisition_ = 0;  // this acquisition among the hold's
+  uint64_t generation_ = 0;  // tells this hold from a later one of the owner
+  // This acquisition among the hold's, shared with the client.
+  std::shared_ptr<const internal::AcquisitionShare> acquisition_;
   CancelToken lost_token_;
 };
 

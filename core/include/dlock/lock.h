@@ -73,7 +73,8 @@ struct ServerMemory {
 // One named lock, the handle service code uses. Safe to share between
 // threads (C17). Acquiring hands back a Hold (dlock/hold.h), which releases,
 // renews and answers for itself; administration (inspect, list, force
-// unlock) is on LockClient::Admin().
+// unlock) is on LockClient::Admin(), and the calls that name a hold by its
+// owner token on LockClient::OwnerTokens().
 class DistributedLock {
  public:
   virtual ~DistributedLock() = default;
@@ -94,19 +95,6 @@ class DistributedLock {
     options.wait = absl::ZeroDuration();
     return Acquire(options);
   }
-
-  // For an owner token shared with other processes (C6), whose holds this
-  // process may not have a Hold for: takes one hold of `owner_token` off;
-  // the lock is free at zero. InvalidArgument for an empty token;
-  // FailedPrecondition when that owner does not hold it (IsNotOwner) or
-  // lost it (IsLost).
-  virtual absl::Status ReleaseByToken(absl::string_view owner_token) = 0;
-  // Extends the lease of `owner_token`'s hold, as Hold::Renew() does.
-  virtual absl::Status RenewByToken(
-      absl::string_view owner_token,
-      std::optional<absl::Duration> lease = {}) = 0;
-  // This client's local view of `owner_token`'s hold (no round trip).
-  virtual LockState StateByToken(absl::string_view owner_token) const = 0;
 };
 
 }  // namespace dlock

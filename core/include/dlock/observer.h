@@ -7,10 +7,10 @@
 // - Which thread calls. Every method runs on a thread the client already
 //   has, never on one of its own: OnAcquireAttempt, OnGrant and
 //   OnAcquireFailed on the thread calling Acquire(); OnRelease on the thread
-//   releasing (Hold::Release() or its destructor, ReleaseByToken(),
+//   releasing (Hold::Release() or its destructor, OwnerTokens().Release(),
 //   Hold::KeepUntilLeaseEnd()); OnRenewal on the watchdog's renewer thread,
-//   or on the thread calling Hold::Renew()/RenewByToken(); OnLoss wherever
-//   the loss is delivered to the lost callbacks (the client's notifier
+//   or on the thread calling Hold::Renew()/OwnerTokens().Renew(); OnLoss
+//   wherever the loss is delivered to the lost callbacks (the client's notifier
 //   thread, the thread whose Release()/Renew() found the hold gone, or the
 //   thread calling Close()); OnReleaseFailure on the thread releasing, the
 //   renewer thread (background retries, C21) or the thread calling Close();

@@ -40,6 +40,10 @@ struct BackendTraits {
   bool can_list = false;
   // Clients in different processes (and machines) share locks.
   bool shared_across_processes = true;
+  // Hold::ReleaseAndKeepFor() works: the backend can leave a lock taken by
+  // nobody after its release (ReleaseCall::keep_for). Without it the core
+  // answers Unimplemented and leaves the hold as it was.
+  bool keeps_after_release = false;
 };
 
 // "process", "server-memory", "durable".

@@ -20,7 +20,8 @@ struct HostPort {
   std::optional<uint16_t> port;
 };
 
-// A parsed URI. Every part is percent-decoded.
+// A parsed URI. Every part is percent-decoded; changing a part and printing
+// the URI again is how code edits one (never by editing the text).
 struct Uri {
   std::string scheme;  // lower case
   std::string user;
@@ -29,9 +30,13 @@ struct Uri {
   std::string path;             // without the leading '/'
   std::vector<std::pair<std::string, std::string>> params;
 
-  // The URI with any password replaced by "***": safe for messages and logs.
-  // It hides the user info's password and the value of every option named
-  // like a credential (IsSecretOption).
+  // The URI as text, each part percent-encoded where it must be, so that
+  // ParseUri() gives this Uri back. It holds the password: for Connect(),
+  // never for a message.
+  std::string ToString() const;
+  // The same with any password replaced by "***": safe for messages and
+  // logs. It hides the user info's password and the value of every option
+  // named like a credential (IsSecretOption).
   std::string Redacted() const;
 
   // Where this URI carries a password or another secret, said without
@@ -48,13 +53,19 @@ bool IsSecretOption(absl::string_view key);
 
 absl::StatusOr<Uri> ParseUri(absl::string_view text);
 
+// What a message may show of a text ParseUri() refused: its scheme
+// ("redis://...") or "(not a URI)"; the rest may hold a password.
+std::string RedactUnparsable(absl::string_view text);
+
 // Reads a URI's query parameters by type, remembering which were used, so
 // that a backend can reject options it does not know (InvalidArgument naming
-// the key). Messages name the key and show the expected form.
+// the key), and which were asked for, so that the rejection lists them.
+// Messages name the key and show the expected form.
 class UriParams {
  public:
   explicit UriParams(const Uri& uri);
 
+  // Each Take* records `key` as an option the reader knows, given or not.
   std::optional<std::string> TakeString(absl::string_view key);
   absl::StatusOr<std::optional<absl::Duration>> TakeDuration(
       absl::string_view key);
@@ -62,13 +73,18 @@ class UriParams {
                                                  int64_t min, int64_t max);
   // Everything not yet taken, in URI order.
   std::vector<std::pair<std::string, std::string>> Rest() const;
-  // InvalidArgument naming the first key nobody took (UnknownUriOption).
-  absl::Status RejectUnknown(absl::string_view scheme,
-                             absl::string_view known) const;
+  // Marks the options asked for so far as every scheme's (the core takes
+  // them before the backend's factory): RejectUnknown() lists them apart.
+  void EndCommonOptions() { scheme_options_from_ = asked_.size(); }
+  // InvalidArgument naming the first key nobody took, and the options
+  // `scheme` asked for (UnknownUriOption).
+  absl::Status RejectUnknown(absl::string_view scheme) const;
 
  private:
   std::vector<std::pair<std::string, std::string>> params_;
   std::vector<bool> taken_;
+  std::vector<std::string> asked_;  // in the order asked, once each
+  size_t scheme_options_from_ = 0;
 };
 
 // InvalidArgument for option `key` that a `scheme`:// URI does not take:

@@ -16,14 +16,17 @@
 // which it calls nothing. A backend owns the threads and connections it
 // starts and ends them in Shutdown().
 //
-// Status codes the core reads (anything else is passed to the caller as
-// is, naming the endpoint and never a password):
+// Statuses the core reads (anything else is passed to the caller as is,
+// naming the endpoint and never a password):
 //   OK                  done.
-//   FailedPrecondition  the owner does not hold the lock, or no longer
-//   or NotFound         does: the hold is GONE. From Release/Renew of a hold
-//                       the core believed, the core marks it lost and tells
-//                       it once (C20). Build it with NotOwnerError() or
-//                       LostError() (dlock/errors.h).
+//   GONE                the owner does not hold the lock, or no longer does:
+//                       FailedPrecondition built by NotOwnerError() or
+//                       LostError() (dlock/errors.h), which mark it with
+//                       their ErrorKind; IsGone() (dlock/backend/rules.h)
+//                       tests it. From Release/Renew of a hold the core
+//                       believed, the core marks it lost and tells it once
+//                       (C20). Any other FailedPrecondition (a translator of
+//                       the server's errors may make one) is not GONE.
 //   Unavailable         the server could not be reached or did not answer
 //                       in time: TRANSIENT. The outcome is unknown (the call
 //                       may have run). Renewals are retried until the hold's
@@ -42,6 +45,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +56,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "dlock/backend/options.h"
+#include "dlock/backend/rules.h"
 #include "dlock/cancel.h"
 #include "dlock/client.h"
 #include "dlock/clock.h"
@@ -75,11 +80,25 @@ class HoldRecord {
   virtual ~HoldRecord() = default;
 };
 
+// Who an owner id names (C6). A backend compares owner ids as opaque
+// strings and never parses them; what it may need to know of an owner is
+// here.
+enum class OwnerKind {
+  // The default owner: one thread of one client object. Nobody else acts as
+  // it, so its holds on the backend are this client's alone.
+  kThread,
+  // An explicit owner token (AcquireOptions::owner_token): other threads,
+  // clients and processes may hold and release as the same owner, so the
+  // lock may be held by this owner through another client.
+  kToken,
+};
+
 // One acquisition as the core hands it to a backend: name and owner are
 // already validated, the lease is positive.
 struct AcquireCall {
   absl::string_view name;
   absl::string_view owner;
+  OwnerKind owner_kind = OwnerKind::kThread;
   absl::Duration lease;
   // When to stop waiting, on the client's clock (BackendConfig::clock). At
   // or before now: a single attempt, one round trip (C10).
@@ -127,9 +146,12 @@ struct RenewCall {
 struct ReleaseCall {
   absl::string_view name;
   absl::string_view owner;
-  // How many holds to take off. More than the owner has takes them all
-  // (the core asks for "all" with a large number).
+  // How many holds to take off; more than the owner has takes them all.
   int64_t holds = 1;
+  // Takes off every hold the owner has, whatever the count (`holds` is then
+  // ignored): the core gives up a thread owner's hold whole, since the
+  // backend may count acquisitions of it whose reply was lost (C21).
+  bool all_holds = false;
   HoldRecord* record = nullptr;  // null: a hold taken elsewhere (C6)
   // When the release takes the owner's last hold off, the lock stays taken
   // by nobody until keep_for from now on the server's clock (at least,
@@ -137,8 +159,17 @@ struct ReleaseCall {
   // expiring by itself, removed by ForceUnlock(), reported by Inspect() and
   // List() with LockInfo::kept_after_release. Its representation must name
   // no owner or client. Zero: the lock is freed (and waiters woken).
-  // Otherwise at least 10ms; the core never asks it for a partial release.
+  // Otherwise at least kMinLease; the core never asks it for a partial
+  // release, nor of a backend whose traits lack keeps_after_release (it
+  // answers Unimplemented itself).
   absl::Duration keep_for = absl::ZeroDuration();
+
+  // For a server that computes "holds left = count - n" (a script, a
+  // statement): the n that takes off what this call asks, every hold
+  // included.
+  int64_t CountToSubtract() const {
+    return all_holds ? std::numeric_limits<int64_t>::max() : holds;
+  }
 };
 
 // How a backend tells the core about holds it learned are gone on its own
@@ -170,14 +201,14 @@ class Backend {
 
   // Takes call.holds holds of call.owner off call.name and returns how many
   // are left; at zero the lock is free and waiters are woken (C5, C9).
-  // FailedPrecondition when the owner does not hold it (C4), leaving the
+  // GONE (NotOwnerError) when the owner does not hold it (C4), leaving the
   // lock as it was. Idempotent across a lost reply as far as the server
   // allows: the core retries an Unavailable release (C21).
   virtual absl::StatusOr<int64_t> Release(const ReleaseCall& call) = 0;
 
   // Extends the lease to the larger of call.lease and the kept maximum (C5),
-  // on the server's clock. FailedPrecondition when the owner does not hold
-  // it: never brings back a hold that was gone.
+  // on the server's clock. GONE (NotOwnerError) when the owner does not
+  // hold it: never brings back a hold that was gone.
   virtual absl::Status Renew(const RenewCall& call) = 0;
 
   // The watchdog renews everything due at once; a backend that can batch

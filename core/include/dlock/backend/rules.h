@@ -1,0 +1,59 @@
+// Copyright dlock authors. The rules every backend shares with the core,
+// written once: the shortest lease, how a lease goes to a server that counts
+// whole milliseconds, the margin for clock drift in any "believed until"
+// (C19), and what GONE is. A backend uses these instead of its own copy, so
+// that the core and every backend round and bound the same way.
+#ifndef DLOCK_BACKEND_RULES_H_
+#define DLOCK_BACKEND_RULES_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "dlock/errors.h"
+
+namespace dlock {
+
+// The shortest lease (and keep, ReleaseCall::keep_for) the core asks for; it
+// refuses shorter ones as InvalidArgument before any backend sees them.
+inline constexpr absl::Duration kMinLease = absl::Milliseconds(10);
+
+// A lease (or a keep, a TTL) in the whole milliseconds a server counts,
+// rounded UP, and at least 1. Up is the safe side: the core believes a hold
+// until its send time plus the lease it asked for (less DriftMargin), so the
+// server must never end it sooner (C19); a server that keeps it a fraction
+// of a millisecond longer only frees it that much later, within C2's round
+// trip. Rounding down would eat into the drift margin instead.
+inline int64_t LeaseMillis(absl::Duration lease) {
+  return std::max<int64_t>(
+      1, absl::ToInt64Milliseconds(absl::Ceil(lease, absl::Milliseconds(1))));
+}
+
+// ReleaseCall::keep_for in whole milliseconds: 0 (free the lock) for zero,
+// else LeaseMillis().
+inline int64_t KeepMillis(absl::Duration keep_for) {
+  return keep_for > absl::ZeroDuration() ? LeaseMillis(keep_for) : 0;
+}
+
+// How far the local clock may run slow against the server's while `span`
+// runs: 1% of it plus 2 ms, as the Redlock algorithm allows. Whatever this
+// client believes for `span` from a send it believes until send + span -
+// DriftMargin(span): a hold's lease (C19), a session's timeout (ZooKeeper,
+// PostgreSQL's session_grace), a liveness record's TTL.
+inline absl::Duration DriftMargin(absl::Duration span) {
+  return span / 100 + absl::Milliseconds(2);
+}
+
+// GONE: the owner does not hold the lock, or no longer does. What Release()
+// and Renew() answer then, built with NotOwnerError() or LostError(): a
+// FailedPrecondition marked with their ErrorKind, so that no other
+// FailedPrecondition (a server error translated by code) can pass for it.
+inline bool IsGone(const absl::Status& status) {
+  return absl::IsFailedPrecondition(status) &&
+         (IsNotOwner(status) || IsLost(status));
+}
+
+}  // namespace dlock
+
+#endif  // DLOCK_BACKEND_RULES_H_
