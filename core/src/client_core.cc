@@ -194,8 +194,9 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
         }
         // Another thread is sending a release of this key: wait for it.
         if (!woken.has_value()) {
-          woken.emplace(call.cancel,
-                        [this] { state_.alarms.released().Signal(); });
+          // The condition variable signals under a mutex of its own.
+          ClockCondVar& released = state_.alarms.released();
+          woken.emplace(call.cancel, [&released] { released.Signal(); });
           continue;  // a cancel before it was registered is seen above
         }
         state_.alarms.released().WaitUntil(
