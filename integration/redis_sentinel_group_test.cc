@@ -18,7 +18,7 @@
 namespace dlock {
 namespace {
 
-using testing::RedisSentinelGroup;
+using test::RedisSentinelGroup;
 
 std::string Bulk(const std::string& s) {
   return absl::StrCat("$", s.size(), "\r\n", s, "\r\n");

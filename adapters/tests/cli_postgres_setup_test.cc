@@ -14,16 +14,16 @@
 namespace dlock {
 namespace {
 
-using testing::Dlock;
+using test::Dlock;
+using test::Result;
+using test::RunProcess;
 using ::testing::HasSubstr;
-using testing::Result;
-using testing::RunProcess;
 
 class CliPostgresSetupTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<testing::PostgresServer>> started =
-        testing::PostgresServer::Start();
+    absl::StatusOr<std::unique_ptr<test::PostgresServer>> started =
+        test::PostgresServer::Start();
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = started->release();
     ASSERT_TRUE(server_->Psql("CREATE ROLE app_user LOGIN;").ok());
@@ -36,7 +36,7 @@ class CliPostgresSetupTest : public ::testing::Test {
                         "/postgres?table=app_locks");
   }
 
-  static inline testing::PostgresServer* server_ = nullptr;
+  static inline test::PostgresServer* server_ = nullptr;
 };
 
 TEST_F(CliPostgresSetupTest, AdministratorSetsUpForAUserThatMayNotCreate) {

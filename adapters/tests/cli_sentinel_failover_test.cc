@@ -29,10 +29,10 @@
 namespace dlock {
 namespace {
 
-using testing::Dlock;
-using testing::RedisSentinelGroup;
-using testing::Result;
-using testing::RunProcess;
+using test::Dlock;
+using test::RedisSentinelGroup;
+using test::Result;
+using test::RunProcess;
 
 constexpr int kLoops = 4;
 
@@ -40,7 +40,7 @@ TEST(CliSentinelFailover, WaitingRunsRideOutTheMastersDeath) {
   absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
       RedisSentinelGroup::Start();
   ASSERT_TRUE(group.ok()) << group.status();
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-failover");
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-failover");
   ASSERT_TRUE(dir.ok());
   const std::string log = *dir + "/log";
   const std::string uri = absl::StrCat(
@@ -103,7 +103,7 @@ TEST(CliSentinelFailover, WaitingRunsRideOutTheMastersDeath) {
 
   // Each command ran alone, and with a larger token than the one before.
   std::vector<std::string> lines =
-      absl::StrSplit(testing::ReadFileOrEmpty(log), '\n', absl::SkipEmpty());
+      absl::StrSplit(test::ReadFileOrEmpty(log), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size() % 2, 0u);
   uint64_t last_token = 0;
   int regressions = 0;
@@ -130,7 +130,7 @@ TEST(CliSentinelFailover, WaitingRunsRideOutTheMastersDeath) {
             << ", token regressions " << regressions << std::endl;
   EXPECT_TRUE(failures.empty())
       << failures.size() << " runs failed, first: " << failures.front();
-  testing::RemoveTree(*dir);
+  test::RemoveTree(*dir);
 }
 
 }  // namespace

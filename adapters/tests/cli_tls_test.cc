@@ -16,10 +16,10 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::Dlock;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::Result;
-using ::dlock::testing::RunProcess;
+using ::dlock::test::Dlock;
+using ::dlock::test::RedisServer;
+using ::dlock::test::Result;
+using ::dlock::test::RunProcess;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -33,11 +33,11 @@ std::unique_ptr<RedisServer> StartOrDie(const RedisServer::Options& options) {
   return server.ok() ? *std::move(server) : nullptr;
 }
 
-const testing::TlsCertificates& Certs() {
-  absl::StatusOr<const testing::TlsCertificates*> certs =
-      testing::SharedTlsCertificates();
+const test::TlsCertificates& Certs() {
+  absl::StatusOr<const test::TlsCertificates*> certs =
+      test::SharedTlsCertificates();
   EXPECT_TRUE(certs.ok()) << certs.status();
-  static const testing::TlsCertificates none;
+  static const test::TlsCertificates none;
   return certs.ok() ? **certs : none;
 }
 
@@ -83,7 +83,7 @@ TEST(CliTls, EveryMisconfigurationIsOneLineNamingTheServer) {
               << absl::FormatDuration(took) << ": " << r.err;
     EXPECT_GT(r.code, 0) << c.what;
     EXPECT_LT(took, absl::Seconds(10)) << c.what;
-    testing::ExpectOneLine(r);
+    test::ExpectOneLine(r);
     EXPECT_THAT(r.err, AllOf(HasSubstr(absl::StrCat("127.0.0.1:", c.port)),
                              Not(HasSubstr(kPassword))))
         << c.what;

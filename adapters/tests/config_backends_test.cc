@@ -17,8 +17,8 @@
 namespace dlock {
 namespace {
 
-using testing::Admission;
-using testing::FaultProxy;
+using test::Admission;
+using test::FaultProxy;
 
 // A profile named "p" with `keys` (TOML lines) on `uri`.
 absl::StatusOr<Profile> ProfileFor(const std::string& uri,
@@ -75,7 +75,7 @@ TEST(ProfileTimeouts, MemoryTakesTheCommonOptions) {
 }
 
 class ProfileTimeoutsTest
-    : public ::testing::TestWithParam<testing::ServerBackend> {
+    : public ::testing::TestWithParam<test::ServerBackend> {
  protected:
   // How long a backend may take beyond `timeout` to give up: libpq counts
   // its connect_timeout in whole seconds, at least 2, and a PostgreSQL call
@@ -153,8 +153,8 @@ TEST_P(ProfileTimeoutsTest, OperationTimeoutBoundsACall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ProfileTimeoutsTest,
-                         ::testing::ValuesIn(testing::ServerBackends()),
-                         testing::ServerBackendName);
+                         ::testing::ValuesIn(test::ServerBackends()),
+                         test::ServerBackendName);
 
 }  // namespace
 }  // namespace dlock

@@ -208,10 +208,10 @@ TEST(ConfigTest, LoadConfigNamesAMissingFile) {
 }
 
 TEST(ConfigTest, ResolutionOrder) {
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-config");
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-config");
   ASSERT_TRUE(dir.ok());
   const std::string path = *dir + "/dlock.toml";
-  testing::WriteFile(path, kGood);
+  test::WriteFile(path, kGood);
   unsetenv(kBackendEnv);
   unsetenv(kProfileEnv);
   unsetenv(kConfigEnv);
@@ -256,7 +256,7 @@ TEST(ConfigTest, ResolutionOrder) {
     ASSERT_TRUE(client.ok()) << client.status();
     EXPECT_EQ((*client)->endpoint(), "memory://config-test");
   }
-  testing::RemoveTree(*dir);
+  test::RemoveTree(*dir);
 }
 
 TEST(ConfigTest, ProfileSettingsReachTheClient) {
@@ -294,13 +294,13 @@ TEST(ConfigTest, ProfileSettingsReachTheClient) {
 }
 
 TEST(ConfigTest, CredentialsComeFromTheEnvironmentOrAFileAndAreNeverPrinted) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> redis =
-      testing::RedisServer::Start({.requirepass = "s3cr3t-pw"});
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> redis =
+      test::RedisServer::Start({.requirepass = "s3cr3t-pw"});
   ASSERT_TRUE(redis.ok()) << redis.status();
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-secret");
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-secret");
   ASSERT_TRUE(dir.ok());
-  testing::WriteFile(*dir + "/pw", "s3cr3t-pw\n");
-  testing::WriteFile(*dir + "/wrong", "not-the-pw\n");
+  test::WriteFile(*dir + "/pw", "s3cr3t-pw\n");
+  test::WriteFile(*dir + "/wrong", "not-the-pw\n");
   const std::string text = absl::StrCat(
       "[profiles.env]\nbackend = \"", (*redis)->Uri(), "\"\n",
       "password_env = \"TEST_REDIS_PW\"\nconnect_timeout = \"2s\"\n",
@@ -333,7 +333,7 @@ TEST(ConfigTest, CredentialsComeFromTheEnvironmentOrAFileAndAreNeverPrinted) {
     EXPECT_THAT(status.message(), Not(HasSubstr("not-the-pw"))) << name;
     EXPECT_THAT(status.message(), Not(HasSubstr("s3cr3t"))) << name;
   }
-  testing::RemoveTree(*dir);
+  test::RemoveTree(*dir);
 }
 
 TEST(ConfigTest, ParseWait) {

@@ -127,28 +127,28 @@ TEST(DocsExamplesTest, Hold) {
 }
 
 TEST(DocsExamplesTest, Config) {
-  absl::StatusOr<std::string> dir = dlock::testing::MakeTempDir("dlock-docs");
+  absl::StatusOr<std::string> dir = dlock::test::MakeTempDir("dlock-docs");
   ASSERT_TRUE(dir.ok());
-  dlock::testing::WriteFile(*dir + "/dlock.toml",
-                            "[profiles.local]\nbackend = \"memory://docs\"\n");
+  dlock::test::WriteFile(*dir + "/dlock.toml",
+                         "[profiles.local]\nbackend = \"memory://docs\"\n");
   EXPECT_TRUE(ConfigExample(*dir + "/dlock.toml").ok());
   setenv("DLOCK_BACKEND", "memory://docs-env", 1);
   EXPECT_TRUE(EnvExample().ok());
   unsetenv("DLOCK_BACKEND");
-  dlock::testing::RemoveTree(*dir);
+  dlock::test::RemoveTree(*dir);
 }
 
 // README.md's first example, run as the program it is (a backend from
 // DLOCK_BACKEND, like any service).
 TEST(DocsExamplesTest, ReadmeExampleRuns) {
-  dlock::testing::Result r = dlock::testing::RunProcess(
+  dlock::test::Result r = dlock::test::RunProcess(
       {DLOCK_README_EXAMPLE_PATH}, {"DLOCK_BACKEND=memory://readme"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out,
             "settled under fencing token 1\naccount 17 credited 500 cents\n");
   EXPECT_EQ(r.err, "");
-  dlock::testing::Result unset = dlock::testing::RunProcess(
-      {DLOCK_README_EXAMPLE_PATH}, {"DLOCK_BACKEND="});
+  dlock::test::Result unset =
+      dlock::test::RunProcess({DLOCK_README_EXAMPLE_PATH}, {"DLOCK_BACKEND="});
   EXPECT_EQ(unset.code, 1);
   EXPECT_TRUE(absl::StartsWith(unset.err, "dlock: ")) << unset.err;
 }

@@ -211,7 +211,7 @@ TEST(JobGuardTest, AJobOutlivingLockAtMostForIsCancelled) {
 // record is not confirmed, so a waiter elsewhere may take the lock over)
 // cancels the job's context then, not an hour later.
 TEST(JobGuardTest, AJobWhoseRunLockIsLostSoonerIsCancelledThen) {
-  auto faults = std::make_shared<testing::FaultPlan>();
+  auto faults = std::make_shared<test::FaultPlan>();
   faults->EmulateLivenessRecord();
   ClientOptions options;
   options.liveness_ttl = absl::Milliseconds(300);
@@ -227,7 +227,7 @@ TEST(JobGuardTest, AJobWhoseRunLockIsLostSoonerIsCancelledThen) {
         ScopedCancelCallback on_cancel(context.cancel,
                                        [&] { cancelled.Notify(); });
         lapsed = absl::Now();
-        faults->Set(testing::FaultPlan::kLiveness, {.fail_before = true});
+        faults->Set(test::FaultPlan::kLiveness, {.fail_before = true});
         EXPECT_TRUE(
             cancelled.WaitForNotificationWithTimeout(absl::Seconds(30)));
         return absl::OkStatus();

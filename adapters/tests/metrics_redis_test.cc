@@ -20,7 +20,7 @@ namespace {
 // by the watchdog, a loss found by a renewal, a failed attempt, and Close()
 // and an attempt after it, whose errors name the endpoint.
 void Scenario(const std::string& uri, std::shared_ptr<LockObserver> observer,
-              testing::RecordingObserver& recorded) {
+              test::RecordingObserver& recorded) {
   ClientOptions options;
   options.observer = std::move(observer);
   options.watchdog_lease = absl::Milliseconds(300);
@@ -36,7 +36,7 @@ void Scenario(const std::string& uri, std::shared_ptr<LockObserver> observer,
   // Renewed by the watchdog (the recorder sees every client's events), then
   // found gone, then lost.
   ASSERT_TRUE(
-      recorded.WaitFor(testing::ObservedEvent::kRenewal, 1, absl::Seconds(10)));
+      recorded.WaitFor(test::ObservedEvent::kRenewal, 1, absl::Seconds(10)));
   ASSERT_TRUE((*other)->Admin().ForceUnlock("guarded").ok());
   for (int i = 0; i < 500 && !hold->lost(); ++i) {
     absl::SleepFor(absl::Milliseconds(20));
@@ -54,13 +54,13 @@ void Scenario(const std::string& uri, std::shared_ptr<LockObserver> observer,
 
 TEST(MetricsOnRedis, NoPasswordInAnyEventOrOnThePage) {
   constexpr char kPassword[] = "s3cret-pw-for-metrics";
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start({.requirepass = kPassword});
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start({.requirepass = kPassword});
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string uri =
       absl::StrCat("redis://:", kPassword, "@127.0.0.1:", (*server)->port(),
                    "?namespace=secret");
-  auto recorded = std::make_shared<testing::RecordingObserver>();
+  auto recorded = std::make_shared<test::RecordingObserver>();
   Scenario(uri, recorded, *recorded);
   auto metrics = std::make_shared<PrometheusMetrics>();
   Scenario(uri, metrics, *recorded);

@@ -208,7 +208,7 @@ TEST(PrometheusMetrics, EmptyRegistryRendersHeadersOnly) {
   for (absl::string_view line : absl::StrSplit(page, '\n', absl::SkipEmpty())) {
     EXPECT_TRUE(absl::StartsWith(line, "# ")) << line;
   }
-  EXPECT_EQ(testing::ParsePrometheus(page).code, 0);
+  EXPECT_EQ(test::ParsePrometheus(page).code, 0);
 }
 
 TEST(PrometheusMetrics, TheReferenceParserReadsEveryFamily) {
@@ -224,7 +224,7 @@ TEST(PrometheusMetrics, TheReferenceParserReadsEveryFamily) {
                    .latency = absl::Microseconds(120),
                    .code = absl::StatusCode::kUnavailable});
   m.OnAcquireAttempt({.lock_namespace = "we\"ird\\"});
-  const testing::Result parsed = testing::ParsePrometheus(m.RenderText());
+  const test::Result parsed = test::ParsePrometheus(m.RenderText());
   ASSERT_EQ(parsed.code, 0) << parsed.err << "\n" << m.RenderText();
   // The parser names counters without _total.
   for (const char* family :

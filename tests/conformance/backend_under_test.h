@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 struct BackendUnderTest {
   std::string label;  // "memory", "redis", "zookeeper", ...
@@ -38,6 +38,6 @@ inline std::ostream& operator<<(std::ostream& os, const BackendUnderTest& b) {
   return os << b.label;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_CONFORMANCE_BACKEND_UNDER_TEST_H_

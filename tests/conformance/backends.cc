@@ -12,7 +12,7 @@
 #include "test_servers.h"
 #include "test_servers_gtest.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 BackendUnderTest FromRegistry(const TestBackend& entry) {
@@ -59,4 +59,4 @@ INSTANTIATE_TEST_SUITE_P(Variants, Conformance,
                          Conformance::ParamName);
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -52,7 +52,7 @@ inline void PrintTo(LockState state, std::ostream* os) {
 
 }  // namespace dlock
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // ---------------------------------------------------------------------------
 // Timing. Bounds are generous, for a loaded 2-core machine: they catch hangs
@@ -195,6 +195,6 @@ class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
 // Options whose waiters can only be woken, not polled, within a test (C9).
 ClientOptions SlowPollOptions();
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_

@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 TEST_P(Conformance, C11_InspectDescribesTheHolder) {
@@ -352,4 +352,4 @@ TEST_P(Conformance, C14_DeadlineExceededAndCancelledForWaits) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -8,7 +8,7 @@
 #include "conformance_fixture.h"
 #include "dlock/uri.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Whether `status` names where the client connects (C14), e.g. the host of
@@ -189,4 +189,4 @@ TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

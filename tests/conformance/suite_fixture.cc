@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 bool Eventually(absl::FunctionRef<bool()> condition, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -205,4 +205,4 @@ ClientOptions SlowPollOptions() {
   return options;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -13,7 +13,7 @@
 #include "fault_backend.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Short, to keep the suite fast; long against a round trip.
@@ -391,4 +391,4 @@ TEST_P(Conformance, Keep_OutlivesTheReleasingProcess) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

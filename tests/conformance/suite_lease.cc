@@ -17,7 +17,7 @@
 #include "conformance_fixture.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 TEST_P(Conformance, C2_LockExpiresWithoutRenewal) {
@@ -259,4 +259,4 @@ TEST_P(Conformance, C7_RenewalFindingAnotherHolderReportsLost) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -13,7 +13,7 @@
 #include "absl/strings/strip.h"
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // The row of docs/backends.md's "Declared traits" table for `label`, column
@@ -207,4 +207,4 @@ TEST_P(Conformance, Traits_RestartAsDeclared) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -20,7 +20,7 @@
 #include "status_testing.h"
 #include "tls_certificates.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kPassword[] = "pw-Secret-4711";
@@ -206,4 +206,4 @@ TEST_F(PostgresAuthTest, ClientCertificateRequired) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

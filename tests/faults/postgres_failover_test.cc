@@ -24,7 +24,7 @@
 #include "postgres_replication.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // How long a client may take to reach the new primary once it is promoted:
@@ -383,4 +383,4 @@ TEST_F(PostgresFailoverTest, AsynchronousSessionGrantIsLostAndFencedOff) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

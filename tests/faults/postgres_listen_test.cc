@@ -13,7 +13,7 @@
 #include "postgres_server.h"
 #include "postgres_suite.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresListenTest : public PostgresSuite {};
@@ -85,4 +85,4 @@ TEST_F(PostgresListenTest, SessionModeWaiterHearsTheFirstRelease) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

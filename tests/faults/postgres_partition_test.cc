@@ -17,7 +17,7 @@
 #include "postgres_server.h"
 #include "postgres_suite.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresPartitionTest : public PostgresSuite {};
@@ -107,4 +107,4 @@ TEST_F(PostgresPartitionTest, NoTakeoverWhileTheCutOffHolderBelieves) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -26,7 +26,7 @@
 #include "postgres_suite.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kAlias[] = "postgres_listen";
@@ -220,4 +220,4 @@ TEST_F(PostgresPgBouncerTest, ListenAliasPooledByTransactionIsRefused) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

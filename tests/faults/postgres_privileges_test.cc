@@ -17,7 +17,7 @@
 #include "postgres_suite.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresPrivilegesTest : public PostgresSuite {
@@ -163,4 +163,4 @@ TEST_F(PostgresPrivilegesTest, OlderSchemaWaitsForItsOwner) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -16,7 +16,7 @@
 #include "postgres_server.h"
 #include "postgres_suite.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresRestartTest : public PostgresSuite {};
@@ -174,4 +174,4 @@ TEST_F(PostgresRestartTest, SessionHolderKilledFreesTheLockWithinTheGrace) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -12,7 +12,7 @@
 #include "postgres_server.h"
 #include "postgres_suite.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresSchemaTest : public PostgresSuite {};
@@ -95,4 +95,4 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -15,7 +15,7 @@
 #include "postgres_server.h"
 #include "postgres_suite.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresSessionRenewalTest : public PostgresSuite {};
@@ -68,4 +68,4 @@ TEST_F(PostgresSessionRenewalTest, FortyHoldsStayHeldWithRepliesLate) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -13,7 +13,7 @@
 #include "postgres_server.h"
 #include "postgres_suite.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresSqlTest : public PostgresSuite {};
@@ -218,4 +218,4 @@ TEST_F(PostgresSqlTest, StuckServerCostsAtMostTheStatementTimeout) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "postgres_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr int kClients = 16;
@@ -126,4 +126,4 @@ INSTANTIATE_TEST_SUITE_P(Modes, PostgresStressTest,
                          ::testing::Values("lease", "session"));
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

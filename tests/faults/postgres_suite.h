@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "postgres_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 class PostgresSuite : public ::testing::Test {
  protected:
@@ -29,6 +29,6 @@ class PostgresSuite : public ::testing::Test {
   static inline PostgresServer* server_ = nullptr;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_FAULTS_POSTGRES_SUITE_H_

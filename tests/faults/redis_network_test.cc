@@ -28,15 +28,15 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::AsleepInKernel;
-using ::dlock::testing::ThreadId;
+using ::dlock::test::AsleepInKernel;
+using ::dlock::test::ThreadId;
 
-using testing::Admission;
-using testing::Direction;
-using testing::Fault;
-using testing::FaultProxy;
+using test::Admission;
+using test::Direction;
+using test::Fault;
+using test::FaultProxy;
+using test::RedisServer;
 using ::testing::HasSubstr;
-using testing::RedisServer;
 
 std::unique_ptr<RedisServer> StartOrDie() {
   absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();

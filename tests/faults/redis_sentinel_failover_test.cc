@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "redis_sentinel_group.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 int Rounds() {
@@ -72,4 +72,4 @@ TEST(RedisSentinelFailover, WaitersRideOutTheMastersDeath) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

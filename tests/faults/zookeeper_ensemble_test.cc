@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kLockName[] = "through a leader change";
@@ -217,4 +217,4 @@ TEST(ZooKeeperEnsemble, WaitersRideOutTheLeadersDeath) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -14,7 +14,7 @@
 #include "zookeeper_fault_helpers.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Two processes configured with the same client id (ClientOptions::client_id)
@@ -243,4 +243,4 @@ TEST_F(LostReplyTest, ReleaseWhoseReplyAloneWasLostSucceeds) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -24,7 +24,7 @@
 #include "gtest/gtest.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 ZooKeeperServer& Server() {
@@ -297,4 +297,4 @@ TEST(ZooKeeperNodes, DigestAclKeepsOthersOut) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

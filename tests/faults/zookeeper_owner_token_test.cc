@@ -20,7 +20,7 @@
 #include "zookeeper_fault_helpers.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kToken[] = "job-4711";
@@ -231,4 +231,4 @@ TEST_F(SameTokenTest, WaiterThatGivesUpLeavesTheTokensHoldAlone) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -19,7 +19,7 @@
 #include "zookeeper_fault_helpers.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kNs[] = "partition";
@@ -217,4 +217,4 @@ TEST_F(PartitionTest, BelievedHoldsNeverOverlapThroughASilentPartition) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

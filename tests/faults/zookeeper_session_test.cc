@@ -25,7 +25,7 @@
 #include "gtest/gtest.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr absl::Duration kSessionTimeout = absl::Seconds(2);
@@ -233,4 +233,4 @@ TEST(ZooKeeperSessionExpiry, CutOffHolderIsToldItLostTheLock) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

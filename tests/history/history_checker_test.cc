@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "history_register.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 WorkerHistory Worker(int id, std::vector<WorkerEvent> events) {
@@ -132,4 +132,4 @@ TEST(HistoryChecker, WriteBelowATokenTheRegisterAcceptedIsStale) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -30,7 +30,7 @@
 #include "history_backends.h"
 #include "history_run.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 struct Profile {
@@ -560,4 +560,4 @@ INSTANTIATE_TEST_SUITE_P(Backends, History, ::testing::ValuesIn(Cases()),
                          CaseName);
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

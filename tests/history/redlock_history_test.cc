@@ -37,7 +37,7 @@
 #include "redlock_masters.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kLock[] = "contended";
@@ -771,4 +771,4 @@ TEST_F(RedlockHistory, MasterRestartedAfterTheLongestLease) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

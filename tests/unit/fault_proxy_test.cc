@@ -35,7 +35,7 @@
 #include "server_process.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // For parameterized test names and failure messages.
 void PrintTo(Direction d, std::ostream* os) {
@@ -803,4 +803,4 @@ TEST(FaultProxyLifecycle, DescriptorsAreCloseOnExecAndClosedAtTheEnd) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Client connections take their local ports from the ephemeral range.
@@ -75,4 +75,4 @@ TEST(FreeLoopbackPort, NeverTheSamePortTwiceWhileItsClaimerLives) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -22,7 +22,7 @@
 namespace dlock {
 namespace {
 
-using testing::FaultPlan;
+using test::FaultPlan;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kReact = absl::Seconds(5);

@@ -22,7 +22,7 @@
 namespace dlock {
 namespace {
 
-using testing::FaultPlan;
+using test::FaultPlan;
 
 // Long enough for another thread to act on a clock move; a wait that ends
 // on the event returns at once.

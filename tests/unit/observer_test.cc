@@ -24,9 +24,9 @@
 namespace dlock {
 namespace {
 
-using testing::FaultPlan;
-using testing::ObservedEvent;
-using testing::RecordingObserver;
+using test::FaultPlan;
+using test::ObservedEvent;
+using test::RecordingObserver;
 
 // Long enough for another thread to act on a clock move; a wait that ends
 // on the event returns at once.

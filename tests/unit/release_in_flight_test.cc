@@ -19,7 +19,7 @@
 namespace dlock {
 namespace {
 
-using testing::FaultPlan;
+using test::FaultPlan;
 
 constexpr absl::Duration kNoHang = absl::Seconds(20);
 
@@ -99,17 +99,18 @@ TEST_F(ReleaseInFlightTest, OwnersAcquisitionWaitsForTheReleaseOnlyItsWait) {
     return std::async(std::launch::async,
                       [&lock, options] { return lock->Acquire(options); });
   };
-  std::future<absl::StatusOr<Hold>> tried = acquire(Shared(absl::ZeroDuration()));
+  std::future<absl::StatusOr<Hold>> tried =
+      acquire(Shared(absl::ZeroDuration()));
   const absl::Time start = absl::Now();
-  std::future<absl::StatusOr<Hold>> waited = acquire(Shared(absl::Milliseconds(300)));
+  std::future<absl::StatusOr<Hold>> waited =
+      acquire(Shared(absl::Milliseconds(300)));
   AcquireOptions cancelled = Shared(absl::Minutes(10));
   std::future<absl::StatusOr<Hold>> cancelled_wait = acquire(cancelled);
   absl::SleepFor(absl::Milliseconds(50));
   cancelled.cancel.Cancel();
   const bool answered =
       tried.wait_for(std::chrono::seconds(10)) == std::future_status::ready &&
-      waited.wait_for(std::chrono::seconds(10)) ==
-          std::future_status::ready &&
+      waited.wait_for(std::chrono::seconds(10)) == std::future_status::ready &&
       cancelled_wait.wait_for(std::chrono::seconds(10)) ==
           std::future_status::ready;
   faults_->Unblock(FaultPlan::kRelease);  // lets a hung acquisition go too

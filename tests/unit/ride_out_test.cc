@@ -18,7 +18,7 @@
 namespace dlock {
 namespace {
 
-using testing::FaultPlan;
+using test::FaultPlan;
 
 // A bound that only catches a hang.
 constexpr absl::Duration kNoHang = absl::Seconds(20);

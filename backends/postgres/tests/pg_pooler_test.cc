@@ -18,11 +18,11 @@
 namespace dlock::postgres {
 namespace {
 
-using ::dlock::testing::Direction;
-using ::dlock::testing::Fault;
-using ::dlock::testing::FaultProxy;
-using ::dlock::testing::PgBouncer;
-using ::dlock::testing::PostgresServer;
+using ::dlock::test::Direction;
+using ::dlock::test::Fault;
+using ::dlock::test::FaultProxy;
+using ::dlock::test::PgBouncer;
+using ::dlock::test::PostgresServer;
 
 // Bytes the proxy read from the server for connection `id` (0 if closed).
 uint64_t RepliesOf(const FaultProxy& proxy, uint64_t id) {

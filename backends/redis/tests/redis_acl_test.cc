@@ -27,7 +27,7 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::RedisServer;
+using ::dlock::test::RedisServer;
 using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
@@ -45,7 +45,7 @@ std::unique_ptr<RedisServer> StartWith(const std::string& rules) {
 
 std::string DocumentedRules() {
   absl::StatusOr<std::string> rules =
-      testing::DlockAclRules("billing", "0", kPassword);
+      test::DlockAclRules("billing", "0", kPassword);
   EXPECT_TRUE(rules.ok()) << rules.status();
   return rules.value_or("");
 }
@@ -58,11 +58,11 @@ std::string Uri(const RedisServer& server, const std::string& ns) {
 // The raw reply to `argv` sent as the ACL user.
 std::string AsTheUser(const RedisServer& server,
                       const std::vector<std::string>& argv) {
-  absl::StatusOr<std::string> reply = testing::TcpExchange(
+  absl::StatusOr<std::string> reply = test::TcpExchange(
       server.port(),
-      absl::StrCat(testing::EncodeRedisCommand({"AUTH", "dlock", kPassword}),
-                   testing::EncodeRedisCommand(argv),
-                   testing::EncodeRedisCommand({"QUIT"})),
+      absl::StrCat(test::EncodeRedisCommand({"AUTH", "dlock", kPassword}),
+                   test::EncodeRedisCommand(argv),
+                   test::EncodeRedisCommand({"QUIT"})),
       absl::Seconds(5));
   EXPECT_TRUE(reply.ok()) << reply.status();
   // "+OK" for AUTH, the reply, "+OK" for QUIT.

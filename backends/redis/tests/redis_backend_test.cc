@@ -20,10 +20,10 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::unique_ptr<testing::RedisServer> StartOrDie(
-    const testing::RedisServer::Options& options = {}) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start(options);
+std::unique_ptr<test::RedisServer> StartOrDie(
+    const test::RedisServer::Options& options = {}) {
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
 }

@@ -39,8 +39,8 @@ std::map<int, std::string> OpenDescriptors() {
 }
 
 TEST(RedisBackend, ItsSocketsAreClosedOnExec) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start();
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start();
   ASSERT_TRUE(server.ok()) << server.status();
   const std::map<int, std::string> before = OpenDescriptors();
   // Connect opens the command connection and the subscriber's.

@@ -24,7 +24,7 @@ namespace {
 
 using ::dlock::redis::KeySlot;
 using ::dlock::redis::Keyspace;
-using ::dlock::testing::RedisServer;
+using ::dlock::test::RedisServer;
 using ::testing::HasSubstr;
 
 // Names a layout must keep apart and in one slot each: braces anywhere,

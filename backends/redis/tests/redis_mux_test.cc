@@ -37,8 +37,8 @@
 namespace dlock::redis {
 namespace {
 
-using ::dlock::testing::AsleepInKernel;
-using ::dlock::testing::ThreadId;
+using ::dlock::test::AsleepInKernel;
+using ::dlock::test::ThreadId;
 
 // A RESP server on 127.0.0.1 that does nothing by itself: the test reads the
 // commands it received and sends replies when it chooses.
@@ -444,13 +444,13 @@ INSTANTIATE_TEST_SUITE_P(Transports, MuxOnServer, ::testing::Bool(),
                          });
 
 TEST_P(MuxOnServer, ManyThreadsMixingBatchesAllFinish) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start({.tls = GetParam()});
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start({.tls = GetParam()});
   ASSERT_TRUE(server.ok()) << server.status();
   ConnectionConfig config = ConfigFor((*server)->port());
   if (GetParam()) {
-    absl::StatusOr<const testing::TlsCertificates*> certs =
-        testing::SharedTlsCertificates();
+    absl::StatusOr<const test::TlsCertificates*> certs =
+        test::SharedTlsCertificates();
     ASSERT_TRUE(certs.ok()) << certs.status();
     absl::StatusOr<std::shared_ptr<const TlsContext>> context =
         TlsContext::Create({.ca_file = (*certs)->ca});

@@ -18,7 +18,7 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::RedisSentinelGroup;
+using ::dlock::test::RedisSentinelGroup;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kSettle = absl::Seconds(20);
@@ -37,7 +37,7 @@ class RedisSentinel : public ::testing::TestWithParam<bool> {
                                  const std::string& query) {
     std::string tls;
     if (group.tls()) {
-      absl::StatusOr<std::string> trust = testing::TestTlsQuery(false);
+      absl::StatusOr<std::string> trust = test::TestTlsQuery(false);
       EXPECT_TRUE(trust.ok()) << trust.status();
       tls = absl::StrCat("&", trust.value_or(""));
     }

@@ -15,8 +15,8 @@ namespace dlock {
 namespace {
 
 TEST(RedisServer, PersistentServerKeepsLocksAndTokensAcrossKillNine) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start({.persistence = true});
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start({.persistence = true});
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   // Kept open to the end: closing it would release lock a.
@@ -59,8 +59,8 @@ TEST(RedisServer, PersistentServerKeepsLocksAndTokensAcrossKillNine) {
 }
 
 TEST(RedisServer, WithoutPersistenceRestartForgetsEverything) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start();
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start();
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   ASSERT_EQ(*(*server)->RawCommand({"SET", "k", "v"}), "+OK\r\n");

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "redis_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // `masters` fresh masters, taking only TLS with `tls`; null (and a test
 // failure) when they do not start.
@@ -54,6 +54,6 @@ inline std::string RedlockUri(const RedisGroup& group,
   return uri;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_BACKENDS_REDIS_TESTS_REDLOCK_TEST_UTIL_H_
