@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -36,7 +37,7 @@ class CliBackendTest : public ::testing::TestWithParam<test::ServerBackend> {
     static std::atomic<int> n{0};
     ns_ = absl::StrCat("cli", n++);
     absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cli");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     dir_ = *dir;
   }
   void TearDown() override { test::RemoveTree(dir_); }
@@ -53,26 +54,22 @@ class CliBackendTest : public ::testing::TestWithParam<test::ServerBackend> {
   }
   // Waits until `name` is held (by the process just started).
   void AwaitLocked(const std::string& name) {
-    ASSERT_TRUE(
-        test::WaitUntil(
-            [&] {
-              return absl::StrContains(Dl({"status", name}).out, ": locked");
-            },
-            absl::Seconds(10), absl::StrCat(name, " locked"))
-            .ok());
+    ASSERT_OK(test::WaitUntil(
+        [&] {
+          return absl::StrContains(Dl({"status", name}).out, ": locked");
+        },
+        absl::Seconds(10), absl::StrCat(name, " locked")));
   }
 
   // Waits until the command has written its pid: the lock is granted before
   // the command starts, and a dlock killed in between takes the command
   // with it before it has written anything.
   static void AwaitPidFile(const std::string& pid_file) {
-    ASSERT_TRUE(test::WaitUntil(
-                    [&] {
-                      return absl::StrContains(test::ReadFileOrEmpty(pid_file),
-                                               "\n");
-                    },
-                    absl::Seconds(10), "the command's pid")
-                    .ok());
+    ASSERT_OK(test::WaitUntil(
+        [&] {
+          return absl::StrContains(test::ReadFileOrEmpty(pid_file), "\n");
+        },
+        absl::Seconds(10), "the command's pid"));
   }
 
   // The command whose pid is in `pid_file` ends soon: its dlock was killed
@@ -80,9 +77,8 @@ class CliBackendTest : public ::testing::TestWithParam<test::ServerBackend> {
   static void ExpectOrphanEnds(const std::string& pid_file) {
     const std::string pid = test::ReadFileOrEmpty(pid_file);
     ASSERT_FALSE(pid.empty());
-    EXPECT_TRUE(test::WaitUntil([&] { return kill(std::stoi(pid), 0) != 0; },
-                                absl::Seconds(5), "the orphaned command to end")
-                    .ok());
+    EXPECT_OK(test::WaitUntil([&] { return kill(std::stoi(pid), 0) != 0; },
+                              absl::Seconds(5), "the orphaned command to end"));
   }
 
   std::string ns_;
@@ -157,10 +153,9 @@ TEST_P(CliBackendTest, SignalsAreForwardedAndTheLockReleased) {
   AwaitLocked("graceful");
   // The command sets its trap before it says so: a signal sooner would
   // end the shell before the trap exists.
-  ASSERT_TRUE(
+  ASSERT_OK(
       test::WaitUntil([&] { return absl::StrContains(run->out(), "ready"); },
-                      absl::Seconds(10), "the command's trap")
-          .ok());
+                      absl::Seconds(10), "the command's trap"));
   run->Signal(SIGTERM);
   EXPECT_EQ(run->Wait(), 7);
   EXPECT_THAT(run->out(), HasSubstr("got TERM"));
@@ -350,14 +345,13 @@ TEST_P(CliBackendTest, StatusAndListSayWhenAKilledHoldersLockIsFreeToTakeOver) {
   EXPECT_EQ(run.Wait(), 128 + SIGKILL);
   // The TTL is 2 s: within it, the monitor learns the holder is gone.
   Result json;
-  ASSERT_TRUE(test::WaitUntil(
-                  [&] {
-                    json = dl({"status", "--json", "dead-holder"});
-                    return absl::StrContains(json.out, "\"takeable\":true") ||
-                           absl::StrContains(json.out, "\"locked\":false");
-                  },
-                  absl::Seconds(10), "the holder's liveness to lapse")
-                  .ok())
+  ASSERT_OK(test::WaitUntil(
+      [&] {
+        json = dl({"status", "--json", "dead-holder"});
+        return absl::StrContains(json.out, "\"takeable\":true") ||
+               absl::StrContains(json.out, "\"locked\":false");
+      },
+      absl::Seconds(10), "the holder's liveness to lapse"))
       << json.out;
   if (GetParam().label == "zookeeper") {
     // Its holds live on the session, whose end removed the lock.
@@ -413,13 +407,12 @@ TEST_P(CliBackendTest, StatusOfAScheduledJobTellsItsSlot) {
 
   std::unique_ptr<Process> running =
       Start({"run", "--once-per", "1h", "daily-ish", "--", "sleep", "30"});
-  ASSERT_TRUE(test::WaitUntil(
-                  [&] {
-                    return absl::StrContains(Dl({"status", "daily-ish"}).out,
-                                             ": running (held by t:");
-                  },
-                  absl::Seconds(10), "the job's run")
-                  .ok())
+  ASSERT_OK(test::WaitUntil(
+      [&] {
+        return absl::StrContains(Dl({"status", "daily-ish"}).out,
+                                 ": running (held by t:");
+      },
+      absl::Seconds(10), "the job's run"))
       << Dl({"status", "daily-ish"}).out;
   running->Signal(SIGTERM);
   running->Wait();

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -194,7 +195,7 @@ TEST(CliBenchTest, AFailingBackendIsReportedAndTheNextStillRuns) {
 
 TEST(CliBenchTest, NeverRunsInAProfilesNamespaceButKeepsOneTheUriNames) {
   absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-bench");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string config = *dir + "/dlock.toml";
   std::ofstream(config) << "[profiles.prod]\nbackend = \"memory://\"\n"
                            "namespace = \"payments\"\n"

@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -65,7 +66,7 @@ class CliFdsTest : public ::testing::TestWithParam<test::ServerBackend> {
  protected:
   void SetUp() override {
     absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cli-fds");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     dir_ = *dir;
   }
   void TearDown() override { test::RemoveTree(dir_); }
@@ -82,22 +83,20 @@ TEST_P(CliFdsTest, TheCommandInheritsOnlyStdinStdoutAndStderr) {
              absl::StrCat("echo $$ > ", pid_file, ".tmp && mv ", pid_file,
                           ".tmp ", pid_file, " && exec sleep 30")}));
   pid_t pid = 0;
-  ASSERT_TRUE(test::WaitUntil(
-                  [&] {
-                    std::string text = test::ReadFileOrEmpty(pid_file);
-                    if (!absl::SimpleAtoi(
-                            absl::StripTrailingAsciiWhitespace(text), &pid)) {
-                      return false;
-                    }
-                    // Past the exec (it is `sleep` now, not the shell) and
-                    // past sleep's start, whose setlocale() opens locale
-                    // files for a moment: asleep in (clock_)nanosleep.
-                    return test::ReadFileOrEmpty(absl::StrCat(
-                               "/proc/", pid, "/comm")) == "sleep\n" &&
-                           InNanosleep(pid);
-                  },
-                  absl::Seconds(30), "the command to start")
-                  .ok())
+  ASSERT_OK(test::WaitUntil(
+      [&] {
+        std::string text = test::ReadFileOrEmpty(pid_file);
+        if (!absl::SimpleAtoi(absl::StripTrailingAsciiWhitespace(text), &pid)) {
+          return false;
+        }
+        // Past the exec (it is `sleep` now, not the shell) and
+        // past sleep's start, whose setlocale() opens locale
+        // files for a moment: asleep in (clock_)nanosleep.
+        return test::ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/comm")) ==
+                   "sleep\n" &&
+               InNanosleep(pid);
+      },
+      absl::Seconds(30), "the command to start"))
       << run.err();
   const std::map<int, std::string> fds = OpenDescriptors(pid);
   EXPECT_EQ(fds.size(), 3u) << "the command has open: " << Describe(fds);
@@ -111,7 +110,7 @@ TEST_P(CliFdsTest, TheCommandInheritsOnlyStdinStdoutAndStderr) {
 // and only execve() finds it is not a program.
 TEST(CliExecFailure, IsStillReportedThroughThePipe) {
   absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cli-exec");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string path = *dir + "/not-a-program";
   test::WriteFile(path, "\x01\x02 neither ELF nor a script\n");
   ASSERT_EQ(chmod(path.c_str(), 0755), 0);

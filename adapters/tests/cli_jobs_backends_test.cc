@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_servers.h"
 #include "test_servers_gtest.h"
 #include "test_util.h"
@@ -49,7 +50,7 @@ class CliJobsTest : public ::testing::TestWithParam<test::TestBackend> {
  protected:
   void SetUp() override {
     absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-jobs");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     dir_ = *dir;
     // Configurations of one server (postgres lease and session) share its
     // locks: a namespace of each test's own.

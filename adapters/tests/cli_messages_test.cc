@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -148,7 +149,7 @@ TEST(CliMessagesTest, AtLeastForWithoutASlotSaysASlotIsNeeded) {
 
 TEST(CliMessagesTest, ConfigDurationsUseTheSameParserAndRanges) {
   absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cli-msg");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string path = *dir + "/dlock.toml";
   test::WriteFile(path,
                   "[profiles.dev]\nbackend = \"memory://dev\"\n"

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "postgres_server.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -24,9 +25,9 @@ class CliPostgresSetupTest : public ::testing::Test {
   static void SetUpTestSuite() {
     absl::StatusOr<std::unique_ptr<test::PostgresServer>> started =
         test::PostgresServer::Start();
-    ASSERT_TRUE(started.ok()) << started.status();
+    ASSERT_OK(started);
     server_ = started->release();
-    ASSERT_TRUE(server_->Psql("CREATE ROLE app_user LOGIN;").ok());
+    ASSERT_OK(server_->Psql("CREATE ROLE app_user LOGIN;"));
   }
   static void TearDownTestSuite() { delete server_; }
   void SetUp() override { ASSERT_NE(server_, nullptr); }

@@ -31,6 +31,7 @@
 #include "postgres_server.h"
 #include "redis_server.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 #include "zookeeper_server.h"
 
@@ -73,7 +74,7 @@ test::ZooKeeperServer& ZooKeeper() {
 // Runs `sql` as the superuser; fails the test if it fails.
 void Psql(test::PostgresServer& server, const std::string& sql) {
   absl::StatusOr<std::string> out = server.Psql(sql);
-  ASSERT_TRUE(out.ok()) << sql << ": " << out.status();
+  ASSERT_OK(out) << sql;
 }
 
 // Makes the server ask role dlock_app for its password over TCP (the
@@ -82,7 +83,7 @@ void Psql(test::PostgresServer& server, const std::string& sql) {
 // load time.
 void RequirePasswordOfDlockApp(test::PostgresServer& server) {
   absl::StatusOr<std::string> hba_file = server.Psql("SHOW hba_file");
-  ASSERT_TRUE(hba_file.ok()) << hba_file.status();
+  ASSERT_OK(hba_file);
   const std::string path(absl::StripAsciiWhitespace(*hba_file));
   const std::string rules = test::ReadFileOrEmpty(path);
   ASSERT_FALSE(rules.empty()) << path;
@@ -92,7 +93,7 @@ void RequirePasswordOfDlockApp(test::PostgresServer& server) {
                                rules));
   absl::StatusOr<std::string> before =
       server.Psql("SELECT pg_conf_load_time()");
-  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_OK(before);
   Psql(server, "SELECT pg_reload_conf()");
   absl::Status reloaded = test::WaitUntil(
       [&] {
@@ -102,7 +103,7 @@ void RequirePasswordOfDlockApp(test::PostgresServer& server) {
         return now.ok() && absl::StartsWith(*now, "t");
       },
       absl::Seconds(10), "the server to reload pg_hba.conf");
-  ASSERT_TRUE(reloaded.ok()) << reloaded;
+  ASSERT_OK(reloaded);
 }
 
 // A PostgreSQL server with role dlock_app (password kPassword, asked over
@@ -135,7 +136,7 @@ class CliSecretsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-secrets");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     dir_ = *dir;
   }
   void TearDown() override { test::RemoveTree(dir_); }
@@ -235,7 +236,7 @@ TEST_F(CliSecretsTest, ZooKeeperDigestPasswordFromTheEnvironmentOrAFile) {
     absl::Status connected =
         test::WaitUntil([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; },
                         absl::Seconds(10), "a ZooKeeper session");
-    ASSERT_TRUE(connected.ok()) << connected;
+    ASSERT_OK(connected);
     const std::string digest = absl::StrCat("alice:", kPassword);
     // Queued before the create, so the create is alice's.
     ASSERT_EQ(zoo_add_auth(zh, "digest", digest.data(),
@@ -347,7 +348,7 @@ TEST_F(CliSecretsTest, RunWithholdsTheBackendSecretsUnlessAsked) {
   absl::Status hooked =
       test::WaitUntil([&] { return !test::ReadFileOrEmpty(hook_env).empty(); },
                       absl::Seconds(20), "the monitor's hook");
-  ASSERT_TRUE(hooked.ok()) << hooked << monitor.out() << monitor.err();
+  ASSERT_OK(hooked) << monitor.out() << monitor.err();
   monitor.Signal(SIGTERM);
   EXPECT_EQ(monitor.Wait(), 0) << monitor.err();
   held.Signal(SIGTERM);
@@ -375,7 +376,7 @@ TEST_F(CliSecretsTest, RedisRefusalsExit77) {
   absl::StatusOr<std::string> acl = Redis().RawCommand(
       {"ACL", "SETUSER", "no-scripts", "on", absl::StrCat(">", kPassword), "~*",
        "&*", "+@all", "-@scripting"});
-  ASSERT_TRUE(acl.ok()) << acl.status();
+  ASSERT_OK(acl);
   ASSERT_EQ(*acl, "+OK\r\n");
   ExpectRefused(Run({"run", "--backend",
                      absl::StrCat("redis://no-scripts:", kPassword, "@", at),

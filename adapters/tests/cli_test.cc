@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -139,7 +140,7 @@ TEST(CliTest, CommandNotFoundOrNotExecutable) {
 
 TEST(CliTest, ConfigProfileSelectsTheBackend) {
   absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cli-config");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   test::WriteFile(*dir + "/dlock.toml",
                   "[profiles.dev]\nbackend = \"memory://dev\"\n"
                   "namespace = \"team\"\n");
@@ -160,7 +161,7 @@ TEST(CliTest, ConfigProfileSelectsTheBackend) {
 
 TEST(CliTest, UnreachableBackendExits69WithoutThePassword) {
   absl::StatusOr<int> port = test::FreeLoopbackPort();
-  ASSERT_TRUE(port.ok());
+  ASSERT_OK(port);
   const std::string uri =
       absl::StrCat("redis://app:topsecret@127.0.0.1:", *port);
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -179,7 +180,7 @@ TEST(CliTest, UnreachableBackendExits69WithoutThePassword) {
 // is tried again until the wait ends; then exit 69 with the last error.
 TEST(CliTest, RunWithAWaitTriesAnUnreachableBackendUntilTheWaitEnds) {
   absl::StatusOr<int> port = test::FreeLoopbackPort();
-  ASSERT_TRUE(port.ok());
+  ASSERT_OK(port);
   const std::string uri =
       absl::StrCat("redis://app:topsecret@127.0.0.1:", *port);
   const absl::Time start = absl::Now();

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "redis_server.h"
+#include "status_testing.h"
 #include "test_util.h"
 #include "tls_certificates.h"
 
@@ -29,14 +30,14 @@ constexpr char kPassword[] = "cli-tls-secret";
 std::unique_ptr<RedisServer> StartOrDie(const RedisServer::Options& options) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
       RedisServer::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
 const test::TlsCertificates& Certs() {
   absl::StatusOr<const test::TlsCertificates*> certs =
       test::SharedTlsCertificates();
-  EXPECT_TRUE(certs.ok()) << certs.status();
+  EXPECT_OK(certs);
   static const test::TlsCertificates none;
   return certs.ok() ? **certs : none;
 }

@@ -12,6 +12,7 @@
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace {
@@ -110,7 +111,7 @@ absl::StatusOr<dlock::JobOutcome> JobExample(dlock::LockClient& client) {
 }
 
 TEST(DocsExamplesTest, StdAdapter) {
-  ASSERT_TRUE(StdAdapterExample().ok());
+  ASSERT_OK(StdAdapterExample());
   ASSERT_EQ(transfers.size(), 1u);
   auto client = dlock::Connect("memory://docs-try");
   auto a = dlock::DistributedMutex::Create(**client, "m");
@@ -119,8 +120,8 @@ TEST(DocsExamplesTest, StdAdapter) {
 
 TEST(DocsExamplesTest, Hold) {
   auto client = ConnectWithHook("memory://docs-hold");
-  ASSERT_TRUE(client.ok());
-  EXPECT_TRUE(HoldExample(**client).ok());
+  ASSERT_OK(client);
+  EXPECT_OK(HoldExample(**client));
   EXPECT_EQ(batches.size(), 100u);
   // Released when the example returned.
   EXPECT_FALSE((*client)->Admin().Inspect("reindex")->locked);
@@ -128,12 +129,12 @@ TEST(DocsExamplesTest, Hold) {
 
 TEST(DocsExamplesTest, Config) {
   absl::StatusOr<std::string> dir = dlock::test::MakeTempDir("dlock-docs");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   dlock::test::WriteFile(*dir + "/dlock.toml",
                          "[profiles.local]\nbackend = \"memory://docs\"\n");
-  EXPECT_TRUE(ConfigExample(*dir + "/dlock.toml").ok());
+  EXPECT_OK(ConfigExample(*dir + "/dlock.toml"));
   setenv("DLOCK_BACKEND", "memory://docs-env", 1);
-  EXPECT_TRUE(EnvExample().ok());
+  EXPECT_OK(EnvExample());
   unsetenv("DLOCK_BACKEND");
   dlock::test::RemoveTree(*dir);
 }

@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "redis_server.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -74,7 +75,7 @@ class DocsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
         test::RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     redis_ = server->release();
   }
   static void TearDownTestSuite() {
@@ -102,7 +103,7 @@ class DocsTest : public ::testing::Test {
                 absl::StrCat(uri, absl::StrContains(uri, '?') ? "&" : "?")}}),
           {{"redis://127.0.0.1:6379", uri}});
       absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-docs");
-      ASSERT_TRUE(dir.ok());
+      ASSERT_OK(dir);
       test::Result r =
           test::RunShell(absl::StrCat("cd ", *dir, "\n", script),
                          {absl::StrCat("PATH=", cli_dir, ":", bin_dir,
@@ -130,7 +131,7 @@ TEST_F(DocsTest, CrontabAndTimerExamplesRunOncePerSlot) {
   const std::vector<std::string> crontabs = Blocks(Doc("cli.md"), "crontab");
   ASSERT_EQ(crontabs.size(), 1u);
   absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cron");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string script = *dir + "/job.sh";
   test::WriteFile(script,
                   absl::StrCat("#!/bin/sh\necho ran >> ", *dir, "/runs.log\n"));
@@ -218,7 +219,7 @@ TEST(DocsSnippetsTest, TomlExamplesParse) {
     ASSERT_FALSE(blocks.empty()) << doc;
     for (const std::string& block : blocks) {
       absl::StatusOr<Config> config = ParseConfig(block, doc);
-      EXPECT_TRUE(config.ok()) << config.status() << "\n" << block;
+      EXPECT_OK(config) << "\n" << block;
     }
   }
 }
@@ -226,9 +227,9 @@ TEST(DocsSnippetsTest, TomlExamplesParse) {
 TEST(DocsSnippetsTest, TheDockerProfilesLoad) {
   absl::StatusOr<Config> config =
       LoadConfig(absl::StrCat(test::kSourceDir, "/docker/dlock.toml"));
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_OK(config);
   for (const char* name : {"redis", "zookeeper", "postgres"}) {
-    EXPECT_TRUE(config->Find(name).ok()) << name;
+    EXPECT_OK(config->Find(name)) << name;
   }
 }
 

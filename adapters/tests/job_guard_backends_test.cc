@@ -7,6 +7,7 @@
 #include "backend_servers.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -17,7 +18,7 @@ class JobGuardProcessTest
  protected:
   void SetUp() override {
     absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-jobs");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     dir_ = *dir;
   }
   void TearDown() override { test::RemoveTree(dir_); }

@@ -16,6 +16,7 @@
 #include "fault_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -27,7 +28,7 @@ std::string UniqueUri() {
 
 std::unique_ptr<LockClient> MustConnect(const std::string& uri) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
-  EXPECT_TRUE(client.ok()) << client.status();
+  EXPECT_OK(client);
   return *std::move(client);
 }
 
@@ -40,9 +41,9 @@ JobOutcome RunOn(ScheduledJobGuard& guard, const JobOptions& options,
         absl::SleepFor(job_time);
         return absl::OkStatus();
       });
-  EXPECT_TRUE(result.ok()) << result.status();
+  EXPECT_OK(result);
   if (result.ok() && result->outcome == JobOutcome::kRan) {
-    EXPECT_TRUE(result->lock_status.ok()) << result->lock_status;
+    EXPECT_OK(result->lock_status);
   }
   return result.ok() ? result->outcome : JobOutcome::kSkippedRunning;
 }
@@ -106,12 +107,12 @@ TEST(JobGuardTest, ClosingTheClientRightAfterTheRunKeepsTheSlotClosed) {
           ++runs;
           return absl::OkStatus();
         });
-    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_OK(result);
     EXPECT_EQ(result->outcome, JobOutcome::kRan);
-    EXPECT_TRUE(result->lock_status.ok()) << result->lock_status;
+    EXPECT_OK(result->lock_status);
     EXPECT_GE(result->kept_until, start + options.lock_at_least_for);
   }
-  ASSERT_TRUE(a->Close().ok());
+  ASSERT_OK(a->Close());
   EXPECT_LT(absl::Now() - start, options.lock_at_least_for)
       << "the run waited for its keep";
   ScheduledJobGuard node_b(*b);
@@ -172,12 +173,12 @@ TEST(JobGuardTest, ACrashedNodeBlocksTheJobForLockAtMostForOnly) {
   // (its Hold is never released).
   absl::StatusOr<std::unique_ptr<DistributedLock>> run =
       crashed->GetLock(JobRunLockName("nightly-report", "s1"));
-  ASSERT_TRUE(run.ok());
+  ASSERT_OK(run);
   absl::StatusOr<Hold> never_released =
       (*run)->Acquire({.wait = absl::ZeroDuration(),
                        .lease = absl::Milliseconds(300),
                        .owner_token = "crashed-node"});
-  ASSERT_TRUE(never_released.ok());
+  ASSERT_OK(never_released);
   ScheduledJobGuard guard(*b);
   const JobOptions options{.lock_at_most_for = absl::Milliseconds(300),
                            .slot = "s1"};
@@ -201,7 +202,7 @@ TEST(JobGuardTest, AJobOutlivingLockAtMostForIsCancelled) {
         EXPECT_TRUE(cancelled.WaitForNotificationWithTimeout(absl::Seconds(5)));
         return absl::OkStatus();
       });
-  ASSERT_TRUE(result.ok());
+  ASSERT_OK(result);
   EXPECT_EQ(result->outcome, JobOutcome::kRan);
   // The run lock expired under the job: reported, not hidden.
   EXPECT_EQ(result->lock_status.code(), absl::StatusCode::kFailedPrecondition);
@@ -217,7 +218,7 @@ TEST(JobGuardTest, AJobWhoseRunLockIsLostSoonerIsCancelledThen) {
   options.liveness_ttl = absl::Milliseconds(300);
   options.backend_decorator = faults->Decorator();
   absl::StatusOr<std::unique_ptr<LockClient>> a = Connect(UniqueUri(), options);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   ScheduledJobGuard guard(**a);
   absl::Time lapsed;
   absl::StatusOr<JobResult> result = guard.Run(
@@ -232,7 +233,7 @@ TEST(JobGuardTest, AJobWhoseRunLockIsLostSoonerIsCancelledThen) {
             cancelled.WaitForNotificationWithTimeout(absl::Seconds(30)));
         return absl::OkStatus();
       });
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_OK(result);
   EXPECT_EQ(result->outcome, JobOutcome::kRan);
   EXPECT_LT(absl::Now() - lapsed, absl::Seconds(30));
   EXPECT_TRUE(IsLost(result->lock_status)) << result->lock_status;
@@ -308,7 +309,7 @@ TEST(JobGuardTest, JobsNamedLikeASlotOrAMarkerAreDistinctJobs) {
       const auto& [job, slot] = jobs[i];
       absl::StatusOr<JobResult> result =
           RunJob(i % 2 == 0 ? node_a : node_b, job, slot, ran);
-      ASSERT_TRUE(result.ok()) << job << "|" << slot << ": " << result.status();
+      ASSERT_OK(result) << job << "|" << slot;
       EXPECT_EQ(result->outcome, JobOutcome::kRan)
           << "job '" << job << "' slot '" << slot << "' after " << jobs[0].first
           << "|" << jobs[0].second << ": skipped as "
@@ -387,7 +388,7 @@ TEST(JobGuardTest, ANameTooLongOnceEscapedIsRejectedNamingTheJob) {
   // bytes.
   const std::string longest(512, 'y');
   absl::StatusOr<JobResult> fits = guard.Run(longest, options, job);
-  ASSERT_TRUE(fits.ok()) << fits.status();
+  ASSERT_OK(fits);
   EXPECT_EQ(fits->outcome, JobOutcome::kRan);
   EXPECT_EQ(JobRunLockName(longest, "").size(), 512u);
 }

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "metrics_testing.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -43,7 +44,7 @@ TEST(MetricsExample, ServesParsableMetricsOfWhatItDid) {
   const int port = WaitForPort(example);
   ASSERT_GT(port, 0) << example.out() << example.err();
   absl::StatusOr<std::string> response = test::HttpGet(port, "/metrics");
-  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_OK(response);
   ASSERT_TRUE(absl::StartsWith(*response, "HTTP/1.1 200 OK\r\n")) << *response;
   const std::string page = test::HttpBody(*response);
   const test::Result parsed = test::ParsePrometheus(page);

@@ -13,6 +13,7 @@
 #include "dlock/adapters/metrics.h"
 #include "gtest/gtest.h"
 #include "metrics_testing.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -21,7 +22,7 @@ std::unique_ptr<MetricsHttpServer> MustStart(
     std::function<std::string()> render) {
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
       MetricsHttpServer::Start("127.0.0.1", 0, std::move(render));
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
@@ -33,7 +34,7 @@ TEST(MetricsHttpServer, ServesMetricsAsPrometheusText) {
   EXPECT_GT(server->port(), 0);
   absl::StatusOr<std::string> response =
       test::HttpGet(server->port(), "/metrics");
-  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_OK(response);
   EXPECT_TRUE(absl::StartsWith(*response, "HTTP/1.1 200 OK\r\n")) << *response;
   EXPECT_TRUE(absl::StrContains(
       *response,
@@ -48,7 +49,7 @@ TEST(MetricsHttpServer, ServesMetricsAsPrometheusText) {
   EXPECT_EQ(test::ParsePrometheus(body).code, 0);
   // A query string is no other path.
   response = test::HttpGet(server->port(), "/metrics?name[]=x");
-  ASSERT_TRUE(response.ok());
+  ASSERT_OK(response);
   EXPECT_TRUE(absl::StartsWith(*response, "HTTP/1.1 200 OK\r\n"));
 }
 
@@ -57,20 +58,20 @@ TEST(MetricsHttpServer, OtherPathsAre404AndOtherMethods405) {
   ASSERT_NE(server, nullptr);
   for (const char* path : {"/", "/metricsx", "/favicon.ico"}) {
     absl::StatusOr<std::string> response = test::HttpGet(server->port(), path);
-    ASSERT_TRUE(response.ok());
+    ASSERT_OK(response);
     EXPECT_TRUE(absl::StartsWith(*response, "HTTP/1.1 404 Not Found\r\n"))
         << path << ": " << *response;
   }
   absl::StatusOr<std::string> post = test::HttpExchange(
       server->port(),
       "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
-  ASSERT_TRUE(post.ok());
+  ASSERT_OK(post);
   EXPECT_TRUE(absl::StartsWith(*post, "HTTP/1.1 405 Method Not Allowed\r\n"))
       << *post;
   EXPECT_TRUE(absl::StrContains(*post, "\r\nAllow: GET\r\n"));
   absl::StatusOr<std::string> garbage =
       test::HttpExchange(server->port(), "hello\r\n\r\n");
-  ASSERT_TRUE(garbage.ok());
+  ASSERT_OK(garbage);
   EXPECT_TRUE(absl::StartsWith(*garbage, "HTTP/1.1 400 Bad Request\r\n"))
       << *garbage;
 }

@@ -12,6 +12,7 @@
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "metrics_testing.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -265,14 +266,14 @@ TEST(PrometheusMetrics, OneRegistryServesSeveralClients) {
     options.lock_namespace = ns;
     absl::StatusOr<std::unique_ptr<LockClient>> client =
         Connect("memory://metrics-several", options);
-    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_OK(client);
     clients.push_back(*std::move(client));
   }
   for (auto& client : clients) {
     std::unique_ptr<DistributedLock> lock = *client->GetLock("report");
     absl::StatusOr<Hold> hold = lock->Acquire({.wait = absl::Seconds(10)});
-    ASSERT_TRUE(hold.ok()) << hold.status();
-    ASSERT_TRUE(hold->Release().ok());
+    ASSERT_OK(hold);
+    ASSERT_OK(hold->Release());
   }
   const std::string page = metrics->RenderText();
   EXPECT_TRUE(absl::StrContains(

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -40,7 +41,7 @@ class MonitorTopTest : public ::testing::TestWithParam<test::ServerBackend> {
     static std::atomic<int> n{0};
     ns_ = absl::StrCat("mon", getpid() % 10000, "x", n++);
     absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-monitor");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     dir_ = *dir;
   }
   void TearDown() override { test::RemoveTree(dir_); }
@@ -82,7 +83,7 @@ class MonitorTopTest : public ::testing::TestWithParam<test::ServerBackend> {
   // `context`: what to print if it never happens (the screen, a log).
   static void Await(const std::function<bool()>& ready, const std::string& what,
                     const std::function<std::string()>& context = nullptr) {
-    ASSERT_TRUE(test::WaitUntil(ready, kSeen, what).ok())
+    ASSERT_OK(test::WaitUntil(ready, kSeen, what))
         << "waiting for " << what << "\n"
         << (context ? context() : "");
   }
@@ -284,7 +285,7 @@ std::vector<std::string> RowNames(const std::string& screen) {
 }
 
 TEST_P(MonitorTopTest, TopInATerminalSortsResizesAndQuits) {
-  ASSERT_TRUE(test::RequireExecutable("/usr/bin/tmux", "tmux").ok());
+  ASSERT_OK(test::RequireExecutable("/usr/bin/tmux", "tmux"));
   // Held in this order: held-for sorts them so, token the other way.
   std::vector<std::unique_ptr<Process>> holders;
   for (const char* name : {"b-first", "c-second", "a-third"}) {

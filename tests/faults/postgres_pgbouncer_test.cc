@@ -41,7 +41,7 @@ class PostgresPgBouncerTest : public PostgresSuite {
           PgBouncer::Start({.server_port = server_->port(),
                             .pool_mode = mode,
                             .session_alias = kAlias});
-      ASSERT_TRUE(bouncer.ok()) << bouncer.status();
+      ASSERT_OK(bouncer);
       (mode == "transaction" ? transactions_ : sessions_) = bouncer->release();
     }
   }

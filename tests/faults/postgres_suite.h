@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "postgres_server.h"
+#include "status_testing.h"
 
 namespace dlock::test {
 
@@ -15,7 +16,7 @@ class PostgresSuite : public ::testing::Test {
   static void SetUpTestSuite() {
     absl::StatusOr<std::unique_ptr<PostgresServer>> started =
         PostgresServer::Start();
-    ASSERT_TRUE(started.ok()) << started.status();
+    ASSERT_OK(started);
     server_ = started->release();
   }
   static void TearDownTestSuite() {

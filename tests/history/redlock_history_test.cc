@@ -76,7 +76,7 @@ class RedlockHistory : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<RedisGroup*> group = RedlockGroup(3);
-    ASSERT_TRUE(group.ok()) << group.status();
+    ASSERT_OK(group);
     group_ = *group;
   }
   RedisGroup& group() { return *group_; }

@@ -291,13 +291,13 @@ class FaultProxyTest : public ::testing::Test {
 void ExpectForwards(const Pair& pair, Direction d, const std::string& data) {
   WriteAll(pair.sender(d), data);
   absl::StatusOr<std::string> got = ReadExactly(pair.receiver(d), data.size());
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, data);
 }
 
 TEST_F(FaultProxyTest, PassForwardsBothWaysAndCounts) {
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   EXPECT_EQ(pair->id, 1u);
   ExpectForwards(*pair, Direction::kRequests, "PING\r\n");
   ExpectForwards(*pair, Direction::kReplies, "+PONG\r\n");
@@ -331,7 +331,7 @@ TEST(FaultProxyBulk, LargeTransfersBothWaysKeepOrder) {
   Connected client = ConnectTo(proxy.port());
   ASSERT_EQ(client.error, 0) << std::strerror(client.error);
   absl::StatusOr<Fd> upstream = server.Accept();
-  ASSERT_TRUE(upstream.ok()) << upstream.status();
+  ASSERT_OK(upstream);
 
   std::string data(3 << 20, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i % 251);
@@ -346,8 +346,8 @@ TEST(FaultProxyBulk, LargeTransfersBothWaysKeepOrder) {
   shutdown(upstream->get(), SHUT_RDWR);
   up.join();
   down.join();
-  ASSERT_TRUE(at_server.ok()) << at_server.status();
-  ASSERT_TRUE(at_client.ok()) << at_client.status();
+  ASSERT_OK(at_server);
+  ASSERT_OK(at_client);
   EXPECT_TRUE(*at_server == data);
   EXPECT_TRUE(*at_client == data);
   EXPECT_EQ(proxy.stats().requests.forwarded, data.size());
@@ -356,11 +356,11 @@ TEST(FaultProxyBulk, LargeTransfersBothWaysKeepOrder) {
 
 TEST_F(FaultProxyTest, ClosingOneSideIsForwardedAndEndsTheConnection) {
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   WriteAll(pair->client.get(), "QUIT");
   shutdown(pair->client.get(), SHUT_WR);
   absl::StatusOr<std::string> got = ReadExactly(pair->server.get(), 4);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(ReadSome(pair->server.get(), kLong).kind, ReadOutcome::kEof);
   // The server can still answer before it closes: half-close is kept.
   ExpectForwards(*pair, Direction::kReplies, "+OK");
@@ -385,7 +385,7 @@ INSTANTIATE_TEST_SUITE_P(BothWays, DirectionTest,
 TEST_P(DirectionTest, DelayHoldsEachChunkAndKeepsOrder) {
   const Direction d = GetParam();
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   const absl::Duration delay = absl::Milliseconds(400);
   proxy_.SetFault(d, Fault::Delay(delay));
   EXPECT_EQ(proxy_.Connections()[0].requests,
@@ -396,7 +396,7 @@ TEST_P(DirectionTest, DelayHoldsEachChunkAndKeepsOrder) {
   WriteAll(pair->sender(d), "b");
   WriteAll(pair->sender(d), "c");
   absl::StatusOr<std::string> got = ReadExactly(pair->receiver(d), 3);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_GE(Since(start), delay);
   EXPECT_EQ(*got, "abc");
 
@@ -407,7 +407,7 @@ TEST_P(DirectionTest, DelayHoldsEachChunkAndKeepsOrder) {
   proxy_.SetFault(d, Fault::Pass());
   WriteAll(pair->sender(d), "y");
   got = ReadExactly(pair->receiver(d), 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_GE(Since(start), delay);
   EXPECT_EQ(*got, "xy");
 }
@@ -415,7 +415,7 @@ TEST_P(DirectionTest, DelayHoldsEachChunkAndKeepsOrder) {
 TEST_P(DirectionTest, StallHoldsBytesSilentlyAndDeliversThemInOrder) {
   const Direction d = GetParam();
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   proxy_.SetFault(d, Fault::Stall());
   WriteAll(pair->sender(d), "hello");
   ASSERT_OK(proxy_.WaitForReceived(d, 5, kLong));
@@ -430,7 +430,7 @@ TEST_P(DirectionTest, StallHoldsBytesSilentlyAndDeliversThemInOrder) {
 
   proxy_.SetFault(d, Fault::Pass());
   absl::StatusOr<std::string> got = ReadExactly(pair->receiver(d), 11);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, "hello world");
   ExpectForwards(*pair, d, "after");
 }
@@ -440,7 +440,7 @@ TEST_P(DirectionTest, StallHoldsBytesSilentlyAndDeliversThemInOrder) {
 TEST_P(DirectionTest, StallHoldsDelayedBytesAndCanBeLiftedIntoADelay) {
   const Direction d = GetParam();
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   // Long enough that the stall surely starts before "a" is due.
   const absl::Duration delay = absl::Milliseconds(500);
   proxy_.SetFault(d, Fault::Delay(delay));
@@ -457,7 +457,7 @@ TEST_P(DirectionTest, StallHoldsDelayedBytesAndCanBeLiftedIntoADelay) {
   const Clock::time_point lifted = Clock::now();
   proxy_.SetFault(d, Fault::Delay(delay));
   absl::StatusOr<std::string> got = ReadExactly(pair->receiver(d), 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, "ab");
   EXPECT_GE(Since(lifted), delay);  // "b" waited its delay after the lift
 }
@@ -465,7 +465,7 @@ TEST_P(DirectionTest, StallHoldsDelayedBytesAndCanBeLiftedIntoADelay) {
 TEST_P(DirectionTest, StallLiftedWithDiscardLosesOnlyTheHeldBytes) {
   const Direction d = GetParam();
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   proxy_.SetFault(d, Fault::Stall());
   WriteAll(pair->sender(d), "lost");
   ASSERT_OK(proxy_.WaitForReceived(d, 4, kLong));
@@ -478,7 +478,7 @@ TEST_P(DirectionTest, StallLiftedWithDiscardLosesOnlyTheHeldBytes) {
 TEST_P(DirectionTest, StallHoldsTheEndOfTheStreamBehindItsBytes) {
   const Direction d = GetParam();
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   proxy_.SetFault(d, Fault::Stall());
   WriteAll(pair->sender(d), "last");
   shutdown(pair->sender(d), SHUT_WR);
@@ -486,7 +486,7 @@ TEST_P(DirectionTest, StallHoldsTheEndOfTheStreamBehindItsBytes) {
   ExpectQuiet(pair->receiver(d), "receiver of a stalled FIN");
   proxy_.SetFault(d, Fault::Pass());
   absl::StatusOr<std::string> got = ReadExactly(pair->receiver(d), 4);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, "last");
   EXPECT_EQ(ReadSome(pair->receiver(d), kLong).kind, ReadOutcome::kEof);
 }
@@ -494,7 +494,7 @@ TEST_P(DirectionTest, StallHoldsTheEndOfTheStreamBehindItsBytes) {
 TEST_P(DirectionTest, DropDiscardsBytesAndKeepsTheConnection) {
   const Direction d = GetParam();
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   proxy_.SetFault(d, Fault::Drop());
   WriteAll(pair->sender(d), "lost reply");
   ASSERT_OK(proxy_.WaitForReceived(d, 10, kLong));
@@ -512,9 +512,9 @@ TEST_P(DirectionTest, DropDiscardsBytesAndKeepsTheConnection) {
 
 TEST_F(FaultProxyTest, ResetAllClosesBothSidesWithRst) {
   absl::StatusOr<Pair> a = Connect();
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   absl::StatusOr<Pair> b = Connect();
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_OK(b);
   proxy_.SetFault(Direction::kRequests, Fault::Stall());
   WriteAll(a->client.get(), "pending");
   ASSERT_OK(proxy_.WaitForReceived(Direction::kRequests, 7, kLong));
@@ -528,16 +528,16 @@ TEST_F(FaultProxyTest, ResetAllClosesBothSidesWithRst) {
   }
   // New connections are not affected.
   absl::StatusOr<Pair> c = Connect();
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   proxy_.SetFault(Direction::kRequests, Fault::Pass());
   ExpectForwards(*c, Direction::kRequests, "fresh");
 }
 
 TEST_F(FaultProxyTest, ResetConnectionClosesOnlyThatOne) {
   absl::StatusOr<Pair> a = Connect();
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   absl::StatusOr<Pair> b = Connect();
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_OK(b);
   ASSERT_EQ(b->id, a->id + 1);
   ASSERT_OK(proxy_.ResetConnection(a->id));
   ExpectReset(a->client.get(), "reset client");
@@ -551,9 +551,9 @@ TEST_F(FaultProxyTest, ResetConnectionClosesOnlyThatOne) {
 
 TEST_F(FaultProxyTest, ConnectionFaultAffectsOnlyThatConnection) {
   absl::StatusOr<Pair> a = Connect();
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   absl::StatusOr<Pair> b = Connect();
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_OK(b);
   ASSERT_OK(
       proxy_.SetConnectionFault(a->id, Direction::kReplies, Fault::Stall()));
   std::vector<ConnectionInfo> conns = proxy_.Connections();
@@ -568,7 +568,7 @@ TEST_F(FaultProxyTest, ConnectionFaultAffectsOnlyThatConnection) {
   ASSERT_OK(
       proxy_.SetConnectionFault(a->id, Direction::kReplies, Fault::Pass()));
   absl::StatusOr<std::string> got = ReadExactly(a->client.get(), 4);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, "to a");
   EXPECT_EQ(
       proxy_.SetConnectionFault(99, Direction::kReplies, Fault::Drop()).code(),
@@ -577,10 +577,10 @@ TEST_F(FaultProxyTest, ConnectionFaultAffectsOnlyThatConnection) {
 
 TEST_F(FaultProxyTest, GlobalFaultAppliesToOpenAndLaterConnections) {
   absl::StatusOr<Pair> a = Connect();
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   proxy_.SetFault(Direction::kReplies, Fault::Drop());
   absl::StatusOr<Pair> b = Connect();
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_OK(b);
   for (const ConnectionInfo& c : proxy_.Connections()) {
     EXPECT_EQ(c.replies, Fault::Drop()) << c.id;
     EXPECT_EQ(c.requests, Fault::Pass()) << c.id;
@@ -593,11 +593,11 @@ TEST_F(FaultProxyTest, GlobalFaultAppliesToOpenAndLaterConnections) {
 
 TEST_F(FaultProxyTest, NewUpstreamServesOnlyNewConnections) {
   absl::StatusOr<Pair> old_conn = Connect();
-  ASSERT_TRUE(old_conn.ok()) << old_conn.status();
+  ASSERT_OK(old_conn);
   Server promoted;
   ASSERT_OK(proxy_.SetUpstream("127.0.0.1", promoted.port()));
   absl::StatusOr<Pair> new_conn = Connect(promoted);
-  ASSERT_TRUE(new_conn.ok()) << new_conn.status();
+  ASSERT_OK(new_conn);
   EXPECT_FALSE(server_.Accept(kQuiet).ok()) << "the old server got a client";
 
   // The old client still talks to the demoted server.
@@ -613,10 +613,10 @@ TEST_F(FaultProxyTest, NewUpstreamServesOnlyNewConnections) {
 
 TEST_F(FaultProxyTest, RefuseMakesConnectFailAndAcceptListensAgain) {
   absl::StatusOr<Pair> before = Connect();
-  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_OK(before);
   // Leave a TIME_WAIT on the proxy's port: listening again must not mind.
   absl::StatusOr<Pair> closed = Connect();
-  ASSERT_TRUE(closed.ok()) << closed.status();
+  ASSERT_OK(closed);
   closed->server.Reset();
   EXPECT_EQ(ReadSome(closed->client.get(), kLong).kind, ReadOutcome::kEof);
   closed->client.Reset();
@@ -635,7 +635,7 @@ TEST_F(FaultProxyTest, RefuseMakesConnectFailAndAcceptListensAgain) {
   ASSERT_OK(proxy_.SetAdmission(Admission::kAccept));
   EXPECT_EQ(proxy_.port(), port);
   absl::StatusOr<Pair> after = Connect();
-  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_OK(after);
   ExpectForwards(*after, Direction::kReplies, "back");
 }
 
@@ -649,7 +649,7 @@ TEST_F(FaultProxyTest, ResetAdmissionAcceptsThenResets) {
 
 TEST_F(FaultProxyTest, BlackholeMakesConnectTimeOutUntilLifted) {
   absl::StatusOr<Pair> before = Connect();
-  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_OK(before);
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     ASSERT_OK(proxy_.SetAdmission(Admission::kBlackhole));
@@ -662,7 +662,7 @@ TEST_F(FaultProxyTest, BlackholeMakesConnectTimeOutUntilLifted) {
 
     ASSERT_OK(proxy_.SetAdmission(Admission::kAccept));
     absl::StatusOr<Pair> after = Connect();
-    ASSERT_TRUE(after.ok()) << after.status();
+    ASSERT_OK(after);
     ExpectForwards(*after, Direction::kReplies, "through");
   }
   // The proxy's own queue fillers are neither counted nor forwarded.
@@ -672,7 +672,7 @@ TEST_F(FaultProxyTest, BlackholeMakesConnectTimeOutUntilLifted) {
 
 TEST_F(FaultProxyTest, PartitionHangsEverythingAndHealDeliversInOrder) {
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   ASSERT_OK(proxy_.Partition());
   WriteAll(pair->client.get(), "GET k");
   WriteAll(pair->server.get(), "$late");
@@ -687,23 +687,23 @@ TEST_F(FaultProxyTest, PartitionHangsEverythingAndHealDeliversInOrder) {
 
   ASSERT_OK(proxy_.Heal());
   absl::StatusOr<std::string> got = ReadExactly(pair->server.get(), 5);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, "GET k");
   got = ReadExactly(pair->client.get(), 5);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, "$late");
   EXPECT_EQ(Finish(patient, kLong), 0);
   absl::StatusOr<Fd> patient_upstream = server_.Accept();
-  ASSERT_TRUE(patient_upstream.ok()) << patient_upstream.status();
+  ASSERT_OK(patient_upstream);
   WriteAll(patient.fd.get(), "hi");
   got = ReadExactly(patient_upstream->get(), 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, "hi");
 }
 
 TEST_F(FaultProxyTest, HealCanDiscardWhatThePartitionHeld) {
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   ASSERT_OK(proxy_.Partition());
   WriteAll(pair->client.get(), "old");
   ASSERT_OK(proxy_.WaitForReceived(Direction::kRequests, 3, kLong));
@@ -714,7 +714,7 @@ TEST_F(FaultProxyTest, HealCanDiscardWhatThePartitionHeld) {
 
 TEST_F(FaultProxyTest, UnreachableUpstreamResetsTheClient) {
   absl::StatusOr<int> nobody = FreeLoopbackPort();
-  ASSERT_TRUE(nobody.ok()) << nobody.status();
+  ASSERT_OK(nobody);
   ASSERT_OK(proxy_.SetUpstream("127.0.0.1", *nobody));
   ExpectConnectThenReset(proxy_.port(), "client of an unreachable upstream");
   ASSERT_OK(proxy_.WaitFor([](const ProxyStats& s) { return s.live == 0; },
@@ -742,7 +742,7 @@ TEST(FaultProxyChain, UpstreamConnectTimesOut) {
 
 TEST_F(FaultProxyTest, WaitHelpersReturnWhenReachedAndTimeOutOtherwise) {
   absl::StatusOr<Pair> pair = Connect();
-  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_OK(pair);
   ASSERT_OK(proxy_.WaitForAccepted(1, kLong));
   // A waiter is woken by traffic of another thread.
   std::thread writer([&] { WriteAll(pair->client.get(), "12345"); });
@@ -787,7 +787,7 @@ TEST(FaultProxyLifecycle, DescriptorsAreCloseOnExecAndClosedAtTheEnd) {
   Connected client = ConnectTo(proxy->port());
   ASSERT_EQ(client.error, 0);
   absl::StatusOr<Fd> upstream = server.Accept();
-  ASSERT_TRUE(upstream.ok()) << upstream.status();
+  ASSERT_OK(upstream);
   ASSERT_OK(proxy->SetAdmission(Admission::kBlackhole));  // dummies too
 
   for (int fd : OpenFds()) {

@@ -41,20 +41,20 @@ std::unique_ptr<LockClient> MustConnect(const std::string& uri,
   // Renewal every 30ms: a loss is noticed within tens of milliseconds.
   options.watchdog_lease = absl::Milliseconds(90);
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri, options);
-  EXPECT_TRUE(client.ok()) << client.status();
+  EXPECT_OK(client);
   return *std::move(client);
 }
 
 std::unique_ptr<DistributedLock> MustLock(LockClient& client,
                                           const std::string& name) {
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock = client.GetLock(name);
-  EXPECT_TRUE(lock.ok()) << lock.status();
+  EXPECT_OK(lock);
   return *std::move(lock);
 }
 
 bool IsLocked(LockClient& client, const std::string& name) {
   absl::StatusOr<LockInfo> info = client.Admin().Inspect(name);
-  EXPECT_TRUE(info.ok()) << info.status();
+  EXPECT_OK(info);
   return info.ok() && info->locked;
 }
 

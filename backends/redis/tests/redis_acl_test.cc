@@ -39,14 +39,14 @@ constexpr char kPassword[] = "acl-user-pw";
 std::unique_ptr<RedisServer> StartWith(const std::string& rules) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
       RedisServer::Start({.acl_user = "dlock", .acl_rules = rules});
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
 std::string DocumentedRules() {
   absl::StatusOr<std::string> rules =
       test::DlockAclRules("billing", "0", kPassword);
-  EXPECT_TRUE(rules.ok()) << rules.status();
+  EXPECT_OK(rules);
   return rules.value_or("");
 }
 
@@ -64,7 +64,7 @@ std::string AsTheUser(const RedisServer& server,
                    test::EncodeRedisCommand(argv),
                    test::EncodeRedisCommand({"QUIT"})),
       absl::Seconds(5));
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   // "+OK" for AUTH, the reply, "+OK" for QUIT.
   std::string out = reply.value_or("");
   if (absl::StartsWith(out, "+OK\r\n")) out = out.substr(5);

@@ -29,7 +29,7 @@ class RedisSentinel : public ::testing::TestWithParam<bool> {
   std::unique_ptr<RedisSentinelGroup> StartGroup() {
     absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
         RedisSentinelGroup::Start({.tls = GetParam()});
-    EXPECT_TRUE(group.ok()) << group.status();
+    EXPECT_OK(group);
     return group.ok() ? *std::move(group) : nullptr;
   }
 
@@ -38,7 +38,7 @@ class RedisSentinel : public ::testing::TestWithParam<bool> {
     std::string tls;
     if (group.tls()) {
       absl::StatusOr<std::string> trust = test::TestTlsQuery(false);
-      EXPECT_TRUE(trust.ok()) << trust.status();
+      EXPECT_OK(trust);
       tls = absl::StrCat("&", trust.value_or(""));
     }
     return absl::StrCat(

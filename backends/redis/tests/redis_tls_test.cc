@@ -53,7 +53,7 @@ class RedisTls : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<const TlsCertificates*> certs =
         test::SharedTlsCertificates();
-    ASSERT_TRUE(certs.ok()) << certs.status();
+    ASSERT_OK(certs);
     certs_ = *certs;
   }
 

@@ -125,7 +125,7 @@ std::string Uri(const RedisGroup& group, absl::string_view ns,
 // Whether the server has a key matching `pattern` (KEYS: a test's data).
 bool HasKey(test::RedisServer& server, const std::string& pattern) {
   absl::StatusOr<std::string> reply = server.RawCommand({"KEYS", pattern});
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   return reply.ok() && reply->rfind("*0\r\n", 0) != 0;
 }
 
@@ -133,7 +133,7 @@ bool HasKey(test::RedisServer& server, const std::string& pattern) {
 int64_t GetCalls(test::RedisServer& server) {
   absl::StatusOr<std::string> reply =
       server.RawCommand({"INFO", "commandstats"});
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   if (!reply.ok()) return -1;
   const size_t at = reply->find("cmdstat_get:calls=");
   if (at == std::string::npos) return 0;

@@ -55,7 +55,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, Redlock, ::testing::Bool(),
 int64_t FloorOn(test::RedisServer& server, const std::string& ns) {
   absl::StatusOr<std::string> reply =
       server.RawCommand({"GET", absl::StrCat("dlock:", ns, ":floor")});
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   return reply.ok() ? RespInteger(*reply) : -1;
 }
 
@@ -67,7 +67,7 @@ int64_t TokenOn(test::RedisServer& server, const std::string& key) {
        "local v = redis.call('GET', KEYS[1]) if not v then return -1 end "
        "return tonumber(string.match(v, '^(%d+) '))",
        "1", key});
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   return reply.ok() ? RespInteger(*reply) : -1;
 }
 

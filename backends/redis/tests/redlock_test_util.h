@@ -12,6 +12,7 @@
 #include "fault_proxy.h"
 #include "gtest/gtest.h"
 #include "redis_server.h"
+#include "status_testing.h"
 
 namespace dlock::test {
 
@@ -20,7 +21,7 @@ namespace dlock::test {
 inline std::unique_ptr<RedisGroup> StartGroup(int masters, bool tls = false) {
   absl::StatusOr<std::unique_ptr<RedisGroup>> group =
       RedisGroup::Start(masters, {.tls = tls});
-  EXPECT_TRUE(group.ok()) << group.status();
+  EXPECT_OK(group);
   return group.ok() ? *std::move(group) : nullptr;
 }
 
@@ -32,7 +33,7 @@ inline std::vector<int> StartProxies(RedisGroup& group,
   for (size_t i = 0; i < proxies.size(); ++i) {
     absl::Status started =
         proxies[i].Start("127.0.0.1", group.server(static_cast<int>(i)).port());
-    EXPECT_TRUE(started.ok()) << started;
+    EXPECT_OK(started);
     ports.push_back(proxies[i].port());
   }
   return ports;
@@ -48,7 +49,7 @@ inline std::string RedlockUri(const RedisGroup& group,
                                  group.Hosts(ports), "?", query);
   if (group.tls()) {
     absl::StatusOr<std::string> trust = TestTlsQuery(false);
-    EXPECT_TRUE(trust.ok()) << trust.status();
+    EXPECT_OK(trust);
     absl::StrAppend(&uri, "&", trust.value_or(""));
   }
   return uri;
