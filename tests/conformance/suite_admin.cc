@@ -295,7 +295,7 @@ TEST_P(Conformance, C14_InvalidArgumentForBadInput) {
   EXPECT_EQ(info.hold_count, 1);
   EXPECT_OK(hold.Release());
 
-  const std::string uri = backend().uri(ns());
+  const std::string uri = UriIn(ns());
   const char* join = absl::StrContains(uri, "?") ? "&" : "?";
   EXPECT_CODE(Connect(uri + join + "no_such_option=1"), kInvalidArgument);
   EXPECT_CODE(Connect(uri + join + "namespace=other"), kInvalidArgument);

@@ -346,7 +346,7 @@ TEST_P(Conformance, Keep_OutlivesTheReleasingProcess) {
 
   ChildProcess keeper;
   ASSERT_OK(keeper.Spawn(
-      {holder_path, backend().uri(ns()), "cron job", "30s",
+      {holder_path, UriIn(ns()), "cron job", "30s",
        absl::StrCat(absl::ToInt64Milliseconds(kProcessKeep), "ms")},
       log));
   ASSERT_OK(WaitUntil([&] { return !keeper.Running(); }, kNoHang,

@@ -89,7 +89,7 @@ TEST_P(Conformance, C2_KilledHolderProcessBlocksAtMostItsLease) {
 
   ChildProcess holder;
   ASSERT_OK(
-      holder.Spawn({holder_path, backend().uri(ns()), "crashing holder",
+      holder.Spawn({holder_path, UriIn(ns()), "crashing holder",
                     absl::StrCat(absl::ToInt64Milliseconds(kLease), "ms")},
                    log));
   uint64_t child_token = 0;
