@@ -10,6 +10,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "dlock/backoff.h"
+#include "dlock/duration.h"
 #include "dlock/errors.h"
 
 namespace dlock {
@@ -38,6 +40,11 @@ absl::Status Validate(const JobOptions& options) {
         "lock_at_least_for (", absl::FormatDuration(options.lock_at_least_for),
         ") must be from 0 to lock_at_most_for (",
         absl::FormatDuration(options.lock_at_most_for), ")"));
+  }
+  if (options.ride_out < absl::ZeroDuration() ||
+      options.ride_out == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        "ride_out must be zero (one try) or positive and finite");
   }
   return absl::OkStatus();
 }
@@ -124,6 +131,38 @@ absl::Status ValidateJobName(absl::string_view job_name,
   return absl::OkStatus();
 }
 
+// Step 1 (job_guard.h). `start` is read before the attempt that answered
+// is sent: the backend starts the lease no earlier, so every lease below
+// ends no earlier than planned (C2).
+absl::StatusOr<Hold> TakeRunLock(DistributedLock& run,
+                                 const JobOptions& options, absl::Time& start) {
+  AcquireOptions acquire;
+  acquire.wait = absl::ZeroDuration();
+  acquire.lease = options.lock_at_most_for;
+  acquire.owner_token = RandomOwnerToken();
+  const absl::Time first = absl::Now();
+  const absl::Time ride_until = std::min(
+      first + options.ride_out, options.slot_ends == absl::InfinitePast()
+                                    ? absl::InfiniteFuture()
+                                    : options.slot_ends);
+  RetryBackoff backoff;
+  for (int attempt = 1;; ++attempt) {
+    start = absl::Now();
+    absl::StatusOr<Hold> held = run.Acquire(acquire);
+    if (held.ok() || !absl::IsUnavailable(held.status())) return held;
+    const absl::Duration pause = backoff.Next();
+    if (absl::Now() + pause >= ride_until) {
+      if (attempt == 1) return held;  // no time to ride anything out
+      return WithContext(
+          held.status(),
+          absl::StrCat("the backend stayed unavailable for ",
+                       FormatDurationForPeople(absl::Now() - first),
+                       "; the job did not run"));
+    }
+    absl::SleepFor(pause);
+  }
+}
+
 }  // namespace
 
 std::string JobRunLockName(absl::string_view job_name, absl::string_view slot) {
@@ -150,16 +189,9 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
       client_.GetLock(JobRunLockName(job_name, options.slot));
   if (!run.ok()) return named(run.status());
 
-  const std::string owner = RandomOwnerToken();
   JobResult result;
-  // Taken before the request is sent: the backend starts the lease no
-  // earlier, so every lease below ends no earlier than planned (C2).
-  const absl::Time start = absl::Now();
-  AcquireOptions acquire;
-  acquire.wait = absl::ZeroDuration();
-  acquire.lease = options.lock_at_most_for;
-  acquire.owner_token = owner;
-  absl::StatusOr<Hold> held = (*run)->Acquire(acquire);
+  absl::Time start;
+  absl::StatusOr<Hold> held = TakeRunLock(**run, options, start);
   if (!held.ok()) {
     if (!IsHeldByAnother(held.status())) return held.status();
     // Running elsewhere, or kept after a recent run: looked at after the

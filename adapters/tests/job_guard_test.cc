@@ -393,5 +393,83 @@ TEST(JobGuardTest, ANameTooLongOnceEscapedIsRejectedNamingTheJob) {
   EXPECT_EQ(JobRunLockName(longest, "").size(), 512u);
 }
 
+// Issue 19 (section 6): a scheduled run that meets a failover rides it out
+// for JobOptions::ride_out, so the slot still runs somewhere; a backend down
+// for longer, or past the slot's end, gives Unavailable with nothing run.
+class JobRideOutTest : public ::testing::Test {
+ protected:
+  JobRideOutTest() {
+    ClientOptions options;
+    options.backend_decorator = faults_->Decorator();
+    absl::StatusOr<std::unique_ptr<LockClient>> client =
+        Connect(UniqueUri(), options);
+    EXPECT_OK(client);
+    client_ = *std::move(client);
+  }
+  absl::StatusOr<JobResult> Run(const JobOptions& options) {
+    ScheduledJobGuard guard(*client_);
+    return guard.Run("failing-over", options, [this](const JobContext&) {
+      ++runs_;
+      return absl::OkStatus();
+    });
+  }
+
+  std::shared_ptr<test::FaultPlan> faults_ =
+      std::make_shared<test::FaultPlan>();
+  std::unique_ptr<LockClient> client_;
+  int runs_ = 0;
+};
+
+TEST_F(JobRideOutTest, AFailoverIsRiddenOutAndTheJobRuns) {
+  faults_->Set(test::FaultPlan::kAcquire, {.fail_before = true, .times = 3});
+  absl::StatusOr<JobResult> result =
+      Run({.lock_at_most_for = absl::Seconds(10)});
+  ASSERT_OK(result);
+  EXPECT_EQ(result->outcome, JobOutcome::kRan);
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(faults_->calls(test::FaultPlan::kAcquire), 4);
+}
+
+TEST_F(JobRideOutTest, DownForLongerThanRideOutIsUnavailableAndRunsNothing) {
+  faults_->Set(test::FaultPlan::kAcquire, {.fail_before = true});
+  const absl::Time start = absl::Now();
+  absl::StatusOr<JobResult> result = Run({.lock_at_most_for = absl::Seconds(10),
+                                          .ride_out = absl::Milliseconds(400)});
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_TRUE(absl::IsUnavailable(result.status())) << result.status();
+  EXPECT_NE(result.status().message().find("stayed unavailable"),
+            absl::string_view::npos)
+      << result.status();
+  EXPECT_GE(faults_->calls(test::FaultPlan::kAcquire), 3) << "not retried";
+  EXPECT_LT(took, absl::Seconds(20));
+  EXPECT_EQ(runs_, 0);
+}
+
+TEST_F(JobRideOutTest, NeverRidesOutPastTheSlotsEnd) {
+  faults_->Set(test::FaultPlan::kAcquire, {.fail_before = true});
+  const absl::Time start = absl::Now();
+  absl::StatusOr<JobResult> result =
+      Run({.lock_at_most_for = absl::Seconds(10),
+           .slot = "ending",
+           .slot_ends = start + absl::Milliseconds(300),
+           .ride_out = absl::Minutes(10)});
+  EXPECT_TRUE(absl::IsUnavailable(result.status())) << result.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "rode out the slot";
+  EXPECT_EQ(runs_, 0);
+}
+
+TEST_F(JobRideOutTest, ZeroRideOutIsOneTryAndNegativeIsRefused) {
+  faults_->Set(test::FaultPlan::kAcquire, {.fail_before = true});
+  absl::StatusOr<JobResult> once = Run({.lock_at_most_for = absl::Seconds(10),
+                                        .ride_out = absl::ZeroDuration()});
+  EXPECT_TRUE(absl::IsUnavailable(once.status())) << once.status();
+  EXPECT_EQ(faults_->calls(test::FaultPlan::kAcquire), 1);
+  absl::StatusOr<JobResult> refused = Run(
+      {.lock_at_most_for = absl::Seconds(10), .ride_out = absl::Seconds(-1)});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+      << refused.status();
+  EXPECT_EQ(runs_, 0);
+}
+
 }  // namespace
 }  // namespace dlock

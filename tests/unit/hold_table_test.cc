@@ -201,7 +201,7 @@ TEST_F(HoldTableTest, AFinalReleaseGivesTheHoldUpWhateverTheAnswer) {
   const MonoTime at = clock_.Now();
   absl::Status released = table_.FinishFinalRelease(
       key_, *plan, absl::UnavailableError("no answer"), absl::Seconds(2), at,
-      /*closed=*/false, notices, report);
+      notices, report);
   EXPECT_EQ(released.code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(report.given_up);
   EXPECT_TRUE(notices.empty());
@@ -218,7 +218,7 @@ TEST_F(HoldTableTest, AReleaseThatFindsTheHoldGoneTellsTheLoss) {
   std::vector<LossNotice> notices;
   absl::Status released = table_.FinishFinalRelease(
       key_, plan, NotOwnerError("lock"), absl::ZeroDuration(), clock_.Now(),
-      /*closed=*/false, notices, report);
+      notices, report);
   EXPECT_TRUE(IsLost(released)) << released;
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_EQ(notices[0].cause, LossCause::kGone);
@@ -333,7 +333,7 @@ TEST_F(HoldTableTest, AnUnconfirmedFinalReleaseIsToldLostAtTheNoticeTime) {
   ASSERT_TRUE(plan.final_release);
   EXPECT_GT(plan.notice_at, clock_.Now());
   EXPECT_LT(plan.notice_at, clock_.Now() + kLease) << "before the lease ends";
-  EXPECT_TRUE(table_.AwaitsConfirmation(key_, plan));
+  EXPECT_TRUE(table_.AwaitsConfirmation(plan));
   table_.ExpireOverdue(clock_.Now());
   EXPECT_TRUE(Queued().empty()) << "not before its notice time";
   clock_.Advance(plan.notice_at - clock_.Now());
@@ -342,11 +342,11 @@ TEST_F(HoldTableTest, AnUnconfirmedFinalReleaseIsToldLostAtTheNoticeTime) {
   ASSERT_EQ(told.size(), 1u);
   EXPECT_EQ(told[0].cause, LossCause::kUnconfirmed);
   EXPECT_TRUE(told[0].observe);
-  EXPECT_FALSE(table_.AwaitsConfirmation(key_, plan));
+  EXPECT_FALSE(table_.AwaitsConfirmation(plan));
   std::vector<LossNotice> notices;
   absl::Status released = table_.FinishFinalRelease(
-      key_, plan, absl::OkStatus(), absl::ZeroDuration(), clock_.Now(),
-      /*closed=*/false, notices, report);
+      key_, plan, absl::OkStatus(), absl::ZeroDuration(), clock_.Now(), notices,
+      report);
   EXPECT_TRUE(IsLost(released)) << released;
   EXPECT_FALSE(report.tell) << "told as lost, not as released";
   EXPECT_TRUE(notices.empty()) << "told once";
@@ -359,13 +359,16 @@ TEST_F(HoldTableTest, AConfirmationInTimeSparesTheNotice) {
   std::vector<LossNotice> notices;
   ASSERT_EQ(table_
                 .FinishFinalRelease(key_, plan, absl::UnavailableError("down"),
-                                    absl::ZeroDuration(), clock_.Now(),
-                                    /*closed=*/false, notices, report)
+                                    absl::ZeroDuration(), clock_.Now(), notices,
+                                    report)
                 .code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_TRUE(table_.AwaitsConfirmation(key_, plan));
+  EXPECT_TRUE(table_.AwaitsConfirmation(plan));
   // A background retry gets through before the notice time.
-  table_.ReleaseConfirmed(key_);
+  std::vector<PendingReleases::Claim> due = pending_.ClaimDue(clock_.Now());
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].release.generations, std::vector<uint64_t>{plan.generation});
+  table_.ReleaseConfirmed(due[0].release.generations);
   clock_.Advance(plan.notice_at + kLease - clock_.Now());
   table_.ExpireOverdue(clock_.Now());
   EXPECT_TRUE(Queued().empty());
@@ -379,8 +382,7 @@ TEST_F(HoldTableTest, AnUnconfirmedReleaseTheObserverHeardOfEndsOnce) {
   std::vector<LossNotice> notices;
   table_
       .FinishFinalRelease(key_, plan, absl::UnavailableError("down"),
-                          absl::ZeroDuration(), clock_.Now(),
-                          /*closed=*/false, notices, report)
+                          absl::ZeroDuration(), clock_.Now(), notices, report)
       .IgnoreError();
   clock_.Advance(plan.notice_at - clock_.Now());
   table_.ExpireOverdue(clock_.Now());
