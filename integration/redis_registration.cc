@@ -10,7 +10,7 @@
 #include "redis_server.h"
 #include "test_servers.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Which TLS a client of an entry speaks.
@@ -229,4 +229,4 @@ absl::StatusOr<RedisGroup*> RedlockGroup(int masters, bool tls) {
       "the registry has redlock groups of 3 and 5, and of 3 over TLS");
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

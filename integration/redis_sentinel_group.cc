@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "tls_certificates.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kRedisServer[] = "/usr/bin/redis-server";
@@ -781,4 +781,4 @@ absl::StatusOr<int> RedisSentinelGroup::FailoverLosingWrites(
   return WaitForFailoverFrom(*old_master);
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

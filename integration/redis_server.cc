@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "tls_certificates.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 absl::Mutex unix_sockets_mu(absl::kConstInit);
@@ -283,4 +283,4 @@ void RedisGroup::Resume() {
   for (auto& s : servers_) s->Resume();
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

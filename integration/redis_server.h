@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // One command in the Redis protocol (RESP): an array of bulk strings.
 std::string EncodeRedisCommand(const std::vector<std::string>& argv);
@@ -150,6 +150,6 @@ class RedisGroup {
 // for tests that fault one master of it.
 absl::StatusOr<RedisGroup*> RedlockGroup(int masters, bool tls = false);
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_REDIS_SERVER_H_

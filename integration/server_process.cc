@@ -26,7 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 namespace {
 
@@ -450,4 +450,4 @@ std::string FileTail(const std::string& path, size_t max_bytes) {
   return all.size() > max_bytes ? all.substr(all.size() - max_bytes) : all;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

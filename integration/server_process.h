@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // A port of 127.0.0.1 that can be bound now, below the kernel's ephemeral
 // range (so no client connection takes it) and claimed for this process
@@ -112,6 +112,6 @@ absl::Status WaitUntil(const std::function<bool()>& ready,
 // The last `max_bytes` of a file, for error messages.
 std::string FileTail(const std::string& path, size_t max_bytes = 2000);
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_SERVER_PROCESS_H_

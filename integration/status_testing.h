@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 inline const absl::Status& StatusOf(const absl::Status& status) {
   return status;
@@ -38,13 +38,13 @@ template <typename T>
          << (status.ok() ? "OK" : status.ToString());
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
-#define EXPECT_OK(expr) EXPECT_PRED_FORMAT1(::dlock::testing::IsOk, expr)
-#define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::dlock::testing::IsOk, expr)
+#define EXPECT_OK(expr) EXPECT_PRED_FORMAT1(::dlock::test::IsOk, expr)
+#define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::dlock::test::IsOk, expr)
 // EXPECT_CODE(lock->Release(), kFailedPrecondition)
 #define EXPECT_CODE(expr, code) \
-  EXPECT_PRED_FORMAT2(::dlock::testing::HasCode, expr, absl::StatusCode::code)
+  EXPECT_PRED_FORMAT2(::dlock::test::HasCode, expr, absl::StatusCode::code)
 
 // ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("x"));
 #define ASSERT_OK_AND_ASSIGN(lhs, expr)                                     \

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "etcd_client_test_util.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 using etcd::WatchUpdate;
@@ -258,4 +258,4 @@ TEST_F(EtcdClientTest, ACallToNoServerFailsNamingTheEndpointsInTime) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

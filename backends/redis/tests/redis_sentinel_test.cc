@@ -18,7 +18,7 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::RedisSentinelGroup;
+using ::dlock::test::RedisSentinelGroup;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kSettle = absl::Seconds(20);
@@ -29,7 +29,7 @@ class RedisSentinel : public ::testing::TestWithParam<bool> {
   std::unique_ptr<RedisSentinelGroup> StartGroup() {
     absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
         RedisSentinelGroup::Start({.tls = GetParam()});
-    EXPECT_TRUE(group.ok()) << group.status();
+    EXPECT_OK(group);
     return group.ok() ? *std::move(group) : nullptr;
   }
 
@@ -37,8 +37,8 @@ class RedisSentinel : public ::testing::TestWithParam<bool> {
                                  const std::string& query) {
     std::string tls;
     if (group.tls()) {
-      absl::StatusOr<std::string> trust = testing::TestTlsQuery(false);
-      EXPECT_TRUE(trust.ok()) << trust.status();
+      absl::StatusOr<std::string> trust = test::TestTlsQuery(false);
+      EXPECT_OK(trust);
       tls = absl::StrCat("&", trust.value_or(""));
     }
     return absl::StrCat(
