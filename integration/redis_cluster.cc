@@ -45,13 +45,7 @@ absl::StatusOr<std::vector<int>> SlotMasters(int port) {
 absl::StatusOr<std::map<std::string, std::string>> ClusterInfo(int port) {
   absl::StatusOr<RespReply> info = RedisQuery(port, {"CLUSTER", "INFO"});
   if (!info.ok()) return info.status();
-  std::map<std::string, std::string> fields;
-  for (absl::string_view line : absl::StrSplit(info->text, "\r\n")) {
-    std::pair<std::string, std::string> field =
-        absl::StrSplit(line, absl::MaxSplits(':', 1));
-    if (!field.second.empty()) fields.insert(std::move(field));
-  }
-  return fields;
+  return InfoFields(info->text);
 }
 
 }  // namespace
@@ -65,7 +59,8 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(
   const int nodes = options.masters * (1 + options.replicas_per_master);
   for (int i = 0; i < nodes; ++i) {
     absl::StatusOr<std::unique_ptr<RedisServer>> server =
-        RedisServer::Start({.cluster_enabled = true,
+        RedisServer::Start({.tls = options.tls,
+                            .cluster_enabled = true,
                             .cluster_node_timeout = options.node_timeout,
                             .own_session = true});
     if (!server.ok()) return server.status();
@@ -165,38 +160,36 @@ absl::StatusOr<std::string> RedisCluster::NodeId(int port) {
   return id->text;
 }
 
-absl::StatusOr<int> RedisCluster::MasterOfSlot(int slot) {
+absl::StatusOr<std::vector<int>> RedisCluster::CurrentSlotMasters() {
   absl::Status last = absl::UnavailableError("no node of the cluster runs");
   for (const auto& server : servers_) {
     absl::StatusOr<std::vector<int>> owners = SlotMasters(server->port());
-    if (!owners.ok()) {
-      last = owners.status();
-      continue;
-    }
-    if ((*owners)[slot] != 0) return (*owners)[slot];
-    last = absl::UnavailableError(absl::StrCat(
-        "node ", server->port(), " knows no master of slot ", slot));
+    if (owners.ok()) return owners;
+    last = owners.status();
   }
   return last;
 }
 
-absl::StatusOr<std::vector<int>> RedisCluster::MasterPorts() {
-  absl::Status last = absl::UnavailableError("no node of the cluster runs");
-  for (const auto& server : servers_) {
-    absl::StatusOr<std::vector<int>> owners = SlotMasters(server->port());
-    if (!owners.ok()) {
-      last = owners.status();
-      continue;
-    }
-    std::vector<int> masters;
-    for (int owner : *owners) {
-      if (owner != 0 && !absl::c_linear_search(masters, owner)) {
-        masters.push_back(owner);
-      }
-    }
-    return masters;
+absl::StatusOr<int> RedisCluster::MasterOfSlot(int slot) {
+  absl::StatusOr<std::vector<int>> owners = CurrentSlotMasters();
+  if (!owners.ok()) return owners.status();
+  if ((*owners)[slot] == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("the cluster knows no master of slot ", slot));
   }
-  return last;
+  return (*owners)[slot];
+}
+
+absl::StatusOr<std::vector<int>> RedisCluster::MasterPorts() {
+  absl::StatusOr<std::vector<int>> owners = CurrentSlotMasters();
+  if (!owners.ok()) return owners.status();
+  std::vector<int> masters;
+  for (int owner : *owners) {
+    if (owner != 0 && !absl::c_linear_search(masters, owner)) {
+      masters.push_back(owner);
+    }
+  }
+  return masters;
 }
 
 std::string RedisCluster::SettledProblem() {

@@ -28,6 +28,10 @@ class RedisCluster {
     absl::Duration node_timeout = absl::Milliseconds(1000);
     // How long Start() and the waits give the cluster to settle.
     absl::Duration settle_timeout = absl::Seconds(30);
+    // Every node takes only TLS on its port, the cluster bus and
+    // replication included (RedisServer::Options::tls); a client needs
+    // TestTlsQuery(false).
+    bool tls = false;
   };
 
   // Starts every node, gives each master an equal share of the 16384
@@ -104,6 +108,9 @@ class RedisCluster {
  private:
   explicit RedisCluster(const Options& options) : options_(options) {}
   absl::Status Form();
+  // Who serves each slot (its master's port, 0 for none), as the first
+  // node that answers says.
+  absl::StatusOr<std::vector<int>> CurrentSlotMasters();
   RedisServer* Server(int port);
   // Polls `problem` ("" once ready) until Options::settle_timeout; the
   // error names `what`, the last problem and the logs' ends.

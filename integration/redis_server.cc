@@ -104,17 +104,21 @@ absl::StatusOr<RespReply> RedisQuery(int port,
   return reply;
 }
 
-absl::StatusOr<std::map<std::string, std::string>> RedisInfo(
-    int port, const std::string& section) {
-  absl::StatusOr<RespReply> reply = RedisQuery(port, {"INFO", section});
-  if (!reply.ok()) return reply.status();
+std::map<std::string, std::string> InfoFields(const std::string& text) {
   std::map<std::string, std::string> fields;
-  for (absl::string_view line : absl::StrSplit(reply->text, "\r\n")) {
+  for (absl::string_view line : absl::StrSplit(text, "\r\n")) {
     std::pair<std::string, std::string> field =
         absl::StrSplit(line, absl::MaxSplits(':', 1));
     if (!field.second.empty()) fields.insert(std::move(field));
   }
   return fields;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> RedisInfo(
+    int port, const std::string& section) {
+  absl::StatusOr<RespReply> reply = RedisQuery(port, {"INFO", section});
+  if (!reply.ok()) return reply.status();
+  return InfoFields(reply->text);
 }
 
 void ReachThroughUnixSocket(int port, const std::string& unix_socket) {
@@ -266,6 +270,8 @@ absl::Status RedisServer::WriteTlsConfig(std::ostream& conf) {
        << "tls-replication yes\n"
        << "unixsocket " << unix_socket << "\n"
        << "unixsocketperm 700\n";
+  // A cluster's nodes talk over TLS too, and name their TLS ports.
+  if (options_.cluster_enabled) conf << "tls-cluster yes\n";
   ReachThroughUnixSocket(port_, unix_socket);
   return absl::OkStatus();
 }

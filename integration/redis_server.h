@@ -44,6 +44,8 @@ absl::StatusOr<std::string> RedisRawReply(int port,
 // short timeout: a stopped server must not stall a harness's polls for long.
 absl::StatusOr<RespReply> RedisQuery(int port,
                                      const std::vector<std::string>& argv);
+// The "name:value" lines of INFO's (or CLUSTER INFO's) text.
+std::map<std::string, std::string> InfoFields(const std::string& text);
 // The "name:value" lines of an INFO section.
 absl::StatusOr<std::map<std::string, std::string>> RedisInfo(
     int port, const std::string& section);

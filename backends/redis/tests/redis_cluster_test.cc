@@ -29,6 +29,7 @@ namespace {
 
 using ::dlock::redis::KeySlot;
 using ::dlock::redis::Keyspace;
+using ::dlock::testing::EventuallyOk;
 using ::dlock::testing::RedisCluster;
 using ::dlock::testing::RespReply;
 using ::testing::AllOf;
@@ -249,35 +250,26 @@ TEST_F(RedisClusterBackend, AWaiterIsWokenByTheReleaseOnItsShard) {
 }
 
 // wait_replicas=1: every master has one replica, which takes each grant;
-// asking for two fails the grant naming what was reached.
+// asking for two fails the grant naming what was reached. A generous
+// wait_timeout: a loaded machine's replica may ack late.
 TEST_F(RedisClusterBackend, WaitReplicasCountsEachMastersReplicas) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> one,
-                       Connect(Uri("replicated", "wait_replicas=1")));
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<LockClient> one,
+      Connect(Uri("replicated", "wait_replicas=1&wait_timeout=1s")));
   for (int i = 0; i < 6; ++i) {
     ASSERT_OK_AND_ASSIGN(Hold hold, one->TryAcquire(absl::StrCat("r", i)));
     EXPECT_OK(hold.Renew());
     EXPECT_OK(hold.Release());
   }
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> two,
-                       Connect(Uri("replicated", "wait_replicas=2")));
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<LockClient> two,
+      Connect(Uri("replicated", "wait_replicas=2&wait_timeout=1s")));
   absl::StatusOr<Hold> refused = two->TryAcquire("r0");
   EXPECT_CODE(refused.status(), kUnavailable);
   EXPECT_THAT(refused.status().message(),
               HasSubstr("reached 1 of the 2 replicas"));
   // Given back: another client can take it.
   EXPECT_OK(one->TryAcquire("r0").status());
-}
-
-// Calls `f` until it returns OK or `within` passes; the last status.
-template <typename F>
-auto Eventually(F f, absl::Duration within) -> decltype(f()) {
-  const absl::Time deadline = absl::Now() + within;
-  auto result = f();
-  while (!result.ok() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-    result = f();
-  }
-  return result;
 }
 
 // Without wait_replicas, a grant the master acknowledged and its replica
@@ -302,7 +294,7 @@ TEST_F(RedisClusterBackend, WithoutWaitAFailoverCanGrantTheLockTwice) {
                 .status());
   ASSERT_TRUE(first.has_value());
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> second_client, Connect(uri));
-  ASSERT_OK_AND_ASSIGN(Hold second, Eventually(
+  ASSERT_OK_AND_ASSIGN(Hold second, EventuallyOk(
                                         [&] {
                                           return second_client->TryAcquire(
                                               "account",
@@ -319,7 +311,8 @@ TEST_F(RedisClusterBackend, WithoutWaitAFailoverCanGrantTheLockTwice) {
 TEST_F(RedisClusterBackend, WithWaitReplicasAHoldSurvivesTheMastersDeath) {
   // A liveness TTL that outlasts the failover and the old master's return
   // as the new one's replica: until then no refresh can be replicated.
-  const std::string uri = Uri("kept", "wait_replicas=1&liveness_ttl=30s");
+  const std::string uri =
+      Uri("kept", "wait_replicas=1&wait_timeout=1s&liveness_ttl=30s");
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> holder, Connect(uri));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> other, Connect(uri));
   ASSERT_OK_AND_ASSIGN(
@@ -344,8 +337,42 @@ TEST_F(RedisClusterBackend, WithWaitReplicasAHoldSurvivesTheMastersDeath) {
   EXPECT_CODE(hold.Renew(), kUnavailable);
   ASSERT_OK(cluster_->Restart(old));
   ASSERT_OK(cluster_->WaitUntilSettled());
-  EXPECT_OK(Eventually([&] { return hold.Renew(); }, absl::Seconds(10)));
+  EXPECT_OK(EventuallyOk([&] { return hold.Renew(); }, absl::Seconds(10)));
   EXPECT_OK(hold.Release());
+}
+
+// rediss-cluster://: every node takes only TLS (the bus and replication
+// too); the client checks each node it learns from the slot map against
+// the CA, and a waiter's subscription goes over TLS as well.
+TEST(RedissCluster, LocksAndWakeUpsGoOverTls) {
+  absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
+      RedisCluster::Start({.tls = true});
+  ASSERT_OK(cluster);
+  ASSERT_OK_AND_ASSIGN(const std::string trust, testing::TestTlsQuery(false));
+  const std::string uri = absl::StrCat("rediss-cluster://", (*cluster)->Seeds(),
+                                       "?namespace=tls&", trust);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> holder, Connect(uri));
+  ClientOptions slow_poll;
+  slow_poll.fallback_poll = absl::Minutes(1);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> waiter,
+                       Connect(uri, slow_poll));
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = absl::StrCat("secret-", i);
+    ASSERT_OK_AND_ASSIGN(Hold held, holder->TryAcquire(name));
+    std::thread release([&] {
+      absl::SleepFor(absl::Milliseconds(200));
+      EXPECT_OK(held.Release());
+    });
+    absl::StatusOr<Hold> got =
+        waiter->Acquire(name, {.wait = absl::Seconds(30)});
+    release.join();
+    ASSERT_OK(got);
+    EXPECT_OK(got->Release());
+  }
+  // Without the CA, the first node's certificate is refused.
+  EXPECT_CODE(
+      Connect(absl::StrCat("rediss-cluster://", (*cluster)->Seeds())).status(),
+      kUnauthenticated);
 }
 
 TEST_F(RedisClusterBackend, AWrongUriSaysWhatIsWrongAndNeverThePassword) {
