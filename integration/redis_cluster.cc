@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/algorithm/container.h"
@@ -46,6 +47,24 @@ absl::StatusOr<std::map<std::string, std::string>> ClusterInfo(int port) {
   absl::StatusOr<RespReply> info = RedisQuery(port, {"CLUSTER", "INFO"});
   if (!info.ok()) return info.status();
   return InfoFields(info->text);
+}
+
+// Each master's config epoch as one node's CLUSTER NODES says ("<id>
+// <addr> <flags> <master> <ping> <pong> <epoch> <link> <slots>..."), by id;
+// failed masters left out.
+absl::StatusOr<std::map<std::string, std::string>> MasterEpochs(int port) {
+  absl::StatusOr<RespReply> nodes = RedisQuery(port, {"CLUSTER", "NODES"});
+  if (!nodes.ok()) return nodes.status();
+  std::map<std::string, std::string> epochs;
+  for (absl::string_view line : absl::StrSplit(nodes->text, '\n')) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ');
+    if (fields.size() < 8 || !absl::StrContains(fields[2], "master") ||
+        absl::StrContains(fields[2], "fail")) {
+      continue;
+    }
+    epochs[fields[0]] = fields[6];
+  }
+  return epochs;
 }
 
 }  // namespace
@@ -194,6 +213,7 @@ absl::StatusOr<std::vector<int>> RedisCluster::MasterPorts() {
 
 std::string RedisCluster::SettledProblem() {
   std::optional<std::vector<int>> agreed;
+  std::optional<std::map<std::string, std::string>> agreed_epochs;
   for (const auto& server : servers_) {
     const int port = server->port();
     absl::StatusOr<std::map<std::string, std::string>> info = ClusterInfo(port);
@@ -213,6 +233,21 @@ std::string RedisCluster::SettledProblem() {
       return absl::StrCat("node ", port, " sees other slot masters");
     }
     agreed = *std::move(owners);
+    // A new cluster's masters settle their config epochs after the slots
+    // (colliding epochs are bumped): a replica that takes over with an
+    // epoch other nodes have seen bumped since is refused their votes.
+    absl::StatusOr<std::map<std::string, std::string>> epochs =
+        MasterEpochs(port);
+    if (!epochs.ok()) return std::string(epochs.status().message());
+    std::set<std::string> distinct;
+    for (const auto& [id, epoch] : *epochs) distinct.insert(epoch);
+    if (distinct.size() != epochs->size()) {
+      return absl::StrCat("node ", port, " sees masters share an epoch");
+    }
+    if (agreed_epochs.has_value() && *agreed_epochs != *epochs) {
+      return absl::StrCat("node ", port, " sees other master epochs");
+    }
+    agreed_epochs = *std::move(epochs);
     absl::StatusOr<std::map<std::string, std::string>> replication =
         RedisInfo(port, "replication");
     if (!replication.ok()) return std::string(replication.status().message());

@@ -102,13 +102,14 @@ class RedisBackend : public Backend {
       renewed[i] = results.back().ok();
     }
     // A renewal a failover loses would leave the new master's lease shorter
-    // than the holder believes: it counts only once replicated.
-    if (absl::Status s = routed.Replicated(renewed, replication_, "renewal",
-                                           calls.empty() ? "" : calls[0].name);
-        !s.ok()) {
-      for (absl::Status& r : results) {
-        if (r.ok()) r = s;
-      }
+    // than the holder believes: it counts only once replicated on its own
+    // master.
+    const std::vector<absl::Status> replicated = routed.Replicated(
+        renewed, replication_, "renewal",
+        calls.size() == 1 ? std::string(calls[0].name)
+                          : absl::StrCat(calls.size(), " held locks"));
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (results[i].ok()) results[i] = replicated[i];
     }
     // A renewal refreshed the hold's liveness deadline too.
     for (size_t i = 0; i < calls.size(); ++i) {
@@ -132,8 +133,10 @@ class RedisBackend : public Backend {
 
   // Every held lock's deadline, in one pipeline per master. Replicated
   // like a grant: a failover that lost the refresh would let a waiter take
-  // over holds this client still believes. A master that did not answer
-  // fails the call, but the holds of the others are confirmed.
+  // over holds this client still believes. Each hold is believed only
+  // until its own deadline was confirmed (HeldUntil), so a master that did
+  // not answer bounds its own holds only: the call fails only when no
+  // hold's deadline could be confirmed (one master: when it failed).
   absl::Status RenewLiveness(absl::Duration) override {
     const MonoTime sent = clock_.Now();
     std::vector<std::shared_ptr<RedisHold>> holds;
@@ -167,15 +170,19 @@ class RedisBackend : public Backend {
       }
       still_held[i] = *held;  // a hold gone is the core's to find out
     }
-    if (absl::Status s = routed.Replicated(still_held, replication_,
-                                           "liveness refresh", "held locks");
-        !s.ok()) {
-      return s;
-    }
+    const std::vector<absl::Status> replicated = routed.Replicated(
+        still_held, replication_, "liveness refresh", "held locks");
+    bool confirmed = false;
     for (size_t i = 0; i < holds.size(); ++i) {
-      if (still_held[i]) holds[i]->Confirmed(sent, LivenessTtl(), kDrift);
+      if (!still_held[i]) continue;
+      if (!replicated[i].ok()) {
+        failed.Update(replicated[i]);
+        continue;
+      }
+      holds[i]->Confirmed(sent, LivenessTtl(), kDrift);
+      confirmed = true;
     }
-    return failed;
+    return confirmed ? absl::OkStatus() : failed;
   }
 
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
@@ -278,7 +285,7 @@ class RedisBackend : public Backend {
     ::dlock::Attempt attempt = parsed->ToAttempt();
     if (!attempt.acquired.has_value()) return attempt;
     if (absl::Status s =
-            routed.Replicated({true}, replication_, "grant", call.name);
+            routed.Replicated({true}, replication_, "grant", call.name)[0];
         !s.ok()) {
       // Not on enough replicas: a failover could hand it to another
       // owner. Given back; the caller may try again.

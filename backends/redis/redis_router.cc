@@ -1,5 +1,6 @@
 #include "redis_router.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,36 +22,43 @@ void Routed::Take(Master::Pending pending, const std::vector<size_t>& indices,
   }
 }
 
-absl::Status Routed::Replicated(const std::vector<bool>& wrote,
-                                const Replication& replication,
-                                absl::string_view what,
-                                absl::string_view name) {
-  if (replication.replicas == 0) return absl::OkStatus();
-  std::vector<bool> waited(pendings_.size(), false);
+absl::Status Routed::WaitFor(int pending, const Replication& replication,
+                             absl::string_view what, absl::string_view name,
+                             const std::string& endpoint) {
+  absl::StatusOr<std::vector<Reply>> reply = pendings_[pending]->FollowUp(
+      {FormatCommand({"WAIT", absl::StrCat(replication.replicas),
+                      absl::StrCat(LeaseMillis(replication.timeout))})});
+  if (!reply.ok()) return reply.status();
+  const redisReply* r = (*reply)[0].get();
+  if (absl::Status s = ReplyError(r, "WAIT", endpoint); !s.ok()) return s;
+  if (r->type != REDIS_REPLY_INTEGER) {
+    return absl::InternalError(absl::StrCat(
+        "redis at ", endpoint, " gave an unexpected reply to WAIT"));
+  }
+  if (r->integer >= replication.replicas) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "the ", what, " of ", name, " reached ", r->integer, " of the ",
+      replication.replicas, " replicas wait_replicas asks for within ",
+      absl::FormatDuration(replication.timeout), " (redis at ", endpoint, ")"));
+}
+
+std::vector<absl::Status> Routed::Replicated(const std::vector<bool>& wrote,
+                                             const Replication& replication,
+                                             absl::string_view what,
+                                             absl::string_view name) {
+  std::vector<absl::Status> out(answers.size());
+  if (replication.replicas == 0) return out;
+  // One WAIT per connection that wrote, its answer for each of its calls.
+  std::vector<std::optional<absl::Status>> waited(pendings_.size());
   for (size_t i = 0; i < answers.size(); ++i) {
     const int p = carried_by_[i];
-    if (!wrote[i] || p < 0 || waited[p]) continue;
-    waited[p] = true;
-    const std::string endpoint = answers[i].endpoint();
-    absl::StatusOr<std::vector<Reply>> reply = pendings_[p]->FollowUp(
-        {FormatCommand({"WAIT", absl::StrCat(replication.replicas),
-                        absl::StrCat(LeaseMillis(replication.timeout))})});
-    if (!reply.ok()) return reply.status();
-    const redisReply* r = (*reply)[0].get();
-    if (absl::Status s = ReplyError(r, "WAIT", endpoint); !s.ok()) return s;
-    if (r->type != REDIS_REPLY_INTEGER) {
-      return absl::InternalError(absl::StrCat(
-          "redis at ", endpoint, " gave an unexpected reply to WAIT"));
+    if (!wrote[i] || p < 0) continue;
+    if (!waited[p].has_value()) {
+      waited[p] = WaitFor(p, replication, what, name, answers[i].endpoint());
     }
-    if (r->integer < replication.replicas) {
-      return absl::UnavailableError(absl::StrCat(
-          "the ", what, " of ", name, " reached ", r->integer, " of the ",
-          replication.replicas, " replicas wait_replicas asks for within ",
-          absl::FormatDuration(replication.timeout), " (redis at ", endpoint,
-          ")"));
-    }
+    out[i] = *waited[p];
   }
-  return absl::OkStatus();
+  return out;
 }
 
 namespace {

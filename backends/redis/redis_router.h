@@ -50,12 +50,14 @@ class Routed {
   // One per call, in order.
   std::vector<Answer> answers;
 
-  // OK once `replication.replicas` replicas have the writes of every call i
-  // with wrote[i] (a WAIT on each connection that carried one); Unavailable
-  // naming `what` and `name` when fewer did in time.
-  absl::Status Replicated(const std::vector<bool>& wrote,
-                          const Replication& replication,
-                          absl::string_view what, absl::string_view name);
+  // Per call: OK once `replication.replicas` replicas have its write (a
+  // WAIT on each connection that carried a call i with wrote[i], whose
+  // answer counts for each of its calls); OK for a call that wrote nothing;
+  // Unavailable naming `what` and `name` when fewer replicas had it in time.
+  std::vector<absl::Status> Replicated(const std::vector<bool>& wrote,
+                                       const Replication& replication,
+                                       absl::string_view what,
+                                       absl::string_view name);
 
   // For routers: awaits `pending`, which carried the calls `indices` (in
   // its order) to `master`, and sets their answers; a call sent again
@@ -64,6 +66,10 @@ class Routed {
             const Master* master);
 
  private:
+  absl::Status WaitFor(int pending, const Replication& replication,
+                       absl::string_view what, absl::string_view name,
+                       const std::string& endpoint);
+
   std::vector<std::unique_ptr<Master::Pending>> pendings_;
   std::vector<int> carried_by_;  // per call: index into pendings_, or -1
 };

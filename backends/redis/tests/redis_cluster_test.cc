@@ -7,6 +7,7 @@
 #include "redis_cluster.h"
 
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "dlock/dlock.h"
+#include "fault_proxy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "redis_lock_ops.h"
@@ -339,6 +341,67 @@ TEST_F(RedisClusterBackend, WithWaitReplicasAHoldSurvivesTheMastersDeath) {
   ASSERT_OK(cluster_->WaitUntilSettled());
   EXPECT_OK(EventuallyOk([&] { return hold.Renew(); }, absl::Seconds(10)));
   EXPECT_OK(hold.Release());
+}
+
+// A client cut off from one master (a fault proxy the master names as its
+// address) is told it lost that master's locks by their liveness deadline,
+// and keeps the others': each master's heartbeat is its own.
+TEST_F(RedisClusterBackend, APartitionedMasterLosesOnlyItsOwnLocksInTime) {
+  const Keyspace keys("cut", 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<int> masters, cluster_->MasterPorts());
+  std::map<int, std::string> name_on;  // master's port -> a lock it serves
+  for (int i = 0; name_on.size() < masters.size(); ++i) {
+    const std::string name = absl::StrCat("cut", i);
+    ASSERT_OK_AND_ASSIGN(int master,
+                         cluster_->MasterOfSlot(KeySlot(keys.LockKey(name))));
+    name_on.emplace(master, name);
+  }
+  const int cut = masters[0];
+  const int cut_slot = KeySlot(keys.LockKey(name_on[cut]));
+  testing::FaultProxy proxy;
+  ASSERT_OK(proxy.Start("127.0.0.1", cut));
+  ASSERT_OK(cluster_
+                ->Query(cut, {"CONFIG", "SET", "cluster-announce-port",
+                              absl::StrCat(proxy.port())})
+                .status());
+  ASSERT_OK(EventuallyOk(
+      [&]() -> absl::Status {
+        if (absl::Status s = cluster_->WaitUntilSettled(); !s.ok()) return s;
+        absl::StatusOr<int> named = cluster_->MasterOfSlot(cut_slot);
+        if (named.ok() && *named == proxy.port()) return absl::OkStatus();
+        return absl::UnavailableError("the proxy is not announced yet");
+      },
+      absl::Seconds(10)));
+
+  constexpr absl::Duration kTtl = absl::Seconds(2);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> client,
+                       Connect(Uri("cut",
+                                   "liveness_ttl=2s&operation_timeout=300ms&"
+                                   "connect_timeout=300ms")));
+  std::map<int, Hold> holds;
+  for (const auto& [master, name] : name_on) {
+    ASSERT_OK_AND_ASSIGN(Hold hold,
+                         client->TryAcquire(name, {.lease = absl::Minutes(1)}));
+    holds.emplace(master, std::move(hold));
+  }
+  ASSERT_OK(proxy.Partition());
+  const absl::Time cut_at = absl::Now();
+  while (!holds.at(cut).lost() && absl::Now() < cut_at + 5 * kTtl) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(holds.at(cut).lost());
+  // Generous: the deadline is a confirmed refresh's send time + the TTL.
+  EXPECT_LT(absl::Now() - cut_at, 2 * kTtl);
+  absl::SleepFor(kTtl);  // the others' holds outlive a whole TTL more
+  for (auto& [master, hold] : holds) {
+    if (master != cut) {
+      EXPECT_EQ(hold.state(), LockState::kHeld) << master;
+    }
+  }
+  ASSERT_OK(proxy.Heal());
+  ASSERT_OK(
+      cluster_->Query(cut, {"CONFIG", "SET", "cluster-announce-port", "0"})
+          .status());
 }
 
 // rediss-cluster://: every node takes only TLS (the bus and replication
