@@ -251,6 +251,38 @@ TEST_F(RedisClusterBackend, AWaiterIsWokenByTheReleaseOnItsShard) {
   }
 }
 
+// A waiter subscribed on its slot's master while the slot moves away: the
+// old master drops the subscription (SUNSUBSCRIBE), the waiter looks again,
+// follows MOVED and subscribes at the new master, whose release wakes it
+// though its fallback poll is a minute away.
+TEST_F(RedisClusterBackend, AWaiterFollowsItsSlotToANewMaster) {
+  ClientOptions slow_poll;
+  slow_poll.fallback_poll = absl::Minutes(1);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> holder,
+                       Connect(Uri("follow")));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> waiter,
+                       Connect(Uri("follow"), slow_poll));
+  const int slot = KeySlot(Keyspace("follow", 0).LockKey("report"));
+  const int to = OtherMaster(slot);
+  ASSERT_OK_AND_ASSIGN(const int from, cluster_->MasterOfSlot(slot));
+  ASSERT_OK_AND_ASSIGN(
+      Hold held, holder->TryAcquire("report", {.lease = absl::Minutes(1)}));
+  absl::StatusOr<Hold> got = absl::UnknownError("not done");
+  std::thread wait(
+      [&] { got = waiter->Acquire("report", {.wait = absl::Seconds(30)}); });
+  absl::SleepFor(absl::Milliseconds(300));  // subscribed at `from`
+  ASSERT_OK(cluster_->MigrateSlot(slot, to));
+  absl::SleepFor(absl::Milliseconds(300));  // subscribed at `to`
+  const absl::Time released = absl::Now();
+  EXPECT_OK(held.Release());
+  wait.join();
+  ASSERT_OK(got);
+  // Generous: a poll (a minute), not a timing, is what this catches.
+  EXPECT_LT(absl::Now() - released, absl::Seconds(10));
+  EXPECT_OK(got->Release());
+  ASSERT_OK(cluster_->MigrateSlot(slot, from));
+}
+
 // wait_replicas=1: every master has one replica, which takes each grant;
 // asking for two fails the grant naming what was reached. A generous
 // wait_timeout: a loaded machine's replica may ack late.
