@@ -86,10 +86,13 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   // argv[0] is the program path. `run_as` is a user name to drop to before
-  // exec (PostgreSQL refuses root), empty to stay.
+  // exec (PostgreSQL refuses root), empty to stay. `own_session`: the child
+  // gets a session of its own (setsid) whatever DLOCK_SERVERS_OWN_SESSION
+  // says, as a daemon has (a group of servers that must keep their CPU
+  // share under a loaded client, such as a Redis Cluster's nodes).
   absl::Status Spawn(const std::vector<std::string>& argv,
                      const std::string& log_path,
-                     const std::string& run_as = "");
+                     const std::string& run_as = "", bool own_session = false);
   bool Running();
   // SIGTERM, then SIGKILL after `grace`; waits for the exit.
   void Stop(absl::Duration grace = absl::Seconds(5));

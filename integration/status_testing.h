@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace dlock::test {
@@ -36,6 +38,19 @@ template <typename T>
          << text << " should be " << code_text << " ("
          << absl::StatusCodeToString(code) << ") but is "
          << (status.ok() ? "OK" : status.ToString());
+}
+
+// Calls `f` (returning a Status or StatusOr) until it returns OK or `within`
+// passes, every 50 ms; its last result.
+template <typename F>
+auto EventuallyOk(F f, absl::Duration within) -> decltype(f()) {
+  const absl::Time deadline = absl::Now() + within;
+  auto result = f();
+  while (!result.ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    result = f();
+  }
+  return result;
 }
 
 }  // namespace dlock::test

@@ -524,6 +524,9 @@ std::vector<Case> Cases() {
   // and replies lost mid-record before the connection breaks.
   add("redis_tls", {S::kHolderPartitioned, S::kLostReplies});
   add("redis_sentinel", {S::kLivenessHolderKilled});
+  // A cluster client dials the masters its slot map names, past any proxy;
+  // failovers and slot migrations are in redis_cluster_test.cc.
+  add("redis_cluster", {S::kLivenessHolderKilled});
   add("redlock3", {S::kLivenessHolderKilled});
   std::vector<S> zk = common;
   zk.insert(zk.end(), {S::kServerKilledAndRestarted, S::kRestartWhileReleasing,

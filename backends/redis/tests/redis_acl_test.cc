@@ -139,11 +139,12 @@ TEST(RedisAcl, TheLineAllowsExactlyTheCommandsDlockSends) {
   // redis_scripts.cc (SCRIPT LOAD, after FUNCTION LOAD, which the line
   // refuses on purpose), redis_master.cc and redis_scripts.cc (EVALSHA,
   // EVAL), redis_layout.cc (EVAL, SCAN), redis_subscriber.cc (SUBSCRIBE),
-  // redis_backend.cc (WAIT), redis_lock_ops.cc (SCAN, INFO). AUTH needs no
-  // permission.
-  std::set<std::string> sent = {"EVALSHA",   "EVAL",   "SCRIPT|LOAD",
-                                "SUBSCRIBE", "SELECT", "ROLE",
-                                "WAIT",      "SCAN",   "INFO"};
+  // redis_router.cc (WAIT), redis_lock_ops.cc (SCAN, INFO), and for a
+  // cluster redis_shard_subscriber.cc (SSUBSCRIBE), redis_cluster_router.cc
+  // (CLUSTER SLOTS) and redis_master.cc (ASKING). AUTH needs no permission.
+  std::set<std::string> sent = {
+      "EVALSHA", "EVAL", "SCRIPT|LOAD", "SUBSCRIBE",     "SSUBSCRIBE", "SELECT",
+      "ROLE",    "WAIT", "SCAN",        "CLUSTER|SLOTS", "ASKING",     "INFO"};
   const redis::Scripts scripts;
   for (const redis::Script* script :
        {&scripts.acquire, &scripts.release, &scripts.renew,
