@@ -183,8 +183,7 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
         turn = state_.pending.BeforeAcquire(key, releases_sent, claim);
         if (turn != PendingReleases::Turn::kWait) break;
         if (call.cancel.IsCancelled()) {
-          return absl::CancelledError(
-              absl::StrCat("wait for lock '", key.first, "' was cancelled"));
+          return WaitCancelledError(key.first);
         }
         if (waits && state_.clock.Now() >= call.deadline) {
           return absl::DeadlineExceededError(absl::StrCat(

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/errors.h"
 
 namespace dlock::internal {
 
@@ -38,8 +39,7 @@ bool RideOut::Again(const absl::Status& failed) {
 
 absl::Status RideOut::Final(const absl::Status& failed) const {
   if (cancelled_) {
-    return absl::CancelledError(
-        absl::StrCat("wait for lock '", name_, "' was cancelled"));
+    return WaitCancelledError(name_);
   }
   // A try (no wait) says what its one attempt met, as it is.
   if (!IsTransient(failed) || deadline_ <= started_) return failed;
