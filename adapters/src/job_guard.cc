@@ -10,9 +10,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "dlock/backoff.h"
-#include "dlock/duration.h"
 #include "dlock/errors.h"
+#include "dlock/ride_out.h"
 
 namespace dlock {
 namespace {
@@ -131,36 +130,31 @@ absl::Status ValidateJobName(absl::string_view job_name,
   return absl::OkStatus();
 }
 
-// Step 1 (job_guard.h). `start` is read before the attempt that answered
-// is sent: the backend starts the lease no earlier, so every lease below
-// ends no earlier than planned (C2).
+// Step 1 (job_guard.h), riding out Unavailable by the core's rule (a try
+// when ride_out is 0). `start` is read before the attempt that answered is
+// sent: the backend starts the lease no earlier, so every lease below ends
+// no earlier than planned (C2).
 absl::StatusOr<Hold> TakeRunLock(DistributedLock& run,
                                  const JobOptions& options, absl::Time& start) {
   AcquireOptions acquire;
   acquire.wait = absl::ZeroDuration();
   acquire.lease = options.lock_at_most_for;
   acquire.owner_token = RandomOwnerToken();
-  const absl::Time first = absl::Now();
-  const absl::Time ride_until = std::min(
-      first + options.ride_out, options.slot_ends == absl::InfinitePast()
-                                    ? absl::InfiniteFuture()
-                                    : options.slot_ends);
-  RetryBackoff backoff;
-  for (int attempt = 1;; ++attempt) {
-    start = absl::Now();
-    absl::StatusOr<Hold> held = run.Acquire(acquire);
-    if (held.ok() || !absl::IsUnavailable(held.status())) return held;
-    const absl::Duration pause = backoff.Next();
-    if (absl::Now() + pause >= ride_until) {
-      if (attempt == 1) return held;  // no time to ride anything out
-      return WithContext(
-          held.status(),
-          absl::StrCat("the backend stayed unavailable for ",
-                       FormatDurationForPeople(absl::Now() - first),
-                       "; the job did not run"));
-    }
-    absl::SleepFor(pause);
+  absl::Duration ride_out = options.ride_out;
+  if (options.slot_ends != absl::InfinitePast()) {
+    ride_out = std::min(ride_out, options.slot_ends - absl::Now());
   }
+  const Clock& clock = Clock::Real();
+  RideOut ride(clock, run.name(),
+               clock.Now() + std::max(ride_out, absl::ZeroDuration()),
+               CancelToken());
+  absl::StatusOr<Hold> held;
+  do {
+    start = absl::Now();
+    held = run.Acquire(acquire);
+  } while (!held.ok() && ride.Again(held.status()));
+  if (!held.ok()) return ride.Final(held.status());
+  return held;
 }
 
 }  // namespace

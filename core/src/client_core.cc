@@ -7,9 +7,9 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/ride_out.h"
 #include "identity.h"
 #include "lease_policy.h"
-#include "ride_out.h"
 
 namespace dlock::internal {
 

@@ -1,4 +1,4 @@
-#include "ride_out.h"
+#include "dlock/ride_out.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "dlock/errors.h"
 
-namespace dlock::internal {
+namespace dlock {
 
 bool PauseUnlessCancelled(const Clock& clock, MonoTime until,
                           const CancelToken& cancel) {
@@ -52,4 +52,4 @@ absl::Status RideOut::Final(const absl::Status& failed) const {
       "); the last error: ", failed.message()));
 }
 
-}  // namespace dlock::internal
+}  // namespace dlock
