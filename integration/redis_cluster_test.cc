@@ -115,6 +115,22 @@ void FlushMasters(RedisCluster& cluster) {
   for (int port : *masters) ASSERT_OK(cluster.Query(port, {"FLUSHALL"}));
 }
 
+// The master serving `slot` now, which must not be `before` and must have
+// `key` with value "v"; 0 if none serves it.
+int NewMasterWithKey(RedisCluster& cluster, int slot, const std::string& key,
+                     int before) {
+  absl::StatusOr<int> now = cluster.MasterOfSlot(slot);
+  EXPECT_OK(now);
+  if (!now.ok()) return 0;
+  EXPECT_NE(*now, before);
+  absl::StatusOr<RespReply> value = cluster.Query(*now, {"GET", key});
+  EXPECT_OK(value);
+  if (value.ok()) {
+    EXPECT_EQ(value->text, "v");
+  }
+  return *now;
+}
+
 // The history checker's hooks find the one lock's slot by its key, and
 // refuse to guess between two.
 TEST_F(RedisClusterTest, TheHistoryFaultsFindTheSlotWithKeys) {
@@ -139,13 +155,9 @@ TEST_F(RedisClusterTest, TheHistoryFaultsFindTheSlotWithKeys) {
   ASSERT_OK(cluster_->Query(*other_master, {"DEL", other}));
   // Moved to another master with its key.
   ASSERT_OK(cluster_->MigrateSlotWithKeys(absl::Milliseconds(100)));
-  absl::StatusOr<int> to = cluster_->MasterOfSlot(slot);
-  ASSERT_OK(to);
-  EXPECT_NE(*to, *from);
-  absl::StatusOr<RespReply> moved = cluster_->Query(*to, {"GET", key});
-  ASSERT_OK(moved);
-  EXPECT_EQ(moved->text, "v");
-  ASSERT_OK(cluster_->Query(*to, {"DEL", key}));
+  const int to = NewMasterWithKey(*cluster_, slot, key, *from);
+  ASSERT_NE(to, 0);
+  ASSERT_OK(cluster_->Query(to, {"DEL", key}));
 }
 
 // A killed master's replica takes over its slots with the keys it had, and
@@ -164,21 +176,17 @@ TEST_F(RedisClusterTest, AKilledMastersReplicaTakesOverAndItRejoinsInSync) {
   EXPECT_CODE(cluster_->WaitForPromotion(), kFailedPrecondition);
   ASSERT_OK(cluster_->KillMasterWithKeys());
   ASSERT_OK(cluster_->WaitForPromotion());
-  absl::StatusOr<int> promoted = cluster_->MasterOfSlot(slot);
-  ASSERT_OK(promoted);
-  EXPECT_NE(*promoted, *old);
-  absl::StatusOr<RespReply> kept = cluster_->Query(*promoted, {"GET", key});
-  ASSERT_OK(kept);
-  EXPECT_EQ(kept->text, "v");
+  const int promoted = NewMasterWithKey(*cluster_, slot, key, *old);
+  ASSERT_NE(promoted, 0);
   ASSERT_OK(cluster_->RejoinAsReplica());
   absl::StatusOr<RespReply> role = cluster_->Query(*old, {"ROLE"});
   ASSERT_OK(role);
   EXPECT_EQ(role->elements[0].text, "slave");
   absl::StatusOr<RespReply> replicated =
-      cluster_->Query(*promoted, {"WAIT", "1", "1000"});
+      cluster_->Query(promoted, {"WAIT", "1", "1000"});
   ASSERT_OK(replicated);
   EXPECT_EQ(replicated->text, "1");
-  ASSERT_OK(cluster_->Query(*promoted, {"DEL", key}));
+  ASSERT_OK(cluster_->Query(promoted, {"DEL", key}));
 }
 
 }  // namespace
