@@ -529,6 +529,11 @@ std::vector<Case> Cases() {
                        S::kSessionExpired});
   zk.insert(zk.end(), liveness.begin(), liveness.end());
   add("zookeeper", zk);
+  // etcd: holds on leases of their own, which a restart keeps.
+  std::vector<S> etcd = common;
+  etcd.insert(etcd.end(),
+              {S::kServerKilledAndRestarted, S::kRestartWhileReleasing});
+  add("etcd", etcd);
   std::vector<S> pg = common;
   pg.insert(pg.end(),
             {S::kServerKilledAndRestarted, S::kRestartWhileReleasing,

@@ -1,0 +1,189 @@
+// The etcd:// backend's release, introspection and force unlock.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "etcd_backend.h"
+
+namespace dlock::etcd {
+absl::StatusOr<int64_t> EtcdBackend::Release(const ReleaseCall& call) {
+  const EtcdHold* record =
+      call.record == nullptr ? nullptr : EtcdHold::Of(call.record);
+  if (record != nullptr && call.all_holds &&
+      call.keep_for == absl::ZeroDuration()) {
+    // The whole hold: revoking its lease deletes its key and nothing else
+    // (etcd_hold.h), so a retry after a lost reply cannot touch a newer
+    // hold of the same owner.
+    absl::Status revoked = client_->LeaseRevoke(record->lease().id);
+    if (revoked.ok()) {
+      hub_.Notify(call.name);
+      return 0;
+    }
+    // Gone, or moved to a longer lease by a re-entry elsewhere: read it.
+    if (!absl::IsNotFound(revoked)) return revoked;
+  }
+  const std::string key = layout_.Key(call.name);
+  for (int round = 0; round < kRounds; ++round) {
+    absl::StatusOr<std::optional<int64_t>> left =
+        ReleaseOnce(call, key, record);
+    if (!left.ok()) return left.status();
+    if (left->has_value()) return **left;
+  }
+  return Contended(call.name, "release");
+}
+
+absl::StatusOr<std::optional<int64_t>> EtcdBackend::ReleaseOnce(
+    const ReleaseCall& call, const std::string& key, const EtcdHold* record) {
+  absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(key);
+  if (!kv.ok()) return kv.status();
+  std::optional<HoldValue> value =
+      kv->has_value() ? Decode((*kv)->value()) : std::nullopt;
+  // A record names one generation of the key: never another (#22082).
+  if (!value.has_value() ||
+      (record != nullptr &&
+       (*kv)->create_revision() != record->create_revision())) {
+    return NotOwnerError(call.name);
+  }
+  if (value->kept()) {
+    // This hold's own keep, by a release whose reply was lost (C21).
+    if (record != nullptr && call.keep_for > absl::ZeroDuration()) {
+      return std::optional<int64_t>(0);
+    }
+    return NotOwnerError(call.name);
+  }
+  if (value->owner != call.owner) return NotOwnerError(call.name);
+  const int64_t left =
+      std::max<int64_t>(value->holds - call.CountToSubtract(), 0);
+  if (left > 0) {
+    value->holds = left;
+    absl::StatusOr<bool> written = Overwrite(key, **kv, *value, 0);
+    if (!written.ok()) return written.status();
+    if (!*written) return std::nullopt;
+    return std::optional<int64_t>(left);
+  }
+  if (call.keep_for > absl::ZeroDuration()) {
+    absl::StatusOr<bool> kept = Keep(call, key, **kv);
+    if (!kept.ok()) return kept.status();
+    if (!*kept) return std::nullopt;
+  } else {
+    absl::Status revoked = client_->LeaseRevoke((*kv)->lease());
+    // Expired or moved meanwhile: read it again.
+    if (absl::IsNotFound(revoked)) return std::nullopt;
+    if (!revoked.ok()) return revoked;
+  }
+  hub_.Notify(call.name);
+  return std::optional<int64_t>(0);
+}
+
+absl::StatusOr<bool> EtcdBackend::Keep(const ReleaseCall& call,
+                                       const std::string& key,
+                                       const mvccpb::KeyValue& kv) {
+  // A lease of its own, granted before the write: the keep lasts at least
+  // keep_for from this call on etcd's clock.
+  absl::StatusOr<LeaseState> lease = GrantLease(call.keep_for);
+  if (!lease.ok()) return lease.status();
+  const HoldValue kept{.holds = 0,
+                       .lease_ms = KeepMillis(call.keep_for),
+                       .since_ms = absl::ToUnixMillis(absl::Now())};
+  absl::StatusOr<bool> written = Overwrite(key, kv, kept, lease->id);
+  if (!written.ok() || !*written) {
+    RevokeQuietly(lease->id);
+    return written;
+  }
+  RevokeQuietly(kv.lease());  // the released hold's: it carries no key now
+  return true;
+}
+
+absl::StatusOr<LockInfo> EtcdBackend::Describe(absl::string_view name,
+                                               const mvccpb::KeyValue& kv) {
+  LockInfo info;
+  info.name = std::string(name);
+  absl::StatusOr<etcdserverpb::LeaseTimeToLiveResponse> ttl =
+      client_->LeaseTimeToLive(kv.lease());
+  if (!ttl.ok()) return ttl.status();
+  if (ttl->ttl() < 0) return info;  // its lease ended as we read it: free
+  info.locked = true;
+  info.fencing_token = static_cast<uint64_t>(kv.create_revision());
+  absl::Duration most = absl::Seconds(ttl->grantedttl());
+  if (std::optional<HoldValue> value = Decode(kv.value())) {
+    info.owner = value->owner;
+    info.hold_count = value->holds;
+    info.since = absl::FromUnixMillis(value->since_ms);
+    info.kept_after_release = value->kept();
+    most = std::min(most, absl::Milliseconds(value->lease_ms));
+  }
+  // etcd tells whole seconds left, truncated: the middle of that second,
+  // and never more than the lease (or keep) asked.
+  info.remaining_lease =
+      std::min(absl::Seconds(ttl->ttl()) + absl::Milliseconds(500), most);
+  return info;
+}
+
+absl::StatusOr<LockInfo> EtcdBackend::Inspect(absl::string_view name) {
+  absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(layout_.Key(name));
+  if (!kv.ok()) return kv.status();
+  if (!kv->has_value()) {
+    LockInfo info;
+    info.name = std::string(name);
+    return info;
+  }
+  return Describe(name, **kv);
+}
+
+absl::StatusOr<std::vector<LockInfo>> EtcdBackend::List(
+    absl::string_view prefix) {
+  const std::string from = layout_.Key(prefix);
+  etcdserverpb::RangeRequest range;
+  range.set_key(from);
+  range.set_range_end(PrefixEnd(from));
+  absl::StatusOr<etcdserverpb::RangeResponse> response = client_->Range(range);
+  if (!response.ok()) return response.status();
+  std::vector<LockInfo> out;
+  for (const mvccpb::KeyValue& kv : response->kvs()) {
+    std::optional<absl::string_view> name = layout_.NameOf(kv.key());
+    if (!name.has_value()) continue;
+    absl::StatusOr<LockInfo> info = Describe(*name, kv);
+    if (!info.ok()) return info.status();
+    if (info->locked) out.push_back(*std::move(info));
+  }
+  return out;  // etcd answers in key order, which is name order
+}
+
+absl::Status EtcdBackend::ForceUnlock(absl::string_view name) {
+  const std::string key = layout_.Key(name);
+  for (int round = 0; round < kRounds; ++round) {
+    absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(key);
+    if (!kv.ok()) return kv.status();
+    if (!kv->has_value()) return absl::OkStatus();
+    // The holder's lease goes with its key: its renewals fail from now on.
+    absl::Status revoked = client_->LeaseRevoke((*kv)->lease());
+    if (revoked.ok()) {
+      hub_.Notify(name);
+      return absl::OkStatus();
+    }
+    if (!absl::IsNotFound(revoked)) return revoked;
+  }
+  return Contended(name, "force unlock");
+}
+
+absl::Status EtcdBackend::ForceUnlockIfToken(absl::string_view name,
+                                             uint64_t fencing_token) {
+  const std::string key = layout_.Key(name);
+  for (int round = 0; round < kRounds; ++round) {
+    absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(key);
+    if (!kv.ok()) return kv.status();
+    if (!kv->has_value() ||
+        static_cast<uint64_t>((*kv)->create_revision()) != fencing_token) {
+      return TokenMismatchError(name, fencing_token);
+    }
+    // The lease carries this generation of the key alone (etcd_hold.h).
+    absl::Status revoked = client_->LeaseRevoke((*kv)->lease());
+    if (revoked.ok()) {
+      hub_.Notify(name);
+      return absl::OkStatus();
+    }
+    if (!absl::IsNotFound(revoked)) return revoked;
+  }
+  return Contended(name, "force unlock");
+}
+
+}  // namespace dlock::etcd
