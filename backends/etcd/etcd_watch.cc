@@ -129,7 +129,7 @@ Watch::StreamEnd Watch::RunStream(size_t i, absl::Status& final_status) {
     ++streams_opened_;
     create.set_start_revision(next_revision_);
   }
-  auto stream = endpoints_->watch(i).Watch(&context);
+  auto stream = endpoints_->connection(i)->watch->Watch(&context);
   StreamEnd end = StreamEnd::kRetry;
   etcdserverpb::WatchResponse response;
   if (stream->Write(request)) {

@@ -94,6 +94,8 @@ TEST_F(EtcdBackendFaultTest, ARetriedReleaseSparesTheOwnersNewerHold) {
   ASSERT_OK_AND_ASSIGN(Hold first, lock->Acquire(as_job));
   const std::shared_ptr<HoldRecord> first_record = keeper->record(0);
   ASSERT_NE(first_record, nullptr);
+  ASSERT_OK_AND_ASSIGN(const LockInfo held, client->Admin().Inspect("job"));
+  const std::string owner = held.owner;  // the token's owner id
   // The release runs; say its reply was lost, and the owner took the lock
   // again meanwhile.
   ASSERT_OK(first.Release());
@@ -103,14 +105,14 @@ TEST_F(EtcdBackendFaultTest, ARetriedReleaseSparesTheOwnersNewerHold) {
   // The first release, sent again: it must not touch the newer hold.
   const absl::StatusOr<int64_t> retried =
       keeper->target().Release(ReleaseCall{.name = "job",
-                                           .owner = "job-1",
+                                           .owner = owner,
                                            .all_holds = true,
                                            .record = first_record.get()});
   EXPECT_CODE(retried, kFailedPrecondition);
   EXPECT_TRUE(IsNotOwner(retried.status())) << retried.status();
   ASSERT_OK_AND_ASSIGN(LockInfo info, client->Admin().Inspect("job"));
   EXPECT_TRUE(info.locked);
-  EXPECT_EQ(info.owner, "job-1");
+  EXPECT_EQ(info.owner, owner);
   EXPECT_EQ(info.fencing_token, second.fencing_token());
   EXPECT_EQ(info.hold_count, 1);
   EXPECT_OK(second.Release());
@@ -122,10 +124,12 @@ struct Waiter {
   absl::Time done;
   std::thread thread;
 };
-void StartWaiter(DistributedLock& lock, Waiter& waiter) {
-  waiter.thread = std::thread([&lock, &waiter] {
-    waiter.hold =
-        lock.Acquire({.wait = absl::Seconds(20), .lease = absl::Seconds(60)});
+void StartWaiter(DistributedLock& lock, Waiter& waiter,
+                 const std::string& owner_token = "") {
+  waiter.thread = std::thread([&lock, &waiter, owner_token] {
+    waiter.hold = lock.Acquire({.wait = absl::Seconds(20),
+                                .lease = absl::Seconds(60),
+                                .owner_token = owner_token});
     waiter.done = absl::Now();
   });
 }
@@ -143,8 +147,10 @@ TEST_F(EtcdBackendFaultTest, AnAcquireWhoseReplyWasLostIsGrantedOnce) {
   // The waiter tried once (through the proxy) and waits; from now on every
   // reply of the first member is lost, its wake-up included: it looks again
   // at its fallback poll, and the create's reply is lost too.
+  // As an owner token: a retry that took the key its first attempt made
+  // for another holder's would re-enter it (two holds).
   Waiter waiter;
-  StartWaiter(*wanted, waiter);
+  StartWaiter(*wanted, waiter, "waiter");
   absl::SleepFor(absl::Milliseconds(500));
   proxy.SetFault(Direction::kReplies, Fault::Drop());
   const uint64_t dropped = proxy.stats().replies.dropped;
@@ -156,7 +162,7 @@ TEST_F(EtcdBackendFaultTest, AnAcquireWhoseReplyWasLostIsGrantedOnce) {
   EXPECT_EQ(waiter.hold->hold_count(), 1) << "the create was applied twice";
   ASSERT_OK_AND_ASSIGN(LockInfo info,
                        holder_client->Admin().Inspect("contended"));
-  EXPECT_EQ(info.owner, waiter_client->CurrentOwner());
+  EXPECT_EQ(info.owner, "t:waiter");
   EXPECT_EQ(info.hold_count, 1);
   EXPECT_EQ(info.fencing_token, waiter.hold->fencing_token());
   EXPECT_OK(waiter.hold->Release());
