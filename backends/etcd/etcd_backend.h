@@ -150,6 +150,9 @@ class EtcdBackend : public Backend {
                             const mvccpb::KeyValue& kv);
   absl::StatusOr<LockInfo> Describe(absl::string_view name,
                                     const mvccpb::KeyValue& kv);
+  // Revokes the lease of the lock's key (if it has `token`, when given).
+  absl::Status RevokeHolder(absl::string_view name,
+                            std::optional<uint64_t> token);
 
   const BackendSettings settings_;
   const Clock& clock_;

@@ -149,38 +149,34 @@ absl::StatusOr<std::vector<LockInfo>> EtcdBackend::List(
 }
 
 absl::Status EtcdBackend::ForceUnlock(absl::string_view name) {
-  const std::string key = layout_.Key(name);
-  for (int round = 0; round < kRounds; ++round) {
-    absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(key);
-    if (!kv.ok()) return kv.status();
-    if (!kv->has_value()) return absl::OkStatus();
-    // The holder's lease goes with its key: its renewals fail from now on.
-    absl::Status revoked = client_->LeaseRevoke((*kv)->lease());
-    if (revoked.ok()) {
-      hub_.Notify(name);
-      return absl::OkStatus();
-    }
-    if (!absl::IsNotFound(revoked)) return revoked;
-  }
-  return Contended(name, "force unlock");
+  return RevokeHolder(name, std::nullopt);
 }
 
 absl::Status EtcdBackend::ForceUnlockIfToken(absl::string_view name,
                                              uint64_t fencing_token) {
+  return RevokeHolder(name, fencing_token);
+}
+
+absl::Status EtcdBackend::RevokeHolder(absl::string_view name,
+                                       std::optional<uint64_t> token) {
   const std::string key = layout_.Key(name);
   for (int round = 0; round < kRounds; ++round) {
     absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(key);
     if (!kv.ok()) return kv.status();
-    if (!kv->has_value() ||
-        static_cast<uint64_t>((*kv)->create_revision()) != fencing_token) {
-      return TokenMismatchError(name, fencing_token);
+    if (token.has_value() &&
+        (!kv->has_value() ||
+         static_cast<uint64_t>((*kv)->create_revision()) != *token)) {
+      return TokenMismatchError(name, *token);
     }
-    // The lease carries this generation of the key alone (etcd_hold.h).
+    if (!kv->has_value()) return absl::OkStatus();
+    // The lease carries this generation of the key alone (etcd_hold.h):
+    // its holder's renewals fail from now on.
     absl::Status revoked = client_->LeaseRevoke((*kv)->lease());
     if (revoked.ok()) {
       hub_.Notify(name);
       return absl::OkStatus();
     }
+    // Ended meanwhile: look again.
     if (!absl::IsNotFound(revoked)) return revoked;
   }
   return Contended(name, "force unlock");
