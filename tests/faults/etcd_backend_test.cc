@@ -199,5 +199,46 @@ TEST_F(EtcdBackendFaultTest, AWaiterWhoseWatchMissedTheReleaseWakesAtItsPoll) {
   proxy.SetFault(Direction::kReplies, Fault::Pass(), Held::kDiscard);
 }
 
+// The leader killed under a renewed hold: the cluster elects another, the
+// holder's renewals go on through it and its hold is never lost; a waiter
+// does not get the lock meanwhile, and gets it after the release with a
+// larger token. etcd gives every lease its whole TTL again when a new leader
+// takes over (etcd #20273): the holder sees nothing of it (its deadline is
+// its own), a waiter only waits longer for a holder that would have died.
+// Last: it leaves a member restarted.
+TEST_F(EtcdBackendFaultTest, ALeaderKilledUnderAHoldKeepsItAndTokensGrow) {
+  ClientOptions renewed;
+  renewed.watchdog_lease = absl::Seconds(2);
+  ASSERT_OK_AND_ASSIGN(auto holder_client, Connect(Uri(), renewed));
+  ASSERT_OK_AND_ASSIGN(auto waiter_client, Connect(Uri()));
+  ASSERT_OK_AND_ASSIGN(auto held, holder_client->GetLock("through"));
+  ASSERT_OK_AND_ASSIGN(auto wanted, waiter_client->GetLock("through"));
+  LockLostCallback unexpected = [](const LockLostEvent& event) {
+    ADD_FAILURE() << "hold lost: " << event.reason;
+  };
+  ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire({.on_lost = unexpected}));
+
+  ASSERT_OK_AND_ASSIGN(const int leader, server_->Leader());
+  server_->KillMember(leader);
+  ASSERT_OK(server_->WaitForLeader(absl::Seconds(10)));
+  ASSERT_OK_AND_ASSIGN(const int new_leader, server_->Leader());
+  EXPECT_NE(new_leader, leader);
+  // Several renewals of the 2 s watchdog lease through the new leader.
+  absl::SleepFor(absl::Seconds(3));
+  EXPECT_EQ(hold.state(), LockState::kHeld);
+  EXPECT_EQ(wanted->TryAcquire().status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  ASSERT_OK_AND_ASSIGN(LockInfo info,
+                       waiter_client->Admin().Inspect("through"));
+  EXPECT_EQ(info.fencing_token, hold.fencing_token());
+
+  const uint64_t token = hold.fencing_token();
+  ASSERT_OK(hold.Release());
+  ASSERT_OK_AND_ASSIGN(Hold next, wanted->TryAcquire());
+  EXPECT_GT(next.fencing_token(), token);
+  EXPECT_OK(next.Release());
+  EXPECT_OK(server_->StartMember(leader));
+}
+
 }  // namespace
 }  // namespace dlock::testing
