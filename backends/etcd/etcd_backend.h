@@ -62,6 +62,9 @@ class EtcdBackend : public Backend {
   absl::Status ForceUnlock(absl::string_view name) override;
   absl::Status ForceUnlockIfToken(absl::string_view name,
                                   uint64_t fencing_token) override;
+  // The database size in use that the member answering reports
+  // (Maintenance.Status dbSizeInUse): bbolt pages, so it moves in steps.
+  absl::StatusOr<ServerMemory> ServerMemoryUse() override;
   void Shutdown() override;
 
  private:

@@ -164,6 +164,19 @@ absl::StatusOr<etcdserverpb::LeaseTimeToLiveResponse> Client::LeaseTimeToLive(
       });
 }
 
+absl::StatusOr<etcdserverpb::StatusResponse> Client::Status(CallOptions call) {
+  return Unary<etcdserverpb::StatusResponse>(
+      *endpoints_,
+      {.method = "Status",
+       .deadline = Deadline(call),
+       .retry_maybe_applied = true,
+       .read_only = true},
+      [&](size_t i, grpc::ClientContext& context, auto* response) {
+        return endpoints_->connection(i)->maintenance->Status(
+            &context, etcdserverpb::StatusRequest(), response);
+      });
+}
+
 LeaseKeeper& Client::leases() {
   absl::MutexLock lock(&mu_);
   if (keeper_ == nullptr) keeper_.reset(new LeaseKeeper(*endpoints_));

@@ -120,6 +120,7 @@ std::shared_ptr<Endpoints::Connection> Endpoints::NewConnection(
   c->lease = etcdserverpb::Lease::NewStub(c->channel);
   c->watch = etcdserverpb::Watch::NewStub(c->channel);
   c->auth = etcdserverpb::Auth::NewStub(c->channel);
+  c->maintenance = etcdserverpb::Maintenance::NewStub(c->channel);
   return c;
 }
 

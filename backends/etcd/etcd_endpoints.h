@@ -50,6 +50,7 @@ class Endpoints {
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
     std::unique_ptr<etcdserverpb::Watch::Stub> watch;
     std::unique_ptr<etcdserverpb::Auth::Stub> auth;
+    std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
   };
   std::shared_ptr<Connection> connection(size_t i) const
       ABSL_LOCKS_EXCLUDED(connections_mu_);

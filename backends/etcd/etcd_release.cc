@@ -182,4 +182,11 @@ absl::Status EtcdBackend::RevokeHolder(absl::string_view name,
   return Contended(name, "force unlock");
 }
 
+absl::StatusOr<ServerMemory> EtcdBackend::ServerMemoryUse() {
+  absl::StatusOr<etcdserverpb::StatusResponse> status = client_->Status();
+  if (!status.ok()) return status.status();
+  return ServerMemory{.bytes = status->dbsizeinuse(),
+                      .source = "etcd Maintenance.Status dbSizeInUse"};
+}
+
 }  // namespace dlock::etcd
