@@ -43,14 +43,14 @@ void OnStopSignal(int) {
 struct Started {
   explicit Started(std::string l) : label(std::move(l)) {}
   std::string label;
-  absl::StatusOr<dlock::testing::TestBackend> backend =
+  absl::StatusOr<dlock::test::TestBackend> backend =
       absl::UnknownError("not started");
   absl::StatusOr<int> port = absl::UnknownError("not started");
 };
 
 // Starts the registry's server of `label` (its port hook starts it).
 void Start(Started& s) {
-  s.backend = dlock::testing::FindTestBackend(s.label);
+  s.backend = dlock::test::FindTestBackend(s.label);
   if (!s.backend.ok()) {
     s.port = s.backend.status();
     return;

@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kEtcd[] = "/usr/bin/etcd";
@@ -311,4 +311,4 @@ absl::Status EtcdServer::SetUpAuth() {
   return absl::OkStatus();
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

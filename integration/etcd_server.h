@@ -20,7 +20,7 @@
 #include "server_process.h"
 #include "tls_certificates.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 class EtcdServer {
  public:
@@ -126,6 +126,6 @@ class EtcdServer {
   std::vector<std::unique_ptr<Member>> members_;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_ETCD_SERVER_H_

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // Puts a FaultPlan in front of one backend.
 class FaultInjectingBackend : public ForwardingBackend {
@@ -197,4 +197,4 @@ FaultPlan::Fault FaultPlan::Enter(Op op) {
   return fault;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "dlock/backend/forwarding_backend.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 class FaultPlan : public std::enable_shared_from_this<FaultPlan> {
  public:
@@ -109,6 +109,6 @@ class FaultPlan : public std::enable_shared_from_this<FaultPlan> {
   bool emulate_liveness_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_FAULT_BACKEND_H_

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 const char* Name(Direction d) {
@@ -387,4 +387,4 @@ absl::Status FaultProxy::WaitForAccepted(uint64_t total,
                  timeout, absl::StrCat(total, " connections accepted"));
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -40,7 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // The way bytes travel through the proxy.
 enum class Direction {
@@ -307,6 +307,6 @@ class FaultProxy {
   ProxyStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_FAULT_PROXY_H_

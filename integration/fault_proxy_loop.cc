@@ -13,7 +13,7 @@
 
 #include "fault_proxy.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Small requests must not wait for Nagle: delays are the test's to choose.
@@ -297,4 +297,4 @@ void FaultProxy::Loop() {
   mu_.Unlock();
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -7,7 +7,7 @@
 
 #include "test_servers.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 std::string Instance() {
@@ -54,4 +54,4 @@ const TestBackendRegistration registration({TestBackend{
 }});
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

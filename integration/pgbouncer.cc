@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kBinary[] = "/usr/sbin/pgbouncer";
@@ -128,4 +128,4 @@ std::string PgBouncer::Uri(const std::string& user,
                       query);
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 class PgBouncer {
  public:
@@ -57,6 +57,6 @@ class PgBouncer {
   ChildProcess process_;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_PGBOUNCER_H_

@@ -12,7 +12,7 @@
 #include "postgres_server.h"
 #include "test_servers.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 SharedServer<PostgresServer> shared("PostgreSQL",
@@ -198,4 +198,4 @@ const TestBackendRegistration registration(
      Pooled("session", &session_pooling)});
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kSlot[] = "dlock_standby";
@@ -111,4 +111,4 @@ absl::Status PostgresReplication::Rebuild() {
   return Stream();
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -16,7 +16,7 @@
 #include "fault_proxy.h"
 #include "postgres_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 class PostgresReplication {
  public:
@@ -69,6 +69,6 @@ class PostgresReplication {
   FaultProxy link_;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_POSTGRES_REPLICATION_H_

@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "proc_state.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kBinDir[] = "/usr/lib/postgresql/15/bin";
@@ -390,4 +390,4 @@ absl::Status PostgresServer::Restart() {
   return StartServer();
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

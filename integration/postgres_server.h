@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // initdb in a temporary directory owned by the unprivileged user `postgres`
 // (the server refuses to run as root), then a postgres on a free loopback
@@ -113,6 +113,6 @@ class PostgresServer {
   ChildProcess process_;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_POSTGRES_SERVER_H_

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // "pid (comm) S ...": the state follows the last ')', since comm may hold
@@ -47,4 +47,4 @@ bool AsleepInKernel(pid_t tid) {
   return false;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

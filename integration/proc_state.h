@@ -6,7 +6,7 @@
 
 #include <sys/types.h>
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // The calling thread's kernel id.
 pid_t ThreadId();
@@ -21,6 +21,6 @@ char ThreadState(pid_t tid);  // a thread of this process
 // far as it can without help.
 bool AsleepInKernel(pid_t tid);
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_PROC_STATE_H_

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 void RecordingObserver::Record(ObservedEvent event) {
   event.text = absl::StrCat(
@@ -135,4 +135,4 @@ std::string RecordingObserver::AllText() const {
   return out;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

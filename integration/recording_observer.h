@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "dlock/observer.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 struct ObservedEvent {
   enum Kind {
@@ -74,6 +74,6 @@ class RecordingObserver : public LockObserver {
   std::vector<ObservedEvent> events_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_RECORDING_OBSERVER_H_

@@ -6,11 +6,12 @@
 // client certificate and has clients log in as the least-privilege ACL user,
 // "redlock3_tls", "redis_sentinel_tls").
 #include "absl/strings/match.h"
+#include "redis_cluster.h"
 #include "redis_sentinel_group.h"
 #include "redis_server.h"
 #include "test_servers.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Which TLS a client of an entry speaks.
@@ -207,6 +208,54 @@ TestBackend SentinelEntry(const std::string& label,
   };
 }
 
+SharedServer<RedisCluster> cluster(
+    "a Redis Cluster of 3 masters with a replica each",
+    [] { return RedisCluster::Start(); });
+
+// redis-cluster:// over 3 masters and their replicas, found from every
+// node's address (the seeds). A restart and an outage stop every node, as
+// for "redis" the data is gone; failovers and slot migrations are in
+// backends/redis/tests/redis_cluster_test.cc.
+TestBackend ClusterEntry(const std::string& label,
+                         SharedServer<RedisCluster>* shared) {
+  return TestBackend{
+      .label = label,
+      .backend = "redis",
+      .variant = false,
+      .shared_across_processes = true,
+      .uri = [shared](const UriRequest& r) -> absl::StatusOr<std::string> {
+        absl::StatusOr<RedisCluster*> cluster = shared->Get();
+        if (!cluster.ok()) return cluster.status();
+        // The client dials every master the slot map names, past a proxy
+        // before any one address.
+        if (r.port != 0) {
+          return absl::UnimplementedError(
+              "redis_cluster has no proxy port: its client dials the "
+              "masters the slot map names");
+        }
+        return ClientUri("redis-cluster", (*cluster)->Seeds(), r, Tls::kNone);
+      },
+      .unreachable_uri =
+          [](const std::string& ns) {
+            return absl::StrCat("redis-cluster://127.0.0.1:1?namespace=", ns);
+          },
+      .port = [shared]() -> absl::StatusOr<int> {
+        absl::StatusOr<RedisCluster*> cluster = shared->Get();
+        if (!cluster.ok()) return cluster.status();
+        return (*cluster)->ports()[0];
+      },
+      .restart = shared->Hook([](RedisCluster& c) { return c.RestartAll(); }),
+      .stop = shared->VoidHook([](RedisCluster& c) { c.StopAll(); }),
+      .start = shared->Hook([](RedisCluster& c) { return c.StartAll(); }),
+      .kill = nullptr,
+      .pause = nullptr,
+      .resume = nullptr,
+      .terminate_sessions = nullptr,
+      .short_session_param = "",
+      .conformance_deviations = {},
+  };
+}
+
 const TestBackendRegistration registration({
     Entry("redis", /*variant=*/false, &plain),
     Entry("redis_aof", /*variant=*/true, &aof),
@@ -218,6 +267,7 @@ const TestBackendRegistration registration({
           absl::StrCat("dlock:", kLeastPrivilegePassword, "@")),
     RedlockEntry("redlock3_tls", &three_tls, /*tls=*/true),
     SentinelEntry("redis_sentinel_tls", &sentinel_group_tls, /*tls=*/true),
+    ClusterEntry("redis_cluster", &cluster),
 });
 
 }  // namespace
@@ -229,4 +279,4 @@ absl::StatusOr<RedisGroup*> RedlockGroup(int masters, bool tls) {
       "the registry has redlock groups of 3 and 5, and of 3 over TLS");
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

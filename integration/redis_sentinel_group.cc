@@ -18,105 +18,15 @@
 #include "absl/strings/string_view.h"
 #include "tls_certificates.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kRedisServer[] = "/usr/bin/redis-server";
 constexpr int kSentinels = 3;
 constexpr int kQuorum = 2;
 
-// One RESP2 reply: a status (+), an error (-), an integer (:), a bulk
-// string ($) or an array (*); a null bulk string or array has `null` set.
-struct Reply {
-  char type = 0;
-  bool null = false;
-  std::string text;
-  std::vector<Reply> elements;
-};
-
-// Parses the reply that starts at data[*pos] and moves *pos past it;
-// nullopt while `data` ends before the reply does.
-std::optional<Reply> ParseReply(absl::string_view data, size_t* pos) {
-  const size_t eol = data.find("\r\n", *pos);
-  if (*pos >= data.size() || eol == absl::string_view::npos) {
-    return std::nullopt;
-  }
-  Reply reply;
-  reply.type = data[*pos];
-  const absl::string_view line = data.substr(*pos + 1, eol - *pos - 1);
-  size_t next = eol + 2;
-  int64_t length = 0;
-  if ((reply.type == '$' || reply.type == '*') &&
-      !absl::SimpleAtoi(line, &length)) {
-    reply.type = '?';
-  }
-  switch (reply.type) {
-    case '+':
-    case '-':
-    case ':':
-      reply.text = std::string(line);
-      break;
-    case '$':
-      if (length < 0) {
-        reply.null = true;
-        break;
-      }
-      if (data.size() < next + length + 2) return std::nullopt;
-      reply.text = std::string(data.substr(next, length));
-      next += length + 2;
-      break;
-    case '*':
-      reply.null = length < 0;
-      for (int64_t i = 0; i < length; ++i) {
-        std::optional<Reply> element = ParseReply(data, &next);
-        if (!element.has_value()) return std::nullopt;
-        reply.elements.push_back(*std::move(element));
-      }
-      break;
-    default:
-      reply.type = '-';
-      reply.text = absl::StrCat("not a RESP2 reply: ", data.substr(*pos));
-  }
-  *pos = next;
-  return reply;
-}
-
-bool HasWholeReply(const std::string& data) {
-  size_t pos = 0;
-  return ParseReply(data, &pos).has_value();
-}
-
-absl::StatusOr<std::string> Exchange(int port,
-                                     const std::vector<std::string>& argv,
-                                     absl::Duration timeout) {
-  absl::StatusOr<std::string> reply =
-      RedisExchange(port, EncodeRedisCommand(argv), timeout, HasWholeReply);
-  if (!reply.ok()) return reply.status();
-  if (!HasWholeReply(*reply)) {
-    return absl::UnavailableError(absl::StrCat(
-        "no whole reply from port ", port, " to ", argv[0], " within ",
-        absl::FormatDuration(timeout), " (got '", *reply, "')"));
-  }
-  return reply;
-}
-
-// The parsed reply to one command, an error for an error reply. A short
-// timeout: a stopped server must not stall the polls for long.
-absl::StatusOr<Reply> Query(int port, const std::vector<std::string>& argv) {
-  absl::StatusOr<std::string> raw = Exchange(port, argv, absl::Seconds(2));
-  if (!raw.ok()) return raw.status();
-  size_t pos = 0;
-  Reply reply = *ParseReply(*raw, &pos);
-  if (reply.type == '-') {
-    return absl::FailedPreconditionError(
-        absl::StrCat(absl::StrJoin(argv, " "), " on port ", port,
-                     " answered: ", reply.text));
-  }
-  return reply;
-}
-
 // A flat array of names and values (how Sentinel describes an instance).
-std::map<std::string, std::string> Fields(const Reply& reply) {
+std::map<std::string, std::string> Fields(const RespReply& reply) {
   std::map<std::string, std::string> fields;
   for (size_t i = 0; i + 1 < reply.elements.size(); i += 2) {
     fields[reply.elements[i].text] = reply.elements[i + 1].text;
@@ -124,23 +34,9 @@ std::map<std::string, std::string> Fields(const Reply& reply) {
   return fields;
 }
 
-// The "name:value" lines of an INFO section.
-absl::StatusOr<std::map<std::string, std::string>> Info(
-    int port, const std::string& section) {
-  absl::StatusOr<Reply> reply = Query(port, {"INFO", section});
-  if (!reply.ok()) return reply.status();
-  std::map<std::string, std::string> fields;
-  for (absl::string_view line : absl::StrSplit(reply->text, "\r\n")) {
-    std::pair<std::string, std::string> field =
-        absl::StrSplit(line, absl::MaxSplits(':', 1));
-    if (!field.second.empty()) fields.insert(std::move(field));
-  }
-  return fields;
-}
-
 // "" when the server on `port` answers ROLE as master, else what it is.
 std::string NotMasterProblem(int port) {
-  absl::StatusOr<Reply> role = Query(port, {"ROLE"});
+  absl::StatusOr<RespReply> role = RedisQuery(port, {"ROLE"});
   if (!role.ok()) return std::string(role.status().message());
   if (role->elements.empty() || role->elements[0].text != "master") {
     return absl::StrCat("server ", port, " does not answer ROLE as master (",
@@ -176,7 +72,7 @@ absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> RedisSentinelGroup::Start(
           "the replica's first sync",
           [replica_port]() -> std::string {
             absl::StatusOr<std::map<std::string, std::string>> info =
-                Info(replica_port, "replication");
+                RedisInfo(replica_port, "replication");
             if (!info.ok()) return std::string(info.status().message());
             if ((*info)["master_link_status"] == "up") return "";
             return absl::StrCat(
@@ -259,7 +155,7 @@ absl::Status RedisSentinelGroup::StartSentinel(Sentinel& sentinel,
   if (absl::Status s = WaitUntil(
           [&sentinel] {
             absl::StatusOr<std::string> pong =
-                Exchange(sentinel.port, {"PING"}, absl::Milliseconds(200));
+                RedisRawReply(sentinel.port, {"PING"}, absl::Milliseconds(200));
             return pong.ok() && *pong == "+PONG\r\n";
           },
           absl::Seconds(10),
@@ -286,11 +182,11 @@ absl::Status RedisSentinelGroup::StartSentinel(Sentinel& sentinel,
   // a fresh view.
   const int64_t ping_period_ms = std::clamp<int64_t>(
       absl::ToInt64Milliseconds(options_.down_after) * 3 / 10, 100, 1000);
-  absl::StatusOr<Reply> debug =
-      Query(sentinel.port,
-            {"SENTINEL", "DEBUG", "info-period", "500", "publish-period", "250",
-             "ask-period", "500", "ping-period", absl::StrCat(ping_period_ms),
-             "tilt-period", "2000"});
+  absl::StatusOr<RespReply> debug =
+      RedisQuery(sentinel.port,
+                 {"SENTINEL", "DEBUG", "info-period", "500", "publish-period",
+                  "250", "ask-period", "500", "ping-period",
+                  absl::StrCat(ping_period_ms), "tilt-period", "2000"});
   if (!debug.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         debug.status().message(),
@@ -348,14 +244,14 @@ int RedisSentinelGroup::ServerIndex(int port) const {
 absl::StatusOr<std::string> RedisSentinelGroup::RawCommand(
     int port, const std::vector<std::string>& argv) {
   if (argv.empty()) return absl::InvalidArgumentError("RawCommand: no argv");
-  return Exchange(port, argv, absl::Seconds(5));
+  return RedisRawReply(port, argv, absl::Seconds(5));
 }
 
 namespace {
 
 absl::StatusOr<int> MasterPortFrom(int sentinel_port,
                                    const std::string& master_name) {
-  absl::StatusOr<Reply> addr = Query(
+  absl::StatusOr<RespReply> addr = RedisQuery(
       sentinel_port, {"SENTINEL", "get-master-addr-by-name", master_name});
   if (!addr.ok()) return addr.status();
   int port = 0;
@@ -420,7 +316,7 @@ std::string RedisSentinelGroup::SettledProblem(int* master_port) {
 
   const int replica = servers_[1 - master_index]->port();
   absl::StatusOr<std::map<std::string, std::string>> info =
-      Info(replica, "replication");
+      RedisInfo(replica, "replication");
   if (!info.ok()) return std::string(info.status().message());
   if ((*info)["role"] != "slave" ||
       (*info)["master_port"] != absl::StrCat(*master) ||
@@ -435,15 +331,15 @@ std::string RedisSentinelGroup::SettledProblem(int* master_port) {
   for (const std::unique_ptr<Sentinel>& sentinel : sentinels_) {
     // A failover still under way (flags failover_in_progress) or a master
     // seen as down would make the next SENTINEL FAILOVER fail.
-    absl::StatusOr<Reply> state =
-        Query(sentinel->port, {"SENTINEL", "master", name});
+    absl::StatusOr<RespReply> state =
+        RedisQuery(sentinel->port, {"SENTINEL", "master", name});
     if (!state.ok()) return std::string(state.status().message());
     if (std::string flags = Fields(*state)["flags"]; flags != "master") {
       return absl::StrCat("Sentinel ", sentinel->port, " sees the master ",
                           *master, " with flags ", flags);
     }
-    absl::StatusOr<Reply> others =
-        Query(sentinel->port, {"SENTINEL", "sentinels", name});
+    absl::StatusOr<RespReply> others =
+        RedisQuery(sentinel->port, {"SENTINEL", "sentinels", name});
     if (!others.ok()) return std::string(others.status().message());
     if (others->elements.size() != kSentinels - 1) {
       return absl::StrCat("Sentinel ", sentinel->port, " knows ",
@@ -451,11 +347,11 @@ std::string RedisSentinelGroup::SettledProblem(int* master_port) {
                           kSentinels - 1);
     }
     // What Sentinel requires of a replica it promotes.
-    absl::StatusOr<Reply> replicas =
-        Query(sentinel->port, {"SENTINEL", "replicas", name});
+    absl::StatusOr<RespReply> replicas =
+        RedisQuery(sentinel->port, {"SENTINEL", "replicas", name});
     if (!replicas.ok()) return std::string(replicas.status().message());
     std::map<std::string, std::string> seen;
-    for (const Reply& entry : replicas->elements) {
+    for (const RespReply& entry : replicas->elements) {
       std::map<std::string, std::string> fields = Fields(entry);
       if (fields["port"] == absl::StrCat(replica)) seen = std::move(fields);
     }
@@ -519,7 +415,7 @@ absl::Status RedisSentinelGroup::WaitUntilReplicaCaughtUp() {
         "call RestartKilled() or ResumePaused() first");
   }
   absl::StatusOr<std::map<std::string, std::string>> info =
-      Info(*master, "replication");
+      RedisInfo(*master, "replication");
   if (!info.ok()) return info.status();
   int64_t written = 0;
   if (!absl::SimpleAtoi((*info)["master_repl_offset"], &written)) {
@@ -532,7 +428,7 @@ absl::Status RedisSentinelGroup::WaitUntilReplicaCaughtUp() {
                    " up to offset ", written),
       [&]() -> std::string {
         absl::StatusOr<std::map<std::string, std::string>> info =
-            Info(replica, "replication");
+            RedisInfo(replica, "replication");
         if (!info.ok()) return std::string(info.status().message());
         int64_t applied = 0;
         if (absl::SimpleAtoi((*info)["slave_repl_offset"], &applied) &&
@@ -590,15 +486,15 @@ absl::Status RedisSentinelGroup::Failover() {
                    }
                    // Asked again when no failover is under way: the first time,
                    // and after one was aborted (by a TILT after a stall, say).
-                   absl::StatusOr<Reply> state =
-                       Query(sentinel, {"SENTINEL", "master", name});
+                   absl::StatusOr<RespReply> state =
+                       RedisQuery(sentinel, {"SENTINEL", "master", name});
                    if (!state.ok())
                      return std::string(state.status().message());
                    if (!absl::StrContains(Fields(*state)["flags"],
                                           "failover_in_progress")) {
                      // -NOGOODSLAVE while its view of the replica is stale.
-                     absl::StatusOr<Reply> reply =
-                         Query(sentinel, {"SENTINEL", "FAILOVER", name});
+                     absl::StatusOr<RespReply> reply =
+                         RedisQuery(sentinel, {"SENTINEL", "FAILOVER", name});
                      if (!reply.ok())
                        return std::string(reply.status().message());
                    }
@@ -668,7 +564,8 @@ absl::Status RedisSentinelGroup::RestartKilled() {
          std::vector<std::vector<std::string>>{
              {"CONFIG", "SET", "replica-priority", "0"},
              {"REPLICAOF", "127.0.0.1", absl::StrCat(*master)}}) {
-      if (absl::StatusOr<Reply> reply = Query(port, command); !reply.ok()) {
+      if (absl::StatusOr<RespReply> reply = RedisQuery(port, command);
+          !reply.ok()) {
         return reply.status();
       }
     }
@@ -676,7 +573,7 @@ absl::Status RedisSentinelGroup::RestartKilled() {
             absl::StrCat("restarted server ", port, " syncing with ", *master),
             [&]() -> std::string {
               absl::StatusOr<std::map<std::string, std::string>> info =
-                  Info(port, "replication");
+                  RedisInfo(port, "replication");
               if (!info.ok()) return std::string(info.status().message());
               if ((*info)["master_link_status"] == "up") return "";
               return absl::StrCat("master_link_status:",
@@ -685,8 +582,8 @@ absl::Status RedisSentinelGroup::RestartKilled() {
         !s.ok()) {
       return s;
     }
-    if (absl::StatusOr<Reply> reply =
-            Query(port, {"CONFIG", "SET", "replica-priority", "100"});
+    if (absl::StatusOr<RespReply> reply =
+            RedisQuery(port, {"CONFIG", "SET", "replica-priority", "100"});
         !reply.ok()) {
       return reply.status();
     }
@@ -740,8 +637,8 @@ absl::Status RedisSentinelGroup::PauseReplica() {
   paused_ = index;
   // The replica cannot reconnect while stopped; until it does, writes stay
   // in the master's backlog.
-  if (absl::StatusOr<Reply> killed =
-          Query(*master, {"CLIENT", "KILL", "TYPE", "replica"});
+  if (absl::StatusOr<RespReply> killed =
+          RedisQuery(*master, {"CLIENT", "KILL", "TYPE", "replica"});
       !killed.ok()) {
     servers_[index]->Resume();
     paused_ = -1;
@@ -781,4 +678,4 @@ absl::StatusOr<int> RedisSentinelGroup::FailoverLosingWrites(
   return WaitForFailoverFrom(*old_master);
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -18,7 +18,7 @@
 #include "redis_server.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 class RedisSentinelGroup {
  public:
@@ -169,6 +169,6 @@ class RedisSentinelGroup {
   int paused_ = -1;  // index in servers_ of the paused server
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_REDIS_SENTINEL_GROUP_H_

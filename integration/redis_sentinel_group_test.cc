@@ -14,11 +14,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
 
-using testing::RedisSentinelGroup;
+using test::RedisSentinelGroup;
 
 std::string Bulk(const std::string& s) {
   return absl::StrCat("$", s.size(), "\r\n", s, "\r\n");
@@ -29,7 +30,7 @@ class RedisSentinelGroupTest : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
         RedisSentinelGroup::Start();
-    ASSERT_TRUE(group.ok()) << group.status();
+    ASSERT_OK(group);
     group_ = *std::move(group);
   }
 
@@ -48,7 +49,7 @@ class RedisSentinelGroupTest : public ::testing::Test {
 
   std::string Command(int port, const std::vector<std::string>& argv) {
     absl::StatusOr<std::string> reply = group_->RawCommand(port, argv);
-    EXPECT_TRUE(reply.ok()) << reply.status();
+    EXPECT_OK(reply);
     return reply.ok() ? *reply : "";
   }
 
@@ -81,7 +82,7 @@ TEST_F(RedisSentinelGroupTest, StartGivesAMasterEverySentinelAgreesOn) {
   const int master = group_->server_ports()[0];
   const int replica = group_->server_ports()[1];
   absl::StatusOr<int> current = group_->CurrentMasterPort();
-  ASSERT_TRUE(current.ok()) << current.status();
+  ASSERT_OK(current);
   EXPECT_EQ(*current, master);
   for (const std::string& reply : SentinelMasterReplies()) {
     EXPECT_EQ(reply, MasterAddrReply(master));
@@ -92,7 +93,7 @@ TEST_F(RedisSentinelGroupTest, StartGivesAMasterEverySentinelAgreesOn) {
   // The replica is in sync: a write reaches it.
   EXPECT_EQ(Command(master, {"SET", "k", "v"}), "+OK\r\n");
   absl::Status caught_up = group_->WaitUntilReplicaCaughtUp();
-  ASSERT_TRUE(caught_up.ok()) << caught_up;
+  ASSERT_OK(caught_up);
   EXPECT_EQ(Command(replica, {"GET", "k"}), Bulk("v"));
 }
 
@@ -103,7 +104,7 @@ TEST_F(RedisSentinelGroupTest, FailoverMovesTheMasterAndASecondMovesItBack) {
   ASSERT_EQ(Command(first, {"SET", "k", "v"}), "+OK\r\n");
 
   absl::Status moved = group_->Failover();
-  ASSERT_TRUE(moved.ok()) << moved;
+  ASSERT_OK(moved);
   EXPECT_EQ(*group_->CurrentMasterPort(), second);
   for (const std::string& reply : SentinelMasterReplies()) {
     EXPECT_EQ(reply, MasterAddrReply(second));
@@ -114,7 +115,7 @@ TEST_F(RedisSentinelGroupTest, FailoverMovesTheMasterAndASecondMovesItBack) {
   EXPECT_EQ(Command(second, {"GET", "k"}), Bulk("v"));
 
   absl::Status back = group_->Failover();
-  ASSERT_TRUE(back.ok()) << back;
+  ASSERT_OK(back);
   EXPECT_EQ(*group_->CurrentMasterPort(), first);
   for (const std::string& reply : SentinelMasterReplies()) {
     EXPECT_EQ(reply, MasterAddrReply(first));
@@ -137,7 +138,7 @@ TEST_F(RedisSentinelGroupTest, FailoverLosingWritesLosesAnAcknowledgedWrite) {
         if (*reply != "+OK\r\n") return absl::InternalError(*reply);
         return absl::OkStatus();
       });
-  ASSERT_TRUE(new_master.ok()) << new_master.status();
+  ASSERT_OK(new_master);
   EXPECT_EQ(*new_master, OtherServer(old_master));
   for (const std::string& reply : SentinelMasterReplies()) {
     EXPECT_EQ(reply, MasterAddrReply(*new_master));
@@ -148,7 +149,7 @@ TEST_F(RedisSentinelGroupTest, FailoverLosingWritesLosesAnAcknowledgedWrite) {
   // Restarted empty, the old master becomes the new one's replica: the
   // write is gone from the whole group.
   absl::Status restarted = group_->RestartKilled();
-  ASSERT_TRUE(restarted.ok()) << restarted;
+  ASSERT_OK(restarted);
   const std::string role = Command(old_master, {"ROLE"});
   EXPECT_TRUE(role.starts_with("*5\r\n$5\r\nslave\r\n")) << role;
   EXPECT_EQ(Command(old_master, {"GET", "lost"}), "$-1\r\n");
@@ -158,16 +159,16 @@ TEST_F(RedisSentinelGroupTest, FailoverLosingWritesLosesAnAcknowledgedWrite) {
 TEST_F(RedisSentinelGroupTest, PausedReplicaCatchesUpOnceResumed) {
   const int master = group_->server_ports()[0];
   const int replica = group_->server_ports()[1];
-  ASSERT_TRUE(group_->PauseReplica().ok());
+  ASSERT_OK(group_->PauseReplica());
   // The master dropped the link and goes on taking writes.
   EXPECT_NE(Command(master, {"INFO", "replication"}).find("connected_slaves:0"),
             std::string::npos);
   EXPECT_EQ(Command(master, {"SET", "late", "1"}), "+OK\r\n");
-  ASSERT_TRUE(group_->ResumePaused().ok());
+  ASSERT_OK(group_->ResumePaused());
   absl::Status settled = group_->WaitUntilSettled();
-  ASSERT_TRUE(settled.ok()) << settled;
+  ASSERT_OK(settled);
   absl::Status caught_up = group_->WaitUntilReplicaCaughtUp();
-  ASSERT_TRUE(caught_up.ok()) << caught_up;
+  ASSERT_OK(caught_up);
   EXPECT_EQ(Command(replica, {"GET", "late"}), Bulk("1"));
   EXPECT_EQ(*group_->CurrentMasterPort(), master);
 }

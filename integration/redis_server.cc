@@ -2,15 +2,19 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "tls_certificates.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 absl::Mutex unix_sockets_mu(absl::kConstInit);
@@ -18,7 +22,104 @@ absl::Mutex unix_sockets_mu(absl::kConstInit);
 std::map<int, std::string>* unix_sockets ABSL_GUARDED_BY(unix_sockets_mu) =
     nullptr;
 
+// Parses the reply that starts at data[*pos] and moves *pos past it;
+// nullopt while `data` ends before the reply does.
+std::optional<RespReply> ParseRespReply(absl::string_view data, size_t* pos) {
+  const size_t eol = data.find("\r\n", *pos);
+  if (*pos >= data.size() || eol == absl::string_view::npos) {
+    return std::nullopt;
+  }
+  RespReply reply;
+  reply.type = data[*pos];
+  const absl::string_view line = data.substr(*pos + 1, eol - *pos - 1);
+  size_t next = eol + 2;
+  int64_t length = 0;
+  if ((reply.type == '$' || reply.type == '*') &&
+      !absl::SimpleAtoi(line, &length)) {
+    reply.type = '?';
+  }
+  switch (reply.type) {
+    case '+':
+    case '-':
+    case ':':
+      reply.text = std::string(line);
+      break;
+    case '$':
+      if (length < 0) {
+        reply.null = true;
+        break;
+      }
+      if (data.size() < next + length + 2) return std::nullopt;
+      reply.text = std::string(data.substr(next, length));
+      next += length + 2;
+      break;
+    case '*':
+      reply.null = length < 0;
+      for (int64_t i = 0; i < length; ++i) {
+        std::optional<RespReply> element = ParseRespReply(data, &next);
+        if (!element.has_value()) return std::nullopt;
+        reply.elements.push_back(*std::move(element));
+      }
+      break;
+    default:
+      reply.type = '-';
+      reply.text = absl::StrCat("not a RESP2 reply: ", data.substr(*pos));
+  }
+  *pos = next;
+  return reply;
+}
+
+bool HasWholeReply(const std::string& data) {
+  size_t pos = 0;
+  return ParseRespReply(data, &pos).has_value();
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> RedisRawReply(int port,
+                                          const std::vector<std::string>& argv,
+                                          absl::Duration timeout) {
+  absl::StatusOr<std::string> reply =
+      RedisExchange(port, EncodeRedisCommand(argv), timeout, HasWholeReply);
+  if (!reply.ok()) return reply.status();
+  if (!HasWholeReply(*reply)) {
+    return absl::UnavailableError(absl::StrCat(
+        "no whole reply from port ", port, " to ", argv[0], " within ",
+        absl::FormatDuration(timeout), " (got '", *reply, "')"));
+  }
+  return reply;
+}
+
+absl::StatusOr<RespReply> RedisQuery(int port,
+                                     const std::vector<std::string>& argv) {
+  absl::StatusOr<std::string> raw = RedisRawReply(port, argv, absl::Seconds(2));
+  if (!raw.ok()) return raw.status();
+  size_t pos = 0;
+  RespReply reply = *ParseRespReply(*raw, &pos);
+  if (reply.type == '-') {
+    return absl::FailedPreconditionError(
+        absl::StrCat(absl::StrJoin(argv, " "), " on port ", port,
+                     " answered: ", reply.text));
+  }
+  return reply;
+}
+
+std::map<std::string, std::string> InfoFields(const std::string& text) {
+  std::map<std::string, std::string> fields;
+  for (absl::string_view line : absl::StrSplit(text, "\r\n")) {
+    std::pair<std::string, std::string> field =
+        absl::StrSplit(line, absl::MaxSplits(':', 1));
+    if (!field.second.empty()) fields.insert(std::move(field));
+  }
+  return fields;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> RedisInfo(
+    int port, const std::string& section) {
+  absl::StatusOr<RespReply> reply = RedisQuery(port, {"INFO", section});
+  if (!reply.ok()) return reply.status();
+  return InfoFields(reply->text);
+}
 
 void ReachThroughUnixSocket(int port, const std::string& unix_socket) {
   absl::MutexLock lock(&unix_sockets_mu);
@@ -115,7 +216,15 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
        // for more replicas to share it.
        << "repl-diskless-sync-delay 0\n";
   if (options.cluster_enabled) {
-    conf << "cluster-enabled yes\ncluster-config-file nodes.conf\n";
+    // The bus port claimed too: the default (port + 10000) may be another
+    // test's, or in the kernel's ephemeral range.
+    absl::StatusOr<int> bus = FreeLoopbackPort();
+    if (!bus.ok()) return bus.status();
+    server->cluster_bus_port_ = *bus;
+    conf << "cluster-enabled yes\ncluster-config-file nodes.conf\n"
+         << "cluster-port " << *bus << "\n"
+         << "cluster-node-timeout "
+         << absl::ToInt64Milliseconds(options.cluster_node_timeout) << "\n";
   }
   if (options.replicaof_port != 0) {
     conf << "replicaof 127.0.0.1 " << options.replicaof_port << "\n";
@@ -161,6 +270,8 @@ absl::Status RedisServer::WriteTlsConfig(std::ostream& conf) {
        << "tls-replication yes\n"
        << "unixsocket " << unix_socket << "\n"
        << "unixsocketperm 700\n";
+  // A cluster's nodes talk over TLS too, and name their TLS ports.
+  if (options_.cluster_enabled) conf << "tls-cluster yes\n";
   ReachThroughUnixSocket(port_, unix_socket);
   return absl::OkStatus();
 }
@@ -186,7 +297,8 @@ std::string RedisServer::Uri(const std::string& ns) const {
 }
 
 absl::Status RedisServer::StartServer() {
-  if (absl::Status s = process_.Spawn({kRedisServer, config_path_}, log_path_);
+  if (absl::Status s = process_.Spawn({kRedisServer, config_path_}, log_path_,
+                                      "", options_.own_session);
       !s.ok()) {
     return s;
   }
@@ -283,4 +395,4 @@ void RedisGroup::Resume() {
   for (auto& s : servers_) s->Resume();
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

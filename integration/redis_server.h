@@ -3,6 +3,7 @@
 #define DLOCK_INTEGRATION_REDIS_SERVER_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // One command in the Redis protocol (RESP): an array of bulk strings.
 std::string EncodeRedisCommand(const std::vector<std::string>& argv);
@@ -24,6 +25,30 @@ absl::StatusOr<std::string> RedisExchange(
 // Makes RedisExchange() reach the server on `port` through `unix_socket`
 // (empty: through the port again).
 void ReachThroughUnixSocket(int port, const std::string& unix_socket);
+
+// One RESP2 reply: a status (+), an error (-), an integer (:), a bulk
+// string ($) or an array (*); a null bulk string or array has `null` set.
+struct RespReply {
+  char type = 0;
+  bool null = false;
+  std::string text;
+  std::vector<RespReply> elements;
+};
+
+// The whole raw reply to one command sent to 127.0.0.1:port (RedisExchange),
+// Unavailable when none came within `timeout`.
+absl::StatusOr<std::string> RedisRawReply(int port,
+                                          const std::vector<std::string>& argv,
+                                          absl::Duration timeout);
+// The parsed reply to one command, FailedPrecondition for an error reply. A
+// short timeout: a stopped server must not stall a harness's polls for long.
+absl::StatusOr<RespReply> RedisQuery(int port,
+                                     const std::vector<std::string>& argv);
+// The "name:value" lines of INFO's (or CLUSTER INFO's) text.
+std::map<std::string, std::string> InfoFields(const std::string& text);
+// The "name:value" lines of an INFO section.
+absl::StatusOr<std::map<std::string, std::string>> RedisInfo(
+    int port, const std::string& section);
 
 // The rules of docs/redis.md's least-privilege ACL line (what follows
 // "ACL SETUSER dlock "), with `ns`, `db` and `password` put in ("*" for
@@ -67,6 +92,11 @@ class RedisServer {
     // A Redis Cluster node (cluster-enabled yes), in a cluster of its own
     // until a test assigns it slots (CLUSTER ADDSLOTSRANGE).
     bool cluster_enabled = false;
+    // Its cluster-node-timeout: how long a node may not answer before the
+    // others deem it failed (and its replica takes over).
+    absl::Duration cluster_node_timeout = absl::Seconds(15);
+    // In a session of its own (ChildProcess::Spawn).
+    bool own_session = false;
   };
 
   // Starts redis-server on a free port, in a fresh directory, with no
@@ -80,6 +110,8 @@ class RedisServer {
   ~RedisServer();
 
   int port() const { return port_; }
+  // A cluster node's bus port (cluster-port), for CLUSTER MEET.
+  int cluster_bus_port() const { return cluster_bus_port_; }
   bool tls() const { return options_.tls; }
   const std::string& log_path() const { return log_path_; }
   // redis://127.0.0.1:<port>, plus `?namespace=ns` when ns is set; with
@@ -116,6 +148,7 @@ class RedisServer {
   std::string log_path_;
   std::string config_path_;
   int port_ = 0;
+  int cluster_bus_port_ = 0;
   ChildProcess process_;
 };
 
@@ -150,6 +183,6 @@ class RedisGroup {
 // for tests that fault one master of it.
 absl::StatusOr<RedisGroup*> RedlockGroup(int masters, bool tls = false);
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_REDIS_SERVER_H_

@@ -26,7 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 namespace {
 
@@ -325,7 +325,7 @@ ChildProcess::~ChildProcess() { Stop(); }
 
 absl::Status ChildProcess::Spawn(const std::vector<std::string>& argv,
                                  const std::string& log_path,
-                                 const std::string& run_as) {
+                                 const std::string& run_as, bool own_session) {
   uid_t uid = 0;
   gid_t gid = 0;
   if (!run_as.empty()) {
@@ -350,7 +350,8 @@ absl::Status ChildProcess::Spawn(const std::vector<std::string>& argv,
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   // Benchmarks ask for servers in sessions of their own (below).
-  const bool own_session = std::getenv("DLOCK_SERVERS_OWN_SESSION") != nullptr;
+  own_session =
+      own_session || std::getenv("DLOCK_SERVERS_OWN_SESSION") != nullptr;
   pid_t pid = fork();
   if (pid < 0) {
     close(log_fd);
@@ -450,4 +451,4 @@ std::string FileTail(const std::string& path, size_t max_bytes) {
   return all.size() > max_bytes ? all.substr(all.size() - max_bytes) : all;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // A port of 127.0.0.1 that can be bound now, below the kernel's ephemeral
 // range (so no client connection takes it) and claimed for this process
@@ -86,10 +86,13 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   // argv[0] is the program path. `run_as` is a user name to drop to before
-  // exec (PostgreSQL refuses root), empty to stay.
+  // exec (PostgreSQL refuses root), empty to stay. `own_session`: the child
+  // gets a session of its own (setsid) whatever DLOCK_SERVERS_OWN_SESSION
+  // says, as a daemon has (a group of servers that must keep their CPU
+  // share under a loaded client, such as a Redis Cluster's nodes).
   absl::Status Spawn(const std::vector<std::string>& argv,
                      const std::string& log_path,
-                     const std::string& run_as = "");
+                     const std::string& run_as = "", bool own_session = false);
   bool Running();
   // SIGTERM, then SIGKILL after `grace`; waits for the exit.
   void Stop(absl::Duration grace = absl::Seconds(5));
@@ -112,6 +115,6 @@ absl::Status WaitUntil(const std::function<bool()>& ready,
 // The last `max_bytes` of a file, for error messages.
 std::string FileTail(const std::string& path, size_t max_bytes = 2000);
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_SERVER_PROCESS_H_

@@ -8,9 +8,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 inline const absl::Status& StatusOf(const absl::Status& status) {
   return status;
@@ -38,13 +40,26 @@ template <typename T>
          << (status.ok() ? "OK" : status.ToString());
 }
 
-}  // namespace dlock::testing
+// Calls `f` (returning a Status or StatusOr) until it returns OK or `within`
+// passes, every 50 ms; its last result.
+template <typename F>
+auto EventuallyOk(F f, absl::Duration within) -> decltype(f()) {
+  const absl::Time deadline = absl::Now() + within;
+  auto result = f();
+  while (!result.ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    result = f();
+  }
+  return result;
+}
 
-#define EXPECT_OK(expr) EXPECT_PRED_FORMAT1(::dlock::testing::IsOk, expr)
-#define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::dlock::testing::IsOk, expr)
+}  // namespace dlock::test
+
+#define EXPECT_OK(expr) EXPECT_PRED_FORMAT1(::dlock::test::IsOk, expr)
+#define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::dlock::test::IsOk, expr)
 // EXPECT_CODE(lock->Release(), kFailedPrecondition)
 #define EXPECT_CODE(expr, code) \
-  EXPECT_PRED_FORMAT2(::dlock::testing::HasCode, expr, absl::StatusCode::code)
+  EXPECT_PRED_FORMAT2(::dlock::test::HasCode, expr, absl::StatusCode::code)
 
 // ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("x"));
 #define ASSERT_OK_AND_ASSIGN(lhs, expr)                                     \

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Filled by static initializers only, before main; read afterwards.
@@ -77,4 +77,4 @@ absl::StatusOr<TestBackend> FindTestBackend(const std::string& label) {
       "' in this build (it has: ", absl::StrJoin(labels, ", "), ")"));
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

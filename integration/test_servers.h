@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // What a URI is for.
 struct UriRequest {
@@ -174,6 +174,6 @@ class SharedServer {
   absl::Status error_;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_TEST_SERVERS_H_

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "test_servers.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // A URI of `backend` for namespace `ns`. If its server does not start, the
 // calling case fails with what is missing (never skips) and gets a URI that
@@ -30,6 +30,6 @@ inline std::string TestBackendName(
   return info.param.label;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_TEST_SERVERS_GTEST_H_

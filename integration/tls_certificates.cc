@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kOpenssl[] = "/usr/bin/openssl";
@@ -110,4 +110,4 @@ absl::StatusOr<const TlsCertificates*> SharedTlsCertificates() {
   return &*shared.certificates;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

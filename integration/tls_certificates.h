@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // PEM files, all in one directory.
 struct TlsCertificates {
@@ -33,6 +33,6 @@ absl::StatusOr<TlsCertificates> MakeTlsCertificates(const std::string& dir);
 // removed when the process exits (servers of one test binary share it).
 absl::StatusOr<const TlsCertificates*> SharedTlsCertificates();
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_TLS_CERTIFICATES_H_

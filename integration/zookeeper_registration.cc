@@ -3,7 +3,7 @@
 #include "test_servers.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 SharedServer<ZooKeeperServer> shared("ZooKeeper",
@@ -43,4 +43,4 @@ const TestBackendRegistration registration({TestBackend{
 }});
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

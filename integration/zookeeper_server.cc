@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kJava[] = "/usr/bin/java";
@@ -224,4 +224,4 @@ absl::StatusOr<int64_t> ZooKeeperServer::ZnodeCount(int i) const {
   return absl::InternalError("mntr did not report zk_znode_count");
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 class ZooKeeperServer {
  public:
@@ -79,6 +79,6 @@ class ZooKeeperServer {
   std::vector<std::unique_ptr<Member>> members_;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_INTEGRATION_ZOOKEEPER_SERVER_H_

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "dlock/errors.h"
+#include "dlock/ride_out.h"
 
 namespace dlock {
 namespace {
@@ -38,6 +39,11 @@ absl::Status Validate(const JobOptions& options) {
         "lock_at_least_for (", absl::FormatDuration(options.lock_at_least_for),
         ") must be from 0 to lock_at_most_for (",
         absl::FormatDuration(options.lock_at_most_for), ")"));
+  }
+  if (options.ride_out < absl::ZeroDuration() ||
+      options.ride_out == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        "ride_out must be zero (one try) or positive and finite");
   }
   return absl::OkStatus();
 }
@@ -124,6 +130,33 @@ absl::Status ValidateJobName(absl::string_view job_name,
   return absl::OkStatus();
 }
 
+// Step 1 (job_guard.h), riding out Unavailable by the core's rule (a try
+// when ride_out is 0). `start` is read before the attempt that answered is
+// sent: the backend starts the lease no earlier, so every lease below ends
+// no earlier than planned (C2).
+absl::StatusOr<Hold> TakeRunLock(DistributedLock& run,
+                                 const JobOptions& options, absl::Time& start) {
+  AcquireOptions acquire;
+  acquire.wait = absl::ZeroDuration();
+  acquire.lease = options.lock_at_most_for;
+  acquire.owner_token = RandomOwnerToken();
+  absl::Duration ride_out = options.ride_out;
+  if (options.slot_ends != absl::InfinitePast()) {
+    ride_out = std::min(ride_out, options.slot_ends - absl::Now());
+  }
+  const Clock& clock = Clock::Real();
+  RideOut ride(clock, run.name(),
+               clock.Now() + std::max(ride_out, absl::ZeroDuration()),
+               CancelToken());
+  absl::StatusOr<Hold> held;
+  do {
+    start = absl::Now();
+    held = run.Acquire(acquire);
+  } while (!held.ok() && ride.Again(held.status()));
+  if (!held.ok()) return ride.Final(held.status());
+  return held;
+}
+
 }  // namespace
 
 std::string JobRunLockName(absl::string_view job_name, absl::string_view slot) {
@@ -150,16 +183,9 @@ absl::StatusOr<JobResult> ScheduledJobGuard::Run(absl::string_view job_name,
       client_.GetLock(JobRunLockName(job_name, options.slot));
   if (!run.ok()) return named(run.status());
 
-  const std::string owner = RandomOwnerToken();
   JobResult result;
-  // Taken before the request is sent: the backend starts the lease no
-  // earlier, so every lease below ends no earlier than planned (C2).
-  const absl::Time start = absl::Now();
-  AcquireOptions acquire;
-  acquire.wait = absl::ZeroDuration();
-  acquire.lease = options.lock_at_most_for;
-  acquire.owner_token = owner;
-  absl::StatusOr<Hold> held = (*run)->Acquire(acquire);
+  absl::Time start;
+  absl::StatusOr<Hold> held = TakeRunLock(**run, options, start);
   if (!held.ok()) {
     if (!IsHeldByAnother(held.status())) return held.status();
     // Running elsewhere, or kept after a recent run: looked at after the

@@ -4,7 +4,7 @@
 #include "test_servers.h"
 #include "test_servers_gtest.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 std::vector<ServerBackend> ServerBackends() {
   std::vector<ServerBackend> backends;
@@ -27,4 +27,4 @@ std::vector<ServerBackend> ServerBackends() {
   return backends;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

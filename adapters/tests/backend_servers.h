@@ -12,7 +12,7 @@
 
 #include "gtest/gtest.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 struct ServerBackend {
   std::string label;  // the backend's name: "redis", "zookeeper", "postgres"
@@ -42,6 +42,6 @@ inline std::string ServerBackendName(
   return info.param.label;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_ADAPTERS_TESTS_BACKEND_SERVERS_H_

@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // The records (each `{"backend":...}`) in output order.
 inline std::vector<std::string> BenchRecords(const std::string& json) {
@@ -74,6 +74,6 @@ inline std::vector<double> BenchShares(absl::string_view record) {
   return out;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_ADAPTERS_TESTS_BENCH_JSON_H_

@@ -13,6 +13,7 @@
 #include "dlock/backend/forwarding_backend.h"
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock::cli::bench {
 namespace {
@@ -108,9 +109,9 @@ Settings MemorySettings(const std::string& instance, int fail_after) {
 std::vector<LockInfo> HeldIn(const std::string& instance) {
   absl::StatusOr<std::unique_ptr<LockClient>> observer =
       Connect(absl::StrCat("memory://", instance, "?namespace=bench"));
-  EXPECT_TRUE(observer.ok());
+  EXPECT_OK(observer);
   absl::StatusOr<std::vector<LockInfo>> held = (*observer)->Admin().List();
-  EXPECT_TRUE(held.ok()) << held.status();
+  EXPECT_OK(held);
   return held.ok() ? *held : std::vector<LockInfo>{};
 }
 
@@ -148,8 +149,8 @@ TEST(BenchScenarios, PairsTakeATenSecondLeaseAsThePeersDo) {
     };
     return Connect("memory://leases?namespace=bench", std::move(options));
   };
-  ASSERT_TRUE(RunUncontended(settings, 2).ok());
-  ASSERT_TRUE(RunContention(settings, 2).ok());
+  ASSERT_OK(RunUncontended(settings, 2));
+  ASSERT_OK(RunContention(settings, 2));
   absl::MutexLock lock(&leases->mu);
   ASSERT_FALSE(leases->seen.empty());
   for (absl::Duration lease : leases->seen) {
@@ -186,7 +187,7 @@ TEST(BenchScenarios,
                                              absl::Milliseconds(300));
       });
   absl::StatusOr<Uncontended> r = RunUncontended(settings, kThreads);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_GT(r->pairs_per_sec, 0);
   EXPECT_GE(r->seconds, 0.1);
   // None of the slow first acquires is in the window.

@@ -16,30 +16,31 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
 namespace {
 
-using testing::Dlock;
-using testing::ExpectOneLine;
+using test::Dlock;
+using test::ExpectOneLine;
+using test::Process;
+using test::Result;
+using test::RunProcess;
+using test::RunShell;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Process;
-using testing::Result;
-using testing::RunProcess;
-using testing::RunShell;
 
-class CliBackendTest : public ::testing::TestWithParam<testing::ServerBackend> {
+class CliBackendTest : public ::testing::TestWithParam<test::ServerBackend> {
  protected:
   void SetUp() override {
     static std::atomic<int> n{0};
     ns_ = absl::StrCat("cli", n++);
-    absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-cli");
-    ASSERT_TRUE(dir.ok());
+    absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cli");
+    ASSERT_OK(dir);
     dir_ = *dir;
   }
-  void TearDown() override { testing::RemoveTree(dir_); }
+  void TearDown() override { test::RemoveTree(dir_); }
 
   std::vector<std::string> Env() const {
     return {absl::StrCat("DLOCK_BACKEND=", GetParam().uri(ns_))};
@@ -53,37 +54,31 @@ class CliBackendTest : public ::testing::TestWithParam<testing::ServerBackend> {
   }
   // Waits until `name` is held (by the process just started).
   void AwaitLocked(const std::string& name) {
-    ASSERT_TRUE(
-        testing::WaitUntil(
-            [&] {
-              return absl::StrContains(Dl({"status", name}).out, ": locked");
-            },
-            absl::Seconds(10), absl::StrCat(name, " locked"))
-            .ok());
+    ASSERT_OK(test::WaitUntil(
+        [&] {
+          return absl::StrContains(Dl({"status", name}).out, ": locked");
+        },
+        absl::Seconds(10), absl::StrCat(name, " locked")));
   }
 
   // Waits until the command has written its pid: the lock is granted before
   // the command starts, and a dlock killed in between takes the command
   // with it before it has written anything.
   static void AwaitPidFile(const std::string& pid_file) {
-    ASSERT_TRUE(testing::WaitUntil(
-                    [&] {
-                      return absl::StrContains(
-                          testing::ReadFileOrEmpty(pid_file), "\n");
-                    },
-                    absl::Seconds(10), "the command's pid")
-                    .ok());
+    ASSERT_OK(test::WaitUntil(
+        [&] {
+          return absl::StrContains(test::ReadFileOrEmpty(pid_file), "\n");
+        },
+        absl::Seconds(10), "the command's pid"));
   }
 
   // The command whose pid is in `pid_file` ends soon: its dlock was killed
   // and the kernel sent it the lost signal (PR_SET_PDEATHSIG).
   static void ExpectOrphanEnds(const std::string& pid_file) {
-    const std::string pid = testing::ReadFileOrEmpty(pid_file);
+    const std::string pid = test::ReadFileOrEmpty(pid_file);
     ASSERT_FALSE(pid.empty());
-    EXPECT_TRUE(testing::WaitUntil([&] { return kill(std::stoi(pid), 0) != 0; },
-                                   absl::Seconds(5),
-                                   "the orphaned command to end")
-                    .ok());
+    EXPECT_OK(test::WaitUntil([&] { return kill(std::stoi(pid), 0) != 0; },
+                              absl::Seconds(5), "the orphaned command to end"));
   }
 
   std::string ns_;
@@ -101,7 +96,7 @@ TEST_P(CliBackendTest, TenConcurrentRunsNeverInterleave) {
   }
   for (auto& run : runs) EXPECT_EQ(run->Wait(), 0) << run->err();
   std::vector<std::string> lines =
-      absl::StrSplit(testing::ReadFileOrEmpty(file), '\n', absl::SkipEmpty());
+      absl::StrSplit(test::ReadFileOrEmpty(file), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 20u);
   for (size_t i = 0; i < lines.size(); i += 2) {
     ASSERT_TRUE(absl::StartsWith(lines[i], "begin ")) << lines[i];
@@ -158,10 +153,9 @@ TEST_P(CliBackendTest, SignalsAreForwardedAndTheLockReleased) {
   AwaitLocked("graceful");
   // The command sets its trap before it says so: a signal sooner would
   // end the shell before the trap exists.
-  ASSERT_TRUE(
-      testing::WaitUntil([&] { return absl::StrContains(run->out(), "ready"); },
-                         absl::Seconds(10), "the command's trap")
-          .ok());
+  ASSERT_OK(
+      test::WaitUntil([&] { return absl::StrContains(run->out(), "ready"); },
+                      absl::Seconds(10), "the command's trap"));
   run->Signal(SIGTERM);
   EXPECT_EQ(run->Wait(), 7);
   EXPECT_THAT(run->out(), HasSubstr("got TERM"));
@@ -309,8 +303,8 @@ TEST_P(CliBackendTest, StatusListUnlockInTextAndJson) {
 // scheduled job's runner that has exited: held, by nobody.
 TEST_P(CliBackendTest, StatusAndListShowALockKeptAfterRelease) {
   const std::string runs = dir_ + "/runs";
-  Result ran = RunProcess({testing::kJobRunnerPath, GetParam().uri(ns_),
-                           "nightly", "s1", "60s", "60s", "0s", runs},
+  Result ran = RunProcess({test::kJobRunnerPath, GetParam().uri(ns_), "nightly",
+                           "s1", "60s", "60s", "0s", runs},
                           {}, absl::Seconds(60));
   ASSERT_EQ(ran.code, 0) << ran.err;
   Result status = Dl({"status", "nightly@s1"});
@@ -351,14 +345,13 @@ TEST_P(CliBackendTest, StatusAndListSayWhenAKilledHoldersLockIsFreeToTakeOver) {
   EXPECT_EQ(run.Wait(), 128 + SIGKILL);
   // The TTL is 2 s: within it, the monitor learns the holder is gone.
   Result json;
-  ASSERT_TRUE(testing::WaitUntil(
-                  [&] {
-                    json = dl({"status", "--json", "dead-holder"});
-                    return absl::StrContains(json.out, "\"takeable\":true") ||
-                           absl::StrContains(json.out, "\"locked\":false");
-                  },
-                  absl::Seconds(10), "the holder's liveness to lapse")
-                  .ok())
+  ASSERT_OK(test::WaitUntil(
+      [&] {
+        json = dl({"status", "--json", "dead-holder"});
+        return absl::StrContains(json.out, "\"takeable\":true") ||
+               absl::StrContains(json.out, "\"locked\":false");
+      },
+      absl::Seconds(10), "the holder's liveness to lapse"))
       << json.out;
   if (GetParam().label == "zookeeper") {
     // Its holds live on the session, whose end removed the lock.
@@ -414,13 +407,12 @@ TEST_P(CliBackendTest, StatusOfAScheduledJobTellsItsSlot) {
 
   std::unique_ptr<Process> running =
       Start({"run", "--once-per", "1h", "daily-ish", "--", "sleep", "30"});
-  ASSERT_TRUE(testing::WaitUntil(
-                  [&] {
-                    return absl::StrContains(Dl({"status", "daily-ish"}).out,
-                                             ": running (held by t:");
-                  },
-                  absl::Seconds(10), "the job's run")
-                  .ok())
+  ASSERT_OK(test::WaitUntil(
+      [&] {
+        return absl::StrContains(Dl({"status", "daily-ish"}).out,
+                                 ": running (held by t:");
+      },
+      absl::Seconds(10), "the job's run"))
       << Dl({"status", "daily-ish"}).out;
   running->Signal(SIGTERM);
   running->Wait();
@@ -434,7 +426,7 @@ TEST_P(CliBackendTest, ALossIsSaidOnce) {
   // hands its command no DLOCK_BACKEND otherwise (it may hold a password).
   Result r = Dl({"run", "--lease", "2s", "--pass-env", "DLOCK_BACKEND", "lossy",
                  "--", "sh", "-c",
-                 absl::StrCat("'", testing::kCliPath,
+                 absl::StrCat("'", test::kCliPath,
                               "' unlock --force lossy > /dev/null")});
   EXPECT_EQ(r.code, 76) << r.err;
   ExpectOneLine(r);
@@ -453,7 +445,7 @@ TEST_P(CliBackendTest, TopIntoAPipePrintsWholeNames) {
   std::unique_ptr<Process> holder = Start({"run", name, "--", "sleep", "30"});
   AwaitLocked(name);
   Result top =
-      RunShell(absl::StrCat("'", testing::kCliPath, "' top | cat"), Env());
+      RunShell(absl::StrCat("'", test::kCliPath, "' top | cat"), Env());
   EXPECT_EQ(top.code, 0) << top.err;
   EXPECT_THAT(top.out, HasSubstr(absl::StrCat("\n", name, "  t:dlock-run:")));
   EXPECT_THAT(top.out, Not(HasSubstr("keys:")));
@@ -468,8 +460,8 @@ TEST_P(CliBackendTest, TopIntoAPipePrintsWholeNames) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Backends, CliBackendTest, ::testing::ValuesIn(testing::ServerBackends()),
-    [](const ::testing::TestParamInfo<testing::ServerBackend>& info) {
+    Backends, CliBackendTest, ::testing::ValuesIn(test::ServerBackends()),
+    [](const ::testing::TestParamInfo<test::ServerBackend>& info) {
       return info.param.label;
     });
 

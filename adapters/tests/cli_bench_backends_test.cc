@@ -16,19 +16,19 @@
 namespace dlock {
 namespace {
 
-using testing::BenchNumber;
-using testing::BenchRaw;
-using testing::BenchRecordsOf;
-using testing::Dlock;
+using test::BenchNumber;
+using test::BenchRaw;
+using test::BenchRecordsOf;
+using test::Dlock;
+using test::Result;
+using test::RunProcess;
+using test::TestBackend;
 using ::testing::HasSubstr;
-using testing::Result;
-using testing::RunProcess;
-using testing::TestBackend;
 
 class CliBenchBackendTest : public ::testing::TestWithParam<TestBackend> {};
 
 TEST_P(CliBenchBackendTest, EveryScenarioReportsAndNothingIsLeftHeld) {
-  const std::string uri = testing::UriForTest(GetParam(), "");
+  const std::string uri = test::UriForTest(GetParam(), "");
   Result r = RunProcess(
       Dlock({"bench", "--backend", uri, "--duration", "200ms", "--warmup",
              "50ms", "--threads", "1,4", "--clients", "3", "--locks", "30",
@@ -76,7 +76,7 @@ TEST_P(CliBenchBackendTest, EveryScenarioReportsAndNothingIsLeftHeld) {
 
 INSTANTIATE_TEST_SUITE_P(
     Backends, CliBenchBackendTest,
-    ::testing::ValuesIn(testing::TestBackends({.across_processes = true})),
+    ::testing::ValuesIn(test::TestBackends({.across_processes = true})),
     [](const ::testing::TestParamInfo<TestBackend>& info) {
       return info.param.label;
     });

@@ -12,20 +12,21 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
 namespace {
 
-using testing::BenchNumber;
-using testing::BenchRaw;
-using testing::BenchRecordsOf;
-using testing::Dlock;
-using testing::ExpectOneLine;
+using test::BenchNumber;
+using test::BenchRaw;
+using test::BenchRecordsOf;
+using test::Dlock;
+using test::ExpectOneLine;
+using test::Result;
+using test::RunProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Result;
-using testing::RunProcess;
 
 // Short runs: these tests check what is reported, not how fast.
 std::vector<std::string> Short(std::vector<std::string> more) {
@@ -68,7 +69,7 @@ TEST(CliBenchTest, JsonHasEveryScenarioWithConsistentFigures) {
   std::vector<std::string> contention = BenchRecordsOf(r.out, "contention");
   ASSERT_EQ(contention.size(), 1u) << r.out;
   const std::string& c = contention[0];
-  std::vector<double> shares = testing::BenchShares(c);
+  std::vector<double> shares = test::BenchShares(c);
   ASSERT_EQ(shares.size(), 3u) << c;
   EXPECT_NEAR(std::accumulate(shares.begin(), shares.end(), 0.0), 1.0, 0.01);
   EXPECT_GT(BenchNumber(c, "jain"), 1.0 / 3 - 0.01) << c;
@@ -193,8 +194,8 @@ TEST(CliBenchTest, AFailingBackendIsReportedAndTheNextStillRuns) {
 }
 
 TEST(CliBenchTest, NeverRunsInAProfilesNamespaceButKeepsOneTheUriNames) {
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-bench");
-  ASSERT_TRUE(dir.ok());
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-bench");
+  ASSERT_OK(dir);
   const std::string config = *dir + "/dlock.toml";
   std::ofstream(config) << "[profiles.prod]\nbackend = \"memory://\"\n"
                            "namespace = \"payments\"\n"
@@ -227,7 +228,7 @@ TEST(CliBenchTest, NeverRunsInAProfilesNamespaceButKeepsOneTheUriNames) {
   EXPECT_EQ(both.code, 64) << both.err;
   ExpectOneLine(both);
   EXPECT_THAT(both.err, HasSubstr("give one of them"));
-  testing::RemoveTree(*dir);
+  test::RemoveTree(*dir);
 }
 
 TEST(CliBenchTest, APasswordIsNeverShown) {

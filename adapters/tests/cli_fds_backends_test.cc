@@ -21,13 +21,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
 namespace {
 
-using testing::Dlock;
-using testing::Process;
+using test::Dlock;
+using test::Process;
 
 // fd -> what it refers to ("socket:[123]", "pipe:[456]", a path), of `pid`.
 std::map<int, std::string> OpenDescriptors(pid_t pid) {
@@ -57,18 +58,18 @@ std::string Describe(const std::map<int, std::string>& fds) {
 // x86-64 numbers /proc/PID/syscall starts with.
 bool InNanosleep(pid_t pid) {
   const std::string call =
-      testing::ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/syscall"));
+      test::ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/syscall"));
   return absl::StartsWith(call, "230 ") || absl::StartsWith(call, "35 ");
 }
 
-class CliFdsTest : public ::testing::TestWithParam<testing::ServerBackend> {
+class CliFdsTest : public ::testing::TestWithParam<test::ServerBackend> {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-cli-fds");
-    ASSERT_TRUE(dir.ok());
+    absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cli-fds");
+    ASSERT_OK(dir);
     dir_ = *dir;
   }
-  void TearDown() override { testing::RemoveTree(dir_); }
+  void TearDown() override { test::RemoveTree(dir_); }
 
   std::string dir_;
 };
@@ -82,22 +83,20 @@ TEST_P(CliFdsTest, TheCommandInheritsOnlyStdinStdoutAndStderr) {
              absl::StrCat("echo $$ > ", pid_file, ".tmp && mv ", pid_file,
                           ".tmp ", pid_file, " && exec sleep 30")}));
   pid_t pid = 0;
-  ASSERT_TRUE(testing::WaitUntil(
-                  [&] {
-                    std::string text = testing::ReadFileOrEmpty(pid_file);
-                    if (!absl::SimpleAtoi(
-                            absl::StripTrailingAsciiWhitespace(text), &pid)) {
-                      return false;
-                    }
-                    // Past the exec (it is `sleep` now, not the shell) and
-                    // past sleep's start, whose setlocale() opens locale
-                    // files for a moment: asleep in (clock_)nanosleep.
-                    return testing::ReadFileOrEmpty(absl::StrCat(
-                               "/proc/", pid, "/comm")) == "sleep\n" &&
-                           InNanosleep(pid);
-                  },
-                  absl::Seconds(30), "the command to start")
-                  .ok())
+  ASSERT_OK(test::WaitUntil(
+      [&] {
+        std::string text = test::ReadFileOrEmpty(pid_file);
+        if (!absl::SimpleAtoi(absl::StripTrailingAsciiWhitespace(text), &pid)) {
+          return false;
+        }
+        // Past the exec (it is `sleep` now, not the shell) and
+        // past sleep's start, whose setlocale() opens locale
+        // files for a moment: asleep in (clock_)nanosleep.
+        return test::ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/comm")) ==
+                   "sleep\n" &&
+               InNanosleep(pid);
+      },
+      absl::Seconds(30), "the command to start"))
       << run.err();
   const std::map<int, std::string> fds = OpenDescriptors(pid);
   EXPECT_EQ(fds.size(), 3u) << "the command has open: " << Describe(fds);
@@ -110,22 +109,22 @@ TEST_P(CliFdsTest, TheCommandInheritsOnlyStdinStdoutAndStderr) {
 // reports a failed exec: the file passes the checks made before the fork,
 // and only execve() finds it is not a program.
 TEST(CliExecFailure, IsStillReportedThroughThePipe) {
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-cli-exec");
-  ASSERT_TRUE(dir.ok());
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cli-exec");
+  ASSERT_OK(dir);
   const std::string path = *dir + "/not-a-program";
-  testing::WriteFile(path, "\x01\x02 neither ELF nor a script\n");
+  test::WriteFile(path, "\x01\x02 neither ELF nor a script\n");
   ASSERT_EQ(chmod(path.c_str(), 0755), 0);
-  testing::Result r = testing::RunProcess(
+  test::Result r = test::RunProcess(
       Dlock({"run", "--backend", "memory://", "n", "--", path}));
   EXPECT_EQ(r.code, 126) << r.err;
   EXPECT_THAT(r.err, ::testing::HasSubstr("Exec format error"));
-  testing::ExpectOneLine(r);
-  testing::RemoveTree(*dir);
+  test::ExpectOneLine(r);
+  test::RemoveTree(*dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Backends, CliFdsTest, ::testing::ValuesIn(testing::ServerBackends()),
-    [](const ::testing::TestParamInfo<testing::ServerBackend>& info) {
+    Backends, CliFdsTest, ::testing::ValuesIn(test::ServerBackends()),
+    [](const ::testing::TestParamInfo<test::ServerBackend>& info) {
       return info.param.label;
     });
 

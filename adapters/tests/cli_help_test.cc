@@ -18,11 +18,11 @@
 namespace dlock {
 namespace {
 
-using testing::Dlock;
+using test::Dlock;
+using test::Result;
+using test::RunProcess;
+using test::RunShell;
 using ::testing::HasSubstr;
-using testing::Result;
-using testing::RunProcess;
-using testing::RunShell;
 
 // The subcommands `dlock --help` lists, so that a new one is checked (its
 // help, its man page section, its completion) without editing this test.
@@ -102,7 +102,7 @@ TEST(CliHelpTest, HelpSubcommandIsHelpFlag) {
   }
   Result none = RunProcess(Dlock({"help", "frobnicate"}));
   EXPECT_EQ(none.code, 64);
-  testing::ExpectOneLine(none);
+  test::ExpectOneLine(none);
   // The default wait is stated.
   EXPECT_THAT(RunProcess(Dlock({"help", "run"})).out,
               HasSubstr("(default: forever, or the profile's default_wait)"));
@@ -115,7 +115,7 @@ TEST(CliHelpTest, TheManPageHasWhatHelpHas) {
   EXPECT_EQ(man.code, 0) << man.err;
   EXPECT_TRUE(absl::StartsWith(man.out, ".TH DLOCK 1 ")) << man.out;
   // What the build installs is the same text.
-  EXPECT_EQ(testing::ReadFileOrEmpty(DLOCK_MAN_PAGE_PATH), man.out);
+  EXPECT_EQ(test::ReadFileOrEmpty(DLOCK_MAN_PAGE_PATH), man.out);
   Result rendered = RunShell(absl::StrCat("groff -man -Tascii -P-cbou -ww '",
                                           DLOCK_MAN_PAGE_PATH, "'"));
   EXPECT_EQ(rendered.code, 0) << rendered.err;
@@ -144,7 +144,7 @@ TEST(CliHelpTest, TheManPageHasWhatHelpHas) {
 std::set<std::string> BashCompletes(const std::vector<std::string>& words,
                                     const std::string& current = "") {
   const std::string script = absl::StrCat(
-      "source '", testing::kSourceDir,
+      "source '", test::kSourceDir,
       "/adapters/cli/completion/dlock.bash'\nCOMP_WORDS=(",
       absl::StrJoin(words, " "), " '", current, "')\nCOMP_CWORD=", words.size(),
       "\n_dlock\nprintf '%s\\n' \"${COMPREPLY[@]}\"\n");
@@ -161,7 +161,7 @@ std::set<std::string> ZshCompletes(const std::vector<std::string>& words,
       "compadd() { [[ $1 == -- ]] && shift; print -l -- \"$@\"; }\n"
       "_files() { :; }\n_normal() { :; }\n"
       "eval \"_dlock() { $(<'",
-      testing::kSourceDir,
+      test::kSourceDir,
       "/adapters/cli/completion/_dlock') }\"\n"
       "words=(",
       absl::StrJoin(words, " "), " '", current,

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_servers.h"
 #include "test_servers_gtest.h"
 #include "test_util.h"
@@ -22,9 +23,9 @@
 namespace dlock {
 namespace {
 
+using test::Process;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
-using testing::Process;
 
 // Exit codes of docs/cli.md.
 constexpr int kRan = 0;
@@ -41,22 +42,22 @@ constexpr absl::Duration kPeriod = absl::Seconds(4);
 // How long any process may take to start, do its one attempt and exit.
 constexpr absl::Duration kExitBound = absl::Seconds(20);
 
-std::vector<testing::TestBackend> Backends() {
-  return testing::TestBackends({.across_processes = true});
+std::vector<test::TestBackend> Backends() {
+  return test::TestBackends({.across_processes = true});
 }
 
-class CliJobsTest : public ::testing::TestWithParam<testing::TestBackend> {
+class CliJobsTest : public ::testing::TestWithParam<test::TestBackend> {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-jobs");
-    ASSERT_TRUE(dir.ok());
+    absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-jobs");
+    ASSERT_OK(dir);
     dir_ = *dir;
     // Configurations of one server (postgres lease and session) share its
     // locks: a namespace of each test's own.
     static int n = 0;
-    backend_ = testing::UriForTest(GetParam(), absl::StrCat("jobs", n++));
+    backend_ = test::UriForTest(GetParam(), absl::StrCat("jobs", n++));
   }
-  void TearDown() override { testing::RemoveTree(dir_); }
+  void TearDown() override { test::RemoveTree(dir_); }
 
   // `dlock run <flags> <job> -- sh -c 'echo <slot> >> <dir>/<job>; <then>'`
   // with the local clock moved by `offset` (libfaketime: the wall clock
@@ -78,12 +79,12 @@ class CliJobsTest : public ::testing::TestWithParam<testing::TestBackend> {
                        absl::ToDoubleSeconds(absl::AbsDuration(offset))));
       env.push_back("FAKETIME_DONT_FAKE_MONOTONIC=1");
     }
-    return std::make_unique<Process>(testing::Dlock(args), env);
+    return std::make_unique<Process>(test::Dlock(args), env);
   }
 
   // The slots `job` ran in, one line per run.
   std::vector<std::string> Runs(const std::string& job) {
-    return absl::StrSplit(testing::ReadFileOrEmpty(dir_ + "/" + job), '\n',
+    return absl::StrSplit(test::ReadFileOrEmpty(dir_ + "/" + job), '\n',
                           absl::SkipEmpty());
   }
 

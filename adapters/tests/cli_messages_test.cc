@@ -11,17 +11,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
 namespace {
 
-using testing::Dlock;
-using testing::ExpectOneLine;
+using test::Dlock;
+using test::ExpectOneLine;
+using test::Result;
+using test::RunProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Result;
-using testing::RunProcess;
 
 Result Dl(std::vector<std::string> args) {
   return RunProcess(Dlock(std::move(args)),
@@ -147,25 +148,25 @@ TEST(CliMessagesTest, AtLeastForWithoutASlotSaysASlotIsNeeded) {
 }
 
 TEST(CliMessagesTest, ConfigDurationsUseTheSameParserAndRanges) {
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-cli-msg");
-  ASSERT_TRUE(dir.ok());
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cli-msg");
+  ASSERT_OK(dir);
   const std::string path = *dir + "/dlock.toml";
-  testing::WriteFile(path,
-                     "[profiles.dev]\nbackend = \"memory://dev\"\n"
-                     "default_lease = \"1d\"\n");
+  test::WriteFile(path,
+                  "[profiles.dev]\nbackend = \"memory://dev\"\n"
+                  "default_lease = \"1d\"\n");
   Result ok =
       Dl({"run", "--config", path, "--profile", "dev", "n", "--", "true"});
   EXPECT_EQ(ok.code, 0) << ok.err;
-  testing::WriteFile(path,
-                     "[profiles.dev]\nbackend = \"memory://dev\"\n"
-                     "default_lease = \"5ms\"\n");
+  test::WriteFile(path,
+                  "[profiles.dev]\nbackend = \"memory://dev\"\n"
+                  "default_lease = \"5ms\"\n");
   Result bad = Dl({"status", "--config", path, "--profile", "dev", "n"});
   EXPECT_EQ(bad.code, 64);
   ExpectOneLine(bad);
   EXPECT_THAT(bad.err, HasSubstr("profiles.dev.default_lease: '5ms' is out of "
                                  "range: give a duration from 30ms to 366d"));
   EXPECT_THAT(bad.err, Not(HasSubstr("ClientOptions")));
-  testing::RemoveTree(*dir);
+  test::RemoveTree(*dir);
 }
 
 }  // namespace

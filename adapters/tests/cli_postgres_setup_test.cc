@@ -9,24 +9,25 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "postgres_server.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
 namespace {
 
-using testing::Dlock;
+using test::Dlock;
+using test::Result;
+using test::RunProcess;
 using ::testing::HasSubstr;
-using testing::Result;
-using testing::RunProcess;
 
 class CliPostgresSetupTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<testing::PostgresServer>> started =
-        testing::PostgresServer::Start();
-    ASSERT_TRUE(started.ok()) << started.status();
+    absl::StatusOr<std::unique_ptr<test::PostgresServer>> started =
+        test::PostgresServer::Start();
+    ASSERT_OK(started);
     server_ = started->release();
-    ASSERT_TRUE(server_->Psql("CREATE ROLE app_user LOGIN;").ok());
+    ASSERT_OK(server_->Psql("CREATE ROLE app_user LOGIN;"));
   }
   static void TearDownTestSuite() { delete server_; }
   void SetUp() override { ASSERT_NE(server_, nullptr); }
@@ -36,7 +37,7 @@ class CliPostgresSetupTest : public ::testing::Test {
                         "/postgres?table=app_locks");
   }
 
-  static inline testing::PostgresServer* server_ = nullptr;
+  static inline test::PostgresServer* server_ = nullptr;
 };
 
 TEST_F(CliPostgresSetupTest, AdministratorSetsUpForAUserThatMayNotCreate) {

@@ -31,17 +31,18 @@
 #include "postgres_server.h"
 #include "redis_server.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 #include "zookeeper_server.h"
 
 namespace dlock {
 namespace {
 
-using testing::Dlock;
+using test::Dlock;
+using test::Result;
+using test::RunProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Result;
-using testing::RunProcess;
 
 constexpr char kPassword[] = "right-pw-7c1";
 constexpr char kWrong[] = "wrong-pw-9d2";
@@ -58,43 +59,43 @@ Server& Started(absl::StatusOr<std::unique_ptr<Server>>& server,
   return **server;
 }
 
-testing::RedisServer& Redis() {
-  static absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start({.requirepass = kPassword});
+test::RedisServer& Redis() {
+  static absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start({.requirepass = kPassword});
   return Started(server, "redis-server");
 }
 
-testing::ZooKeeperServer& ZooKeeper() {
-  static absl::StatusOr<std::unique_ptr<testing::ZooKeeperServer>> server =
-      testing::ZooKeeperServer::Start();
+test::ZooKeeperServer& ZooKeeper() {
+  static absl::StatusOr<std::unique_ptr<test::ZooKeeperServer>> server =
+      test::ZooKeeperServer::Start();
   return Started(server, "ZooKeeper");
 }
 
 // Runs `sql` as the superuser; fails the test if it fails.
-void Psql(testing::PostgresServer& server, const std::string& sql) {
+void Psql(test::PostgresServer& server, const std::string& sql) {
   absl::StatusOr<std::string> out = server.Psql(sql);
-  ASSERT_TRUE(out.ok()) << sql << ": " << out.status();
+  ASSERT_OK(out) << sql;
 }
 
 // Makes the server ask role dlock_app for its password over TCP (the
 // harness trusts every local connection), and waits until the server runs
 // with the new rules: a session started after the reload reports a later
 // load time.
-void RequirePasswordOfDlockApp(testing::PostgresServer& server) {
+void RequirePasswordOfDlockApp(test::PostgresServer& server) {
   absl::StatusOr<std::string> hba_file = server.Psql("SHOW hba_file");
-  ASSERT_TRUE(hba_file.ok()) << hba_file.status();
+  ASSERT_OK(hba_file);
   const std::string path(absl::StripAsciiWhitespace(*hba_file));
-  const std::string rules = testing::ReadFileOrEmpty(path);
+  const std::string rules = test::ReadFileOrEmpty(path);
   ASSERT_FALSE(rules.empty()) << path;
-  testing::WriteFile(
-      path, absl::StrCat("host all dlock_app 127.0.0.1/32 scram-sha-256\n"
-                         "host all dlock_app ::1/128 scram-sha-256\n",
-                         rules));
+  test::WriteFile(path,
+                  absl::StrCat("host all dlock_app 127.0.0.1/32 scram-sha-256\n"
+                               "host all dlock_app ::1/128 scram-sha-256\n",
+                               rules));
   absl::StatusOr<std::string> before =
       server.Psql("SELECT pg_conf_load_time()");
-  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_OK(before);
   Psql(server, "SELECT pg_reload_conf()");
-  absl::Status reloaded = testing::WaitUntil(
+  absl::Status reloaded = test::WaitUntil(
       [&] {
         absl::StatusOr<std::string> now = server.Psql(absl::StrCat(
             "SELECT pg_conf_load_time() > '",
@@ -102,17 +103,17 @@ void RequirePasswordOfDlockApp(testing::PostgresServer& server) {
         return now.ok() && absl::StartsWith(*now, "t");
       },
       absl::Seconds(10), "the server to reload pg_hba.conf");
-  ASSERT_TRUE(reloaded.ok()) << reloaded;
+  ASSERT_OK(reloaded);
 }
 
 // A PostgreSQL server with role dlock_app (password kPassword, asked over
 // TCP), its own database app_db, and closed_db, which it may not connect
 // to.
-testing::PostgresServer& Postgres() {
-  static testing::PostgresServer* server = [] {
-    static absl::StatusOr<std::unique_ptr<testing::PostgresServer>> started =
-        testing::PostgresServer::Start();
-    testing::PostgresServer& s = Started(started, "PostgreSQL");
+test::PostgresServer& Postgres() {
+  static test::PostgresServer* server = [] {
+    static absl::StatusOr<std::unique_ptr<test::PostgresServer>> started =
+        test::PostgresServer::Start();
+    test::PostgresServer& s = Started(started, "PostgreSQL");
     Psql(s, absl::StrCat("CREATE ROLE dlock_app LOGIN PASSWORD '", kPassword,
                          "'"));
     Psql(s, "CREATE DATABASE app_db OWNER dlock_app");
@@ -134,16 +135,16 @@ std::string PostgresUri(const std::string& user, const std::string& db) {
 class CliSecretsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-secrets");
-    ASSERT_TRUE(dir.ok());
+    absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-secrets");
+    ASSERT_OK(dir);
     dir_ = *dir;
   }
-  void TearDown() override { testing::RemoveTree(dir_); }
+  void TearDown() override { test::RemoveTree(dir_); }
 
   // A config file holding `toml`; returns its path.
   std::string Config(const std::string& toml) {
     const std::string path = absl::StrCat(dir_, "/dlock-", ++files_, ".toml");
-    testing::WriteFile(path, toml);
+    test::WriteFile(path, toml);
     return path;
   }
 
@@ -168,7 +169,7 @@ class CliSecretsTest : public ::testing::Test {
   // A refusal: exit 77, one line on stderr saying `what`, no password.
   void ExpectRefused(const Result& r, absl::string_view what) {
     EXPECT_EQ(r.code, 77) << r.err;
-    testing::ExpectOneLine(r);
+    test::ExpectOneLine(r);
     EXPECT_THAT(r.err, HasSubstr(what));
     EXPECT_THAT(r.err, Not(HasSubstr(kPassword)));
     EXPECT_THAT(r.err, Not(HasSubstr(kWrong)));
@@ -210,7 +211,7 @@ TEST_F(CliSecretsTest, AProfileWithAPasswordIsRefusedOnEveryBackend) {
                      backend, "\"\n"));
     Result r = Run({"status", "--config", config, "--profile", "prod", "x"});
     EXPECT_EQ(r.code, 64) << backend << ": " << r.err;
-    testing::ExpectOneLine(r);
+    test::ExpectOneLine(r);
     // libpq's key/value form is no URI, and says so first.
     const bool key_value = absl::StartsWith(backend, "host=");
     EXPECT_THAT(r.err, HasSubstr(absl::StrCat(
@@ -233,9 +234,9 @@ TEST_F(CliSecretsTest, ZooKeeperDigestPasswordFromTheEnvironmentOrAFile) {
                                    10000, nullptr, nullptr, 0);
     ASSERT_NE(zh, nullptr);
     absl::Status connected =
-        testing::WaitUntil([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; },
-                           absl::Seconds(10), "a ZooKeeper session");
-    ASSERT_TRUE(connected.ok()) << connected;
+        test::WaitUntil([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; },
+                        absl::Seconds(10), "a ZooKeeper session");
+    ASSERT_OK(connected);
     const std::string digest = absl::StrCat("alice:", kPassword);
     // Queued before the create, so the create is alice's.
     ASSERT_EQ(zoo_add_auth(zh, "digest", digest.data(),
@@ -247,7 +248,7 @@ TEST_F(CliSecretsTest, ZooKeeperDigestPasswordFromTheEnvironmentOrAFile) {
     zookeeper_close(zh);
   }
   const std::string hosts = ZooKeeper().Hosts();
-  testing::WriteFile(dir_ + "/zk-password", absl::StrCat(kPassword, "\n"));
+  test::WriteFile(dir_ + "/zk-password", absl::StrCat(kPassword, "\n"));
   const std::string config = Config(absl::StrCat(
       "[profiles.env]\nbackend = \"zk://", hosts,
       "/alice-only?auth=digest:alice\"\npassword_env = \"ZK_PASSWORD\"\n",
@@ -336,24 +337,23 @@ TEST_F(CliSecretsTest, RunWithholdsTheBackendSecretsUnlessAsked) {
   std::vector<std::string> with_config = profile_env;
   with_config.push_back(absl::StrCat("DLOCK_CONFIG=", config));
   with_config.push_back("DLOCK_PROFILE=p");
-  testing::Process held(Dlock({"run", "held", "--", "sleep", "20"}),
-                        with_config);
+  test::Process held(Dlock({"run", "held", "--", "sleep", "20"}), with_config);
   const std::string hook_env = dir_ + "/hook.env";
-  testing::Process monitor(
+  test::Process monitor(
       Dlock({"monitor", "--interval", "100ms", "--held-longer-than", "100ms",
              "--on-held-too-long",
              absl::StrCat("env > ", hook_env, ".tmp && mv ", hook_env, ".tmp ",
                           hook_env)}),
       with_config);
-  absl::Status hooked = testing::WaitUntil(
-      [&] { return !testing::ReadFileOrEmpty(hook_env).empty(); },
-      absl::Seconds(20), "the monitor's hook");
-  ASSERT_TRUE(hooked.ok()) << hooked << monitor.out() << monitor.err();
+  absl::Status hooked =
+      test::WaitUntil([&] { return !test::ReadFileOrEmpty(hook_env).empty(); },
+                      absl::Seconds(20), "the monitor's hook");
+  ASSERT_OK(hooked) << monitor.out() << monitor.err();
   monitor.Signal(SIGTERM);
   EXPECT_EQ(monitor.Wait(), 0) << monitor.err();
   held.Signal(SIGTERM);
   held.Wait();
-  const std::string hook = testing::ReadFileOrEmpty(hook_env);
+  const std::string hook = test::ReadFileOrEmpty(hook_env);
   EXPECT_THAT(hook, HasSubstr("DLOCK_LOCK_NAME=held\n"));
   EXPECT_THAT(hook, HasSubstr("KEEP_ME=kept\n"));
   EXPECT_THAT(hook, Not(HasSubstr("APP_REDIS_PASSWORD=")));
@@ -376,7 +376,7 @@ TEST_F(CliSecretsTest, RedisRefusalsExit77) {
   absl::StatusOr<std::string> acl = Redis().RawCommand(
       {"ACL", "SETUSER", "no-scripts", "on", absl::StrCat(">", kPassword), "~*",
        "&*", "+@all", "-@scripting"});
-  ASSERT_TRUE(acl.ok()) << acl.status();
+  ASSERT_OK(acl);
   ASSERT_EQ(*acl, "+OK\r\n");
   ExpectRefused(Run({"run", "--backend",
                      absl::StrCat("redis://no-scripts:", kPassword, "@", at),

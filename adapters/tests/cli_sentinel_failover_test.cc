@@ -24,24 +24,25 @@
 #include "gtest/gtest.h"
 #include "redis_sentinel_group.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
 namespace {
 
-using testing::Dlock;
-using testing::RedisSentinelGroup;
-using testing::Result;
-using testing::RunProcess;
+using test::Dlock;
+using test::RedisSentinelGroup;
+using test::Result;
+using test::RunProcess;
 
 constexpr int kLoops = 4;
 
 TEST(CliSentinelFailover, WaitingRunsRideOutTheMastersDeath) {
   absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
       RedisSentinelGroup::Start();
-  ASSERT_TRUE(group.ok()) << group.status();
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-failover");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(group);
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-failover");
+  ASSERT_OK(dir);
   const std::string log = *dir + "/log";
   const std::string uri = absl::StrCat(
       "redis-sentinel://", (*group)->SentinelUri(), "/",
@@ -81,13 +82,12 @@ TEST(CliSentinelFailover, WaitingRunsRideOutTheMastersDeath) {
   };
   EXPECT_TRUE(wait_for_runs(kLoops)) << "the runs never got going";
   absl::StatusOr<int> old_master = (*group)->CurrentMasterPort();
-  ASSERT_TRUE(old_master.ok()) << old_master.status();
+  ASSERT_OK(old_master);
   const absl::Time killed = absl::Now();
   const int before = runs;
-  ASSERT_TRUE((*group)->KillMaster().ok());
-  ASSERT_TRUE((*group)->WaitForFailoverFrom(*old_master).ok())
-      << (*group)->LogTails();
-  ASSERT_TRUE((*group)->RestartKilled().ok()) << (*group)->LogTails();
+  ASSERT_OK((*group)->KillMaster());
+  ASSERT_OK((*group)->WaitForFailoverFrom(*old_master)) << (*group)->LogTails();
+  ASSERT_OK((*group)->RestartKilled()) << (*group)->LogTails();
   const absl::Time settled = absl::Now();
   EXPECT_TRUE(wait_for_runs(before + 3 * kLoops))
       << "the runs stopped after the failover";
@@ -96,14 +96,14 @@ TEST(CliSentinelFailover, WaitingRunsRideOutTheMastersDeath) {
   // No run left the lock to its lease: a release that met the failover was
   // tried again before the run exited.
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   absl::StatusOr<LockInfo> info = (*client)->Admin().Inspect("ridden");
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_FALSE(info->locked) << "left held by " << info->owner;
 
   // Each command ran alone, and with a larger token than the one before.
   std::vector<std::string> lines =
-      absl::StrSplit(testing::ReadFileOrEmpty(log), '\n', absl::SkipEmpty());
+      absl::StrSplit(test::ReadFileOrEmpty(log), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size() % 2, 0u);
   uint64_t last_token = 0;
   int regressions = 0;
@@ -130,7 +130,7 @@ TEST(CliSentinelFailover, WaitingRunsRideOutTheMastersDeath) {
             << ", token regressions " << regressions << std::endl;
   EXPECT_TRUE(failures.empty())
       << failures.size() << " runs failed, first: " << failures.front();
-  testing::RemoveTree(*dir);
+  test::RemoveTree(*dir);
 }
 
 }  // namespace

@@ -14,18 +14,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
 namespace {
 
-using testing::Dlock;
-using testing::ExpectOneLine;
+using test::Dlock;
+using test::ExpectOneLine;
+using test::Process;
+using test::Result;
+using test::RunProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Process;
-using testing::Result;
-using testing::RunProcess;
 
 TEST(CliTest, RunPassesTheCommandsStatusAndEnvironment) {
   Result r = RunProcess(
@@ -138,29 +139,29 @@ TEST(CliTest, CommandNotFoundOrNotExecutable) {
 }
 
 TEST(CliTest, ConfigProfileSelectsTheBackend) {
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-cli-config");
-  ASSERT_TRUE(dir.ok());
-  testing::WriteFile(*dir + "/dlock.toml",
-                     "[profiles.dev]\nbackend = \"memory://dev\"\n"
-                     "namespace = \"team\"\n");
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cli-config");
+  ASSERT_OK(dir);
+  test::WriteFile(*dir + "/dlock.toml",
+                  "[profiles.dev]\nbackend = \"memory://dev\"\n"
+                  "namespace = \"team\"\n");
   Result r = RunProcess(Dlock({"run", "--config", *dir + "/dlock.toml",
                                "--profile", "dev", "n", "--", "echo", "ok"}));
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "ok\n");
-  testing::WriteFile(*dir + "/bad.toml",
-                     "[profiles.dev]\nbackend = \"memory://dev\"\n"
-                     "default_lease = \"forever\"\n");
+  test::WriteFile(*dir + "/bad.toml",
+                  "[profiles.dev]\nbackend = \"memory://dev\"\n"
+                  "default_lease = \"forever\"\n");
   Result bad = RunProcess(Dlock(
       {"status", "--config", *dir + "/bad.toml", "--profile", "dev", "n"}));
   EXPECT_EQ(bad.code, 64);
   ExpectOneLine(bad);
   EXPECT_THAT(bad.err, HasSubstr("bad.toml:3: profiles.dev.default_lease"));
-  testing::RemoveTree(*dir);
+  test::RemoveTree(*dir);
 }
 
 TEST(CliTest, UnreachableBackendExits69WithoutThePassword) {
-  absl::StatusOr<int> port = testing::FreeLoopbackPort();
-  ASSERT_TRUE(port.ok());
+  absl::StatusOr<int> port = test::FreeLoopbackPort();
+  ASSERT_OK(port);
   const std::string uri =
       absl::StrCat("redis://app:topsecret@127.0.0.1:", *port);
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -178,8 +179,8 @@ TEST(CliTest, UnreachableBackendExits69WithoutThePassword) {
 // With a finite --wait, a backend not reachable yet (a failover under way)
 // is tried again until the wait ends; then exit 69 with the last error.
 TEST(CliTest, RunWithAWaitTriesAnUnreachableBackendUntilTheWaitEnds) {
-  absl::StatusOr<int> port = testing::FreeLoopbackPort();
-  ASSERT_TRUE(port.ok());
+  absl::StatusOr<int> port = test::FreeLoopbackPort();
+  ASSERT_OK(port);
   const std::string uri =
       absl::StrCat("redis://app:topsecret@127.0.0.1:", *port);
   const absl::Time start = absl::Now();

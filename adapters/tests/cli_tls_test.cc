@@ -10,16 +10,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "redis_server.h"
+#include "status_testing.h"
 #include "test_util.h"
 #include "tls_certificates.h"
 
 namespace dlock {
 namespace {
 
-using ::dlock::testing::Dlock;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::Result;
-using ::dlock::testing::RunProcess;
+using ::dlock::test::Dlock;
+using ::dlock::test::RedisServer;
+using ::dlock::test::Result;
+using ::dlock::test::RunProcess;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -29,15 +30,15 @@ constexpr char kPassword[] = "cli-tls-secret";
 std::unique_ptr<RedisServer> StartOrDie(const RedisServer::Options& options) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
       RedisServer::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
-const testing::TlsCertificates& Certs() {
-  absl::StatusOr<const testing::TlsCertificates*> certs =
-      testing::SharedTlsCertificates();
-  EXPECT_TRUE(certs.ok()) << certs.status();
-  static const testing::TlsCertificates none;
+const test::TlsCertificates& Certs() {
+  absl::StatusOr<const test::TlsCertificates*> certs =
+      test::SharedTlsCertificates();
+  EXPECT_OK(certs);
+  static const test::TlsCertificates none;
   return certs.ok() ? **certs : none;
 }
 
@@ -83,7 +84,7 @@ TEST(CliTls, EveryMisconfigurationIsOneLineNamingTheServer) {
               << absl::FormatDuration(took) << ": " << r.err;
     EXPECT_GT(r.code, 0) << c.what;
     EXPECT_LT(took, absl::Seconds(10)) << c.what;
-    testing::ExpectOneLine(r);
+    test::ExpectOneLine(r);
     EXPECT_THAT(r.err, AllOf(HasSubstr(absl::StrCat("127.0.0.1:", c.port)),
                              Not(HasSubstr(kPassword))))
         << c.what;

@@ -13,12 +13,13 @@
 #include "fault_proxy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
 
-using testing::Admission;
-using testing::FaultProxy;
+using test::Admission;
+using test::FaultProxy;
 
 // A profile named "p" with `keys` (TOML lines) on `uri`.
 absl::StatusOr<Profile> ProfileFor(const std::string& uri,
@@ -39,14 +40,13 @@ absl::StatusOr<std::unique_ptr<LockClient>> ConnectWith(
 
 void ConnectsAndLocks(const std::string& uri, absl::string_view keys) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = ConnectWith(uri, keys);
-  ASSERT_TRUE(client.ok()) << uri << " with " << keys << ": "
-                           << client.status();
+  ASSERT_OK(client) << uri << " with " << keys;
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
       (*client)->GetLock("profile-timeouts");
-  ASSERT_TRUE(lock.ok()) << lock.status();
+  ASSERT_OK(lock);
   absl::StatusOr<Hold> hold = (*lock)->TryAcquire();
-  ASSERT_TRUE(hold.ok()) << uri << ": " << hold.status();
-  EXPECT_TRUE(hold->Release().ok()) << uri;
+  ASSERT_OK(hold) << uri;
+  EXPECT_OK(hold->Release()) << uri;
 }
 
 // `uri` with the server's port replaced by `port` (a proxy's).
@@ -75,7 +75,7 @@ TEST(ProfileTimeouts, MemoryTakesTheCommonOptions) {
 }
 
 class ProfileTimeoutsTest
-    : public ::testing::TestWithParam<testing::ServerBackend> {
+    : public ::testing::TestWithParam<test::ServerBackend> {
  protected:
   // How long a backend may take beyond `timeout` to give up: libpq counts
   // its connect_timeout in whole seconds, at least 2, and a PostgreSQL call
@@ -104,8 +104,8 @@ TEST_P(ProfileTimeoutsTest, TimeoutsConnectOnEveryScheme) {
 TEST_P(ProfileTimeoutsTest, ConnectTimeoutBoundsTheConnect) {
   const std::string uri = GetParam().uri("connect-timeout");
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start("127.0.0.1", PortOf(uri)).ok());
-  ASSERT_TRUE(proxy.SetAdmission(Admission::kBlackhole).ok());
+  ASSERT_OK(proxy.Start("127.0.0.1", PortOf(uri)));
+  ASSERT_OK(proxy.SetAdmission(Admission::kBlackhole));
   const absl::Duration timeout = absl::Milliseconds(600);
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<LockClient>> client =
@@ -127,34 +127,34 @@ TEST_P(ProfileTimeoutsTest, ConnectTimeoutBoundsTheConnect) {
 TEST_P(ProfileTimeoutsTest, OperationTimeoutBoundsACall) {
   const std::string uri = GetParam().uri("operation-timeout");
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start("127.0.0.1", PortOf(uri)).ok());
+  ASSERT_OK(proxy.Start("127.0.0.1", PortOf(uri)));
   const absl::Duration timeout = absl::Milliseconds(700);
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       ConnectWith(At(uri, proxy.port()),
                   absl::StrCat("operation_timeout = \"",
                                absl::FormatDuration(timeout), "\"\n"));
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
       (*client)->GetLock("stalled");
-  ASSERT_TRUE(lock.ok()) << lock.status();
+  ASSERT_OK(lock);
   // Used once, so that the call below goes out on an open connection
   // (PostgreSQL opens its pooled connections on demand).
   absl::StatusOr<Hold> first = (*lock)->TryAcquire();
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(first->Release().ok());
-  ASSERT_TRUE(proxy.Partition().ok());
+  ASSERT_OK(first);
+  ASSERT_OK(first->Release());
+  ASSERT_OK(proxy.Partition());
   const absl::Time start = absl::Now();
   absl::StatusOr<Hold> acquired = (*lock)->TryAcquire();
   const absl::Duration took = absl::Now() - start;
   EXPECT_FALSE(acquired.ok());
   EXPECT_GE(took, timeout - absl::Milliseconds(50)) << acquired.status();
   EXPECT_LT(took, timeout + Slack()) << acquired.status();
-  ASSERT_TRUE(proxy.Heal().ok());
+  ASSERT_OK(proxy.Heal());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ProfileTimeoutsTest,
-                         ::testing::ValuesIn(testing::ServerBackends()),
-                         testing::ServerBackendName);
+                         ::testing::ValuesIn(test::ServerBackends()),
+                         test::ServerBackendName);
 
 }  // namespace
 }  // namespace dlock

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "redis_server.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -58,10 +59,10 @@ class ScopedEnv {
 
 TEST(ConfigTest, ParsesProfiles) {
   absl::StatusOr<Config> config = ParseConfig(kGood, "dlock.toml");
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_OK(config);
   EXPECT_EQ(config->default_profile, "local");
   absl::StatusOr<Profile> prod = config->Find("prod");
-  ASSERT_TRUE(prod.ok());
+  ASSERT_OK(prod);
   EXPECT_EQ(prod->backend, "redis://redis.internal:6379/0");
   EXPECT_EQ(prod->lock_namespace, "billing");
   EXPECT_EQ(prod->default_lease, absl::Seconds(20));
@@ -75,7 +76,7 @@ TEST(ConfigTest, ParsesProfiles) {
   EXPECT_EQ(prod->password_env, "PROD_REDIS_PASSWORD");
   EXPECT_EQ(prod->origin, "dlock.toml:7");
   absl::StatusOr<Profile> local = config->Find("local");
-  ASSERT_TRUE(local.ok());
+  ASSERT_OK(local);
   EXPECT_EQ(local->default_lease, absl::Seconds(30));
   EXPECT_EQ(local->default_wait, absl::InfiniteDuration());
   EXPECT_THAT(
@@ -197,7 +198,7 @@ TEST(ConfigTest, EverySpellingOfAPasswordIsRefusedOnEveryBackend) {
         ParseConfig(absl::StrCat("[profiles.prod]\nbackend = \"", backend,
                                  "\"\npassword_env = \"PW\"\n"),
                     "/etc/dlock.toml");
-    EXPECT_TRUE(config.ok()) << backend << ": " << config.status();
+    EXPECT_OK(config) << backend;
   }
 }
 
@@ -208,10 +209,10 @@ TEST(ConfigTest, LoadConfigNamesAMissingFile) {
 }
 
 TEST(ConfigTest, ResolutionOrder) {
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-config");
-  ASSERT_TRUE(dir.ok());
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-config");
+  ASSERT_OK(dir);
   const std::string path = *dir + "/dlock.toml";
-  testing::WriteFile(path, kGood);
+  test::WriteFile(path, kGood);
   unsetenv(kBackendEnv);
   unsetenv(kProfileEnv);
   unsetenv(kConfigEnv);
@@ -253,10 +254,10 @@ TEST(ConfigTest, ResolutionOrder) {
   {
     ScopedEnv config(kConfigEnv, path);
     absl::StatusOr<std::unique_ptr<LockClient>> client = ConnectFromEnv();
-    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_OK(client);
     EXPECT_EQ((*client)->endpoint(), "memory://config-test");
   }
-  testing::RemoveTree(*dir);
+  test::RemoveTree(*dir);
 }
 
 TEST(ConfigTest, ProfileSettingsReachTheClient) {
@@ -264,11 +265,11 @@ TEST(ConfigTest, ProfileSettingsReachTheClient) {
       "[profiles.p]\nbackend = \"memory://ns-test\"\nnamespace = \"team-a\"\n"
       "connect_timeout = \"1s\"\noperation_timeout = \"2s\"\n",
       "p.toml");
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_OK(config);
   // The common options: memory:// takes them too (they bound nothing there).
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       ConnectProfile(*config->Find("p"));
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   EXPECT_EQ((*client)->lock_namespace(), "team-a");
 
   // A backend's own error is prefixed with where the profile is.
@@ -294,13 +295,13 @@ TEST(ConfigTest, ProfileSettingsReachTheClient) {
 }
 
 TEST(ConfigTest, CredentialsComeFromTheEnvironmentOrAFileAndAreNeverPrinted) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> redis =
-      testing::RedisServer::Start({.requirepass = "s3cr3t-pw"});
-  ASSERT_TRUE(redis.ok()) << redis.status();
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-secret");
-  ASSERT_TRUE(dir.ok());
-  testing::WriteFile(*dir + "/pw", "s3cr3t-pw\n");
-  testing::WriteFile(*dir + "/wrong", "not-the-pw\n");
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> redis =
+      test::RedisServer::Start({.requirepass = "s3cr3t-pw"});
+  ASSERT_OK(redis);
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-secret");
+  ASSERT_OK(dir);
+  test::WriteFile(*dir + "/pw", "s3cr3t-pw\n");
+  test::WriteFile(*dir + "/wrong", "not-the-pw\n");
   const std::string text = absl::StrCat(
       "[profiles.env]\nbackend = \"", (*redis)->Uri(), "\"\n",
       "password_env = \"TEST_REDIS_PW\"\nconnect_timeout = \"2s\"\n",
@@ -309,20 +310,20 @@ TEST(ConfigTest, CredentialsComeFromTheEnvironmentOrAFileAndAreNeverPrinted) {
       (*redis)->Uri(), "\"\n", "password_file = \"", *dir, "/wrong\"\n",
       "[profiles.none]\nbackend = \"", (*redis)->Uri(), "\"\n");
   absl::StatusOr<Config> config = ParseConfig(text, "redis.toml");
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_OK(config);
 
   ScopedEnv pw("TEST_REDIS_PW", "s3cr3t-pw");
   for (const char* name : {"env", "file"}) {
     absl::StatusOr<std::unique_ptr<LockClient>> client =
         ConnectProfile(*config->Find(name));
-    ASSERT_TRUE(client.ok()) << name << ": " << client.status();
+    ASSERT_OK(client) << name;
     EXPECT_THAT((*client)->endpoint(), Not(HasSubstr("s3cr3t")));
     absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
         (*client)->GetLock("authenticated");
-    ASSERT_TRUE(lock.ok());
+    ASSERT_OK(lock);
     absl::StatusOr<Hold> hold = (*lock)->TryAcquire();
-    ASSERT_TRUE(hold.ok()) << name << ": " << hold.status();
-    EXPECT_TRUE(hold->Release().ok());
+    ASSERT_OK(hold) << name;
+    EXPECT_OK(hold->Release());
   }
   for (const char* name : {"wrong", "none"}) {
     absl::StatusOr<std::unique_ptr<LockClient>> client =
@@ -333,7 +334,7 @@ TEST(ConfigTest, CredentialsComeFromTheEnvironmentOrAFileAndAreNeverPrinted) {
     EXPECT_THAT(status.message(), Not(HasSubstr("not-the-pw"))) << name;
     EXPECT_THAT(status.message(), Not(HasSubstr("s3cr3t"))) << name;
   }
-  testing::RemoveTree(*dir);
+  test::RemoveTree(*dir);
 }
 
 TEST(ConfigTest, ParseWait) {

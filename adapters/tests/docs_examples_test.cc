@@ -12,6 +12,7 @@
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace {
@@ -110,7 +111,7 @@ absl::StatusOr<dlock::JobOutcome> JobExample(dlock::LockClient& client) {
 }
 
 TEST(DocsExamplesTest, StdAdapter) {
-  ASSERT_TRUE(StdAdapterExample().ok());
+  ASSERT_OK(StdAdapterExample());
   ASSERT_EQ(transfers.size(), 1u);
   auto client = dlock::Connect("memory://docs-try");
   auto a = dlock::DistributedMutex::Create(**client, "m");
@@ -119,36 +120,36 @@ TEST(DocsExamplesTest, StdAdapter) {
 
 TEST(DocsExamplesTest, Hold) {
   auto client = ConnectWithHook("memory://docs-hold");
-  ASSERT_TRUE(client.ok());
-  EXPECT_TRUE(HoldExample(**client).ok());
+  ASSERT_OK(client);
+  EXPECT_OK(HoldExample(**client));
   EXPECT_EQ(batches.size(), 100u);
   // Released when the example returned.
   EXPECT_FALSE((*client)->Admin().Inspect("reindex")->locked);
 }
 
 TEST(DocsExamplesTest, Config) {
-  absl::StatusOr<std::string> dir = dlock::testing::MakeTempDir("dlock-docs");
-  ASSERT_TRUE(dir.ok());
-  dlock::testing::WriteFile(*dir + "/dlock.toml",
-                            "[profiles.local]\nbackend = \"memory://docs\"\n");
-  EXPECT_TRUE(ConfigExample(*dir + "/dlock.toml").ok());
+  absl::StatusOr<std::string> dir = dlock::test::MakeTempDir("dlock-docs");
+  ASSERT_OK(dir);
+  dlock::test::WriteFile(*dir + "/dlock.toml",
+                         "[profiles.local]\nbackend = \"memory://docs\"\n");
+  EXPECT_OK(ConfigExample(*dir + "/dlock.toml"));
   setenv("DLOCK_BACKEND", "memory://docs-env", 1);
-  EXPECT_TRUE(EnvExample().ok());
+  EXPECT_OK(EnvExample());
   unsetenv("DLOCK_BACKEND");
-  dlock::testing::RemoveTree(*dir);
+  dlock::test::RemoveTree(*dir);
 }
 
 // README.md's first example, run as the program it is (a backend from
 // DLOCK_BACKEND, like any service).
 TEST(DocsExamplesTest, ReadmeExampleRuns) {
-  dlock::testing::Result r = dlock::testing::RunProcess(
+  dlock::test::Result r = dlock::test::RunProcess(
       {DLOCK_README_EXAMPLE_PATH}, {"DLOCK_BACKEND=memory://readme"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out,
             "settled under fencing token 1\naccount 17 credited 500 cents\n");
   EXPECT_EQ(r.err, "");
-  dlock::testing::Result unset = dlock::testing::RunProcess(
-      {DLOCK_README_EXAMPLE_PATH}, {"DLOCK_BACKEND="});
+  dlock::test::Result unset =
+      dlock::test::RunProcess({DLOCK_README_EXAMPLE_PATH}, {"DLOCK_BACKEND="});
   EXPECT_EQ(unset.code, 1);
   EXPECT_TRUE(absl::StartsWith(unset.err, "dlock: ")) << unset.err;
 }

@@ -26,14 +26,15 @@
 #include "gtest/gtest.h"
 #include "redis_server.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
 namespace {
 
 std::string Doc(const std::string& name) {
-  const std::string path = absl::StrCat(testing::kSourceDir, "/docs/", name);
-  std::string text = testing::ReadFileOrEmpty(path);
+  const std::string path = absl::StrCat(test::kSourceDir, "/docs/", name);
+  std::string text = test::ReadFileOrEmpty(path);
   EXPECT_FALSE(text.empty()) << "cannot read " << path;
   return text;
 }
@@ -72,9 +73,9 @@ std::string Normalized(const std::string& code) {
 class DocsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
+    absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+        test::RedisServer::Start();
+    ASSERT_OK(server);
     redis_ = server->release();
   }
   static void TearDownTestSuite() {
@@ -87,8 +88,8 @@ class DocsTest : public ::testing::Test {
     const std::vector<std::string> blocks = Blocks(Doc(doc), "sh");
     ASSERT_FALSE(blocks.empty());
     const std::string cli_dir =
-        std::string(testing::kCliPath)
-            .substr(0, std::string(testing::kCliPath).rfind('/'));
+        std::string(test::kCliPath)
+            .substr(0, std::string(test::kCliPath).rfind('/'));
     const std::string bin_dir = cli_dir.substr(0, cli_dir.rfind("/adapters/"));
     static std::atomic<int> n{0};
     for (const std::string& block : blocks) {
@@ -101,24 +102,24 @@ class DocsTest : public ::testing::Test {
               {{"redis://127.0.0.1:6379?",
                 absl::StrCat(uri, absl::StrContains(uri, '?') ? "&" : "?")}}),
           {{"redis://127.0.0.1:6379", uri}});
-      absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-docs");
-      ASSERT_TRUE(dir.ok());
-      testing::Result r = testing::RunShell(
-          absl::StrCat("cd ", *dir, "\n", script),
-          {absl::StrCat("PATH=", cli_dir, ":", bin_dir,
-                        "/examples:", std::getenv("PATH")),
-           "DLOCK_BACKEND=", "DLOCK_CONFIG=", "DLOCK_PROFILE="});
+      absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-docs");
+      ASSERT_OK(dir);
+      test::Result r =
+          test::RunShell(absl::StrCat("cd ", *dir, "\n", script),
+                         {absl::StrCat("PATH=", cli_dir, ":", bin_dir,
+                                       "/examples:", std::getenv("PATH")),
+                          "DLOCK_BACKEND=", "DLOCK_CONFIG=", "DLOCK_PROFILE="});
       EXPECT_EQ(r.code, 0) << doc << " block failed:\n"
                            << block << "\nstdout:\n"
                            << r.out << "\nstderr:\n"
                            << r.err;
-      testing::RemoveTree(*dir);
+      test::RemoveTree(*dir);
     }
   }
 
-  static testing::RedisServer* redis_;
+  static test::RedisServer* redis_;
 };
-testing::RedisServer* DocsTest::redis_ = nullptr;
+test::RedisServer* DocsTest::redis_ = nullptr;
 
 TEST_F(DocsTest, CliShellExamplesRunAsWritten) { RunShellBlocks("cli.md"); }
 
@@ -129,20 +130,20 @@ TEST_F(DocsTest, CliShellExamplesRunAsWritten) { RunShellBlocks("cli.md"); }
 TEST_F(DocsTest, CrontabAndTimerExamplesRunOncePerSlot) {
   const std::vector<std::string> crontabs = Blocks(Doc("cli.md"), "crontab");
   ASSERT_EQ(crontabs.size(), 1u);
-  absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-cron");
-  ASSERT_TRUE(dir.ok());
+  absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-cron");
+  ASSERT_OK(dir);
   const std::string script = *dir + "/job.sh";
-  testing::WriteFile(
-      script, absl::StrCat("#!/bin/sh\necho ran >> ", *dir, "/runs.log\n"));
+  test::WriteFile(script,
+                  absl::StrCat("#!/bin/sh\necho ran >> ", *dir, "/runs.log\n"));
   ASSERT_EQ(chmod(script.c_str(), 0755), 0);
   const std::string uri = redis_->Uri("docs-cron");
   auto as_tested = [&](absl::string_view text) {
     return absl::StrReplaceAll(text,
                                {{"redis://127.0.0.1:6379", uri},
                                 {"/usr/local/bin/hourly-report.sh", script},
-                                {"/usr/local/bin/dlock", testing::kCliPath}});
+                                {"/usr/local/bin/dlock", test::kCliPath}});
   };
-  const std::string cli_path = testing::kCliPath;
+  const std::string cli_path = test::kCliPath;
   std::vector<std::string> env = {
       absl::StrCat("PATH=", cli_path.substr(0, cli_path.rfind('/')),
                    ":/usr/bin:/bin"),
@@ -166,9 +167,9 @@ TEST_F(DocsTest, CrontabAndTimerExamplesRunOncePerSlot) {
   const absl::Duration left = absl::Hours(1) - into_hour % absl::Hours(1);
   if (left < absl::Seconds(5)) absl::SleepFor(left + absl::Seconds(1));
 
-  std::vector<std::unique_ptr<testing::Process>> machines;
+  std::vector<std::unique_ptr<test::Process>> machines;
   for (int i = 0; i < 3; ++i) {
-    machines.push_back(std::make_unique<testing::Process>(
+    machines.push_back(std::make_unique<test::Process>(
         std::vector<std::string>{"/bin/sh", "-c", command}, env));
   }
   for (auto& machine : machines) {
@@ -177,7 +178,7 @@ TEST_F(DocsTest, CrontabAndTimerExamplesRunOncePerSlot) {
     EXPECT_EQ(machine->out(), "");
     EXPECT_EQ(machine->err(), "");
   }
-  EXPECT_EQ(testing::ReadFileOrEmpty(*dir + "/runs.log"), "ran\n");
+  EXPECT_EQ(test::ReadFileOrEmpty(*dir + "/runs.log"), "ran\n");
 
   // The timer's service on a fourth machine, later in the hour: a skip, with
   // an exit status the unit counts as success.
@@ -193,15 +194,15 @@ TEST_F(DocsTest, CrontabAndTimerExamplesRunOncePerSlot) {
       env.push_back(as_tested(line));
   }
   ASSERT_FALSE(exec_start.empty());
-  testing::Process service({"/bin/sh", "-c", exec_start}, env);
+  test::Process service({"/bin/sh", "-c", exec_start}, env);
   const int code = service.Wait(absl::Seconds(30));
   EXPECT_EQ(code, 79) << service.err();
   const std::vector<std::string> ok_codes = absl::StrSplit(success, ' ');
   EXPECT_NE(std::find(ok_codes.begin(), ok_codes.end(), absl::StrCat(code)),
             ok_codes.end())
       << "SuccessExitStatus=" << success;
-  EXPECT_EQ(testing::ReadFileOrEmpty(*dir + "/runs.log"), "ran\n");
-  testing::RemoveTree(*dir);
+  EXPECT_EQ(test::ReadFileOrEmpty(*dir + "/runs.log"), "ran\n");
+  test::RemoveTree(*dir);
 }
 
 TEST_F(DocsTest, OperationsShellExamplesRunAsWritten) {
@@ -218,23 +219,23 @@ TEST(DocsSnippetsTest, TomlExamplesParse) {
     ASSERT_FALSE(blocks.empty()) << doc;
     for (const std::string& block : blocks) {
       absl::StatusOr<Config> config = ParseConfig(block, doc);
-      EXPECT_TRUE(config.ok()) << config.status() << "\n" << block;
+      EXPECT_OK(config) << "\n" << block;
     }
   }
 }
 
 TEST(DocsSnippetsTest, TheDockerProfilesLoad) {
   absl::StatusOr<Config> config =
-      LoadConfig(absl::StrCat(testing::kSourceDir, "/docker/dlock.toml"));
-  ASSERT_TRUE(config.ok()) << config.status();
+      LoadConfig(absl::StrCat(test::kSourceDir, "/docker/dlock.toml"));
+  ASSERT_OK(config);
   for (const char* name : {"redis", "zookeeper", "postgres"}) {
-    EXPECT_TRUE(config->Find(name).ok()) << name;
+    EXPECT_OK(config->Find(name)) << name;
   }
 }
 
 TEST(DocsSnippetsTest, CppExamplesAreTheTestedOnes) {
-  const std::string tested = Normalized(testing::ReadFileOrEmpty(absl::StrCat(
-      testing::kSourceDir, "/adapters/tests/docs_examples_test.cc")));
+  const std::string tested = Normalized(test::ReadFileOrEmpty(
+      absl::StrCat(test::kSourceDir, "/adapters/tests/docs_examples_test.cc")));
   ASSERT_FALSE(tested.empty());
   const std::vector<std::string> blocks = Blocks(Doc("adapters.md"), "cpp");
   EXPECT_GE(blocks.size(), 5u);
@@ -250,11 +251,11 @@ TEST(DocsSnippetsTest, CppExamplesAreTheTestedOnes) {
 // docs_examples_test.cc builds and runs.
 TEST(DocsSnippetsTest, ReadmeCppExampleIsTheTestedProgram) {
   const std::string readme =
-      testing::ReadFileOrEmpty(absl::StrCat(testing::kSourceDir, "/README.md"));
+      test::ReadFileOrEmpty(absl::StrCat(test::kSourceDir, "/README.md"));
   const std::vector<std::string> blocks = Blocks(readme, "cpp");
   ASSERT_FALSE(blocks.empty());
-  const std::string program = testing::ReadFileOrEmpty(
-      absl::StrCat(testing::kSourceDir, "/examples/readme_example.cc"));
+  const std::string program = test::ReadFileOrEmpty(
+      absl::StrCat(test::kSourceDir, "/examples/readme_example.cc"));
   EXPECT_TRUE(absl::EndsWith(program, blocks[0]))
       << "README.md's first example differs from "
          "examples/readme_example.cc:\n"
@@ -357,7 +358,7 @@ TEST(ChoosingDocTest, EveryFigureIsBackedAndEveryLinkResolves) {
 // else the README links to.
 TEST(ChoosingDocTest, TheReadmePointsAtItFirst) {
   const std::string readme =
-      testing::ReadFileOrEmpty(absl::StrCat(testing::kSourceDir, "/README.md"));
+      test::ReadFileOrEmpty(absl::StrCat(test::kSourceDir, "/README.md"));
   const size_t first_doc = readme.find("(docs/");
   ASSERT_NE(first_doc, std::string::npos);
   EXPECT_TRUE(absl::StartsWith(readme.substr(first_doc), "(docs/choosing.md)"))
@@ -437,7 +438,7 @@ TEST(ContractDocTest, EveryClauseCitedInTheTreeHasASection) {
   namespace fs = std::filesystem;
   const std::map<int, std::string> sections = ContractSections();
   ASSERT_FALSE(sections.empty());
-  const fs::path root(testing::kSourceDir);
+  const fs::path root(test::kSourceDir);
   std::vector<fs::path> files = {root / "README.md", root / "CMakeLists.txt"};
   for (const char* top :
        {".ci", "adapters", "backends", "cmake", "core", "docker", "docs",
@@ -458,8 +459,7 @@ TEST(ContractDocTest, EveryClauseCitedInTheTreeHasASection) {
   size_t cited = 0;
   for (const fs::path& file : files) {
     if (extensions.count(file.extension().string()) == 0) continue;
-    for (const Citation& c :
-         Citations(testing::ReadFileOrEmpty(file.string()))) {
+    for (const Citation& c : Citations(test::ReadFileOrEmpty(file.string()))) {
       ++cited;
       EXPECT_EQ(sections.count(c.clause), 1u)
           << fs::relative(file, root).string() << ":" << c.line << " cites "
@@ -473,10 +473,10 @@ TEST(ContractDocTest, NamedConformanceTestsExistUnderTheirClause) {
   namespace fs = std::filesystem;
   std::set<std::string> tests;
   for (const fs::directory_entry& file : fs::directory_iterator(
-           fs::path(testing::kSourceDir) / "tests" / "conformance")) {
+           fs::path(test::kSourceDir) / "tests" / "conformance")) {
     if (file.path().extension() != ".cc") continue;
     for (const Citation& c :
-         Citations(testing::ReadFileOrEmpty(file.path().string()))) {
+         Citations(test::ReadFileOrEmpty(file.path().string()))) {
       if (absl::StrContains(c.word, '_')) tests.insert(c.word);
     }
   }

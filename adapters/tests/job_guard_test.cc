@@ -16,6 +16,7 @@
 #include "fault_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -27,7 +28,7 @@ std::string UniqueUri() {
 
 std::unique_ptr<LockClient> MustConnect(const std::string& uri) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
-  EXPECT_TRUE(client.ok()) << client.status();
+  EXPECT_OK(client);
   return *std::move(client);
 }
 
@@ -40,9 +41,9 @@ JobOutcome RunOn(ScheduledJobGuard& guard, const JobOptions& options,
         absl::SleepFor(job_time);
         return absl::OkStatus();
       });
-  EXPECT_TRUE(result.ok()) << result.status();
+  EXPECT_OK(result);
   if (result.ok() && result->outcome == JobOutcome::kRan) {
-    EXPECT_TRUE(result->lock_status.ok()) << result->lock_status;
+    EXPECT_OK(result->lock_status);
   }
   return result.ok() ? result->outcome : JobOutcome::kSkippedRunning;
 }
@@ -106,12 +107,12 @@ TEST(JobGuardTest, ClosingTheClientRightAfterTheRunKeepsTheSlotClosed) {
           ++runs;
           return absl::OkStatus();
         });
-    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_OK(result);
     EXPECT_EQ(result->outcome, JobOutcome::kRan);
-    EXPECT_TRUE(result->lock_status.ok()) << result->lock_status;
+    EXPECT_OK(result->lock_status);
     EXPECT_GE(result->kept_until, start + options.lock_at_least_for);
   }
-  ASSERT_TRUE(a->Close().ok());
+  ASSERT_OK(a->Close());
   EXPECT_LT(absl::Now() - start, options.lock_at_least_for)
       << "the run waited for its keep";
   ScheduledJobGuard node_b(*b);
@@ -172,12 +173,12 @@ TEST(JobGuardTest, ACrashedNodeBlocksTheJobForLockAtMostForOnly) {
   // (its Hold is never released).
   absl::StatusOr<std::unique_ptr<DistributedLock>> run =
       crashed->GetLock(JobRunLockName("nightly-report", "s1"));
-  ASSERT_TRUE(run.ok());
+  ASSERT_OK(run);
   absl::StatusOr<Hold> never_released =
       (*run)->Acquire({.wait = absl::ZeroDuration(),
                        .lease = absl::Milliseconds(300),
                        .owner_token = "crashed-node"});
-  ASSERT_TRUE(never_released.ok());
+  ASSERT_OK(never_released);
   ScheduledJobGuard guard(*b);
   const JobOptions options{.lock_at_most_for = absl::Milliseconds(300),
                            .slot = "s1"};
@@ -201,7 +202,7 @@ TEST(JobGuardTest, AJobOutlivingLockAtMostForIsCancelled) {
         EXPECT_TRUE(cancelled.WaitForNotificationWithTimeout(absl::Seconds(5)));
         return absl::OkStatus();
       });
-  ASSERT_TRUE(result.ok());
+  ASSERT_OK(result);
   EXPECT_EQ(result->outcome, JobOutcome::kRan);
   // The run lock expired under the job: reported, not hidden.
   EXPECT_EQ(result->lock_status.code(), absl::StatusCode::kFailedPrecondition);
@@ -211,13 +212,13 @@ TEST(JobGuardTest, AJobOutlivingLockAtMostForIsCancelled) {
 // record is not confirmed, so a waiter elsewhere may take the lock over)
 // cancels the job's context then, not an hour later.
 TEST(JobGuardTest, AJobWhoseRunLockIsLostSoonerIsCancelledThen) {
-  auto faults = std::make_shared<testing::FaultPlan>();
+  auto faults = std::make_shared<test::FaultPlan>();
   faults->EmulateLivenessRecord();
   ClientOptions options;
   options.liveness_ttl = absl::Milliseconds(300);
   options.backend_decorator = faults->Decorator();
   absl::StatusOr<std::unique_ptr<LockClient>> a = Connect(UniqueUri(), options);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   ScheduledJobGuard guard(**a);
   absl::Time lapsed;
   absl::StatusOr<JobResult> result = guard.Run(
@@ -227,12 +228,12 @@ TEST(JobGuardTest, AJobWhoseRunLockIsLostSoonerIsCancelledThen) {
         ScopedCancelCallback on_cancel(context.cancel,
                                        [&] { cancelled.Notify(); });
         lapsed = absl::Now();
-        faults->Set(testing::FaultPlan::kLiveness, {.fail_before = true});
+        faults->Set(test::FaultPlan::kLiveness, {.fail_before = true});
         EXPECT_TRUE(
             cancelled.WaitForNotificationWithTimeout(absl::Seconds(30)));
         return absl::OkStatus();
       });
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_OK(result);
   EXPECT_EQ(result->outcome, JobOutcome::kRan);
   EXPECT_LT(absl::Now() - lapsed, absl::Seconds(30));
   EXPECT_TRUE(IsLost(result->lock_status)) << result->lock_status;
@@ -308,7 +309,7 @@ TEST(JobGuardTest, JobsNamedLikeASlotOrAMarkerAreDistinctJobs) {
       const auto& [job, slot] = jobs[i];
       absl::StatusOr<JobResult> result =
           RunJob(i % 2 == 0 ? node_a : node_b, job, slot, ran);
-      ASSERT_TRUE(result.ok()) << job << "|" << slot << ": " << result.status();
+      ASSERT_OK(result) << job << "|" << slot;
       EXPECT_EQ(result->outcome, JobOutcome::kRan)
           << "job '" << job << "' slot '" << slot << "' after " << jobs[0].first
           << "|" << jobs[0].second << ": skipped as "
@@ -387,9 +388,87 @@ TEST(JobGuardTest, ANameTooLongOnceEscapedIsRejectedNamingTheJob) {
   // bytes.
   const std::string longest(512, 'y');
   absl::StatusOr<JobResult> fits = guard.Run(longest, options, job);
-  ASSERT_TRUE(fits.ok()) << fits.status();
+  ASSERT_OK(fits);
   EXPECT_EQ(fits->outcome, JobOutcome::kRan);
   EXPECT_EQ(JobRunLockName(longest, "").size(), 512u);
+}
+
+// Issue 19 (section 6): a scheduled run that meets a failover rides it out
+// for JobOptions::ride_out, so the slot still runs somewhere; a backend down
+// for longer, or past the slot's end, gives Unavailable with nothing run.
+class JobRideOutTest : public ::testing::Test {
+ protected:
+  JobRideOutTest() {
+    ClientOptions options;
+    options.backend_decorator = faults_->Decorator();
+    absl::StatusOr<std::unique_ptr<LockClient>> client =
+        Connect(UniqueUri(), options);
+    EXPECT_OK(client);
+    client_ = *std::move(client);
+  }
+  absl::StatusOr<JobResult> Run(const JobOptions& options) {
+    ScheduledJobGuard guard(*client_);
+    return guard.Run("failing-over", options, [this](const JobContext&) {
+      ++runs_;
+      return absl::OkStatus();
+    });
+  }
+
+  std::shared_ptr<test::FaultPlan> faults_ =
+      std::make_shared<test::FaultPlan>();
+  std::unique_ptr<LockClient> client_;
+  int runs_ = 0;
+};
+
+TEST_F(JobRideOutTest, AFailoverIsRiddenOutAndTheJobRuns) {
+  faults_->Set(test::FaultPlan::kAcquire, {.fail_before = true, .times = 3});
+  absl::StatusOr<JobResult> result =
+      Run({.lock_at_most_for = absl::Seconds(10)});
+  ASSERT_OK(result);
+  EXPECT_EQ(result->outcome, JobOutcome::kRan);
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(faults_->calls(test::FaultPlan::kAcquire), 4);
+}
+
+TEST_F(JobRideOutTest, DownForLongerThanRideOutIsUnavailableAndRunsNothing) {
+  faults_->Set(test::FaultPlan::kAcquire, {.fail_before = true});
+  const absl::Time start = absl::Now();
+  absl::StatusOr<JobResult> result = Run({.lock_at_most_for = absl::Seconds(10),
+                                          .ride_out = absl::Milliseconds(400)});
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_TRUE(absl::IsUnavailable(result.status())) << result.status();
+  EXPECT_NE(result.status().message().find("stayed unavailable"),
+            absl::string_view::npos)
+      << result.status();
+  EXPECT_GE(faults_->calls(test::FaultPlan::kAcquire), 3) << "not retried";
+  EXPECT_LT(took, absl::Seconds(20));
+  EXPECT_EQ(runs_, 0);
+}
+
+TEST_F(JobRideOutTest, NeverRidesOutPastTheSlotsEnd) {
+  faults_->Set(test::FaultPlan::kAcquire, {.fail_before = true});
+  const absl::Time start = absl::Now();
+  absl::StatusOr<JobResult> result =
+      Run({.lock_at_most_for = absl::Seconds(10),
+           .slot = "ending",
+           .slot_ends = start + absl::Milliseconds(300),
+           .ride_out = absl::Minutes(10)});
+  EXPECT_TRUE(absl::IsUnavailable(result.status())) << result.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "rode out the slot";
+  EXPECT_EQ(runs_, 0);
+}
+
+TEST_F(JobRideOutTest, ZeroRideOutIsOneTryAndNegativeIsRefused) {
+  faults_->Set(test::FaultPlan::kAcquire, {.fail_before = true});
+  absl::StatusOr<JobResult> once = Run({.lock_at_most_for = absl::Seconds(10),
+                                        .ride_out = absl::ZeroDuration()});
+  EXPECT_TRUE(absl::IsUnavailable(once.status())) << once.status();
+  EXPECT_EQ(faults_->calls(test::FaultPlan::kAcquire), 1);
+  absl::StatusOr<JobResult> refused = Run(
+      {.lock_at_most_for = absl::Seconds(10), .ride_out = absl::Seconds(-1)});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+      << refused.status();
+  EXPECT_EQ(runs_, 0);
 }
 
 }  // namespace

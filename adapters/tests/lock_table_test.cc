@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "monitor_state.h"
+#include "status_testing.h"
 
 namespace dlock::cli {
 namespace {
@@ -168,7 +169,7 @@ TEST(LockTable, SaysPlainlyWhenTheBackendCannotList) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("etcd://x:2379 cannot list its locks"));
   EXPECT_THAT(s.message(), HasSubstr("dlock top"));
-  EXPECT_TRUE(CheckCanList(BackendTraits{.can_list = true}, "x", "y").ok());
+  EXPECT_OK(CheckCanList(BackendTraits{.can_list = true}, "x", "y"));
 }
 
 TEST(MonitorState, ReportsAHoldOnceWhenItCrossesAndOnceWhenItEnds) {

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "metrics_testing.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 constexpr char kExample[] = DLOCK_METRICS_EXAMPLE_PATH;
 
 // The port from the example's first line, once it is printed.
-int WaitForPort(testing::Process& process) {
+int WaitForPort(test::Process& process) {
   const std::string prefix = "serving metrics on http://127.0.0.1:";
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
@@ -37,16 +38,16 @@ int WaitForPort(testing::Process& process) {
 }
 
 TEST(MetricsExample, ServesParsableMetricsOfWhatItDid) {
-  testing::Process example({kExample, "--port", "0", "--locks", "5"},
-                           {"DLOCK_BACKEND=memory://metrics-example",
-                            "DLOCK_CONFIG=", "DLOCK_PROFILE="});
+  test::Process example({kExample, "--port", "0", "--locks", "5"},
+                        {"DLOCK_BACKEND=memory://metrics-example",
+                         "DLOCK_CONFIG=", "DLOCK_PROFILE="});
   const int port = WaitForPort(example);
   ASSERT_GT(port, 0) << example.out() << example.err();
-  absl::StatusOr<std::string> response = testing::HttpGet(port, "/metrics");
-  ASSERT_TRUE(response.ok()) << response.status();
+  absl::StatusOr<std::string> response = test::HttpGet(port, "/metrics");
+  ASSERT_OK(response);
   ASSERT_TRUE(absl::StartsWith(*response, "HTTP/1.1 200 OK\r\n")) << *response;
-  const std::string page = testing::HttpBody(*response);
-  const testing::Result parsed = testing::ParsePrometheus(page);
+  const std::string page = test::HttpBody(*response);
+  const test::Result parsed = test::ParsePrometheus(page);
   ASSERT_EQ(parsed.code, 0) << parsed.err << "\n" << page;
   // 5 locks, the other owner's attempt, and the leader.
   for (const char* sample : {

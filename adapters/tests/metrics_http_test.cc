@@ -13,6 +13,7 @@
 #include "dlock/adapters/metrics.h"
 #include "gtest/gtest.h"
 #include "metrics_testing.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -21,7 +22,7 @@ std::unique_ptr<MetricsHttpServer> MustStart(
     std::function<std::string()> render) {
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
       MetricsHttpServer::Start("127.0.0.1", 0, std::move(render));
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
@@ -32,23 +33,23 @@ TEST(MetricsHttpServer, ServesMetricsAsPrometheusText) {
   ASSERT_NE(server, nullptr);
   EXPECT_GT(server->port(), 0);
   absl::StatusOr<std::string> response =
-      testing::HttpGet(server->port(), "/metrics");
-  ASSERT_TRUE(response.ok()) << response.status();
+      test::HttpGet(server->port(), "/metrics");
+  ASSERT_OK(response);
   EXPECT_TRUE(absl::StartsWith(*response, "HTTP/1.1 200 OK\r\n")) << *response;
   EXPECT_TRUE(absl::StrContains(
       *response,
       "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"))
       << *response;
-  const std::string body = testing::HttpBody(*response);
+  const std::string body = test::HttpBody(*response);
   EXPECT_EQ(body, metrics->RenderText());
   EXPECT_TRUE(absl::StrContains(
       *response, absl::StrCat("\r\nContent-Length: ", body.size(), "\r\n")));
   EXPECT_TRUE(absl::StrContains(
       body, "dlock_acquire_attempts_total{namespace=\"web\"} 1\n"));
-  EXPECT_EQ(testing::ParsePrometheus(body).code, 0);
+  EXPECT_EQ(test::ParsePrometheus(body).code, 0);
   // A query string is no other path.
-  response = testing::HttpGet(server->port(), "/metrics?name[]=x");
-  ASSERT_TRUE(response.ok());
+  response = test::HttpGet(server->port(), "/metrics?name[]=x");
+  ASSERT_OK(response);
   EXPECT_TRUE(absl::StartsWith(*response, "HTTP/1.1 200 OK\r\n"));
 }
 
@@ -56,22 +57,21 @@ TEST(MetricsHttpServer, OtherPathsAre404AndOtherMethods405) {
   auto server = MustStart([] { return std::string("x 1\n"); });
   ASSERT_NE(server, nullptr);
   for (const char* path : {"/", "/metricsx", "/favicon.ico"}) {
-    absl::StatusOr<std::string> response =
-        testing::HttpGet(server->port(), path);
-    ASSERT_TRUE(response.ok());
+    absl::StatusOr<std::string> response = test::HttpGet(server->port(), path);
+    ASSERT_OK(response);
     EXPECT_TRUE(absl::StartsWith(*response, "HTTP/1.1 404 Not Found\r\n"))
         << path << ": " << *response;
   }
-  absl::StatusOr<std::string> post = testing::HttpExchange(
+  absl::StatusOr<std::string> post = test::HttpExchange(
       server->port(),
       "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
-  ASSERT_TRUE(post.ok());
+  ASSERT_OK(post);
   EXPECT_TRUE(absl::StartsWith(*post, "HTTP/1.1 405 Method Not Allowed\r\n"))
       << *post;
   EXPECT_TRUE(absl::StrContains(*post, "\r\nAllow: GET\r\n"));
   absl::StatusOr<std::string> garbage =
-      testing::HttpExchange(server->port(), "hello\r\n\r\n");
-  ASSERT_TRUE(garbage.ok());
+      test::HttpExchange(server->port(), "hello\r\n\r\n");
+  ASSERT_OK(garbage);
   EXPECT_TRUE(absl::StartsWith(*garbage, "HTTP/1.1 400 Bad Request\r\n"))
       << *garbage;
 }
@@ -98,9 +98,9 @@ TEST(MetricsHttpServer, ServesConcurrentScrapes) {
     clients.emplace_back([&] {
       for (int i = 0; i < kEach; ++i) {
         absl::StatusOr<std::string> r =
-            testing::HttpGet(server->port(), "/metrics");
+            test::HttpGet(server->port(), "/metrics");
         if (r.ok() && absl::StartsWith(*r, "HTTP/1.1 200 OK\r\n") &&
-            testing::HttpBody(*r) == "up 1\n") {
+            test::HttpBody(*r) == "up 1\n") {
           ++ok;
         }
       }
@@ -119,7 +119,7 @@ TEST(MetricsHttpServer, StopReturnsPromptlyWithIdleConnectionsOpen) {
   std::vector<std::thread> idle;
   for (int i = 0; i < MetricsHttpServer::kServingThreads + 2; ++i) {
     idle.emplace_back([port = server->port()] {
-      testing::HttpExchange(port, "").IgnoreError();
+      test::HttpExchange(port, "").IgnoreError();
     });
   }
   absl::SleepFor(absl::Milliseconds(200));

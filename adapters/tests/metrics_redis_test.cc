@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "recording_observer.h"
 #include "redis_server.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -20,47 +21,47 @@ namespace {
 // by the watchdog, a loss found by a renewal, a failed attempt, and Close()
 // and an attempt after it, whose errors name the endpoint.
 void Scenario(const std::string& uri, std::shared_ptr<LockObserver> observer,
-              testing::RecordingObserver& recorded) {
+              test::RecordingObserver& recorded) {
   ClientOptions options;
   options.observer = std::move(observer);
   options.watchdog_lease = absl::Milliseconds(300);
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri, options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   absl::StatusOr<std::unique_ptr<LockClient>> other =
       Connect(uri, ClientOptions{});
-  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_OK(other);
 
   std::unique_ptr<DistributedLock> lock = *(*client)->GetLock("guarded");
   absl::StatusOr<Hold> hold = lock->Acquire();
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
   // Renewed by the watchdog (the recorder sees every client's events), then
   // found gone, then lost.
   ASSERT_TRUE(
-      recorded.WaitFor(testing::ObservedEvent::kRenewal, 1, absl::Seconds(10)));
-  ASSERT_TRUE((*other)->Admin().ForceUnlock("guarded").ok());
+      recorded.WaitFor(test::ObservedEvent::kRenewal, 1, absl::Seconds(10)));
+  ASSERT_OK((*other)->Admin().ForceUnlock("guarded"));
   for (int i = 0; i < 500 && !hold->lost(); ++i) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   ASSERT_TRUE(hold->lost());
   std::unique_ptr<DistributedLock> theirs = *(*other)->GetLock("busy");
   absl::StatusOr<Hold> busy = theirs->Acquire();
-  ASSERT_TRUE(busy.ok());
+  ASSERT_OK(busy);
   EXPECT_FALSE((*(*client)->GetLock("busy"))->TryAcquire().ok());
   absl::StatusOr<Hold> kept = lock->Acquire();
-  ASSERT_TRUE(kept.ok());
-  ASSERT_TRUE((*client)->Close().ok());  // a loss naming the endpoint
-  EXPECT_FALSE(lock->Acquire().ok());    // an error naming the endpoint
+  ASSERT_OK(kept);
+  ASSERT_OK((*client)->Close());       // a loss naming the endpoint
+  EXPECT_FALSE(lock->Acquire().ok());  // an error naming the endpoint
 }
 
 TEST(MetricsOnRedis, NoPasswordInAnyEventOrOnThePage) {
   constexpr char kPassword[] = "s3cret-pw-for-metrics";
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start({.requirepass = kPassword});
-  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start({.requirepass = kPassword});
+  ASSERT_OK(server);
   const std::string uri =
       absl::StrCat("redis://:", kPassword, "@127.0.0.1:", (*server)->port(),
                    "?namespace=secret");
-  auto recorded = std::make_shared<testing::RecordingObserver>();
+  auto recorded = std::make_shared<test::RecordingObserver>();
   Scenario(uri, recorded, *recorded);
   auto metrics = std::make_shared<PrometheusMetrics>();
   Scenario(uri, metrics, *recorded);

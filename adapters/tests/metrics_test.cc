@@ -12,6 +12,7 @@
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "metrics_testing.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -208,7 +209,7 @@ TEST(PrometheusMetrics, EmptyRegistryRendersHeadersOnly) {
   for (absl::string_view line : absl::StrSplit(page, '\n', absl::SkipEmpty())) {
     EXPECT_TRUE(absl::StartsWith(line, "# ")) << line;
   }
-  EXPECT_EQ(testing::ParsePrometheus(page).code, 0);
+  EXPECT_EQ(test::ParsePrometheus(page).code, 0);
 }
 
 TEST(PrometheusMetrics, TheReferenceParserReadsEveryFamily) {
@@ -224,7 +225,7 @@ TEST(PrometheusMetrics, TheReferenceParserReadsEveryFamily) {
                    .latency = absl::Microseconds(120),
                    .code = absl::StatusCode::kUnavailable});
   m.OnAcquireAttempt({.lock_namespace = "we\"ird\\"});
-  const testing::Result parsed = testing::ParsePrometheus(m.RenderText());
+  const test::Result parsed = test::ParsePrometheus(m.RenderText());
   ASSERT_EQ(parsed.code, 0) << parsed.err << "\n" << m.RenderText();
   // The parser names counters without _total.
   for (const char* family :
@@ -265,14 +266,14 @@ TEST(PrometheusMetrics, OneRegistryServesSeveralClients) {
     options.lock_namespace = ns;
     absl::StatusOr<std::unique_ptr<LockClient>> client =
         Connect("memory://metrics-several", options);
-    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_OK(client);
     clients.push_back(*std::move(client));
   }
   for (auto& client : clients) {
     std::unique_ptr<DistributedLock> lock = *client->GetLock("report");
     absl::StatusOr<Hold> hold = lock->Acquire({.wait = absl::Seconds(10)});
-    ASSERT_TRUE(hold.ok()) << hold.status();
-    ASSERT_TRUE(hold->Release().ok());
+    ASSERT_OK(hold);
+    ASSERT_OK(hold->Release());
   }
   const std::string page = metrics->RenderText();
   EXPECT_TRUE(absl::StrContains(

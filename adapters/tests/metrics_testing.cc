@@ -13,7 +13,7 @@
 #include "absl/time/clock.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 absl::StatusOr<std::string> HttpExchange(int port, absl::string_view request) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -74,4 +74,4 @@ Result ParsePrometheus(const std::string& page) {
   return r;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

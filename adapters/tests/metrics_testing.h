@@ -9,7 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "test_util.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // Sends `request` as is to 127.0.0.1:`port` and returns everything the
 // server sends until it closes the connection (10 s at most).
@@ -25,6 +25,6 @@ std::string HttpBody(absl::string_view response);
 // when it parses.
 Result ParsePrometheus(const std::string& page);
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_ADAPTERS_TESTS_METRICS_TESTING_H_

@@ -19,31 +19,32 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
 namespace {
 
-using testing::Dlock;
+using test::Dlock;
+using test::Process;
+using test::Result;
+using test::RunProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Process;
-using testing::Result;
-using testing::RunProcess;
 
 // Bounds that catch a hang, not timing: scans run every 200 ms.
 constexpr absl::Duration kSeen = absl::Seconds(15);
 
-class MonitorTopTest : public ::testing::TestWithParam<testing::ServerBackend> {
+class MonitorTopTest : public ::testing::TestWithParam<test::ServerBackend> {
  protected:
   void SetUp() override {
     static std::atomic<int> n{0};
     ns_ = absl::StrCat("mon", getpid() % 10000, "x", n++);
-    absl::StatusOr<std::string> dir = testing::MakeTempDir("dlock-monitor");
-    ASSERT_TRUE(dir.ok());
+    absl::StatusOr<std::string> dir = test::MakeTempDir("dlock-monitor");
+    ASSERT_OK(dir);
     dir_ = *dir;
   }
-  void TearDown() override { testing::RemoveTree(dir_); }
+  void TearDown() override { test::RemoveTree(dir_); }
 
   std::string Uri() const { return GetParam().uri(ns_); }
   std::vector<std::string> Env() const {
@@ -82,7 +83,7 @@ class MonitorTopTest : public ::testing::TestWithParam<testing::ServerBackend> {
   // `context`: what to print if it never happens (the screen, a log).
   static void Await(const std::function<bool()>& ready, const std::string& what,
                     const std::function<std::string()>& context = nullptr) {
-    ASSERT_TRUE(testing::WaitUntil(ready, kSeen, what).ok())
+    ASSERT_OK(test::WaitUntil(ready, kSeen, what))
         << "waiting for " << what << "\n"
         << (context ? context() : "");
   }
@@ -107,7 +108,7 @@ std::string ScrapeMetrics(const std::string& monitor_out) {
   int port = 0;
   absl::string_view rest = absl::string_view(monitor_out).substr(at + 18);
   if (!absl::SimpleAtoi(rest.substr(0, rest.find('/')), &port)) return "";
-  absl::StatusOr<std::string> reply = testing::TcpExchange(
+  absl::StatusOr<std::string> reply = test::TcpExchange(
       port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", absl::Seconds(5));
   return reply.ok() ? *reply : "";
 }
@@ -133,7 +134,7 @@ TEST_P(MonitorTopTest, MonitorReportsAHoldOverTheThresholdOnceAndRunsTheHook) {
   EXPECT_THAT(out, HasSubstr("threshold=500ms"));
 
   // The hook saw the lock's facts, and not the backend URI.
-  const std::string env = testing::ReadFileOrEmpty(hook_log);
+  const std::string env = test::ReadFileOrEmpty(hook_log);
   EXPECT_THAT(env, HasSubstr("DLOCK_LOCK_NAME=reports/nightly\n"));
   EXPECT_THAT(env, HasSubstr("DLOCK_LOCK_OWNER=t:dlock-run:"));
   EXPECT_THAT(env,
@@ -161,7 +162,7 @@ TEST_P(MonitorTopTest, MonitorReportsAHoldOverTheThresholdOnceAndRunsTheHook) {
   absl::SleepFor(absl::Seconds(1));
   EXPECT_EQ(CountLines(monitor->out(), "held-too-long name="), 1)
       << monitor->out();
-  EXPECT_EQ(CountLines(testing::ReadFileOrEmpty(hook_log), "end-of-run"), 1);
+  EXPECT_EQ(CountLines(test::ReadFileOrEmpty(hook_log), "end-of-run"), 1);
 
   // Released: reported once more.
   holder->Signal(SIGTERM);
@@ -226,7 +227,7 @@ TEST_P(MonitorTopTest, UnlockOnATokenRemovesOnlyThatHold) {
   Result wrong =
       Dl({"unlock", "--force", "--token", absl::StrCat(token + 1), "job"});
   EXPECT_EQ(wrong.code, 1);
-  testing::ExpectOneLine(wrong);
+  test::ExpectOneLine(wrong);
   EXPECT_THAT(wrong.err, HasSubstr(absl::StrCat("fencing token ", token + 1)));
   EXPECT_EQ(TokenOf("job"), token);
   Result right =
@@ -284,7 +285,7 @@ std::vector<std::string> RowNames(const std::string& screen) {
 }
 
 TEST_P(MonitorTopTest, TopInATerminalSortsResizesAndQuits) {
-  ASSERT_TRUE(testing::RequireExecutable("/usr/bin/tmux", "tmux").ok());
+  ASSERT_OK(test::RequireExecutable("/usr/bin/tmux", "tmux"));
   // Held in this order: held-for sorts them so, token the other way.
   std::vector<std::unique_ptr<Process>> holders;
   for (const char* name : {"b-first", "c-second", "a-third"}) {
@@ -292,7 +293,7 @@ TEST_P(MonitorTopTest, TopInATerminalSortsResizesAndQuits) {
   }
   Tmux tmux(absl::StrCat("dlock-top-", getpid(), "-", ns_));
   const std::string top = absl::StrCat(
-      testing::kCliPath, " top --interval 300ms --backend '", Uri(), "'");
+      test::kCliPath, " top --interval 300ms --backend '", Uri(), "'");
   // Two runs of top: the first quits with q, the second is interrupted;
   // then the shell shows their exit codes and the terminal's mode. The
   // second starts on Enter: on the alternate screen it would hide the first
@@ -358,8 +359,8 @@ TEST_P(MonitorTopTest, TopInATerminalSortsResizesAndQuits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, MonitorTopTest,
-                         ::testing::ValuesIn(testing::ServerBackends()),
-                         testing::ServerBackendName);
+                         ::testing::ValuesIn(test::ServerBackends()),
+                         test::ServerBackendName);
 
 }  // namespace
 }  // namespace dlock

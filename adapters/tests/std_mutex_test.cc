@@ -14,6 +14,7 @@
 #include "dlock/errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -28,7 +29,7 @@ std::string UniqueUri() {
 std::unique_ptr<LockClient> MustConnect(const std::string& uri,
                                         ClientOptions options = {}) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri, options);
-  EXPECT_TRUE(client.ok()) << client.status();
+  EXPECT_OK(client);
   return *std::move(client);
 }
 
@@ -37,7 +38,7 @@ std::unique_ptr<DistributedMutex> MustMutex(LockClient& client,
                                             MutexOptions options = {}) {
   absl::StatusOr<std::unique_ptr<DistributedMutex>> m =
       DistributedMutex::Create(client, name, std::move(options));
-  EXPECT_TRUE(m.ok()) << m.status();
+  EXPECT_OK(m);
   return *std::move(m);
 }
 
@@ -94,7 +95,7 @@ TEST(DistributedMutexTest, UniqueLockAndTryLockFor) {
   std::unique_ptr<DistributedMutex> m2 = MustMutex(*c2, "job");
   std::unique_lock<DistributedMutex> held(*m1);
   EXPECT_TRUE(held.owns_lock());
-  EXPECT_TRUE(m1->fencing_token().ok());
+  EXPECT_OK(m1->fencing_token());
 
   const absl::Time start = absl::Now();
   std::unique_lock<DistributedMutex> other(*m2, std::defer_lock);
@@ -138,7 +139,7 @@ TEST(DistributedMutexTest, LockThrowsSystemErrorAsStdRequires) {
   }
   holder->unlock();
 
-  ASSERT_TRUE(c2->Close().ok());
+  ASSERT_OK(c2->Close());
   try {
     bounded->lock();
     FAIL() << "lock() on a closed client returned";
@@ -161,7 +162,7 @@ TEST(DistributedMutexTest, UnlockNeverThrowsAndReportsToTheHook) {
         reported.push_back(absl::StrCat(name, ": ", error.ToString()));
       }});
   m->lock();
-  ASSERT_TRUE(c2->Admin().ForceUnlock("lost-one").ok());
+  ASSERT_OK(c2->Admin().ForceUnlock("lost-one"));
   static_assert(noexcept(m->unlock()));
   m->unlock();
   ASSERT_EQ(reported.size(), 1u);
@@ -208,7 +209,7 @@ TEST(DistributedMutexTest, EachThreadUnlocksOnlyItsOwnHolds) {
   EXPECT_TRUE(IsNotOwner(m->fencing_token().status()));
   m->lock();
   absl::StatusOr<uint64_t> token = m->fencing_token();
-  ASSERT_TRUE(token.ok()) << token.status();
+  ASSERT_OK(token);
   // Another thread of the same client is another owner (C6): it has
   // nothing to unlock, and sees nothing held.
   std::thread([&] {
@@ -247,7 +248,7 @@ TEST(DistributedMutexTest, AnOwnerTokenHandsTheLockBetweenThreads) {
   }).join();
   // Every thread acts as the token's owner.
   EXPECT_EQ(m->state(), LockState::kHeld);
-  EXPECT_TRUE(m->fencing_token().ok());
+  EXPECT_OK(m->fencing_token());
   EXPECT_FALSE(other->try_lock());
   m->unlock();
   std::thread([&] {
@@ -271,7 +272,7 @@ TEST(DistributedMutexTest, UnlockAfterTheClientClosedIsSilent) {
                   ++reported;
                 }});
   m->lock();
-  ASSERT_TRUE(c1->Close().ok());  // releases the hold (C13)
+  ASSERT_OK(c1->Close());  // releases the hold (C13)
   EXPECT_EQ(m->state(), LockState::kNotHeld);
   m->unlock();
   EXPECT_EQ(reported.load(), 0);

@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace dlock::testing {
+namespace dlock::test {
 
 std::string ReadFileOrEmpty(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -102,4 +102,4 @@ Result RunShell(const std::string& script, const std::vector<std::string>& env,
   return RunProcess({"bash", "-euo", "pipefail", "-c", script}, env, timeout);
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

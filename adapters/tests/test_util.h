@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 inline constexpr char kCliPath[] = DLOCK_CLI_PATH;
 inline constexpr char kJobRunnerPath[] = DLOCK_JOB_RUNNER_PATH;
@@ -79,6 +79,6 @@ inline void ExpectOneLine(const Result& r) {
   EXPECT_TRUE(absl::StartsWith(r.err, "dlock: ")) << r.err;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_ADAPTERS_TESTS_TEST_UTIL_H_

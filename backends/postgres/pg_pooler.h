@@ -31,7 +31,9 @@ enum class Pooling {
 // transaction pooling. Sessions kept is the only other outcome: with the
 // pooler's default LIFO reuse, an idle pool hands the second connection the
 // server connection `conn` just used, and a busy one gives `conn` another;
-// two rounds make a miss unlikely even when neither holds. A pooler that
+// but other clients of the pool can take it first, so the probe runs up to
+// sixteen rounds (a few milliseconds when sessions are kept) and stops at
+// the first change seen. A pooler that
 // gives the second connection no server within a second cannot serve a
 // client that needs a connection per hold either: Unavailable.
 absl::StatusOr<Pooling> DetectPooling(const PgOptions& options, PgConn& conn);

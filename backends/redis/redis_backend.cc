@@ -1,60 +1,37 @@
-// One Redis master, named by its address or by Sentinels (rediss:// and
-// rediss-sentinel:// over TLS, redis_uri.h):
-//   redis[s]://[user[:password]@]host[:port][/db][?options]
-//   redis[s]-sentinel://[user[:password]@]s1:port,s2:port,.../master[/db][?...]
-// Each operation is one Lua script on it (redis_lock_ops.h); waiters are
-// woken by its release announcements (redis_master.h).
-#include <hiredis/hiredis.h>
-#include <openssl/crypto.h>
+// The lock operations of redis://, redis-sentinel:// and redis-cluster://
+// as scripts on the master of each lock, which the Router finds (the URIs
+// are read in redis_schemes.cc).
+#include "redis_backend.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "dlock/backend/backend.h"
-#include "dlock/backend/wakeup.h"
 #include "redis_holds.h"
-#include "redis_lock_ops.h"
 #include "redis_master.h"
-#include "redis_sentinel.h"
-#include "redis_uri.h"
 
 namespace dlock::redis {
 namespace {
 
-// wait_replicas=: a grant or renewal counts once that many replicas have it
-// (WAIT), so that a failover to one of them keeps it (docs/redis.md).
-struct Replication {
-  int64_t replicas = 0;
-  absl::Duration timeout = absl::Milliseconds(100);
-};
-
+// Every Redis topology but Redlock: the lock operations as scripts on the
+// master that serves each lock, which its Router finds (one master, or a
+// cluster's slot map).
 class RedisBackend : public Backend {
  public:
-  RedisBackend(const ConnectionConfig& config, Keyspace keys, Liveness liveness,
-               Replication replication, absl::Duration fallback_poll,
-               const Clock& clock, std::unique_ptr<SentinelWatch> sentinels)
+  RedisBackend(Keyspace keys, Liveness liveness, Replication replication,
+               absl::Duration fallback_poll, const Clock& clock,
+               const MakeRouter& make_router)
       : clock_(clock),
         keys_(std::move(keys)),
         liveness_(std::move(liveness)),
         replication_(replication),
         fallback_poll_(fallback_poll),
         releases_(clock),
-        sentinels_(std::move(sentinels)),
-        master_(config, keys_.channel(), &releases_, Master::Redial::kByCaller,
-                [this](Connection& conn, const Scripts& scripts) {
-                  return CheckLayout(conn, scripts, keys_, master_.endpoint());
-                }) {}
+        router_(make_router(&releases_)) {}
 
   ~RedisBackend() override { Shutdown(); }
 
-  absl::Status Start() {
-    // Told before the first dial, so that no switch after it is missed.
-    if (sentinels_ != nullptr)
-      sentinels_->Start([this] { master_.Reconnect(); });
-    return master_.Start();
-  }
+  absl::Status Start() { return router_->Start(); }
 
   // A restart keeps holds only with AOF and appendfsync always, which the
   // client cannot vouch for: declared as not kept (docs/backends.md).
@@ -67,11 +44,18 @@ class RedisBackend : public Backend {
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const bool will_wait = call.deadline > clock_.Now();
-    absl::StatusOr<Grant> grant =
-        AcquireWithWakeups(call, releases_, fallback_poll_,
-                           [&]() -> absl::StatusOr<::dlock::Attempt> {
-                             return TryOnce(call, will_wait);
-                           });
+    absl::StatusOr<Grant> grant = AcquireWithWakeups(
+        call, releases_, fallback_poll_,
+        [&]() -> absl::StatusOr<::dlock::Attempt> {
+          absl::StatusOr<::dlock::Attempt> attempt = TryOnce(call, will_wait);
+          // The first wait on this lock may subscribe only now (a
+          // cluster's slot): a release just before it was not heard.
+          if (will_wait && attempt.ok() && !attempt->acquired.has_value() &&
+              router_->Watch(call.name)) {
+            attempt = TryOnce(call, will_wait);
+          }
+          return attempt;
+        });
     if (grant.ok() && KeepsLiveness()) NoteGrant(call, *grant);
     return grant;
   }
@@ -79,48 +63,53 @@ class RedisBackend : public Backend {
   // Not waited for with wait_replicas: a release a failover loses frees
   // the lock at its lease end, as an unconfirmed release does (C21).
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
-    absl::StatusOr<Reply> reply =
-        Run(ReleaseScript(master_, keys_, call.name, call.owner,
-                          call.CountToSubtract(), call.keep_for));
-    if (!reply.ok()) return reply.status();
-    return ParseRelease(reply->get(), call.name, master_.endpoint());
+    Routed routed = RunOne(call.name, [&](const Master& m) {
+      return ReleaseScript(m, keys_, call.name, call.owner,
+                           call.CountToSubtract(), call.keep_for);
+    });
+    const Routed::Answer& answer = routed.answers[0];
+    if (!answer.reply.ok()) return answer.reply.status();
+    return ParseRelease(answer.reply->get(), call.name, answer.endpoint());
   }
 
   absl::Status Renew(const RenewCall& call) override {
     return RenewMany({&call, 1})[0];
   }
 
-  // One pipeline for everything the watchdog has due (C7).
+  // One pipeline per master for everything the watchdog has due (C7).
   std::vector<absl::Status> RenewMany(
       absl::Span<const RenewCall> calls) override {
-    std::vector<ScriptCall> scripts;
+    std::vector<LockCall> scripts;
     scripts.reserve(calls.size());
     for (const RenewCall& call : calls) {
-      scripts.push_back(RenewScript(master_, keys_, liveness_, call.name,
-                                    call.owner, call.lease));
+      scripts.push_back(LockCall{call.name, [&](const Master& m) {
+                                   return RenewScript(m, keys_, liveness_,
+                                                      call.name, call.owner,
+                                                      call.lease);
+                                 }});
     }
     const MonoTime sent = clock_.Now();
-    Master::Pending pending = master_.Submit(std::move(scripts));
-    std::vector<absl::StatusOr<Reply>> replies = pending.Await();
+    Routed routed = router_->Run(std::move(scripts));
     std::vector<absl::Status> results;
+    std::vector<bool> renewed(calls.size(), false);
     results.reserve(calls.size());
-    bool renewed = false;
     for (size_t i = 0; i < calls.size(); ++i) {
-      results.push_back(
-          replies[i].ok()
-              ? ParseRenew(replies[i]->get(), calls[i].name, master_.endpoint())
-              : replies[i].status());
-      renewed = renewed || results.back().ok();
+      const Routed::Answer& answer = routed.answers[i];
+      results.push_back(answer.reply.ok()
+                            ? ParseRenew(answer.reply->get(), calls[i].name,
+                                         answer.endpoint())
+                            : answer.reply.status());
+      renewed[i] = results.back().ok();
     }
     // A renewal a failover loses would leave the new master's lease shorter
-    // than the holder believes: it counts only once replicated.
-    if (renewed) {
-      if (absl::Status s = Replicated(pending, "renewal", calls[0].name);
-          !s.ok()) {
-        for (absl::Status& r : results) {
-          if (r.ok()) r = s;
-        }
-      }
+    // than the holder believes: it counts only once replicated on its own
+    // master.
+    const std::vector<absl::Status> replicated = routed.Replicated(
+        renewed, replication_, "renewal",
+        calls.size() == 1 ? std::string(calls[0].name)
+                          : absl::StrCat(calls.size(), " held locks"));
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (results[i].ok()) results[i] = replicated[i];
     }
     // A renewal refreshed the hold's liveness deadline too.
     for (size_t i = 0; i < calls.size(); ++i) {
@@ -142,56 +131,83 @@ class RedisBackend : public Backend {
     return static_cast<const RedisHold*>(record)->live_until();
   }
 
-  // Every held lock's deadline, in one pipeline. Replicated like a grant:
-  // a failover that lost the refresh would let a waiter take over holds
-  // this client still believes.
+  // Every held lock's deadline, in one pipeline per master. Replicated
+  // like a grant: a failover that lost the refresh would let a waiter take
+  // over holds this client still believes. Each hold is believed only
+  // until its own deadline was confirmed (HeldUntil), so a master that did
+  // not answer bounds its own holds only: the call fails only when no
+  // hold's deadline could be confirmed (one master: when it failed).
   absl::Status RenewLiveness(absl::Duration) override {
     const MonoTime sent = clock_.Now();
     std::vector<std::shared_ptr<RedisHold>> holds;
-    std::vector<ScriptCall> scripts;
+    std::vector<LockCall> scripts;
     for (std::shared_ptr<RedisHold>& hold : held_.Current()) {
       // One refreshed within the last third of the TTL (a renewal, a
       // grant) waits for the next heartbeat.
       if (hold->live_until() > sent + LivenessTtl() * 2 / 3) continue;
-      scripts.push_back(RefreshLivenessScript(master_, keys_, liveness_,
-                                              hold->name(), hold->owner(),
-                                              hold->token()));
       holds.push_back(std::move(hold));
     }
-    if (scripts.empty()) return absl::OkStatus();
-    Master::Pending pending = master_.Submit(std::move(scripts));
-    std::vector<absl::StatusOr<Reply>> replies = pending.Await();
-    std::vector<bool> still_held(holds.size());
+    if (holds.empty()) return absl::OkStatus();
+    for (const std::shared_ptr<RedisHold>& hold : holds) {
+      scripts.push_back(LockCall{hold->name(), [&](const Master& m) {
+                                   return RefreshLivenessScript(
+                                       m, keys_, liveness_, hold->name(),
+                                       hold->owner(), hold->token());
+                                 }});
+    }
+    Routed routed = router_->Run(std::move(scripts));
+    absl::Status failed;
+    std::vector<bool> still_held(holds.size(), false);
     for (size_t i = 0; i < holds.size(); ++i) {
-      if (!replies[i].ok()) return replies[i].status();
+      const Routed::Answer& answer = routed.answers[i];
       absl::StatusOr<bool> held =
-          ParseRefreshLiveness(replies[i]->get(), master_.endpoint());
-      if (!held.ok()) return held.status();
+          answer.reply.ok()
+              ? ParseRefreshLiveness(answer.reply->get(), answer.endpoint())
+              : absl::StatusOr<bool>(answer.reply.status());
+      if (!held.ok()) {
+        failed.Update(held.status());
+        continue;
+      }
       still_held[i] = *held;  // a hold gone is the core's to find out
     }
-    if (absl::Status s = Replicated(pending, "liveness refresh", "held locks");
-        !s.ok()) {
-      return s;
-    }
+    const std::vector<absl::Status> replicated = routed.Replicated(
+        still_held, replication_, "liveness refresh", "held locks");
+    bool confirmed = false;
     for (size_t i = 0; i < holds.size(); ++i) {
-      if (still_held[i]) holds[i]->Confirmed(sent, LivenessTtl(), kDrift);
+      if (!still_held[i]) continue;
+      if (!replicated[i].ok()) {
+        failed.Update(replicated[i]);
+        continue;
+      }
+      holds[i]->Confirmed(sent, LivenessTtl(), kDrift);
+      confirmed = true;
     }
-    return absl::OkStatus();
+    return confirmed ? absl::OkStatus() : failed;
   }
 
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override {
-    absl::StatusOr<Reply> reply = Run(InspectScript(master_, keys_, name));
-    if (!reply.ok()) return reply.status();
-    return ParseInspect(reply->get(), name, master_.endpoint());
+    Routed routed = RunOne(
+        name, [&](const Master& m) { return InspectScript(m, keys_, name); });
+    const Routed::Answer& answer = routed.answers[0];
+    if (!answer.reply.ok()) return answer.reply.status();
+    return ParseInspect(answer.reply->get(), name, answer.endpoint());
   }
 
+  // A SCAN per master (a cluster's locks are spread over them).
   absl::StatusOr<std::vector<LockInfo>> List(
       absl::string_view prefix) override {
-    absl::StatusOr<std::vector<std::string>> names =
-        ScanLockNames(master_, keys_, prefix);
-    if (!names.ok()) return names.status();
+    std::vector<std::string> names;
+    for (Master* master : router_->Masters()) {
+      absl::StatusOr<std::vector<std::string>> some =
+          ScanLockNames(*master, keys_, prefix);
+      if (!some.ok()) return some.status();
+      names.insert(names.end(), some->begin(), some->end());
+    }
+    // A slot that migrates meanwhile may show its keys on two masters.
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
     std::vector<LockInfo> out;
-    for (const std::string& name : *names) {
+    for (const std::string& name : names) {
       absl::StatusOr<LockInfo> info = Inspect(name);
       if (!info.ok()) return info.status();
       if (info->locked) out.push_back(*std::move(info));
@@ -200,31 +216,43 @@ class RedisBackend : public Backend {
   }
 
   absl::Status ForceUnlock(absl::string_view name) override {
-    return Run(ForceUnlockScript(master_, keys_, name)).status();
+    return RunOne(name,
+                  [&](const Master& m) {
+                    return ForceUnlockScript(m, keys_, name);
+                  })
+        .answers[0]
+        .reply.status();
   }
 
   absl::Status ForceUnlockIfToken(absl::string_view name,
                                   uint64_t fencing_token) override {
-    absl::StatusOr<Reply> reply =
-        Run(ForceUnlockIfTokenScript(master_, keys_, name, fencing_token));
-    if (!reply.ok()) return reply.status();
+    Routed routed = RunOne(name, [&](const Master& m) {
+      return ForceUnlockIfTokenScript(m, keys_, name, fencing_token);
+    });
+    const Routed::Answer& answer = routed.answers[0];
+    if (!answer.reply.ok()) return answer.reply.status();
     absl::StatusOr<bool> removed =
-        ParseForceUnlockIfToken(reply->get(), master_.endpoint());
+        ParseForceUnlockIfToken(answer.reply->get(), answer.endpoint());
     if (!removed.ok()) return removed.status();
     return *removed ? absl::OkStatus()
                     : TokenMismatchError(name, fencing_token);
   }
 
+  // Every master's, summed: each keeps its share of the locks.
   absl::StatusOr<ServerMemory> ServerMemoryUse() override {
-    absl::StatusOr<int64_t> bytes = UsedMemory(master_);
-    if (!bytes.ok()) return bytes.status();
-    return ServerMemory{*bytes, "INFO memory used_memory"};
+    const std::vector<Master*> masters = router_->Masters();
+    int64_t total = 0;
+    for (Master* master : masters) {
+      absl::StatusOr<int64_t> bytes = UsedMemory(*master);
+      if (!bytes.ok()) return bytes.status();
+      total += *bytes;
+    }
+    return ServerMemory{total, masters.size() == 1
+                                   ? "INFO memory used_memory"
+                                   : "INFO memory used_memory, every master"};
   }
 
-  void Shutdown() override {
-    if (sentinels_ != nullptr) sentinels_->Stop();
-    master_.Shutdown();
-  }
+  void Shutdown() override { router_->Shutdown(); }
 
  private:
   // The core's drift margin (docs/reliability.md): 1% + 2 ms.
@@ -235,24 +263,35 @@ class RedisBackend : public Backend {
     return absl::Milliseconds(liveness_.ttl_ms);
   }
 
+  Routed RunOne(absl::string_view name,
+                std::function<ScriptCall(const Master&)> build) {
+    std::vector<LockCall> calls;
+    calls.push_back(LockCall{name, std::move(build)});
+    return router_->Run(std::move(calls));
+  }
+
   // One attempt: the acquire script, and with wait_replicas the WAIT.
   absl::StatusOr<::dlock::Attempt> TryOnce(const AcquireCall& call,
                                            bool will_wait) {
-    std::vector<ScriptCall> script;
-    script.push_back(AcquireScript(master_, keys_, liveness_, call.name,
-                                   call.owner, call.lease, will_wait));
-    Master::Pending pending = master_.Submit(std::move(script));
-    absl::StatusOr<Reply> reply = std::move(pending.Await()[0]);
-    if (!reply.ok()) return reply.status();
+    Routed routed = RunOne(call.name, [&](const Master& m) {
+      return AcquireScript(m, keys_, liveness_, call.name, call.owner,
+                           call.lease, will_wait);
+    });
+    const Routed::Answer& answer = routed.answers[0];
+    if (!answer.reply.ok()) return answer.reply.status();
     absl::StatusOr<AcquireReply> parsed =
-        ParseAcquire(reply->get(), master_.endpoint());
+        ParseAcquire(answer.reply->get(), answer.endpoint());
     if (!parsed.ok()) return parsed.status();
     ::dlock::Attempt attempt = parsed->ToAttempt();
     if (!attempt.acquired.has_value()) return attempt;
-    if (absl::Status s = Replicated(pending, "grant", call.name); !s.ok()) {
+    if (absl::Status s =
+            routed.Replicated({true}, replication_, "grant", call.name)[0];
+        !s.ok()) {
       // Not on enough replicas: a failover could hand it to another
       // owner. Given back; the caller may try again.
-      (void)Run(ReleaseScript(master_, keys_, call.name, call.owner, 1));
+      (void)RunOne(call.name, [&](const Master& m) {
+        return ReleaseScript(m, keys_, call.name, call.owner, 1);
+      });
       return s;
     }
     return attempt;
@@ -273,35 +312,6 @@ class RedisBackend : public Backend {
     grant.record = std::move(hold);
   }
 
-  absl::StatusOr<Reply> Run(ScriptCall call) {
-    return master_.Run(*call.script, std::move(call.keys),
-                       std::move(call.args));
-  }
-
-  // OK once wait_replicas replicas have every write `pending` made (WAIT,
-  // on the connection that made them).
-  absl::Status Replicated(Master::Pending& pending, absl::string_view what,
-                          absl::string_view name) {
-    if (replication_.replicas == 0) return absl::OkStatus();
-    absl::StatusOr<std::vector<Reply>> reply = pending.FollowUp(
-        {FormatCommand({"WAIT", absl::StrCat(replication_.replicas),
-                        absl::StrCat(LeaseMillis(replication_.timeout))})});
-    if (!reply.ok()) return reply.status();
-    const redisReply* r = (*reply)[0].get();
-    if (absl::Status s = ReplyError(r, "WAIT", master_.endpoint()); !s.ok()) {
-      return s;
-    }
-    if (r->type != REDIS_REPLY_INTEGER) {
-      return Malformed("WAIT", master_.endpoint());
-    }
-    if (r->integer >= replication_.replicas) return absl::OkStatus();
-    return absl::UnavailableError(absl::StrCat(
-        "the ", what, " of ", name, " reached ", r->integer, " of the ",
-        replication_.replicas, " replicas wait_replicas asks for within ",
-        absl::FormatDuration(replication_.timeout), " (redis at ",
-        master_.endpoint(), ")"));
-  }
-
   const Clock& clock_;
   const Keyspace keys_;
   const Liveness liveness_;
@@ -309,133 +319,20 @@ class RedisBackend : public Backend {
   const Replication replication_;
   const absl::Duration fallback_poll_;
   WakeupHub releases_;
-  std::unique_ptr<SentinelWatch> sentinels_;  // redis-sentinel:// only
-  Master master_;
+  const std::unique_ptr<Router> router_;
 };
 
-absl::StatusOr<Replication> ParseReplication(UriParams& params) {
-  Replication out;
-  absl::StatusOr<std::optional<int64_t>> replicas =
-      params.TakeInt("wait_replicas", 0, 100);
-  if (!replicas.ok()) return replicas.status();
-  out.replicas = replicas->value_or(0);
-  absl::StatusOr<std::optional<absl::Duration>> timeout =
-      params.TakeDuration("wait_timeout");
-  if (!timeout.ok()) return timeout.status();
-  if (timeout->has_value()) out.timeout = **timeout;
-  return out;
-}
+}  // namespace
 
-// `check_shape` runs once every option is taken and known, so that a
-// misspelt option is reported as such whatever else is wrong.
-absl::StatusOr<std::unique_ptr<Backend>> Make(
-    const BackendConfig& config, absl::string_view scheme,
-    const ConnectionConfig& master, std::unique_ptr<SentinelWatch> sentinels,
-    const std::function<absl::Status()>& check_shape) {
-  absl::StatusOr<Replication> replication = ParseReplication(config.params);
-  if (!replication.ok()) return replication.status();
-  if (absl::Status s = config.params.RejectUnknown(scheme); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = check_shape(); !s.ok()) return s;
-  // WAIT holds the shared connection on the server: one that outlasts
-  // operation_timeout would fail every command in flight behind it.
-  if (replication->replicas > 0 &&
-      replication->timeout >= master.command_timeout) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "wait_timeout (", absl::FormatDuration(replication->timeout),
-        ") must be shorter than operation_timeout (",
-        absl::FormatDuration(master.command_timeout), ")"));
-  }
-  Keyspace keys(config.lock_namespace, master.db);
-  Liveness liveness = ClientLiveness(config);
+absl::StatusOr<std::unique_ptr<Backend>> StartRedisBackend(
+    Keyspace keys, Liveness liveness, Replication replication,
+    absl::Duration fallback_poll, const Clock& clock,
+    const MakeRouter& make_router) {
   auto backend = std::make_unique<RedisBackend>(
-      master, std::move(keys), std::move(liveness), *replication,
-      config.options.fallback_poll, config.clock, std::move(sentinels));
+      std::move(keys), std::move(liveness), replication, fallback_poll, clock,
+      make_router);
   if (absl::Status s = backend->Start(); !s.ok()) return s;
   return backend;
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeRedisBackend(
-    const BackendConfig& config) {
-  constexpr char kForm[] = "redis[s]://[user[:password]@]host[:port][/db]";
-  absl::StatusOr<std::vector<ConnectionConfig>> hosts =
-      ParseHosts(config, kForm);
-  if (!hosts.ok()) return hosts.status();
-  return Make(config, config.uri.scheme,
-              hosts->empty() ? ConnectionConfig{} : (*hosts)[0], nullptr,
-              [&] { return CheckHostCount(config.uri, kForm, 1, 1); });
-}
-
-constexpr char kSentinelForm[] =
-    "redis[s]-sentinel://[user[:password]@]sentinel1:port,sentinel2:port,"
-    "sentinel3:port/master_name[/db]";
-
-absl::StatusOr<std::unique_ptr<Backend>> MakeSentinelBackend(
-    const BackendConfig& config) {
-  // The path is master_name[/db]; ParseHosts reads the db from a path.
-  std::vector<std::string> path = absl::StrSplit(config.uri.path, '/');
-  auto check_shape = [&] {
-    if (path[0].empty() || path.size() > 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a redis-sentinel URI names the master after the Sentinels: ",
-          kSentinelForm));
-    }
-    return CheckHostCount(config.uri, kSentinelForm, 1, 15);
-  };
-  Uri uri = config.uri;
-  uri.path = path.size() == 2 ? path[1] : "";
-  BackendConfig rest{uri,
-                     config.params,
-                     config.options,
-                     config.lock_namespace,
-                     config.client_id,
-                     config.endpoint,
-                     config.listener,
-                     config.clock,
-                     config.common};
-  absl::StatusOr<std::vector<ConnectionConfig>> hosts =
-      ParseHosts(rest, kSentinelForm);
-  if (!hosts.ok()) return hosts.status();
-  if (hosts->empty() || path[0].empty() || path.size() > 2) {
-    return Make(config, config.uri.scheme, ConnectionConfig{}, nullptr,
-                check_shape);
-  }
-  std::vector<ConnectionConfig> sentinels = *hosts;
-  for (size_t i = 0; i < sentinels.size(); ++i) {
-    ConnectionConfig& s = sentinels[i];
-    // Sentinels listen on 26379 unless told, and take no credentials here.
-    if (!uri.hosts[i].port.has_value()) {
-      s.port = 26379;
-      s.endpoint = absl::StrCat(s.host, ":", s.port);
-    }
-    s.user.clear();
-    s.password.clear();
-    s.db = 0;
-  }
-  auto watch = std::make_unique<SentinelWatch>(sentinels, path[0]);
-  ConnectionConfig master = (*hosts)[0];
-  master.endpoint = watch->Describe();
-  master.locate = [watch = watch.get()](int cancel_fd) {
-    return watch->Locate(cancel_fd);
-  };
-  master.must_be_master = true;
-  return Make(config, config.uri.scheme, master, std::move(watch), check_shape);
-}
-
-const bool kRegistered =
-    RegisterBackend("redis", &MakeRedisBackend) &&
-    RegisterBackend("rediss", &MakeRedisBackend) &&
-    RegisterBackend("redis-sentinel", &MakeSentinelBackend) &&
-    RegisterBackend("rediss-sentinel", &MakeSentinelBackend) &&
-    RegisterClientLibrary(
-        "hiredis",
-        absl::StrCat(HIREDIS_MAJOR, ".", HIREDIS_MINOR, ".", HIREDIS_PATCH)) &&
-    // The TLS under rediss:// (redis_tls.h), as loaded: what an operator
-    // checks against a security advisory.
-    RegisterClientLibrary("OpenSSL", absl::StrCat(OPENSSL_version_major(), ".",
-                                                  OPENSSL_version_minor(), ".",
-                                                  OPENSSL_version_patch()));
-
-}  // namespace
 }  // namespace dlock::redis

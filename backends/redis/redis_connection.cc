@@ -1,8 +1,11 @@
 #include "redis_connection.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 
 namespace dlock::redis {
 namespace {
@@ -43,7 +46,39 @@ redisReplyObjectFunctions* CheckedReplyFunctions() {
   return &functions;
 }
 
+// Where ReplyError() keeps a redirect's text for RedirectIn().
+constexpr char kRedirectPayload[] = "dlock.redis/redirect";
+
+std::optional<Redirect> ParseRedirect(absl::string_view text) {
+  // "MOVED <slot> <host>:<port>", "ASK <slot> <host>:<port>".
+  std::vector<absl::string_view> words = absl::StrSplit(text, ' ');
+  Redirect out;
+  if (words.size() != 3 || (words[0] != "MOVED" && words[0] != "ASK")) {
+    return std::nullopt;
+  }
+  out.ask = words[0] == "ASK";
+  const size_t colon = words[2].rfind(':');
+  if (!absl::SimpleAtoi(words[1], &out.slot) || out.slot < 0 ||
+      out.slot >= 16384 || colon == absl::string_view::npos ||
+      !absl::SimpleAtoi(words[2].substr(colon + 1), &out.to.port)) {
+    return std::nullopt;
+  }
+  out.to.host = std::string(words[2].substr(0, colon));
+  return out;
+}
+
 }  // namespace
+
+std::optional<Redirect> RedirectOf(const redisReply* reply) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ERROR) return std::nullopt;
+  return ParseRedirect(absl::string_view(reply->str, reply->len));
+}
+
+std::optional<Redirect> RedirectIn(const absl::Status& status) {
+  auto text = status.GetPayload(kRedirectPayload);  // an absl::optional
+  if (!text.has_value()) return std::nullopt;
+  return ParseRedirect(std::string(*text));
+}
 
 absl::Status ReplyError(const redisReply* reply, absl::string_view what,
                         absl::string_view endpoint) {
@@ -66,6 +101,13 @@ absl::Status ReplyError(const redisReply* reply, absl::string_view what,
     return absl::UnavailableError(absl::StrCat("redis at ", endpoint,
                                                " cannot serve ", what,
                                                " (reconnecting): ", text));
+  }
+  if (RedirectOf(reply).has_value()) {
+    absl::Status redirected = absl::InternalError(
+        absl::StrCat("redis at ", endpoint, " redirected ", what, ": ", text,
+                     " (a Redis Cluster node: use redis-cluster://)"));
+    redirected.SetPayload(kRedirectPayload, absl::Cord(text));
+    return redirected;
   }
   // A script still running; a cluster slot moving or without a master: the
   // server cannot serve now, and may shortly (a waiting acquire rides it

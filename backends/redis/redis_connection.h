@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,19 @@ class Connection {
   std::atomic<bool> replied_{false};  // a reply has come
   std::atomic<bool> broken_{false};
 };
+
+// A Redis Cluster's answer that the slot of a command's key is served by
+// another node: MOVED (for good: the client's slot map is out of date) or
+// ASK (this once, while the slot migrates: ASKING, then the command, at the
+// target). An empty host means the node that answered.
+struct Redirect {
+  bool ask = false;
+  int slot = 0;
+  Address to;
+};
+std::optional<Redirect> RedirectOf(const redisReply* reply);
+// The redirect a ReplyError() status was made of, if any.
+std::optional<Redirect> RedirectIn(const absl::Status& status);
 
 // An error reply as a Status, or OK. `what` names the operation.
 // Unauthenticated for NOAUTH and WRONGPASS; PermissionDenied for a refusal

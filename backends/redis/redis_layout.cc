@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -99,7 +100,26 @@ int KeySlot(absl::string_view key) {
       key = key.substr(open + 1, close - open - 1);
     }
   }
-  return Crc16(key) & 16383;
+  return Crc16(key) & (kClusterSlots - 1);
+}
+
+const std::string& SlotTag(int slot) {
+  // Decimal numbers in turn, until every slot has one (109,758
+  // CRC16s of at most 6 bytes, once per process).
+  static const std::vector<std::string>* const tags = [] {
+    auto* out = new std::vector<std::string>(kClusterSlots);
+    int missing = kClusterSlots;
+    for (int n = 0; missing > 0; ++n) {
+      std::string tag = absl::StrCat(n);
+      std::string& slot_tag = (*out)[Crc16(tag) & (kClusterSlots - 1)];
+      if (slot_tag.empty()) {
+        slot_tag = std::move(tag);
+        --missing;
+      }
+    }
+    return out;
+  }();
+  return (*tags)[slot];
 }
 
 absl::Status CheckLayout(Connection& conn, const Scripts& scripts,

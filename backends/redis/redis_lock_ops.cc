@@ -10,12 +10,22 @@
 
 namespace dlock::redis {
 
-Keyspace::Keyspace(absl::string_view lock_namespace, int db)
+Keyspace::Keyspace(absl::string_view lock_namespace, int db, bool sharded)
     : lock_prefix_(absl::StrCat("dlock:{", lock_namespace, ":")),
       channel_(absl::StrCat("dlock:", db, ":", lock_namespace, ":released")),
       floor_(absl::StrCat("dlock:", lock_namespace, ":floor")),
       old_fence_(absl::StrCat("dlock:", lock_namespace, ":fence")),
-      old_lock_prefix_(absl::StrCat("dlock:", lock_namespace, ":l:")) {}
+      old_lock_prefix_(absl::StrCat("dlock:", lock_namespace, ":l:")),
+      shard_suffix_(absl::StrCat("dlock:", lock_namespace, ":released")),
+      sharded_(sharded) {}
+
+std::string Keyspace::ReleaseChannel(absl::string_view name) const {
+  return sharded_ ? ShardChannel(KeySlot(LockKey(name))) : channel_;
+}
+
+std::string Keyspace::ShardChannel(int slot) const {
+  return absl::StrCat("{", SlotTag(slot), "}", shard_suffix_);
+}
 
 std::string Keyspace::LockKey(absl::string_view name) const {
   return absl::StrCat(lock_prefix_, name, "}");
@@ -89,10 +99,11 @@ absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,
                          int64_t holds, absl::Duration keep_for) {
-  return ScriptCall{&master.scripts().release,
-                    {keys.LockKey(name)},
-                    {std::string(owner), absl::StrCat(holds), keys.channel(),
-                     std::string(name), absl::StrCat(KeepMillis(keep_for))}};
+  return ScriptCall{
+      &master.scripts().release,
+      {keys.LockKey(name)},
+      {std::string(owner), absl::StrCat(holds), keys.ReleaseChannel(name),
+       std::string(name), absl::StrCat(KeepMillis(keep_for))}};
 }
 
 absl::StatusOr<int64_t> ParseRelease(const redisReply* r,
@@ -157,16 +168,16 @@ ScriptCall ForceUnlockScript(const Master& master, const Keyspace& keys,
                              absl::string_view name) {
   return ScriptCall{&master.scripts().force_unlock,
                     {keys.LockKey(name)},
-                    {keys.channel(), std::string(name)}};
+                    {keys.ReleaseChannel(name), std::string(name)}};
 }
 
 ScriptCall ForceUnlockIfTokenScript(const Master& master, const Keyspace& keys,
                                     absl::string_view name,
                                     uint64_t fencing_token) {
-  return ScriptCall{
-      &master.scripts().force_unlock_if_token,
-      {keys.LockKey(name)},
-      {keys.channel(), std::string(name), absl::StrCat(fencing_token)}};
+  return ScriptCall{&master.scripts().force_unlock_if_token,
+                    {keys.LockKey(name)},
+                    {keys.ReleaseChannel(name), std::string(name),
+                     absl::StrCat(fencing_token)}};
 }
 
 absl::StatusOr<bool> ParseForceUnlockIfToken(const redisReply* r,

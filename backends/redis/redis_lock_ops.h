@@ -21,8 +21,9 @@ namespace dlock::redis {
 // Where one lock namespace lives on a master (docs/redis.md, key layout).
 class Keyspace {
  public:
-  // Pub/sub ignores SELECT, so the channel names the db too.
-  Keyspace(absl::string_view lock_namespace, int db);
+  // Pub/sub ignores SELECT, so the channel names the db too. `sharded`: a
+  // Redis Cluster's, whose releases are announced per slot (SPUBLISH).
+  Keyspace(absl::string_view lock_namespace, int db, bool sharded = false);
 
   // "dlock:{<ns>:<name>}": the lock's one key. Its hash tag is everything
   // from the first '{' to the first '}' after it, so whatever the name holds
@@ -31,7 +32,17 @@ class Keyspace {
   std::string LockKey(absl::string_view name) const;
   // The lock keys of the namespace start so ("dlock:{<ns>:").
   const std::string& lock_prefix() const { return lock_prefix_; }
-  const std::string& channel() const { return channel_; }  // releases
+  // The namespace's one release channel (PUBLISH, SUBSCRIBE).
+  const std::string& channel() const { return channel_; }
+  // Where the releases of `name` are announced: channel(), or when sharded
+  // ShardChannel() of the lock's slot.
+  std::string ReleaseChannel(absl::string_view name) const;
+  // The shard channel (SPUBLISH, SSUBSCRIBE) of the namespace's releases in
+  // one slot: "{<tag>}dlock:<ns>:released", the tag one that hashes to
+  // `slot`, so that a release script announces in the slot of the key it
+  // was given, as a cluster requires.
+  std::string ShardChannel(int slot) const;
+  bool sharded() const { return sharded_; }
   // Redlock's per-master token floor ("dlock:<ns>:floor"): every token a
   // master grants exceeds it, and the token a quorum agreed on raises it.
   const std::string& floor() const { return floor_; }
@@ -47,11 +58,16 @@ class Keyspace {
   std::string floor_;
   std::string old_fence_;
   std::string old_lock_prefix_;
+  std::string shard_suffix_;  // "dlock:<ns>:released"
+  bool sharded_ = false;
 };
 
 // The hash slot of a key as Redis Cluster computes it (CRC16 of its hash
 // tag, mod 16384).
+inline constexpr int kClusterSlots = 16384;
 int KeySlot(absl::string_view key);
+// A short hash tag of `slot`: KeySlot("{" + SlotTag(slot) + "}...") == slot.
+const std::string& SlotTag(int slot);
 
 // The rolling upgrade's check on a new connection (Master::ConnectCheck;
 // docs/migration.md): marks the namespace so that 0.2 clients can no longer

@@ -168,6 +168,7 @@ Master::Pending Master::Submit(std::vector<ScriptCall> calls) {
     std::vector<std::string> commands;
     commands.reserve(calls.size());
     for (const ScriptCall& call : calls) {
+      if (call.asking) commands.push_back(FormatCommand({"ASKING"}));
       commands.push_back(
           FormatCommand(scripts_.Command(*call.script, call.keys, call.args)));
     }
@@ -187,9 +188,11 @@ std::vector<absl::StatusOr<Reply>> Master::Pending::Await() {
     for (size_t i = 0; i < calls_.size(); ++i) out.push_back(replies.status());
     return out;
   }
+  size_t next = 0;  // ASKING's replies (OK) are skipped
   for (size_t i = 0; i < calls_.size(); ++i) {
-    Reply reply = std::move((*replies)[i]);
     const ScriptCall& call = calls_[i];
+    if (call.asking) ++next;
+    Reply reply = std::move((*replies)[next++]);
     if (IsNoScript(reply.get())) {
       // Rare (a restart, a flush): the body, which caches the script
       // again, after the library in function mode.
@@ -197,6 +200,10 @@ std::vector<absl::StatusOr<Reply>> Master::Pending::Await() {
       for (const std::vector<std::string>& command :
            master_->scripts_.Fallback(*call.script, call.keys, call.args)) {
         fallback.push_back(FormatCommand(command));
+      }
+      // ASKING counts for the one command after it: the script's body.
+      if (call.asking) {
+        fallback.insert(fallback.end() - 1, FormatCommand({"ASKING"}));
       }
       absl::StatusOr<std::vector<Reply>> again =
           mux_->Call(std::move(fallback));

@@ -32,6 +32,9 @@ struct ScriptCall {
   const Script* script = nullptr;
   std::vector<std::string> keys;
   std::vector<std::string> args;
+  // Sent right after ASKING: a Redis Cluster's ASK redirect to the node a
+  // slot is migrating to, which serves the call this once.
+  bool asking = false;
 };
 
 // The command connection (pipelined across threads, reconnected when it

@@ -10,7 +10,7 @@ namespace dlock::redis {
 
 bool IsTlsScheme(absl::string_view scheme) {
   return scheme == "rediss" || scheme == "rediss-sentinel" ||
-         scheme == "redlocks";
+         scheme == "rediss-cluster" || scheme == "redlocks";
 }
 
 namespace {
@@ -34,7 +34,8 @@ absl::StatusOr<TlsSettings> ParseTls(const Uri& uri, UriParams& params) {
         return absl::InvalidArgumentError(
             absl::StrCat(key,
                          " is an option of the TLS schemes (rediss://, "
-                         "rediss-sentinel://, redlocks://), not of ",
+                         "rediss-sentinel://, rediss-cluster://, "
+                         "redlocks://), not of ",
                          uri.scheme, "://"));
       }
     }

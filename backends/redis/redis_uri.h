@@ -23,10 +23,10 @@ absl::StatusOr<std::vector<ConnectionConfig>> ParseHosts(
     const BackendConfig& config, absl::string_view form,
     absl::Duration default_timeout = absl::Seconds(2));
 
-// rediss://, rediss-sentinel:// and redlocks://: the TLS forms of redis://,
-// redis-sentinel:// and redlock:// (every server, Sentinels included, over
-// TLS). The `s` is the one rediss:// (redis-py, Lettuce, ioredis) and
-// https:// add.
+// rediss://, rediss-sentinel://, rediss-cluster:// and redlocks://: the TLS
+// forms of redis://, redis-sentinel://, redis-cluster:// and redlock://
+// (every server, Sentinels included, over TLS). The `s` is the one rediss://
+// (redis-py, Lettuce, ioredis) and https:// add.
 bool IsTlsScheme(absl::string_view scheme);
 
 // InvalidArgument when the URI names fewer than `min_hosts` or more than

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "zk_driver.h"
 
 namespace dlock::zk {

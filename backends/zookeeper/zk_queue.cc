@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/backend/rules.h"
+#include "dlock/errors.h"
 
 namespace dlock::zk {
 namespace {
@@ -41,8 +42,7 @@ absl::StatusOr<Grant> LockQueue::Acquire(const AcquireCall& call,
 absl::StatusOr<Grant> LockQueue::WaitTurn(Turn& t) {
   while (true) {
     if (t.call.cancel.IsCancelled()) {
-      return *Fail(t, absl::CancelledError(absl::StrCat(
-                          "wait for lock '", t.call.name, "' was cancelled")));
+      return *Fail(t, WaitCancelledError(t.call.name));
     }
     if (!t.children.has_value()) {
       if (Next end = List(t)) return *std::move(end);

@@ -7,9 +7,9 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/ride_out.h"
 #include "identity.h"
 #include "lease_policy.h"
-#include "ride_out.h"
 
 namespace dlock::internal {
 
@@ -152,10 +152,8 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
       return state_.ClosedError();
     }
     if (absl::IsDeadlineExceeded(grant.status())) {
-      // SettleAndRegister's own words, as a wait or try that failed (C10).
-      return WithKind(grant.status(), options.wait > absl::ZeroDuration()
-                                          ? ErrorKind::kWaitExpired
-                                          : ErrorKind::kHeldByAnother);
+      // SettleAndRegister's own words, as a wait that ended (C10).
+      return WithKind(grant.status(), ErrorKind::kWaitExpired);
     }
     return grant.status();
   }
@@ -165,13 +163,15 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
 }
 
 absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
-                                           const AcquireCall& call,
+                                           const AcquireCall& call, bool waits,
                                            uint64_t& releases_sent,
                                            std::shared_ptr<HoldRecord>& held) {
   // A release in flight can outlive its caller (one answered at its
-  // hold's deadline leaves it to a helper thread): waiting for it is
-  // bounded by this acquisition's own wait, and ends on its cancel
-  // (registered only once it waits: most acquisitions never do).
+  // hold's deadline leaves it to a helper thread): a waiting acquisition
+  // waits for it no longer than its own wait, and stops on its cancel
+  // (registered only once it waits: most acquisitions never do). A try
+  // waits for it to end (C21: never inheriting what is being released, and
+  // not refused for its own owner's release either); Close() ends that.
   std::optional<ScopedCancelCallback> woken;
   while (true) {
     std::optional<PendingReleases::Claim> claim;
@@ -183,22 +183,23 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
         turn = state_.pending.BeforeAcquire(key, releases_sent, claim);
         if (turn != PendingReleases::Turn::kWait) break;
         if (call.cancel.IsCancelled()) {
-          return absl::CancelledError(
-              absl::StrCat("wait for lock '", key.first, "' was cancelled"));
+          return WaitCancelledError(key.first);
         }
-        if (state_.clock.Now() >= call.deadline) {
+        if (waits && state_.clock.Now() >= call.deadline) {
           return absl::DeadlineExceededError(absl::StrCat(
               "lock '", key.first,
-              "' is still being released by this owner: the release is not "
-              "confirmed yet"));
+              "' not acquired within the wait: it is still being released "
+              "by this owner, and the release is not confirmed yet"));
         }
         // Another thread is sending a release of this key: wait for it.
         if (!woken.has_value()) {
-          woken.emplace(call.cancel,
-                        [this] { state_.alarms.released().Signal(); });
+          // The condition variable signals under a mutex of its own.
+          ClockCondVar& released = state_.alarms.released();
+          woken.emplace(call.cancel, [&released] { released.Signal(); });
           continue;  // a cancel before it was registered is seen above
         }
-        state_.alarms.released().WaitUntil(&state_.mu, call.deadline);
+        state_.alarms.released().WaitUntil(
+            &state_.mu, waits ? call.deadline : MonoTime::InfiniteFuture());
       }
       if (turn == PendingReleases::Turn::kGo) {
         held = state_.holds.BelievedRecord(key);
@@ -244,7 +245,7 @@ absl::StatusOr<Grant> ClientCore::SettleAndAcquire(
                waits ? call.deadline : MonoTime::InfinitePast(), either);
   absl::Status settled;
   do {
-    settled = SettleAndRegister(key, call, releases_sent, held);
+    settled = SettleAndRegister(key, call, waits, releases_sent, held);
   } while (!settled.ok() && ride.Again(settled));
   if (!settled.ok()) return ride.Final(settled);
   registered = true;

@@ -107,10 +107,10 @@ class ClientCore : public BackendListener,
   // be confirmed first, so that the acquisition is fresh (C21). Then
   // registers the acquisition (PendingReleases::BeforeAcquire).
   // `held` gets the record of the hold being re-entered, if one is believed.
-  // Waits for another thread's release of `key` until call.deadline or
-  // call.cancel.
+  // Waits for another thread's release of `key`: when `waits`, until
+  // call.deadline or call.cancel.
   absl::Status SettleAndRegister(const HoldKey& key, const AcquireCall& call,
-                                 uint64_t& releases_sent,
+                                 bool waits, uint64_t& releases_sent,
                                  std::shared_ptr<HoldRecord>& held)
       ABSL_LOCKS_EXCLUDED(state_.mu);
   // Settles a release of `key` still pending and registers the acquisition

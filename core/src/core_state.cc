@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "dlock/backoff.h"
+#include "dlock/ride_out.h"
 #include "lease_policy.h"
-#include "ride_out.h"
 
 namespace dlock::internal {
 

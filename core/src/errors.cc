@@ -103,6 +103,11 @@ absl::Status HeldByAnotherError(absl::string_view lock_name) {
                 ErrorKind::kHeldByAnother);
 }
 
+absl::Status WaitCancelledError(absl::string_view lock_name) {
+  return absl::CancelledError(
+      absl::StrCat("wait for lock '", lock_name, "' was cancelled"));
+}
+
 absl::Status WaitExpiredError(absl::string_view lock_name,
                               absl::Duration waited) {
   return Marked(absl::StatusCode::kDeadlineExceeded,

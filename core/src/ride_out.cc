@@ -1,12 +1,13 @@
-#include "ride_out.h"
+#include "dlock/ride_out.h"
 
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/errors.h"
 
-namespace dlock::internal {
+namespace dlock {
 
 bool PauseUnlessCancelled(const Clock& clock, MonoTime until,
                           const CancelToken& cancel) {
@@ -38,8 +39,7 @@ bool RideOut::Again(const absl::Status& failed) {
 
 absl::Status RideOut::Final(const absl::Status& failed) const {
   if (cancelled_) {
-    return absl::CancelledError(
-        absl::StrCat("wait for lock '", name_, "' was cancelled"));
+    return WaitCancelledError(name_);
   }
   // A try (no wait) says what its one attempt met, as it is.
   if (!IsTransient(failed) || deadline_ <= started_) return failed;
@@ -52,4 +52,4 @@ absl::Status RideOut::Final(const absl::Status& failed) const {
       "); the last error: ", failed.message()));
 }
 
-}  // namespace dlock::internal
+}  // namespace dlock

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/errors.h"
 
 namespace dlock {
 
@@ -70,8 +71,7 @@ absl::StatusOr<Grant> AcquireWithWakeups(
   std::optional<WakeupHub::Waiter> waiter;
   while (true) {
     if (call.cancel.IsCancelled()) {
-      return absl::CancelledError(
-          absl::StrCat("wait for lock '", call.name, "' was cancelled"));
+      return WaitCancelledError(call.name);
     }
     const MonoTime sent = clock.Now();
     absl::StatusOr<Attempt> result = attempt();

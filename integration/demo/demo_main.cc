@@ -95,13 +95,13 @@ struct Turn {
 };
 
 int RunDemo(const char* self, int workers, int rounds) {
-  absl::StatusOr<std::unique_ptr<dlock::testing::RedisServer>> server =
-      dlock::testing::RedisServer::Start();
+  absl::StatusOr<std::unique_ptr<dlock::test::RedisServer>> server =
+      dlock::test::RedisServer::Start();
   if (!server.ok()) {
     std::cerr << server.status() << "\n";
     return 1;
   }
-  absl::StatusOr<std::string> dir = dlock::testing::MakeTempDir("dlock-demo");
+  absl::StatusOr<std::string> dir = dlock::test::MakeTempDir("dlock-demo");
   if (!dir.ok()) return 1;
   const std::string uri = (*server)->Uri("demo");
   std::cout << "redis-server on port " << (*server)->port() << "; " << workers
@@ -162,7 +162,7 @@ int RunDemo(const char* self, int workers, int rounds) {
   }
   std::cout << "overlaps: " << overlaps << "\n"
             << "stale fencing tokens: " << stale << "\n";
-  dlock::testing::RemoveTree(*dir);
+  dlock::test::RemoveTree(*dir);
   const bool ok = !failed && overlaps == 0 && stale == 0 &&
                   final_counter.value == static_cast<int64_t>(workers) * rounds;
   std::cout << (ok ? "demo OK" : "demo FAILED") << "\n";

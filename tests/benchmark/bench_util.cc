@@ -300,8 +300,8 @@ std::string BenchServer::Uri(const std::string& ns,
 }
 
 absl::StatusOr<BenchServer> StartServer(const std::string& label) {
-  absl::StatusOr<dlock::testing::TestBackend> backend =
-      dlock::testing::FindTestBackend(label);
+  absl::StatusOr<dlock::test::TestBackend> backend =
+      dlock::test::FindTestBackend(label);
   if (!backend.ok()) return backend.status();
   if (!backend->port) {
     return absl::InvalidArgumentError(absl::StrCat(label, " has no server"));

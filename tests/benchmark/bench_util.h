@@ -109,7 +109,7 @@ int SecondsPerCase(int argc, char** argv);
 // The test registry's entry `label` (integration/test_servers.h) with its
 // server started, and the server's port; what is missing if it cannot start.
 struct BenchServer {
-  dlock::testing::TestBackend backend;
+  dlock::test::TestBackend backend;
   int port = 0;
   std::string Uri(const std::string& ns, const std::string& extra = "") const;
 };

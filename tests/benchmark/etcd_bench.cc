@@ -153,8 +153,8 @@ int main(int argc, char** argv) {
   // A server in a session of its own, as the other benchmarks' (see
   // ChildProcess::Spawn).
   setenv("DLOCK_SERVERS_OWN_SESSION", "1", /*overwrite=*/0);
-  absl::StatusOr<std::unique_ptr<dlock::testing::EtcdServer>> server =
-      dlock::testing::EtcdServer::Start();
+  absl::StatusOr<std::unique_ptr<dlock::test::EtcdServer>> server =
+      dlock::test::EtcdServer::Start();
   if (!server.ok()) return dlock::bench::Fail(server.status());
   const std::vector<std::string> endpoints = (*server)->Endpoints();
   const absl::Duration duration = absl::Seconds(seconds);

@@ -376,10 +376,10 @@ absl::StatusOr<WatchdogCost> WatchdogCostOf(const std::string& uri,
 
 // CPU seconds the redis-server on `port` has used (INFO cpu).
 absl::StatusOr<double> ServerCpuSeconds(int port) {
-  absl::StatusOr<std::string> info = dlock::testing::RedisExchange(
+  absl::StatusOr<std::string> info = dlock::test::RedisExchange(
       port,
-      absl::StrCat(dlock::testing::EncodeRedisCommand({"INFO", "cpu"}),
-                   dlock::testing::EncodeRedisCommand({"QUIT"})),
+      absl::StrCat(dlock::test::EncodeRedisCommand({"INFO", "cpu"}),
+                   dlock::test::EncodeRedisCommand({"QUIT"})),
       absl::Seconds(5));
   if (!info.ok()) return info.status();
   double total = 0;
@@ -436,8 +436,8 @@ struct TlsCost {
 absl::StatusOr<TlsCost> MeasureTlsCost(const std::string& plain_uri,
                                        int plain_port, int rounds,
                                        absl::Duration slice) {
-  absl::StatusOr<std::unique_ptr<dlock::testing::RedisServer>> server =
-      dlock::testing::RedisServer::Start({.tls = true});
+  absl::StatusOr<std::unique_ptr<dlock::test::RedisServer>> server =
+      dlock::test::RedisServer::Start({.tls = true});
   if (!server.ok()) return server.status();
   const std::string tls_uri = (*server)->Uri("bench");
   auto pairs = [&](const std::string& u, int threads) {
@@ -570,8 +570,8 @@ int main(int argc, char** argv) {
 
   // Sentinel mode: the same master reached through its Sentinels, paired
   // with redis:// straight to it.
-  absl::StatusOr<std::unique_ptr<dlock::testing::RedisSentinelGroup>> group =
-      dlock::testing::RedisSentinelGroup::Start();
+  absl::StatusOr<std::unique_ptr<dlock::test::RedisSentinelGroup>> group =
+      dlock::test::RedisSentinelGroup::Start();
   if (!group.ok()) return dlock::bench::Fail(group.status());
   absl::StatusOr<int> master = (*group)->CurrentMasterPort();
   if (!master.ok()) return dlock::bench::Fail(master.status());

@@ -144,8 +144,8 @@ int main(int argc, char** argv) {
   if (absl::Status s = CheckNodePeer(); !s.ok()) {
     return dlock::bench::Fail(s);
   }
-  absl::StatusOr<std::unique_ptr<dlock::testing::RedisGroup>> group =
-      dlock::testing::RedisGroup::Start(5);
+  absl::StatusOr<std::unique_ptr<dlock::test::RedisGroup>> group =
+      dlock::test::RedisGroup::Start(5);
   if (!group.ok()) return dlock::bench::Fail(group.status());
   std::vector<std::string> all_hosts;
   std::vector<int> ports;

@@ -12,32 +12,16 @@
 #include "test_servers.h"
 #include "test_servers_gtest.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
-BackendUnderTest FromRegistry(const TestBackend& entry) {
-  BackendUnderTest b{
-      .label = entry.label,
-      .uri = [entry](const std::string& ns) { return UriForTest(entry, ns); },
-      .restart_server = entry.restart,
-      .stop_server = nullptr,
-      .start_server = entry.start,
-      .shared_across_processes = entry.shared_across_processes,
-      .deviations = entry.conformance_deviations,
-  };
-  if (entry.stop) {
-    b.stop_server = [stop = entry.stop] {
-      if (absl::Status s = stop(); !s.ok()) ADD_FAILURE() << s;
-    };
-  }
-  return b;
-}
-
-std::vector<BackendUnderTest> UnderTest(bool variants) {
-  std::vector<BackendUnderTest> out;
+// The registry's entries of this binary's backend: the variants, or the
+// others.
+std::vector<TestBackend> UnderTest(bool variants) {
+  std::vector<TestBackend> out;
   for (const TestBackend& entry : TestBackends(
            {.backend = DLOCK_CONFORMANCE_BACKEND, .with_variants = variants})) {
-    if (entry.variant == variants) out.push_back(FromRegistry(entry));
+    if (entry.variant == variants) out.push_back(entry);
   }
   return out;
 }
@@ -51,12 +35,11 @@ TEST(ConformanceRegistry, BackendHasAnEntry) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
                          ::testing::ValuesIn(UnderTest(false)),
-                         Conformance::ParamName);
+                         TestBackendName);
 // The registry's variants (PostgreSQL behind PgBouncer, ...): run only by
 // the ctest entries that name them (tests/conformance/CMakeLists.txt).
 INSTANTIATE_TEST_SUITE_P(Variants, Conformance,
-                         ::testing::ValuesIn(UnderTest(true)),
-                         Conformance::ParamName);
+                         ::testing::ValuesIn(UnderTest(true)), TestBackendName);
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -5,7 +5,8 @@
 //
 // Each suite_<theme>.cc holds the TEST_P cases of a few clauses; each case is
 // named after the clause it checks (C1..C21, docs/contract.md).
-// <backend>_test.cc instantiates the suite once with a BackendUnderTest.
+// backends.cc instantiates the suite with the test registry's entries
+// (integration/test_servers.h) of one backend.
 #ifndef DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_
 #define DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_
 
@@ -27,10 +28,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "backend_under_test.h"
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "status_testing.h"
+#include "test_servers.h"
 
 namespace dlock {
 
@@ -52,7 +53,7 @@ inline void PrintTo(LockState state, std::ostream* os) {
 
 }  // namespace dlock
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // ---------------------------------------------------------------------------
 // Timing. Bounds are generous, for a loaded 2-core machine: they catch hangs
@@ -158,23 +159,21 @@ class BackgroundAcquire {
 // The parameterized suite. Every test gets a namespace of its own (from its
 // name and a random suffix), so tests never see each other's locks even on a
 // shared server.
-class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
- public:
-  // Names an instantiation's cases after the backend: ".../memory".
-  static std::string ParamName(
-      const ::testing::TestParamInfo<BackendUnderTest>& info);
-
+class Conformance : public ::testing::TestWithParam<TestBackend> {
  protected:
   // Skips a case the backend lists as a documented deviation, and only such
   // a case.
   void SetUp() override;
 
-  const BackendUnderTest& backend() const { return GetParam(); }
+  const TestBackend& backend() const { return GetParam(); }
   const std::string& ns() const { return ns_; }
   // Another namespace of this test's own: this test's namespace plus
   // ".<tag>", which also probes key encodings for collisions (C16).
   std::string OtherNamespace(absl::string_view tag) const;
 
+  // A URI of the backend for a client in `lock_namespace`; if its server
+  // does not start, the case fails saying what is missing (UriForTest).
+  std::string UriIn(const std::string& lock_namespace) const;
   absl::StatusOr<std::unique_ptr<LockClient>> NewClient(
       ClientOptions options = {}) const;
   absl::StatusOr<std::unique_ptr<LockClient>> NewClientIn(
@@ -184,8 +183,9 @@ class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
   // listing the test as a deviation: a missing harness feature never passes.
   std::string MissingCapability(absl::string_view capability) const;
 
-  // The current case's name without the backend suffix, as `deviations`
-  // lists it ("C18_ServerRestartReportsLostAndClientReconnects").
+  // The current case's name without the backend suffix, as
+  // `conformance_deviations` lists it
+  // ("C18_ServerRestartReportsLostAndClientReconnects").
   static std::string CaseName();
 
  private:
@@ -195,6 +195,6 @@ class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
 // Options whose waiters can only be woken, not polled, within a test (C9).
 ClientOptions SlowPollOptions();
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_CONFORMANCE_CONFORMANCE_FIXTURE_H_

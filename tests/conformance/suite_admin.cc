@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 TEST_P(Conformance, C11_InspectDescribesTheHolder) {
@@ -295,7 +295,7 @@ TEST_P(Conformance, C14_InvalidArgumentForBadInput) {
   EXPECT_EQ(info.hold_count, 1);
   EXPECT_OK(hold.Release());
 
-  const std::string uri = backend().uri(ns());
+  const std::string uri = UriIn(ns());
   const char* join = absl::StrContains(uri, "?") ? "&" : "?";
   EXPECT_CODE(Connect(uri + join + "no_such_option=1"), kInvalidArgument);
   EXPECT_CODE(Connect(uri + join + "namespace=other"), kInvalidArgument);
@@ -352,4 +352,4 @@ TEST_P(Conformance, C14_DeadlineExceededAndCancelledForWaits) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

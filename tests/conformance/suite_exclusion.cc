@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // 8 threads across 3 clients, each 200 cycles of lock / increment a shared
@@ -173,4 +173,4 @@ TEST_P(Conformance, C10_TryAcquireAnswersPromptly) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -8,7 +8,7 @@
 #include "conformance_fixture.h"
 #include "dlock/uri.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Whether `status` names where the client connects (C14), e.g. the host of
@@ -25,7 +25,7 @@ namespace {
 }
 
 TEST_P(Conformance, C18_ServerRestartReportsLostAndClientReconnects) {
-  ASSERT_TRUE(backend().restart_server) << MissingCapability("restart_server");
+  ASSERT_TRUE(backend().restart) << MissingCapability("restart");
   ClientOptions options;
   options.watchdog_lease = kShortWatchdogLease;
   LostRecorder client_lost;
@@ -41,7 +41,7 @@ TEST_P(Conformance, C18_ServerRestartReportsLostAndClientReconnects) {
   // Kept for the whole test: nobody renews or releases it.
   ASSERT_OK_AND_ASSIGN(Hold probe_hold, probe->Acquire(WithLease(kLongLease)));
 
-  ASSERT_OK(backend().restart_server());
+  ASSERT_OK(backend().restart());
 
   // A hold nobody renews shows whether the server kept its state.
   absl::StatusOr<LockInfo> probed = absl::UnknownError("not asked yet");
@@ -98,8 +98,8 @@ TEST_P(Conformance, C18_ServerRestartReportsLostAndClientReconnects) {
 }
 
 TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
-  ASSERT_TRUE(backend().stop_server && backend().start_server)
-      << MissingCapability("stop_server and start_server");
+  ASSERT_TRUE(backend().stop && backend().start)
+      << MissingCapability("stop and start");
   ClientOptions options;
   options.watchdog_lease = kShortWatchdogLease;
   options.close_timeout = absl::Seconds(2);
@@ -116,11 +116,11 @@ TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
   ASSERT_OK_AND_ASSIGN(Hold closing_hold,
                        closing_lock->Acquire(WithLease(kLongLease)));
 
-  backend().stop_server();
+  EXPECT_OK(backend().stop());
   bool started = false;
   // Later cases need the server, whatever happens here.
   absl::Cleanup restart = [&] {
-    if (!started) backend().start_server().IgnoreError();
+    if (!started) backend().start().IgnoreError();
   };
 
   // A waiting acquire rides the outage out until its wait ends, then says
@@ -169,7 +169,7 @@ TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
   closing->Close().IgnoreError();  // Unavailable is fine: the lease frees it
   EXPECT_LT(absl::Now() - start, options.close_timeout + kNoHang);
 
-  ASSERT_OK(backend().start_server());
+  ASSERT_OK(backend().start());
   started = true;
   // The client reconnects by itself.
   absl::StatusOr<Hold> acquired;
@@ -189,4 +189,4 @@ TEST_P(Conformance, C18_UnavailableWhileServerIsDownThenRecovers) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -4,7 +4,7 @@
 
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 TEST_P(Conformance, C8_TokensStrictlyIncreaseOverAlternatingClients) {
@@ -77,4 +77,4 @@ TEST_P(Conformance, C8_TokensIncreaseAfterExpiryAndForceUnlock) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -9,8 +9,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "conformance_fixture.h"
+#include "test_servers_gtest.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 bool Eventually(absl::FunctionRef<bool()> condition, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -160,11 +161,6 @@ std::string NamespaceFor(absl::string_view case_name) {
 
 }  // namespace
 
-std::string Conformance::ParamName(
-    const ::testing::TestParamInfo<BackendUnderTest>& info) {
-  return info.param.label;
-}
-
 std::string Conformance::CaseName() {
   std::string name =
       ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -173,13 +169,17 @@ std::string Conformance::CaseName() {
 
 void Conformance::SetUp() {
   ns_ = NamespaceFor(CaseName());
-  if (backend().deviations.count(CaseName()) > 0) {
+  if (backend().conformance_deviations.count(CaseName()) > 0) {
     GTEST_SKIP() << "documented deviation: see docs/backends.md";
   }
 }
 
 std::string Conformance::OtherNamespace(absl::string_view tag) const {
   return absl::StrCat(ns_, ".", tag);
+}
+
+std::string Conformance::UriIn(const std::string& lock_namespace) const {
+  return UriForTest(backend(), lock_namespace);
 }
 
 absl::StatusOr<std::unique_ptr<LockClient>> Conformance::NewClient(
@@ -189,14 +189,15 @@ absl::StatusOr<std::unique_ptr<LockClient>> Conformance::NewClient(
 
 absl::StatusOr<std::unique_ptr<LockClient>> Conformance::NewClientIn(
     const std::string& lock_namespace, ClientOptions options) const {
-  return Connect(backend().uri(lock_namespace), options);
+  return Connect(UriIn(lock_namespace), options);
 }
 
 std::string Conformance::MissingCapability(absl::string_view capability) const {
-  return absl::StrCat("backend '", backend().label, "' has no ", capability,
-                      ": either give ", "its BackendUnderTest one, or list '",
-                      CaseName(),
-                      "' in its deviations and in docs/backends.md");
+  return absl::StrCat(
+      "backend '", backend().label, "' has no ", capability,
+      ": either give its registry entry (integration/", backend().backend,
+      "_registration.cc) one, or list '", CaseName(),
+      "' in its conformance_deviations and in docs/backends.md");
 }
 
 ClientOptions SlowPollOptions() {
@@ -205,4 +206,4 @@ ClientOptions SlowPollOptions() {
   return options;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -13,7 +13,7 @@
 #include "fault_backend.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Short, to keep the suite fast; long against a round trip.
@@ -346,7 +346,7 @@ TEST_P(Conformance, Keep_OutlivesTheReleasingProcess) {
 
   ChildProcess keeper;
   ASSERT_OK(keeper.Spawn(
-      {holder_path, backend().uri(ns()), "cron job", "30s",
+      {holder_path, UriIn(ns()), "cron job", "30s",
        absl::StrCat(absl::ToInt64Milliseconds(kProcessKeep), "ms")},
       log));
   ASSERT_OK(WaitUntil([&] { return !keeper.Running(); }, kNoHang,
@@ -391,4 +391,4 @@ TEST_P(Conformance, Keep_OutlivesTheReleasingProcess) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

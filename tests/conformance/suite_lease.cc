@@ -17,7 +17,7 @@
 #include "conformance_fixture.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 TEST_P(Conformance, C2_LockExpiresWithoutRenewal) {
@@ -89,7 +89,7 @@ TEST_P(Conformance, C2_KilledHolderProcessBlocksAtMostItsLease) {
 
   ChildProcess holder;
   ASSERT_OK(
-      holder.Spawn({holder_path, backend().uri(ns()), "crashing holder",
+      holder.Spawn({holder_path, UriIn(ns()), "crashing holder",
                     absl::StrCat(absl::ToInt64Milliseconds(kLease), "ms")},
                    log));
   uint64_t child_token = 0;
@@ -259,4 +259,4 @@ TEST_P(Conformance, C7_RenewalFindingAnotherHolderReportsLost) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -8,7 +8,7 @@
 #include "conformance_fixture.h"
 #include "fault_backend.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr absl::Duration kTtl = absl::Seconds(1);
@@ -122,4 +122,4 @@ TEST_P(Conformance, Liveness_AHoldKeptUntilItsLeaseEndsOutlivesTheTtl) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

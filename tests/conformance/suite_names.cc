@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Every kind of name C15 lists, in groups that a careless key, path or SQL
@@ -208,4 +208,4 @@ TEST_P(Conformance, C16_NamespacesNeverInteract) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 TEST_P(Conformance, C20_ExplicitLeaseEndIsToldOnce) {
@@ -163,4 +163,4 @@ TEST_P(Conformance, C6_ClientsSharingAClientIdAreDistinctOwners) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -4,7 +4,7 @@
 
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // The parts of a hold that nobody but its owner may change.
@@ -359,4 +359,4 @@ TEST_P(Conformance, C6_OwnerTokenHoldReleasesThroughItsHold) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

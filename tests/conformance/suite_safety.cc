@@ -15,7 +15,7 @@
 #include "conformance_fixture.h"
 #include "fault_backend.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 using Op = FaultPlan;
@@ -418,4 +418,4 @@ TEST_P(Conformance, C20_ReleaseUnconfirmedUntilTheLeaseEndsIsToldOnce) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

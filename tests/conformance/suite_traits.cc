@@ -13,7 +13,7 @@
 #include "absl/strings/strip.h"
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // The row of docs/backends.md's "Declared traits" table for `label`, column
@@ -72,7 +72,7 @@ TEST_P(Conformance, Traits_AgreeWithTheDocsTable) {
 TEST_P(Conformance, Traits_ExplainEveryDeviation) {
   ASSERT_OK_AND_ASSIGN(auto client, NewClient());
   const BackendTraits& t = client->traits();
-  for (const std::string& deviation : backend().deviations) {
+  for (const std::string& deviation : backend().conformance_deviations) {
     if (absl::StartsWith(deviation, "C2_KilledHolderProcess") ||
         deviation == "Keep_OutlivesTheReleasingProcess") {
       EXPECT_FALSE(t.shared_across_processes)
@@ -83,7 +83,7 @@ TEST_P(Conformance, Traits_ExplainEveryDeviation) {
           << deviation << " is a deviation only for a backend that declares "
           << "it cannot keep a lock after its release";
     } else if (absl::StartsWith(deviation, "C18_")) {
-      EXPECT_FALSE(backend().restart_server)
+      EXPECT_FALSE(backend().restart)
           << deviation << " is a deviation only where there is no server";
     } else {
       ADD_FAILURE() << "no trait explains the deviation " << deviation;
@@ -174,11 +174,11 @@ TEST_P(Conformance, Traits_DeclaredFifoWaitingServesInOrder) {
 // one; where they are tied to a session and do not survive, a restart
 // (which ends every session) is told as a loss.
 TEST_P(Conformance, Traits_RestartAsDeclared) {
-  if (!backend().restart_server) {
+  if (!backend().restart) {
     // memory://: no server to restart (its C18 deviation says so).
-    ASSERT_TRUE(backend().deviations.count(
+    ASSERT_TRUE(backend().conformance_deviations.count(
         "C18_ServerRestartReportsLostAndClientReconnects"))
-        << MissingCapability("restart_server");
+        << MissingCapability("restart");
     return;
   }
   ASSERT_OK_AND_ASSIGN(auto client, NewClient());
@@ -186,7 +186,7 @@ TEST_P(Conformance, Traits_RestartAsDeclared) {
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("restarted"));
   ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire(WithLease(kLongLease)));
   const uint64_t token = hold.fencing_token();
-  ASSERT_OK(backend().restart_server());
+  ASSERT_OK(backend().restart());
   ASSERT_OK_AND_ASSIGN(auto observer, NewClient());
   absl::StatusOr<LockInfo> info = absl::UnknownError("not asked yet");
   ASSERT_TRUE(Eventually(
@@ -207,4 +207,4 @@ TEST_P(Conformance, Traits_RestartAsDeclared) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "conformance_fixture.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // A waiter that gave up must leave nothing behind: the released lock is free,
@@ -177,4 +177,4 @@ TEST_P(Conformance, C17_ThreadsShareClientAndHandles) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

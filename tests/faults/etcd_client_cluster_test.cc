@@ -12,7 +12,7 @@
 #include "etcd_client_test_util.h"
 #include "fault_proxy.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class EtcdClusterTest : public EtcdServerSuite<EtcdClusterTest> {
@@ -203,4 +203,4 @@ TEST_F(EtcdClusterTest, AWriteWithoutQuorumIsToldUnknown) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -10,7 +10,7 @@
 #include "etcd_client_test_util.h"
 #include "fault_proxy.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 using etcd::WatchUpdate;
@@ -233,4 +233,4 @@ TEST_F(EtcdAuthTest, AWatchMovesOnFromAMemberThatNeverAnswers) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

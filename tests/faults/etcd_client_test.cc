@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "etcd_client_test_util.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 using etcd::WatchUpdate;
@@ -287,4 +287,4 @@ TEST_F(EtcdClientTest, AClientFindsARestartedMemberPromptly) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

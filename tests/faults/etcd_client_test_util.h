@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // Options for a client of `server`'s members, in the order given (every
 // member when `members` is empty), with its TLS files when it has TLS.
@@ -142,6 +142,6 @@ inline std::optional<std::string> Get(etcd::Client& client,
   return response->kvs(0).value();
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_FAULTS_ETCD_CLIENT_TEST_UTIL_H_

@@ -24,7 +24,7 @@
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 struct ContentionOptions {
   int workers = 4;
@@ -200,6 +200,6 @@ class Contention {
   absl::Time fault_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_FAULTS_FAILOVER_CONTENTION_H_

@@ -20,7 +20,7 @@
 #include "status_testing.h"
 #include "tls_certificates.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kPassword[] = "pw-Secret-4711";
@@ -33,10 +33,10 @@ class PostgresAuthTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     absl::StatusOr<std::string> dir = MakeTempDir("dlock-pg-certs");
-    ASSERT_TRUE(dir.ok()) << dir.status();
+    ASSERT_OK(dir);
     dir_ = new std::string(*dir);
     absl::StatusOr<TlsCertificates> certs = MakeTlsCertificates(*dir);
-    ASSERT_TRUE(certs.ok()) << certs.status();
+    ASSERT_OK(certs);
     certs_ = new TlsCertificates(*certs);
 
     PostgresServer::Options options;
@@ -52,7 +52,7 @@ class PostgresAuthTest : public ::testing::Test {
     };
     absl::StatusOr<std::unique_ptr<PostgresServer>> server =
         PostgresServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = server->release();
     absl::StatusOr<std::string> roles = server_->Psql(
         absl::StrCat("CREATE ROLE pwuser LOGIN PASSWORD '", kPassword,
@@ -62,13 +62,13 @@ class PostgresAuthTest : public ::testing::Test {
                      " LOGIN;\n"
                      "CREATE DATABASE closed;\n"
                      "REVOKE CONNECT ON DATABASE closed FROM PUBLIC;"));
-    ASSERT_TRUE(roles.ok()) << roles.status();
+    ASSERT_OK(roles);
     // The lock tables, made by their owner, who grants the others what
     // dlock needs (what `dlock setup --grant-to` does).
     for (const char* user : {"pwuser", "dlock%20test%20client"}) {
       absl::StatusOr<std::unique_ptr<LockClient>> setup =
           Connect(server_->Uri("auth", absl::StrCat("grant_to=", user)));
-      ASSERT_TRUE(setup.ok()) << setup.status();
+      ASSERT_OK(setup);
     }
   }
   static void TearDownTestSuite() {
@@ -206,4 +206,4 @@ TEST_F(PostgresAuthTest, ClientCertificateRequired) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

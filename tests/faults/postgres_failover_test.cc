@@ -24,7 +24,7 @@
 #include "postgres_replication.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // How long a client may take to reach the new primary once it is promoted:
@@ -98,7 +98,7 @@ class PostgresFailoverTest : public ::testing::Test {
   static void SetUpTestSuite() {
     absl::StatusOr<std::unique_ptr<PostgresReplication>> pair =
         PostgresReplication::Start({.synchronous = true});
-    ASSERT_TRUE(pair.ok()) << pair.status();
+    ASSERT_OK(pair);
     pair_ = pair->release();
   }
   static void TearDownTestSuite() {
@@ -134,7 +134,7 @@ class PostgresFailoverTest : public ::testing::Test {
         mode == "session" ? "mode=session&session_grace=1s" : "mode=lease";
     absl::StatusOr<std::unique_ptr<LockClient>> client =
         Connect(pair_->Uri(ns_, extra), options);
-    EXPECT_TRUE(client.ok()) << client.status();
+    EXPECT_OK(client);
     return client.ok() ? *std::move(client) : nullptr;
   }
 
@@ -159,7 +159,7 @@ class PostgresFailoverTest : public ::testing::Test {
     failed_over_ = true;
     pair_->KillPrimary();
     const absl::Status promoted = pair_->Promote();
-    EXPECT_TRUE(promoted.ok()) << promoted;
+    EXPECT_OK(promoted);
     return absl::Now();
   }
 
@@ -383,4 +383,4 @@ TEST_F(PostgresFailoverTest, AsynchronousSessionGrantIsLostAndFencedOff) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -12,8 +12,9 @@
 #include "gtest/gtest.h"
 #include "postgres_server.h"
 #include "postgres_suite.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresListenTest : public PostgresSuite {};
@@ -35,17 +36,17 @@ void WaiterOfAFreshClientIsWoken(PostgresServer& server,
         server.Uri(absl::StrCat("listen_", mode), "mode=" + mode);
     const std::string name = absl::StrCat("handed over ", round);
     absl::StatusOr<std::unique_ptr<LockClient>> holder = Connect(uri);
-    ASSERT_TRUE(holder.ok()) << holder.status();
+    ASSERT_OK(holder);
     auto held = *(*holder)->GetLock(name);
     AcquireOptions long_lease;
     long_lease.lease = absl::Seconds(60);  // its end wakes nobody here
     absl::StatusOr<Hold> holding = held->Acquire(long_lease);
-    ASSERT_TRUE(holding.ok());
+    ASSERT_OK(holding);
 
     ClientOptions options;
     options.fallback_poll = kSlowFallbackPoll;
     absl::StatusOr<std::unique_ptr<LockClient>> waiter = Connect(uri, options);
-    ASSERT_TRUE(waiter.ok()) << waiter.status();
+    ASSERT_OK(waiter);
     auto wanted = *(*waiter)->GetLock(name);
     absl::Notification started;
     absl::StatusOr<Hold> got = absl::UnknownError("not done");
@@ -67,12 +68,12 @@ void WaiterOfAFreshClientIsWoken(PostgresServer& server,
     absl::SleepFor(absl::Microseconds(
         std::uniform_int_distribution<int>(500, 4000)(random)));
     const absl::Time released_at = absl::Now();
-    EXPECT_TRUE(holding->Release().ok());
+    EXPECT_OK(holding->Release());
     thread.join();
-    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_OK(got);
     EXPECT_LT(granted_at - released_at, kPromptly)
         << "the waiter slept its fallback poll: the release was not heard";
-    EXPECT_TRUE(released.ok()) << released;
+    EXPECT_OK(released);
   }
 }
 
@@ -85,4 +86,4 @@ TEST_F(PostgresListenTest, SessionModeWaiterHearsTheFirstRelease) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -16,8 +16,9 @@
 #include "gtest/gtest.h"
 #include "postgres_server.h"
 #include "postgres_suite.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresPartitionTest : public PostgresSuite {};
@@ -37,7 +38,7 @@ struct LostNotice {
 
 TEST_F(PostgresPartitionTest, NoTakeoverWhileTheCutOffHolderBelieves) {
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start("127.0.0.1", server_->port()).ok());
+  ASSERT_OK(proxy.Start("127.0.0.1", server_->port()));
   const std::string app = "dlock_partitioned_holder";
   auto notice = std::make_shared<LostNotice>();
   ClientOptions holder_options;
@@ -52,25 +53,25 @@ TEST_F(PostgresPartitionTest, NoTakeoverWhileTheCutOffHolderBelieves) {
       Connect(server_->UriAt(proxy.port(), "partition",
                              "mode=session&application_name=" + app),
               holder_options);
-  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_OK(holder);
   absl::StatusOr<std::unique_ptr<LockClient>> other =
       Connect(server_->Uri("partition", "mode=session"));
-  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_OK(other);
   auto held = *(*holder)->GetLock("behind a partition");
   auto wanted = *(*other)->GetLock("behind a partition");
   AcquireOptions long_lease;
   long_lease.lease = kLease;  // no watchdog: nothing renews on its own
   absl::StatusOr<Hold> first = held->Acquire(long_lease);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   // Some time in the hold, as in real use.
   absl::SleepFor(absl::Seconds(1));
   ASSERT_EQ(first->state(), LockState::kHeld);
 
   // The network goes silent; then the server ends the holder's sessions.
   // Their FATAL and FIN reach the proxy, which keeps them.
-  ASSERT_TRUE(proxy.Partition().ok());
+  ASSERT_OK(proxy.Partition());
   absl::StatusOr<int> ended = server_->TerminateBackends(app);
-  ASSERT_TRUE(ended.ok()) << ended.status();
+  ASSERT_OK(ended);
   ASSERT_GE(*ended, 1);
   const absl::Time terminated_at = absl::Now();
 
@@ -82,7 +83,7 @@ TEST_F(PostgresPartitionTest, NoTakeoverWhileTheCutOffHolderBelieves) {
   const LockState holder_state = first->state();
   const bool holder_told = notice->told.HasBeenNotified();
   const absl::Time taken_at = absl::Now();
-  ASSERT_TRUE(taken.ok()) << taken.status();
+  ASSERT_OK(taken);
   EXPECT_GT(taken->fencing_token(), first->fencing_token());
 
   EXPECT_EQ(holder_state, LockState::kLost)
@@ -101,10 +102,10 @@ TEST_F(PostgresPartitionTest, NoTakeoverWhileTheCutOffHolderBelieves) {
   EXPECT_LT(taken_at - terminated_at,
             kDefaultGrace + ClientOptions().fallback_poll + kSlack);
 
-  EXPECT_TRUE(taken->Release().ok());
-  ASSERT_TRUE(proxy.Heal().ok());
+  EXPECT_OK(taken->Release());
+  ASSERT_OK(proxy.Heal());
   EXPECT_EQ(first->Release().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -26,7 +26,7 @@
 #include "postgres_suite.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kAlias[] = "postgres_listen";
@@ -41,7 +41,7 @@ class PostgresPgBouncerTest : public PostgresSuite {
           PgBouncer::Start({.server_port = server_->port(),
                             .pool_mode = mode,
                             .session_alias = kAlias});
-      ASSERT_TRUE(bouncer.ok()) << bouncer.status();
+      ASSERT_OK(bouncer);
       (mode == "transaction" ? transactions_ : sessions_) = bouncer->release();
     }
   }
@@ -220,4 +220,4 @@ TEST_F(PostgresPgBouncerTest, ListenAliasPooledByTransactionIsRefused) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

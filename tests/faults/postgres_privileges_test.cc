@@ -17,7 +17,7 @@
 #include "postgres_suite.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresPrivilegesTest : public PostgresSuite {
@@ -29,7 +29,7 @@ class PostgresPrivilegesTest : public PostgresSuite {
     absl::StatusOr<std::string> roles = server_->Psql(
         "CREATE ROLE app LOGIN; CREATE ROLE creator LOGIN;\n"
         "GRANT CREATE ON SCHEMA public TO creator;");
-    ASSERT_TRUE(roles.ok()) << roles.status();
+    ASSERT_OK(roles);
   }
 
   // URI of `user` for the lock tables `table`, with `extra` parameters.
@@ -163,4 +163,4 @@ TEST_F(PostgresPrivilegesTest, OlderSchemaWaitsForItsOwner) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

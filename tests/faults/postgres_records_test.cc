@@ -22,7 +22,7 @@
 #include "postgres_suite.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresRecordsTest : public PostgresSuite {
@@ -189,4 +189,4 @@ TEST_F(PostgresRecordsTest, RetryAfterALostReplyReentersAndTheSessionLetsGo) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -15,8 +15,9 @@
 #include "gtest/gtest.h"
 #include "postgres_server.h"
 #include "postgres_suite.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresRestartTest : public PostgresSuite {};
@@ -38,16 +39,16 @@ TEST_F(PostgresRestartTest, LeaseSurvivesAndHolderRenewsAfterReconnecting) {
   };
   absl::StatusOr<std::unique_ptr<LockClient>> holder =
       Connect(server_->Uri("restart_lease"), options);
-  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_OK(holder);
   absl::StatusOr<std::unique_ptr<LockClient>> other =
       Connect(server_->Uri("restart_lease"));
-  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_OK(other);
   auto held = *(*holder)->GetLock("kept through a restart");
   auto contender = *(*other)->GetLock("kept through a restart");
   absl::StatusOr<Hold> before = held->Acquire();
-  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_OK(before);
 
-  ASSERT_TRUE(server_->Restart().ok());
+  ASSERT_OK(server_->Restart());
   // Three leases: the holder must have renewed after the restart, or the
   // row would have expired by now.
   absl::SleepFor(absl::Seconds(9));
@@ -58,18 +59,18 @@ TEST_F(PostgresRestartTest, LeaseSurvivesAndHolderRenewsAfterReconnecting) {
   }();
   EXPECT_EQ(before->state(), LockState::kHeld);
   absl::StatusOr<LockInfo> info = (*other)->Admin().Inspect(contender->name());
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_TRUE(info->locked);
   EXPECT_EQ(info->owner, (*holder)->CurrentOwner());
   EXPECT_EQ(info->fencing_token, before->fencing_token());
   EXPECT_GT(info->remaining_lease, absl::Seconds(1));
   EXPECT_EQ(contender->TryAcquire().status().code(),
             absl::StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(before->Release().ok());
+  EXPECT_OK(before->Release());
   absl::StatusOr<Hold> after = contender->TryAcquire();
-  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_OK(after);
   EXPECT_GT(after->fencing_token(), before->fencing_token());
-  EXPECT_TRUE(after->Release().ok());
+  EXPECT_OK(after->Release());
 }
 
 TEST_F(PostgresRestartTest, SessionHolderIsToldTheLockIsLost) {
@@ -83,13 +84,13 @@ TEST_F(PostgresRestartTest, SessionHolderIsToldTheLockIsLost) {
   };
   absl::StatusOr<std::unique_ptr<LockClient>> holder =
       Connect(server_->Uri("restart_session", "mode=session"), options);
-  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_OK(holder);
   auto held = *(*holder)->GetLock("lost with its session");
   absl::StatusOr<Hold> before = held->Acquire();
-  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_OK(before);
 
   const absl::Time restarted_at = absl::Now();
-  ASSERT_TRUE(server_->Restart().ok());
+  ASSERT_OK(server_->Restart());
   ASSERT_TRUE(flag->lost.WaitForNotificationWithTimeout(absl::Seconds(10)))
       << "the holder was not told";
   EXPECT_LT(absl::Now() - restarted_at, absl::Seconds(10));
@@ -104,20 +105,20 @@ TEST_F(PostgresRestartTest, SessionHolderIsToldTheLockIsLost) {
   // Another client gets it now, long before the 30s lease would end.
   absl::StatusOr<std::unique_ptr<LockClient>> other =
       Connect(server_->Uri("restart_session", "mode=session"));
-  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_OK(other);
   auto contender = *(*other)->GetLock("lost with its session");
   AcquireOptions wait;
   wait.wait = absl::Seconds(5);
   absl::StatusOr<Hold> after = contender->Acquire(wait);
-  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_OK(after);
   EXPECT_GT(after->fencing_token(), before->fencing_token());
-  EXPECT_TRUE(after->Release().ok());
+  EXPECT_OK(after->Release());
 
   // And the old holder's client works again by itself.
   absl::StatusOr<Hold> again = held->Acquire(wait);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   EXPECT_EQ(again->hold_count(), 1);
-  EXPECT_TRUE(again->Release().ok());
+  EXPECT_OK(again->Release());
 }
 
 // Session mode's point: a holder killed with SIGKILL frees the lock within
@@ -151,7 +152,7 @@ TEST_F(PostgresRestartTest, SessionHolderKilledFreesTheLockWithinTheGrace) {
   const bool child_holds = read(ready[0], &c, 1) == 1;
   close(ready[0]);
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   auto lock = *(*client)->GetLock("held by a killed process");
   if (child_holds) {
     EXPECT_EQ(lock->TryAcquire().status().code(),
@@ -166,12 +167,12 @@ TEST_F(PostgresRestartTest, SessionHolderKilledFreesTheLockWithinTheGrace) {
   AcquireOptions wait;
   wait.wait = absl::Seconds(10);
   absl::StatusOr<Hold> got = lock->Acquire(wait);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   // Within the fallback poll (1s) and the grace (1s) plus slack, far below
   // the 60s lease.
   EXPECT_LT(absl::Now() - killed_at, absl::Seconds(3));
-  EXPECT_TRUE(got->Release().ok());
+  EXPECT_OK(got->Release());
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -11,8 +11,9 @@
 #include "gtest/gtest.h"
 #include "postgres_server.h"
 #include "postgres_suite.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresSchemaTest : public PostgresSuite {};
@@ -41,35 +42,35 @@ INSERT INTO old_locks VALUES ('migrate', 'held by 0.1', 'a 0.1 owner', 1,
 )sql";
 
 TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
-  ASSERT_TRUE(server_->Psql(kVersion1).ok());
+  ASSERT_OK(server_->Psql(kVersion1));
   const std::string session =
       server_->Uri("migrate", "table=old_locks&mode=session");
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(session);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
 
   absl::StatusOr<std::string> version =
       server_->Psql("SELECT max(version) FROM old_locks_meta;");
-  ASSERT_TRUE(version.ok()) << version.status();
+  ASSERT_OK(version);
   EXPECT_EQ(*version, "6");
   absl::StatusOr<std::string> columns = server_->Psql(
       "SELECT string_agg(column_name, ',' ORDER BY column_name) FROM "
       "information_schema.columns WHERE table_name = 'old_locks' AND "
       "column_name IN ('dead_since', 'grace_ms');");
-  ASSERT_TRUE(columns.ok()) << columns.status();
+  ASSERT_OK(columns);
   EXPECT_EQ(*columns, "dead_since,grace_ms");
   // The 0.1 acquire function, which took over dead sessions at once, is
   // gone: a 0.1 client left running fails rather than break a new holder.
   absl::StatusOr<std::string> old_functions = server_->Psql(
       "SELECT count(*) FROM pg_proc WHERE proname = 'old_locks_s_acquire' "
       "AND pronargs = 5;");
-  ASSERT_TRUE(old_functions.ok()) << old_functions.status();
+  ASSERT_OK(old_functions);
   EXPECT_EQ(*old_functions, "0");
   // Version 5: the release function takes the keep after release (its last
   // parameter); the older one without it is gone.
   absl::StatusOr<std::string> releases = server_->Psql(
       "SELECT string_agg(pronargs::text, ',') FROM pg_proc WHERE proname = "
       "'old_locks_s_release';");
-  ASSERT_TRUE(releases.ok()) << releases.status();
+  ASSERT_OK(releases);
   EXPECT_EQ(*releases, "8");
 
   // Both modes work on the migrated table.
@@ -77,12 +78,12 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
     SCOPED_TRACE(mode);
     absl::StatusOr<std::unique_ptr<LockClient>> c =
         Connect(server_->Uri("migrate", "table=old_locks&mode=" + mode));
-    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_OK(c);
     auto lock = *(*c)->GetLock("after the migration " + mode);
     absl::StatusOr<Hold> got = lock->Acquire();
-    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_OK(got);
     EXPECT_EQ(got->state(), LockState::kHeld);
-    EXPECT_TRUE(got->Release().ok());
+    EXPECT_OK(got->Release());
   }
 
   // The 0.1 holder's session is gone, but it knew no grace: the row waits
@@ -95,4 +96,4 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -14,8 +14,9 @@
 #include "gtest/gtest.h"
 #include "postgres_server.h"
 #include "postgres_suite.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresSessionRenewalTest : public PostgresSuite {};
@@ -26,7 +27,7 @@ constexpr absl::Duration kReplyDelay = absl::Milliseconds(25);
 
 TEST_F(PostgresSessionRenewalTest, FortyHoldsStayHeldWithRepliesLate) {
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start("127.0.0.1", server_->port()).ok());
+  ASSERT_OK(proxy.Start("127.0.0.1", server_->port()));
   auto lost_mu = std::make_shared<absl::Mutex>();
   auto lost = std::make_shared<std::vector<std::string>>();
   ClientOptions options;
@@ -37,15 +38,15 @@ TEST_F(PostgresSessionRenewalTest, FortyHoldsStayHeldWithRepliesLate) {
   };
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       Connect(server_->UriAt(proxy.port(), "renewal", "mode=session"), options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   std::vector<std::unique_ptr<DistributedLock>> locks;
   std::vector<Hold> holds;
   for (int i = 0; i < kHolds; ++i) {
     absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
         (*client)->GetLock(absl::StrCat("slow-", i));
-    ASSERT_TRUE(lock.ok()) << lock.status();
+    ASSERT_OK(lock);
     absl::StatusOr<Hold> hold = (*lock)->Acquire();
-    ASSERT_TRUE(hold.ok()) << hold.status();
+    ASSERT_OK(hold);
     locks.push_back(*std::move(lock));
     holds.push_back(*std::move(hold));
   }
@@ -64,8 +65,8 @@ TEST_F(PostgresSessionRenewalTest, FortyHoldsStayHeldWithRepliesLate) {
     EXPECT_TRUE(lost->empty())
         << lost->size() << " told lost, first " << lost->front();
   }
-  for (Hold& hold : holds) EXPECT_TRUE(hold.Release().ok());
+  for (Hold& hold : holds) EXPECT_OK(hold.Release());
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

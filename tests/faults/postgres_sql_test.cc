@@ -12,8 +12,9 @@
 #include "gtest/gtest.h"
 #include "postgres_server.h"
 #include "postgres_suite.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class PostgresSqlTest : public PostgresSuite {};
@@ -27,30 +28,30 @@ TEST_F(PostgresSqlTest, InjectionNameIsOnlyAName) {
     SCOPED_TRACE(mode);
     absl::StatusOr<std::unique_ptr<LockClient>> a =
         Connect(server_->Uri("inject", "table=t&mode=" + mode));
-    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_OK(a);
     absl::StatusOr<std::unique_ptr<LockClient>> b =
         Connect(server_->Uri("inject", "table=t&mode=" + mode));
-    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_OK(b);
     auto lock = *(*a)->GetLock(kInjection);
     auto same = *(*b)->GetLock(kInjection);
     auto plain = *(*b)->GetLock("x");
     absl::StatusOr<Hold> got = lock->Acquire();
-    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_OK(got);
     EXPECT_EQ(same->TryAcquire().status().code(),
               absl::StatusCode::kDeadlineExceeded);
     absl::StatusOr<Hold> other = plain->TryAcquire();  // no collision
-    ASSERT_TRUE(other.ok()) << other.status();
+    ASSERT_OK(other);
     absl::StatusOr<std::vector<LockInfo>> listed = (*b)->Admin().List("x'");
-    ASSERT_TRUE(listed.ok()) << listed.status();
+    ASSERT_OK(listed);
     ASSERT_EQ(listed->size(), 1u);
     EXPECT_EQ((*listed)[0].name, kInjection);
-    EXPECT_TRUE(got->Release().ok());
-    EXPECT_TRUE(other->Release().ok());
+    EXPECT_OK(got->Release());
+    EXPECT_OK(other->Release());
     absl::StatusOr<Hold> after = same->TryAcquire();
-    ASSERT_TRUE(after.ok()) << after.status();
+    ASSERT_OK(after);
     EXPECT_GT(after->fencing_token(), got->fencing_token());
-    EXPECT_TRUE(after->Release().ok());
-    EXPECT_TRUE((*b)->Admin().ForceUnlock(same->name()).ok());
+    EXPECT_OK(after->Release());
+    EXPECT_OK((*b)->Admin().ForceUnlock(same->name()));
   }
 }
 
@@ -81,23 +82,23 @@ TEST_F(PostgresSqlTest, BatchedRenewalKeepsOddlyNamedLocks) {
     };
     absl::StatusOr<std::unique_ptr<LockClient>> client =
         Connect(server_->Uri("batch_" + mode, "mode=" + mode), options);
-    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_OK(client);
     std::vector<std::unique_ptr<DistributedLock>> locks;
     std::vector<Hold> holds;
     for (const std::string& name : names) {
       locks.push_back(*(*client)->GetLock(name));
       absl::StatusOr<Hold> hold = locks.back()->Acquire();
-      ASSERT_TRUE(hold.ok()) << name;
+      ASSERT_OK(hold) << name;
       holds.push_back(*std::move(hold));
     }
     absl::SleepFor(absl::Seconds(2));  // ten watchdog rounds, three leases
     for (size_t i = 0; i < locks.size(); ++i) {
       const std::unique_ptr<DistributedLock>& lock = locks[i];
       absl::StatusOr<LockInfo> info = (*client)->Admin().Inspect(lock->name());
-      ASSERT_TRUE(info.ok()) << info.status();
+      ASSERT_OK(info);
       EXPECT_TRUE(info->locked) << lock->name();
       EXPECT_EQ(holds[i].state(), LockState::kHeld) << lock->name();
-      EXPECT_TRUE(holds[i].Release().ok()) << lock->name();
+      EXPECT_OK(holds[i].Release()) << lock->name();
     }
     absl::MutexLock lock(&mu);
     EXPECT_EQ(lost, 0);
@@ -112,12 +113,12 @@ TEST_F(PostgresSqlTest, BothSchemesAndLibpqParametersWork) {
         scheme, "://postgres@", base,
         "&sslmode=disable&application_name=dlock-test&connect_timeout=3"
         "&pool_size=2&statement_timeout=2s"));
-    ASSERT_TRUE(client.ok()) << scheme << ": " << client.status();
+    ASSERT_OK(client) << scheme;
     auto lock = *(*client)->GetLock("scheme");
     absl::StatusOr<Hold> got = lock->TryAcquire();
-    EXPECT_TRUE(got.ok());
+    EXPECT_OK(got);
     if (got.ok()) {
-      EXPECT_TRUE(got->Release().ok());
+      EXPECT_OK(got->Release());
     }
   }
 }
@@ -128,13 +129,13 @@ TEST_F(PostgresSqlTest, UnixSocketThroughLibpqParameters) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(absl::StrCat(
       "postgresql:///postgres?host=", server_->socket_dir(),
       "&port=", server_->port(), "&user=postgres&namespace=socket"));
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   EXPECT_TRUE(absl::StrContains((*client)->endpoint(), "host="));
   auto lock = *(*client)->GetLock("over a unix socket");
   absl::StatusOr<Hold> got = lock->TryAcquire();
-  EXPECT_TRUE(got.ok());
+  EXPECT_OK(got);
   if (got.ok()) {
-    EXPECT_TRUE(got->Release().ok());
+    EXPECT_OK(got->Release());
   }
 }
 
@@ -192,11 +193,11 @@ TEST_F(PostgresSqlTest, StuckServerCostsAtMostTheStatementTimeout) {
     SCOPED_TRACE(mode);
     absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(
         server_->Uri("stuck_" + mode, "statement_timeout=500ms&mode=" + mode));
-    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_OK(client);
     auto lock = *(*client)->GetLock("stuck");
     absl::StatusOr<Hold> first = lock->TryAcquire();
-    ASSERT_TRUE(first.ok());
-    ASSERT_TRUE(first->Release().ok());
+    ASSERT_OK(first);
+    ASSERT_OK(first->Release());
 
     server_->Pause();
     const absl::Time start = absl::Now();
@@ -212,10 +213,10 @@ TEST_F(PostgresSqlTest, StuckServerCostsAtMostTheStatementTimeout) {
       later = lock->TryAcquire();
       if (!later.ok()) absl::SleepFor(absl::Milliseconds(100));
     }
-    ASSERT_TRUE(later.ok()) << later.status();
-    EXPECT_TRUE(later->Release().ok());
+    ASSERT_OK(later);
+    EXPECT_OK(later->Release());
   }
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -16,8 +16,9 @@
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "postgres_server.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr int kClients = 16;
@@ -91,13 +92,13 @@ class PostgresStressTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(PostgresStressTest, SixteenClientsFourNamesNoOverlapNoErrors) {
   absl::StatusOr<std::unique_ptr<PostgresServer>> server =
       PostgresServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const std::string ns = absl::StrCat("stress_", GetParam());
   std::vector<std::unique_ptr<LockClient>> clients;
   for (int c = 0; c < kClients; ++c) {
     absl::StatusOr<std::unique_ptr<LockClient>> client =
         Connect((*server)->Uri(ns, "mode=" + GetParam()));
-    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_OK(client);
     clients.push_back(*std::move(client));
   }
   NameState names[kNames];
@@ -109,7 +110,7 @@ TEST_P(PostgresStressTest, SixteenClientsFourNamesNoOverlapNoErrors) {
         [&, c] { Hammer(*clients[c], c + 1, until, names, tally); });
   }
   for (std::thread& t : threads) t.join();
-  for (auto& client : clients) EXPECT_TRUE(client->Close().ok());
+  for (auto& client : clients) EXPECT_OK(client->Close());
 
   std::cout << GetParam() << ": " << tally.acquired << " acquisitions, "
             << tally.timed_out << " waits timed out, in "
@@ -126,4 +127,4 @@ INSTANTIATE_TEST_SUITE_P(Modes, PostgresStressTest,
                          ::testing::Values("lease", "session"));
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -7,15 +7,16 @@
 
 #include "gtest/gtest.h"
 #include "postgres_server.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 class PostgresSuite : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     absl::StatusOr<std::unique_ptr<PostgresServer>> started =
         PostgresServer::Start();
-    ASSERT_TRUE(started.ok()) << started.status();
+    ASSERT_OK(started);
     server_ = started->release();
   }
   static void TearDownTestSuite() {
@@ -29,6 +30,6 @@ class PostgresSuite : public ::testing::Test {
   static inline PostgresServer* server_ = nullptr;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_FAULTS_POSTGRES_SUITE_H_

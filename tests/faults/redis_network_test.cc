@@ -24,37 +24,38 @@
 #include "gtest/gtest.h"
 #include "proc_state.h"
 #include "redis_server.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
 
-using ::dlock::testing::AsleepInKernel;
-using ::dlock::testing::ThreadId;
+using ::dlock::test::AsleepInKernel;
+using ::dlock::test::ThreadId;
 
-using testing::Admission;
-using testing::Direction;
-using testing::Fault;
-using testing::FaultProxy;
+using test::Admission;
+using test::Direction;
+using test::Fault;
+using test::FaultProxy;
+using test::RedisServer;
 using ::testing::HasSubstr;
-using testing::RedisServer;
 
 std::unique_ptr<RedisServer> StartOrDie() {
   absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
 std::unique_ptr<LockClient> ConnectOrDie(const std::string& uri,
                                          const ClientOptions& options = {}) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri, options);
-  EXPECT_TRUE(client.ok()) << client.status();
+  EXPECT_OK(client);
   return client.ok() ? *std::move(client) : nullptr;
 }
 
 std::unique_ptr<DistributedLock> LockOrDie(LockClient& client,
                                            const std::string& name) {
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock = client.GetLock(name);
-  EXPECT_TRUE(lock.ok()) << lock.status();
+  EXPECT_OK(lock);
   return lock.ok() ? *std::move(lock) : nullptr;
 }
 
@@ -96,7 +97,7 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
   auto server = StartOrDie();
   ASSERT_NE(server, nullptr);
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start("127.0.0.1", server->port()).ok());
+  ASSERT_OK(proxy.Start("127.0.0.1", server->port()));
   BatchGate gate;
   ClientOptions options;
   options.watchdog_lease = absl::Milliseconds(600);
@@ -120,7 +121,7 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
     ASSERT_NE(locks.back(), nullptr);
     absl::StatusOr<Hold> hold =
         locks.back()->Acquire({.wait = absl::Seconds(5)});
-    ASSERT_TRUE(hold.ok());
+    ASSERT_OK(hold);
     holds.push_back(*std::move(hold));
   }
   const std::string owner = client->CurrentOwner();
@@ -138,10 +139,8 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
     reader = ThreadId();
     inspected = client->Admin().Inspect(other->name());
   });
-  ASSERT_TRUE(proxy
-                  .WaitForReceived(Direction::kRequests, sent_before + 1,
-                                   absl::Seconds(10))
-                  .ok());
+  ASSERT_OK(proxy.WaitForReceived(Direction::kRequests, sent_before + 1,
+                                  absl::Seconds(10)));
   while (reader.load() == 0) absl::SleepFor(absl::Milliseconds(1));
   ASSERT_TRUE(AsleepInKernel(reader.load()));
   // ...and the batch follows a little later, so that its replies come
@@ -149,7 +148,7 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
   absl::SleepFor(absl::Milliseconds(20));
   gate.go.Notify();
   foreground.join();
-  EXPECT_TRUE(inspected.ok()) << inspected.status();
+  EXPECT_OK(inspected);
 
   // From here nobody but the watchdog sends anything, for five leases.
   auto observer = ConnectOrDie(server->Uri("quiet"));
@@ -161,7 +160,7 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
   while (absl::Now() < quiet_until) {
     for (size_t i = 0; i < names.size(); ++i) {
       absl::StatusOr<LockInfo> info = observer->Admin().Inspect(names[i]);
-      ASSERT_TRUE(info.ok()) << info.status();
+      ASSERT_OK(info);
       if ((!info->locked || info->owner != owner) && !lost_on_server[i]) {
         ADD_FAILURE() << "lock " << names[i] << " is no longer held by "
                       << owner << " on the server (locked=" << info->locked
@@ -179,7 +178,7 @@ TEST(RedisNetwork, WatchdogKeepsRenewingAfterAnotherCallerStopsReading) {
   closing = true;
   absl::Notification closed;
   std::thread closer([&] {
-    EXPECT_TRUE(client->Close().ok());
+    EXPECT_OK(client->Close());
     closed.Notify();
   });
   const bool prompt = closed.WaitForNotificationWithTimeout(absl::Seconds(10));
@@ -199,7 +198,7 @@ TEST(RedisNetwork, CallersFailFastWhileOneReconnectIsInFlight) {
   auto server = StartOrDie();
   ASSERT_NE(server, nullptr);
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start("127.0.0.1", server->port()).ok());
+  ASSERT_OK(proxy.Start("127.0.0.1", server->port()));
   const std::string endpoint = absl::StrCat("127.0.0.1:", proxy.port());
   auto client = ConnectOrDie(
       absl::StrCat("redis://", endpoint, "?namespace=dial&connect_timeout=1s"));
@@ -211,10 +210,10 @@ TEST(RedisNetwork, CallersFailFastWhileOneReconnectIsInFlight) {
     ASSERT_NE(locks.back(), nullptr);
   }
   absl::StatusOr<Hold> first = locks[0]->TryAcquire();
-  ASSERT_TRUE(first.ok());
-  ASSERT_TRUE(first->Release().ok());
+  ASSERT_OK(first);
+  ASSERT_OK(first->Release());
 
-  ASSERT_TRUE(proxy.SetAdmission(Admission::kBlackhole).ok());
+  ASSERT_OK(proxy.SetAdmission(Admission::kBlackhole));
   proxy.ResetAll();
   std::vector<absl::Status> results(kCallers);
   std::vector<absl::Duration> took(kCallers);
@@ -239,7 +238,7 @@ TEST(RedisNetwork, CallersFailFastWhileOneReconnectIsInFlight) {
   }
 
   // Healed, the client gets going again by itself.
-  ASSERT_TRUE(proxy.Heal().ok());
+  ASSERT_OK(proxy.Heal());
   absl::StatusOr<Hold> last;
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   do {
@@ -247,7 +246,7 @@ TEST(RedisNetwork, CallersFailFastWhileOneReconnectIsInFlight) {
     if (last.ok()) break;
     absl::SleepFor(absl::Milliseconds(50));
   } while (absl::Now() < deadline);
-  EXPECT_TRUE(last.ok()) << last.status();
+  EXPECT_OK(last);
 }
 
 // Close() does not wait for the subscriber's reconnect to time out.
@@ -255,20 +254,20 @@ TEST(RedisNetwork, CloseDoesNotWaitForTheSubscribersDial) {
   auto server = StartOrDie();
   ASSERT_NE(server, nullptr);
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start("127.0.0.1", server->port()).ok());
+  ASSERT_OK(proxy.Start("127.0.0.1", server->port()));
   auto client =
       ConnectOrDie(absl::StrCat("redis://127.0.0.1:", proxy.port(),
                                 "?namespace=stop&connect_timeout=5s"));
   ASSERT_NE(client, nullptr);
   const uint64_t accepted = proxy.stats().accepted;
-  ASSERT_TRUE(proxy.SetAdmission(Admission::kBlackhole).ok());
+  ASSERT_OK(proxy.SetAdmission(Admission::kBlackhole));
   proxy.ResetAll();
   // The subscriber sees its connection reset and dials again at once (its
   // first backoff is 50 ms); give it time to be in the middle of it.
   absl::SleepFor(absl::Milliseconds(500));
   EXPECT_EQ(proxy.stats().accepted, accepted) << "the blackhole let one in";
   const absl::Time start = absl::Now();
-  EXPECT_TRUE(client->Close().ok());
+  EXPECT_OK(client->Close());
   EXPECT_LT(absl::Now() - start, absl::Seconds(2))
       << "Close() waited for a dial into the blackhole";
 }
@@ -296,7 +295,7 @@ TEST(RedisNetwork, LeavesADemotedMasterByItself) {
               HasSubstr("master_link_status:up"));
 
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start("127.0.0.1", demoted->port()).ok());
+  ASSERT_OK(proxy.Start("127.0.0.1", demoted->port()));
   ClientOptions options;
   // Wake-ups below must come from the subscription, not from polling.
   options.fallback_poll = absl::Seconds(30);
@@ -312,7 +311,7 @@ TEST(RedisNetwork, LeavesADemotedMasterByItself) {
       << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("READONLY"));
 
-  ASSERT_TRUE(proxy.SetUpstream("127.0.0.1", master->port()).ok());
+  ASSERT_OK(proxy.SetUpstream("127.0.0.1", master->port()));
   absl::StatusOr<Hold> held;
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   do {
@@ -320,8 +319,7 @@ TEST(RedisNetwork, LeavesADemotedMasterByItself) {
     if (held.ok()) break;
     absl::SleepFor(absl::Milliseconds(50));
   } while (absl::Now() < deadline);
-  ASSERT_TRUE(held.ok()) << "still refused after the address moved: "
-                         << held.status();
+  ASSERT_OK(held) << "still refused after the address moved";
   EXPECT_EQ(*master->RawCommand({"EXISTS", "dlock:{moved:x}"}), ":1\r\n");
 
   // The subscription moved too: a release on the new master wakes a waiter
@@ -331,7 +329,7 @@ TEST(RedisNetwork, LeavesADemotedMasterByItself) {
   auto held_y = LockOrDie(*holder, "y");
   ASSERT_NE(held_y, nullptr);
   absl::StatusOr<Hold> holding_y = held_y->Acquire();
-  ASSERT_TRUE(holding_y.ok());
+  ASSERT_OK(holding_y);
   auto y = LockOrDie(*client, "y");
   ASSERT_NE(y, nullptr);
   absl::StatusOr<Hold> waited;
@@ -342,9 +340,9 @@ TEST(RedisNetwork, LeavesADemotedMasterByItself) {
   });
   absl::SleepFor(absl::Milliseconds(500));  // the waiter is asleep by now
   const absl::Time released_at = absl::Now();
-  ASSERT_TRUE(holding_y->Release().ok());
+  ASSERT_OK(holding_y->Release());
   waiter.join();
-  ASSERT_TRUE(waited.ok()) << waited.status();
+  ASSERT_OK(waited);
   EXPECT_LT(got_at - released_at, absl::Seconds(5))
       << "the release was not announced to this client";
 }

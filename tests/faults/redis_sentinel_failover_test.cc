@@ -17,8 +17,9 @@
 #include "failover_contention.h"
 #include "gtest/gtest.h"
 #include "redis_sentinel_group.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 int Rounds() {
@@ -33,7 +34,7 @@ std::string Ms(absl::Duration d) {
 TEST(RedisSentinelFailover, WaitersRideOutTheMastersDeath) {
   absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
       RedisSentinelGroup::Start();
-  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_OK(group);
   const std::string uri =
       absl::StrCat("redis-sentinel://", (*group)->SentinelUri(), "/",
                    (*group)->master_name(),
@@ -46,15 +47,15 @@ TEST(RedisSentinelFailover, WaitersRideOutTheMastersDeath) {
   std::string figures;
   for (int round = 0; round < Rounds(); ++round) {
     absl::StatusOr<int> old_master = (*group)->CurrentMasterPort();
-    ASSERT_TRUE(old_master.ok()) << old_master.status();
+    ASSERT_OK(old_master);
     if (round == 0) contention.MarkFault();
     const absl::Time killed = absl::Now();
-    ASSERT_TRUE((*group)->KillMaster().ok());
+    ASSERT_OK((*group)->KillMaster());
     absl::StatusOr<int> promoted = (*group)->WaitForFailoverFrom(*old_master);
-    ASSERT_TRUE(promoted.ok()) << promoted.status() << (*group)->LogTails();
+    ASSERT_OK(promoted) << (*group)->LogTails();
     const absl::Time promoted_at = absl::Now();
     // wait_replicas=1 needs a replica again: until then no grant counts.
-    ASSERT_TRUE((*group)->RestartKilled().ok()) << (*group)->LogTails();
+    ASSERT_OK((*group)->RestartKilled()) << (*group)->LogTails();
     const absl::Time replica_at = absl::Now();
     const int before = contention.grants();
     ASSERT_TRUE(contention.WaitForGrants(before + 2 * options.workers,
@@ -72,4 +73,4 @@ TEST(RedisSentinelFailover, WaitersRideOutTheMastersDeath) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

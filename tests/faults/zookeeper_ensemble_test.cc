@@ -19,9 +19,10 @@
 #include "dlock/dlock.h"
 #include "failover_contention.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kLockName[] = "through a leader change";
@@ -87,9 +88,9 @@ absl::StatusOr<int> WaitForNewLeader(ZooKeeperServer& ensemble) {
 TEST(ZooKeeperEnsemble, LeaderLossNeverGivesTwoHolders) {
   absl::StatusOr<std::unique_ptr<ZooKeeperServer>> ensemble =
       ZooKeeperServer::Start({.servers = 3});
-  ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+  ASSERT_OK(ensemble);
   absl::StatusOr<int> leader = (*ensemble)->Leader();
-  ASSERT_TRUE(leader.ok()) << leader.status();
+  ASSERT_OK(leader);
   const int follower = (*leader + 1) % 3;
   // The holder talks to the leader, the waiters to a follower.
   zoo_deterministic_conn_order(1);
@@ -102,12 +103,12 @@ TEST(ZooKeeperEnsemble, LeaderLossNeverGivesTwoHolders) {
   };
   absl::StatusOr<std::unique_ptr<LockClient>> holder = Connect(
       UriFirst(**ensemble, *leader, "session_timeout=15s"), holder_options);
-  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_OK(holder);
   absl::StatusOr<std::unique_ptr<DistributedLock>> held =
       (*holder)->GetLock(kLockName);
-  ASSERT_TRUE(held.ok());
+  ASSERT_OK(held);
   absl::StatusOr<Hold> first = (*held)->Acquire();
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   timeline.Begin("holder", first->fencing_token());
 
   // Two waiters block on the lock through the failover.
@@ -117,20 +118,20 @@ TEST(ZooKeeperEnsemble, LeaderLossNeverGivesTwoHolders) {
       const std::string who = absl::StrCat("waiter", i);
       absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(UriFirst(
           **ensemble, follower, "session_timeout=15s&connect_timeout=20s"));
-      ASSERT_TRUE(client.ok()) << client.status();
+      ASSERT_OK(client);
       absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
           (*client)->GetLock(kLockName);
-      ASSERT_TRUE(lock.ok());
+      ASSERT_OK(lock);
       // One wait covers the election: it rides out the connection loss
       // (docs/semantics.md, "Riding out a failover").
       AcquireOptions wait;
       wait.wait = absl::Seconds(60);
       absl::StatusOr<Hold> got = (*lock)->Acquire(wait);
-      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_OK(got);
       timeline.Begin(who, got->fencing_token());
       absl::SleepFor(absl::Milliseconds(300));
       timeline.End(who);
-      EXPECT_TRUE(got->Release().ok());
+      EXPECT_OK(got->Release());
     });
   }
   absl::SleepFor(absl::Milliseconds(500));  // both waiting
@@ -139,14 +140,14 @@ TEST(ZooKeeperEnsemble, LeaderLossNeverGivesTwoHolders) {
   const absl::Time killed = absl::Now();
   // The other two elect a leader among themselves.
   absl::StatusOr<int> new_leader = WaitForNewLeader(**ensemble);
-  ASSERT_TRUE(new_leader.ok()) << "no new leader after 30s";
+  ASSERT_OK(new_leader) << "no new leader after 30s";
   EXPECT_NE(*new_leader, *leader);
   // Let the holder reconnect (or learn its loss), then let go.
   absl::SleepFor(absl::Seconds(2));
   const LockState state = first->state();
   if (state == LockState::kHeld) {
     timeline.End("holder");
-    EXPECT_TRUE(first->Release().ok());
+    EXPECT_OK(first->Release());
   } else {
     EXPECT_EQ(state, LockState::kLost);
   }
@@ -180,7 +181,7 @@ TEST(ZooKeeperEnsemble, LeaderLossNeverGivesTwoHolders) {
 TEST(ZooKeeperEnsemble, WaitersRideOutTheLeadersDeath) {
   absl::StatusOr<std::unique_ptr<ZooKeeperServer>> ensemble =
       ZooKeeperServer::Start({.servers = 3});
-  ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+  ASSERT_OK(ensemble);
   zoo_deterministic_conn_order(1);
   ContentionOptions options;
   Contention contention(
@@ -194,11 +195,11 @@ TEST(ZooKeeperEnsemble, WaitersRideOutTheLeadersDeath) {
   std::string figures;
   for (int round = 0; round < rounds; ++round) {
     absl::StatusOr<int> leader = (*ensemble)->Leader();
-    ASSERT_TRUE(leader.ok()) << leader.status();
+    ASSERT_OK(leader);
     if (round == 0) contention.MarkFault();
     const absl::Time killed = absl::Now();
     (*ensemble)->KillMember(*leader);
-    ASSERT_TRUE(WaitForNewLeader(**ensemble).ok()) << "no new leader after 30s";
+    ASSERT_OK(WaitForNewLeader(**ensemble)) << "no new leader after 30s";
     const absl::Time elected = absl::Now();
     const int before = contention.grants();
     ASSERT_TRUE(contention.WaitForGrants(before + 2 * options.workers,
@@ -208,7 +209,7 @@ TEST(ZooKeeperEnsemble, WaitersRideOutTheLeadersDeath) {
                     absl::FormatDuration(
                         absl::Trunc(elected - killed, absl::Milliseconds(1))),
                     " after the kill]");
-    ASSERT_TRUE((*ensemble)->StartMember(*leader).ok());
+    ASSERT_OK((*ensemble)->StartMember(*leader));
   }
   const ContentionReport report = contention.Stop();
   std::printf("FAILOVER zookeeper ensemble, %d waiters with wait 60s:%s %s\n",
@@ -217,4 +218,4 @@ TEST(ZooKeeperEnsemble, WaitersRideOutTheLeadersDeath) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

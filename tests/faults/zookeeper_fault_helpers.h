@@ -23,7 +23,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // zk://127.0.0.1:<port>?namespace=<ns>[&<extra>]: a client that reaches
 // ZooKeeper through the proxy listening on `port`.
@@ -120,6 +120,6 @@ class Background {
   std::optional<T> value_;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_FAULTS_ZOOKEEPER_FAULT_HELPERS_H_

@@ -11,10 +11,11 @@
 #include "dlock/dlock.h"
 #include "fault_proxy.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 #include "zookeeper_fault_helpers.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Two processes configured with the same client id (ClientOptions::client_id)
@@ -26,24 +27,24 @@ TEST(ZooKeeperLostReply, SameClientIdNeverRemovesTheOthersNode) {
   constexpr char kName[] = "one client id, two processes";
   absl::StatusOr<std::unique_ptr<ZooKeeperServer>> server =
       ZooKeeperServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   ClientOptions same_id;
   same_id.client_id = kClientId;
   // The holder's session outlives the pause below by far.
   absl::StatusOr<std::unique_ptr<LockClient>> holder =
       Connect((*server)->Uri("same-id", "session_timeout=30s"), same_id);
-  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_OK(holder);
   auto held = (*holder)->GetLock(kName);
-  ASSERT_TRUE(held.ok());
+  ASSERT_OK(held);
   absl::StatusOr<Hold> holding = (*held)->TryAcquire();
-  ASSERT_TRUE(holding.ok());
+  ASSERT_OK(holding);
 
   // The other gives up on a silent server after 2/3 of its 3 s session.
   absl::StatusOr<std::unique_ptr<LockClient>> other =
       Connect((*server)->Uri("same-id", "session_timeout=3s"), same_id);
-  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_OK(other);
   auto contended = (*other)->GetLock(kName);
-  ASSERT_TRUE(contended.ok());
+  ASSERT_OK(contended);
   (*server)->PauseMember(0);
   // Its create goes out and no reply comes: one attempt, so it cannot wait
   // for the reconnect and leaves the cleanup to the background.
@@ -58,28 +59,28 @@ TEST(ZooKeeperLostReply, SameClientIdNeverRemovesTheOthersNode) {
     absl::SleepFor(absl::Milliseconds(50));
     info = (*other)->Admin().Inspect(kName);
   }
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   const absl::Time connected = absl::Now();
   while (info.ok() && info->locked &&
          absl::Now() - connected < absl::Seconds(3)) {
     absl::SleepFor(absl::Milliseconds(50));
     info = (*other)->Admin().Inspect(kName);
   }
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_TRUE(info->locked) << "the other's cleanup removed the holder's node";
   EXPECT_EQ(info->owner, (*holder)->CurrentOwner());
   EXPECT_EQ(holding->state(), LockState::kHeld);
 
   absl::StatusOr<std::unique_ptr<LockClient>> third =
       Connect((*server)->Uri("same-id"));
-  ASSERT_TRUE(third.ok()) << third.status();
+  ASSERT_OK(third);
   auto lock = (*third)->GetLock(kName);
-  ASSERT_TRUE(lock.ok());
+  ASSERT_OK(lock);
   const absl::StatusOr<Hold> taken = (*lock)->TryAcquire();
   EXPECT_TRUE(absl::IsDeadlineExceeded(taken.status()))
       << "a third owner got the lock while the holder believes it holds it: "
       << taken.status();
-  EXPECT_TRUE(holding->Release().ok());
+  EXPECT_OK(holding->Release());
 }
 
 // A server, a proxy in front of it, and a client `near` that reaches the
@@ -89,12 +90,12 @@ class LostReplyTest : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<ZooKeeperServer>> started =
         ZooKeeperServer::Start();
-    ASSERT_TRUE(started.ok()) << started.status();
+    ASSERT_OK(started);
     server_ = *std::move(started);
-    ASSERT_TRUE(proxy_.Start("127.0.0.1", server_->client_port(0)).ok());
+    ASSERT_OK(proxy_.Start("127.0.0.1", server_->client_port(0)));
     absl::StatusOr<std::unique_ptr<LockClient>> near =
         Connect(server_->Uri(kNs));
-    ASSERT_TRUE(near.ok()) << near.status();
+    ASSERT_OK(near);
     near_ = *std::move(near);
     raw_ = std::make_unique<RawZooKeeper>(server_->Hosts());
   }
@@ -103,7 +104,7 @@ class LostReplyTest : public ::testing::Test {
   std::unique_ptr<LockClient> Far() {
     absl::StatusOr<std::unique_ptr<LockClient>> far =
         Connect(UriAt(proxy_.port(), kNs));
-    EXPECT_TRUE(far.ok()) << far.status();
+    EXPECT_OK(far);
     return far.ok() ? *std::move(far) : nullptr;
   }
 
@@ -124,7 +125,7 @@ TEST_F(LostReplyTest, NodeAdoptedAfterALostCreateStartsAFreshLease) {
   std::unique_ptr<LockClient> far = Far();
   ASSERT_NE(far, nullptr);
   auto lock = far->GetLock(kName);
-  ASSERT_TRUE(lock.ok());
+  ASSERT_OK(lock);
   // The lock's parent exists (and, persistent, stays), so that the create
   // below succeeds at once.
   ASSERT_TRUE(raw_->CreatePath(LockParent(kNs, kName)));
@@ -145,20 +146,20 @@ TEST_F(LostReplyTest, NodeAdoptedAfterALostCreateStartsAFreshLease) {
   proxy_.ResetAll();
   absl::StatusOr<Hold>* got = acquire.Wait(absl::Seconds(30));
   ASSERT_TRUE(got != nullptr) << "the acquire did not return";
-  ASSERT_TRUE(got->ok()) << got->status();
+  ASSERT_OK(*got);
 
   // ZooKeeper counts a fresh lease too: others see it held, and cannot
   // remove the node as expired.
   auto near_lock = near_->GetLock(kName);
-  ASSERT_TRUE(near_lock.ok());
+  ASSERT_OK(near_lock);
   absl::StatusOr<LockInfo> info = near_->Admin().Inspect((*near_lock)->name());
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_TRUE(info->locked);
   EXPECT_EQ(info->owner, "t:adopter");
   EXPECT_GT(info->remaining_lease, kLease / 2);
   EXPECT_TRUE(absl::IsDeadlineExceeded((*near_lock)->TryAcquire().status()));
   EXPECT_EQ(far->OwnerTokens().State(kName, "adopter"), LockState::kHeld);
-  EXPECT_TRUE((*got)->Release().ok());
+  EXPECT_OK((*got)->Release());
 }
 
 // Defect: a release whose delete got no reply took a later NONODE as its
@@ -170,14 +171,14 @@ TEST_F(LostReplyTest, ReleaseAfterASuccessorRemovedTheExpiredNodeFails) {
   std::unique_ptr<LockClient> far = Far();
   ASSERT_NE(far, nullptr);
   auto lock = far->GetLock(kName);
-  ASSERT_TRUE(lock.ok());
+  ASSERT_OK(lock);
   AcquireOptions short_lease;
   short_lease.owner_token = "releaser";
   short_lease.lease = kLease;
   absl::StatusOr<Hold> releaser = (*lock)->TryAcquire(short_lease);
-  ASSERT_TRUE(releaser.ok());
+  ASSERT_OK(releaser);
   auto near_lock = near_->GetLock(kName);
-  ASSERT_TRUE(near_lock.ok());
+  ASSERT_OK(near_lock);
   Background<absl::StatusOr<Hold>> successor([&] {
     AcquireOptions options;
     options.owner_token = "successor";
@@ -192,14 +193,12 @@ TEST_F(LostReplyTest, ReleaseAfterASuccessorRemovedTheExpiredNodeFails) {
   const uint64_t sent_before = proxy_.stats().requests.received;
   proxy_.SetFault(Direction::kRequests, Fault::Drop());
   Background<absl::Status> release([&] { return releaser->Release(); });
-  ASSERT_TRUE(proxy_
-                  .WaitForReceived(Direction::kRequests, sent_before + 1,
-                                   absl::Seconds(5))
-                  .ok());
+  ASSERT_OK(proxy_.WaitForReceived(Direction::kRequests, sent_before + 1,
+                                   absl::Seconds(5)));
   // The lease runs out on ZooKeeper, and the successor removes the node.
   absl::StatusOr<Hold>* taken = successor.Wait(absl::Seconds(30));
   ASSERT_TRUE(taken != nullptr) << "the successor did not return";
-  ASSERT_TRUE(taken->ok()) << taken->status();
+  ASSERT_OK(*taken);
   // The connection breaks; the client reconnects and finds its node gone.
   proxy_.SetFault(Direction::kRequests, Fault::Pass());
   proxy_.ResetAll();
@@ -209,10 +208,10 @@ TEST_F(LostReplyTest, ReleaseAfterASuccessorRemovedTheExpiredNodeFails) {
       << "a release that never ran reported: " << *released;
 
   absl::StatusOr<LockInfo> info = near_->Admin().Inspect((*near_lock)->name());
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_EQ(info->owner, "t:successor");
   EXPECT_EQ(info->fencing_token, (*taken)->fencing_token());
-  EXPECT_TRUE((*taken)->Release().ok());
+  EXPECT_OK((*taken)->Release());
 }
 
 // The other side of the same rule: a delete that did run, whose reply alone
@@ -222,12 +221,12 @@ TEST_F(LostReplyTest, ReleaseWhoseReplyAloneWasLostSucceeds) {
   std::unique_ptr<LockClient> far = Far();
   ASSERT_NE(far, nullptr);
   auto lock = far->GetLock(kName);
-  ASSERT_TRUE(lock.ok());
+  ASSERT_OK(lock);
   AcquireOptions options;
   options.owner_token = "releaser";
   options.lease = absl::Seconds(30);
   absl::StatusOr<Hold> releaser = (*lock)->TryAcquire(options);
-  ASSERT_TRUE(releaser.ok());
+  ASSERT_OK(releaser);
   proxy_.SetFault(Direction::kReplies, Fault::Drop());
   Background<absl::Status> release([&] { return releaser->Release(); });
   ASSERT_TRUE(
@@ -236,11 +235,11 @@ TEST_F(LostReplyTest, ReleaseWhoseReplyAloneWasLostSucceeds) {
   proxy_.ResetAll();
   absl::Status* released = release.Wait(absl::Seconds(30));
   ASSERT_TRUE(released != nullptr) << "the release did not return";
-  EXPECT_TRUE(released->ok()) << *released;
+  EXPECT_OK(*released);
   auto near_lock = near_->GetLock(kName);
-  ASSERT_TRUE(near_lock.ok());
-  EXPECT_TRUE((*near_lock)->TryAcquire().ok());
+  ASSERT_OK(near_lock);
+  EXPECT_OK((*near_lock)->TryAcquire());
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

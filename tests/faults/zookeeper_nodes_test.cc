@@ -22,9 +22,10 @@
 #include "absl/time/clock.h"
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 ZooKeeperServer& Server() {
@@ -84,10 +85,10 @@ TEST(ZooKeeperNodes, TenThousandNamesLeaveNoNodesBehind) {
   constexpr int kNames = 10000;
   constexpr int kThreads = 8;
   absl::StatusOr<int64_t> baseline = Server().ZnodeCount();
-  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  ASSERT_OK(baseline);
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       Connect(Server().Uri("growth"));
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
 
   const absl::Time start = absl::Now();
   std::atomic<int> next{0};
@@ -127,7 +128,7 @@ TEST(ZooKeeperNodes, TenThousandNamesLeaveNoNodesBehind) {
   }
   EXPECT_LE(left, 0) << left << " per-name nodes are left";
   absl::StatusOr<int64_t> after = Server().ZnodeCount();
-  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_OK(after);
   // At most /dlock and /dlock/growth beyond what the server had.
   EXPECT_LE(*after, *baseline + 2);
   std::printf("swept in %s; znodes %lld before, %lld after\n",
@@ -153,10 +154,10 @@ void KeepEach(LockClient& client, const std::string& prefix, int names,
               absl::Duration keep) {
   for (int i = 0; i < names; ++i) {
     auto lock = client.GetLock(absl::StrCat(prefix, i));
-    ASSERT_TRUE(lock.ok()) << lock.status();
+    ASSERT_OK(lock);
     absl::StatusOr<Hold> hold = (*lock)->TryAcquire();
-    ASSERT_TRUE(hold.ok()) << hold.status();
-    ASSERT_TRUE(hold->ReleaseAndKeepFor(keep).ok());
+    ASSERT_OK(hold);
+    ASSERT_OK(hold->ReleaseAndKeepFor(keep));
   }
 }
 
@@ -166,13 +167,13 @@ void KeepEach(LockClient& client, const std::string& prefix, int names,
 TEST(ZooKeeperNodes, KeptNodesOfNamesNobodyTakesAgainAreSwept) {
   absl::StatusOr<std::unique_ptr<LockClient>> jobs =
       Connect(Server().Uri("kept-sweep"));
-  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_OK(jobs);
   KeepEach(**jobs, "slot-", 20, absl::Milliseconds(200));
   RawHandle raw;
   EXPECT_EQ(raw.CountChildren("/dlock/kept-sweep"), 20);
   absl::StatusOr<std::unique_ptr<LockClient>> service =
       Connect(Server().Uri("kept-sweep", "kept_sweep=1s"));
-  ASSERT_TRUE(service.ok()) << service.status();
+  ASSERT_OK(service);
   EXPECT_LE(AwaitNamesLeft(raw, "kept-sweep", 0), 0);
 }
 
@@ -182,15 +183,15 @@ TEST(ZooKeeperNodes, AClientThatKeptSweepsAsItCloses) {
   RawHandle raw;
   absl::StatusOr<std::unique_ptr<LockClient>> earlier =
       Connect(Server().Uri("kept-close"));
-  ASSERT_TRUE(earlier.ok()) << earlier.status();
+  ASSERT_OK(earlier);
   KeepEach(**earlier, "old-slot-", 10, absl::Milliseconds(100));
-  ASSERT_TRUE((*earlier)->Close().ok());
+  ASSERT_OK((*earlier)->Close());
   absl::SleepFor(absl::Seconds(5.5));  // past their end and the margin
   absl::StatusOr<std::unique_ptr<LockClient>> later =
       Connect(Server().Uri("kept-close"));
-  ASSERT_TRUE(later.ok()) << later.status();
+  ASSERT_OK(later);
   KeepEach(**later, "new-slot-", 1, absl::Minutes(10));
-  ASSERT_TRUE((*later)->Close().ok());
+  ASSERT_OK((*later)->Close());
   EXPECT_LE(AwaitNamesLeft(raw, "kept-close", 1), 1);
   const std::vector<std::string> left = raw.Children("/dlock/kept-close");
   ASSERT_EQ(left.size(), 1u);
@@ -203,39 +204,39 @@ TEST(ZooKeeperNodes, AClientThatKeptSweepsAsItCloses) {
 TEST(ZooKeeperNodes, AForeignNodeNamedLikeAKeptLockKeepsNothing) {
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       Connect(Server().Uri("kept-foreign"));
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   auto lock = (*client)->GetLock("job");
-  ASSERT_TRUE(lock.ok()) << lock.status();
+  ASSERT_OK(lock);
   {
     absl::StatusOr<Hold> first = (*lock)->TryAcquire();
-    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_OK(first);
     RawHandle raw;
     const std::string data = "not dlock's";
     ASSERT_EQ(zoo_create(raw.get(), "/dlock/kept-foreign/job/kept-12345",
                          data.data(), static_cast<int>(data.size()),
                          &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0),
               ZOK);
-    ASSERT_TRUE(first->Release().ok());
+    ASSERT_OK(first->Release());
   }
   const absl::Time start = absl::Now();
   absl::StatusOr<Hold> second = (*lock)->Acquire({.wait = absl::Seconds(20)});
-  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_OK(second);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  EXPECT_TRUE(second->Release().ok());
+  EXPECT_OK(second->Release());
 }
 
 TEST(ZooKeeperNodes, DigestAclKeepsOthersOut) {
   const std::string uri = Server().Uri("acl");
   absl::StatusOr<std::unique_ptr<LockClient>> alice =
       Connect(uri + "&auth=digest:alice:s3cret-pw");
-  ASSERT_TRUE(alice.ok()) << alice.status();
+  ASSERT_OK(alice);
   EXPECT_FALSE(absl::StrContains((*alice)->endpoint(), "s3cret-pw"));
   auto held = (*alice)->GetLock("guarded/one");
-  ASSERT_TRUE(held.ok());
+  ASSERT_OK(held);
   AcquireOptions long_lease;
   long_lease.lease = absl::Seconds(60);
   absl::StatusOr<Hold> acquired = (*held)->Acquire(long_lease);
-  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  ASSERT_OK(acquired);
 
   // Without the credential, or with another one: no lock, no force unlock,
   // and messages that never show the password.
@@ -243,9 +244,9 @@ TEST(ZooKeeperNodes, DigestAclKeepsOthersOut) {
        {std::string(), std::string("&auth=digest:alice:wrong"),
         std::string("&auth=digest:mallory:s3cret-pw")}) {
     absl::StatusOr<std::unique_ptr<LockClient>> other = Connect(uri + suffix);
-    ASSERT_TRUE(other.ok()) << other.status();
+    ASSERT_OK(other);
     auto lock = (*other)->GetLock("guarded/one");
-    ASSERT_TRUE(lock.ok());
+    ASSERT_OK(lock);
     absl::StatusOr<Hold> tried = (*lock)->TryAcquire();
     EXPECT_TRUE(absl::IsPermissionDenied(tried.status())) << tried.status();
     EXPECT_FALSE(absl::StrContains(tried.status().message(), "s3cret-pw"));
@@ -253,11 +254,11 @@ TEST(ZooKeeperNodes, DigestAclKeepsOthersOut) {
     const absl::Status forced = (*other)->Admin().ForceUnlock((*lock)->name());
     EXPECT_TRUE(absl::IsPermissionDenied(forced)) << forced;
     auto fresh = (*other)->GetLock("guarded/another name");
-    ASSERT_TRUE(fresh.ok());
+    ASSERT_OK(fresh);
     EXPECT_TRUE(absl::IsPermissionDenied((*fresh)->TryAcquire().status()));
     // Reading stays open: anyone may see who holds it.
     absl::StatusOr<LockInfo> info = (*other)->Admin().Inspect((*lock)->name());
-    ASSERT_TRUE(info.ok()) << info.status();
+    ASSERT_OK(info);
     EXPECT_TRUE(info->locked);
     EXPECT_EQ(info->owner, (*alice)->CurrentOwner());
   }
@@ -278,23 +279,23 @@ TEST(ZooKeeperNodes, DigestAclKeepsOthersOut) {
               ZNOAUTH);
   }
   absl::StatusOr<LockInfo> still = (*alice)->Admin().Inspect((*held)->name());
-  ASSERT_TRUE(still.ok()) << still.status();
+  ASSERT_OK(still);
   EXPECT_TRUE(still->locked);
   EXPECT_EQ(still->fencing_token, acquired->fencing_token());
 
   // The same credential in another client is simply another contender.
   absl::StatusOr<std::unique_ptr<LockClient>> colleague =
       Connect(uri + "&auth=digest:alice:s3cret-pw");
-  ASSERT_TRUE(colleague.ok()) << colleague.status();
+  ASSERT_OK(colleague);
   auto contended = (*colleague)->GetLock("guarded/one");
-  ASSERT_TRUE(contended.ok());
+  ASSERT_OK(contended);
   EXPECT_TRUE(absl::IsDeadlineExceeded((*contended)->TryAcquire().status()));
-  ASSERT_TRUE(acquired->Release().ok());
+  ASSERT_OK(acquired->Release());
   absl::StatusOr<Hold> next = (*contended)->TryAcquire();
-  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_OK(next);
   EXPECT_GT(next->fencing_token(), acquired->fencing_token());
-  EXPECT_TRUE(next->Release().ok());
+  EXPECT_OK(next->Release());
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -17,10 +17,11 @@
 #include "fault_proxy.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 #include "zookeeper_fault_helpers.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kToken[] = "job-4711";
@@ -33,13 +34,13 @@ class SameTokenTest : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<ZooKeeperServer>> started =
         ZooKeeperServer::Start();
-    ASSERT_TRUE(started.ok()) << started.status();
+    ASSERT_OK(started);
     server_ = *std::move(started);
-    ASSERT_TRUE(proxy_.Start("127.0.0.1", server_->client_port(0)).ok());
+    ASSERT_OK(proxy_.Start("127.0.0.1", server_->client_port(0)));
     const std::string ns = "token";
     for (auto* client : {&holder_, &eager_, &third_}) {
       absl::StatusOr<std::unique_ptr<LockClient>> c = Connect(server_->Uri(ns));
-      ASSERT_TRUE(c.ok()) << c.status();
+      ASSERT_OK(c);
       *client = *std::move(c);
     }
     // Late waits on its watch alone (no fallback poll within the test), so
@@ -49,7 +50,7 @@ class SameTokenTest : public ::testing::Test {
     watch_only.fallback_poll = absl::Seconds(60);
     absl::StatusOr<std::unique_ptr<LockClient>> late =
         Connect(UriAt(proxy_.port(), ns), watch_only);
-    ASSERT_TRUE(late.ok()) << late.status();
+    ASSERT_OK(late);
     late_ = *std::move(late);
     raw_ = std::make_unique<RawZooKeeper>(server_->Hosts());
     parent_ = LockParent(ns, kName);
@@ -62,15 +63,15 @@ class SameTokenTest : public ::testing::Test {
   std::unique_ptr<Background<absl::StatusOr<Hold>>> QueueLateBehindHolder(
       absl::Duration wait, CancelToken cancel, bool deaf_from_start = false) {
     auto held = holder_->GetLock(kName);
-    EXPECT_TRUE(held.ok());
+    EXPECT_OK(held);
     holder_lock_ = *std::move(held);
     AcquireOptions first;
     first.lease = absl::Seconds(60);
     absl::StatusOr<Hold> held_first = holder_lock_->TryAcquire(first);
-    EXPECT_TRUE(held_first.ok());
+    EXPECT_OK(held_first);
     if (held_first.ok()) holder_hold_ = *std::move(held_first);
     auto lock = late_->GetLock(kName);
-    EXPECT_TRUE(lock.ok());
+    EXPECT_OK(lock);
     late_lock_ = *std::move(lock);
     if (deaf_from_start) proxy_.SetFault(Direction::kReplies, Fault::Stall());
     auto queued = std::make_unique<Background<absl::StatusOr<Hold>>>(
@@ -105,15 +106,15 @@ class SameTokenTest : public ::testing::Test {
   // re-enters late's node, the token's hold.
   void EagerReentersWhileLateIsDeaf() {
     proxy_.SetFault(Direction::kReplies, Fault::Stall());
-    ASSERT_TRUE(holder_hold_.Release().ok());
+    ASSERT_OK(holder_hold_.Release());
     auto lock = eager_->GetLock(kName);
-    ASSERT_TRUE(lock.ok());
+    ASSERT_OK(lock);
     eager_lock_ = *std::move(lock);
     AcquireOptions options;
     options.owner_token = kToken;
     options.wait = absl::Seconds(10);
     absl::StatusOr<Hold> taken = eager_lock_->Acquire(options);
-    ASSERT_TRUE(taken.ok()) << taken.status();
+    ASSERT_OK(taken);
     eager_token_ = taken->fencing_token();
     eager_hold_ = *std::move(taken);
     ASSERT_EQ(raw_->Children(parent_).size(), 1u)
@@ -160,21 +161,21 @@ TEST_F(SameTokenTest, WaiterAtTheHeadReloadsANodeTheTokenReentered) {
            << ")";
   }
   // The node is the token's; late's own acquisition is one more hold on it.
-  ASSERT_TRUE(got->ok()) << got->status();
+  ASSERT_OK(*got);
   EXPECT_EQ((*got)->fencing_token(), eager_token_);
   EXPECT_EQ((*got)->hold_count(), 2);
   absl::StatusOr<LockInfo> info = eager_->Admin().Inspect(kName);
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_EQ(info->hold_count, 2);
   EXPECT_GT(info->remaining_lease, absl::Seconds(10));
   EXPECT_TRUE(absl::IsDeadlineExceeded(ThirdTries()));
 
   // Each client takes its own hold off; the lock is free after both.
-  EXPECT_TRUE((*got)->Release().ok());
+  EXPECT_OK((*got)->Release());
   EXPECT_TRUE(absl::IsDeadlineExceeded(ThirdTries()));
   EXPECT_EQ(eager_->OwnerTokens().State(kName, kToken), LockState::kHeld);
-  EXPECT_TRUE(eager_hold_.Release().ok());
-  EXPECT_TRUE(ThirdTries().ok());
+  EXPECT_OK(eager_hold_.Release());
+  EXPECT_OK(ThirdTries());
 }
 
 // The same re-entry when the waiter's predecessor is gone before the waiter
@@ -193,13 +194,13 @@ TEST_F(SameTokenTest, WaiterThatNeverSleptStillReadsTheReentry) {
     late->Wait(absl::Seconds(30));
     FAIL() << "the waiter did not return";
   }
-  ASSERT_TRUE(got->ok()) << got->status();
+  ASSERT_OK(*got);
   EXPECT_EQ((*got)->fencing_token(), eager_token_);
   EXPECT_EQ((*got)->hold_count(), 2);
-  EXPECT_TRUE((*got)->Release().ok());
+  EXPECT_OK((*got)->Release());
   EXPECT_TRUE(absl::IsDeadlineExceeded(ThirdTries()));
-  EXPECT_TRUE(eager_hold_.Release().ok());
-  EXPECT_TRUE(ThirdTries().ok());
+  EXPECT_OK(eager_hold_.Release());
+  EXPECT_OK(ThirdTries());
 }
 
 // Defect: a waiter that gave up deleted its node with version -1, although
@@ -222,13 +223,13 @@ TEST_F(SameTokenTest, WaiterThatGivesUpLeavesTheTokensHoldAlone) {
       << "another owner took the lock while the token's client holds it: "
       << third;
   absl::StatusOr<LockInfo> info = eager_->Admin().Inspect(kName);
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_TRUE(info->locked);
   EXPECT_EQ(info->fencing_token, eager_token_);
   EXPECT_EQ(info->hold_count, 1);  // late's hold is taken off, eager's stays
-  EXPECT_TRUE(eager_hold_.Release().ok());
-  EXPECT_TRUE(ThirdTries().ok());
+  EXPECT_OK(eager_hold_.Release());
+  EXPECT_OK(ThirdTries());
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

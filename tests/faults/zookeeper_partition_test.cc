@@ -16,10 +16,11 @@
 #include "dlock/dlock.h"
 #include "fault_proxy.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 #include "zookeeper_fault_helpers.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kNs[] = "partition";
@@ -34,9 +35,9 @@ class PartitionTest : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<ZooKeeperServer>> started =
         ZooKeeperServer::Start();
-    ASSERT_TRUE(started.ok()) << started.status();
+    ASSERT_OK(started);
     server_ = *std::move(started);
-    ASSERT_TRUE(proxy_.Start("127.0.0.1", server_->client_port(0)).ok());
+    ASSERT_OK(proxy_.Start("127.0.0.1", server_->client_port(0)));
     raw_ = std::make_unique<RawZooKeeper>(server_->Hosts());
   }
 
@@ -55,15 +56,15 @@ class PartitionTest : public ::testing::Test {
                       absl::StrCat("session_timeout=",
                                    absl::ToInt64Milliseconds(session), "ms")),
                 options);
-    ASSERT_TRUE(holder.ok()) << holder.status();
+    ASSERT_OK(holder);
     holder_ = *std::move(holder);
     auto lock = holder_->GetLock(kName);
-    ASSERT_TRUE(lock.ok());
+    ASSERT_OK(lock);
     held_ = *std::move(lock);
     AcquireOptions renewed;  // no lease: the watchdog renews it
     renewed.owner_token = "holder";
     absl::StatusOr<Hold> hold = held_->TryAcquire(renewed);
-    ASSERT_TRUE(hold.ok());
+    ASSERT_OK(hold);
     holder_hold_ = *std::move(hold);
   }
 
@@ -71,10 +72,10 @@ class PartitionTest : public ::testing::Test {
   std::unique_ptr<Background<absl::StatusOr<Hold>>> RivalWaits() {
     absl::StatusOr<std::unique_ptr<LockClient>> rival =
         Connect(server_->Uri(kNs));
-    EXPECT_TRUE(rival.ok()) << rival.status();
+    EXPECT_OK(rival);
     rival_ = *std::move(rival);
     auto lock = rival_->GetLock(kName);
-    EXPECT_TRUE(lock.ok());
+    EXPECT_OK(lock);
     rival_lock_ = *std::move(lock);
     auto wait = std::make_unique<Background<absl::StatusOr<Hold>>>(
         [lock = rival_lock_.get()] {
@@ -107,13 +108,13 @@ class PartitionTest : public ::testing::Test {
       absl::SleepFor(slow_replies * 2);
       return requests_cut;
     }();
-    ASSERT_TRUE(proxy_.Partition().ok());
+    ASSERT_OK(proxy_.Partition());
 
     absl::StatusOr<Hold>* taken = rival->Wait(absl::Seconds(30));
     const MonoTime granted = Now();
     const LockState state = holder_->OwnerTokens().State(kName, "holder");
     ASSERT_TRUE(taken != nullptr) << "the rival never got the lock";
-    ASSERT_TRUE(taken->ok()) << taken->status();
+    ASSERT_OK(*taken);
     std::optional<MonoTime> lost = LostAt();
     std::printf("partition at 0; rival granted at %s; holder told at %s\n",
                 absl::FormatDuration(granted - cut).c_str(),
@@ -128,12 +129,12 @@ class PartitionTest : public ::testing::Test {
     ASSERT_TRUE(lost.has_value()) << "the holder was not told by then";
     EXPECT_LE(*lost, granted);
 
-    ASSERT_TRUE(proxy_.Heal().ok());
+    ASSERT_OK(proxy_.Heal());
     EXPECT_TRUE(absl::IsFailedPrecondition(holder_hold_.Release()));
     absl::StatusOr<LockInfo> info = rival_->Admin().Inspect(kName);
-    ASSERT_TRUE(info.ok()) << info.status();
+    ASSERT_OK(info);
     EXPECT_EQ(info->fencing_token, (*taken)->fencing_token());
-    EXPECT_TRUE((*taken)->Release().ok());
+    EXPECT_OK((*taken)->Release());
   }
 
   std::optional<MonoTime> LostAt() {
@@ -191,13 +192,13 @@ TEST_F(PartitionTest, BelievedHoldsNeverOverlapThroughASilentPartition) {
   });
   absl::SleepFor(absl::Seconds(1));
   const MonoTime cut = Now();
-  ASSERT_TRUE(proxy_.Partition().ok());
+  ASSERT_OK(proxy_.Partition());
   absl::StatusOr<Hold>* taken = rival->Wait(absl::Seconds(30));
   const MonoTime granted = Now();
   stop = true;
   poller.join();
   ASSERT_TRUE(taken != nullptr) << "the rival never got the lock";
-  ASSERT_TRUE(taken->ok()) << taken->status();
+  ASSERT_OK(*taken);
   const MonoTime last_held =
       MonoTime::FromSinceOrigin(absl::Nanoseconds(last_held_ns.load()));
   const absl::Duration overlap =
@@ -212,9 +213,9 @@ TEST_F(PartitionTest, BelievedHoldsNeverOverlapThroughASilentPartition) {
   std::optional<MonoTime> lost = LostAt();
   ASSERT_TRUE(lost.has_value());
   EXPECT_LE(*lost, granted);
-  ASSERT_TRUE(proxy_.Heal().ok());
-  EXPECT_TRUE((*taken)->Release().ok());
+  ASSERT_OK(proxy_.Heal());
+  EXPECT_OK((*taken)->Release());
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

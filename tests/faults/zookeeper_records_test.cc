@@ -24,7 +24,7 @@
 #include "zookeeper_fault_helpers.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kNamespace[] = "records";
@@ -283,4 +283,4 @@ TEST_F(RecordsTest, OwnWritesToOneRecordNeverConflict) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

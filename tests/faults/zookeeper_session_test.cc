@@ -23,9 +23,10 @@
 #include "absl/time/clock.h"
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 #include "zookeeper_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr absl::Duration kSessionTimeout = absl::Seconds(2);
@@ -90,7 +91,7 @@ std::string ReadLine(int fd, absl::Duration timeout) {
 TEST(ZooKeeperSessionExpiry, StoppedHolderLearnsLossAndCannotTouchNewHolder) {
   absl::StatusOr<std::unique_ptr<ZooKeeperServer>> server =
       ZooKeeperServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const std::string uri = (*server)->Uri(
       "session-expiry",
       absl::StrCat("session_timeout=",
@@ -131,15 +132,15 @@ TEST(ZooKeeperSessionExpiry, StoppedHolderLearnsLossAndCannotTouchNewHolder) {
   ASSERT_EQ(kill(holder, SIGSTOP), 0);
   const absl::Time stopped = absl::Now();
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
       (*client)->GetLock(kLockName);
-  ASSERT_TRUE(lock.ok());
+  ASSERT_OK(lock);
   AcquireOptions wait;
   wait.wait = absl::Seconds(20);
   wait.lease = absl::Seconds(60);
   absl::StatusOr<Hold> taken = (*lock)->Acquire(wait);
-  ASSERT_TRUE(taken.ok()) << taken.status();
+  ASSERT_OK(taken);
   const absl::Duration blocked = absl::Now() - stopped;
   EXPECT_GT(taken->fencing_token(), old_token);
   // Freed by the session's expiry: about the session timeout, never sooner
@@ -147,7 +148,7 @@ TEST(ZooKeeperSessionExpiry, StoppedHolderLearnsLossAndCannotTouchNewHolder) {
   EXPECT_GE(blocked, kSessionTimeout * 0.6);
   EXPECT_LE(blocked, kSessionTimeout + absl::Seconds(5));
   absl::StatusOr<LockInfo> before = (*client)->Admin().Inspect(kLockName);
-  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_OK(before);
 
   // Resumed, the old holder is told; then its release must fail.
   ASSERT_EQ(kill(holder, SIGCONT), 0);
@@ -161,13 +162,13 @@ TEST(ZooKeeperSessionExpiry, StoppedHolderLearnsLossAndCannotTouchNewHolder) {
 
   // The new hold is exactly as it was.
   absl::StatusOr<LockInfo> after = (*client)->Admin().Inspect(kLockName);
-  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_OK(after);
   EXPECT_TRUE(after->locked);
   EXPECT_EQ(after->owner, (*client)->CurrentOwner());
   EXPECT_EQ(after->fencing_token, taken->fencing_token());
   EXPECT_EQ(after->hold_count, before->hold_count);
   EXPECT_EQ(taken->state(), LockState::kHeld);
-  EXPECT_TRUE(taken->Release().ok());
+  EXPECT_OK(taken->Release());
 }
 
 // A holder cut off from ZooKeeper (here: the server stopped with SIGSTOP, as
@@ -178,7 +179,7 @@ TEST(ZooKeeperSessionExpiry, CutOffHolderIsToldItLostTheLock) {
   constexpr absl::Duration kTimeout = absl::Seconds(3);
   absl::StatusOr<std::unique_ptr<ZooKeeperServer>> server =
       ZooKeeperServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const std::string uri = (*server)->Uri(
       "cut-off", absl::StrCat("session_timeout=",
                               absl::ToInt64Milliseconds(kTimeout), "ms"));
@@ -192,11 +193,11 @@ TEST(ZooKeeperSessionExpiry, CutOffHolderIsToldItLostTheLock) {
     lost_at = std::min(lost_at, absl::Now());
   };
   absl::StatusOr<std::unique_ptr<LockClient>> holder = Connect(uri, options);
-  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_OK(holder);
   auto held = (*holder)->GetLock("cut off");
-  ASSERT_TRUE(held.ok());
+  ASSERT_OK(held);
   absl::StatusOr<Hold> holding = (*held)->Acquire();
-  ASSERT_TRUE(holding.ok());
+  ASSERT_OK(holding);
 
   (*server)->PauseMember(0);
   const absl::Time paused = absl::Now();
@@ -217,20 +218,20 @@ TEST(ZooKeeperSessionExpiry, CutOffHolderIsToldItLostTheLock) {
   EXPECT_TRUE(absl::IsFailedPrecondition(holding->Release()));
 
   absl::StatusOr<std::unique_ptr<LockClient>> other = Connect(uri);
-  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_OK(other);
   auto lock = (*other)->GetLock("cut off");
-  ASSERT_TRUE(lock.ok());
+  ASSERT_OK(lock);
   AcquireOptions wait;
   wait.wait = absl::Seconds(20);
   wait.lease = absl::Seconds(60);
   absl::StatusOr<Hold> taken = (*lock)->Acquire(wait);
-  ASSERT_TRUE(taken.ok()) << taken.status();
+  ASSERT_OK(taken);
   {
     absl::MutexLock guard(&mu);
     EXPECT_LT(lost_at, absl::Now());
   }
-  EXPECT_TRUE(taken->Release().ok());
+  EXPECT_OK(taken->Release());
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -28,7 +28,7 @@ void Exercise(absl::string_view text) {
     UriParams typed(*uri);
     (void)typed.TakeDuration(key);
     (void)typed.TakeInt(key, -5, 1000);
-    (void)typed.RejectUnknown(uri->scheme, "");
+    (void)typed.RejectUnknown(uri->scheme);
     (void)typed.Rest();
   }
 }
@@ -50,7 +50,7 @@ void CheckPlanted(const std::string& text) {
   UriParams params(*uri);
   absl::StatusOr<CommonBackendOptions> common = TakeCommonOptions(params);
   if (!common.ok()) CheckNoMarker(common.status().message(), "an option", text);
-  CheckNoMarker(params.RejectUnknown(uri->scheme, "").message(),
+  CheckNoMarker(params.RejectUnknown(uri->scheme).message(),
                 "an unknown option", text);
 }
 

@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "test_servers.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 absl::Status Call(const TestBackend& entry, const char* what,
@@ -126,4 +126,4 @@ absl::StatusOr<HistoryBackend*> SharedBackend(const std::string& name) {
   return it->second->get();
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 struct WorkerUri {
   // Through 127.0.0.1:proxy_port; 0: to the server itself.
@@ -59,6 +59,6 @@ std::vector<std::string> BuiltBackends();
 // life. FailedPrecondition, saying what to install, if it cannot start.
 absl::StatusOr<HistoryBackend*> SharedBackend(const std::string& name);
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_HISTORY_HISTORY_BACKENDS_H_

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr size_t kMaxProblems = 8;
@@ -278,4 +278,4 @@ std::string HistoryReport::Summary() const {
   return out;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "history_register.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 struct WorkerEvent {
   int64_t at_ns = 0;
@@ -106,6 +106,6 @@ HistoryReport CheckHistory(
     int64_t counter_sets, int64_t healed_at_ns,
     ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld);
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_HISTORY_HISTORY_CHECKER_H_

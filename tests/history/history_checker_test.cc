@@ -5,8 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "history_register.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 WorkerHistory Worker(int id, std::vector<WorkerEvent> events) {
@@ -22,10 +23,10 @@ WorkerHistory Worker(int id, std::vector<WorkerEvent> events) {
 TEST(HistoryChecker, WriteOfAKilledWorkerIsNotALostUpdate) {
   absl::StatusOr<std::unique_ptr<RegisterServer>> server =
       RegisterServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   RegisterClient client((*server)->port());
-  ASSERT_TRUE(client.Set(1).ok());
-  ASSERT_TRUE(client.Set(2).ok());  // applied; the worker died before logging
+  ASSERT_OK(client.Set(1));
+  ASSERT_OK(client.Set(2));  // applied; the worker died before logging
 
   WorkerHistory killed =
       Worker(0, {{.at_ns = 100, .kind = "grant", .token = 1},
@@ -44,14 +45,15 @@ TEST(HistoryChecker, WriteOfAKilledWorkerIsNotALostUpdate) {
 TEST(HistoryChecker, OverlappingReadModifyWriteIsALostUpdate) {
   absl::StatusOr<std::unique_ptr<RegisterServer>> server =
       RegisterServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   RegisterClient a((*server)->port());
   RegisterClient b((*server)->port());
   absl::StatusOr<int64_t> read_a = a.Get();
   absl::StatusOr<int64_t> read_b = b.Get();
-  ASSERT_TRUE(read_a.ok() && read_b.ok());
-  ASSERT_TRUE(a.Set(*read_a + 1).ok());
-  ASSERT_TRUE(b.Set(*read_b + 1).ok());
+  ASSERT_OK(read_a);
+  ASSERT_OK(read_b);
+  ASSERT_OK(a.Set(*read_a + 1));
+  ASSERT_OK(b.Set(*read_b + 1));
 
   HistoryReport report = CheckHistory(
       {Worker(0, {{.at_ns = 100, .kind = "grant", .token = 1},
@@ -95,13 +97,13 @@ TEST(HistoryChecker, UnconfirmedReleaseMustBeToldUnderTheConfirmedRule) {
 TEST(HistoryChecker, WriteBeforeTheNewHoldersFirstIsUnfencedNotStale) {
   absl::StatusOr<std::unique_ptr<RegisterServer>> server =
       RegisterServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   RegisterClient old_holder((*server)->port());
   RegisterClient new_holder((*server)->port());
-  ASSERT_TRUE(old_holder.Write(1, 0).ok());  // accepted: 2 not seen yet
-  ASSERT_TRUE(new_holder.Write(2, 1).ok());
+  ASSERT_OK(old_holder.Write(1, 0));  // accepted: 2 not seen yet
+  ASSERT_OK(new_holder.Write(2, 1));
   absl::StatusOr<bool> refused = old_holder.Write(1, 0);
-  ASSERT_TRUE(refused.ok());
+  ASSERT_OK(refused);
   EXPECT_FALSE(*refused);
   const std::vector<RegisterWrite> writes = (*server)->Writes();
   ASSERT_EQ(writes.size(), 3u);
@@ -132,4 +134,4 @@ TEST(HistoryChecker, WriteBelowATokenTheRegisterAcceptedIsStale) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

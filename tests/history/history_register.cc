@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 int64_t MonoNs() {
@@ -214,4 +214,4 @@ absl::Status RegisterClient::Set(int64_t value) {
   return reply.ok() ? absl::OkStatus() : reply.status();
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

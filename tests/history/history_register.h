@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // One write the register accepted or refused, stamped with CLOCK_MONOTONIC
 // when the register decided.
@@ -88,6 +88,6 @@ class RegisterClient {
   std::string buffer_;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_HISTORY_HISTORY_REGISTER_H_

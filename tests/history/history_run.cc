@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kFakeTime[] =
@@ -301,4 +301,4 @@ HistoryReport HistoryRun::Finish() {
   return report;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test

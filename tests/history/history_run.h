@@ -19,7 +19,7 @@
 #include "history_register.h"
 #include "server_process.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 struct RunOptions {
   int workers = 3;
@@ -100,6 +100,6 @@ class HistoryRun {
 
 int64_t MonoNowNs();
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_HISTORY_HISTORY_RUN_H_

@@ -127,7 +127,7 @@ bool ParseFlags(int argc, char** argv, Flags& f) {
 
 // Works while the lock is believed held: each step checks state() first.
 void Work(const dlock::Hold& hold, const Flags& f,
-          dlock::testing::RegisterClient& resource, EventLog& log) {
+          dlock::test::RegisterClient& resource, EventLog& log) {
   const uint64_t token = hold.fencing_token();
   for (int i = 0; i < f.steps && !stopping; ++i) {
     // Read before asking: if state() says held, the hold was believed at
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   EventLog log(f.events);
   if (!log.ok()) return 3;
-  dlock::testing::RegisterClient resource(f.register_port);
+  dlock::test::RegisterClient resource(f.register_port);
 
   dlock::ClientOptions options;
   options.watchdog_lease = f.lease;

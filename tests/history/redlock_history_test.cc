@@ -37,7 +37,7 @@
 #include "redlock_masters.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr char kLock[] = "contended";
@@ -76,7 +76,7 @@ class RedlockHistory : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<RedisGroup*> group = RedlockGroup(3);
-    ASSERT_TRUE(group.ok()) << group.status();
+    ASSERT_OK(group);
     group_ = *group;
   }
   RedisGroup& group() { return *group_; }
@@ -771,4 +771,4 @@ TEST_F(RedlockHistory, MasterRestartedAfterTheLongestLease) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -18,7 +18,7 @@
 #include "redlock_masters.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 constexpr absl::Duration kTtl = absl::Seconds(2);
@@ -86,4 +86,4 @@ TEST(RedlockLiveness, PartitionedHolderOfATenMinuteLeaseIsToldThenTakenOver) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

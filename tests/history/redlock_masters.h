@@ -15,7 +15,7 @@
 #include "fault_proxy.h"
 #include "redis_server.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 inline std::string FreshNamespace(absl::string_view scenario) {
   std::random_device random;
@@ -54,6 +54,6 @@ class ProxiedMasters {
   std::vector<std::unique_ptr<FaultProxy>> proxies_;
 };
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_TESTS_HISTORY_REDLOCK_MASTERS_H_

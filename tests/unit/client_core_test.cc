@@ -11,6 +11,7 @@
 #include "dlock/client.h"
 #include "dlock/errors.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -106,10 +107,10 @@ TEST(ClientCore, LostCallbackMayUseTheLock) {
   std::unique_ptr<DistributedLock> lock = *client->GetLock("inspected");
   client_ptr = client.get();
   absl::StatusOr<Hold> hold = lock->Acquire();
-  ASSERT_TRUE(hold.ok());
-  ASSERT_TRUE(admin->Admin().ForceUnlock("inspected").ok());
+  ASSERT_OK(hold);
+  ASSERT_OK(admin->Admin().ForceUnlock("inspected"));
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
-  ASSERT_TRUE(seen.ok()) << seen.status();
+  ASSERT_OK(seen);
   EXPECT_FALSE(seen->locked);
 }
 
@@ -120,7 +121,7 @@ TEST(ClientCore, StateNeedsNoRoundTrip) {
   AcquireOptions leased;
   leased.lease = absl::Milliseconds(100);
   absl::StatusOr<Hold> hold = lock->Acquire(leased);
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   EXPECT_EQ(hold->state(), LockState::kHeld);
   // An explicit lease that ran out is lost as far as the client knows.
   absl::SleepFor(absl::Milliseconds(200));
@@ -141,8 +142,8 @@ TEST(ClientCore, LeasesBelowTheMinimumAreInvalid) {
             absl::StatusCode::kInvalidArgument);
   options.lease = absl::Milliseconds(10);
   absl::StatusOr<Hold> hold = lock->Acquire(options);
-  ASSERT_TRUE(hold.ok());
-  EXPECT_TRUE(hold->Release().ok());
+  ASSERT_OK(hold);
+  EXPECT_OK(hold->Release());
 }
 
 }  // namespace

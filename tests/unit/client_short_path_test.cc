@@ -5,6 +5,7 @@
 #include "dlock/dlock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -13,7 +14,7 @@ using ::testing::HasSubstr;
 
 std::unique_ptr<LockClient> MustConnect(const std::string& uri) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
-  EXPECT_TRUE(client.ok()) << client.status().message();
+  EXPECT_OK(client);
   return client.ok() ? *std::move(client) : nullptr;
 }
 
@@ -23,7 +24,7 @@ TEST(ClientShortPath, AcquireByNameHoldsUntilTheHoldIsReleased) {
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   absl::StatusOr<Hold> held = a->Acquire("reports/nightly");
-  ASSERT_TRUE(held.ok()) << held.status().message();
+  ASSERT_OK(held);
   EXPECT_EQ(held->lock_name(), "reports/nightly");
   EXPECT_EQ(held->fencing_token(), 1u);
   // No handle is kept anywhere, and the lock is held all the same.
@@ -32,9 +33,9 @@ TEST(ClientShortPath, AcquireByNameHoldsUntilTheHoldIsReleased) {
       b->Acquire("reports/nightly", {.wait = absl::Milliseconds(20)})
           .status()));
   EXPECT_TRUE(held->IsHeldOnBackend().value_or(false));
-  ASSERT_TRUE(held->Release().ok());
+  ASSERT_OK(held->Release());
   absl::StatusOr<Hold> next = b->TryAcquire("reports/nightly");
-  ASSERT_TRUE(next.ok()) << next.status().message();
+  ASSERT_OK(next);
   EXPECT_EQ(next->fencing_token(), 2u);
 }
 

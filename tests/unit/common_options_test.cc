@@ -12,6 +12,7 @@
 #include "dlock/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -139,7 +140,7 @@ TEST(CommonOptions, UnknownOptionMessagesListThem) {
 TEST(CommonOptions, MemoryTakesThem) {
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       Connect("memory://common?connect_timeout=1s&operation_timeout=2s");
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "dlock/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -34,7 +35,7 @@ TEST(Connect, UnknownSchemeListsTheKnownOnes) {
 
 TEST(Connect, SchemeIsCaseInsensitive) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect("MEMORY://x");
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
 }
 
 TEST(Connect, MalformedUriIsInvalidArgument) {
@@ -46,22 +47,22 @@ TEST(Connect, MalformedUriIsInvalidArgument) {
 
 TEST(Connect, NamespaceComesFromUriOrOptionsElseDefault) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect("memory://");
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   EXPECT_EQ((*client)->lock_namespace(), "default");
 
   client = Connect("memory://?namespace=orders");
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   EXPECT_EQ((*client)->lock_namespace(), "orders");
 
   ClientOptions options;
   options.lock_namespace = "billing";
   client = Connect("memory://", options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   EXPECT_EQ((*client)->lock_namespace(), "billing");
 
   // The same value in both places is no conflict.
   client = Connect("memory://?namespace=billing", options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   EXPECT_EQ((*client)->lock_namespace(), "billing");
 }
 
@@ -89,9 +90,9 @@ TEST(Connect, BadNamespaceIsInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
   ClientOptions longest;
   longest.lock_namespace = std::string(64, 'n');
-  EXPECT_TRUE(Connect("memory://", longest).ok());
+  EXPECT_OK(Connect("memory://", longest));
   longest.lock_namespace = "Aa0._-";
-  EXPECT_TRUE(Connect("memory://", longest).ok());
+  EXPECT_OK(Connect("memory://", longest));
 }
 
 TEST(Connect, BadOptionsAreInvalidArgument) {
@@ -156,7 +157,8 @@ TEST(Connect, NoSchemeQuotesThePassword) {
 TEST(Connect, ClientIdIsRandomUnlessGiven) {
   absl::StatusOr<std::unique_ptr<LockClient>> a = Connect("memory://");
   absl::StatusOr<std::unique_ptr<LockClient>> b = Connect("memory://");
-  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_OK(a);
+  ASSERT_OK(b);
   EXPECT_NE((*a)->client_id(), (*b)->client_id());
   for (const LockClient* client : {a->get(), b->get()}) {
     const std::string& id = client->client_id();
@@ -171,7 +173,7 @@ TEST(Connect, ClientIdIsRandomUnlessGiven) {
   options.client_id = "0123456789abcdef0123456789abcdef";
   absl::StatusOr<std::unique_ptr<LockClient>> given =
       Connect("memory://", options);
-  ASSERT_TRUE(given.ok()) << given.status();
+  ASSERT_OK(given);
   EXPECT_EQ((*given)->client_id(), options.client_id);
   EXPECT_THAT((*given)->CurrentOwner(), HasSubstr(options.client_id));
 }
@@ -179,18 +181,18 @@ TEST(Connect, ClientIdIsRandomUnlessGiven) {
 TEST(Connect, EndpointIsTheRedactedUri) {
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       Connect("memory://inst?namespace=n");
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   EXPECT_EQ((*client)->endpoint(), "memory://inst?namespace=n");
 }
 
 TEST(Connect, CloseIsIdempotentAndRefusesLaterCalls) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect("memory://");
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
       (*client)->GetLock("x");
-  ASSERT_TRUE(lock.ok());
-  EXPECT_TRUE((*client)->Close().ok());
-  EXPECT_TRUE((*client)->Close().ok());
+  ASSERT_OK(lock);
+  EXPECT_OK((*client)->Close());
+  EXPECT_OK((*client)->Close());
   EXPECT_EQ((*lock)->TryAcquire().status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ((*client)->Admin().List().status().code(),

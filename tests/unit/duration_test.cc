@@ -9,6 +9,7 @@
 #include "dlock/errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -35,7 +36,7 @@ TEST(ParseDuration, TakesTermsWithDays) {
   };
   for (const auto& [text, want] : cases) {
     absl::StatusOr<absl::Duration> got = ParseDuration(text, kWide);
-    ASSERT_TRUE(got.ok()) << text << ": " << got.status().message();
+    ASSERT_OK(got) << text;
     EXPECT_EQ(*got, want) << text;
   }
 }
@@ -111,15 +112,15 @@ TEST(LongestLease, ConnectAndAcquireRefuseLongerLeases) {
 
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       Connect("memory://longest-lease");
-  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_OK(client);
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
       (*client)->GetLock("x");
-  ASSERT_TRUE(lock.ok());
+  ASSERT_OK(lock);
   absl::StatusOr<Hold> hold =
       (*lock)->Acquire({.lease = absl::Hours(9999999999999)});
   EXPECT_EQ(hold.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(hold.status().message(), HasSubstr("from 10ms to 366d"));
-  EXPECT_TRUE((*lock)->Acquire({.lease = kLongestLease}).ok());
+  EXPECT_OK((*lock)->Acquire({.lease = kLongestLease}));
 }
 
 // A wait that ran out says how long, as a person would.

@@ -14,8 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 // Client connections take their local ports from the ephemeral range.
@@ -23,7 +24,7 @@ TEST(FreeLoopbackPort, IsBelowTheKernelsEphemeralRange) {
   const int ephemeral_low = EphemeralPortLow();
   for (int i = 0; i < 200; ++i) {
     absl::StatusOr<int> port = FreeLoopbackPort();
-    ASSERT_TRUE(port.ok()) << port.status();
+    ASSERT_OK(port);
     EXPECT_LT(*port, ephemeral_low);
     EXPECT_GE(*port, 1024);
   }
@@ -68,11 +69,11 @@ TEST(FreeLoopbackPort, NeverTheSamePortTwiceWhileItsClaimerLives) {
   std::set<int> ours;
   for (int i = 0; i < 300; ++i) {
     absl::StatusOr<int> port = FreeLoopbackPort();
-    ASSERT_TRUE(port.ok()) << port.status();
+    ASSERT_OK(port);
     EXPECT_TRUE(ours.insert(*port).second) << *port << " twice";
     EXPECT_EQ(child_ports.count(*port), 0u) << *port << " is the child's";
   }
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lease_policy.h"
+#include "status_testing.h"
 
 namespace dlock::internal {
 namespace {
@@ -80,7 +81,7 @@ TEST_F(HoldTableTest, AHoldIsBelievedUntilItsLocalDeadline) {
   const absl::Duration believed =
       kLease - DriftMargin(kLease) - NoticeLead(kLease);
   clock_.Advance(believed - absl::Milliseconds(1));
-  EXPECT_TRUE(table_.Believed(ref).ok());
+  EXPECT_OK(table_.Believed(ref));
   clock_.Advance(absl::Milliseconds(1));
   absl::StatusOr<uint64_t> after = table_.Believed(ref);
   EXPECT_TRUE(IsLost(after.status())) << after.status();
@@ -116,8 +117,8 @@ TEST_F(HoldTableTest, AReentryKeepsTheHoldAndTheLongerLease) {
   EXPECT_NE(again.acquisition, first.acquisition);
   // The first lease still binds: 5s in, 1s asked, 10s granted at first.
   clock_.Advance(absl::Seconds(3));
-  EXPECT_TRUE(table_.Believed(first).ok());
-  EXPECT_TRUE(table_.Believed(again).ok());
+  EXPECT_OK(table_.Believed(first));
+  EXPECT_OK(table_.Believed(again));
 }
 
 TEST_F(HoldTableTest, ANewTokenEndsTheOldHoldAsGone) {
@@ -139,7 +140,7 @@ TEST_F(HoldTableTest, AnInnerReleaseTakesItsAcquisitionOff) {
   ReleaseReport report;
   absl::StatusOr<ReleasePlan> plan =
       table_.PlanRelease(inner, absl::ZeroDuration(), report);
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_OK(plan);
   EXPECT_FALSE(plan->final_release);
   EXPECT_EQ(plan->holds.count, 1);
   EXPECT_FALSE(plan->holds.all);
@@ -147,12 +148,10 @@ TEST_F(HoldTableTest, AnInnerReleaseTakesItsAcquisitionOff) {
   EXPECT_FALSE(report.last);
   std::vector<LossNotice> notices;
   // The backend could not be reached: the final release takes it off too.
-  EXPECT_TRUE(table_
-                  .FinishInnerRelease(
-                      key_, *plan, absl::UnavailableError("no answer"), notices)
-                  .ok());
+  EXPECT_OK(table_.FinishInnerRelease(
+      key_, *plan, absl::UnavailableError("no answer"), notices));
   EXPECT_TRUE(IsNotOwner(table_.Believed(inner).status()));
-  EXPECT_TRUE(table_.Believed(outer).ok());
+  EXPECT_OK(table_.Believed(outer));
   ReleasePlan last = *table_.PlanRelease(outer, absl::ZeroDuration(), report);
   EXPECT_TRUE(last.final_release);
   EXPECT_EQ(last.holds.count, 2) << "the unsynced inner release goes with it";
@@ -166,13 +165,13 @@ TEST_F(HoldTableTest, AReleaseByOwnerTokenTakesTheInnermostAcquisition) {
   const HoldRef inner = Acquire(key_, 7);
   ReleaseReport report;
   absl::StatusOr<ReleasePlan> plan = table_.PlanReleaseByOwner(key_, report);
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_OK(plan);
   EXPECT_FALSE(plan->final_release);
   EXPECT_TRUE(report.tell);
   EXPECT_TRUE(IsNotOwner(table_.Believed(inner).status()));
-  EXPECT_TRUE(table_.Believed(outer).ok());
+  EXPECT_OK(table_.Believed(outer));
   plan = table_.PlanReleaseByOwner(key_, report);
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_OK(plan);
   EXPECT_TRUE(plan->final_release);
   EXPECT_TRUE(IsNotOwner(table_.Believed(outer).status()))
       << table_.Believed(outer).status();
@@ -180,7 +179,7 @@ TEST_F(HoldTableTest, AReleaseByOwnerTokenTakesTheInnermostAcquisition) {
       table_.PlanRelease(outer, absl::ZeroDuration(), report).status()));
   // No hold here: a hold taken elsewhere, released without a record.
   plan = table_.PlanReleaseByOwner(HoldKeyView("other", "t:job"), report);
-  ASSERT_TRUE(plan.ok());
+  ASSERT_OK(plan);
   EXPECT_EQ(plan->generation, 0u);
   EXPECT_EQ(plan->record, nullptr);
 }
@@ -190,7 +189,7 @@ TEST_F(HoldTableTest, AFinalReleaseGivesTheHoldUpWhateverTheAnswer) {
   ReleaseReport report;
   absl::StatusOr<ReleasePlan> plan =
       table_.PlanRelease(ref, absl::Seconds(2), report);
-  ASSERT_TRUE(plan.ok());
+  ASSERT_OK(plan);
   EXPECT_TRUE(plan->final_release);
   EXPECT_EQ(table_.BelievedRecord(key_), nullptr) << "given up at once";
   // An acquisition of the key waits for the answer.
@@ -202,7 +201,7 @@ TEST_F(HoldTableTest, AFinalReleaseGivesTheHoldUpWhateverTheAnswer) {
   const MonoTime at = clock_.Now();
   absl::Status released = table_.FinishFinalRelease(
       key_, *plan, absl::UnavailableError("no answer"), absl::Seconds(2), at,
-      /*closed=*/false, notices, report);
+      notices, report);
   EXPECT_EQ(released.code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(report.given_up);
   EXPECT_TRUE(notices.empty());
@@ -219,7 +218,7 @@ TEST_F(HoldTableTest, AReleaseThatFindsTheHoldGoneTellsTheLoss) {
   std::vector<LossNotice> notices;
   absl::Status released = table_.FinishFinalRelease(
       key_, plan, NotOwnerError("lock"), absl::ZeroDuration(), clock_.Now(),
-      /*closed=*/false, notices, report);
+      notices, report);
   EXPECT_TRUE(IsLost(released)) << released;
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_EQ(notices[0].cause, LossCause::kGone);
@@ -232,7 +231,7 @@ TEST_F(HoldTableTest, KeepingNeedsAnExplicitLeaseAndEndsQuietly) {
   EXPECT_EQ(table_.Keep(renewed, report).code(),
             absl::StatusCode::kFailedPrecondition);
   const HoldRef ref = Acquire(key_, 7);
-  ASSERT_TRUE(table_.Keep(ref, report).ok());
+  ASSERT_OK(table_.Keep(ref, report));
   EXPECT_TRUE(report.last);
   clock_.Advance(kLease);
   table_.ExpireOverdue(clock_.Now());
@@ -270,7 +269,7 @@ TEST_F(HoldTableTest, AConfirmedRenewalMovesTheDeadline) {
   ASSERT_EQ(due.size(), 1u);
   table_.FinishRenewals(due, {absl::OkStatus()}, clock_.Now());
   clock_.Advance(kLease - kLease / 3);
-  EXPECT_TRUE(table_.Believed(ref).ok());
+  EXPECT_OK(table_.Believed(ref));
   // A renewal that finds the hold gone ends it at once.
   clock_.Advance(kLease / 3 - absl::Milliseconds(100));
   due = table_.DueRenewals(clock_.Now());
@@ -307,7 +306,7 @@ TEST_F(HoldTableTest, CloseEndsEveryBelievedHold) {
   // A final release not confirmed yet ends with the client too (C20).
   const HoldRef releasing = Acquire({"releasing", "t:job"}, 9);
   ReleaseReport report;
-  ASSERT_TRUE(table_.PlanRelease(releasing, absl::ZeroDuration(), report).ok());
+  ASSERT_OK(table_.PlanRelease(releasing, absl::ZeroDuration(), report));
   std::vector<LossNotice> notices;
   std::vector<PendingReleases::Claim> to_release = table_.CloseAll(
       ClientClosedError("memory://"),
@@ -334,7 +333,7 @@ TEST_F(HoldTableTest, AnUnconfirmedFinalReleaseIsToldLostAtTheNoticeTime) {
   ASSERT_TRUE(plan.final_release);
   EXPECT_GT(plan.notice_at, clock_.Now());
   EXPECT_LT(plan.notice_at, clock_.Now() + kLease) << "before the lease ends";
-  EXPECT_TRUE(table_.AwaitsConfirmation(key_, plan));
+  EXPECT_TRUE(table_.AwaitsConfirmation(plan));
   table_.ExpireOverdue(clock_.Now());
   EXPECT_TRUE(Queued().empty()) << "not before its notice time";
   clock_.Advance(plan.notice_at - clock_.Now());
@@ -343,11 +342,11 @@ TEST_F(HoldTableTest, AnUnconfirmedFinalReleaseIsToldLostAtTheNoticeTime) {
   ASSERT_EQ(told.size(), 1u);
   EXPECT_EQ(told[0].cause, LossCause::kUnconfirmed);
   EXPECT_TRUE(told[0].observe);
-  EXPECT_FALSE(table_.AwaitsConfirmation(key_, plan));
+  EXPECT_FALSE(table_.AwaitsConfirmation(plan));
   std::vector<LossNotice> notices;
   absl::Status released = table_.FinishFinalRelease(
-      key_, plan, absl::OkStatus(), absl::ZeroDuration(), clock_.Now(),
-      /*closed=*/false, notices, report);
+      key_, plan, absl::OkStatus(), absl::ZeroDuration(), clock_.Now(), notices,
+      report);
   EXPECT_TRUE(IsLost(released)) << released;
   EXPECT_FALSE(report.tell) << "told as lost, not as released";
   EXPECT_TRUE(notices.empty()) << "told once";
@@ -360,13 +359,16 @@ TEST_F(HoldTableTest, AConfirmationInTimeSparesTheNotice) {
   std::vector<LossNotice> notices;
   ASSERT_EQ(table_
                 .FinishFinalRelease(key_, plan, absl::UnavailableError("down"),
-                                    absl::ZeroDuration(), clock_.Now(),
-                                    /*closed=*/false, notices, report)
+                                    absl::ZeroDuration(), clock_.Now(), notices,
+                                    report)
                 .code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_TRUE(table_.AwaitsConfirmation(key_, plan));
+  EXPECT_TRUE(table_.AwaitsConfirmation(plan));
   // A background retry gets through before the notice time.
-  table_.ReleaseConfirmed(key_);
+  std::vector<PendingReleases::Claim> due = pending_.ClaimDue(clock_.Now());
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].release.generations, std::vector<uint64_t>{plan.generation});
+  table_.ReleaseConfirmed(due[0].release.generations);
   clock_.Advance(plan.notice_at + kLease - clock_.Now());
   table_.ExpireOverdue(clock_.Now());
   EXPECT_TRUE(Queued().empty());
@@ -380,8 +382,7 @@ TEST_F(HoldTableTest, AnUnconfirmedReleaseTheObserverHeardOfEndsOnce) {
   std::vector<LossNotice> notices;
   table_
       .FinishFinalRelease(key_, plan, absl::UnavailableError("down"),
-                          absl::ZeroDuration(), clock_.Now(),
-                          /*closed=*/false, notices, report)
+                          absl::ZeroDuration(), clock_.Now(), notices, report)
       .IgnoreError();
   clock_.Advance(plan.notice_at - clock_.Now());
   table_.ExpireOverdue(clock_.Now());

@@ -41,20 +41,20 @@ std::unique_ptr<LockClient> MustConnect(const std::string& uri,
   // Renewal every 30ms: a loss is noticed within tens of milliseconds.
   options.watchdog_lease = absl::Milliseconds(90);
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri, options);
-  EXPECT_TRUE(client.ok()) << client.status();
+  EXPECT_OK(client);
   return *std::move(client);
 }
 
 std::unique_ptr<DistributedLock> MustLock(LockClient& client,
                                           const std::string& name) {
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock = client.GetLock(name);
-  EXPECT_TRUE(lock.ok()) << lock.status();
+  EXPECT_OK(lock);
   return *std::move(lock);
 }
 
 bool IsLocked(LockClient& client, const std::string& name) {
   absl::StatusOr<LockInfo> info = client.Admin().Inspect(name);
-  EXPECT_TRUE(info.ok()) << info.status();
+  EXPECT_OK(info);
   return info.ok() && info->locked;
 }
 
@@ -162,7 +162,7 @@ TEST(HoldTest, LossFiresTheLostTokenAndIsToldOnce) {
 // is retried in the background (C21).
 TEST(HoldTest, FailedReleaseInTheDestructorGoesToTheClientsHook) {
   const std::string uri = UniqueUri();
-  auto faults = std::make_shared<testing::FaultPlan>();
+  auto faults = std::make_shared<test::FaultPlan>();
   HookRecord release_errors;
   std::unique_ptr<LockClient> c1 =
       MustConnect(uri, ClientOptions{.on_release_error = release_errors.Hook(),
@@ -171,8 +171,7 @@ TEST(HoldTest, FailedReleaseInTheDestructorGoesToTheClientsHook) {
   std::unique_ptr<DistributedLock> lock = MustLock(*c1, "unconfirmed");
   {
     ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire());
-    faults->Set(testing::FaultPlan::kRelease,
-                {.fail_before = true, .times = 1});
+    faults->Set(test::FaultPlan::kRelease, {.fail_before = true, .times = 1});
   }
   ASSERT_EQ(release_errors.lines().size(), 1u);
   EXPECT_THAT(release_errors.lines()[0], HasSubstr("unconfirmed: UNAVAILABLE"));
@@ -189,14 +188,13 @@ TEST(HoldTest, WithoutAClientHookTheDefaultHookIsTold) {
   const std::string uri = UniqueUri();
   HookRecord defaults;
   ScopedDefaultHook scoped(defaults.Hook());
-  auto faults = std::make_shared<testing::FaultPlan>();
+  auto faults = std::make_shared<test::FaultPlan>();
   std::unique_ptr<LockClient> c1 =
       MustConnect(uri, ClientOptions{.backend_decorator = faults->Decorator()});
   std::unique_ptr<DistributedLock> lock = MustLock(*c1, "default-hook");
   {
     ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire());
-    faults->Set(testing::FaultPlan::kRelease,
-                {.fail_before = true, .times = 1});
+    faults->Set(test::FaultPlan::kRelease, {.fail_before = true, .times = 1});
   }
   ASSERT_EQ(defaults.lines().size(), 1u);
   EXPECT_THAT(defaults.lines()[0], HasSubstr("default-hook: UNAVAILABLE"));
@@ -290,7 +288,7 @@ TEST(HoldTest, DestructorNeverThrowsEvenWhenTheHookDoes) {
   static_assert(std::is_nothrow_destructible_v<Hold>);
   static_assert(std::is_nothrow_move_constructible_v<Hold>);
   static_assert(std::is_nothrow_move_assignable_v<Hold>);
-  auto faults = std::make_shared<testing::FaultPlan>();
+  auto faults = std::make_shared<test::FaultPlan>();
   std::atomic<int> calls{0};
   std::unique_ptr<LockClient> c = MustConnect(
       UniqueUri(),
@@ -303,8 +301,7 @@ TEST(HoldTest, DestructorNeverThrowsEvenWhenTheHookDoes) {
   std::unique_ptr<DistributedLock> lock = MustLock(*c, "throwing-hook");
   auto scope = [&] {
     ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire());
-    faults->Set(testing::FaultPlan::kRelease,
-                {.fail_before = true, .times = 1});
+    faults->Set(test::FaultPlan::kRelease, {.fail_before = true, .times = 1});
   };
   EXPECT_NO_THROW(scope());
   EXPECT_EQ(calls.load(), 1);
@@ -418,8 +415,7 @@ TEST(HoldTest, KeptHoldRunsOutWithItsLease) {
   std::atomic<int> told{0};
   ClientOptions options;
   options.on_lost = [&](const LockLostEvent&) { ++told; };
-  std::shared_ptr<testing::FaultPlan> faults =
-      std::make_shared<testing::FaultPlan>();
+  std::shared_ptr<test::FaultPlan> faults = std::make_shared<test::FaultPlan>();
   options.backend_decorator = faults->Decorator();
   std::unique_ptr<LockClient> client = MustConnect(uri, options);
   std::unique_ptr<LockClient> other = MustConnect(uri);
@@ -439,7 +435,7 @@ TEST(HoldTest, KeptHoldRunsOutWithItsLease) {
     after = theirs->TryAcquire();
   }
   ASSERT_OK(after);
-  EXPECT_EQ(faults->calls(testing::FaultPlan::kRelease), 0)
+  EXPECT_EQ(faults->calls(test::FaultPlan::kRelease), 0)
       << "a kept hold was released instead of running out";
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(told.load(), 0) << "an end foreseen was told as a loss";

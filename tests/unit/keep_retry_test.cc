@@ -13,6 +13,7 @@
 #include "dlock/client.h"
 #include "dlock/clock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -70,10 +71,10 @@ TEST(KeepRetryTest, ARetryWithLittleOfTheKeepLeftStillKeeps) {
   static int run = 0;  // each its own instance, with its own clock
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(
       absl::StrCat("memory://keep-retry-", getpid(), "-", run++), options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   absl::StatusOr<Hold> hold =
       (*(*client)->GetLock("kept"))->Acquire({.lease = absl::Minutes(1)});
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
   EXPECT_EQ(hold->ReleaseAndKeepFor(absl::Seconds(20)).code(),
             absl::StatusCode::kUnavailable);
   // The background retry goes out at once, and is lost too.

@@ -18,11 +18,12 @@
 #include "fault_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
 
-using testing::FaultPlan;
+using test::FaultPlan;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kReact = absl::Seconds(5);
@@ -61,7 +62,7 @@ class LivenessTest : public ::testing::Test {
   std::unique_ptr<LockClient> MustOpen(absl::Duration ttl,
                                        absl::string_view uri_options = "") {
     absl::StatusOr<std::unique_ptr<LockClient>> client = Open(ttl, uri_options);
-    EXPECT_TRUE(client.ok()) << client.status();
+    EXPECT_OK(client);
     return client.ok() ? *std::move(client) : nullptr;
   }
 
@@ -89,11 +90,11 @@ TEST_F(LivenessTest, UnconfirmedHeartbeatEndsEveryHoldAtTheLivenessDeadline) {
                         .on_lost = leased_notices.Callback()};
   absl::StatusOr<Hold> long_lease =
       (*client->GetLock("ten minutes"))->Acquire(leased);
-  ASSERT_TRUE(long_lease.ok()) << long_lease.status();
+  ASSERT_OK(long_lease);
   AcquireOptions renewed{.on_lost = watchdog_notices.Callback()};
   absl::StatusOr<Hold> watchdog =
       (*client->GetLock("renewed"))->Acquire(renewed);
-  ASSERT_TRUE(watchdog.ok()) << watchdog.status();
+  ASSERT_OK(watchdog);
 
   // The grants count as refreshes: believed until +1 s less 12 ms of drift
   // margin, told 20 ms before that.
@@ -126,11 +127,11 @@ TEST_F(LivenessTest, ConfirmedHeartbeatsKeepATenMinuteLeaseHeld) {
   std::unique_ptr<LockClient> client = MustOpen(absl::Seconds(1));
   AcquireOptions leased{.lease = kTenMinutes};
   absl::StatusOr<Hold> hold = (*client->GetLock("kept"))->Acquire(leased);
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
   // A heartbeat every third of the TTL, for five TTLs.
   AdvanceWithHeartbeats(absl::Seconds(5), absl::Milliseconds(340));
   EXPECT_EQ(hold->state(), LockState::kHeld);
-  EXPECT_TRUE(hold->Release().ok());
+  EXPECT_OK(hold->Release());
   // Nothing held: no more heartbeats.
   const int sent = faults_->calls(FaultPlan::kLiveness);
   clock_->Advance(absl::Seconds(3));
@@ -142,7 +143,7 @@ TEST_F(LivenessTest, LivenessOffLeavesTheLeaseAlone) {
   std::unique_ptr<LockClient> client = MustOpen(absl::InfiniteDuration());
   AcquireOptions leased{.lease = kTenMinutes};
   absl::StatusOr<Hold> hold = (*client->GetLock("unwatched"))->Acquire(leased);
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
   clock_->Advance(absl::Minutes(5));
   absl::SleepFor(kQuiet);
   EXPECT_EQ(hold->state(), LockState::kHeld);
@@ -156,7 +157,7 @@ TEST_F(LivenessTest, UriOptionSetsTheTtl) {
       MustOpen(absl::Seconds(1), "?liveness_ttl=2s");
   absl::StatusOr<Hold> hold =
       (*client->GetLock("uri ttl"))->Acquire({.lease = kTenMinutes});
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
   clock_->Advance(absl::Milliseconds(500));
   absl::SleepFor(kQuiet);
   EXPECT_EQ(faults_->calls(FaultPlan::kLiveness), 0);
@@ -177,7 +178,7 @@ TEST_F(LivenessTest, BadTtlsAreInvalidArguments) {
   EXPECT_EQ(word.status().code(), absl::StatusCode::kInvalidArgument);
   absl::StatusOr<std::unique_ptr<LockClient>> off =
       Open(absl::Seconds(1), "?liveness_ttl=off");
-  EXPECT_TRUE(off.ok()) << off.status();
+  EXPECT_OK(off);
 }
 
 }  // namespace

@@ -18,11 +18,12 @@
 #include "dlock/errors.h"
 #include "fault_backend.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
 
-using testing::FaultPlan;
+using test::FaultPlan;
 
 // Long enough for another thread to act on a clock move; a wait that ends
 // on the event returns at once.
@@ -65,7 +66,7 @@ class LocalDeadlineTest : public ::testing::Test {
     static std::atomic<int> n{0};
     absl::StatusOr<std::unique_ptr<LockClient>> client = dlock::Connect(
         absl::StrCat("memory://local-deadline-", getpid(), "-", n++), options);
-    EXPECT_TRUE(client.ok()) << client.status();
+    EXPECT_OK(client);
     return *std::move(client);
   }
 
@@ -77,7 +78,7 @@ TEST_F(LocalDeadlineTest, WatchdogRenewsAtAThirdOfTheLeaseOfTheClock) {
   std::unique_ptr<LockClient> client = Connect(absl::Seconds(3));
   std::unique_ptr<DistributedLock> lock = *client->GetLock("renewed");
   absl::StatusOr<Hold> hold = lock->Acquire();
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   absl::SleepFor(kQuiet);
   EXPECT_EQ(faults_->calls(FaultPlan::kRenew), 0) << "renewed on real time";
   clock_->Advance(absl::Milliseconds(999));
@@ -88,7 +89,7 @@ TEST_F(LocalDeadlineTest, WatchdogRenewsAtAThirdOfTheLeaseOfTheClock) {
   clock_->Advance(absl::Seconds(1));
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRenew, 2, kReact));
   EXPECT_EQ(hold->state(), LockState::kHeld);
-  EXPECT_TRUE(hold->Release().ok());
+  EXPECT_OK(hold->Release());
 }
 
 TEST_F(LocalDeadlineTest, UnconfirmedHoldEndsAtItsLocalDeadline) {
@@ -101,7 +102,7 @@ TEST_F(LocalDeadlineTest, UnconfirmedHoldEndsAtItsLocalDeadline) {
   AcquireOptions options;
   options.on_lost = notices.Callback();
   absl::StatusOr<Hold> hold = lock->Acquire(options);
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   // The grant was sent at the clock's current time; the lease is 1 s and
   // the drift margin 1% + 2 ms: the hold is believed until +988 ms.
   clock_->Advance(absl::Milliseconds(950));
@@ -129,7 +130,7 @@ TEST_F(LocalDeadlineTest, ExplicitLeaseIsToldWhenItEnds) {
   options.lease = absl::Seconds(10);
   options.on_lost = notices.Callback();
   absl::StatusOr<Hold> hold = lock->Acquire(options);
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   absl::SleepFor(kQuiet);
   EXPECT_FALSE(notices.told.HasBeenNotified()) << "told on real time";
   clock_->Advance(absl::Seconds(10));
@@ -143,7 +144,7 @@ TEST_F(LocalDeadlineTest, FailedReleaseIsRetriedEveryTenthOfTheLease) {
   std::unique_ptr<LockClient> other = Connect(absl::Seconds(5), false);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("retried");
   absl::StatusOr<Hold> hold = lock->Acquire();
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   faults_->Set(FaultPlan::kRelease, {.fail_before = true});
   EXPECT_EQ(hold->Release().code(), absl::StatusCode::kUnavailable);
   // One background attempt right away, then one every 500 ms.
@@ -168,17 +169,17 @@ TEST_F(LocalDeadlineTest, ReleaseOfALostHoldLetsItGoBeforeTheNextAcquire) {
   AcquireOptions leased;
   leased.lease = absl::Seconds(10);
   absl::StatusOr<Hold> first = lock->Acquire(leased);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   // Past the local deadline (9.898 s), before the backend's expiry (10 s).
   clock_->Advance(absl::Milliseconds(9950));
   EXPECT_EQ(first->state(), LockState::kLost);
   const uint64_t first_token = first->fencing_token();
   EXPECT_EQ(first->Release().code(), absl::StatusCode::kFailedPrecondition);
   absl::StatusOr<Hold> again = lock->Acquire(leased);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   EXPECT_EQ(again->hold_count(), 1) << "re-entered the hold it had lost";
   EXPECT_GT(again->fencing_token(), first_token);
-  EXPECT_TRUE(again->Release().ok());
+  EXPECT_OK(again->Release());
 }
 
 TEST_F(LocalDeadlineTest, RenewingALostHoldSendsNothing) {
@@ -187,7 +188,7 @@ TEST_F(LocalDeadlineTest, RenewingALostHoldSendsNothing) {
   AcquireOptions leased;
   leased.lease = absl::Seconds(10);
   absl::StatusOr<Hold> hold = lock->Acquire(leased);
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   clock_->Advance(absl::Milliseconds(9950));
   const int renewals = faults_->calls(FaultPlan::kRenew);
   absl::Status renewed = hold->Renew();
@@ -204,8 +205,8 @@ TEST_F(LocalDeadlineTest, FailedReleaseIsRetriedForTheLongestLeaseAsked) {
   std::unique_ptr<LockClient> other = Connect(absl::Seconds(3), false);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("kept long");
   absl::StatusOr<Hold> hold = lock->Acquire();
-  ASSERT_TRUE(hold.ok());
-  ASSERT_TRUE(hold->Renew(absl::Hours(1)).ok());  // the backend keeps 1 h
+  ASSERT_OK(hold);
+  ASSERT_OK(hold->Renew(absl::Hours(1)));  // the backend keeps 1 h
   faults_->Set(FaultPlan::kRelease, {.fail_before = true});
   EXPECT_EQ(hold->Release().code(), absl::StatusCode::kUnavailable);
   // One retry at once, then one a second, for ten seconds.
@@ -230,7 +231,7 @@ TEST_F(LocalDeadlineTest, PassedDeadlineIsFinal) {
   AcquireOptions options;
   options.on_lost = notices.Callback();
   absl::StatusOr<Hold> hold = lock->Acquire(options);
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   faults_->SetHeldUntil(clock_->Now());  // its session stopped answering
   EXPECT_EQ(hold->state(), LockState::kLost);
   faults_->SetHeldUntil(MonoTime::InfiniteFuture());  // and answers again
@@ -265,7 +266,7 @@ TEST_F(LocalDeadlineTest, GrantRacingABackgroundReleaseIsNotBelieved) {
   AcquireOptions as_job;
   as_job.owner_token = "job";
   absl::StatusOr<Hold> first = lock->Acquire(as_job);
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   absl::Cleanup unblock = [&] { faults_->Unblock(FaultPlan::kAcquire); };
   faults_->Set(FaultPlan::kRenew, {.fail_before = true});
   faults_->Set(FaultPlan::kAcquire, {.block = true});
@@ -290,7 +291,7 @@ TEST_F(LocalDeadlineTest, GrantRacingABackgroundReleaseIsNotBelieved) {
     ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 2, kReact));
     absl::SleepFor(kQuiet);
     absl::StatusOr<LockInfo> info = other->Admin().Inspect("raced");
-    ASSERT_TRUE(info.ok());
+    ASSERT_OK(info);
     EXPECT_TRUE(info->locked && info->fencing_token == again->fencing_token())
         << "the client believes token " << again->fencing_token()
         << ", which its own pending release took off the backend";
@@ -308,7 +309,7 @@ TEST_F(LocalDeadlineTest, CloseDoesNotWaitForAcquisitionsSettlingARelease) {
   as_job.owner_token = "job";
   as_job.lease = absl::Seconds(60);
   absl::StatusOr<Hold> hold = lock->Acquire(as_job);
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   faults_->Set(FaultPlan::kRelease, {.fail_before = true});
   EXPECT_EQ(hold->Release().code(), absl::StatusCode::kUnavailable);
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kRelease, 2, kReact));
@@ -350,7 +351,7 @@ TEST_F(LocalDeadlineTest, ClientsSharingAMemoryInstanceShareAClock) {
   ClientOptions options;  // the real clock
   absl::StatusOr<std::unique_ptr<LockClient>> other =
       dlock::Connect("memory://local-deadline-shared", options);
-  ASSERT_TRUE(other.ok());
+  ASSERT_OK(other);
   options.clock = clock_;
   absl::StatusOr<std::unique_ptr<LockClient>> mixed =
       dlock::Connect("memory://local-deadline-shared", options);

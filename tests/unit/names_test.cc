@@ -10,6 +10,7 @@
 #include "dlock/client.h"
 #include "dlock/errors.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -19,7 +20,7 @@ class Names : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<LockClient>> client =
         Connect("memory://names-test");
-    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_OK(client);
     client_ = *std::move(client);
   }
   std::unique_ptr<LockClient> client_;
@@ -47,11 +48,11 @@ TEST_F(Names, AcceptsAnyValidUtf8UpTo512Bytes) {
   for (const std::string& name : good) {
     absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
         client_->GetLock(name);
-    ASSERT_TRUE(lock.ok()) << "'" << name << "': " << lock.status();
+    ASSERT_OK(lock) << "'" << name << "'";
     EXPECT_EQ((*lock)->name(), name);
     absl::StatusOr<Hold> hold = (*lock)->TryAcquire();
-    ASSERT_TRUE(hold.ok()) << name;
-    EXPECT_TRUE(hold->Release().ok()) << name;
+    ASSERT_OK(hold) << name;
+    EXPECT_OK(hold->Release()) << name;
   }
 }
 
@@ -108,7 +109,7 @@ TEST_F(Names, MessagesSayWhatIsWrong) {
 TEST_F(Names, OwnerTokensAreValidatedLikeNames) {
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
       client_->GetLock("owned");
-  ASSERT_TRUE(lock.ok());
+  ASSERT_OK(lock);
   for (const std::string& token : std::vector<std::string>{
            "\xff", "job\n1", std::string("a\0b", 3), "\xed\xa0\x80"}) {
     AcquireOptions options;
@@ -131,11 +132,10 @@ TEST_F(Names, OwnerTokensAreValidatedLikeNames) {
   AcquireOptions options;
   options.owner_token = "trace-锁-42";
   absl::StatusOr<Hold> hold = (*lock)->Acquire(options);
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   EXPECT_EQ(client_->OwnerTokens().State("owned", options.owner_token),
             LockState::kHeld);
-  EXPECT_TRUE(
-      client_->OwnerTokens().Release("owned", options.owner_token).ok());
+  EXPECT_OK(client_->OwnerTokens().Release("owned", options.owner_token));
   // Released by token: the Hold's acquisition is gone with it.
   EXPECT_EQ(client_->OwnerTokens().State("owned", options.owner_token),
             LockState::kNotHeld);

@@ -20,13 +20,14 @@
 #include "fault_backend.h"
 #include "gtest/gtest.h"
 #include "recording_observer.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
 
-using testing::FaultPlan;
-using testing::ObservedEvent;
-using testing::RecordingObserver;
+using test::FaultPlan;
+using test::ObservedEvent;
+using test::RecordingObserver;
 
 // Long enough for another thread to act on a clock move; a wait that ends
 // on the event returns at once.
@@ -48,7 +49,7 @@ class ObserverTest : public ::testing::Test {
     options.on_lost = [this](const LockLostEvent&) { ++lost_callbacks_; };
     absl::StatusOr<std::unique_ptr<LockClient>> client =
         dlock::Connect(uri_, options);
-    EXPECT_TRUE(client.ok()) << client.status();
+    EXPECT_OK(client);
     return *std::move(client);
   }
   std::unique_ptr<LockClient> ConnectPlain() {
@@ -77,7 +78,7 @@ TEST_F(ObserverTest, GrantsCarryTokenAndWaitReleasesTheHoldTime) {
   std::unique_ptr<LockClient> client = Connect(seen_);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("report");
   absl::StatusOr<Hold> first = lock->Acquire();
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
 
   // A second owner waits 3 s (on the client's clock) for the lock.
   absl::StatusOr<Hold> second;
@@ -87,11 +88,11 @@ TEST_F(ObserverTest, GrantsCarryTokenAndWaitReleasesTheHoldTime) {
   ASSERT_TRUE(seen_->WaitFor(ObservedEvent::kAttempt, 2, kReact));
   ASSERT_TRUE(faults_->WaitForCalls(FaultPlan::kAcquire, 2, kReact));
   clock_->Advance(absl::Seconds(3));
-  ASSERT_TRUE(first->Release().ok());
+  ASSERT_OK(first->Release());
   waiter.join();
-  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_OK(second);
   clock_->Advance(absl::Seconds(2));
-  ASSERT_TRUE(second->Release().ok());
+  ASSERT_OK(second->Release());
 
   const std::vector<ObservedEvent> attempts =
       seen_->Of(ObservedEvent::kAttempt);
@@ -119,7 +120,7 @@ TEST_F(ObserverTest, GrantsCarryTokenAndWaitReleasesTheHoldTime) {
   EXPECT_EQ(releases[0].fencing_token, grants[0].fencing_token);
   EXPECT_EQ(releases[0].duration, absl::Seconds(3));
   EXPECT_TRUE(releases[0].flag);  // last
-  EXPECT_TRUE(releases[0].status.ok());
+  EXPECT_OK(releases[0].status);
   EXPECT_EQ(releases[1].duration, absl::Seconds(2));
   EXPECT_TRUE(seen_->Of(ObservedEvent::kAcquireFailed).empty());
   EXPECT_TRUE(seen_->Of(ObservedEvent::kLoss).empty());
@@ -131,10 +132,11 @@ TEST_F(ObserverTest, ReentryIsNotFreshAndOnlyTheLastReleaseEndsTheHold) {
   absl::StatusOr<Hold> outer = lock->Acquire();
   clock_->Advance(absl::Seconds(1));
   absl::StatusOr<Hold> inner = lock->Acquire();
-  ASSERT_TRUE(outer.ok() && inner.ok());
+  ASSERT_OK(outer);
+  ASSERT_OK(inner);
   clock_->Advance(absl::Seconds(1));
-  ASSERT_TRUE(inner->Release().ok());
-  ASSERT_TRUE(outer->Release().ok());
+  ASSERT_OK(inner->Release());
+  ASSERT_OK(outer->Release());
   const std::vector<ObservedEvent> grants = seen_->Of(ObservedEvent::kGrant);
   ASSERT_EQ(grants.size(), 2u);
   EXPECT_TRUE(grants[0].flag);
@@ -154,7 +156,7 @@ TEST_F(ObserverTest, FailedAttemptsAreToldWithTheirError) {
   std::unique_ptr<LockClient> other = ConnectPlain();
   std::unique_ptr<DistributedLock> theirs = *other->GetLock("busy");
   absl::StatusOr<Hold> held = theirs->Acquire();
-  ASSERT_TRUE(held.ok());
+  ASSERT_OK(held);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("busy");
   absl::StatusOr<Hold> none = lock->TryAcquire();
   ASSERT_FALSE(none.ok());
@@ -174,11 +176,11 @@ TEST_F(ObserverTest, WatchdogRenewalsThenFailuresThenTheLossToldOnce) {
   std::unique_ptr<LockClient> client = Connect(seen_, absl::Seconds(3));
   std::unique_ptr<DistributedLock> lock = *client->GetLock("renewed");
   absl::StatusOr<Hold> hold = lock->Acquire();
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   clock_->Advance(absl::Seconds(1));  // a third of the lease
   ASSERT_TRUE(seen_->WaitFor(ObservedEvent::kRenewal, 1, kReact));
   std::vector<ObservedEvent> renewals = seen_->Of(ObservedEvent::kRenewal);
-  EXPECT_TRUE(renewals[0].status.ok());
+  EXPECT_OK(renewals[0].status);
   EXPECT_TRUE(renewals[0].flag);  // by the watchdog
   EXPECT_EQ(renewals[0].fencing_token, hold->fencing_token());
   EXPECT_EQ(renewals[0].name, "renewed");
@@ -198,7 +200,7 @@ TEST_F(ObserverTest, WatchdogRenewalsThenFailuresThenTheLossToldOnce) {
   clock_->Advance(absl::Seconds(10));
   absl::SleepFor(kQuiet);
   EXPECT_FALSE(hold->Release().ok());
-  ASSERT_TRUE(client->Close().ok());
+  ASSERT_OK(client->Close());
   const std::vector<ObservedEvent> losses = seen_->Of(ObservedEvent::kLoss);
   ASSERT_EQ(losses.size(), 1u) << seen_->AllText();
   EXPECT_EQ(lost_callbacks_.load(), 1);
@@ -215,8 +217,8 @@ TEST_F(ObserverTest, AForcedUnlockIsAGoneLossToldOnce) {
   std::unique_ptr<LockClient> admin = ConnectPlain();
   std::unique_ptr<DistributedLock> lock = *client->GetLock("forced");
   absl::StatusOr<Hold> hold = lock->Acquire();
-  ASSERT_TRUE(hold.ok());
-  ASSERT_TRUE(admin->Admin().ForceUnlock("forced").ok());
+  ASSERT_OK(hold);
+  ASSERT_OK(admin->Admin().ForceUnlock("forced"));
   clock_->Advance(absl::Seconds(1));  // the next renewal finds it gone
   ASSERT_TRUE(seen_->WaitFor(ObservedEvent::kLoss, 1, kReact));
   const std::vector<ObservedEvent> renewals =
@@ -225,7 +227,7 @@ TEST_F(ObserverTest, AForcedUnlockIsAGoneLossToldOnce) {
   EXPECT_EQ(renewals[0].status.code(), absl::StatusCode::kFailedPrecondition);
   clock_->Advance(absl::Seconds(10));
   absl::SleepFor(kQuiet);
-  ASSERT_TRUE(client->Close().ok());
+  ASSERT_OK(client->Close());
   const std::vector<ObservedEvent> losses = seen_->Of(ObservedEvent::kLoss);
   ASSERT_EQ(losses.size(), 1u) << seen_->AllText();
   EXPECT_EQ(losses[0].cause, LossCause::kGone);
@@ -236,7 +238,7 @@ TEST_F(ObserverTest, AnUnconfirmedReleaseIsToldAndSoAreItsFailedRetries) {
   std::unique_ptr<LockClient> client = Connect(seen_);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("flaky");
   absl::StatusOr<Hold> hold = lock->Acquire();
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   // The caller's release and the first background retry lose their reply.
   faults_->Set(FaultPlan::kRelease, {.fail_before = true, .times = 2});
   EXPECT_EQ(hold->Release().code(), absl::StatusCode::kUnavailable);
@@ -273,7 +275,7 @@ TEST_F(ObserverTest, AReleaseUnconfirmedAtTheDeadlineIsToldLostButEndsOnce) {
   std::unique_ptr<LockClient> client = Connect(seen_);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("cut off");
   absl::StatusOr<Hold> hold = lock->Acquire();
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   faults_->Set(FaultPlan::kRelease, {.fail_before = true});
   EXPECT_EQ(hold->Release().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(lost_callbacks_.load(), 0);
@@ -294,20 +296,20 @@ TEST_F(ObserverTest, BackendRoundTripsAreTimedOnTheClientsClock) {
   std::unique_ptr<LockClient> client = Connect(seen_);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("timed");
   absl::StatusOr<Hold> hold = lock->Acquire();
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   // The reply takes 250 ms of the client's clock.
   faults_->Set(FaultPlan::kRelease,
                {.after = [this] { clock_->Advance(absl::Milliseconds(250)); },
                 .times = 1});
-  ASSERT_TRUE(hold->Release().ok());
-  ASSERT_TRUE(client->Admin().Inspect("timed").ok());
+  ASSERT_OK(hold->Release());
+  ASSERT_OK(client->Admin().Inspect("timed"));
   ASSERT_FALSE(client->Admin().ForceUnlock("bad name\n").ok());  // no call
   const std::vector<ObservedEvent> calls =
       seen_->Of(ObservedEvent::kBackendCall);
   ASSERT_EQ(calls.size(), 3u) << seen_->AllText();
   EXPECT_EQ(calls[0].operation, BackendOperation::kAcquire);
   EXPECT_EQ(calls[0].name, "timed");
-  EXPECT_TRUE(calls[0].status.ok());
+  EXPECT_OK(calls[0].status);
   EXPECT_EQ(calls[1].operation, BackendOperation::kRelease);
   EXPECT_EQ(calls[1].duration, absl::Milliseconds(250));
   EXPECT_EQ(calls[1].lock_namespace, "observed");
@@ -319,8 +321,8 @@ TEST_F(ObserverTest, KeepingUntilTheLeaseEndsIsALastRelease) {
   std::unique_ptr<LockClient> client = Connect(seen_);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("marker");
   absl::StatusOr<Hold> hold = lock->Acquire({.lease = absl::Seconds(10)});
-  ASSERT_TRUE(hold.ok());
-  ASSERT_TRUE(hold->KeepUntilLeaseEnd().ok());
+  ASSERT_OK(hold);
+  ASSERT_OK(hold->KeepUntilLeaseEnd());
   clock_->Advance(absl::Seconds(30));  // it runs out: no loss
   absl::SleepFor(kQuiet);
   const std::vector<ObservedEvent> releases =
@@ -337,8 +339,9 @@ TEST_F(ObserverTest, CloseTellsEachHeldLockLostOnceAndLaterAttemptsFailed) {
   std::unique_ptr<DistributedLock> b = *client->GetLock("b");
   absl::StatusOr<Hold> ha = a->Acquire();
   absl::StatusOr<Hold> hb = b->Acquire();
-  ASSERT_TRUE(ha.ok() && hb.ok());
-  ASSERT_TRUE(client->Close().ok());
+  ASSERT_OK(ha);
+  ASSERT_OK(hb);
+  ASSERT_OK(client->Close());
   const std::vector<ObservedEvent> losses = seen_->Of(ObservedEvent::kLoss);
   ASSERT_EQ(losses.size(), 2u);
   for (const ObservedEvent& loss : losses) {
@@ -379,21 +382,21 @@ TEST_F(ObserverTest, AnObserverThatThrowsChangesNothing) {
     std::unique_ptr<LockClient> admin = ConnectPlain();
     std::unique_ptr<DistributedLock> lock = *client->GetLock("thrown");
     absl::StatusOr<Hold> hold = lock->Acquire();
-    ASSERT_TRUE(hold.ok());
+    ASSERT_OK(hold);
     EXPECT_GT(hold->fencing_token(), 0u);
-    ASSERT_TRUE(hold->Renew().ok());
+    ASSERT_OK(hold->Renew());
     clock_->Advance(absl::Seconds(1));  // a watchdog renewal
     absl::SleepFor(kQuiet);
     EXPECT_EQ(hold->state(), LockState::kHeld);
-    ASSERT_TRUE(hold->Release().ok());
+    ASSERT_OK(hold->Release());
     // Released on the backend: another client takes it at once.
     std::unique_ptr<DistributedLock> theirs = *admin->GetLock("thrown");
     absl::StatusOr<Hold> taken = theirs->TryAcquire();
-    ASSERT_TRUE(taken.ok()) << taken.status();
-    ASSERT_TRUE(taken->Release().ok());
+    ASSERT_OK(taken);
+    ASSERT_OK(taken->Release());
     absl::StatusOr<Hold> again = lock->Acquire();
-    ASSERT_TRUE(again.ok());
-    ASSERT_TRUE(admin->Admin().ForceUnlock("thrown").ok());
+    ASSERT_OK(again);
+    ASSERT_OK(admin->Admin().ForceUnlock("thrown"));
     clock_->Advance(absl::Seconds(1));  // the renewal finds it gone
     // The Hold sees it first (tokens before callbacks); then the callback.
     for (int i = 0; i < 250 && lost_callbacks_.load() == 0; ++i) {

@@ -15,11 +15,12 @@
 #include "dlock/errors.h"
 #include "fault_backend.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
 
-using testing::FaultPlan;
+using test::FaultPlan;
 
 constexpr absl::Duration kNoHang = absl::Seconds(20);
 
@@ -31,7 +32,7 @@ class ReleaseInFlightTest : public ::testing::Test {
     options.on_lost = [this](const LockLostEvent&) { ++lost_; };
     absl::StatusOr<std::unique_ptr<LockClient>> client = dlock::Connect(
         absl::StrCat("memory://in-flight-", getpid(), "-", uri_), options);
-    EXPECT_TRUE(client.ok()) << client.status();
+    EXPECT_OK(client);
     return *std::move(client);
   }
   static AcquireOptions Shared(absl::Duration wait) {
@@ -64,7 +65,7 @@ TEST_F(ReleaseInFlightTest, EachHoldOfASharedTokenGetsItsOwnReleasesAnswer) {
   std::unique_ptr<LockClient> client = Connect();
   std::unique_ptr<DistributedLock> lock = *client->GetLock("shared");
   absl::StatusOr<Hold> first = lock->Acquire(Shared(kNoHang));
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
 
   faults_->Set(FaultPlan::kAcquire, {.block = true, .times = 1});
   std::future<absl::StatusOr<Hold>> second = std::async(
@@ -74,59 +75,66 @@ TEST_F(ReleaseInFlightTest, EachHoldOfASharedTokenGetsItsOwnReleasesAnswer) {
 
   faults_->Unblock(FaultPlan::kAcquire);  // granted after the release began
   absl::StatusOr<Hold> later = second.get();
-  ASSERT_TRUE(later.ok()) << later.status();
-  EXPECT_TRUE(later->Release().ok());
+  ASSERT_OK(later);
+  EXPECT_OK(later->Release());
   faults_->Unblock(FaultPlan::kRelease);
 
   absl::Status released = first_released.get();
-  EXPECT_TRUE(released.ok()) << released;
+  EXPECT_OK(released);
   EXPECT_EQ(lost_.load(), 0);
   absl::StatusOr<LockInfo> info = client->Admin().Inspect("shared");
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_FALSE(info->locked) << "still held with " << info->hold_count;
 }
 
 // An acquisition of the owner whose release is in flight waits for it no
-// longer than it asked to wait, and a try does not wait at all.
+// longer than it asked to wait, and stops on its cancel; a try waits for the
+// release to end (C21), then takes a fresh hold.
 TEST_F(ReleaseInFlightTest, OwnersAcquisitionWaitsForTheReleaseOnlyItsWait) {
   std::unique_ptr<LockClient> client = Connect();
   std::unique_ptr<DistributedLock> lock = *client->GetLock("releasing");
   absl::StatusOr<Hold> hold = lock->Acquire(Shared(kNoHang));
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
+  const uint64_t released_token = hold->fencing_token();
   std::future<absl::Status> released = ReleaseBlocked(*hold);
 
   auto acquire = [&](AcquireOptions options) {
     return std::async(std::launch::async,
                       [&lock, options] { return lock->Acquire(options); });
   };
-  std::future<absl::StatusOr<Hold>> tried = acquire(Shared(absl::ZeroDuration()));
+  std::future<absl::StatusOr<Hold>> tried =
+      acquire(Shared(absl::ZeroDuration()));
   const absl::Time start = absl::Now();
-  std::future<absl::StatusOr<Hold>> waited = acquire(Shared(absl::Milliseconds(300)));
+  std::future<absl::StatusOr<Hold>> waited =
+      acquire(Shared(absl::Milliseconds(300)));
   AcquireOptions cancelled = Shared(absl::Minutes(10));
   std::future<absl::StatusOr<Hold>> cancelled_wait = acquire(cancelled);
   absl::SleepFor(absl::Milliseconds(50));
   cancelled.cancel.Cancel();
   const bool answered =
-      tried.wait_for(std::chrono::seconds(10)) == std::future_status::ready &&
-      waited.wait_for(std::chrono::seconds(10)) ==
-          std::future_status::ready &&
+      waited.wait_for(std::chrono::seconds(10)) == std::future_status::ready &&
       cancelled_wait.wait_for(std::chrono::seconds(10)) ==
           std::future_status::ready;
+  const bool tried_early =
+      tried.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   faults_->Unblock(FaultPlan::kRelease);  // lets a hung acquisition go too
   ASSERT_TRUE(answered) << "an acquisition waited for the release past its "
                            "own wait";
-  absl::StatusOr<Hold> tried_hold = tried.get();
-  EXPECT_TRUE(IsHeldByAnother(tried_hold.status())) << tried_hold.status();
-  EXPECT_NE(tried_hold.status().message().find("being released by this owner"),
-            absl::string_view::npos)
-      << tried_hold.status();
+  EXPECT_FALSE(tried_early) << "a try did not wait for the release";
   absl::StatusOr<Hold> waited_hold = waited.get();
   EXPECT_TRUE(IsWaitExpired(waited_hold.status())) << waited_hold.status();
+  EXPECT_NE(waited_hold.status().message().find("released by this owner"),
+            absl::string_view::npos)
+      << waited_hold.status();
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
   absl::StatusOr<Hold> cancelled_hold = cancelled_wait.get();
   EXPECT_TRUE(absl::IsCancelled(cancelled_hold.status()))
       << cancelled_hold.status();
-  EXPECT_TRUE(released.get().ok());
+  EXPECT_OK(released.get());
+  absl::StatusOr<Hold> tried_hold = tried.get();
+  ASSERT_OK(tried_hold);
+  EXPECT_EQ(tried_hold->hold_count(), 1) << "inherited the released hold";
+  EXPECT_GT(tried_hold->fencing_token(), released_token);
 }
 
 // A final release in flight when Close() begins, that fails, is not left to
@@ -136,7 +144,7 @@ TEST_F(ReleaseInFlightTest, CloseSendsAgainAReleaseThatFailedWhileItRan) {
   std::unique_ptr<LockClient> other = Connect(/*faulty=*/false);
   std::unique_ptr<DistributedLock> lock = *client->GetLock("closing");
   absl::StatusOr<Hold> hold = lock->Acquire(Shared(kNoHang));
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
   faults_->Set(FaultPlan::kRelease,
                {.block = true, .fail_before = true, .times = 1});
   std::future<absl::Status> released =
@@ -150,10 +158,10 @@ TEST_F(ReleaseInFlightTest, CloseSendsAgainAReleaseThatFailedWhileItRan) {
   faults_->Unblock(FaultPlan::kRelease);
   released.get().IgnoreError();  // the client closed under it
   absl::Status close = closed.get();
-  EXPECT_TRUE(close.ok()) << close;
+  EXPECT_OK(close);
   EXPECT_EQ(faults_->calls(FaultPlan::kRelease), 2);
   absl::StatusOr<LockInfo> info = other->Admin().Inspect("closing");
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_FALSE(info->locked) << "left to its lease by Close()";
 }
 

@@ -14,11 +14,12 @@
 #include "dlock/errors.h"
 #include "fault_backend.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
 
-using testing::FaultPlan;
+using test::FaultPlan;
 
 // A bound that only catches a hang.
 constexpr absl::Duration kNoHang = absl::Seconds(20);
@@ -30,7 +31,7 @@ class RideOutTest : public ::testing::Test {
     if (faulty) options.backend_decorator = faults_->Decorator();
     absl::StatusOr<std::unique_ptr<LockClient>> client = dlock::Connect(
         absl::StrCat("memory://ride-out-", getpid(), "-", uri_), options);
-    EXPECT_TRUE(client.ok()) << client.status();
+    EXPECT_OK(client);
     return *std::move(client);
   }
   static AcquireOptions Waiting(absl::Duration wait) {
@@ -49,10 +50,10 @@ TEST_F(RideOutTest, WaitingAcquireRetriesUnavailableUntilItSucceeds) {
   std::unique_ptr<DistributedLock> lock = *client->GetLock("failing over");
   faults_->Set(FaultPlan::kAcquire, {.fail_before = true, .times = 4});
   absl::StatusOr<Hold> hold = lock->Acquire(Waiting(kNoHang));
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
   EXPECT_EQ(faults_->calls(FaultPlan::kAcquire), 5);
   EXPECT_EQ(hold->state(), LockState::kHeld);
-  EXPECT_TRUE(hold->Release().ok());
+  EXPECT_OK(hold->Release());
 }
 
 TEST_F(RideOutTest, TryStaysFailFast) {
@@ -106,11 +107,11 @@ TEST_F(RideOutTest, RetriedAcquireWhoseReplyWasLostLeavesNoExtraHold) {
   // The first grant ran on the backend; its reply was lost.
   faults_->Set(FaultPlan::kAcquire, {.fail_after = true, .times = 1});
   absl::StatusOr<Hold> hold = lock->Acquire(Waiting(kNoHang));
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
   EXPECT_EQ(hold->hold_count(), 1);
-  EXPECT_TRUE(hold->Release().ok());
+  EXPECT_OK(hold->Release());
   absl::StatusOr<LockInfo> info = other->Admin().Inspect("granted blind");
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_FALSE(info->locked) << "still held with " << info->hold_count;
 }
 
@@ -118,16 +119,16 @@ TEST_F(RideOutTest, WaitingAcquireRidesOutAPendingReleaseOfTheSameOwner) {
   std::unique_ptr<LockClient> client = Connect();
   std::unique_ptr<DistributedLock> lock = *client->GetLock("released blind");
   absl::StatusOr<Hold> first = lock->Acquire();
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   // The release, and the retries of it that the next acquire must wait for
   // (C21), meet the failover.
   faults_->Set(FaultPlan::kRelease, {.fail_before = true, .times = 3});
   EXPECT_TRUE(absl::IsUnavailable(first->Release()));
   absl::StatusOr<Hold> again = lock->Acquire(Waiting(kNoHang));
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   EXPECT_GT(again->fencing_token(), first->fencing_token());
   EXPECT_EQ(again->hold_count(), 1);
-  EXPECT_TRUE(again->Release().ok());
+  EXPECT_OK(again->Release());
 }
 
 TEST_F(RideOutTest, CloseRetriesAReleaseThatMeetsAFailover) {
@@ -137,13 +138,13 @@ TEST_F(RideOutTest, CloseRetriesAReleaseThatMeetsAFailover) {
   AcquireOptions leased;
   leased.lease = absl::Minutes(10);
   absl::StatusOr<Hold> hold = lock->Acquire(leased);
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
   // The release and the next three tries meet the failover.
   faults_->Set(FaultPlan::kRelease, {.fail_before = true, .times = 4});
   EXPECT_TRUE(absl::IsUnavailable(hold->Release()));
-  EXPECT_TRUE(client->Close().ok());
+  EXPECT_OK(client->Close());
   absl::StatusOr<LockInfo> info = other->Admin().Inspect("released late");
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   EXPECT_FALSE(info->locked) << "left to its ten-minute lease";
 }
 

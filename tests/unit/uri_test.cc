@@ -13,6 +13,7 @@
 #include "dlock/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -26,7 +27,7 @@ constexpr char kPassword[] = "hunter2";
 
 Uri MustParse(absl::string_view text) {
   absl::StatusOr<Uri> uri = ParseUri(text);
-  EXPECT_TRUE(uri.ok()) << text << ": " << uri.status();
+  EXPECT_OK(uri) << text;
   return uri.ok() ? *std::move(uri) : Uri{};
 }
 
@@ -414,7 +415,7 @@ TEST(ParsePositiveDuration, AcceptsCommonForms) {
   };
   for (const auto& [text, want] : cases) {
     absl::StatusOr<absl::Duration> got = ParsePositiveDuration(text);
-    ASSERT_TRUE(got.ok()) << text << ": " << got.status();
+    ASSERT_OK(got) << text;
     EXPECT_EQ(*got, want) << text;
   }
 }
@@ -443,12 +444,12 @@ TEST(UriParams, TakesDurations) {
   UriParams params(uri);
   absl::StatusOr<std::optional<absl::Duration>> timeout =
       params.TakeDuration("timeout");
-  ASSERT_TRUE(timeout.ok()) << timeout.status();
+  ASSERT_OK(timeout);
   EXPECT_EQ(*timeout, absl::Milliseconds(250));
 
   absl::StatusOr<std::optional<absl::Duration>> absent =
       params.TakeDuration("absent");
-  ASSERT_TRUE(absent.ok());
+  ASSERT_OK(absent);
   EXPECT_FALSE(absent->has_value());
 
   for (const char* key : {"bad", "zero"}) {
@@ -464,10 +465,10 @@ TEST(UriParams, TakesIntsInRange) {
   Uri uri = MustParse("x://h?db=3&low=-1&high=16&word=three");
   UriParams params(uri);
   absl::StatusOr<std::optional<int64_t>> db = params.TakeInt("db", 0, 15);
-  ASSERT_TRUE(db.ok()) << db.status();
+  ASSERT_OK(db);
   EXPECT_EQ(*db, 3);
   absl::StatusOr<std::optional<int64_t>> absent = params.TakeInt("x", 0, 1);
-  ASSERT_TRUE(absent.ok());
+  ASSERT_OK(absent);
   EXPECT_FALSE(absent->has_value());
   for (const char* key : {"low", "high", "word"}) {
     absl::StatusOr<std::optional<int64_t>> bad = params.TakeInt(key, 0, 15);
@@ -493,7 +494,7 @@ TEST(UriParams, RejectUnknownNamesTheKeyAndTheKnownOnes) {
 
   params.TakeString("tiemout");
   params.TakeString("other");
-  EXPECT_TRUE(params.RejectUnknown("redis").ok());
+  EXPECT_OK(params.RejectUnknown("redis"));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -157,7 +158,7 @@ TEST(AcquireWithWakeups, ReturnsTheFirstGrant) {
         ++attempts;
         return absl::StatusOr<Attempt>(Granted());
       });
-  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  ASSERT_OK(acquired);
   EXPECT_EQ(acquired->fencing_token, 7u);
   EXPECT_EQ(attempts, 1);
 }
@@ -190,7 +191,7 @@ TEST(AcquireWithWakeups, NotifyTriggersTheNextAttempt) {
         return absl::StatusOr<Attempt>(++attempts == 1 ? Held() : Granted());
       });
   releaser.join();
-  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  ASSERT_OK(acquired);
   EXPECT_EQ(attempts.load(), 2);
   EXPECT_LT(Now() - start, kPrompt + absl::Milliseconds(100))
       << "waited for the fallback poll, not the notification";
@@ -210,7 +211,7 @@ TEST(AcquireWithWakeups, NotifyJustAfterTheFirstAttemptIsNotMissed) {
         hub.Notify("lock");
         return absl::StatusOr<Attempt>(Held());
       });
-  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  ASSERT_OK(acquired);
   EXPECT_EQ(attempts, 2);
   EXPECT_LT(Now() - start, kPrompt)
       << "waited for the fallback poll: the announcement was missed";
@@ -223,7 +224,7 @@ TEST(AcquireWithWakeups, FallbackPollRetriesWithoutNotify) {
       CallUntil(Now() + kLong), hub, absl::Milliseconds(20), [&] {
         return absl::StatusOr<Attempt>(++attempts < 4 ? Held() : Granted());
       });
-  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  ASSERT_OK(acquired);
   EXPECT_EQ(attempts, 4);
 }
 
@@ -236,7 +237,7 @@ TEST(AcquireWithWakeups, HolderLeaseEndShortensTheNap) {
         return absl::StatusOr<Attempt>(
             ++attempts == 1 ? Held(absl::Milliseconds(50)) : Granted());
       });
-  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  ASSERT_OK(acquired);
   EXPECT_LT(Now() - start, kPrompt);
 }
 
@@ -299,7 +300,7 @@ TEST(AcquireWithWakeups, GrantCarriesTheSendTimeOfTheWinningAttempt) {
         }
         return absl::StatusOr<Attempt>(Granted());
       });
-  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  ASSERT_OK(acquired);
   EXPECT_EQ(attempts, 2);
   EXPECT_EQ(acquired->sent, last_sent);
   EXPECT_EQ(acquired->sent, start + absl::Seconds(4));

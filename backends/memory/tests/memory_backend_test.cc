@@ -7,6 +7,7 @@
 #include "dlock/dlock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -26,13 +27,13 @@ void ExpectNamesTheLockOnly(const absl::Status& status) {
 TEST(MemoryBackend, MessagesNeverShowTheInternalKey) {
   absl::StatusOr<std::unique_ptr<LockClient>> holder =
       Connect("memory://key-leak?namespace=team-a");
-  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_OK(holder);
   absl::StatusOr<std::unique_ptr<LockClient>> other =
       Connect("memory://key-leak?namespace=team-a");
-  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_OK(other);
   std::unique_ptr<DistributedLock> held = *(*holder)->GetLock("job");
   absl::StatusOr<Hold> hold = held->TryAcquire();
-  ASSERT_TRUE(hold.ok()) << hold.status();
+  ASSERT_OK(hold);
   std::unique_ptr<DistributedLock> lock = *(*other)->GetLock("job");
 
   absl::StatusOr<Hold> tried = lock->TryAcquire();
@@ -55,7 +56,7 @@ TEST(MemoryBackend, MessagesNeverShowTheInternalKey) {
       (*holder)->OwnerTokens().Release("job", "not-the-owner");
   EXPECT_FALSE(release.ok());
   ExpectNamesTheLockOnly(release);
-  EXPECT_TRUE(hold->Release().ok());
+  EXPECT_OK(hold->Release());
 }
 
 }  // namespace

@@ -14,15 +14,16 @@
 #include "parse_pg_options.h"
 #include "pgbouncer.h"
 #include "postgres_server.h"
+#include "status_testing.h"
 
 namespace dlock::postgres {
 namespace {
 
-using ::dlock::testing::Direction;
-using ::dlock::testing::Fault;
-using ::dlock::testing::FaultProxy;
-using ::dlock::testing::PgBouncer;
-using ::dlock::testing::PostgresServer;
+using ::dlock::test::Direction;
+using ::dlock::test::Fault;
+using ::dlock::test::FaultProxy;
+using ::dlock::test::PgBouncer;
+using ::dlock::test::PostgresServer;
 
 // Bytes the proxy read from the server for connection `id` (0 if closed).
 uint64_t RepliesOf(const FaultProxy& proxy, uint64_t id) {
@@ -40,42 +41,39 @@ uint64_t RepliesOf(const FaultProxy& proxy, uint64_t id) {
 TEST(PgPoolerTest, ALateAnswerInSessionPoolingIsNotTransactionPooling) {
   absl::StatusOr<std::unique_ptr<PostgresServer>> server =
       PostgresServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   absl::StatusOr<std::unique_ptr<PgBouncer>> bouncer = PgBouncer::Start(
       {.server_port = (*server)->port(), .pool_mode = "session"});
-  ASSERT_TRUE(bouncer.ok()) << bouncer.status();
+  ASSERT_OK(bouncer);
   FaultProxy proxy;
-  ASSERT_TRUE(proxy.Start("127.0.0.1", (*bouncer)->port()).ok());
+  ASSERT_OK(proxy.Start("127.0.0.1", (*bouncer)->port()));
   const std::string uri = absl::StrCat(
       "postgres://postgres@127.0.0.1:", proxy.port(), "/postgres?mode=session");
   absl::StatusOr<PgOptions> options = Parse(uri);
-  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_OK(options);
   absl::StatusOr<std::unique_ptr<PgConn>> conn = PgConn::Open(*options);
-  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_OK(conn);
   ASSERT_FALSE((*conn)->direct());
 
   // Once the probe opens its second connection, the first one's next answer
   // (its process id, asked while the second holds a transaction) comes
   // 1.5 s late; later answers come at once.
   std::thread slow_answer([&proxy] {
-    ASSERT_TRUE(proxy.WaitForAccepted(2, absl::Seconds(30)).ok());
+    ASSERT_OK(proxy.WaitForAccepted(2, absl::Seconds(30)));
     const uint64_t before = RepliesOf(proxy, 1);
-    ASSERT_TRUE(proxy
-                    .SetConnectionFault(1, Direction::kReplies,
-                                        Fault::Delay(absl::Milliseconds(1500)))
-                    .ok());
+    ASSERT_OK(proxy.SetConnectionFault(1, Direction::kReplies,
+                                       Fault::Delay(absl::Milliseconds(1500))));
     // (Connections() takes the proxy's lock: not from a WaitFor callback.)
     const absl::Time give_up = absl::Now() + absl::Seconds(30);
     while (RepliesOf(proxy, 1) == before && absl::Now() < give_up) {
       absl::SleepFor(absl::Milliseconds(1));
     }
     ASSERT_GT(RepliesOf(proxy, 1), before) << "the late answer never came";
-    ASSERT_TRUE(
-        proxy.SetConnectionFault(1, Direction::kReplies, Fault::Pass()).ok());
+    ASSERT_OK(proxy.SetConnectionFault(1, Direction::kReplies, Fault::Pass()));
   });
   absl::StatusOr<Pooling> pooling = DetectPooling(*options, **conn);
   slow_answer.join();
-  ASSERT_TRUE(pooling.ok()) << pooling.status();
+  ASSERT_OK(pooling);
   EXPECT_EQ(*pooling, Pooling::kSessions);
 }
 

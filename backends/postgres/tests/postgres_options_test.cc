@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "parse_pg_options.h"
 #include "pg_options.h"
+#include "status_testing.h"
 
 namespace dlock::postgres {
 namespace {
@@ -41,7 +42,7 @@ TEST(PostgresOptions, ConnectTimeoutBecomesWholeSecondsRoundedUp) {
   for (const auto& c : cases) {
     absl::StatusOr<PgOptions> options =
         Parse(absl::StrCat("postgres://u@h:5432/db?namespace=n", c.option));
-    ASSERT_TRUE(options.ok()) << c.option << ": " << options.status();
+    ASSERT_OK(options) << c.option;
     EXPECT_EQ(Libpq(*options, "connect_timeout"), c.libpq) << c.option;
   }
 }
@@ -63,7 +64,7 @@ TEST(PostgresOptions, HostListAsksForTheReadWriteServer) {
   };
   for (const auto& c : cases) {
     absl::StatusOr<PgOptions> options = Parse(c.uri);
-    ASSERT_TRUE(options.ok()) << c.uri << ": " << options.status();
+    ASSERT_OK(options) << c.uri;
     EXPECT_EQ(Libpq(*options, "target_session_attrs"), c.attrs) << c.uri;
   }
 }
@@ -71,7 +72,7 @@ TEST(PostgresOptions, HostListAsksForTheReadWriteServer) {
 TEST(PostgresOptions, SetupAndListenOptions) {
   absl::StatusOr<PgOptions> options =
       Parse("postgres://h/db?grant_to=app%20user&listen_dbname=db_listen");
-  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_OK(options);
   EXPECT_EQ(options->grant_to, "app user");
   EXPECT_EQ(options->listen_dbname, "db_listen");
   EXPECT_EQ(Libpq(WithDbname(*options, "db_listen"), "dbname"), "db_listen");
@@ -81,13 +82,13 @@ TEST(PostgresOptions, SetupAndListenOptions) {
 
 TEST(PostgresOptions, OperationTimeoutIsTheStatementTimeout) {
   absl::StatusOr<PgOptions> options = Parse("postgres://h/db");
-  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_OK(options);
   EXPECT_EQ(options->statement_timeout, absl::Seconds(5));
   for (const char* given :
        {"operation_timeout=750ms", "statement_timeout=750ms",
         "operation_timeout=750ms&statement_timeout=750ms"}) {
     options = Parse(absl::StrCat("postgres://h/db?", given));
-    ASSERT_TRUE(options.ok()) << given << ": " << options.status();
+    ASSERT_OK(options) << given;
     EXPECT_EQ(options->statement_timeout, absl::Milliseconds(750)) << given;
     // dlock's option, not a libpq parameter.
     EXPECT_EQ(Libpq(*options, "statement_timeout"), "(unset)");

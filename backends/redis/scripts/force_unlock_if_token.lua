@@ -4,5 +4,5 @@
 local v = decode(redis.call('GET', KEYS[1]))
 if not v or v.token ~= tonumber(ARGV[3]) then return 0 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[1], ARGV[2])
+announce(ARGV[1], ARGV[2])
 return 1

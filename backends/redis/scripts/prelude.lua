@@ -57,3 +57,15 @@ local function refreshed_alive(v, now_up, ttl)
   if v.alive < 0 then return v.alive end
   return math.max(v.alive, now_up + ttl)
 end
+
+-- Tells the lock's waiters it was released. A channel that starts with a
+-- hash tag ('{') is a Redis Cluster's shard channel in the lock's slot
+-- (Keyspace::ReleaseChannel), carried by that slot's shard only (SPUBLISH);
+-- any other is the namespace's one channel.
+local function announce(channel, name)
+  if string.byte(channel) == 123 then
+    redis.call('SPUBLISH', channel, name)
+  else
+    redis.call('PUBLISH', channel, name)
+  end
+end

@@ -34,6 +34,6 @@ if keep > 0 then
   redis.call('SET', KEYS[1], encode(kept), 'PXAT', kept.expires)
 end
 if v.waited == '1' then
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
+  announce(ARGV[3], ARGV[4])
 end
 return 0

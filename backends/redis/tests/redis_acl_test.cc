@@ -27,7 +27,7 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::RedisServer;
+using ::dlock::test::RedisServer;
 using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
@@ -39,14 +39,14 @@ constexpr char kPassword[] = "acl-user-pw";
 std::unique_ptr<RedisServer> StartWith(const std::string& rules) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
       RedisServer::Start({.acl_user = "dlock", .acl_rules = rules});
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
 std::string DocumentedRules() {
   absl::StatusOr<std::string> rules =
-      testing::DlockAclRules("billing", "0", kPassword);
-  EXPECT_TRUE(rules.ok()) << rules.status();
+      test::DlockAclRules("billing", "0", kPassword);
+  EXPECT_OK(rules);
   return rules.value_or("");
 }
 
@@ -58,13 +58,13 @@ std::string Uri(const RedisServer& server, const std::string& ns) {
 // The raw reply to `argv` sent as the ACL user.
 std::string AsTheUser(const RedisServer& server,
                       const std::vector<std::string>& argv) {
-  absl::StatusOr<std::string> reply = testing::TcpExchange(
+  absl::StatusOr<std::string> reply = test::TcpExchange(
       server.port(),
-      absl::StrCat(testing::EncodeRedisCommand({"AUTH", "dlock", kPassword}),
-                   testing::EncodeRedisCommand(argv),
-                   testing::EncodeRedisCommand({"QUIT"})),
+      absl::StrCat(test::EncodeRedisCommand({"AUTH", "dlock", kPassword}),
+                   test::EncodeRedisCommand(argv),
+                   test::EncodeRedisCommand({"QUIT"})),
       absl::Seconds(5));
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   // "+OK" for AUTH, the reply, "+OK" for QUIT.
   std::string out = reply.value_or("");
   if (absl::StartsWith(out, "+OK\r\n")) out = out.substr(5);
@@ -139,11 +139,12 @@ TEST(RedisAcl, TheLineAllowsExactlyTheCommandsDlockSends) {
   // redis_scripts.cc (SCRIPT LOAD, after FUNCTION LOAD, which the line
   // refuses on purpose), redis_master.cc and redis_scripts.cc (EVALSHA,
   // EVAL), redis_layout.cc (EVAL, SCAN), redis_subscriber.cc (SUBSCRIBE),
-  // redis_backend.cc (WAIT), redis_lock_ops.cc (SCAN, INFO). AUTH needs no
-  // permission.
-  std::set<std::string> sent = {"EVALSHA",   "EVAL",   "SCRIPT|LOAD",
-                                "SUBSCRIBE", "SELECT", "ROLE",
-                                "WAIT",      "SCAN",   "INFO"};
+  // redis_router.cc (WAIT), redis_lock_ops.cc (SCAN, INFO), and for a
+  // cluster redis_shard_subscriber.cc (SSUBSCRIBE), redis_cluster_router.cc
+  // (CLUSTER SLOTS) and redis_master.cc (ASKING). AUTH needs no permission.
+  std::set<std::string> sent = {
+      "EVALSHA", "EVAL", "SCRIPT|LOAD", "SUBSCRIBE",     "SSUBSCRIBE", "SELECT",
+      "ROLE",    "WAIT", "SCAN",        "CLUSTER|SLOTS", "ASKING",     "INFO"};
   const redis::Scripts scripts;
   for (const redis::Script* script :
        {&scripts.acquire, &scripts.release, &scripts.renew,

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "redis_server.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -20,28 +21,28 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::unique_ptr<testing::RedisServer> StartOrDie(
-    const testing::RedisServer::Options& options = {}) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status();
+std::unique_ptr<test::RedisServer> StartOrDie(
+    const test::RedisServer::Options& options = {}) {
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start(options);
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
 std::unique_ptr<LockClient> ConnectOrDie(const std::string& uri,
                                          const ClientOptions& options = {}) {
   absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri, options);
-  EXPECT_TRUE(client.ok()) << client.status();
+  EXPECT_OK(client);
   return client.ok() ? *std::move(client) : nullptr;
 }
 
 // Acquires and releases one lock through `client`.
 void LockOnce(LockClient& client, const std::string& name) {
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock = client.GetLock(name);
-  ASSERT_TRUE(lock.ok()) << lock.status();
+  ASSERT_OK(lock);
   absl::StatusOr<Hold> hold = (*lock)->Acquire({.wait = absl::Seconds(5)});
-  ASSERT_TRUE(hold.ok());
-  ASSERT_TRUE(hold->Release().ok());
+  ASSERT_OK(hold);
+  ASSERT_OK(hold->Release());
 }
 
 TEST(RedisBackend, PasswordAuthWorksAndNeverShowsThePassword) {
@@ -89,11 +90,12 @@ TEST(RedisBackend, DatabasesAreSeparate) {
   ASSERT_TRUE(db1 && db2);
   auto l1 = db1->GetLock("same-name");
   auto l2 = db2->GetLock("same-name");
-  ASSERT_TRUE(l1.ok() && l2.ok());
+  ASSERT_OK(l1);
+  ASSERT_OK(l2);
   absl::StatusOr<Hold> in_db1 = (*l1)->TryAcquire();
-  ASSERT_TRUE(in_db1.ok());
+  ASSERT_OK(in_db1);
   absl::StatusOr<Hold> in_db2 = (*l2)->TryAcquire();
-  EXPECT_TRUE(in_db2.ok()) << "db 2 must not see db 1's lock";
+  EXPECT_OK(in_db2) << "db 2 must not see db 1's lock";
   EXPECT_EQ(*server->RawCommand({"DBSIZE"}), ":0\r\n");  // db 0 untouched
 }
 
@@ -155,14 +157,14 @@ TEST(RedisBackend, OneSubscriptionPerClientWhateverTheWaiters) {
   auto waiters = ConnectOrDie(server->Uri("subs"));
   ASSERT_TRUE(holder && waiters);
   auto held = holder->GetLock("busy");
-  ASSERT_TRUE(held.ok());
+  ASSERT_OK(held);
   absl::StatusOr<Hold> hold = (*held)->Acquire();
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&] {
       auto lock = waiters->GetLock("busy");
-      ASSERT_TRUE(lock.ok());
+      ASSERT_OK(lock);
       EXPECT_EQ(
           (*lock)->Acquire({.wait = absl::Milliseconds(800)}).status().code(),
           absl::StatusCode::kDeadlineExceeded);

@@ -16,6 +16,7 @@
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "redis_server.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
@@ -39,19 +40,19 @@ std::map<int, std::string> OpenDescriptors() {
 }
 
 TEST(RedisBackend, ItsSocketsAreClosedOnExec) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start();
+  ASSERT_OK(server);
   const std::map<int, std::string> before = OpenDescriptors();
   // Connect opens the command connection and the subscriber's.
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       Connect((*server)->Uri("cloexec"));
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
       (*client)->GetLock("x");
-  ASSERT_TRUE(lock.ok());
+  ASSERT_OK(lock);
   absl::StatusOr<Hold> hold = (*lock)->Acquire({.wait = absl::Seconds(5)});
-  ASSERT_TRUE(hold.ok());
+  ASSERT_OK(hold);
 
   int sockets = 0;
   for (const auto& [fd, target] : OpenDescriptors()) {
@@ -63,7 +64,7 @@ TEST(RedisBackend, ItsSocketsAreClosedOnExec) {
         << "fd " << fd << " (" << target << ") would be inherited by exec";
   }
   EXPECT_GE(sockets, 2);
-  EXPECT_TRUE(hold->Release().ok());
+  EXPECT_OK(hold->Release());
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ namespace {
 
 using ::dlock::redis::KeySlot;
 using ::dlock::redis::Keyspace;
-using ::dlock::testing::RedisServer;
+using ::dlock::test::RedisServer;
 using ::testing::HasSubstr;
 
 // Names a layout must keep apart and in one slot each: braces anywhere,
@@ -39,14 +39,14 @@ const std::vector<std::string>& AwkwardNames() {
 std::unique_ptr<RedisServer> StartClusterNode() {
   absl::StatusOr<std::unique_ptr<RedisServer>> server =
       RedisServer::Start({.cluster_enabled = true});
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_OK(server);
   return server.ok() ? *std::move(server) : nullptr;
 }
 
 int ServerKeySlot(RedisServer& server, const std::string& key) {
   absl::StatusOr<std::string> reply =
       server.RawCommand({"CLUSTER", "KEYSLOT", key});
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   int slot = -1;
   EXPECT_TRUE(reply.ok() && reply->size() > 3 &&
               absl::SimpleAtoi(reply->substr(1, reply->size() - 3), &slot))

@@ -32,13 +32,14 @@
 #include "redis_connection.h"
 #include "redis_server.h"
 #include "redis_tls.h"
+#include "status_testing.h"
 #include "tls_certificates.h"
 
 namespace dlock::redis {
 namespace {
 
-using ::dlock::testing::AsleepInKernel;
-using ::dlock::testing::ThreadId;
+using ::dlock::test::AsleepInKernel;
+using ::dlock::test::ThreadId;
 
 // A RESP server on 127.0.0.1 that does nothing by itself: the test reads the
 // commands it received and sends replies when it chooses.
@@ -162,7 +163,7 @@ ConnectionConfig ConfigFor(int port) {
 std::unique_ptr<MuxConnection> OpenMux(int port) {
   absl::StatusOr<std::unique_ptr<Connection>> conn =
       Connection::Open(ConfigFor(port));
-  EXPECT_TRUE(conn.ok()) << conn.status();
+  EXPECT_OK(conn);
   if (!conn.ok()) return nullptr;
   return std::make_unique<MuxConnection>(*std::move(conn));
 }
@@ -230,7 +231,7 @@ TEST(MuxConnection, BatchQueuedBehindAReaderIsHandedTheReading) {
   // A's reply alone: A returns and stops reading.
   server.Send("$1\r\na\r\n");
   ASSERT_TRUE(a.Returned(absl::Seconds(10)));
-  ASSERT_TRUE(a.result().ok()) << a.result().status();
+  ASSERT_OK(a.result());
   EXPECT_EQ(Text((*a.result())[0]), "a");
 
   // The batch's replies come later; its owner must be reading by then.
@@ -241,10 +242,10 @@ TEST(MuxConnection, BatchQueuedBehindAReaderIsHandedTheReading) {
   if (!returned) {
     // Another caller reads them for it, so that the test can end.
     server.Send("$6\r\nrescue\r\n");
-    ASSERT_TRUE(mux->Call(Commands({"rescue"})).ok());
+    ASSERT_OK(mux->Call(Commands({"rescue"})));
     ASSERT_TRUE(batch.Returned(absl::Seconds(10)));
   }
-  ASSERT_TRUE(batch.result().ok()) << batch.result().status();
+  ASSERT_OK(batch.result());
   ASSERT_EQ(batch.result()->size(), 3u);
   EXPECT_EQ(Text((*batch.result())[0]), "b1");
   EXPECT_EQ(Text((*batch.result())[2]), "b3");
@@ -267,16 +268,16 @@ TEST(MuxConnection, BatchHandsReadingToTheNextBatch) {
 
   server.Send("$2\r\nx1\r\n$2\r\nx2\r\n$2\r\ny1\r\n");
   ASSERT_TRUE(first.Returned(absl::Seconds(10)));
-  ASSERT_TRUE(first.result().ok()) << first.result().status();
+  ASSERT_OK(first.result());
   server.Send("$2\r\ny2\r\n$2\r\ny3\r\n");
   const bool returned = second.Returned(absl::Seconds(10));
   EXPECT_TRUE(returned) << "the second batch was left asleep";
   if (!returned) {
     server.Send("$6\r\nrescue\r\n");
-    ASSERT_TRUE(mux->Call(Commands({"rescue"})).ok());
+    ASSERT_OK(mux->Call(Commands({"rescue"})));
     ASSERT_TRUE(second.Returned(absl::Seconds(10)));
   }
-  ASSERT_TRUE(second.result().ok()) << second.result().status();
+  ASSERT_OK(second.result());
   EXPECT_EQ(Text((*second.result())[2]), "y3");
 }
 
@@ -305,10 +306,10 @@ TEST(MuxConnection, ReadingSkipsACallerThatSubmittedAndIsAway) {
   const bool returned = behind.Returned(absl::Seconds(10));
   EXPECT_TRUE(returned) << "the caller behind an absent one was left asleep";
   absl::StatusOr<std::vector<Reply>> mine = mux->Await(*away);
-  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_OK(mine);
   EXPECT_EQ(Text((*mine)[0]), "a");
   ASSERT_TRUE(behind.Returned(absl::Seconds(10)));
-  ASSERT_TRUE(behind.result().ok()) << behind.result().status();
+  ASSERT_OK(behind.result());
   EXPECT_EQ(Text((*behind.result())[0]), "b");
 }
 
@@ -331,8 +332,8 @@ TEST(MuxConnection, SubmitToTwoServersThenAwaitBoth) {
   one.Send("$1\r\n1\r\n");
   absl::StatusOr<std::vector<Reply>> r1 = mux_one->Await(*t1);
   absl::StatusOr<std::vector<Reply>> r2 = mux_two->Await(*t2);
-  ASSERT_TRUE(r1.ok()) << r1.status();
-  ASSERT_TRUE(r2.ok()) << r2.status();
+  ASSERT_OK(r1);
+  ASSERT_OK(r2);
   EXPECT_EQ(Text((*r1)[0]), "1");
   EXPECT_EQ(Text((*r2)[0]), "2");
 }
@@ -394,14 +395,14 @@ TEST(MuxConnection, ServerThatCannotServeUsRetiresTheConnection) {
       "-READONLY You can't write against a read only replica.\r\n"
       "$2\r\nb1\r\n");
   ASSERT_TRUE(a.Returned(absl::Seconds(10)));
-  ASSERT_TRUE(a.result().ok()) << a.result().status();
+  ASSERT_OK(a.result());
   EXPECT_EQ(Text((*a.result())[0]).substr(0, 8), "READONLY");
   EXPECT_TRUE(mux->broken());
   EXPECT_TRUE(mux->wrong_server());
   // The batch sent before still gets its replies.
   server.Send("$2\r\nb2\r\n");
   ASSERT_TRUE(batch.Returned(absl::Seconds(10)));
-  ASSERT_TRUE(batch.result().ok()) << batch.result().status();
+  ASSERT_OK(batch.result());
   EXPECT_EQ(Text((*batch.result())[1]), "b2");
 }
 
@@ -444,21 +445,21 @@ INSTANTIATE_TEST_SUITE_P(Transports, MuxOnServer, ::testing::Bool(),
                          });
 
 TEST_P(MuxOnServer, ManyThreadsMixingBatchesAllFinish) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start({.tls = GetParam()});
-  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start({.tls = GetParam()});
+  ASSERT_OK(server);
   ConnectionConfig config = ConfigFor((*server)->port());
   if (GetParam()) {
-    absl::StatusOr<const testing::TlsCertificates*> certs =
-        testing::SharedTlsCertificates();
-    ASSERT_TRUE(certs.ok()) << certs.status();
+    absl::StatusOr<const test::TlsCertificates*> certs =
+        test::SharedTlsCertificates();
+    ASSERT_OK(certs);
     absl::StatusOr<std::shared_ptr<const TlsContext>> context =
         TlsContext::Create({.ca_file = (*certs)->ca});
-    ASSERT_TRUE(context.ok()) << context.status();
+    ASSERT_OK(context);
     config.tls.context = *context;
   }
   absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(config);
-  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_OK(conn);
   auto mux = std::make_unique<MuxConnection>(*std::move(conn));
 
   constexpr int kThreads = 8;

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "redis_connection.h"
+#include "status_testing.h"
 
 namespace dlock::redis {
 namespace {
@@ -88,7 +89,7 @@ TEST(RedisReplies, OtherErrorsKeepTheConnection) {
   redisReply ok{};
   ok.type = REDIS_REPLY_INTEGER;
   EXPECT_FALSE(MustReconnect(&ok));
-  EXPECT_TRUE(ReplyError(&ok, "acquire", "h:1").ok());
+  EXPECT_OK(ReplyError(&ok, "acquire", "h:1"));
   EXPECT_FALSE(MustReconnect(nullptr));
 }
 
@@ -117,7 +118,7 @@ TEST(RedisReplies, ArrayLengthsAreCheckedBeforeAnythingIsAllocated) {
     EXPECT_EQ(read.code(), absl::StatusCode::kInternal) << bytes << read;
     EXPECT_THAT(read.message(), HasSubstr("h:1")) << bytes;
   }
-  EXPECT_TRUE(ReadingOf("*2\r\n:1\r\n:2\r\n").ok());
+  EXPECT_OK(ReadingOf("*2\r\n:1\r\n:2\r\n"));
 }
 
 }  // namespace

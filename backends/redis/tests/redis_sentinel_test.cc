@@ -18,7 +18,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::RedisSentinelGroup;
+using ::dlock::test::EventuallyOk;
+using ::dlock::test::RedisSentinelGroup;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kSettle = absl::Seconds(20);
@@ -29,7 +30,7 @@ class RedisSentinel : public ::testing::TestWithParam<bool> {
   std::unique_ptr<RedisSentinelGroup> StartGroup() {
     absl::StatusOr<std::unique_ptr<RedisSentinelGroup>> group =
         RedisSentinelGroup::Start({.tls = GetParam()});
-    EXPECT_TRUE(group.ok()) << group.status();
+    EXPECT_OK(group);
     return group.ok() ? *std::move(group) : nullptr;
   }
 
@@ -37,8 +38,8 @@ class RedisSentinel : public ::testing::TestWithParam<bool> {
                                  const std::string& query) {
     std::string tls;
     if (group.tls()) {
-      absl::StatusOr<std::string> trust = testing::TestTlsQuery(false);
-      EXPECT_TRUE(trust.ok()) << trust.status();
+      absl::StatusOr<std::string> trust = test::TestTlsQuery(false);
+      EXPECT_OK(trust);
       tls = absl::StrCat("&", trust.value_or(""));
     }
     return absl::StrCat(
@@ -51,18 +52,6 @@ INSTANTIATE_TEST_SUITE_P(Transports, RedisSentinel, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Tls" : "Plain";
                          });
-
-// Calls `f` until it returns OK or `within` passes; the last status.
-template <typename F>
-auto Eventually(F f, absl::Duration within) -> decltype(f()) {
-  const absl::Time deadline = absl::Now() + within;
-  auto result = f();
-  while (!result.ok() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-    result = f();
-  }
-  return result;
-}
 
 // The resource side of fencing: accepts a write only with a token larger
 // than every one it accepted.
@@ -96,7 +85,7 @@ TEST_P(RedisSentinel, FollowsAFailoverAndKeepsAReplicatedHold) {
   // and the new master has the hold, which was replicated before it.
   ASSERT_OK_AND_ASSIGN(
       LockInfo info,
-      Eventually([&] { return client->Admin().Inspect("job"); }, kSettle));
+      EventuallyOk([&] { return client->Admin().Inspect("job"); }, kSettle));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.owner, hold.owner());
   ASSERT_OK_AND_ASSIGN(auto other, client->GetLock("other"));
@@ -130,7 +119,7 @@ TEST_P(RedisSentinel, WithoutWaitAFailoverCanGrantTheLockTwice) {
   ASSERT_OK_AND_ASSIGN(auto second, second_client->GetLock("account"));
   ASSERT_OK_AND_ASSIGN(
       Hold second_hold,
-      Eventually(
+      EventuallyOk(
           [&] { return second->TryAcquire({.lease = absl::Seconds(30)}); },
           kSettle));
   // Two owners believe they hold the lock (docs/redis.md: why to use
@@ -178,10 +167,10 @@ TEST_P(RedisSentinel, WaitReplicasFailsTheGrantOrKeepsItAcrossAFailover) {
   EXPECT_EQ(taken.status().code(), absl::StatusCode::kDeadlineExceeded)
       << "the lock was handed to a second owner: " << taken.status();
   ASSERT_OK_AND_ASSIGN(
-      info,
-      Eventually([&] { return client->Admin().Inspect("account"); }, kSettle));
+      info, EventuallyOk([&] { return client->Admin().Inspect("account"); },
+                         kSettle));
   EXPECT_EQ(info.owner, hold.owner());
-  EXPECT_OK(Eventually([&] { return hold.Release(); }, kSettle));
+  EXPECT_OK(EventuallyOk([&] { return hold.Release(); }, kSettle));
 }
 
 TEST(RedisSentinelUri, ErrorsSayWhatToFix) {

@@ -10,32 +10,33 @@
 #include "absl/strings/str_cat.h"
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock {
 namespace {
 
 TEST(RedisServer, PersistentServerKeepsLocksAndTokensAcrossKillNine) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start({.persistence = true});
-  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start({.persistence = true});
+  ASSERT_OK(server);
   const int port = (*server)->port();
   // Kept open to the end: closing it would release lock a.
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       Connect((*server)->Uri("durable"));
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_OK(client);
   std::vector<Hold> holds;
   for (const char* name : {"a", "b"}) {
     absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
         (*client)->GetLock(name);
-    ASSERT_TRUE(lock.ok());
+    ASSERT_OK(lock);
     absl::StatusOr<Hold> hold = (*lock)->Acquire({.lease = absl::Seconds(120)});
-    ASSERT_TRUE(hold.ok());
+    ASSERT_OK(hold);
     holds.push_back(*std::move(hold));
   }
-  ASSERT_TRUE(holds[1].Release().ok());  // b
+  ASSERT_OK(holds[1].Release());  // b
 
   (*server)->Kill();  // no shutdown, no final fsync
-  ASSERT_TRUE((*server)->StartServer().ok());
+  ASSERT_OK((*server)->StartServer());
   EXPECT_EQ((*server)->port(), port);
   // Lock a's key and the layout's mark came back; b stays released.
   EXPECT_EQ(*(*server)->RawCommand({"EXISTS", "dlock:{durable:a}"}), ":1\r\n");
@@ -44,28 +45,28 @@ TEST(RedisServer, PersistentServerKeepsLocksAndTokensAcrossKillNine) {
             "$36\r\ndlock-v3 layout; no 0.2 locks remain\r\n");
 
   // A graceful restart keeps them too, on the same port.
-  ASSERT_TRUE((*server)->Restart().ok());
+  ASSERT_OK((*server)->Restart());
   EXPECT_EQ((*server)->port(), port);
   EXPECT_EQ(*(*server)->RawCommand({"EXISTS", "dlock:{durable:a}"}), ":1\r\n");
   absl::StatusOr<std::unique_ptr<LockClient>> other =
       Connect((*server)->Uri("durable"));
-  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_OK(other);
   absl::StatusOr<std::unique_ptr<DistributedLock>> c = (*other)->GetLock("c");
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   absl::StatusOr<Hold> held = (*c)->TryAcquire();
-  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_OK(held);
   EXPECT_GT(held->fencing_token(), holds[0].fencing_token())
       << "tokens went on from before the kill";
 }
 
 TEST(RedisServer, WithoutPersistenceRestartForgetsEverything) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
+      test::RedisServer::Start();
+  ASSERT_OK(server);
   const int port = (*server)->port();
   ASSERT_EQ(*(*server)->RawCommand({"SET", "k", "v"}), "+OK\r\n");
   (*server)->Kill();
-  ASSERT_TRUE((*server)->StartServer().ok());
+  ASSERT_OK((*server)->StartServer());
   EXPECT_EQ((*server)->port(), port);
   EXPECT_EQ(*(*server)->RawCommand({"DBSIZE"}), ":0\r\n");
 }

@@ -33,8 +33,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::TlsCertificates;
+using ::dlock::test::RedisServer;
+using ::dlock::test::TlsCertificates;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -52,8 +52,8 @@ class RedisTls : public ::testing::Test {
 
   void SetUp() override {
     absl::StatusOr<const TlsCertificates*> certs =
-        testing::SharedTlsCertificates();
-    ASSERT_TRUE(certs.ok()) << certs.status();
+        test::SharedTlsCertificates();
+    ASSERT_OK(certs);
     certs_ = *certs;
   }
 
@@ -263,10 +263,10 @@ TEST_F(RedisTls, UriErrorsSayWhatToFix) {
 // A reply split across many TLS reads (records that arrive a few bytes at a
 // time) is read whole: the proxy forwards the server's bytes seven at a time.
 TEST_F(RedisTls, RecordsThatArriveInPieces) {
-  testing::FaultProxy proxy;
+  test::FaultProxy proxy;
   ASSERT_OK(proxy.Start("127.0.0.1", Started(kTls).port()));
-  proxy.SetFault(testing::Direction::kReplies,
-                 testing::Fault::Trickle(7, absl::Microseconds(300)));
+  proxy.SetFault(test::Direction::kReplies,
+                 test::Fault::Trickle(7, absl::Microseconds(300)));
   ASSERT_OK_AND_ASSIGN(
       auto client,
       Connect(absl::StrCat("rediss://127.0.0.1:", proxy.port(), "?",
@@ -279,8 +279,7 @@ TEST_F(RedisTls, RecordsThatArriveInPieces) {
 // being stopped does not wait out connect_timeout against a server that
 // accepted the connection and never answers the handshake.
 TEST(RedisTlsTransport, HandshakeStopsWhenCancelled) {
-  absl::StatusOr<const TlsCertificates*> certs =
-      testing::SharedTlsCertificates();
+  absl::StatusOr<const TlsCertificates*> certs = test::SharedTlsCertificates();
   ASSERT_OK(certs);
   // Listens, never accepts: the kernel completes the TCP handshake, and
   // nobody answers the client's hello.
@@ -324,7 +323,7 @@ TEST(RedisTlsTransportDeathTest,
         absl::StatusOr<std::unique_ptr<RedisServer>> server =
             RedisServer::Start({.tls = true});
         absl::StatusOr<const TlsCertificates*> certs =
-            testing::SharedTlsCertificates();
+            test::SharedTlsCertificates();
         if (!server.ok() || !certs.ok()) _exit(2);
         absl::StatusOr<std::shared_ptr<const redis::TlsContext>> context =
             redis::TlsContext::Create({.ca_file = (*certs)->ca});

@@ -27,11 +27,11 @@ namespace {
 using ::dlock::redis::KeyWrite;
 using ::dlock::redis::LivenessChains;
 using ::dlock::redis::RedlockHold;
-using ::dlock::testing::Admission;
-using ::dlock::testing::FaultProxy;
-using ::dlock::testing::RedisGroup;
-using ::dlock::testing::StartGroup;
-using ::dlock::testing::StartProxies;
+using ::dlock::test::Admission;
+using ::dlock::test::FaultProxy;
+using ::dlock::test::RedisGroup;
+using ::dlock::test::StartGroup;
+using ::dlock::test::StartProxies;
 
 MonoTime At(int ms) {
   return MonoTime::FromSinceOrigin(absl::Milliseconds(1000000 + ms));
@@ -123,17 +123,17 @@ std::string Uri(const RedisGroup& group, absl::string_view ns,
 }
 
 // Whether the server has a key matching `pattern` (KEYS: a test's data).
-bool HasKey(testing::RedisServer& server, const std::string& pattern) {
+bool HasKey(test::RedisServer& server, const std::string& pattern) {
   absl::StatusOr<std::string> reply = server.RawCommand({"KEYS", pattern});
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   return reply.ok() && reply->rfind("*0\r\n", 0) != 0;
 }
 
 // How many GETs the server ran (INFO commandstats), scripts' included.
-int64_t GetCalls(testing::RedisServer& server) {
+int64_t GetCalls(test::RedisServer& server) {
   absl::StatusOr<std::string> reply =
       server.RawCommand({"INFO", "commandstats"});
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   if (!reply.ok()) return -1;
   const size_t at = reply->find("cmdstat_get:calls=");
   if (at == std::string::npos) return 0;

@@ -21,13 +21,13 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::Direction;
-using ::dlock::testing::Fault;
-using ::dlock::testing::FaultProxy;
-using ::dlock::testing::RedisGroup;
-using ::dlock::testing::RedlockUri;
-using ::dlock::testing::StartGroup;
-using ::dlock::testing::StartProxies;
+using ::dlock::test::Direction;
+using ::dlock::test::Fault;
+using ::dlock::test::FaultProxy;
+using ::dlock::test::RedisGroup;
+using ::dlock::test::RedlockUri;
+using ::dlock::test::StartGroup;
+using ::dlock::test::StartProxies;
 using ::testing::HasSubstr;
 
 // The integer a raw RESP reply carries (":5\r\n" or "$1\r\n5\r\n"); -1 for
@@ -52,27 +52,27 @@ INSTANTIATE_TEST_SUITE_P(Transports, Redlock, ::testing::Bool(),
                          });
 
 // A master's token floor (docs/redis.md, fencing over a quorum).
-int64_t FloorOn(testing::RedisServer& server, const std::string& ns) {
+int64_t FloorOn(test::RedisServer& server, const std::string& ns) {
   absl::StatusOr<std::string> reply =
       server.RawCommand({"GET", absl::StrCat("dlock:", ns, ":floor")});
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   return reply.ok() ? RespInteger(*reply) : -1;
 }
 
 // The token a master's copy of the lock carries: the first field of its
 // value; -1 when the master has no copy.
-int64_t TokenOn(testing::RedisServer& server, const std::string& key) {
+int64_t TokenOn(test::RedisServer& server, const std::string& key) {
   absl::StatusOr<std::string> reply = server.RawCommand(
       {"EVAL",
        "local v = redis.call('GET', KEYS[1]) if not v then return -1 end "
        "return tonumber(string.match(v, '^(%d+) '))",
        "1", key});
-  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_OK(reply);
   return reply.ok() ? RespInteger(*reply) : -1;
 }
 
 // Sets the token of a master's copy of the lock.
-absl::Status SetTokenOn(testing::RedisServer& server, const std::string& key,
+absl::Status SetTokenOn(test::RedisServer& server, const std::string& key,
                         uint64_t token) {
   return server
       .RawCommand({"EVAL",

@@ -12,15 +12,16 @@
 #include "fault_proxy.h"
 #include "gtest/gtest.h"
 #include "redis_server.h"
+#include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 
 // `masters` fresh masters, taking only TLS with `tls`; null (and a test
 // failure) when they do not start.
 inline std::unique_ptr<RedisGroup> StartGroup(int masters, bool tls = false) {
   absl::StatusOr<std::unique_ptr<RedisGroup>> group =
       RedisGroup::Start(masters, {.tls = tls});
-  EXPECT_TRUE(group.ok()) << group.status();
+  EXPECT_OK(group);
   return group.ok() ? *std::move(group) : nullptr;
 }
 
@@ -32,7 +33,7 @@ inline std::vector<int> StartProxies(RedisGroup& group,
   for (size_t i = 0; i < proxies.size(); ++i) {
     absl::Status started =
         proxies[i].Start("127.0.0.1", group.server(static_cast<int>(i)).port());
-    EXPECT_TRUE(started.ok()) << started;
+    EXPECT_OK(started);
     ports.push_back(proxies[i].port());
   }
   return ports;
@@ -48,12 +49,12 @@ inline std::string RedlockUri(const RedisGroup& group,
                                  group.Hosts(ports), "?", query);
   if (group.tls()) {
     absl::StatusOr<std::string> trust = TestTlsQuery(false);
-    EXPECT_TRUE(trust.ok()) << trust.status();
+    EXPECT_OK(trust);
     absl::StrAppend(&uri, "&", trust.value_or(""));
   }
   return uri;
 }
 
-}  // namespace dlock::testing
+}  // namespace dlock::test
 
 #endif  // DLOCK_BACKENDS_REDIS_TESTS_REDLOCK_TEST_UTIL_H_

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status_testing.h"
 
 namespace dlock::zk {
 namespace {
@@ -80,7 +81,7 @@ TEST(ZkFourLetter, ReadsTheAnswerUntilTheServerCloses) {
                          false);
     absl::StatusOr<std::string> got =
         FourLetterWord(server.address(), "mntr", absl::Seconds(5));
-    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_OK(got);
     mntr = *got;
     EXPECT_EQ(server.received(), "mntr");
   }

@@ -111,6 +111,8 @@ absl::Status AcquisitionsStandingError(absl::string_view lock_name,
 absl::Status WatchdogRenewedError(absl::string_view lock_name);
 absl::Status WaitExpiredError(absl::string_view lock_name,
                               absl::Duration waited);
+// A wait for the lock ended by the caller's CancelToken: Cancelled.
+absl::Status WaitCancelledError(absl::string_view lock_name);
 
 // `status` (not OK) marked as `kind`, code and message kept: for a cause
 // that is also a loss, e.g. a LockLostEvent's reason.

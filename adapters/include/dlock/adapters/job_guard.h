@@ -9,8 +9,10 @@
 // '#' stays escaped so that run keys keep the names earlier versions gave
 // them. Each run takes a fresh random owner token, so the job may use any
 // threads.
-//  1. Try the run key once, with lease = lock_at_most_for and no watchdog:
-//     a node that crashes mid-job blocks the slot for at most that long.
+//  1. Try the run key, with lease = lock_at_most_for and no watchdog: a
+//     node that crashes mid-job blocks the slot for at most that long. A
+//     try that meets a failover (Unavailable) is tried again, with backoff,
+//     for up to JobOptions::ride_out.
 //     Refused: the key is either held by a running node (kSkippedRunning)
 //     or kept after a recent run (kSkippedRecentlyRan); Inspect() tells
 //     them apart (LockInfo::kept_after_release). That look comes after the
@@ -75,6 +77,11 @@ struct JobOptions {
   // by less than lock_at_least_for, and so computes this slot after it
   // ended here, finds it closed. InfinitePast: not used.
   absl::Time slot_ends = absl::InfinitePast();
+  // How long a run rides out a backend that is transiently unavailable (a
+  // failover under way) before it gives up with Unavailable: the job runs a
+  // little late rather than not at all on any node. Never past slot_ends.
+  // Zero: one try. A run lock held elsewhere is never waited for.
+  absl::Duration ride_out = absl::Seconds(10);
 };
 
 struct JobContext {

@@ -3,9 +3,11 @@
 // election, a PostgreSQL standby not yet promoted) makes the backend answer
 // Unavailable for a few seconds. A caller who asked to wait for a lock
 // expects the wait to cover that; a try, and every call on a hold, stay
-// fail-fast (C18, docs/semantics.md "Riding out a failover").
-#ifndef DLOCK_CORE_SRC_RIDE_OUT_H_
-#define DLOCK_CORE_SRC_RIDE_OUT_H_
+// fail-fast (C18, docs/semantics.md "Riding out a failover"). The core's
+// waiting acquire uses it; so does an adapter that retries a try of its own
+// (the job guard's ride_out).
+#ifndef DLOCK_RIDE_OUT_H_
+#define DLOCK_RIDE_OUT_H_
 
 #include <cstdint>
 #include <utility>
@@ -18,7 +20,7 @@
 #include "dlock/cancel.h"
 #include "dlock/clock.h"
 
-namespace dlock::internal {
+namespace dlock {
 
 // Transient: the backend could not be reached or could not serve now, and
 // may later (backend.h: Unavailable). A backend says "did not answer in
@@ -71,6 +73,6 @@ class RideOut {
   bool cancelled_ = false;
 };
 
-}  // namespace dlock::internal
+}  // namespace dlock
 
-#endif  // DLOCK_CORE_SRC_RIDE_OUT_H_
+#endif  // DLOCK_RIDE_OUT_H_
