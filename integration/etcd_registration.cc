@@ -5,7 +5,7 @@
 #include "etcd_server.h"
 #include "test_servers.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 SharedServer<EtcdServer> single("etcd", [] { return EtcdServer::Start(); });
@@ -54,4 +54,4 @@ const TestBackendRegistration registration(
      Entry("etcd_cluster", cluster, /*variant=*/true)});
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test

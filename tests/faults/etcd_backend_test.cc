@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "status_testing.h"
 
-namespace dlock::testing {
+namespace dlock::test {
 namespace {
 
 class EtcdBackendFaultTest : public ::testing::Test {
@@ -241,4 +241,4 @@ TEST_F(EtcdBackendFaultTest, ALeaderKilledUnderAHoldKeepsItAndTokensGrow) {
 }
 
 }  // namespace
-}  // namespace dlock::testing
+}  // namespace dlock::test
