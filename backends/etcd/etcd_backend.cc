@@ -13,6 +13,12 @@ namespace {
 
 int64_t NowUnixMillis() { return absl::ToUnixMillis(absl::Now()); }
 
+std::optional<std::string> LiveId(
+    const std::optional<ClientLiveness::Record>& record) {
+  if (!record.has_value()) return std::nullopt;
+  return record->id;
+}
+
 std::string RandomHex() {
   absl::BitGen gen;
   return absl::StrFormat("%016x", absl::Uniform<uint64_t>(gen));
@@ -54,6 +60,8 @@ EtcdBackend::EtcdBackend(BackendSettings settings,
       layout_(settings_.lock_namespace),
       client_(std::move(client)),
       hub_(clock_),
+      liveness_(*client_, hub_, clock_, settings_.liveness_id,
+                settings_.liveness_ttl, settings_.fallback_poll),
       write_id_prefix_(RandomHex()) {}
 
 EtcdBackend::~EtcdBackend() { Shutdown(); }
@@ -68,12 +76,13 @@ absl::Status EtcdBackend::Contended(absl::string_view name,
 void EtcdBackend::Shutdown() {
   if (watch_ != nullptr) watch_->Cancel();
   watch_.reset();
+  liveness_.Shutdown();
 }
 
 BackendTraits EtcdBackend::Traits() const {
   return BackendTraits{.fifo_waiting = false,
                        .holds_tied_to_session = false,
-                       .liveness_record = false,
+                       .liveness_record = true,
                        .holds_survive_restart = true,
                        .fencing = FencingStrength::kDurable,
                        .can_list = true,
@@ -117,10 +126,17 @@ absl::StatusOr<Grant> EtcdBackend::Acquire(const AcquireCall& call) {
                          [&] { return TryOnce(call, key, a); });
   if (a.spare.has_value()) RevokeQuietly(a.spare->id);
   if (!grant.ok()) return grant.status();
-  // The lease began at its grant (or keepalive), before this attempt.
+  // The lease began at its grant (or keepalive), before this attempt; the
+  // liveness record was confirmed then or at a keepalive since.
   grant->sent = std::min(grant->sent, a.sent);
+  grant->sent = std::min(grant->sent,
+                         liveness_.CountsFrom(a.live, grant->sent, call.lease));
   grant->record = std::move(a.record);
   return grant;
+}
+
+absl::Status EtcdBackend::RenewLiveness(absl::Duration ttl) {
+  return liveness_.Renew(ttl);
 }
 
 absl::Status EtcdBackend::ReadySpare(absl::Duration lease, Acquiring& a) {
@@ -145,21 +161,34 @@ absl::Status EtcdBackend::ReadySpare(absl::Duration lease, Acquiring& a) {
   return absl::OkStatus();
 }
 
+HoldValue EtcdBackend::FreshHold(
+    const AcquireCall& call,
+    const std::optional<ClientLiveness::Record>& live) {
+  HoldValue value{.holds = 1,
+                  .lease_ms = LeaseMillis(call.lease),
+                  .since_ms = NowUnixMillis(),
+                  .write_id = NewWriteId(),
+                  .owner = std::string(call.owner)};
+  AddLiveness(value, LiveId(live), /*fresh=*/true);
+  return value;
+}
+
 absl::StatusOr<Attempt> EtcdBackend::TryOnce(const AcquireCall& call,
                                              const std::string& key,
                                              Acquiring& a) {
-  // A second pass only after ending a stale hold of the same thread.
+  // Another pass only after ending a stale hold of the same thread, or a
+  // hold whose clients' liveness lapsed.
   for (int pass = 0;; ++pass) {
     if (absl::Status s = ReadySpare(call.lease, a); !s.ok()) return s;
-    const HoldValue value{.holds = 1,
-                          .lease_ms = LeaseMillis(call.lease),
-                          .since_ms = NowUnixMillis(),
-                          .write_id = NewWriteId(),
-                          .owner = std::string(call.owner)};
+    absl::StatusOr<std::optional<ClientLiveness::Record>> live =
+        liveness_.ForGrant();
+    if (!live.ok()) return live.status();
+    a.live = *std::move(live);
     // Idempotent: a retry that finds the key on our spare lease (unique to
     // this hold) knows that its first attempt created it.
     absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(
-        CreateIfAbsent(key, Encode(value), a.spare->id), {.idempotent = true});
+        CreateIfAbsent(key, Encode(FreshHold(call, a.live)), a.spare->id),
+        {.idempotent = true});
     if (!response.ok()) return response.status();
     const mvccpb::KeyValue* kv = ReadKey(*response);
     if (response->succeeded() ||
@@ -182,7 +211,16 @@ absl::StatusOr<Attempt> EtcdBackend::TryOnce(const AcquireCall& call,
       if (!left.ok()) return left.status();
       return Attempt{.holder_lease_left = *left};
     }
-    if (!held.has_value() || held->owner != call.owner) return Attempt{};
+    if (!held.has_value()) return Attempt{};
+    if (held->owner != call.owner) {
+      if (held->live.empty()) return Attempt{};
+      absl::StatusOr<bool> ended =
+          TakeOver(call, key, *kv, *held, response->header().revision());
+      if (!ended.ok()) return ended.status();
+      if (!*ended) return Attempt{};
+      if (pass < kRounds) continue;
+      return Attempt{.holder_lease_left = absl::ZeroDuration()};
+    }
     if (call.owner_kind == OwnerKind::kThread) {
       // A thread's holds are this client's alone, and the core believes
       // none here: this is a hold it gave up as lost (etcd restarted its
@@ -204,7 +242,7 @@ absl::StatusOr<Attempt> EtcdBackend::Reenter(const AcquireCall& call,
                                              Acquiring& a) {
   // The owner holds it through another client (C6): one hold more.
   absl::StatusOr<std::optional<Reentered>> reentered =
-      AddHold(call, key, kv, held, nullptr);
+      AddHold(call, key, kv, held, nullptr, a.live);
   if (!reentered.ok()) return reentered.status();
   if (!reentered->has_value()) {
     return Attempt{.holder_lease_left = absl::ZeroDuration()};
@@ -236,7 +274,8 @@ absl::StatusOr<absl::Duration> EtcdBackend::KeptLeft(const mvccpb::KeyValue& kv,
 
 absl::StatusOr<std::optional<EtcdBackend::Reentered>> EtcdBackend::AddHold(
     const AcquireCall& call, const std::string& key, const mvccpb::KeyValue& kv,
-    HoldValue value, const EtcdHold* record) {
+    HoldValue value, const EtcdHold* record,
+    const std::optional<ClientLiveness::Record>& live) {
   LeaseState lease;
   if (record != nullptr && record->lease().id == kv.lease()) {
     lease = record->lease();
@@ -248,6 +287,7 @@ absl::StatusOr<std::optional<EtcdBackend::Reentered>> EtcdBackend::AddHold(
   }
   value.holds += 1;
   value.lease_ms = std::max(value.lease_ms, LeaseMillis(call.lease));
+  AddLiveness(value, LiveId(live), /*fresh=*/false);
   if (call.lease > lease.ttl) {
     absl::StatusOr<std::optional<LeaseState>> moved =
         MoveToLongerLease(key, kv, value, call.lease);
@@ -271,6 +311,9 @@ absl::StatusOr<std::optional<EtcdBackend::Reentered>> EtcdBackend::AddHold(
 std::optional<absl::StatusOr<Grant>> EtcdBackend::ReenterKnown(
     const AcquireCall& call, const std::string& key, EtcdHold& record) {
   const MonoTime sent = Now();
+  absl::StatusOr<std::optional<ClientLiveness::Record>> live =
+      liveness_.ForGrant();
+  if (!live.ok()) return absl::StatusOr<Grant>(live.status());
   for (int round = 0; round < kRounds; ++round) {
     absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(key);
     if (!kv.ok()) return absl::StatusOr<Grant>(kv.status());
@@ -281,14 +324,14 @@ std::optional<absl::StatusOr<Grant>> EtcdBackend::ReenterKnown(
     std::optional<HoldValue> value = Decode((*kv)->value());
     if (!value.has_value() || value->owner != call.owner) return std::nullopt;
     absl::StatusOr<std::optional<Reentered>> reentered =
-        AddHold(call, key, **kv, *value, &record);
+        AddHold(call, key, **kv, *value, &record, *live);
     if (!reentered.ok()) return absl::StatusOr<Grant>(reentered.status());
     if (!reentered->has_value()) continue;
     record.Update((*reentered)->lease);
-    return absl::StatusOr<Grant>(
-        Grant{.fencing_token = static_cast<uint64_t>(record.create_revision()),
-              .hold_count = (*reentered)->holds,
-              .sent = sent});
+    return absl::StatusOr<Grant>(Grant{
+        .fencing_token = static_cast<uint64_t>(record.create_revision()),
+        .hold_count = (*reentered)->holds,
+        .sent = std::min(sent, liveness_.CountsFrom(*live, sent, call.lease))});
   }
   return absl::StatusOr<Grant>(Contended(call.name, "re-entry"));
 }

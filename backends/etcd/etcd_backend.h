@@ -20,6 +20,11 @@
 // Waiters wait on one watch per client over the namespace: a deletion (or
 // a lock kept after release) wakes the waiters of that name, and the
 // fallback poll bounds a lost event. Waiting is not FIFO.
+//
+// Holder liveness (etcd_liveness.h): a hold names the liveness keys of the
+// clients it is held through, and a waiter that finds them all gone deletes
+// it in one transaction guarded by its mod revision (TakeOver), whatever its
+// lease.
 #ifndef DLOCK_BACKENDS_ETCD_ETCD_BACKEND_H_
 #define DLOCK_BACKENDS_ETCD_ETCD_BACKEND_H_
 
@@ -35,6 +40,7 @@
 #include "etcd_client.h"
 #include "etcd_hold.h"
 #include "etcd_layout.h"
+#include "etcd_liveness.h"
 
 namespace dlock::etcd {
 
@@ -43,6 +49,9 @@ struct BackendSettings {
   std::string lock_namespace;
   absl::Duration fallback_poll;
   const Clock* clock;
+  // The core's (BackendConfig); liveness_ttl InfiniteDuration: off.
+  std::string liveness_id;
+  absl::Duration liveness_ttl = absl::InfiniteDuration();
 };
 
 class EtcdBackend : public Backend {
@@ -62,6 +71,7 @@ class EtcdBackend : public Backend {
   absl::Status ForceUnlock(absl::string_view name) override;
   absl::Status ForceUnlockIfToken(absl::string_view name,
                                   uint64_t fencing_token) override;
+  absl::Status RenewLiveness(absl::Duration ttl) override;
   // The database size in use that the member answering reports
   // (Maintenance.Status dbSizeInUse): bbolt pages, so it moves in steps.
   absl::StatusOr<ServerMemory> ServerMemoryUse() override;
@@ -81,6 +91,8 @@ class EtcdBackend : public Backend {
     std::shared_ptr<EtcdHold> record;
     MonoTime sent = MonoTime::InfiniteFuture();  // of the winning lease
     KeptSeen kept;
+    // The liveness record the winning attempt named.
+    std::optional<ClientLiveness::Record> live;
   };
   // The owner's hold after a re-entry.
   struct Reentered {
@@ -116,6 +128,15 @@ class EtcdBackend : public Backend {
   // etcd_backend.cc
   absl::StatusOr<Attempt> TryOnce(const AcquireCall& call,
                                   const std::string& key, Acquiring& a);
+  HoldValue FreshHold(const AcquireCall& call,
+                      const std::optional<ClientLiveness::Record>& live);
+  // The hold `kv` of another owner, read at `read_revision`: when the
+  // liveness keys of all the clients it names are gone, deletes it and
+  // answers true (also when it is over anyway). A waiter is woken when one
+  // of them goes.
+  absl::StatusOr<bool> TakeOver(const AcquireCall& call, const std::string& key,
+                                const mvccpb::KeyValue& kv,
+                                const HoldValue& held, int64_t read_revision);
   absl::Status ReadySpare(absl::Duration lease, Acquiring& a);
   // The owner holds `kv` through another client (C6): one hold more.
   absl::StatusOr<Attempt> Reenter(const AcquireCall& call,
@@ -127,12 +148,12 @@ class EtcdBackend : public Backend {
   absl::StatusOr<absl::Duration> KeptLeft(const mvccpb::KeyValue& kv,
                                           const HoldValue& value, Acquiring& a);
   // One more hold on `kv`, the owner's (C5): the count up by one, the lease
-  // at least call.lease. nullopt when the key changed meanwhile.
-  absl::StatusOr<std::optional<Reentered>> AddHold(const AcquireCall& call,
-                                                   const std::string& key,
-                                                   const mvccpb::KeyValue& kv,
-                                                   HoldValue value,
-                                                   const EtcdHold* record);
+  // at least call.lease, protected by `live` too. nullopt when the key
+  // changed meanwhile.
+  absl::StatusOr<std::optional<Reentered>> AddHold(
+      const AcquireCall& call, const std::string& key,
+      const mvccpb::KeyValue& kv, HoldValue value, const EtcdHold* record,
+      const std::optional<ClientLiveness::Record>& live);
   // Re-entry of the hold the core handed back; nullopt when that hold is
   // over (the acquisition is then a fresh one).
   std::optional<absl::StatusOr<Grant>> ReenterKnown(const AcquireCall& call,
@@ -151,8 +172,10 @@ class EtcdBackend : public Backend {
                                                      const EtcdHold* record);
   absl::StatusOr<bool> Keep(const ReleaseCall& call, const std::string& key,
                             const mvccpb::KeyValue& kv);
-  absl::StatusOr<LockInfo> Describe(absl::string_view name,
-                                    const mvccpb::KeyValue& kv);
+  // `live`: the liveness ids among those the hold names whose key exists.
+  absl::StatusOr<LockInfo> Describe(
+      absl::string_view name, const mvccpb::KeyValue& kv,
+      const absl::flat_hash_set<std::string>& live);
   // Revokes the lease of the lock's key (if it has `token`, when given).
   absl::Status RevokeHolder(absl::string_view name,
                             std::optional<uint64_t> token);
@@ -163,6 +186,7 @@ class EtcdBackend : public Backend {
   std::unique_ptr<Client> client_;
   WakeupHub hub_;
   std::unique_ptr<Watch> watch_;
+  ClientLiveness liveness_;
   const std::string write_id_prefix_;
   std::atomic<uint64_t> writes_{0};
 };

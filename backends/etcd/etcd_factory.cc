@@ -107,7 +107,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeEtcdBackend(
       BackendSettings{.client = std::move(client),
                       .lock_namespace = config.lock_namespace,
                       .fallback_poll = config.options.fallback_poll,
-                      .clock = &config.clock});
+                      .clock = &config.clock,
+                      .liveness_id = config.liveness_id,
+                      .liveness_ttl = config.options.liveness_ttl});
 }
 
 const bool kRegistered = RegisterBackend("etcd", &MakeEtcdBackend) &&

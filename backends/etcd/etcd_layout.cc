@@ -2,9 +2,11 @@
 
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -12,6 +14,8 @@ namespace dlock::etcd {
 namespace {
 
 constexpr absl::string_view kMagic = "dlock-etcd1";
+// The liveness field of a hold that its lease alone ends.
+constexpr absl::string_view kNoLiveness = "-";
 
 std::string EscapeNamespace(absl::string_view ns) {
   std::string out;
@@ -41,9 +45,27 @@ std::optional<absl::string_view> Layout::NameOf(absl::string_view key) const {
   return key;
 }
 
+std::string LivenessKey(absl::string_view liveness_id) {
+  return absl::StrCat(kLivenessPrefix, liveness_id);
+}
+
+void AddLiveness(HoldValue& value, const std::optional<std::string>& id,
+                 bool fresh) {
+  if (!id.has_value()) {
+    value.live.clear();
+  } else if (fresh) {
+    value.live = {*id};
+  } else if (!value.live.empty() && !absl::c_linear_search(value.live, *id)) {
+    value.live.push_back(*id);
+  }
+}
+
 std::string Encode(const HoldValue& value) {
-  return absl::StrCat(kMagic, " ", value.holds, " ", value.lease_ms, " ",
-                      value.since_ms, " ", value.write_id, "\n", value.owner);
+  return absl::StrCat(
+      kMagic, " ", value.holds, " ", value.lease_ms, " ", value.since_ms, " ",
+      value.write_id, " ",
+      value.live.empty() ? kNoLiveness : absl::StrJoin(value.live, ","), "\n",
+      value.owner);
 }
 
 std::optional<HoldValue> Decode(absl::string_view text) {
@@ -52,13 +74,16 @@ std::optional<HoldValue> Decode(absl::string_view text) {
   const std::vector<absl::string_view> fields =
       absl::StrSplit(text.substr(0, newline), ' ');
   HoldValue value;
-  if (fields.size() != 5 || fields[0] != kMagic ||
+  if (fields.size() != 6 || fields[0] != kMagic ||
       !absl::SimpleAtoi(fields[1], &value.holds) ||
       !absl::SimpleAtoi(fields[2], &value.lease_ms) ||
       !absl::SimpleAtoi(fields[3], &value.since_ms) || value.holds < 0) {
     return std::nullopt;
   }
   value.write_id = std::string(fields[4]);
+  if (fields[5] != kNoLiveness) {
+    value.live = absl::StrSplit(fields[5], ',', absl::SkipEmpty());
+  }
   value.owner = std::string(text.substr(newline + 1));
   return value;
 }

@@ -1,4 +1,6 @@
 // The calls on keys and leases that the etcd:// backend's operations share.
+#include "etcd_leases.h"
+
 #include "absl/strings/str_cat.h"
 #include "etcd_backend.h"
 #include "etcd_lease_keeper.h"
@@ -15,25 +17,35 @@ absl::StatusOr<std::optional<mvccpb::KeyValue>> EtcdBackend::Get(
   return response->kvs(0);
 }
 
-absl::StatusOr<LeaseState> EtcdBackend::GrantLease(absl::Duration lease) {
-  // etcd counts whole seconds: rounded up, the safe side (rules.h).
+absl::StatusOr<LeaseState> GrantLease(Client& client, const Clock& clock,
+                                      absl::Duration lease) {
   const absl::Duration ttl =
       absl::Ceil(absl::Milliseconds(LeaseMillis(lease)), absl::Seconds(1));
-  const MonoTime sent = Now();
+  const MonoTime sent = clock.Now();
   absl::StatusOr<etcdserverpb::LeaseGrantResponse> granted =
-      client_->LeaseGrant(ttl);
+      client.LeaseGrant(ttl);
   if (!granted.ok()) return granted.status();
   const absl::Duration given = absl::Seconds(granted->ttl());
   return LeaseState{
       .id = granted->id(), .ttl = given, .alive_until = sent + given};
 }
 
-absl::StatusOr<LeaseState> EtcdBackend::KeepAlive(int64_t lease) {
-  const MonoTime sent = Now();
-  absl::StatusOr<absl::Duration> ttl = client_->leases().KeepAliveOnce(
-      lease, absl::Now() + client_->options().call_timeout);
+absl::StatusOr<LeaseState> KeepLeaseAlive(Client& client, const Clock& clock,
+                                          int64_t lease, absl::Time deadline) {
+  const MonoTime sent = clock.Now();
+  absl::StatusOr<absl::Duration> ttl =
+      client.leases().KeepAliveOnce(lease, deadline);
   if (!ttl.ok()) return ttl.status();
   return LeaseState{.id = lease, .ttl = *ttl, .alive_until = sent + *ttl};
+}
+
+absl::StatusOr<LeaseState> EtcdBackend::GrantLease(absl::Duration lease) {
+  return etcd::GrantLease(*client_, clock_, lease);
+}
+
+absl::StatusOr<LeaseState> EtcdBackend::KeepAlive(int64_t lease) {
+  return KeepLeaseAlive(*client_, clock_, lease,
+                        absl::Now() + client_->options().call_timeout);
 }
 
 absl::StatusOr<LeaseState> EtcdBackend::LeaseOf(const mvccpb::KeyValue& kv) {

@@ -1,6 +1,7 @@
 // The etcd:// backend's release, introspection and force unlock.
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "etcd_backend.h"
 
@@ -93,8 +94,9 @@ absl::StatusOr<bool> EtcdBackend::Keep(const ReleaseCall& call,
   return true;
 }
 
-absl::StatusOr<LockInfo> EtcdBackend::Describe(absl::string_view name,
-                                               const mvccpb::KeyValue& kv) {
+absl::StatusOr<LockInfo> EtcdBackend::Describe(
+    absl::string_view name, const mvccpb::KeyValue& kv,
+    const absl::flat_hash_set<std::string>& live) {
   LockInfo info;
   info.name = std::string(name);
   absl::StatusOr<etcdserverpb::LeaseTimeToLiveResponse> ttl =
@@ -110,6 +112,11 @@ absl::StatusOr<LockInfo> EtcdBackend::Describe(absl::string_view name,
     info.since = absl::FromUnixMillis(value->since_ms);
     info.kept_after_release = value->kept();
     most = std::min(most, absl::Milliseconds(value->lease_ms));
+    if (!value->live.empty()) {
+      info.holder_live = absl::c_any_of(
+          value->live,
+          [&](const std::string& id) { return live.contains(id); });
+    }
   }
   // etcd tells whole seconds left, truncated: the middle of that second,
   // and never more than the lease (or keep) asked.
@@ -126,7 +133,11 @@ absl::StatusOr<LockInfo> EtcdBackend::Inspect(absl::string_view name) {
     info.name = std::string(name);
     return info;
   }
-  return Describe(name, **kv);
+  std::optional<HoldValue> value = Decode((*kv)->value());
+  absl::StatusOr<absl::flat_hash_set<std::string>> live = liveness_.LiveAmong(
+      value.has_value() ? value->live : std::vector<std::string>{});
+  if (!live.ok()) return live.status();
+  return Describe(name, **kv, *live);
 }
 
 absl::StatusOr<std::vector<LockInfo>> EtcdBackend::List(
@@ -137,11 +148,21 @@ absl::StatusOr<std::vector<LockInfo>> EtcdBackend::List(
   range.set_range_end(PrefixEnd(from));
   absl::StatusOr<etcdserverpb::RangeResponse> response = client_->Range(range);
   if (!response.ok()) return response.status();
+  // The liveness of every holder, in one read.
+  std::vector<std::string> ids;
+  for (const mvccpb::KeyValue& kv : response->kvs()) {
+    if (std::optional<HoldValue> value = Decode(kv.value())) {
+      ids.insert(ids.end(), value->live.begin(), value->live.end());
+    }
+  }
+  absl::StatusOr<absl::flat_hash_set<std::string>> live =
+      liveness_.LiveAmong(ids);
+  if (!live.ok()) return live.status();
   std::vector<LockInfo> out;
   for (const mvccpb::KeyValue& kv : response->kvs()) {
     std::optional<absl::string_view> name = layout_.NameOf(kv.key());
     if (!name.has_value()) continue;
-    absl::StatusOr<LockInfo> info = Describe(*name, kv);
+    absl::StatusOr<LockInfo> info = Describe(*name, kv, *live);
     if (!info.ok()) return info.status();
     if (info->locked) out.push_back(*std::move(info));
   }
@@ -155,6 +176,56 @@ absl::Status EtcdBackend::ForceUnlock(absl::string_view name) {
 absl::Status EtcdBackend::ForceUnlockIfToken(absl::string_view name,
                                              uint64_t fencing_token) {
   return RevokeHolder(name, fencing_token);
+}
+
+absl::StatusOr<bool> EtcdBackend::TakeOver(const AcquireCall& call,
+                                           const std::string& key,
+                                           const mvccpb::KeyValue& kv,
+                                           const HoldValue& held,
+                                           int64_t read_revision) {
+  const absl::string_view name = call.name;
+  // Before the look: a deletion after the read wakes a waiter.
+  if (Now() < call.deadline) {
+    liveness_.WakeWhenGone(name, held.live, read_revision + 1);
+  }
+  // Seen live lately, and the watch told no deletion since.
+  if (liveness_.KnownLive(held.live)) return false;
+  // Exact: a sharer's re-entry since the read (which names its own live
+  // key) changes the mod revision, and so does a retry's first attempt.
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::Compare& same = *txn.add_compare();
+  same.set_key(key);
+  same.set_target(etcdserverpb::Compare::MOD);
+  same.set_result(etcdserverpb::Compare::EQUAL);
+  same.set_mod_revision(kv.mod_revision());
+  for (const std::string& id : held.live) {
+    *txn.add_compare() =
+        CompareCreateRevision(LivenessKey(id), etcdserverpb::Compare::EQUAL, 0);
+  }
+  *txn.add_success() = DeleteOp(key);
+  *txn.add_failure() = RangeOp(key);
+  absl::StatusOr<etcdserverpb::TxnResponse> response =
+      client_->Txn(txn, {.idempotent = true});
+  if (!response.ok()) return response.status();
+  if (!response->succeeded()) {
+    const mvccpb::KeyValue* now = ReadKey(*response);
+    // That very write of the hold: a client it names is live.
+    if (now != nullptr && now->mod_revision() == kv.mod_revision()) {
+      liveness_.SawLive(held.live);
+      return false;
+    }
+    // Changed or over since the read (a release, a sharer's re-entry,
+    // another waiter's takeover, or this call's first attempt, whose reply
+    // was lost): look again. Whoever ended it revoked its lease.
+    return true;
+  }
+  // Every key it names is gone: no deletion is left to wake anyone.
+  liveness_.Unwatch(name, held.live);
+  // The lease carried this generation of the key alone: the holder's
+  // renewals fail from now on (it was told lost at its liveness deadline).
+  RevokeQuietly(kv.lease());
+  hub_.Notify(name);
+  return true;
 }
 
 absl::Status EtcdBackend::RevokeHolder(absl::string_view name,

@@ -122,6 +122,9 @@ Watch::StreamEnd Watch::RunStream(size_t i, absl::Status& final_status) {
   create.set_key(spec_.key);
   create.set_range_end(spec_.range_end);
   create.set_prev_kv(spec_.prev_kv);
+  if (spec_.deletes_only) {
+    create.add_filters(etcdserverpb::WatchCreateRequest::NOPUT);
+  }
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_) return StreamEnd::kRetry;

@@ -6,16 +6,21 @@
 //   - an acquisition whose reply was lost is retried on another member and
 //     applied once, and reported as granted when it committed (Jepsen's
 //     jetcd analysis, 2024);
-//   - a waiter whose watch missed the release wakes at its fallback re-check.
+//   - a waiter whose watch missed the release wakes at its fallback re-check;
+//   - holder liveness: a client's lapsed liveness key is never named again,
+//     a waiter whose watch missed its deletion takes the hold over at its
+//     fallback re-check, and a closed client leaves no key behind.
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "dlock/backend/forwarding_backend.h"
 #include "dlock/dlock.h"
 #include "etcd_server.h"
+#include "fault_backend.h"
 #include "fault_proxy.h"
 #include "gtest/gtest.h"
 #include "status_testing.h"
@@ -49,6 +54,19 @@ class EtcdBackendFaultTest : public ::testing::Test {
     return absl::StrCat("etcd://127.0.0.1:", proxy.port(), ",", members[1], ",",
                         members[2], "?namespace=", ns_,
                         "&operation_timeout=500ms");
+  }
+
+  // How many clients' liveness keys exist now.
+  static int LivenessKeys() {
+    absl::StatusOr<std::string> keys =
+        server_->Etcdctl({"get", "--prefix", "/dlock/%live/", "--keys-only"});
+    if (!keys.ok()) {
+      ADD_FAILURE() << keys.status();
+      return -1;
+    }
+    const std::vector<absl::string_view> lines =
+        absl::StrSplit(*keys, '\n', absl::SkipEmpty());
+    return static_cast<int>(lines.size());
   }
 
   static inline EtcdServer* server_ = nullptr;
@@ -238,6 +256,126 @@ TEST_F(EtcdBackendFaultTest, ALeaderKilledUnderAHoldKeepsItAndTokensGrow) {
   EXPECT_GT(next.fencing_token(), token);
   EXPECT_OK(next.Release());
   EXPECT_OK(server_->StartMember(leader));
+}
+
+// Holder liveness (etcd_liveness.h). A client whose liveness key lapsed
+// (its heartbeats stopped reaching etcd) begins another for its next hold:
+// the old one is never named again, so its holds stay free to take over
+// while its new ones are protected. Inspect and List say which is which.
+TEST_F(EtcdBackendFaultTest, ALapsedLivenessKeyIsNeverNamedAgain) {
+  constexpr absl::Duration kTtl = absl::Seconds(1);
+  auto faults = std::make_shared<FaultPlan>();
+  ClientOptions options;
+  options.liveness_ttl = kTtl;
+  options.backend_decorator = faults->Decorator();
+  ASSERT_OK_AND_ASSIGN(auto client, Connect(Uri(), options));
+  ASSERT_OK_AND_ASSIGN(auto other, Connect(Uri()));
+  ASSERT_OK_AND_ASSIGN(auto old_lock, client->GetLock("old"));
+  ASSERT_OK_AND_ASSIGN(Hold old_hold,
+                       old_lock->Acquire({.lease = absl::Minutes(10)}));
+
+  // Its heartbeats stop reaching etcd, and so does the release the core
+  // sends of a hold it tells lost: the hold stays, its client's key goes.
+  faults->Set(FaultPlan::kLiveness, {.fail_before = true});
+  faults->Set(FaultPlan::kRelease, {.fail_before = true});
+  ASSERT_OK(test::WaitUntil(
+      [&] {
+        absl::StatusOr<LockInfo> info = other->Admin().Inspect("old");
+        return info.ok() && info->holder_live == std::optional<bool>(false);
+      },
+      absl::Seconds(10), "the liveness key to lapse"));
+  EXPECT_EQ(old_hold.state(), LockState::kLost);
+  faults->Clear(FaultPlan::kLiveness);
+
+  ASSERT_OK_AND_ASSIGN(auto new_lock, client->GetLock("new"));
+  ASSERT_OK_AND_ASSIGN(Hold new_hold,
+                       new_lock->Acquire({.lease = absl::Minutes(10)}));
+  ASSERT_OK_AND_ASSIGN(std::vector<LockInfo> listed, other->Admin().List(""));
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].name, "new");
+  EXPECT_EQ(listed[0].holder_live, std::optional<bool>(true));
+  EXPECT_EQ(listed[1].name, "old");
+  EXPECT_EQ(listed[1].holder_live, std::optional<bool>(false));
+
+  // The old hold is taken over at once, the new one is not.
+  ASSERT_OK_AND_ASSIGN(auto old_wanted, other->GetLock("old"));
+  ASSERT_OK_AND_ASSIGN(Hold taken, old_wanted->TryAcquire());
+  EXPECT_GT(taken.fencing_token(), old_hold.fencing_token());
+  ASSERT_OK_AND_ASSIGN(auto new_wanted, other->GetLock("new"));
+  EXPECT_EQ(new_wanted->TryAcquire().status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(new_hold.state(), LockState::kHeld);
+  faults->Clear(FaultPlan::kRelease);
+  EXPECT_OK(new_hold.Release());
+  EXPECT_OK(taken.Release());
+}
+
+// The liveness twin of AWaiterWhoseWatchMissedTheReleaseWakesAtItsPoll: the
+// deletion of the holder's liveness key never reaches the waiter's watch,
+// and the waiter takes the hold over at its next fallback look, though it
+// saw the holder live before (it trusts that only until then).
+TEST_F(EtcdBackendFaultTest, AWaiterWhoseWatchMissedALapseTakesOverAtItsPoll) {
+  constexpr absl::Duration kTtl = absl::Seconds(1);
+  constexpr absl::Duration kPoll = absl::Seconds(2);
+  FaultProxy proxy;
+  ASSERT_OK(proxy.Start("127.0.0.1", server_->client_port(0)));
+  auto faults = std::make_shared<FaultPlan>();
+  ClientOptions holder_options;
+  holder_options.liveness_ttl = kTtl;
+  holder_options.backend_decorator = faults->Decorator();
+  ASSERT_OK_AND_ASSIGN(auto holder_client, Connect(Uri(), holder_options));
+  ClientOptions waiter_options;
+  waiter_options.fallback_poll = kPoll;
+  ASSERT_OK_AND_ASSIGN(auto waiter_client,
+                       Connect(UriThrough(proxy), waiter_options));
+  ASSERT_OK_AND_ASSIGN(auto held, holder_client->GetLock("lapsed"));
+  ASSERT_OK_AND_ASSIGN(auto wanted, waiter_client->GetLock("lapsed"));
+  ASSERT_OK_AND_ASSIGN(Hold holder,
+                       held->Acquire({.lease = absl::Minutes(10)}));
+
+  Waiter waiter;
+  StartWaiter(*wanted, waiter);
+  absl::SleepFor(absl::Milliseconds(500));
+  // The waiter's watches are on the first member: held there for good.
+  proxy.SetFault(Direction::kReplies, Fault::Stall());
+  // The holder's heartbeats stop reaching etcd, and so does the release
+  // its core sends once it tells the hold lost: only a takeover frees it.
+  faults->Set(FaultPlan::kLiveness, {.fail_before = true});
+  faults->Set(FaultPlan::kRelease, {.fail_before = true});
+  const absl::Time stopped = absl::Now();
+  waiter.thread.join();
+
+  ASSERT_OK(waiter.hold);
+  EXPECT_EQ(holder.state(), LockState::kLost);
+  EXPECT_GT(waiter.hold->fencing_token(), holder.fencing_token());
+  // The TTL and etcd's expiry (half a second late at most), a fallback
+  // poll, the lost attempt on the first member (500ms) and a few round
+  // trips; not the ten-minute lease nor the 20 s wait.
+  EXPECT_LE(waiter.done - stopped, kTtl + kPoll + absl::Seconds(3));
+  EXPECT_OK(waiter.hold->Release());
+  proxy.SetFault(Direction::kReplies, Fault::Pass(), Held::kDiscard);
+  faults->Clear(FaultPlan::kRelease);
+}
+
+// A client keeps one liveness key while it holds, none with liveness off,
+// and revokes its key when it closes, rather than leaving it for its TTL.
+TEST_F(EtcdBackendFaultTest, AClosedClientLeavesNoLivenessKey) {
+  const int before = LivenessKeys();
+  ClientOptions off;
+  off.liveness_ttl = absl::InfiniteDuration();
+  ASSERT_OK_AND_ASSIGN(auto unlive, Connect(Uri(), off));
+  ASSERT_OK_AND_ASSIGN(Hold lease_only, (*unlive->GetLock("a"))->Acquire());
+  EXPECT_EQ(LivenessKeys(), before);
+  ASSERT_OK_AND_ASSIGN(LockInfo info, unlive->Admin().Inspect("a"));
+  EXPECT_EQ(info.holder_live, std::nullopt);  // its lease alone ends it
+  EXPECT_OK(lease_only.Release());
+
+  ASSERT_OK_AND_ASSIGN(auto client, Connect(Uri()));
+  ASSERT_OK_AND_ASSIGN(Hold first, (*client->GetLock("a"))->Acquire());
+  ASSERT_OK_AND_ASSIGN(Hold second, (*client->GetLock("b"))->Acquire());
+  EXPECT_EQ(LivenessKeys(), before + 1);
+  ASSERT_OK(client->Close());
+  EXPECT_EQ(LivenessKeys(), before);
 }
 
 }  // namespace

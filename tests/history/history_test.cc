@@ -537,6 +537,7 @@ std::vector<Case> Cases() {
   std::vector<S> etcd = common;
   etcd.insert(etcd.end(),
               {S::kServerKilledAndRestarted, S::kRestartWhileReleasing});
+  etcd.insert(etcd.end(), liveness.begin(), liveness.end());
   add("etcd", etcd);
   std::vector<S> pg = common;
   pg.insert(pg.end(),
