@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dlock/backend/backend.h"
+#include "dlock/backend/options.h"
 #include "etcd_backend.h"
 
 namespace dlock::etcd {
@@ -38,31 +39,19 @@ absl::Status TakeEndpoints(const Uri& uri, ClientOptions& options) {
   return absl::OkStatus();
 }
 
-// TLS when the scheme says so or any tls_* option is given; the same option
-// names as rediss://.
+// TLS when the scheme says so or any tls_* option is given; the options of
+// rediss:// (dlock/backend/options.h), but for tls_insecure_skip_verify:
+// gRPC always checks the server.
 absl::Status TakeTls(const Uri& uri, UriParams& params,
                      ClientOptions& options) {
-  const std::pair<const char*, std::string*> files[] = {
-      {"tls_ca", &options.tls_ca},
-      {"tls_cert", &options.tls_cert},
-      {"tls_key", &options.tls_key},
-      {"tls_server_name", &options.tls_server_name}};
-  options.tls = uri.scheme == "etcds";
-  for (const auto& [key, field] : files) {
-    std::optional<std::string> value = params.TakeString(key);
-    if (!value.has_value()) continue;
-    if (value->empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(key, " is empty; leave it out instead"));
-    }
-    *field = *std::move(value);
-    options.tls = true;
-  }
-  if (options.tls_cert.empty() != options.tls_key.empty()) {
-    return absl::InvalidArgumentError(
-        "tls_cert and tls_key come together: a client certificate and its "
-        "key");
-  }
+  absl::StatusOr<TlsUriOptions> given =
+      TakeTlsOptions(params, /*with_insecure_skip_verify=*/false);
+  if (!given.ok()) return given.status();
+  options.tls = uri.scheme == "etcds" || !given->first_given.empty();
+  options.tls_ca = given->ca_file;
+  options.tls_cert = given->cert_file;
+  options.tls_key = given->key_file;
+  options.tls_server_name = given->server_name;
   return absl::OkStatus();
 }
 
