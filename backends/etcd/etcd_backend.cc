@@ -126,13 +126,32 @@ absl::StatusOr<Grant> EtcdBackend::Acquire(const AcquireCall& call) {
                          [&] { return TryOnce(call, key, a); });
   if (a.spare.has_value()) RevokeQuietly(a.spare->id);
   if (!grant.ok()) return grant.status();
-  // The lease began at its grant (or keepalive), before this attempt; the
-  // liveness record was confirmed then or at a keepalive since.
-  grant->sent = std::min(grant->sent, a.sent);
-  grant->sent = std::min(grant->sent,
-                         liveness_.CountsFrom(a.live, grant->sent, call.lease));
+  // The core counts the hold's lease and this client's liveness from
+  // Grant::sent: the attempt's sending, if both were kept alive since (a
+  // waiter's were last kept alive before its wait); else from when they
+  // last were.
+  const absl::Duration slack = Slack(call.lease);
+  grant->sent = std::min({grant->sent,
+                          HoldCountsFrom(*a.record, a.sent, grant->sent, slack),
+                          liveness_.CountsFrom(a.live, grant->sent, slack)});
   grant->record = std::move(a.record);
   return grant;
+}
+
+absl::Duration EtcdBackend::Slack(absl::Duration lease) const {
+  // Amortized: a client granting holds back to back sends one keepalive
+  // per tenth, and its holds are believed at most a tenth shorter.
+  return std::min(lease, settings_.liveness_ttl) / 10;
+}
+
+MonoTime EtcdBackend::HoldCountsFrom(EtcdHold& record, MonoTime confirmed,
+                                     MonoTime sent, absl::Duration slack) {
+  if (confirmed >= sent - slack) return confirmed;
+  // Sent after the grant: the lease outlives `sent` plus its TTL.
+  absl::StatusOr<LeaseState> kept = KeepAlive(record.lease().id);
+  if (!kept.ok()) return confirmed;
+  record.Update(*kept);
+  return sent;
 }
 
 absl::Status EtcdBackend::RenewLiveness(absl::Duration ttl) {
@@ -328,10 +347,11 @@ std::optional<absl::StatusOr<Grant>> EtcdBackend::ReenterKnown(
     if (!reentered.ok()) return absl::StatusOr<Grant>(reentered.status());
     if (!reentered->has_value()) continue;
     record.Update((*reentered)->lease);
-    return absl::StatusOr<Grant>(Grant{
-        .fencing_token = static_cast<uint64_t>(record.create_revision()),
-        .hold_count = (*reentered)->holds,
-        .sent = std::min(sent, liveness_.CountsFrom(*live, sent, call.lease))});
+    return absl::StatusOr<Grant>(
+        Grant{.fencing_token = static_cast<uint64_t>(record.create_revision()),
+              .hold_count = (*reentered)->holds,
+              .sent = std::min(
+                  sent, liveness_.CountsFrom(*live, sent, Slack(call.lease)))});
   }
   return absl::StatusOr<Grant>(Contended(call.name, "re-entry"));
 }

@@ -128,6 +128,13 @@ class EtcdBackend : public Backend {
   // etcd_backend.cc
   absl::StatusOr<Attempt> TryOnce(const AcquireCall& call,
                                   const std::string& key, Acquiring& a);
+  // How much older than a grant the confirmations it counts from may be
+  // before a keepalive is sent after it (Acquire).
+  absl::Duration Slack(absl::Duration lease) const;
+  // From when the core may count a fresh hold on `record`'s lease, last
+  // confirmed at `confirmed`, granted by an attempt sent at `sent`.
+  MonoTime HoldCountsFrom(EtcdHold& record, MonoTime confirmed, MonoTime sent,
+                          absl::Duration slack);
   HoldValue FreshHold(const AcquireCall& call,
                       const std::optional<ClientLiveness::Record>& live);
   // The hold `kv` of another owner, read at `read_revision`: when the

@@ -98,22 +98,19 @@ absl::StatusOr<MonoTime> ClientLiveness::KeepAlive(const Current& current,
 }
 
 MonoTime ClientLiveness::CountsFrom(const std::optional<Record>& record,
-                                    MonoTime hold_sent, absl::Duration lease) {
+                                    MonoTime sent, absl::Duration slack) {
   if (!record.has_value()) return MonoTime::InfiniteFuture();
-  // Amortized: a client granting holds back to back sends one keepalive
-  // per tenth, and its holds are believed at most a tenth shorter.
-  const absl::Duration slack = std::min(ttl_, lease) / 10;
-  if (record->confirmed >= hold_sent - slack) return record->confirmed;
+  if (record->confirmed >= sent - slack) return record->confirmed;
   std::optional<Current> current;
   {
     absl::MutexLock lock(&mu_);
     if (current_.has_value() && current_->id == record->id) current = current_;
   }
   if (!current.has_value()) return record->confirmed;
-  // Sent after the grant: the key outlives hold_sent plus the TTL.
+  // Sent after the grant: the key outlives `sent` plus the TTL.
   absl::StatusOr<MonoTime> kept =
       KeepAlive(*current, client_.options().attempt_timeout);
-  return kept.ok() ? hold_sent : record->confirmed;
+  return kept.ok() ? sent : record->confirmed;
 }
 
 absl::Status ClientLiveness::Renew(absl::Duration ttl) {

@@ -58,14 +58,13 @@ class ClientLiveness {
   // its TTL has gone since it was confirmed, begun when there is none.
   // nullopt when liveness is off.
   absl::StatusOr<std::optional<Record>> ForGrant() ABSL_LOCKS_EXCLUDED(mu_);
-  // After a grant that named `record`, of a hold of `lease` counted from
-  // `hold_sent`: from when the core may count the grant as a refresh of the
-  // record (Grant::sent, Backend::RenewLiveness); the earlier of the two
-  // bounds the hold. A keepalive sent now counts from `hold_sent`: one is
-  // sent when the record was confirmed more than a tenth of the lease (or
-  // of the TTL) before `hold_sent`. InfiniteFuture when liveness is off.
-  MonoTime CountsFrom(const std::optional<Record>& record, MonoTime hold_sent,
-                      absl::Duration lease) ABSL_LOCKS_EXCLUDED(mu_);
+  // After a grant sent at `sent` that named `record`: from when the core
+  // may count the grant as a refresh of the record (Grant::sent,
+  // Backend::RenewLiveness). A keepalive sent now counts from `sent`: one
+  // is sent when the record was confirmed more than `slack` before it.
+  // InfiniteFuture when liveness is off.
+  MonoTime CountsFrom(const std::optional<Record>& record, MonoTime sent,
+                      absl::Duration slack) ABSL_LOCKS_EXCLUDED(mu_);
   // Backend::RenewLiveness: a keepalive of the record's lease.
   absl::Status Renew(absl::Duration ttl) ABSL_LOCKS_EXCLUDED(mu_);
 

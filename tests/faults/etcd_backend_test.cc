@@ -357,6 +357,37 @@ TEST_F(EtcdBackendFaultTest, AWaiterWhoseWatchMissedALapseTakesOverAtItsPoll) {
   faults->Clear(FaultPlan::kRelease);
 }
 
+// A waiter that waited longer than its own liveness TTL for a dead holder:
+// the grant counts from when it was sent, not from when the waiter's lease
+// or liveness key were last kept alive before its wait, so the core
+// believes what it got (`dlock run --wait 30s` after a killed `dlock run
+// --lease 10m` was told "the reply took 2.2 s, past the hold's deadline").
+TEST_F(EtcdBackendFaultTest, AWaiterThatWaitedPastItsTtlHoldsWhatItGets) {
+  auto faults = std::make_shared<FaultPlan>();
+  ClientOptions holder_options;
+  holder_options.liveness_ttl = absl::Seconds(2);
+  holder_options.backend_decorator = faults->Decorator();
+  ASSERT_OK_AND_ASSIGN(auto holder_client, Connect(Uri(), holder_options));
+  ClientOptions waiter_options;
+  waiter_options.liveness_ttl = absl::Seconds(1);
+  ASSERT_OK_AND_ASSIGN(auto waiter_client, Connect(Uri(), waiter_options));
+  ASSERT_OK_AND_ASSIGN(auto held, holder_client->GetLock("waited"));
+  ASSERT_OK_AND_ASSIGN(auto wanted, waiter_client->GetLock("waited"));
+  ASSERT_OK_AND_ASSIGN(Hold holder,
+                       held->Acquire({.lease = absl::Minutes(10)}));
+  // The holder dies: no heartbeat, no release reaches etcd.
+  faults->Set(FaultPlan::kLiveness, {.fail_before = true});
+  faults->Set(FaultPlan::kRelease, {.fail_before = true});
+  const absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(Hold taken,  // a 30 s watchdog lease
+                       wanted->Acquire({.wait = absl::Seconds(20)}));
+  EXPECT_GT(absl::Now() - start, absl::Seconds(1)) << "no wait past the TTL";
+  EXPECT_EQ(taken.state(), LockState::kHeld);
+  EXPECT_GT(taken.fencing_token(), holder.fencing_token());
+  EXPECT_OK(taken.Release());
+  faults->Clear(FaultPlan::kRelease);
+}
+
 // A client keeps one liveness key while it holds, none with liveness off,
 // and revokes its key when it closes, rather than leaving it for its TTL.
 TEST_F(EtcdBackendFaultTest, AClosedClientLeavesNoLivenessKey) {
