@@ -20,6 +20,7 @@
 #include "dlock/backend/forwarding_backend.h"
 #include "dlock/dlock.h"
 #include "etcd_server.h"
+#include "etcd_server_suite.h"
 #include "fault_backend.h"
 #include "fault_proxy.h"
 #include "gtest/gtest.h"
@@ -28,20 +29,13 @@
 namespace dlock::test {
 namespace {
 
-class EtcdBackendFaultTest : public ::testing::Test {
+class EtcdBackendFaultTest : public EtcdServerSuite<EtcdBackendFaultTest> {
+ public:
+  static EtcdServer::Options ServerOptions() { return {.members = 3}; }
+
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> server =
-        EtcdServer::Start({.members = 3});
-    ASSERT_OK(server);
-    server_ = server->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr) << "etcd did not start";
+    EtcdServerSuite::SetUp();
     ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   }
 
@@ -69,7 +63,6 @@ class EtcdBackendFaultTest : public ::testing::Test {
     return static_cast<int>(lines.size());
   }
 
-  static inline EtcdServer* server_ = nullptr;
   std::string ns_;
 };
 

@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "etcd_server.h"
+#include "etcd_server_suite.h"
 #include "gtest/gtest.h"
 #include "history_run.h"
 #include "status_testing.h"
@@ -41,19 +41,11 @@ int Repeats() {
   return p != nullptr && std::string(p) == "long" ? 5 : 2;
 }
 
-class EtcdHistory : public ::testing::Test {
+class EtcdHistory : public EtcdServerSuite<EtcdHistory> {
+ public:
+  static EtcdServer::Options ServerOptions() { return {.members = 3}; }
+
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> server =
-        EtcdServer::Start({.members = 3});
-    ASSERT_OK(server);
-    server_ = server->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(server_, nullptr) << "etcd did not start"; }
   void TearDown() override {
     // The next scenario starts from a whole cluster.
     ASSERT_OK(server_->StartAll());
@@ -89,8 +81,6 @@ class EtcdHistory : public ::testing::Test {
     if (!leader.ok()) return leader.status();
     return (*leader + 1) % server_->size();
   }
-
-  static inline EtcdServer* server_ = nullptr;
 };
 
 // What every scenario must show once its faults healed. `paused`: a worker
@@ -107,11 +97,8 @@ void ExpectSafe(const HistoryReport& report, bool paused = false) {
     EXPECT_EQ(report.lost_updates, 0) << report.Summary();
   }
   EXPECT_TRUE(report.exit_problems.empty()) << report.Summary();
-  for (size_t i = 0; i < report.grants_after_heal.size(); ++i) {
-    EXPECT_NE(report.grants_after_heal[i], 0)
-        << "worker " << i
-        << " never got the lock after the fault: " << report.Summary();
-  }
+  EXPECT_TRUE(report.AllBackAfterHeal())
+      << "a worker never got the lock after the fault: " << report.Summary();
   EXPECT_LT(report.all_granted_after_heal_ns,
             absl::ToInt64Nanoseconds(kAllGrantedBound))
       << report.Summary();
