@@ -13,7 +13,7 @@ import re
 import sys
 
 BACKENDS = ["redis", "redis_aof", "zookeeper", "postgres_lease",
-            "postgres_session"]
+            "postgres_session", "etcd", "etcd_cluster"]
 LINE = re.compile(r"HISTORY (\S+) (\S+): (.*)")
 
 

@@ -67,7 +67,8 @@ absl::StatusOr<etcdserverpb::RangeResponse> Client::Range(
        .retry_maybe_applied = true,
        .read_only = true},
       [&](size_t i, grpc::ClientContext& context, auto* response) {
-        return endpoints_->kv(i).Range(&context, request, response);
+        return endpoints_->connection(i)->kv->Range(&context, request,
+                                                    response);
       });
 }
 
@@ -76,7 +77,7 @@ absl::StatusOr<etcdserverpb::TxnResponse> Client::Txn(
   return Unary<etcdserverpb::TxnResponse>(
       *endpoints_, WriteSpec("Txn", call),
       [&](size_t i, grpc::ClientContext& context, auto* response) {
-        return endpoints_->kv(i).Txn(&context, request, response);
+        return endpoints_->connection(i)->kv->Txn(&context, request, response);
       });
 }
 
@@ -85,7 +86,7 @@ absl::StatusOr<etcdserverpb::PutResponse> Client::Put(
   return Unary<etcdserverpb::PutResponse>(
       *endpoints_, WriteSpec("Put", call),
       [&](size_t i, grpc::ClientContext& context, auto* response) {
-        return endpoints_->kv(i).Put(&context, request, response);
+        return endpoints_->connection(i)->kv->Put(&context, request, response);
       });
 }
 
@@ -94,7 +95,8 @@ absl::StatusOr<etcdserverpb::DeleteRangeResponse> Client::DeleteRange(
   return Unary<etcdserverpb::DeleteRangeResponse>(
       *endpoints_, WriteSpec("DeleteRange", call),
       [&](size_t i, grpc::ClientContext& context, auto* response) {
-        return endpoints_->kv(i).DeleteRange(&context, request, response);
+        return endpoints_->connection(i)->kv->DeleteRange(&context, request,
+                                                          response);
       });
 }
 
@@ -113,7 +115,8 @@ absl::StatusOr<etcdserverpb::LeaseGrantResponse> Client::LeaseGrant(
            .deadline = Deadline(call),
            .retry_maybe_applied = true},
           [&](size_t i, grpc::ClientContext& context, auto* response) {
-            return endpoints_->lease(i).LeaseGrant(&context, request, response);
+            return endpoints_->connection(i)->lease->LeaseGrant(
+                &context, request, response);
           });
   if (!response.ok()) return response.status();
   if (!response->error().empty()) {
@@ -128,15 +131,16 @@ absl::Status Client::LeaseRevoke(int64_t lease, CallOptions call) {
   request.set_id(lease);
   etcdserverpb::LeaseRevokeResponse response;
   int attempts = 0;
-  const absl::Status status = RunCall(
-      *endpoints_,
-      {.method = "LeaseRevoke",
-       .deadline = Deadline(call),
-       .retry_maybe_applied = true},
-      [&](size_t i, grpc::ClientContext& context) {
-        ++attempts;
-        return endpoints_->lease(i).LeaseRevoke(&context, request, &response);
-      });
+  const absl::Status status =
+      RunCall(*endpoints_,
+              {.method = "LeaseRevoke",
+               .deadline = Deadline(call),
+               .retry_maybe_applied = true},
+              [&](size_t i, grpc::ClientContext& context) {
+                ++attempts;
+                return endpoints_->connection(i)->lease->LeaseRevoke(
+                    &context, request, &response);
+              });
   // A retry that finds the lease gone: an earlier attempt revoked it, or it
   // expired; gone either way.
   if (absl::IsNotFound(status) && attempts > 1) return absl::OkStatus();
@@ -155,8 +159,21 @@ absl::StatusOr<etcdserverpb::LeaseTimeToLiveResponse> Client::LeaseTimeToLive(
        .retry_maybe_applied = true,
        .read_only = true},
       [&](size_t i, grpc::ClientContext& context, auto* response) {
-        return endpoints_->lease(i).LeaseTimeToLive(&context, request,
-                                                    response);
+        return endpoints_->connection(i)->lease->LeaseTimeToLive(
+            &context, request, response);
+      });
+}
+
+absl::StatusOr<etcdserverpb::StatusResponse> Client::Status(CallOptions call) {
+  return Unary<etcdserverpb::StatusResponse>(
+      *endpoints_,
+      {.method = "Status",
+       .deadline = Deadline(call),
+       .retry_maybe_applied = true,
+       .read_only = true},
+      [&](size_t i, grpc::ClientContext& context, auto* response) {
+        return endpoints_->connection(i)->maintenance->Status(
+            &context, etcdserverpb::StatusRequest(), response);
       });
 }
 

@@ -110,6 +110,9 @@ class Client {
   absl::StatusOr<etcdserverpb::LeaseTimeToLiveResponse> LeaseTimeToLive(
       int64_t lease, bool with_keys = false, CallOptions call = {});
 
+  // The status of the member that answers: its version and database size.
+  absl::StatusOr<etcdserverpb::StatusResponse> Status(CallOptions call = {});
+
   // The client's one keepalive stream, started on first use.
   LeaseKeeper& leases();
 

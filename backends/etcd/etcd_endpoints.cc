@@ -64,12 +64,16 @@ grpc::ChannelArguments ChannelArgs(const ClientOptions& options) {
   // and a test can tell whose connection broke.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // A member back from a restart is found within a second, not after
-  // gRPC's default backoff of up to two minutes. (Not
-  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: despite its name it is how long one
-  // connection attempt may take, TLS handshake included; its 20 s default
-  // stays.)
+  // gRPC's default backoff of up to two minutes.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Despite its name, how long one connection attempt may take, TLS
+  // handshake included: connect_timeout. gRPC's 20 s default left a client
+  // whose attempt met a member still starting (the port accepted, nothing
+  // answered) unable to reach it for most of 20 s after it was up.
+  args.SetInt(
+      GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.connect_timeout)));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
               absl::ToInt64Milliseconds(options.keepalive_time));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
@@ -98,19 +102,46 @@ absl::StatusOr<std::unique_ptr<Endpoints>> Endpoints::Create(
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       Credentials(options);
   if (!credentials.ok()) return credentials.status();
-  const grpc::ChannelArguments args = ChannelArgs(options);
   std::unique_ptr<Endpoints> endpoints(new Endpoints(options));
+  endpoints->credentials_ = *std::move(credentials);
+  endpoints->args_ = ChannelArgs(options);
   for (const std::string& name : options.endpoints) {
-    Member m;
-    m.name = name;
-    m.channel = grpc::CreateCustomChannel(name, *credentials, args);
-    m.kv = etcdserverpb::KV::NewStub(m.channel);
-    m.lease = etcdserverpb::Lease::NewStub(m.channel);
-    m.watch = etcdserverpb::Watch::NewStub(m.channel);
-    m.auth = etcdserverpb::Auth::NewStub(m.channel);
-    endpoints->members_.push_back(std::move(m));
+    endpoints->members_.push_back(
+        Member{.name = name, .connection = endpoints->NewConnection(name)});
   }
   return endpoints;
+}
+
+std::shared_ptr<Endpoints::Connection> Endpoints::NewConnection(
+    const std::string& name) const {
+  auto c = std::make_shared<Connection>();
+  c->channel = grpc::CreateCustomChannel(name, credentials_, args_);
+  c->kv = etcdserverpb::KV::NewStub(c->channel);
+  c->lease = etcdserverpb::Lease::NewStub(c->channel);
+  c->watch = etcdserverpb::Watch::NewStub(c->channel);
+  c->auth = etcdserverpb::Auth::NewStub(c->channel);
+  c->maintenance = etcdserverpb::Maintenance::NewStub(c->channel);
+  return c;
+}
+
+std::shared_ptr<Endpoints::Connection> Endpoints::connection(size_t i) const {
+  absl::MutexLock lock(&connections_mu_);
+  return members_[i].connection;
+}
+
+void Endpoints::NotConnected(size_t i,
+                             const std::shared_ptr<Connection>& tried) {
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&connections_mu_);
+  Member& m = members_[i];
+  if (m.connection != tried) return;  // replaced already
+  if (m.failing_since == absl::InfiniteFuture()) {
+    m.failing_since = now;
+  } else if (now - m.failing_since >=
+             std::max(options_.connect_timeout, absl::Seconds(1))) {
+    m.connection = NewConnection(m.name);
+    m.failing_since = now;
+  }
 }
 
 std::string Endpoints::Names() const {
@@ -123,7 +154,8 @@ void Endpoints::MoveOff(size_t i) {
 }
 
 absl::Status Endpoints::Connect(size_t i, absl::Time deadline) {
-  grpc::Channel& channel = *members_[i].channel;
+  const std::shared_ptr<Connection> c = connection(i);
+  grpc::Channel& channel = *c->channel;
   grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
   // Until connected, or the last attempt failed: a member that refused or
   // failed the TLS handshake is not waited for (its channel tries again
@@ -133,7 +165,14 @@ absl::Status Endpoints::Connect(size_t i, absl::Time deadline) {
          channel.WaitForStateChange(state, GrpcDeadline(deadline))) {
     state = channel.GetState(/*try_to_connect=*/true);
   }
-  if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
+  if (state == GRPC_CHANNEL_READY) {
+    absl::MutexLock lock(&connections_mu_);
+    if (members_[i].connection == c) {
+      members_[i].failing_since = absl::InfiniteFuture();
+    }
+    return absl::OkStatus();
+  }
+  NotConnected(i, c);
   // A call that does not wait for the connection fails at once with the
   // reason of the last failed attempt (refused, TLS handshake...). It is a
   // range with no key: harmless if it reached etcd after all.
@@ -142,7 +181,7 @@ absl::Status Endpoints::Connect(size_t i, absl::Time deadline) {
   probe.set_deadline(GrpcDeadline(absl::Now() + absl::Milliseconds(200)));
   etcdserverpb::RangeRequest request;
   etcdserverpb::RangeResponse response;
-  const grpc::Status why = members_[i].kv->Range(&probe, request, &response);
+  const grpc::Status why = c->kv->Range(&probe, request, &response);
   return absl::UnavailableError(
       absl::StrCat("etcd ", members_[i].name, ": cannot connect",
                    why.ok() ? "" : absl::StrCat(": ", why.error_message())));
@@ -195,7 +234,7 @@ absl::StatusOr<std::string> Endpoints::Authenticate(size_t i,
   request.set_password(options_.password);
   etcdserverpb::AuthenticateResponse response;
   const grpc::Status status =
-      members_[i].auth->Authenticate(&context, request, &response);
+      connection(i)->auth->Authenticate(&context, request, &response);
   if (status.ok()) return response.token();
   const ClassifiedFailure failure = ClassifyFailure(
       status, members_[i].name,
@@ -212,6 +251,8 @@ struct CallLog {
   std::vector<std::string> failures;
   bool maybe_applied = false;
   int consecutive = 0;  // failures since the last answer, for the backoff
+  // Connections that failed in a row, every member's: none listens.
+  size_t unconnected = 0;
 
   void Add(const absl::Status& status) {
     failures.emplace_back(status.message());
@@ -243,7 +284,9 @@ absl::Status GaveUp(const Endpoints& endpoints, const CallSpec& spec,
   if (reasons.size() > 4) reasons.resize(4);
   absl::Status status = absl::UnavailableError(absl::StrCat(
       "etcd ", endpoints.Names(), ": ", spec.method, " got no answer in ",
-      log.failures.size(), " attempts before its deadline",
+      log.failures.size(), " attempts",
+      log.unconnected > 0 ? " (no member accepts connections)"
+                          : " before its deadline",
       reasons.empty() ? ""
                       : absl::StrCat(" (", absl::StrJoin(reasons, "; "), ")")));
   return log.maybe_applied && !spec.read_only ? OutcomeUnknown(status) : status;
@@ -266,8 +309,13 @@ absl::Status RunCall(
     if (!connected.ok()) {
       log.Add(connected);
       endpoints.MoveOff(i);
+      // Every member refused (or failed) a connection three rounds in a
+      // row: the cluster is down, so the call fails fast rather than at its
+      // deadline (a leader election keeps members connected, and waits).
+      if (++log.unconnected >= 3 * endpoints.size()) break;
       continue;
     }
+    log.unconnected = 0;
     const absl::Time attempt_deadline =
         spec.retry_maybe_applied
             ? std::min(spec.deadline, absl::Now() + options.attempt_timeout)

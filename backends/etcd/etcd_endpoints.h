@@ -7,6 +7,8 @@
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include <atomic>
 #include <cstddef>
@@ -39,9 +41,19 @@ class Endpoints {
   // "127.0.0.1:2379,127.0.0.1:2380", for messages about all of them.
   std::string Names() const;
 
-  etcdserverpb::KV::Stub& kv(size_t i) { return *members_[i].kv; }
-  etcdserverpb::Lease::Stub& lease(size_t i) { return *members_[i].lease; }
-  etcdserverpb::Watch::Stub& watch(size_t i) { return *members_[i].watch; }
+  // One member's channel and the stubs on it. Replaced when the channel
+  // stays unconnected (Connect): hold the pointer for the call, or until a
+  // stream is created (its ClientContext then keeps the channel).
+  struct Connection {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<etcdserverpb::KV::Stub> kv;
+    std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+    std::unique_ptr<etcdserverpb::Watch::Stub> watch;
+    std::unique_ptr<etcdserverpb::Auth::Stub> auth;
+    std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
+  };
+  std::shared_ptr<Connection> connection(size_t i) const
+      ABSL_LOCKS_EXCLUDED(connections_mu_);
 
   // The endpoint to try first: the last one that did not fail.
   size_t preferred() const { return preferred_.load(); }
@@ -68,12 +80,19 @@ class Endpoints {
  private:
   struct Member {
     std::string name;
-    std::shared_ptr<grpc::Channel> channel;
-    std::unique_ptr<etcdserverpb::KV::Stub> kv;
-    std::unique_ptr<etcdserverpb::Lease::Stub> lease;
-    std::unique_ptr<etcdserverpb::Watch::Stub> watch;
-    std::unique_ptr<etcdserverpb::Auth::Stub> auth;
+    // Since when the member's channel has not connected; InfiniteFuture()
+    // while it is connected.
+    absl::Time failing_since = absl::InfiniteFuture();
+    std::shared_ptr<Connection> connection;
   };
+
+  std::shared_ptr<Connection> NewConnection(const std::string& name) const;
+  // Endpoint i did not connect: a channel that has not connected for a while
+  // is replaced, since gRPC may not try again for up to 20 s (a connection
+  // attempt that met a member starting up waits for its SETTINGS that long)
+  // where a new channel connects at once.
+  void NotConnected(size_t i, const std::shared_ptr<Connection>& tried)
+      ABSL_LOCKS_EXCLUDED(connections_mu_);
 
   explicit Endpoints(const ClientOptions& options) : options_(options) {}
   absl::StatusOr<std::string> Token(size_t i, absl::Time deadline)
@@ -82,7 +101,10 @@ class Endpoints {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(auth_mu_);
 
   const ClientOptions options_;
-  std::vector<Member> members_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  grpc::ChannelArguments args_;
+  mutable absl::Mutex connections_mu_;
+  std::vector<Member> members_;  // the connections guarded by connections_mu_
   std::atomic<size_t> preferred_{0};
   // Held while authenticating, so that threads that all found the token
   // stale authenticate once.

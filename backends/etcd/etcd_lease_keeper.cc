@@ -180,7 +180,8 @@ bool LeaseKeeper::Open() {
     return false;
   }
   stream->token = *token;
-  stream->rw = endpoints_.lease(i).LeaseKeepAlive(&stream->context);
+  stream->rw =
+      endpoints_.connection(i)->lease->LeaseKeepAlive(&stream->context);
   Stream* raw = stream.get();
   {
     absl::MutexLock lock(&mu_);

@@ -122,6 +122,9 @@ Watch::StreamEnd Watch::RunStream(size_t i, absl::Status& final_status) {
   create.set_key(spec_.key);
   create.set_range_end(spec_.range_end);
   create.set_prev_kv(spec_.prev_kv);
+  if (spec_.deletes_only) {
+    create.add_filters(etcdserverpb::WatchCreateRequest::NOPUT);
+  }
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_) return StreamEnd::kRetry;
@@ -129,7 +132,7 @@ Watch::StreamEnd Watch::RunStream(size_t i, absl::Status& final_status) {
     ++streams_opened_;
     create.set_start_revision(next_revision_);
   }
-  auto stream = endpoints_->watch(i).Watch(&context);
+  auto stream = endpoints_->connection(i)->watch->Watch(&context);
   StreamEnd end = StreamEnd::kRetry;
   etcdserverpb::WatchResponse response;
   if (stream->Write(request)) {

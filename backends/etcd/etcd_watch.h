@@ -39,6 +39,8 @@ struct WatchSpec {
   int64_t start_revision = 0;
   // Deletes carry the key's last value (Event::prev_kv).
   bool prev_kv = false;
+  // Only deletions are told (etcd filters out puts).
+  bool deletes_only = false;
 };
 
 struct WatchUpdate {

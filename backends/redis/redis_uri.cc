@@ -19,47 +19,26 @@ namespace {
 // (which must not be given them: a URI that asks for a CA but goes out in
 // plaintext is a mistake to report, not to ignore).
 absl::StatusOr<TlsSettings> ParseTls(const Uri& uri, UriParams& params) {
-  TlsOptions options;
+  absl::StatusOr<TlsUriOptions> given =
+      TakeTlsOptions(params, /*with_insecure_skip_verify=*/true);
+  if (!given.ok()) return given.status();
   TlsSettings settings;
-  const std::pair<const char*, std::optional<std::string>> given[] = {
-      {"tls_ca", params.TakeString("tls_ca")},
-      {"tls_cert", params.TakeString("tls_cert")},
-      {"tls_key", params.TakeString("tls_key")},
-      {"tls_server_name", params.TakeString("tls_server_name")},
-      {"tls_insecure_skip_verify",
-       params.TakeString("tls_insecure_skip_verify")}};
   if (!IsTlsScheme(uri.scheme)) {
-    for (const auto& [key, value] : given) {
-      if (value.has_value()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(key,
-                         " is an option of the TLS schemes (rediss://, "
-                         "rediss-sentinel://, rediss-cluster://, "
-                         "redlocks://), not of ",
-                         uri.scheme, "://"));
-      }
-    }
-    return settings;
+    if (given->first_given.empty()) return settings;
+    return absl::InvalidArgumentError(
+        absl::StrCat(given->first_given,
+                     " is an option of the TLS schemes (rediss://, "
+                     "rediss-sentinel://, rediss-cluster://, "
+                     "redlocks://), not of ",
+                     uri.scheme, "://"));
   }
-  for (const auto& [key, value] : given) {
-    if (value.has_value() && value->empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(key, " is empty; leave it out instead"));
-    }
-  }
-  options.ca_file = given[0].second.value_or("");
-  options.cert_file = given[1].second.value_or("");
-  options.key_file = given[2].second.value_or("");
-  settings.server_name = given[3].second.value_or("");
-  if (const std::optional<std::string>& skip = given[4].second) {
-    if (*skip != "true" && *skip != "false") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tls_insecure_skip_verify must be true or false, not '", *skip, "'"));
-    }
-    options.insecure_skip_verify = *skip == "true";
-  }
+  settings.server_name = given->server_name;
   absl::StatusOr<std::shared_ptr<const TlsContext>> context =
-      TlsContext::Create(options);
+      TlsContext::Create(
+          TlsOptions{.ca_file = given->ca_file,
+                     .cert_file = given->cert_file,
+                     .key_file = given->key_file,
+                     .insecure_skip_verify = given->insecure_skip_verify});
   if (!context.ok()) return context.status();
   settings.context = *std::move(context);
   return settings;

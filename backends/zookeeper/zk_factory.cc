@@ -37,9 +37,7 @@ absl::StatusOr<std::string> HostList(const Uri& uri) {
       return absl::InvalidArgumentError(
           absl::StrCat("a zk URI has an empty host name: ", kUsage));
     }
-    const bool v6 = hp.host.find(':') != std::string::npos;
-    hosts.push_back(absl::StrCat(v6 ? "[" : "", hp.host, v6 ? "]" : "", ":",
-                                 hp.port.value_or(kDefaultPort)));
+    hosts.push_back(DialAddress(hp, kDefaultPort));
   }
   return absl::StrJoin(hosts, ",");
 }

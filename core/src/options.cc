@@ -1,6 +1,7 @@
 #include "dlock/backend/options.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -97,6 +98,43 @@ absl::StatusOr<std::optional<absl::Duration>> TakeAlias(
         "), its older name, differ; give one of them"));
   }
   return *old;
+}
+
+absl::StatusOr<TlsUriOptions> TakeTlsOptions(UriParams& params,
+                                             bool with_insecure_skip_verify) {
+  TlsUriOptions out;
+  const std::pair<const char*, std::optional<std::string>> given[] = {
+      {"tls_ca", params.TakeString("tls_ca")},
+      {"tls_cert", params.TakeString("tls_cert")},
+      {"tls_key", params.TakeString("tls_key")},
+      {"tls_server_name", params.TakeString("tls_server_name")},
+      {"tls_insecure_skip_verify",
+       with_insecure_skip_verify ? params.TakeString("tls_insecure_skip_verify")
+                                 : std::nullopt}};
+  for (const auto& [key, value] : given) {
+    if (!value.has_value()) continue;
+    if (value->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, " is empty; leave it out instead"));
+    }
+    if (out.first_given.empty()) out.first_given = key;
+  }
+  out.ca_file = given[0].second.value_or("");
+  out.cert_file = given[1].second.value_or("");
+  out.key_file = given[2].second.value_or("");
+  out.server_name = given[3].second.value_or("");
+  if (const std::optional<std::string>& flag = given[4].second) {
+    if (*flag != "true" && *flag != "false") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tls_insecure_skip_verify must be true or false, not '", *flag, "'"));
+    }
+    out.insecure_skip_verify = *flag == "true";
+  }
+  if (out.cert_file.empty() != out.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls_cert and tls_key go together: give both, or neither");
+  }
+  return out;
 }
 
 }  // namespace dlock

@@ -333,6 +333,12 @@ absl::StatusOr<Uri> ParseUri(absl::string_view text) {
   return uri;
 }
 
+std::string DialAddress(const HostPort& host_port, uint16_t default_port) {
+  const bool v6 = host_port.host.find(':') != std::string::npos;
+  return absl::StrCat(v6 ? "[" : "", host_port.host, v6 ? "]" : "", ":",
+                      host_port.port.value_or(default_port));
+}
+
 std::string Uri::ToString() const { return Print(*this, /*redact=*/false); }
 
 std::string Uri::Redacted() const { return Print(*this, /*redact=*/true); }

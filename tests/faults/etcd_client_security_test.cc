@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/dlock.h"
 #include "etcd_client_test_util.h"
 #include "fault_proxy.h"
 
@@ -113,6 +114,38 @@ TEST_F(EtcdTlsTest, AnUnreadableCaFileIsNamed) {
       << client.status();
   EXPECT_TRUE(absl::StrContains(client.status().message(), options.tls_ca))
       << client.status();
+}
+
+// Through dlock::Connect: an etcd URI takes the tls_* options of rediss://
+// (dlock/backend/options.h), all but tls_insecure_skip_verify (gRPC always
+// checks the server).
+TEST_F(EtcdTlsTest, AnEtcdUriTakesTheTlsOptionsOfRediss) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> client,
+                       Connect(server_->Uri("tls")));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DistributedLock> lock,
+                       client->GetLock("over-tls"));
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock->TryAcquire());
+  EXPECT_OK(hold.Release());
+
+  const std::string uri = absl::StrCat("etcd://", server_->Hosts(), "?");
+  const std::string ca =
+      absl::StrCat("tls_ca=", server_->certificates().ca, "&");
+  const struct {
+    std::string uri;
+    const char* says;
+  } refused[] = {
+      {absl::StrCat(uri, ca, "tls_cert=", server_->certificates().client_cert),
+       "tls_cert and tls_key go together"},
+      {absl::StrCat(uri, ca, "tls_insecure_skip_verify=true"),
+       "'tls_insecure_skip_verify'"},
+      {absl::StrCat(uri, "tls_server_name="), "tls_server_name is empty"},
+  };
+  for (const auto& r : refused) {
+    absl::StatusOr<std::unique_ptr<LockClient>> bad = Connect(r.uri);
+    EXPECT_CODE(bad, kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), r.says))
+        << r.uri << ": " << bad.status();
+  }
 }
 
 // A server with authentication on, whose tokens last a second.

@@ -257,5 +257,34 @@ TEST_F(EtcdClientTest, ACallToNoServerFailsNamingTheEndpointsInTime) {
   EXPECT_FALSE(etcd::IsOutcomeUnknown(put.status())) << put.status();
 }
 
+// A client whose member was down for a while finds it back within a
+// couple of seconds of its restart (a connection attempt that met the
+// member starting up waited out gRPC's 20 s), and a call meanwhile fails
+// within its deadline. Last: it restarts the suite's server.
+TEST_F(EtcdClientTest, AClientFindsARestartedMemberPromptly) {
+  const std::string key = TestKey();
+  MustPut(*client_, key, "before");
+  server_->StopAll();
+  etcdserverpb::RangeRequest range;
+  range.set_key(key);
+  const absl::Time start = absl::Now();
+  // Its budget is 5 s; a cluster that refuses every connection fails it
+  // at once.
+  EXPECT_CODE(client_->Range(range), kUnavailable);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  absl::SleepFor(absl::Seconds(4));  // failed attempts back off meanwhile
+  ASSERT_OK(server_->StartAll());
+  const absl::Time started = absl::Now();
+  absl::StatusOr<etcdserverpb::RangeResponse> read;
+  while (absl::Now() - started < absl::Seconds(20)) {
+    read = client_->Range(range,
+                          {.deadline = absl::Now() + absl::Milliseconds(500)});
+    if (read.ok()) break;
+  }
+  ASSERT_OK(read);
+  EXPECT_LT(absl::Now() - started, absl::Seconds(3));
+  EXPECT_EQ(read->kvs_size(), 1);
+}
+
 }  // namespace
 }  // namespace dlock::test

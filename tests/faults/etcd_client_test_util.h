@@ -13,6 +13,7 @@
 #include "etcd_client.h"
 #include "etcd_lease_keeper.h"
 #include "etcd_server.h"
+#include "etcd_server_suite.h"
 #include "gtest/gtest.h"
 #include "status_testing.h"
 
@@ -41,26 +42,6 @@ inline std::string TestKey(const std::string& suffix = "") {
   return std::string("/dlock/") + test->test_suite_name() + "/" + test->name() +
          suffix;
 }
-
-// A test suite whose tests share one server, started with
-// Derived::ServerOptions() before the first test and stopped after the last.
-template <typename Derived>
-class EtcdServerSuite : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<EtcdServer>> server =
-        EtcdServer::Start(Derived::ServerOptions());
-    ASSERT_OK(server);
-    server_ = server->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(server_, nullptr) << "etcd did not start"; }
-
-  static inline EtcdServer* server_ = nullptr;
-};
 
 class WatchRecorder {
  public:

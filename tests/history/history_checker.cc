@@ -250,6 +250,11 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
   return report;
 }
 
+bool HistoryReport::AllBackAfterHeal() const {
+  return std::find(grants_after_heal.begin(), grants_after_heal.end(), 0) ==
+         grants_after_heal.end();
+}
+
 std::string HistoryReport::Summary() const {
   std::string out = absl::StrCat(
       "grants ", grants, ", overlaps ", overlaps, " (max ", Ms(max_overlap_ns),

@@ -83,6 +83,9 @@ struct HistoryReport {
   // Workers that crashed, hung, or did not exit when asked.
   std::vector<std::string> exit_problems;
 
+  // Every worker the scenario did not kill was granted the lock after the
+  // heal.
+  bool AllBackAfterHeal() const;
   std::string Summary() const;
 };
 

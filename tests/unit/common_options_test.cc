@@ -143,5 +143,56 @@ TEST(CommonOptions, MemoryTakesThem) {
   ASSERT_OK(client);
 }
 
+// The tls_* options of every TLS scheme (rediss://, etcds://): one set of
+// names and rules, taken in the core.
+TEST(TlsOptions, TakenWithOneSetOfRules) {
+  auto take = [](const std::string& query, bool skip_verify) {
+    absl::StatusOr<Uri> uri = ParseUri(absl::StrCat("x://h?", query));
+    EXPECT_OK(uri);
+    UriParams params(*uri);
+    absl::StatusOr<TlsUriOptions> tls = TakeTlsOptions(params, skip_verify);
+    if (tls.ok()) {
+      EXPECT_OK(params.RejectUnknown("x")) << query;  // every one taken
+    }
+    return tls;
+  };
+  ASSERT_OK_AND_ASSIGN(
+      TlsUriOptions all,
+      take("tls_server_name=db&tls_ca=ca.pem&tls_cert=c.pem&tls_key=k.pem&"
+           "tls_insecure_skip_verify=true",
+           true));
+  EXPECT_EQ(all.ca_file, "ca.pem");
+  EXPECT_EQ(all.cert_file, "c.pem");
+  EXPECT_EQ(all.key_file, "k.pem");
+  EXPECT_EQ(all.server_name, "db");
+  EXPECT_TRUE(all.insecure_skip_verify);
+  EXPECT_EQ(all.first_given, "tls_ca");  // in the order of the names
+  ASSERT_OK_AND_ASSIGN(TlsUriOptions none, take("", true));
+  EXPECT_EQ(none.first_given, "");
+
+  const struct {
+    const char* query;
+    const char* says;
+  } bad[] = {
+      {"tls_ca=", "tls_ca is empty"},
+      {"tls_cert=c.pem", "tls_cert and tls_key go together"},
+      {"tls_key=k.pem", "tls_cert and tls_key go together"},
+      {"tls_insecure_skip_verify=yes", "true or false, not 'yes'"},
+  };
+  for (const auto& b : bad) {
+    absl::StatusOr<TlsUriOptions> tls = take(b.query, true);
+    EXPECT_EQ(tls.status().code(), absl::StatusCode::kInvalidArgument)
+        << b.query;
+    EXPECT_THAT(tls.status().message(), HasSubstr(b.says));
+  }
+  // A scheme that cannot skip the check leaves the option unknown.
+  absl::StatusOr<Uri> uri = ParseUri("x://h?tls_insecure_skip_verify=true");
+  ASSERT_OK(uri);
+  UriParams params(*uri);
+  ASSERT_OK(TakeTlsOptions(params, /*with_insecure_skip_verify=*/false));
+  EXPECT_THAT(params.RejectUnknown("x").message(),
+              HasSubstr("'tls_insecure_skip_verify'"));
+}
+
 }  // namespace
 }  // namespace dlock

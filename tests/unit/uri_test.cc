@@ -80,6 +80,14 @@ TEST(ParseUri, HostListAndIpv6) {
   EXPECT_EQ(uri.path, "chroot");
 }
 
+TEST(DialAddress, BracketsIpv6AndFillsTheDefaultPort) {
+  Uri uri = MustParse("etcd://a:2380,b,[::1]:2382,[fe80::1]");
+  EXPECT_EQ(DialAddress(uri.hosts[0], 2379), "a:2380");
+  EXPECT_EQ(DialAddress(uri.hosts[1], 2379), "b:2379");
+  EXPECT_EQ(DialAddress(uri.hosts[2], 2379), "[::1]:2382");
+  EXPECT_EQ(DialAddress(uri.hosts[3], 2379), "[fe80::1]:2379");
+}
+
 TEST(ParseUri, PercentDecodesEveryPart) {
   Uri uri = MustParse(
       "redis://al%69ce:p%40ss%2Fw%3Fo%23rd@h/a%2Fb?name%20x=v%26w&k=%E9%94%81");

@@ -20,6 +20,10 @@ struct HostPort {
   std::optional<uint16_t> port;
 };
 
+// "host:port" as a client library dials it: an IPv6 address in brackets,
+// `default_port` where the URI gave none.
+std::string DialAddress(const HostPort& host_port, uint16_t default_port);
+
 // A parsed URI. Every part is percent-decoded; changing a part and printing
 // the URI again is how code edits one (never by editing the text).
 struct Uri {

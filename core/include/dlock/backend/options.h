@@ -7,6 +7,7 @@
 #define DLOCK_BACKEND_OPTIONS_H_
 
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -51,6 +52,27 @@ absl::StatusOr<CommonBackendOptions> TakeCommonOptions(UriParams& params);
 absl::StatusOr<std::optional<absl::Duration>> TakeAlias(
     UriParams& params, absl::string_view alias, absl::string_view option,
     std::optional<absl::Duration> value);
+
+// The tls_* options, with one set of names and rules on every scheme that
+// speaks TLS (rediss://, etcds://, ...).
+struct TlsUriOptions {
+  std::string ca_file;      // tls_ca: PEM CAs to trust; empty: the system's
+  std::string cert_file;    // tls_cert: the client's certificate, PEM
+  std::string key_file;     // tls_key: its private key, PEM
+  std::string server_name;  // tls_server_name: what the server's
+                            // certificate must name; empty: the host
+  // tls_insecure_skip_verify=true: the server's certificate unchecked.
+  bool insecure_skip_verify = false;
+  // The first tls_* option the URI gave; empty when it gave none.
+  std::string first_given;
+};
+
+// Takes the tls_* options from `params`; tls_insecure_skip_verify only when
+// `with_insecure_skip_verify` (elsewhere RejectUnknown names it).
+// InvalidArgument for an empty value, a tls_insecure_skip_verify other than
+// true or false, and one of tls_cert and tls_key without the other.
+absl::StatusOr<TlsUriOptions> TakeTlsOptions(UriParams& params,
+                                             bool with_insecure_skip_verify);
 
 }  // namespace dlock
 

@@ -1,0 +1,203 @@
+// Copyright dlock authors. The etcd:// backend: a lock is one key
+// (etcd_layout.h), created by a transaction that compares its create
+// revision with 0 (absent) and puts it on a lease of the hold's own,
+// granted for the hold's lease. etcd's lease is the only clock etcd has, so
+// it is the hold's lease (C2): a renewal is a keepalive, and a holder that
+// stops renewing (or dies) loses the key when etcd expires the lease. The
+// key's create revision is the fencing token (C8): it only grows, across
+// leader changes and restarts, since every write goes through Raft.
+//
+// Every end of a hold is the revocation of its lease, which deletes its key
+// in the same step: a release, a force unlock, the lease running out. A
+// lease carries one generation of one key (EtcdHold), so a release retried
+// after a lost reply revokes nothing but its own hold, never a newer hold
+// of the same owner (etcd #22082). Changes to a key that stays (re-entry,
+// a partial release, a lock kept after its release) are transactions that
+// compare its create and mod revisions and carry a write id, so a retry
+// after a lost reply is never applied twice and recognizes its first
+// attempt when that committed (etcd_client.h, RETRYING WRITES).
+//
+// Waiters wait on one watch per client over the namespace: a deletion (or
+// a lock kept after release) wakes the waiters of that name, and the
+// fallback poll bounds a lost event. Waiting is not FIFO.
+//
+// Holder liveness (etcd_liveness.h): a hold names the liveness keys of the
+// clients it is held through, and a waiter that finds them all gone deletes
+// it in one transaction guarded by its mod revision (TakeOver), whatever its
+// lease.
+#ifndef DLOCK_BACKENDS_ETCD_ETCD_BACKEND_H_
+#define DLOCK_BACKENDS_ETCD_ETCD_BACKEND_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dlock/backend/backend.h"
+#include "dlock/backend/wakeup.h"
+#include "etcd_client.h"
+#include "etcd_hold.h"
+#include "etcd_layout.h"
+#include "etcd_liveness.h"
+
+namespace dlock::etcd {
+
+struct BackendSettings {
+  ClientOptions client;
+  std::string lock_namespace;
+  absl::Duration fallback_poll;
+  const Clock* clock;
+  // The core's (BackendConfig); liveness_ttl InfiniteDuration: off.
+  std::string liveness_id;
+  absl::Duration liveness_ttl = absl::InfiniteDuration();
+};
+
+class EtcdBackend : public Backend {
+ public:
+  // Reads once from the cluster (Unavailable when no member answers), then
+  // starts the namespace's watch.
+  static absl::StatusOr<std::unique_ptr<Backend>> Create(
+      BackendSettings settings);
+  ~EtcdBackend() override;
+
+  BackendTraits Traits() const override;
+  absl::StatusOr<Grant> Acquire(const AcquireCall& call) override;
+  absl::StatusOr<int64_t> Release(const ReleaseCall& call) override;
+  absl::Status Renew(const RenewCall& call) override;
+  absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
+  absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
+  absl::Status ForceUnlock(absl::string_view name) override;
+  absl::Status ForceUnlockIfToken(absl::string_view name,
+                                  uint64_t fencing_token) override;
+  absl::Status RenewLiveness(absl::Duration ttl) override;
+  // The database size in use that the member answering reports
+  // (Maintenance.Status dbSizeInUse): bbolt pages, so it moves in steps.
+  absl::StatusOr<ServerMemory> ServerMemoryUse() override;
+  void Shutdown() override;
+
+ private:
+  // A lock kept after its release that a waiter saw, unchanged since: its
+  // keep ends for this waiter keep_ms after it saw it (it was written no
+  // later), whatever etcd's lease, which ends up to a second later.
+  struct KeptSeen {
+    int64_t mod_revision = 0;
+    MonoTime seen;
+  };
+  // One acquisition's state across its attempts.
+  struct Acquiring {
+    std::optional<LeaseState> spare;  // granted, not yet on the key
+    std::shared_ptr<EtcdHold> record;
+    MonoTime sent = MonoTime::InfiniteFuture();  // of the winning lease
+    KeptSeen kept;
+    // The liveness record the winning attempt named.
+    std::optional<ClientLiveness::Record> live;
+  };
+  // The owner's hold after a re-entry.
+  struct Reentered {
+    int64_t holds = 0;
+    LeaseState lease;
+  };
+
+  // Rounds of read-then-compare before a call gives up on a key that
+  // changes under it every time (only writers of one owner token race so).
+  static constexpr int kRounds = 8;
+  static absl::Status Contended(absl::string_view name, absl::string_view what);
+
+  EtcdBackend(BackendSettings settings, std::unique_ptr<Client> client);
+  MonoTime Now() const { return clock_.Now(); }
+  std::string NewWriteId();
+  void OnWatch(const WatchUpdate& update);
+
+  // etcd_leases.cc: the calls on keys and leases the operations share.
+  absl::StatusOr<std::optional<mvccpb::KeyValue>> Get(const std::string& key);
+  absl::StatusOr<LeaseState> GrantLease(absl::Duration lease);
+  // NotFound when etcd no longer knows the lease.
+  absl::StatusOr<LeaseState> KeepAlive(int64_t lease);
+  // What etcd knows of the lease a key lives on; NotFound when it is gone.
+  absl::StatusOr<LeaseState> LeaseOf(const mvccpb::KeyValue& kv);
+  void RevokeQuietly(int64_t lease);
+  // Puts `value` over `kv` if the key is still that write of it (its create
+  // and mod revisions), on `lease` (0: the key's own). False when the key
+  // changed meanwhile.
+  absl::StatusOr<bool> Overwrite(const std::string& key,
+                                 const mvccpb::KeyValue& kv, HoldValue value,
+                                 int64_t lease);
+
+  // etcd_backend.cc
+  absl::StatusOr<Attempt> TryOnce(const AcquireCall& call,
+                                  const std::string& key, Acquiring& a);
+  // How much older than a grant the confirmations it counts from may be
+  // before a keepalive is sent after it (Acquire).
+  absl::Duration Slack(absl::Duration lease) const;
+  // From when the core may count a fresh hold on `record`'s lease, last
+  // confirmed at `confirmed`, granted by an attempt sent at `sent`.
+  MonoTime HoldCountsFrom(EtcdHold& record, MonoTime confirmed, MonoTime sent,
+                          absl::Duration slack);
+  HoldValue FreshHold(const AcquireCall& call,
+                      const std::optional<ClientLiveness::Record>& live);
+  // The hold `kv` of another owner, read at `read_revision`: when the
+  // liveness keys of all the clients it names are gone, deletes it and
+  // answers true (also when it is over anyway). A waiter is woken when one
+  // of them goes.
+  absl::StatusOr<bool> TakeOver(const AcquireCall& call, const std::string& key,
+                                const mvccpb::KeyValue& kv,
+                                const HoldValue& held, int64_t read_revision);
+  absl::Status ReadySpare(absl::Duration lease, Acquiring& a);
+  // The owner holds `kv` through another client (C6): one hold more.
+  absl::StatusOr<Attempt> Reenter(const AcquireCall& call,
+                                  const std::string& key,
+                                  const mvccpb::KeyValue& kv,
+                                  const HoldValue& held, Acquiring& a);
+  // A lock kept after its release, seen by a waiter: how long its keep has
+  // left, or, once it is over, revokes its lease and answers zero.
+  absl::StatusOr<absl::Duration> KeptLeft(const mvccpb::KeyValue& kv,
+                                          const HoldValue& value, Acquiring& a);
+  // One more hold on `kv`, the owner's (C5): the count up by one, the lease
+  // at least call.lease, protected by `live` too. nullopt when the key
+  // changed meanwhile.
+  absl::StatusOr<std::optional<Reentered>> AddHold(
+      const AcquireCall& call, const std::string& key,
+      const mvccpb::KeyValue& kv, HoldValue value, const EtcdHold* record,
+      const std::optional<ClientLiveness::Record>& live);
+  // Re-entry of the hold the core handed back; nullopt when that hold is
+  // over (the acquisition is then a fresh one).
+  std::optional<absl::StatusOr<Grant>> ReenterKnown(const AcquireCall& call,
+                                                    const std::string& key,
+                                                    EtcdHold& record);
+  // The renewal after the record's lease could not simply be kept alive.
+  absl::Status RenewByReading(const RenewCall& call, EtcdHold* record);
+  // Moves the hold `kv` to a new lease of `lease`, the largest asked.
+  absl::StatusOr<std::optional<LeaseState>> MoveToLongerLease(
+      const std::string& key, const mvccpb::KeyValue& kv, HoldValue value,
+      absl::Duration lease);
+
+  // etcd_release.cc
+  absl::StatusOr<std::optional<int64_t>> ReleaseOnce(const ReleaseCall& call,
+                                                     const std::string& key,
+                                                     const EtcdHold* record);
+  absl::StatusOr<bool> Keep(const ReleaseCall& call, const std::string& key,
+                            const mvccpb::KeyValue& kv);
+  // `live`: the liveness ids among those the hold names whose key exists.
+  absl::StatusOr<LockInfo> Describe(
+      absl::string_view name, const mvccpb::KeyValue& kv,
+      const absl::flat_hash_set<std::string>& live);
+  // Revokes the lease of the lock's key (if it has `token`, when given).
+  absl::Status RevokeHolder(absl::string_view name,
+                            std::optional<uint64_t> token);
+
+  const BackendSettings settings_;
+  const Clock& clock_;
+  const Layout layout_;
+  std::unique_ptr<Client> client_;
+  WakeupHub hub_;
+  std::unique_ptr<Watch> watch_;
+  ClientLiveness liveness_;
+  const std::string write_id_prefix_;
+  std::atomic<uint64_t> writes_{0};
+};
+
+}  // namespace dlock::etcd
+
+#endif  // DLOCK_BACKENDS_ETCD_ETCD_BACKEND_H_

@@ -1,0 +1,62 @@
+// Copyright dlock authors. What the etcd:// backend keeps of one hold: the
+// create revision of its key (its generation and fencing token) and the
+// lease it lives on, handed to the core as the hold's HoldRecord and back
+// on every later call about it. The backend has no table of holds.
+#ifndef DLOCK_BACKENDS_ETCD_ETCD_HOLD_H_
+#define DLOCK_BACKENDS_ETCD_ETCD_HOLD_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dlock/backend/backend.h"
+#include "dlock/clock.h"
+
+namespace dlock::etcd {
+
+// One etcd lease as this client knows it.
+struct LeaseState {
+  int64_t id = 0;
+  absl::Duration ttl;  // as etcd granted it: each keepalive restores it
+  // It lives at least until here: the send of its grant or latest answered
+  // keepalive plus the TTL etcd gave it.
+  MonoTime alive_until = MonoTime::InfinitePast();
+};
+
+// A hold's key lives on one lease, which carries that key alone and only
+// for this generation of it: so revoking the lease deletes exactly this
+// hold, and a lease etcd no longer knows means the hold is gone or was
+// moved to a longer lease by a re-entry (read the key then).
+class EtcdHold final : public HoldRecord {
+ public:
+  EtcdHold(int64_t create_revision, const LeaseState& lease)
+      : create_revision_(create_revision), lease_(lease) {}
+
+  // Only records this backend made come back to it.
+  static EtcdHold* Of(HoldRecord* record) {
+    return static_cast<EtcdHold*>(record);
+  }
+
+  int64_t create_revision() const { return create_revision_; }
+  LeaseState lease() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return lease_;
+  }
+  // A grant, keepalive or move of the hold's lease was confirmed.
+  void Update(const LeaseState& lease) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (lease.id != lease_.id || lease.alive_until > lease_.alive_until) {
+      lease_ = lease;
+    }
+  }
+
+ private:
+  const int64_t create_revision_;
+  mutable absl::Mutex mu_;
+  LeaseState lease_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dlock::etcd
+
+#endif  // DLOCK_BACKENDS_ETCD_ETCD_HOLD_H_

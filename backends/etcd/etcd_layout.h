@@ -1,0 +1,73 @@
+// Copyright dlock authors. How the etcd:// backend lays locks out in etcd:
+//   /dlock/<namespace>/<lock name>
+// one key per held lock, on a lease of its own (etcd_backend.h), whose value
+// is a HoldValue. In the namespace '%' and '/' are escaped (%25, %2F), so the
+// first '/' after it ends it and two namespaces never share a key (C16).
+//   /dlock/%live/<liveness id>
+// one key per client that holds locks, on a lease of liveness_ttl
+// (etcd_liveness.h): no escaped namespace starts "%l", so it is no
+// namespace's.
+#ifndef DLOCK_BACKENDS_ETCD_ETCD_LAYOUT_H_
+#define DLOCK_BACKENDS_ETCD_ETCD_LAYOUT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace dlock::etcd {
+
+class Layout {
+ public:
+  explicit Layout(absl::string_view lock_namespace);
+
+  // "/dlock/<namespace>/": every key of the namespace starts with it.
+  const std::string& prefix() const { return prefix_; }
+  std::string Key(absl::string_view name) const;
+  // The lock name of one of the namespace's keys; nullopt for another key.
+  std::optional<absl::string_view> NameOf(absl::string_view key) const;
+
+ private:
+  std::string prefix_;
+};
+
+// Every client's liveness key starts with it, whatever its namespace.
+inline constexpr absl::string_view kLivenessPrefix = "/dlock/%live/";
+std::string LivenessKey(absl::string_view liveness_id);
+
+// A lock key's value. A hold: its owner, its count (C5), the largest lease
+// asked for it (C5), when it began, and the liveness ids of the clients it
+// is held through. A lock kept after its release (ReleaseCall::keep_for): no
+// owner, no holds, lease_ms the keep, no liveness.
+struct HoldValue {
+  int64_t holds = 0;
+  int64_t lease_ms = 0;
+  int64_t since_ms = 0;  // the writer's wall clock, for LockInfo::since
+  // Unique to the write that put this value, so that a write retried after
+  // a lost reply recognizes its own first attempt (etcd_client.h).
+  std::string write_id;
+  // A waiter may take the hold over once every one of these clients'
+  // liveness keys is gone. Empty: its lease alone ends it (a client with
+  // liveness off took or re-entered it, or it is kept).
+  std::vector<std::string> live;
+  std::string owner;  // opaque, last: it may hold any byte
+
+  bool kept() const { return owner.empty(); }
+};
+
+// A grant through a client whose liveness id is `id` (nullopt: liveness
+// off). A fresh hold is protected by that client alone; a re-entry adds it
+// to those who protect the hold, and one without liveness leaves the hold
+// to its lease for good, since that client believes it until then.
+void AddLiveness(HoldValue& value, const std::optional<std::string>& id,
+                 bool fresh);
+
+std::string Encode(const HoldValue& value);
+// nullopt for a value Encode() cannot have written.
+std::optional<HoldValue> Decode(absl::string_view text);
+
+}  // namespace dlock::etcd
+
+#endif  // DLOCK_BACKENDS_ETCD_ETCD_LAYOUT_H_

@@ -1,0 +1,95 @@
+// Copyright dlock authors. The etcd:// backend's key layout and lock values
+// (etcd_layout.h): namespaces never share a key (C16), nor a liveness key,
+// and a value gives back what was written, whatever bytes the owner id
+// holds.
+#include "etcd_layout.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace dlock::etcd {
+namespace {
+
+TEST(EtcdLayout, KeysOfANamespaceShareItsPrefixAndNoOther) {
+  const Layout plain("team");
+  EXPECT_EQ(plain.prefix(), "/dlock/team/");
+  EXPECT_EQ(plain.Key("a/b"), "/dlock/team/a/b");
+  EXPECT_EQ(plain.NameOf("/dlock/team/a/b"), "a/b");
+  EXPECT_EQ(plain.NameOf("/dlock/other/a"), std::nullopt);
+
+  // "team/x" + "y" and "team" + "x/y" would collide without escaping.
+  const Layout slashed("team/x");
+  EXPECT_EQ(slashed.prefix(), "/dlock/team%2Fx/");
+  EXPECT_NE(slashed.Key("y"), plain.Key("x/y"));
+  EXPECT_EQ(plain.NameOf(slashed.Key("y")), std::nullopt);
+  // An escape in a namespace is escaped too.
+  EXPECT_NE(Layout("a%2Fb").prefix(), Layout("a/b").prefix());
+}
+
+TEST(EtcdLayout, LivenessKeysAreNoNamespacesLocks) {
+  EXPECT_EQ(LivenessKey("c1-2.3"), "/dlock/%live/c1-2.3");
+  for (const char* ns : {"%live", "live", "%", "default"}) {
+    EXPECT_EQ(Layout(ns).NameOf(LivenessKey("c1-2.3")), std::nullopt) << ns;
+  }
+}
+
+TEST(EtcdLayout, ValuesRoundTripAnyOwner) {
+  const std::string owner = std::string("t:job 7\n\xff", 10) + '\0' + "x";
+  const HoldValue value{.holds = 3,
+                        .lease_ms = 60000,
+                        .since_ms = 1700000000123,
+                        .write_id = "0123abcd-9",
+                        .live = {"c1-2.1", "c3-4.2"},
+                        .owner = owner};
+  const std::optional<HoldValue> back = Decode(Encode(value));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->holds, 3);
+  EXPECT_EQ(back->lease_ms, 60000);
+  EXPECT_EQ(back->since_ms, 1700000000123);
+  EXPECT_EQ(back->write_id, "0123abcd-9");
+  EXPECT_EQ(back->live, (std::vector<std::string>{"c1-2.1", "c3-4.2"}));
+  EXPECT_EQ(back->owner, owner);
+  EXPECT_FALSE(back->kept());
+
+  const std::optional<HoldValue> kept =
+      Decode(Encode(HoldValue{.holds = 0, .lease_ms = 1500}));
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_TRUE(kept->kept());
+  EXPECT_TRUE(kept->live.empty());
+}
+
+// The clients whose liveness protects a hold (PostgreSQL's live_ids rule).
+TEST(EtcdLayout, AHoldIsProtectedByTheLivenessOfEveryClientItIsHeldThrough) {
+  HoldValue value;
+  AddLiveness(value, "a.1", /*fresh=*/true);
+  EXPECT_EQ(value.live, std::vector<std::string>{"a.1"});
+  AddLiveness(value, "b.1", /*fresh=*/false);
+  AddLiveness(value, "a.1", /*fresh=*/false);  // listed once
+  EXPECT_EQ(value.live, (std::vector<std::string>{"a.1", "b.1"}));
+  // A sharer with liveness off believes the hold until its lease ends: so
+  // must everyone, for good.
+  AddLiveness(value, std::nullopt, /*fresh=*/false);
+  EXPECT_TRUE(value.live.empty());
+  AddLiveness(value, "c.1", /*fresh=*/false);
+  EXPECT_TRUE(value.live.empty());
+  // A fresh hold is its client's alone.
+  AddLiveness(value, "c.1", /*fresh=*/true);
+  EXPECT_EQ(value.live, std::vector<std::string>{"c.1"});
+  AddLiveness(value, std::nullopt, /*fresh=*/true);
+  EXPECT_TRUE(value.live.empty());
+}
+
+TEST(EtcdLayout, ForeignValuesAreRefused) {
+  EXPECT_EQ(Decode(""), std::nullopt);
+  EXPECT_EQ(Decode("hello"), std::nullopt);
+  EXPECT_EQ(Decode("dlock-etcd1 1 2 3\nowner"), std::nullopt);
+  EXPECT_EQ(Decode("dlock-etcd1 1 2 3 w\nowner"), std::nullopt);
+  EXPECT_EQ(Decode("dlock-etcd2 1 2 3 w\nowner"), std::nullopt);
+  EXPECT_EQ(Decode("dlock-etcd1 -1 2 3 w -\nowner"), std::nullopt);
+  EXPECT_TRUE(Decode("dlock-etcd1 1 2 3 w -\nowner").has_value());
+}
+
+}  // namespace
+}  // namespace dlock::etcd
