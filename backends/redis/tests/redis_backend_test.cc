@@ -12,6 +12,7 @@
 #include "dlock/dlock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "redis_scripts.h"
 #include "redis_server.h"
 #include "status_testing.h"
 
@@ -112,7 +113,7 @@ TEST(RedisBackend, SurvivesAFlushedScriptCache) {
   ASSERT_EQ(*server->RawCommand({"FUNCTION", "FLUSH"}), "+OK\r\n");
   LockOnce(*client, "without functions");
   EXPECT_THAT(*server->RawCommand({"FUNCTION", "LIST"}),
-              ::testing::HasSubstr("dlock_v3_acquire"));
+              ::testing::HasSubstr(absl::StrCat(redis::kLibrary, "_acquire")));
 }
 
 // An ACL that denies FUNCTION (a managed service's user may lack it): the
@@ -148,6 +149,55 @@ TEST(RedisBackend, LeavesOnlyTheLayoutMarkBehind) {
   EXPECT_EQ(*server->RawCommand({"DBSIZE"}), ":1\r\n");
   EXPECT_EQ(*server->RawCommand({"GET", "dlock:layout:fence"}),
             "$36\r\ndlock-v3 layout; no 0.2 locks remain\r\n");
+}
+
+// INFO commandstats' count of `command` since the last CONFIG RESETSTAT.
+int64_t Calls(test::RedisServer& server, absl::string_view command) {
+  absl::StatusOr<std::string> info =
+      server.RawCommand({"INFO", "commandstats"});
+  EXPECT_OK(info);
+  if (!info.ok()) return -1;
+  const std::string field = absl::StrCat("cmdstat_", command, ":calls=");
+  const size_t at = info->find(field);
+  return at == std::string::npos
+             ? 0
+             : std::strtoll(info->c_str() + at + field.size(), nullptr, 10);
+}
+
+// What an uncontended pair costs the server (docs/redis.md, scripts): the
+// acquire's TIME and SET NX, the release's GETDEL, nothing else, whether
+// the client keeps holders' liveness or not; a renewed hold (its value no
+// longer the grant's) is released as surely, by reading its value.
+TEST(RedisBackend, AnUncontendedPairIsThreeCommandsOnTheServer) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  for (const char* liveness : {"10s", "off"}) {
+    auto client = ConnectOrDie(absl::StrCat(
+        "redis://127.0.0.1:", server->port(), "?liveness_ttl=", liveness));
+    ASSERT_NE(client, nullptr);
+    absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+        client->GetLock("pair");
+    ASSERT_OK(lock);
+    ASSERT_EQ(*server->RawCommand({"CONFIG", "RESETSTAT"}), "+OK\r\n");
+    constexpr int kPairs = 20;
+    for (int i = 0; i < kPairs; ++i) {
+      absl::StatusOr<Hold> hold =
+          (*lock)->Acquire({.lease = absl::Seconds(10)});
+      ASSERT_OK(hold);
+      ASSERT_OK(hold->Release());
+    }
+    EXPECT_EQ(Calls(*server, "fcall"), 2 * kPairs) << liveness;
+    EXPECT_EQ(Calls(*server, "time"), kPairs) << liveness;
+    EXPECT_EQ(Calls(*server, "set"), kPairs) << liveness;
+    EXPECT_EQ(Calls(*server, "getdel"), kPairs) << liveness;
+    absl::StatusOr<Hold> renewed =
+        (*lock)->Acquire({.lease = absl::Seconds(10)});
+    ASSERT_OK(renewed);
+    ASSERT_OK(renewed->Renew(absl::Seconds(20)));
+    ASSERT_OK(renewed->Release());
+    EXPECT_EQ(*server->RawCommand({"EXISTS", "dlock:{default:pair}"}),
+              ":0\r\n");
+  }
 }
 
 TEST(RedisBackend, OneSubscriptionPerClientWhateverTheWaiters) {
