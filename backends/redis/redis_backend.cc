@@ -44,21 +44,21 @@ class RedisBackend : public Backend {
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const bool will_wait = call.deadline > clock_.Now();
-    std::string fresh_value;  // of the attempt that took the lock free
+    std::string fresh_prefix;  // of the attempt that took the lock free
     absl::StatusOr<Grant> grant = AcquireWithWakeups(
         call, releases_, fallback_poll_,
         [&]() -> absl::StatusOr<::dlock::Attempt> {
           absl::StatusOr<::dlock::Attempt> attempt =
-              TryOnce(call, will_wait, fresh_value);
+              TryOnce(call, will_wait, fresh_prefix);
           // The first wait on this lock may subscribe only now (a
           // cluster's slot): a release just before it was not heard.
           if (will_wait && attempt.ok() && !attempt->acquired.has_value() &&
               router_->Watch(call.name)) {
-            attempt = TryOnce(call, will_wait, fresh_value);
+            attempt = TryOnce(call, will_wait, fresh_prefix);
           }
           return attempt;
         });
-    if (grant.ok()) NoteGrant(call, *grant, std::move(fresh_value));
+    if (grant.ok()) NoteGrant(call, *grant, std::move(fresh_prefix));
     return grant;
   }
 
@@ -69,7 +69,7 @@ class RedisBackend : public Backend {
     Routed routed = RunOne(call.name, [&](const Master& m) {
       return ReleaseScript(m, keys_, call.name, call.owner,
                            call.CountToSubtract(), call.keep_for,
-                           hold != nullptr ? hold->fresh_value() : "");
+                           hold != nullptr ? hold->fresh_prefix() : "");
     });
     const Routed::Answer& answer = routed.answers[0];
     if (!answer.reply.ok()) return answer.reply.status();
@@ -275,10 +275,10 @@ class RedisBackend : public Backend {
   }
 
   // One attempt: the acquire script, and with wait_replicas the WAIT. A
-  // free lock taken leaves the value written in `fresh_value`.
+  // free lock taken leaves what it wrote before the owner in `fresh_prefix`.
   absl::StatusOr<::dlock::Attempt> TryOnce(const AcquireCall& call,
                                            bool will_wait,
-                                           std::string& fresh_value) {
+                                           std::string& fresh_prefix) {
     Routed routed = RunOne(call.name, [&](const Master& m) {
       return AcquireScript(m, keys_, liveness_, call.name, call.owner,
                            call.lease, will_wait);
@@ -297,27 +297,27 @@ class RedisBackend : public Backend {
       // owner. Given back; the caller may try again.
       (void)RunOne(call.name, [&](const Master& m) {
         return ReleaseScript(m, keys_, call.name, call.owner, 1,
-                             absl::ZeroDuration(), parsed->fresh_value);
+                             absl::ZeroDuration(), parsed->fresh_prefix);
       });
       return s;
     }
-    fresh_value = std::move(parsed->fresh_value);
+    fresh_prefix = std::move(parsed->fresh_prefix);
     return attempt;
   }
 
   // The grant's record: a re-entry of the same hold confirms its liveness
-  // deadline; a fresh hold gets one, which keeps the value its grant wrote
-  // (for the release) and, with liveness, the deadline (for the heartbeat).
+  // deadline; a fresh hold gets one, which keeps what its grant wrote (for
+  // the release) and, with liveness, the deadline (for the heartbeat).
   void NoteGrant(const AcquireCall& call, Grant& grant,
-                 std::string fresh_value) {
+                 std::string fresh_prefix) {
     auto* held = static_cast<RedisHold*>(call.held);
     if (held != nullptr && held->token() == grant.fencing_token) {
       if (KeepsLiveness()) held->Confirmed(grant.sent, LivenessTtl(), kDrift);
       return;
     }
-    if (fresh_value.empty() && !KeepsLiveness()) return;
+    if (fresh_prefix.empty() && !KeepsLiveness()) return;
     auto hold = std::make_shared<RedisHold>(
-        call.name, call.owner, grant.fencing_token, std::move(fresh_value));
+        call.name, call.owner, grant.fencing_token, std::move(fresh_prefix));
     if (KeepsLiveness()) {
       hold->Confirmed(grant.sent, LivenessTtl(), kDrift);
       held_.Add(hold);

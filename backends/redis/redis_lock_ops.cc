@@ -82,20 +82,30 @@ absl::StatusOr<bool> ParseRefreshLiveness(const redisReply* r,
 
 namespace {
 
-// The token of a fresh hold's value, "v4 <sec> <usec> ..." (its seconds and
-// microseconds, as the server's TIME gave them).
-std::optional<uint64_t> FreshToken(absl::string_view value) {
-  if (!absl::ConsumePrefix(&value, "v4 ")) return std::nullopt;
-  std::vector<absl::string_view> parts =
-      absl::StrSplit(value, absl::MaxSplits(' ', 2));
+// The value of the acquire's fields before its owner: "v4", the token's
+// seconds and microseconds and six more fields, each followed by a space.
+constexpr int kFieldsBeforeOwner = 9;
+
+// A fresh hold's value (docs/redis.md, keys): its token and the part
+// before the owner; nullopt when it is not one.
+std::optional<std::pair<uint64_t, absl::string_view>> ReadFreshValue(
+    absl::string_view value) {
+  size_t end = 0;
+  for (int i = 0; i < kFieldsBeforeOwner; ++i) {
+    end = value.find(' ', end);
+    if (end == absl::string_view::npos) return std::nullopt;
+    ++end;
+  }
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(value.substr(0, end - 1), ' ');
   uint64_t sec = 0;
   uint64_t usec = 0;
-  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &sec) ||
-      !absl::SimpleAtoi(parts[1], &usec) || usec >= 1000000 ||
+  if (fields[0] != "v4" || !absl::SimpleAtoi(fields[1], &sec) ||
+      !absl::SimpleAtoi(fields[2], &usec) || usec >= 1000000 ||
       sec > (uint64_t{1} << 53) / 1000000) {
     return std::nullopt;
   }
-  return sec * 1000000 + usec;
+  return std::make_pair(sec * 1000000 + usec, value.substr(0, end));
 }
 
 }  // namespace
@@ -105,10 +115,10 @@ absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
   AcquireReply out;
   if (r->type == REDIS_REPLY_STRING) {
     // A free lock taken: the value written, which the release sends back.
-    out.fresh_value.assign(r->str, r->len);
-    std::optional<uint64_t> token = FreshToken(out.fresh_value);
-    if (!token.has_value()) return Malformed("acquire", endpoint);
-    out.acquired = Acquired{*token, 1};
+    const auto fresh = ReadFreshValue(absl::string_view(r->str, r->len));
+    if (!fresh.has_value()) return Malformed("acquire", endpoint);
+    out.acquired = Acquired{fresh->first, 1};
+    out.fresh_prefix = std::string(fresh->second);
     return out;
   }
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
@@ -133,12 +143,13 @@ absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,
                          int64_t holds, absl::Duration keep_for,
-                         absl::string_view fresh_value) {
+                         absl::string_view fresh_prefix) {
   const int64_t keep_ms = KeepMillis(keep_for);
   return ScriptCall{
       &master.scripts().release,
       {keys.LockKey(name)},
-      {keep_ms == 0 ? std::string(fresh_value) : std::string(),
+      {keep_ms == 0 && !fresh_prefix.empty() ? absl::StrCat(fresh_prefix, owner)
+                                             : std::string(),
        std::string(owner), absl::StrCat(holds), keys.ReleaseChannel(name),
        std::string(name), absl::StrCat(keep_ms)}};
 }

@@ -1,6 +1,6 @@
 // Redis-specific behaviour the shared conformance suite cannot see: AUTH and
 // ACL users, SELECT, the script cache, the key layout (nothing left behind),
-// one subscription per client, and URI errors.
+// what a pair costs the server, one subscription per client, and URI errors.
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +12,8 @@
 #include "dlock/dlock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "redis_lock_ops.h"
+#include "redis_master.h"
 #include "redis_scripts.h"
 #include "redis_server.h"
 #include "status_testing.h"
@@ -197,6 +199,70 @@ TEST(RedisBackend, AnUncontendedPairIsThreeCommandsOnTheServer) {
     ASSERT_OK(renewed->Release());
     EXPECT_EQ(*server->RawCommand({"EXISTS", "dlock:{default:pair}"}),
               ":0\r\n");
+  }
+}
+
+// `call` as EVAL of its script's body, on `server`: the reply's RESP.
+absl::StatusOr<std::string> Eval(test::RedisServer& server,
+                                 const redis::Master& master,
+                                 const redis::ScriptCall& call) {
+  return server.RawCommand(
+      master.scripts().Command(*call.script, call.keys, call.args));
+}
+
+// The release's fast path, piece by piece: the acquire writes a free lock's
+// value from its arguments and TIME's fields and answers with it; the
+// client keeps what comes before the owner; the release sends the value
+// back whole, and a lock that still holds it is released by that compare
+// alone, before anything decodes it (shown on a value no script could
+// decode), and only when the release keeps nothing.
+TEST(RedisBackend, ReleasesAnUntouchedHoldByComparingItsValue) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  const redis::Master master(redis::ConnectionConfig{}, "", nullptr);
+  const redis::Keyspace keys("compare", 0);
+  const std::string key = keys.LockKey("job");
+  const redis::ScriptCall acquire = redis::AcquireScript(
+      master, keys, redis::Liveness{.ttl_ms = 10000}, "job", "me 1",
+      absl::Seconds(10), /*will_wait=*/false);
+  ASSERT_OK_AND_ASSIGN(const std::string resp, Eval(*server, master, acquire));
+  ASSERT_OK_AND_ASSIGN(const std::string value,
+                       server->RawCommand({"GET", key}));
+  EXPECT_EQ(resp, value);  // the value written, as a bulk reply
+  redisReply reply{};
+  reply.type = REDIS_REPLY_STRING;
+  const std::string body = resp.substr(resp.find("\r\n") + 2);
+  reply.str = const_cast<char*>(body.data());
+  reply.len = body.size() - 2;
+  ASSERT_OK_AND_ASSIGN(const redis::AcquireReply parsed,
+                       redis::ParseAcquire(&reply, "h:1"));
+  EXPECT_THAT(parsed.fresh_prefix, ::testing::StartsWith("v4 "));
+  EXPECT_THAT(parsed.fresh_prefix,
+              ::testing::EndsWith(" 1 10000 1 10001 10001 0 "));
+  const redis::ScriptCall release =
+      redis::ReleaseScript(master, keys, "job", "me 1", 1, absl::ZeroDuration(),
+                           parsed.fresh_prefix);
+  EXPECT_EQ(absl::StrCat("$", release.args[0].size(), "\r\n", release.args[0],
+                         "\r\n"),
+            value);
+  EXPECT_EQ(*Eval(*server, master, release), ":0\r\n");
+  EXPECT_EQ(*server->RawCommand({"EXISTS", key}), ":0\r\n");
+
+  // Compared before decoded: a value of another layout, sent back whole.
+  const std::string foreign = "not a lock value";
+  ASSERT_OK(server->RawCommand({"SET", key, foreign, "PX", "10000"}).status());
+  redis::ScriptCall as_sent =
+      redis::ReleaseScript(master, keys, "job", "me 1", 1);
+  as_sent.args[0] = foreign;
+  EXPECT_EQ(*Eval(*server, master, as_sent), ":0\r\n");
+  // Not sent back, or with a keep: decoded, and refused as another layout's.
+  for (const absl::Duration keep : {absl::ZeroDuration(), absl::Seconds(1)}) {
+    ASSERT_OK(
+        server->RawCommand({"SET", key, foreign, "PX", "10000"}).status());
+    redis::ScriptCall slow =
+        redis::ReleaseScript(master, keys, "job", "me 1", 1, keep);
+    slow.args[0] = keep > absl::ZeroDuration() ? foreign : "";
+    EXPECT_THAT(*Eval(*server, master, slow), HasSubstr("another layout"));
   }
 }
 
