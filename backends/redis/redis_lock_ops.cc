@@ -82,8 +82,8 @@ absl::StatusOr<bool> ParseRefreshLiveness(const redisReply* r,
 
 namespace {
 
-// The value of the acquire's fields before its owner: "v4", the token's
-// seconds and microseconds and six more fields, each followed by a space.
+// The fields of a fresh hold's value before its owner: "v4", the token's
+// seconds and microseconds, and six more, each followed by a space.
 constexpr int kFieldsBeforeOwner = 9;
 
 // A fresh hold's value (docs/redis.md, keys): its token and the part
@@ -100,6 +100,7 @@ std::optional<std::pair<uint64_t, absl::string_view>> ReadFreshValue(
       absl::StrSplit(value.substr(0, end - 1), ' ');
   uint64_t sec = 0;
   uint64_t usec = 0;
+  // A token the scripts' doubles hold exactly (below 2^53), as TIME's are.
   if (fields[0] != "v4" || !absl::SimpleAtoi(fields[1], &sec) ||
       !absl::SimpleAtoi(fields[2], &usec) || usec >= 1000000 ||
       sec > (uint64_t{1} << 53) / 1000000) {

@@ -6,11 +6,19 @@
 -- every acquire is refused until it expires, and its waiters are told all
 -- the same, so that they look again and sleep until it ends.
 -- Returns the holds left, or -1 when the owner does not hold the lock.
--- The usual case is one call: GETDEL; anything else writes the value back.
+-- The usual case is one call, GETDEL; anything else writes the value back.
 local raw = redis.call('GETDEL', KEYS[1])
 -- The usual case, string compares only: the value the grant wrote,
 -- untouched since (the owner's only hold, nobody waiting, no renewal).
 if raw == ARGV[1] and ARGV[6] == '0' then return 0 end
+-- The same case after a renewal, or for a caller that kept no value
+-- (Redlock, whose masters' values differ): read from the value's shape,
+-- without decoding it.
+if raw and ARGV[6] == '0' then
+  local _, last = string.find(raw,
+                              '^v4 %d+ %d+ 1 %d+ %-?%d+ %-?%d+ %-?%d+ 0 ')
+  if last and string.sub(raw, last + 1) == ARGV[2] then return 0 end
+end
 local v = decode(raw)
 if not v then return -1 end
 if v.owner ~= ARGV[2] then
