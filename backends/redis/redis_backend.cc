@@ -44,28 +44,32 @@ class RedisBackend : public Backend {
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     const bool will_wait = call.deadline > clock_.Now();
+    std::string fresh_prefix;  // of the attempt that took the lock free
     absl::StatusOr<Grant> grant = AcquireWithWakeups(
         call, releases_, fallback_poll_,
         [&]() -> absl::StatusOr<::dlock::Attempt> {
-          absl::StatusOr<::dlock::Attempt> attempt = TryOnce(call, will_wait);
+          absl::StatusOr<::dlock::Attempt> attempt =
+              TryOnce(call, will_wait, fresh_prefix);
           // The first wait on this lock may subscribe only now (a
           // cluster's slot): a release just before it was not heard.
           if (will_wait && attempt.ok() && !attempt->acquired.has_value() &&
               router_->Watch(call.name)) {
-            attempt = TryOnce(call, will_wait);
+            attempt = TryOnce(call, will_wait, fresh_prefix);
           }
           return attempt;
         });
-    if (grant.ok() && KeepsLiveness()) NoteGrant(call, *grant);
+    if (grant.ok()) NoteGrant(call, *grant, std::move(fresh_prefix));
     return grant;
   }
 
   // Not waited for with wait_replicas: a release a failover loses frees
   // the lock at its lease end, as an unconfirmed release does (C21).
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
+    const auto* hold = static_cast<const RedisHold*>(call.record);
     Routed routed = RunOne(call.name, [&](const Master& m) {
       return ReleaseScript(m, keys_, call.name, call.owner,
-                           call.CountToSubtract(), call.keep_for);
+                           call.CountToSubtract(), call.keep_for,
+                           hold != nullptr ? hold->fresh_prefix() : "");
     });
     const Routed::Answer& answer = routed.answers[0];
     if (!answer.reply.ok()) return answer.reply.status();
@@ -270,9 +274,11 @@ class RedisBackend : public Backend {
     return router_->Run(std::move(calls));
   }
 
-  // One attempt: the acquire script, and with wait_replicas the WAIT.
+  // One attempt: the acquire script, and with wait_replicas the WAIT. A
+  // free lock taken leaves what it wrote before the owner in `fresh_prefix`.
   absl::StatusOr<::dlock::Attempt> TryOnce(const AcquireCall& call,
-                                           bool will_wait) {
+                                           bool will_wait,
+                                           std::string& fresh_prefix) {
     Routed routed = RunOne(call.name, [&](const Master& m) {
       return AcquireScript(m, keys_, liveness_, call.name, call.owner,
                            call.lease, will_wait);
@@ -290,25 +296,32 @@ class RedisBackend : public Backend {
       // Not on enough replicas: a failover could hand it to another
       // owner. Given back; the caller may try again.
       (void)RunOne(call.name, [&](const Master& m) {
-        return ReleaseScript(m, keys_, call.name, call.owner, 1);
+        return ReleaseScript(m, keys_, call.name, call.owner, 1,
+                             absl::ZeroDuration(), parsed->fresh_prefix);
       });
       return s;
     }
+    fresh_prefix = std::move(parsed->fresh_prefix);
     return attempt;
   }
 
-  // The grant set the hold's liveness deadline: a re-entry of the same
-  // hold confirms its record, a fresh hold gets one.
-  void NoteGrant(const AcquireCall& call, Grant& grant) {
+  // The grant's record: a re-entry of the same hold confirms its liveness
+  // deadline; a fresh hold gets one, which keeps what its grant wrote (for
+  // the release) and, with liveness, the deadline (for the heartbeat).
+  void NoteGrant(const AcquireCall& call, Grant& grant,
+                 std::string fresh_prefix) {
     auto* held = static_cast<RedisHold*>(call.held);
     if (held != nullptr && held->token() == grant.fencing_token) {
-      held->Confirmed(grant.sent, LivenessTtl(), kDrift);
+      if (KeepsLiveness()) held->Confirmed(grant.sent, LivenessTtl(), kDrift);
       return;
     }
-    auto hold =
-        std::make_shared<RedisHold>(call.name, call.owner, grant.fencing_token);
-    hold->Confirmed(grant.sent, LivenessTtl(), kDrift);
-    held_.Add(hold);
+    if (fresh_prefix.empty() && !KeepsLiveness()) return;
+    auto hold = std::make_shared<RedisHold>(
+        call.name, call.owner, grant.fencing_token, std::move(fresh_prefix));
+    if (KeepsLiveness()) {
+      hold->Confirmed(grant.sent, LivenessTtl(), kDrift);
+      held_.Add(hold);
+    }
     grant.record = std::move(hold);
   }
 

@@ -32,15 +32,22 @@ struct Drift {
 };
 
 // One hold on one master (redis://, Sentinel): its lock, owner and token,
-// and until when its liveness deadline is known to lie ahead.
+// what its fresh grant wrote before the owner (empty for a re-entry), and
+// until when its liveness deadline is known to lie ahead.
 class RedisHold : public HoldRecord {
  public:
-  RedisHold(absl::string_view name, absl::string_view owner, uint64_t token)
-      : name_(name), owner_(owner), token_(token) {}
+  RedisHold(absl::string_view name, absl::string_view owner, uint64_t token,
+            std::string fresh_prefix)
+      : name_(name),
+        owner_(owner),
+        token_(token),
+        fresh_prefix_(std::move(fresh_prefix)) {}
 
   const std::string& name() const { return name_; }
   const std::string& owner() const { return owner_; }
   uint64_t token() const { return token_; }
+  // What the release sends back (ReleaseScript's fresh_prefix).
+  const std::string& fresh_prefix() const { return fresh_prefix_; }
 
   // A write of the deadline (a grant, a renewal, a heartbeat) sent at
   // `sent` was confirmed: the master set it to at least its receipt plus
@@ -54,6 +61,7 @@ class RedisHold : public HoldRecord {
   const std::string name_;
   const std::string owner_;
   const uint64_t token_;
+  const std::string fresh_prefix_;
   // Nanoseconds since the clock's origin; the minimum: never confirmed.
   std::atomic<int64_t> live_until_ns_{std::numeric_limits<int64_t>::min()};
 };

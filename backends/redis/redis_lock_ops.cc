@@ -47,10 +47,16 @@ ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
                          absl::string_view owner, absl::Duration lease,
                          bool will_wait,
                          std::optional<uint64_t> proposed_token) {
-  ScriptCall call{&master.scripts().acquire,
-                  {keys.LockKey(name)},
-                  {std::string(owner), absl::StrCat(LeaseMillis(lease)),
-                   will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms)}};
+  // The script writes a fresh hold of these strings as they are: its
+  // expiry (lease + 1 from the ms of its TIME, which the hold starts
+  // after) and liveness deadline (TTL + 1, or -1) are formatted here.
+  const int64_t lease_ms = LeaseMillis(lease);
+  ScriptCall call{
+      &master.scripts().acquire,
+      {keys.LockKey(name)},
+      {std::string(owner), absl::StrCat(lease_ms), absl::StrCat(lease_ms + 1),
+       will_wait ? "1" : "0",
+       liveness.ttl_ms > 0 ? absl::StrCat(liveness.ttl_ms + 1) : "-1"}};
   if (proposed_token.has_value()) {
     call.keys.push_back(keys.floor());
     call.args.push_back(absl::StrCat(*proposed_token));
@@ -74,13 +80,52 @@ absl::StatusOr<bool> ParseRefreshLiveness(const redisReply* r,
   return r->integer == 1;
 }
 
+namespace {
+
+// The fields of a fresh hold's value before its owner: "v4", the token's
+// seconds and microseconds, and six more, each followed by a space.
+constexpr int kFieldsBeforeOwner = 9;
+
+// A fresh hold's value (docs/redis.md, keys): its token and the part
+// before the owner; nullopt when it is not one.
+std::optional<std::pair<uint64_t, absl::string_view>> ReadFreshValue(
+    absl::string_view value) {
+  size_t end = 0;
+  for (int i = 0; i < kFieldsBeforeOwner; ++i) {
+    end = value.find(' ', end);
+    if (end == absl::string_view::npos) return std::nullopt;
+    ++end;
+  }
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(value.substr(0, end - 1), ' ');
+  uint64_t sec = 0;
+  uint64_t usec = 0;
+  // A token the scripts' doubles hold exactly (below 2^53), as TIME's are.
+  if (fields[0] != "v4" || !absl::SimpleAtoi(fields[1], &sec) ||
+      !absl::SimpleAtoi(fields[2], &usec) || usec >= 1000000 ||
+      sec > (uint64_t{1} << 53) / 1000000) {
+    return std::nullopt;
+  }
+  return std::make_pair(sec * 1000000 + usec, value.substr(0, end));
+}
+
+}  // namespace
+
 absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
                                           absl::string_view endpoint) {
+  AcquireReply out;
+  if (r->type == REDIS_REPLY_STRING) {
+    // A free lock taken: the value written, which the release sends back.
+    const auto fresh = ReadFreshValue(absl::string_view(r->str, r->len));
+    if (!fresh.has_value()) return Malformed("acquire", endpoint);
+    out.acquired = Acquired{fresh->first, 1};
+    out.fresh_prefix = std::string(fresh->second);
+    return out;
+  }
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
       r->element[0]->type != REDIS_REPLY_INTEGER) {
     return Malformed("acquire", endpoint);
   }
-  AcquireReply out;
   if (r->element[0]->integer == 1 && r->elements == 3) {
     out.acquired = Acquired{static_cast<uint64_t>(r->element[1]->integer),
                             r->element[2]->integer};
@@ -98,12 +143,16 @@ absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* r,
 
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,
-                         int64_t holds, absl::Duration keep_for) {
+                         int64_t holds, absl::Duration keep_for,
+                         absl::string_view fresh_prefix) {
+  const int64_t keep_ms = KeepMillis(keep_for);
   return ScriptCall{
       &master.scripts().release,
       {keys.LockKey(name)},
-      {std::string(owner), absl::StrCat(holds), keys.ReleaseChannel(name),
-       std::string(name), absl::StrCat(KeepMillis(keep_for))}};
+      {keep_ms == 0 && !fresh_prefix.empty() ? absl::StrCat(fresh_prefix, owner)
+                                             : std::string(),
+       std::string(owner), absl::StrCat(holds), keys.ReleaseChannel(name),
+       std::string(name), absl::StrCat(keep_ms)}};
 }
 
 absl::StatusOr<int64_t> ParseRelease(const redisReply* r,

@@ -108,6 +108,10 @@ absl::StatusOr<bool> ParseRefreshLiveness(const redisReply* reply,
 // What one master answered to the acquire script.
 struct AcquireReply {
   std::optional<Acquired> acquired;
+  // A free lock taken: the value the script wrote up to its owner, which
+  // the release sends back (with the owner) so that a lock still holding
+  // it is released with a string compare.
+  std::string fresh_prefix;
   // When refused: who holds the lock there, and its lease left.
   std::string holder;
   absl::Duration holder_lease_left = absl::ZeroDuration();
@@ -121,11 +125,15 @@ absl::StatusOr<AcquireReply> ParseAcquire(const redisReply* reply,
                                           absl::string_view endpoint);
 
 // `keep_for` positive: the last hold's release leaves the lock kept by
-// nobody for that long (ReleaseCall::keep_for).
+// nobody for that long (ReleaseCall::keep_for). `fresh_prefix`: what the
+// owner's fresh grant wrote before the owner (AcquireReply::fresh_prefix),
+// if known; the script releases a lock that still holds that value with no
+// more than a compare.
 ScriptCall ReleaseScript(const Master& master, const Keyspace& keys,
                          absl::string_view name, absl::string_view owner,
                          int64_t holds,
-                         absl::Duration keep_for = absl::ZeroDuration());
+                         absl::Duration keep_for = absl::ZeroDuration(),
+                         absl::string_view fresh_prefix = {});
 // The holds left; NotOwnerError() when the owner does not hold the lock.
 absl::StatusOr<int64_t> ParseRelease(const redisReply* reply,
                                      absl::string_view name,

@@ -16,14 +16,14 @@ namespace dlock::redis {
 
 // The library's name; a new layout or new semantics takes a new number, so
 // that clients of two versions never replace each other's functions.
-inline constexpr char kLibrary[] = "dlock_v3";
+inline constexpr char kLibrary[] = "dlock_v4";
 
 // A script: its name, its body for EVAL (the shared prelude and its own
 // file), the function that runs it and its SHA1 (SCRIPT LOAD).
 struct Script {
   std::string name;
   std::string body;
-  std::string function;  // "dlock_v3_<name>"
+  std::string function;  // "dlock_v4_<name>"
   std::string sha;
 };
 

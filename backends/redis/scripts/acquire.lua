@@ -1,32 +1,42 @@
 -- KEYS[1] the lock; KEYS[2] (Redlock only) the namespace's token floor on
 -- this master, which every token it grants exceeds. ARGV[1] owner, ARGV[2]
--- lease (ms), ARGV[3] '1' when the caller will wait, ARGV[4] the caller's
--- liveness TTL (ms; '0': none), ARGV[5] (Redlock only) the token the
--- client proposes, so that masters whose floors are below it all grant the
--- same token in one round.
--- Returns {1, token, holds} when held, {0, ms until the hold may end,
--- holder} when not. The free case is two calls: TIME and one SET NX PXAT
--- GET, which also reads what is there when it is taken.
-local owner, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-local us, down, up = clock()
-local token = us  -- digits: no number formatting on the usual path
+-- lease (ms), ARGV[3] the lease + 1 (the key's PX: counted from TIME's ms,
+-- whose next ms the hold starts at), ARGV[4] '1' when the caller will wait,
+-- ARGV[5] a fresh hold's liveness deadline as the value keeps it: the
+-- caller's liveness TTL + 1 (ms), or '-1' for none; ARGV[6] (Redlock only)
+-- the token the client proposes, so that masters whose floors are below it
+-- all grant the same token in one round.
+-- Returns the value written when the lock was free (the caller reads the
+-- token from it, and releases by it), {1, token, holds} when held
+-- otherwise, {0, ms until the hold may end, holder} when not.
+local raw, token, down
+if not KEYS[2] then
+  -- The usual case: TIME and one SET NX PX GET of the caller's strings
+  -- and TIME's, no number read or formatted.
+  local t = redis.call('TIME')
+  local value = 'v4 ' .. t[1] .. ' ' .. t[2] .. ' 1 ' .. ARGV[2] .. ' 1 ' ..
+                ARGV[3] .. ' ' .. ARGV[5] .. ' 0 ' .. ARGV[1]
+  raw = redis.call('SET', KEYS[1], value, 'NX', 'PX', ARGV[3], 'GET')
+  if not raw then return value end
+  token, down = clock_of(t)
+else
+  token, down = clock()
+  token = math.max(tonumber(ARGV[6]),
+                   tonumber(redis.call('GET', KEYS[2]) or '0') + 1)
+end
+local owner, lease, up = ARGV[1], tonumber(ARGV[2]), down + 1
+local ttl = math.max(tonumber(ARGV[5]) - 1, 0)
+local fresh = {token = token, holds = 1, lease = lease, since = up,
+               expires = up + lease, alive = ttl > 0 and up + ttl or -1,
+               waited = 0, owner = owner}
 if KEYS[2] then
-  token = string.format('%d', math.max(tonumber(ARGV[5]),
-      tonumber(redis.call('GET', KEYS[2]) or '0') + 1))
+  raw = redis.call('SET', KEYS[1], encode(fresh), 'NX', 'PXAT', fresh.expires,
+                   'GET')
+  if not raw then
+    redis.call('SET', KEYS[2], string.format('%d', token))
+    return {1, token, 1}
+  end
 end
-local expires, alive = up + lease, -1
-if ttl > 0 then alive = up + ttl end
--- encode() of a fresh hold, by concatenation (numbers below 10^14 print
--- as integers).
-local raw = redis.call('SET', KEYS[1], token .. ' 1 ' .. lease .. ' ' .. up ..
-                       ' ' .. expires .. ' ' .. alive .. ' 0 ' .. owner,
-                       'NX', 'PXAT', expires, 'GET')
-if not raw then
-  if KEYS[2] then redis.call('SET', KEYS[2], token) end
-  return {1, tonumber(token), 1}
-end
-local fresh = {token = tonumber(token), holds = 1, lease = lease, since = up,
-               expires = expires, alive = alive, waited = 0, owner = owner}
 local v = decode(raw)
 if v.owner ~= owner and lapsed(v, down) then
   -- Its holders are gone: taken over as if free, with a larger token.
@@ -50,7 +60,7 @@ if v.owner == owner then
   redis.call('SET', KEYS[1], encode(v), 'PXAT', v.expires)
   return {1, v.token, v.holds}
 end
-if ARGV[3] == '1' and v.waited == '0' then
+if ARGV[4] == '1' and v.waited == '0' then
   -- Marked so that the holder's release is announced (and only then).
   v.waited = 1
   redis.call('SET', KEYS[1], encode(v), 'KEEPTTL')

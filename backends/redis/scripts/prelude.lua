@@ -1,38 +1,62 @@
 -- What every script shares (docs/redis.md, "Keys"). A lock is one string
 -- key, dlock:{<ns>:<name>}, whose value packs its fields into one SET:
---   <token> <holds> <lease> <since> <expires> <alive> <waited> <owner>
--- token: the fencing token; holds: the hold count (0: kept after release);
--- lease: the kept maximum lease (ms); since: server ms of the fresh grant;
--- expires: the key's own expiry (server ms, its PXAT); alive: the holders'
--- liveness deadline (server ms), -1 when only the lease ends the hold;
+--   v4 <sec> <usec> <holds> <lease> <since> <expires> <alive> <waited> <owner>
+-- sec, usec: the fencing token, sec * 10^6 + usec (a fresh hold's is the
+-- server's TIME, written as TIME gives it); holds: the hold count (0: kept
+-- after release); lease: the kept maximum lease (ms); since: the fresh
+-- grant; expires: the key's own expiry (its PX); alive: the holders'
+-- liveness deadline, -1 when only the lease ends the hold. The three times
+-- count ms from the token's ms (sec * 1000 + usec // 1000), so that a free
+-- lock is taken with a value of its caller's strings and TIME's, with no
+-- number formatted (formatting one costs more than a redis.call's share).
 -- waited: 1 once a refused caller went on waiting; owner: the rest (any
 -- bytes; '' for a lock kept after its release).
 
--- The server's clock: microseconds (as digits, a fresh hold's token), and
--- milliseconds rounded down and up.
+-- The token's ms: what the value's times count from.
+local function base_ms(sec, usec)
+  return sec * 1000 + math.floor(usec / 1000)
+end
+
+-- A reply of TIME as microseconds, and milliseconds rounded down and up.
+local function clock_of(t)
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  local ms = base_ms(sec, usec)
+  return sec * 1000000 + usec, ms, ms + 1
+end
+
+-- The server's clock, so.
 local function clock()
-  local t = redis.call('TIME')
-  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  return t[1] .. string.sub('00000' .. t[2], -6), ms, ms + 1
+  return clock_of(redis.call('TIME'))
 end
 
 local function decode(raw)
   if not raw then return nil end
-  local token, holds, lease, since, expires, alive, waited, owner =
-    string.match(raw, '^(%d+) (%d+) (%d+) (%d+) (%d+) (%-?%d+) ([01]) (.*)$')
-  if not token then
+  local sec, usec, holds, lease, since, expires, alive, waited, owner =
+    string.match(raw, '^v4 (%d+) (%d+) (%d+) (%d+) (%-?%d+) (%-?%d+) ' ..
+                 '(%-?%d+) ([01]) (.*)$')
+  if not sec then
     -- Not this layout's: written by something else under dlock's prefix.
     error({err = 'dlock: a lock value of another layout: ' .. raw})
   end
-  return {token = tonumber(token), holds = tonumber(holds),
-          lease = tonumber(lease), since = tonumber(since),
-          expires = tonumber(expires), alive = tonumber(alive),
-          waited = waited, owner = owner}
+  sec, usec, alive = tonumber(sec), tonumber(usec), tonumber(alive)
+  local base = base_ms(sec, usec)
+  return {token = sec * 1000000 + usec, holds = tonumber(holds),
+          lease = tonumber(lease), since = base + tonumber(since),
+          expires = base + tonumber(expires),
+          alive = alive < 0 and -1 or base + alive, waited = waited,
+          owner = owner}
 end
 
 local function encode(v)
-  return string.format('%d %d %d %d %d %d %s %s', v.token, v.holds, v.lease,
-                       v.since, v.expires, v.alive, v.waited, v.owner)
+  local sec = math.floor(v.token / 1000000)
+  local usec = v.token - sec * 1000000
+  local base = base_ms(sec, usec)
+  -- A deadline before the base (a token above the clock) counts from it:
+  -- later, never earlier.
+  local alive = v.alive < 0 and -1 or math.max(v.alive - base, 0)
+  return string.format('v4 %d %d %d %d %d %d %d %s %s', sec, usec, v.holds,
+                       v.lease, v.since - base, v.expires - base, alive,
+                       v.waited, v.owner)
 end
 
 -- The liveness rule, once: a hold whose holders' deadline passed (on the

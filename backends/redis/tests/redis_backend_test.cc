@@ -1,6 +1,6 @@
 // Redis-specific behaviour the shared conformance suite cannot see: AUTH and
 // ACL users, SELECT, the script cache, the key layout (nothing left behind),
-// one subscription per client, and URI errors.
+// what a pair costs the server, one subscription per client, and URI errors.
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +12,9 @@
 #include "dlock/dlock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "redis_lock_ops.h"
+#include "redis_master.h"
+#include "redis_scripts.h"
 #include "redis_server.h"
 #include "status_testing.h"
 
@@ -112,7 +115,7 @@ TEST(RedisBackend, SurvivesAFlushedScriptCache) {
   ASSERT_EQ(*server->RawCommand({"FUNCTION", "FLUSH"}), "+OK\r\n");
   LockOnce(*client, "without functions");
   EXPECT_THAT(*server->RawCommand({"FUNCTION", "LIST"}),
-              ::testing::HasSubstr("dlock_v3_acquire"));
+              ::testing::HasSubstr(absl::StrCat(redis::kLibrary, "_acquire")));
 }
 
 // An ACL that denies FUNCTION (a managed service's user may lack it): the
@@ -148,6 +151,119 @@ TEST(RedisBackend, LeavesOnlyTheLayoutMarkBehind) {
   EXPECT_EQ(*server->RawCommand({"DBSIZE"}), ":1\r\n");
   EXPECT_EQ(*server->RawCommand({"GET", "dlock:layout:fence"}),
             "$36\r\ndlock-v3 layout; no 0.2 locks remain\r\n");
+}
+
+// INFO commandstats' count of `command` since the last CONFIG RESETSTAT.
+int64_t Calls(test::RedisServer& server, absl::string_view command) {
+  absl::StatusOr<std::string> info =
+      server.RawCommand({"INFO", "commandstats"});
+  EXPECT_OK(info);
+  if (!info.ok()) return -1;
+  const std::string field = absl::StrCat("cmdstat_", command, ":calls=");
+  const size_t at = info->find(field);
+  return at == std::string::npos
+             ? 0
+             : std::strtoll(info->c_str() + at + field.size(), nullptr, 10);
+}
+
+// What an uncontended pair costs the server (docs/redis.md, scripts): the
+// acquire's TIME and SET NX, the release's GETDEL, nothing else, whether
+// the client keeps holders' liveness or not; a renewed hold (its value no
+// longer the grant's) is released as surely, by reading its value.
+TEST(RedisBackend, AnUncontendedPairIsThreeCommandsOnTheServer) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  for (const char* liveness : {"10s", "off"}) {
+    auto client = ConnectOrDie(absl::StrCat(
+        "redis://127.0.0.1:", server->port(), "?liveness_ttl=", liveness));
+    ASSERT_NE(client, nullptr);
+    absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+        client->GetLock("pair");
+    ASSERT_OK(lock);
+    ASSERT_EQ(*server->RawCommand({"CONFIG", "RESETSTAT"}), "+OK\r\n");
+    constexpr int kPairs = 20;
+    for (int i = 0; i < kPairs; ++i) {
+      absl::StatusOr<Hold> hold =
+          (*lock)->Acquire({.lease = absl::Seconds(10)});
+      ASSERT_OK(hold);
+      ASSERT_OK(hold->Release());
+    }
+    EXPECT_EQ(Calls(*server, "fcall"), 2 * kPairs) << liveness;
+    EXPECT_EQ(Calls(*server, "time"), kPairs) << liveness;
+    EXPECT_EQ(Calls(*server, "set"), kPairs) << liveness;
+    EXPECT_EQ(Calls(*server, "getdel"), kPairs) << liveness;
+    absl::StatusOr<Hold> renewed =
+        (*lock)->Acquire({.lease = absl::Seconds(10)});
+    ASSERT_OK(renewed);
+    ASSERT_OK(renewed->Renew(absl::Seconds(20)));
+    ASSERT_OK(renewed->Release());
+    EXPECT_EQ(*server->RawCommand({"EXISTS", "dlock:{default:pair}"}),
+              ":0\r\n");
+  }
+}
+
+// `call` as EVAL of its script's body, on `server`: the reply's RESP.
+absl::StatusOr<std::string> Eval(test::RedisServer& server,
+                                 const redis::Master& master,
+                                 const redis::ScriptCall& call) {
+  return server.RawCommand(
+      master.scripts().Command(*call.script, call.keys, call.args));
+}
+
+// The release's fast path, piece by piece: the acquire writes a free lock's
+// value from its arguments and TIME's fields and answers with it; the
+// client keeps what comes before the owner; the release sends the value
+// back whole, and a lock that still holds it is released by that compare
+// alone, before anything decodes it (shown on a value no script could
+// decode), and only when the release keeps nothing.
+TEST(RedisBackend, ReleasesAnUntouchedHoldByComparingItsValue) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  const redis::Master master(redis::ConnectionConfig{}, "", nullptr);
+  const redis::Keyspace keys("compare", 0);
+  const std::string key = keys.LockKey("job");
+  const redis::ScriptCall acquire = redis::AcquireScript(
+      master, keys, redis::Liveness{.ttl_ms = 10000}, "job", "me 1",
+      absl::Seconds(10), /*will_wait=*/false);
+  ASSERT_OK_AND_ASSIGN(const std::string resp, Eval(*server, master, acquire));
+  ASSERT_OK_AND_ASSIGN(const std::string value,
+                       server->RawCommand({"GET", key}));
+  EXPECT_EQ(resp, value);  // the value written, as a bulk reply
+  redisReply reply{};
+  reply.type = REDIS_REPLY_STRING;
+  const std::string body = resp.substr(resp.find("\r\n") + 2);
+  reply.str = const_cast<char*>(body.data());
+  reply.len = body.size() - 2;
+  ASSERT_OK_AND_ASSIGN(const redis::AcquireReply parsed,
+                       redis::ParseAcquire(&reply, "h:1"));
+  EXPECT_THAT(parsed.fresh_prefix, ::testing::StartsWith("v4 "));
+  EXPECT_THAT(parsed.fresh_prefix,
+              ::testing::EndsWith(" 1 10000 1 10001 10001 0 "));
+  const redis::ScriptCall release =
+      redis::ReleaseScript(master, keys, "job", "me 1", 1, absl::ZeroDuration(),
+                           parsed.fresh_prefix);
+  EXPECT_EQ(absl::StrCat("$", release.args[0].size(), "\r\n", release.args[0],
+                         "\r\n"),
+            value);
+  EXPECT_EQ(*Eval(*server, master, release), ":0\r\n");
+  EXPECT_EQ(*server->RawCommand({"EXISTS", key}), ":0\r\n");
+
+  // Compared before decoded: a value of another layout, sent back whole.
+  const std::string foreign = "not a lock value";
+  ASSERT_OK(server->RawCommand({"SET", key, foreign, "PX", "10000"}).status());
+  redis::ScriptCall as_sent =
+      redis::ReleaseScript(master, keys, "job", "me 1", 1);
+  as_sent.args[0] = foreign;
+  EXPECT_EQ(*Eval(*server, master, as_sent), ":0\r\n");
+  // Not sent back, or with a keep: decoded, and refused as another layout's.
+  for (const absl::Duration keep : {absl::ZeroDuration(), absl::Seconds(1)}) {
+    ASSERT_OK(
+        server->RawCommand({"SET", key, foreign, "PX", "10000"}).status());
+    redis::ScriptCall slow =
+        redis::ReleaseScript(master, keys, "job", "me 1", 1, keep);
+    slow.args[0] = keep > absl::ZeroDuration() ? foreign : "";
+    EXPECT_THAT(*Eval(*server, master, slow), HasSubstr("another layout"));
+  }
 }
 
 TEST(RedisBackend, OneSubscriptionPerClientWhateverTheWaiters) {

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "redis_connection.h"
+#include "redis_lock_ops.h"
 #include "status_testing.h"
 
 namespace dlock::redis {
@@ -19,15 +20,21 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// An error reply as hiredis hands it out, without a server.
-struct ErrorReply {
-  explicit ErrorReply(std::string text) : text(std::move(text)) {
-    reply.type = REDIS_REPLY_ERROR;
+// A reply of text (an error, a bulk string) as hiredis hands it out,
+// without a server.
+struct TextReply {
+  TextReply(int type, std::string text) : text(std::move(text)) {
+    reply.type = type;
     reply.str = this->text.data();
     reply.len = this->text.size();
   }
   std::string text;
   redisReply reply{};
+};
+
+struct ErrorReply : TextReply {
+  explicit ErrorReply(std::string text)
+      : TextReply(REDIS_REPLY_ERROR, std::move(text)) {}
 };
 
 TEST(RedisReplies, ServersThatCannotServeUsAreLeft) {
@@ -119,6 +126,30 @@ TEST(RedisReplies, ArrayLengthsAreCheckedBeforeAnythingIsAllocated) {
     EXPECT_THAT(read.message(), HasSubstr("h:1")) << bytes;
   }
   EXPECT_OK(ReadingOf("*2\r\n:1\r\n:2\r\n"));
+}
+
+// A free lock taken answers with the value written (docs/redis.md, keys):
+// the token is its seconds and microseconds, as the server's TIME gave
+// them, and what comes before the owner is kept for the release.
+TEST(RedisReplies, AFreshGrantIsReadFromTheValueWritten) {
+  const std::string value = "v4 1795778248 19076 1 10000 1 10001 -1 0 me 2";
+  TextReply fresh(REDIS_REPLY_STRING, value);
+  absl::StatusOr<AcquireReply> parsed = ParseAcquire(&fresh.reply, "h:1");
+  ASSERT_OK(parsed);
+  ASSERT_TRUE(parsed->acquired.has_value());
+  EXPECT_EQ(parsed->acquired->fencing_token, uint64_t{1795778248019076});
+  EXPECT_EQ(parsed->acquired->hold_count, 1);
+  EXPECT_EQ(parsed->fresh_prefix, "v4 1795778248 19076 1 10000 1 10001 -1 0 ");
+  for (const char* bad :
+       {"", "v4", "v4 1795778248", "v4 1795778248 1 1 10000 1 10001 -1 0",
+        "v4 1795778248 1000000 1 1 1 1 -1 0 me",
+        "v3 1795778248 19076 1 10000 1 10001 -1 0 me", "v4 -1 2 1 me",
+        "v4 99999999999999 1 1 1 1 1 -1 0 me"}) {
+    TextReply r(REDIS_REPLY_STRING, bad);
+    const absl::StatusOr<AcquireReply> refused = ParseAcquire(&r.reply, "h:1");
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInternal) << bad;
+    EXPECT_THAT(refused.status().message(), HasSubstr("h:1")) << bad;
+  }
 }
 
 }  // namespace

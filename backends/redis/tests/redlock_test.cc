@@ -59,27 +59,31 @@ int64_t FloorOn(test::RedisServer& server, const std::string& ns) {
   return reply.ok() ? RespInteger(*reply) : -1;
 }
 
-// The token a master's copy of the lock carries: the first field of its
-// value; -1 when the master has no copy.
+// The token a master's copy of the lock carries: the seconds and
+// microseconds after its value's "v4"; -1 when the master has no copy.
 int64_t TokenOn(test::RedisServer& server, const std::string& key) {
   absl::StatusOr<std::string> reply = server.RawCommand(
       {"EVAL",
        "local v = redis.call('GET', KEYS[1]) if not v then return -1 end "
-       "return tonumber(string.match(v, '^(%d+) '))",
+       "local sec, usec = string.match(v, '^v4 (%d+) (%d+) ') "
+       "return tonumber(sec) * 1000000 + tonumber(usec)",
        "1", key});
   EXPECT_OK(reply);
   return reply.ok() ? RespInteger(*reply) : -1;
 }
 
-// Sets the token of a master's copy of the lock.
+// Sets the token of a master's copy of the lock ("v4 <sec> <usec> ...",
+// docs/redis.md; the times after it count from the token's ms, which
+// moves by at most 1 ms here).
 absl::Status SetTokenOn(test::RedisServer& server, const std::string& key,
                         uint64_t token) {
   return server
       .RawCommand({"EVAL",
                    "local v = redis.call('GET', KEYS[1]) "
-                   "return redis.call('SET', KEYS[1], "
-                   "ARGV[1] .. string.match(v, '^%d+( .*)$'), 'KEEPTTL')",
-                   "1", key, absl::StrCat(token)})
+                   "return redis.call('SET', KEYS[1], 'v4 ' .. ARGV[1] .. "
+                   "string.match(v, '^v4 %d+ %d+( .*)$'), 'KEEPTTL')",
+                   "1", key,
+                   absl::StrCat(token / 1000000, " ", token % 1000000)})
       .status();
 }
 
@@ -271,11 +275,11 @@ TEST_P(Redlock, SplitVoteIsNotReportedAsHeld) {
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   for (int i = 0; i < 2; ++i) {
     // token 1, one hold, lease 30 ms, no liveness (docs/redis.md, keys).
-    ASSERT_OK(
-        group->server(i)
-            .RawCommand({"SET", "dlock:{split:job}",
-                         absl::StrCat("1 1 30 0 0 -1 0 other-", i), "PX", "30"})
-            .status());
+    ASSERT_OK(group->server(i)
+                  .RawCommand({"SET", "dlock:{split:job}",
+                               absl::StrCat("v4 0 1 1 30 0 0 -1 0 other-", i),
+                               "PX", "30"})
+                  .status());
   }
   absl::StatusOr<Hold> hold = lock->TryAcquire();
   ASSERT_OK(hold.status());
