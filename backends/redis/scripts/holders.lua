@@ -3,10 +3,13 @@
 -- when wired. Each object is one hash, dlock:<kind>{<ns>:<name>}, in the
 -- slot of the lock of the same name. One field per holder, named by its
 -- owner id (always "c:..." or "t:...", so the second byte is ':'):
---   <token> <holds> <permits> <lease> <since> <expires> <alive>
+--   <token> <holds> <permits> <lease> <since> <expires> <alive> <slots>
 -- as in a lock's value: the fencing token, the hold count, the permits it
 -- holds (1 for a reader or a leader), the kept maximum lease (ms), since,
--- its lease's end and its holders' liveness deadline (server ms, -1: none).
+-- its lease's end and its holders' liveness deadline (server ms, -1: none);
+-- slots: the permit slots it holds, "0,2" (a semaphore's: no two live
+-- holders share one, so a resource fenced per slot sees one holder at a
+-- time, with growing tokens; "0" for a reader or a leader).
 -- Other fields (one letter) describe the object:
 --   n  "<limit> <waited> <last token>": the N in force (0: no bound), 1
 --      once a refused caller went on waiting, the last token granted.
@@ -17,20 +20,36 @@
 --   v  the leader's value (an election).
 
 local function decode_holder(raw)
-  local token, holds, permits, lease, since, expires, alive = string.match(
-      raw, '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%-?%d+)$')
+  local token, holds, permits, lease, since, expires, alive, slots =
+    string.match(raw,
+                 '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%-?%d+) ([%d,]+)$')
   if not token then
     error({err = 'dlock: a holder entry of another layout: ' .. raw})
   end
   return {token = tonumber(token), holds = tonumber(holds),
           permits = tonumber(permits), lease = tonumber(lease),
           since = tonumber(since), expires = tonumber(expires),
-          alive = tonumber(alive)}
+          alive = tonumber(alive), slots = slots}
 end
 
 local function encode_holder(h)
-  return string.format('%d %d %d %d %d %d %d', h.token, h.holds, h.permits,
-                       h.lease, h.since, h.expires, h.alive)
+  return string.format('%d %d %d %d %d %d %d %s', h.token, h.holds, h.permits,
+                       h.lease, h.since, h.expires, h.alive, h.slots)
+end
+
+-- The lowest `permits` slots of [0, limit) that no live holder holds, as
+-- "0,2".
+local function free_slots(o, permits, limit)
+  local taken = {}
+  for _, h in pairs(o.holders) do
+    for x in string.gmatch(h.slots, '%d+') do taken[tonumber(x)] = true end
+  end
+  local out = {}
+  for x = 0, limit - 1 do
+    if #out == permits then break end
+    if not taken[x] then out[#out + 1] = x end
+  end
+  return table.concat(out, ',')
 end
 
 -- A holder is gone once its lease ended or its liveness lapsed (on the
@@ -114,11 +133,11 @@ local function next_token(us, last)
   return math.max(tonumber(us), last + 1)
 end
 
-local function new_holder(token, permits, lease, up, ttl)
+local function new_holder(token, permits, slots, lease, up, ttl)
   local alive = -1
   if ttl > 0 then alive = up + ttl end
   return {token = token, holds = 1, permits = permits, lease = lease,
-          since = up, expires = up + lease, alive = alive}
+          since = up, expires = up + lease, alive = alive, slots = slots}
 end
 
 -- Re-entry (C5): one hold more, the longer lease kept, liveness refreshed.

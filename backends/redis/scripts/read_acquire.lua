@@ -24,7 +24,7 @@ if v and v.owner == owner then
   if h then
     reenter_holder(h, lease, up, ttl)
   else
-    h = new_holder(v.token, 1, lease, up, ttl)
+    h = new_holder(v.token, 1, '0', lease, up, ttl)
   end
   redis.call('HSET', readers, owner, encode_holder(h))
   o.latest = math.max(o.latest, h.expires)
@@ -64,7 +64,7 @@ if h then
 else
   local floor = s.last
   if v then floor = math.max(floor, v.token) end
-  h = new_holder(next_token(us, floor), 1, lease, up, ttl)
+  h = new_holder(next_token(us, floor), 1, '0', lease, up, ttl)
   s.last = h.token
 end
 redis.call('HSET', readers, owner, encode_holder(h))

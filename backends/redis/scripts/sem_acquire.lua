@@ -7,8 +7,8 @@
 -- lasts without a retry (ms), ARGV[8] channel to announce grants on (''
 -- for none), ARGV[9] its message, ARGV[10] '1' for an election, ARGV[11]
 -- the campaigner's value.
--- Returns {1, token, holds} when granted; {0, ms until a holder may end,
--- ''} when refused; {-2, N in force} when another N is in force (C22);
+-- Returns {1, token, holds, slots ("0,2")} when granted; {0, ms until a
+-- holder may end, ''} when refused; {-2, N in force} when another N is in force (C22);
 -- {-3, permits held} for a re-entry asking other permits.
 local owner, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local limit, permits = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -38,7 +38,7 @@ if h then
     announce()
   end
   expire_object(key, o, q and q.until_ms)
-  return {1, h.token, h.holds}
+  return {1, h.token, h.holds, h.slots}
 end
 
 -- Room for the caller, leaving the head waiter's reservation whole unless
@@ -48,7 +48,8 @@ local reserved = 0
 if q and q.owner ~= owner then reserved = q.num end
 if o.used + permits + reserved <= s.limit then
   local token = next_token(us, s.last)
-  h = new_holder(token, permits, lease, up, ttl)
+  h = new_holder(token, permits, free_slots(o, permits, s.limit), lease, up,
+                 ttl)
   redis.call('HSET', key, owner, encode_holder(h))
   o.latest = math.max(o.latest, h.expires)
   s.last = token
@@ -62,7 +63,7 @@ if o.used + permits + reserved <= s.limit then
     announce()
   end
   expire_object(key, o, q and q.until_ms)
-  return {1, token, 1}
+  return {1, token, 1, h.slots}
 end
 
 if ARGV[3] == '1' then

@@ -177,6 +177,7 @@ def semaphore_cases(db, listener):
     b = sem(db, "S", "t:B", 2)
     expect("sem: two of N=2", (a[0], b[0]), (1, 1))
     expect("sem: tokens grow per grant", b[1] > a[1], True)
+    expect("sem: the lowest free permit slots", (a[4], b[4]), ([0], [1]))
     expect("sem: a third try is refused", sem(db, "S", "t:C", 2)[0], 0)
     expect("sem: another N in force: -2 and the N",
            sem(db, "S", "t:D", 3)[:2], (-2, 2))
@@ -198,6 +199,7 @@ def semaphore_cases(db, listener):
            sem(db, "S", "t:E", 2)[0], 0)
     c = sem(db, "S", "t:C", 2, wait=True)
     expect("sem: C gets it, token above all", c[0] == 1 and c[1] > b[1], True)
+    expect("sem: ...in A's slot", c[4], [0])
     sem_release(db, "S", "t:B")
     sem_release(db, "S", "t:C")
     expect("sem: nothing held: the row is free",
@@ -211,8 +213,8 @@ def semaphore_cases(db, listener):
     expect("sem: a single permit would starve B: refused",
            sem(db, "M", "t:C", 3)[0], 0)
     sem_release(db, "M", "t:A")
-    expect("sem: B gets its 3 in one step",
-           sem(db, "M", "t:B", 3, permits=3, wait=True)[0], 1)
+    expect("sem: B gets its 3 in one step, slots 0 to 2",
+           sem(db, "M", "t:B", 3, permits=3, wait=True)[0:5:4], (1, [0, 1, 2]))
     sem_release(db, "M", "t:B")
     sem(db, "L", "t:A", 1, lease=60000, ttl=150)
     expect("sem: full while A's client lives", sem(db, "L", "t:B", 1)[0], 0)

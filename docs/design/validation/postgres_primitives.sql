@@ -44,6 +44,10 @@ CREATE TABLE IF NOT EXISTS {H} (
   since timestamptz NOT NULL,
   session_key bigint,
   live_ids text[],
+  -- A semaphore holder's permit slots, each in [0, N): no two live holders
+  -- share one (a resource fenced per slot sees one holder at a time, with
+  -- growing tokens); {0} for a reader.
+  slots int[] NOT NULL,
   PRIMARY KEY (namespace, name, owner)
 );
 
@@ -87,11 +91,13 @@ RETURNS bigint LANGUAGE sql AS $fn$
 $fn$;
 
 -- One hold more for p_owner in {H} (a re-entry, or a fresh hold with a new
--- token or `p_token` when given): returns its token, holds and lease end.
+-- token or `p_token` when given, in the lowest free slots below p_limit;
+-- a reader, p_limit NULL, in slot 0):
+-- returns its token, holds, lease end and slots.
 CREATE OR REPLACE FUNCTION {F}hold"(p_ns text, p_name text, p_owner text,
-    p_permits bigint, p_lease_ms bigint, p_live text, p_ttl_ms bigint,
-    p_token bigint, OUT o_token bigint, OUT o_holds bigint,
-    OUT o_expires timestamptz)
+    p_permits bigint, p_limit bigint, p_lease_ms bigint, p_live text,
+    p_ttl_ms bigint, p_token bigint, OUT o_token bigint, OUT o_holds bigint,
+    OUT o_expires timestamptz, OUT o_slots int[])
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_now timestamptz := clock_timestamp();
@@ -104,16 +110,22 @@ BEGIN
                       WHEN p_live = ANY(h.live_ids) THEN h.live_ids
                       ELSE h.live_ids || p_live END
     WHERE h.namespace = p_ns AND h.name = p_name AND h.owner = p_owner
-    RETURNING h.fencing_token, h.holds, h.expires_at
-    INTO o_token, o_holds, o_expires;
+    RETURNING h.fencing_token, h.holds, h.expires_at, h.slots
+    INTO o_token, o_holds, o_expires, o_slots;
   IF NOT FOUND THEN
     INSERT INTO {H} (namespace, name, owner, permits, holds, fencing_token,
-        kept_lease_ms, expires_at, since, live_ids)
+        kept_lease_ms, expires_at, since, live_ids, slots)
       VALUES (p_ns, p_name, p_owner, p_permits, 1,
         COALESCE(p_token, nextval('{S}')), p_lease_ms, v_end, v_now,
-        CASE WHEN p_ttl_ms > 0 THEN ARRAY[p_live] END)
-      RETURNING fencing_token, holds, expires_at
-      INTO o_token, o_holds, o_expires;
+        CASE WHEN p_ttl_ms > 0 THEN ARRAY[p_live] END,
+        CASE WHEN p_limit IS NULL THEN ARRAY[0] ELSE
+          ARRAY(SELECT x FROM generate_series(0, p_limit - 1) x
+                WHERE NOT EXISTS (SELECT 1 FROM {H} h
+                                  WHERE h.namespace = p_ns
+                                    AND h.name = p_name AND x = ANY(h.slots))
+                ORDER BY x LIMIT p_permits) END)
+      RETURNING fencing_token, holds, expires_at, slots
+      INTO o_token, o_holds, o_expires, o_slots;
   END IF;
   IF p_ttl_ms > 0 THEN
     INSERT INTO {V} (client, live_until)
@@ -124,13 +136,14 @@ END
 $fn$;
 
 -- ---- Semaphores (C22) ------------------------------------------------------
--- o_code: 1 granted (token, holds); 0 refused (o_left: ms until a holder
+-- o_code: 1 granted (token, holds, o_slots); 0 refused (o_left: ms until a holder
 -- may end); -2 another N in force (o_token: that N); -3 a re-entry asking
 -- other permits (o_token: the permits held).
 CREATE OR REPLACE FUNCTION {F}sem_acquire"(p_ns text, p_name text,
     p_owner text, p_lease_ms bigint, p_wait boolean, p_live text,
     p_ttl_ms bigint, p_limit bigint, p_permits bigint, p_reserve_ms bigint)
-RETURNS TABLE (o_code int, o_token bigint, o_holds bigint, o_left bigint)
+RETURNS TABLE (o_code int, o_token bigint, o_holds bigint, o_left bigint,
+               o_slots int[])
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_row {T} := {F}lock_row"(p_ns, p_name);
@@ -148,13 +161,14 @@ BEGIN
   IF v_count = 0 AND NOT v_claim THEN
     v_row.lim := p_limit;  -- nothing in force: the caller's N
   ELSIF v_row.lim IS DISTINCT FROM p_limit THEN
-    RETURN QUERY SELECT -2, v_row.lim, 0::bigint, 0::bigint;
+    RETURN QUERY SELECT -2, v_row.lim, 0::bigint, 0::bigint, NULL::int[];
     RETURN;
   END IF;
   SELECT h.permits INTO v_mine FROM {H} h
     WHERE h.namespace = p_ns AND h.name = p_name AND h.owner = p_owner;
   IF FOUND AND v_mine.permits <> p_permits THEN
-    RETURN QUERY SELECT -3, v_mine.permits, 0::bigint, 0::bigint;
+    RETURN QUERY SELECT -3, v_mine.permits, 0::bigint, 0::bigint,
+        NULL::int[];
     RETURN;
   END IF;
   -- Room for the caller, leaving the head waiter's place whole unless the
@@ -163,8 +177,8 @@ BEGIN
     v_reserved := v_row.claim_num;
   END IF;
   IF FOUND OR v_used + p_permits + v_reserved <= v_row.lim THEN
-    v_hold := {F}hold"(p_ns, p_name, p_owner, p_permits, p_lease_ms, p_live,
-                       p_ttl_ms, NULL);
+    v_hold := {F}hold"(p_ns, p_name, p_owner, p_permits, v_row.lim,
+                       p_lease_ms, p_live, p_ttl_ms, NULL);
     UPDATE {T} l SET mode = 's', lim = v_row.lim,
         expires_at = GREATEST(l.expires_at, v_hold.o_expires),
         claim_owner = CASE WHEN l.claim_owner = p_owner THEN NULL
@@ -172,7 +186,8 @@ BEGIN
         claim_until = CASE WHEN l.claim_owner = p_owner THEN NULL
                            ELSE l.claim_until END
       WHERE l.namespace = p_ns AND l.name = p_name;
-    RETURN QUERY SELECT 1, v_hold.o_token, v_hold.o_holds, 0::bigint;
+    RETURN QUERY SELECT 1, v_hold.o_token, v_hold.o_holds, 0::bigint,
+        v_hold.o_slots;
     RETURN;
   END IF;
   IF p_wait THEN
@@ -191,7 +206,7 @@ BEGIN
   RETURN QUERY SELECT 0, 0::bigint, 0::bigint,
       LEAST({F}holders_left"(p_ns, p_name), CASE WHEN v_claim AND
           v_row.claim_owner <> p_owner THEN GREATEST(0, ceil(extract(epoch
-          FROM v_row.claim_until - v_now) * 1000))::bigint END);
+          FROM v_row.claim_until - v_now) * 1000))::bigint END), NULL::int[];
 END
 $fn$;
 
@@ -281,7 +296,7 @@ BEGIN
   IF v_writer AND v_row.owner = p_owner THEN
     -- The writer takes the read lock too: its token; the row lives as long
     -- as the read, and its release will keep the read ('w').
-    v_hold := {F}hold"(p_ns, p_name, p_owner, 1, p_lease_ms, p_live,
+    v_hold := {F}hold"(p_ns, p_name, p_owner, 1, NULL, p_lease_ms, p_live,
                        p_ttl_ms, v_row.fencing_token);
     UPDATE {T} l SET mode = 'w',
         expires_at = GREATEST(l.expires_at, v_hold.o_expires)
@@ -311,8 +326,8 @@ BEGIN
         epoch FROM v_row.claim_until - v_now) * 1000))::bigint;
     RETURN;
   END IF;
-  v_hold := {F}hold"(p_ns, p_name, p_owner, 1, p_lease_ms, p_live, p_ttl_ms,
-                     NULL);
+  v_hold := {F}hold"(p_ns, p_name, p_owner, 1, NULL, p_lease_ms, p_live,
+                     p_ttl_ms, NULL);
   IF v_row.mode IS DISTINCT FROM 'r' THEN
     UPDATE {T} l SET since = v_now, claim_owner = NULL, claim_until = NULL
       WHERE l.namespace = p_ns AND l.name = p_name;

@@ -133,13 +133,16 @@ def semaphore_cases(r, run):
     b = sem(run, k, "t:B", 2)
     expect("sem: two of N=2 granted", [a[0], b[0]], [1, 1])
     expect("sem: each grant's token is larger", b[1] > a[1], True)
+    expect("sem: each takes the lowest free permit slot", (a[3], b[3]),
+           ("0", "1"))
     expect("sem: a try for a third is refused without a write",
            sem(run, k, "t:C", 2)[0], 0)
     expect("sem: ...and leaves no reservation", r.hget(k, "q"), None)
     expect("sem: another N in force is FailedPrecondition (-2, the N)",
            sem(run, k, "t:D", 3), [-2, 2])
     again = sem(run, k, "t:A", 2)
-    expect("sem: re-entry keeps the token, holds 2", again, [1, a[1], 2])
+    expect("sem: re-entry keeps the token and slot, holds 2", again,
+           [1, a[1], 2, "0"])
     expect("sem: re-entry asking other permits is refused (-3)",
            sem(run, k, "t:A", 2, permits=2), [-3, 1])
     waiting = sem(run, k, "t:C", 2, wait=1)
@@ -161,6 +164,7 @@ def semaphore_cases(r, run):
     c = sem(run, k, "t:C", 2, wait=1)
     expect("sem: the reserving waiter gets it, token above all before",
            c[0] == 1 and c[1] > b[1], True)
+    expect("sem: ...in A's slot: that slot's tokens grow", c[3], "0")
     expect("sem: its reservation is gone", r.hget(k, "q"), None)
     sem_release(run, k, "t:B")
     sem_release(run, k, "t:C")
@@ -177,8 +181,8 @@ def semaphore_cases(r, run):
     expect("sem: a later single permit is refused: it would starve B",
            sem(run, k, "t:C", 3, wait=1)[0], 0)
     sem_release(run, k, "t:A")
-    expect("sem: B gets all 3 at once (one step)",
-           sem(run, k, "t:B", 3, permits=3, wait=1)[0], 1)
+    expect("sem: B gets all 3 at once (one step), slots 0 to 2",
+           sem(run, k, "t:B", 3, permits=3, wait=1)[::3], [1, "0,1,2"])
     sem_release(run, k, "t:B")
     run("holders_abandon", [k], ["t:C", "q", CHANNEL, "\x1fsM"])
 
