@@ -4,7 +4,8 @@
 -- ARGV[1] owner, ARGV[2] lease (ms), ARGV[3] '1' when the caller will wait,
 -- ARGV[4] liveness TTL (ms; '0': none), ARGV[5] the N the caller expects,
 -- ARGV[6] permits asked (1..N), ARGV[7] how long a waiter's reservation
--- lasts without a retry (ms), ARGV[8] channel to announce grants on (''
+-- lasts without a retry (ms; '0': no reservation, as Redlock asks),
+-- ARGV[8] channel to announce grants on (''
 -- for none), ARGV[9] its message, ARGV[10] '1' for an election, ARGV[11]
 -- the campaigner's value.
 -- Returns {1, token, holds, slots ("0,2")} when granted; {0, ms until a
@@ -70,12 +71,12 @@ if ARGV[3] == '1' then
   -- A waiter: releases must announce themselves, and the first waiter
   -- (or the one holding the place already) keeps a place for its permits.
   s.waited = 1
-  if not q or q.owner == owner then
+  if ARGV[7] ~= '0' and (not q or q.owner == owner) then
     q = {until_ms = up + tonumber(ARGV[7]), num = permits, owner = owner}
     redis.call('HSET', key, 'q', encode_claim(q))
   end
   save_state(key, s)
-  expire_object(key, o, q.until_ms)
+  expire_object(key, o, q and q.until_ms)
 end
 local left = soonest_end(o, down)
 if q and q.owner ~= owner then left = math.min(left, q.until_ms - down) end

@@ -276,6 +276,10 @@ def election_cases(r, run):
     b = campaign(run, k, "t:B", "b", wait=1)
     expect("elect: B leads with a larger term", b[0] == 1 and b[1] > a[1],
            True)
+    r_ = run("sem_acquire", [k], ["t:C", 5000, 1, 0, 1, 1, 0, CHANNEL,
+                                  "\x1feE", 1, "c"])
+    expect("elect: without reservations (Redlock) a waiter keeps no place",
+           (r_[0], r.hget(k, "q")), (0, None))
     run("sem_release", [k], ["t:B", 1, CHANNEL, "\x1feE", 1])
     # A leader that stops refreshing its liveness is replaced.
     a = campaign(run, k, "t:A", "a", ttl=100, lease=60000)
