@@ -161,3 +161,44 @@ local function soonest_end(o, now_down)
   end
   return left or 0
 end
+
+-- Takes n holds of the owner's off (n more than held: all). Returns nil
+-- when the owner holds nothing live here, else the holds left; at zero its
+-- entry is gone and o's count and latest lease no longer include it.
+local function take_off_holder(key, o, owner, n)
+  local h = o.holders[owner]
+  if not h then return nil end
+  local left = h.holds - n
+  if left > 0 then
+    h.holds = left
+    redis.call('HSET', key, owner, encode_holder(h))
+    return left
+  end
+  redis.call('HDEL', key, owner)
+  o.holders[owner] = nil
+  o.count = o.count - 1
+  o.latest = 0
+  for _, other in pairs(o.holders) do
+    o.latest = math.max(o.latest, other.expires)
+  end
+  return 0
+end
+
+-- A holder's renewal (C5, C7): the lease to the larger of the one asked and
+-- the kept maximum from now, a live caller's liveness refreshed, the hash
+-- never expiring before it. Returns the entry, or nil when the owner holds
+-- nothing live here.
+local function renew_holder(key, owner, lease, ttl, down, up)
+  local raw = redis.call('HGET', key, owner)
+  if not raw then return nil end
+  local h = decode_holder(raw)
+  if holder_gone(h, down) then return nil end
+  h.lease = math.max(h.lease, lease)
+  h.expires = up + h.lease
+  if ttl > 0 and h.alive >= 0 then h.alive = math.max(h.alive, up + ttl) end
+  redis.call('HSET', key, owner, encode_holder(h))
+  if redis.call('PEXPIRETIME', key) < h.expires then
+    redis.call('PEXPIREAT', key, h.expires)
+  end
+  return h
+end

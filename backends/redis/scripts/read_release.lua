@@ -5,21 +5,9 @@
 local owner, lock, readers = ARGV[1], KEYS[1], KEYS[2]
 local _, down, up = clock()
 local o = load_holders(readers, down)
-local h = o.holders[owner]
-if not h then return -1 end
-local left = h.holds - tonumber(ARGV[2])
-if left > 0 then
-  h.holds = left
-  redis.call('HSET', readers, owner, encode_holder(h))
-  return left
-end
-redis.call('HDEL', readers, owner)
-o.holders[owner] = nil
-o.count = o.count - 1
-o.latest = 0
-for _, other in pairs(o.holders) do
-  o.latest = math.max(o.latest, other.expires)
-end
+local left = take_off_holder(readers, o, owner, tonumber(ARGV[2]))
+if not left then return -1 end
+if left > 0 then return left end
 local w = load_claim(o.meta.w, down)
 local v = decode(redis.call('GET', lock))
 if v and v.owner ~= '' then

@@ -4,18 +4,9 @@
 -- Returns 1 when renewed, 0 when the owner reads nothing.
 local owner, lock, readers = ARGV[1], KEYS[1], KEYS[2]
 local _, down, up = clock()
-local raw = redis.call('HGET', readers, owner)
-if not raw then return 0 end
-local h = decode_holder(raw)
-if holder_gone(h, down) then return 0 end
-h.lease = math.max(h.lease, tonumber(ARGV[2]))
-h.expires = up + h.lease
-local ttl = tonumber(ARGV[3])
-if ttl > 0 and h.alive >= 0 then h.alive = math.max(h.alive, up + ttl) end
-redis.call('HSET', readers, owner, encode_holder(h))
-if redis.call('PEXPIRETIME', readers) < h.expires then
-  redis.call('PEXPIREAT', readers, h.expires)
-end
+local h = renew_holder(readers, owner, tonumber(ARGV[2]), tonumber(ARGV[3]),
+                       down, up)
+if not h then return 0 end
 -- The lock's key (the marker, or the owner's own write hold) lives as
 -- long as its latest read.
 local v = decode(redis.call('GET', lock))

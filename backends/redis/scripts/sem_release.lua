@@ -6,26 +6,14 @@
 local owner, key = ARGV[1], KEYS[1]
 local _, down = clock()
 local o = load_holders(key, down)
-local h = o.holders[owner]
-if not h then
+local left = take_off_holder(key, o, owner, tonumber(ARGV[2]))
+if not left then
   if o.count == 0 and not load_claim(o.meta.q, down) then
     redis.call('DEL', key)
   end
   return -1
 end
-local left = h.holds - tonumber(ARGV[2])
-if left > 0 then
-  h.holds = left
-  redis.call('HSET', key, owner, encode_holder(h))
-  return left
-end
-redis.call('HDEL', key, owner)
-o.holders[owner] = nil
-o.count = o.count - 1
-o.latest = 0
-for _, other in pairs(o.holders) do
-  o.latest = math.max(o.latest, other.expires)
-end
+if left > 0 then return left end
 local s = load_state(o, 0)
 local q = load_claim(o.meta.q, down)
 local tell = s.waited == 1 or ARGV[5] == '1'

@@ -16,7 +16,6 @@ design rests on, and the cases implementers turn into backend tests.
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,9 @@ import threading
 import time
 
 import psycopg2  # python3-psycopg2
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from validation_common import expect, finish, free_port, run_threads  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -60,12 +62,6 @@ WRITER_CHANGES = {
          "    AND l.mode IS DISTINCT FROM 'w'\n"),
     ],
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def as_postgres(args, **kw):
@@ -130,17 +126,6 @@ def statements():
             text = text.replace(k, v)
         out[name] = text
     return out
-
-
-FAILED = []
-
-
-def expect(what, got, want):
-    ok = want(got) if callable(want) else got == want
-    print(("PASS " if ok else "FAIL ") + what + (
-        "" if ok else f": got {got!r}"))
-    if not ok:
-        FAILED.append(what)
 
 
 class Db:
@@ -384,7 +369,9 @@ def multi_cases(db, server):
     errors, grants = [], [0]
     lock = threading.Lock()
 
-    def worker(names, owner):
+    def worker(i):
+        names = ["x", "y", "z"] if i % 2 else ["z", "y", "x"]
+        owner = "t:%d" % i
         c = server.connect()
         d = Db(c)
         prepare(d, SQL)
@@ -402,13 +389,7 @@ def multi_cases(db, server):
                 errors.append(str(e))
         c.close()
 
-    threads = [threading.Thread(target=worker, args=(
-        ["x", "y", "z"] if i % 2 else ["z", "y", "x"], "t:%d" % i))
-        for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 6)
     expect("multi: 6 sessions, opposite orders, 600 tries: no deadlock error",
            errors[:1], [])
     expect("multi: ...some granted (%d)" % grants[0], grants[0] > 0, True)
@@ -469,10 +450,7 @@ def main():
         multi_cases(db, server)
     finally:
         server.stop()
-    if FAILED:
-        print(f"{len(FAILED)} expectation(s) failed")
-        sys.exit(1)
-    print("all expectations met")
+    finish()
 
 
 if __name__ == "__main__":

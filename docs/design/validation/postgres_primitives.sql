@@ -135,6 +135,28 @@ BEGIN
 END
 $fn$;
 
+-- Takes p_holds holds of p_owner off one object's holders (more than held:
+-- all), once its row is locked: the holds left, NULL when the owner holds
+-- nothing live there; at zero its row is gone.
+CREATE OR REPLACE FUNCTION {F}take_off"(p_ns text, p_name text,
+    p_owner text, p_holds bigint)
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_left bigint;
+BEGIN
+  PERFORM {F}purge"(p_ns, p_name);
+  UPDATE {H} h SET holds = h.holds - p_holds
+    WHERE h.namespace = p_ns AND h.name = p_name AND h.owner = p_owner
+    RETURNING h.holds INTO v_left;
+  IF FOUND AND v_left <= 0 THEN
+    DELETE FROM {H} h
+      WHERE h.namespace = p_ns AND h.name = p_name AND h.owner = p_owner;
+    RETURN 0;
+  END IF;
+  RETURN v_left;
+END
+$fn$;
+
 -- ---- Semaphores (C22) ------------------------------------------------------
 -- o_code: 1 granted (token, holds, o_slots); 0 refused (o_left: ms until a holder
 -- may end); -2 another N in force (o_token: that N); -3 a re-entry asking
@@ -218,19 +240,11 @@ CREATE OR REPLACE FUNCTION {F}sem_release"(p_ns text, p_name text,
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
   v_row {T} := {F}lock_row"(p_ns, p_name);
-  v_left bigint;
+  v_left bigint := {F}take_off"(p_ns, p_name, p_owner, p_holds);
 BEGIN
-  PERFORM {F}purge"(p_ns, p_name);
-  UPDATE {H} h SET holds = h.holds - p_holds
-    WHERE h.namespace = p_ns AND h.name = p_name AND h.owner = p_owner
-    RETURNING h.holds INTO v_left;
-  IF NOT FOUND THEN
-    RETURN NULL;
-  ELSIF v_left > 0 THEN
-    RETURN v_left;
+  IF v_left IS DISTINCT FROM 0 THEN
+    RETURN v_left;  -- NULL: the owner holds nothing live here
   END IF;
-  DELETE FROM {H} h
-    WHERE h.namespace = p_ns AND h.name = p_name AND h.owner = p_owner;
   UPDATE {T} l SET wanted = false, expires_at = GREATEST(clock_timestamp(),
       (SELECT max(h.expires_at) FROM {H} h
        WHERE h.namespace = p_ns AND h.name = p_name),
@@ -343,19 +357,11 @@ CREATE OR REPLACE FUNCTION {F}read_release"(p_ns text, p_name text,
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
   v_row {T} := {F}lock_row"(p_ns, p_name);
-  v_left bigint;
+  v_left bigint := {F}take_off"(p_ns, p_name, p_owner, p_holds);
 BEGIN
-  PERFORM {F}purge"(p_ns, p_name);
-  UPDATE {H} h SET holds = h.holds - p_holds
-    WHERE h.namespace = p_ns AND h.name = p_name AND h.owner = p_owner
-    RETURNING h.holds INTO v_left;
-  IF NOT FOUND THEN
-    RETURN NULL;
-  ELSIF v_left > 0 THEN
-    RETURN v_left;
+  IF v_left IS DISTINCT FROM 0 THEN
+    RETURN v_left;  -- NULL: the owner holds nothing live here
   END IF;
-  DELETE FROM {H} h
-    WHERE h.namespace = p_ns AND h.name = p_name AND h.owner = p_owner;
   IF v_row.owner <> '' THEN
     -- The writer's own read ended; its write hold goes on.
     UPDATE {T} l SET mode = NULL WHERE l.namespace = p_ns AND l.name = p_name;

@@ -14,25 +14,20 @@ into backend tests. Exits non-zero on the first failed expectation.
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import redis  # python3-redis
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from validation_common import expect, finish, free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 SCRIPTS = os.path.join(ROOT, "backends", "redis", "scripts")
 CHANNEL = "dlock:0:v:released"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -101,17 +96,6 @@ class Scripts:
     def __call__(self, name, keys, args):
         return self.r.eval(self.bodies[name], len(keys), *keys,
                            *[str(a) for a in args])
-
-
-FAILED = []
-
-
-def expect(what, got, want):
-    ok = want(got) if callable(want) else got == want
-    print(("PASS " if ok else "FAIL ") + what + (
-        "" if ok else f": got {got!r}"))
-    if not ok:
-        FAILED.append(what)
 
 
 # --- Semaphores (C22) -------------------------------------------------------
@@ -477,10 +461,7 @@ def main():
         multi_cases(server.r, run)
     finally:
         server.stop()
-    if FAILED:
-        print(f"{len(FAILED)} expectation(s) failed")
-        sys.exit(1)
-    print("all expectations met")
+    finish()
 
 
 if __name__ == "__main__":

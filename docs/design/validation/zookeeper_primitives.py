@@ -26,22 +26,8 @@ import time
 from kazoo.client import KazooClient  # python3-kazoo
 from kazoo.exceptions import KazooException, NoNodeError
 
-FAILED = []
-
-
-def expect(what, got, want):
-    ok = want(got) if callable(want) else got == want
-    print(("PASS " if ok else "FAIL ") + what + (
-        "" if ok else f": got {got!r}"))
-    if not ok:
-        FAILED.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from validation_common import expect, finish, free_port, run_threads  # noqa: E402
 
 class Server:
     def __init__(self):
@@ -215,11 +201,7 @@ def semaphore_cases(server):
         finally:
             c.stop()
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 6)
     expect("zk sem: 6 clients, N=3, one asking 2 permits: no error",
            errors[:1], [])
     expect("zk sem: never more than N permits held (peak %d)" % peak[0],
@@ -478,11 +460,7 @@ def multi_cases(server):
         finally:
             c.stop()
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 6)
     expect("zk multi: 6 clients, opposite orders, 60 multi-locks: no deadlock",
            errors[:1], [])
     expect("zk multi: each name held by one at a time", bad[0], 0)
@@ -522,10 +500,7 @@ def main():
         multi_cases(server)
     finally:
         server.stop()
-    if FAILED:
-        print(f"{len(FAILED)} expectation(s) failed")
-        sys.exit(1)
-    print("all expectations met")
+    finish()
 
 
 if __name__ == "__main__":
