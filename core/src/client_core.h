@@ -12,10 +12,12 @@
 // all (C13).
 //
 // Acquisition and administration are in client_core.cc; releases, keeps and
-// renewals in client_core_release.cc; Close() in client_core_close.cc.
+// renewals in client_core_release.cc; Close() in client_core_close.cc; what
+// the primitives of issue 24 need beyond holds in primitives_core.cc.
 #ifndef DLOCK_CORE_SRC_CLIENT_CORE_H_
 #define DLOCK_CORE_SRC_CLIENT_CORE_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "core_state.h"
 #include "dlock/backend/backend.h"
@@ -35,6 +38,14 @@
 
 namespace dlock::internal {
 
+// What an acquisition asks beyond a lock's writer (issue 24): the shape of
+// the hold, an election's value, and where the permit slots granted go.
+struct HoldAsk {
+  HoldShape shape;  // default: a lock's exclusive hold
+  absl::string_view value;
+  std::vector<int64_t>* slots = nullptr;
+};
+
 class ClientCore : public BackendListener,
                    public HoldSite,
                    public std::enable_shared_from_this<ClientCore> {
@@ -46,12 +57,15 @@ class ClientCore : public BackendListener,
   // Takes the backend and starts the threads; called once.
   void Start(std::unique_ptr<Backend> backend);
 
-  // Tells the observer, if any, around AcquireHold().
+  // Tells the observer, if any, around AcquireHold(). `name` is the
+  // object's (already validated); `ask` says which hold of it.
   absl::StatusOr<::dlock::Hold> Acquire(absl::string_view name,
-                                        const AcquireOptions& options);
-  // LockClient::OwnerTokens(): by an explicit owner token (C6), the
-  // owner's hold here (its innermost acquisition, for a release), or one
-  // taken elsewhere.
+                                        const AcquireOptions& options,
+                                        const HoldAsk& ask = {});
+  // LockClient::OwnerTokens() and the primitives' *ByToken calls (`name` a
+  // lock's, or a primitive's hold's key, qualified_name.h): by an explicit
+  // owner token (C6), the owner's hold here (its innermost acquisition, for
+  // a release), or one taken elsewhere.
   absl::Status ReleaseByToken(absl::string_view name,
                               absl::string_view owner_token);
   absl::Status RenewByToken(absl::string_view name,
@@ -79,7 +93,34 @@ class ClientCore : public BackendListener,
   absl::Status Close();
 
   void OnHoldLost(absl::string_view name, absl::string_view owner,
-                  const absl::Status& reason) override;
+                  const HoldShape& shape, const absl::Status& reason) override;
+
+  // ---- Beyond the mutex (issue 24; primitives_core.cc) ------------------
+  // Unimplemented, with the traits' note, when the backend does not offer
+  // `kind` (a lock's readers for kLock with `shared`).
+  absl::Status CheckOffered(ObjectKind kind, bool shared) const;
+  // The owner id `owner_token` names (the calling thread's when empty).
+  absl::StatusOr<std::string> OwnerOf(absl::string_view owner_token) const;
+  // Whether `owner` has a believed hold of `key` here, with no round trip.
+  bool Believes(absl::string_view key, absl::string_view owner);
+  absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
+                                           absl::string_view name);
+  absl::StatusOr<std::vector<ObjectInfo>> ListObjects(ObjectKind kind,
+                                                      absl::string_view prefix);
+  absl::Status ForceUnlockObject(ObjectKind kind, absl::string_view name,
+                                 std::optional<uint64_t> fencing_token);
+  // Leadership::Proclaim(): the leadership `hold` (an election's) announces
+  // `value`; a GONE answer marks it lost, as a renewal's would.
+  absl::Status Proclaim(const ::dlock::Hold& hold, absl::string_view value);
+  // Election::WaitForChange()'s wait: registers a watch of the object
+  // (Backend::WatchObject), then reads it until `changed` says a reading
+  // differs, which it returns; woken by the watch, with the fallback poll
+  // in case an announcement is lost (C9). DeadlineExceeded (IsWaitExpired)
+  // at `until`, Cancelled on `cancel`, IsClientClosed on Close().
+  absl::StatusOr<ObjectInfo> WaitForObject(
+      ObjectKind kind, absl::string_view name, MonoTime until,
+      const CancelToken& cancel,
+      absl::FunctionRef<bool(const ObjectInfo&)> changed);
 
   const std::string& client_id() const { return client_id_; }
   const std::string& lock_namespace() const { return state_.lock_namespace; }
@@ -102,7 +143,8 @@ class ClientCore : public BackendListener,
   absl::StatusOr<::dlock::Hold> AcquireHold(absl::string_view name,
                                             const AcquireOptions& options,
                                             const std::string& owner,
-                                            OwnerKind kind, bool& fresh);
+                                            OwnerKind kind, const HoldAsk& ask,
+                                            bool& fresh);
   // Before a new acquisition of `key`: a release still pending for it must
   // be confirmed first, so that the acquisition is fresh (C21). Then
   // registers the acquisition (PendingReleases::BeforeAcquire).
@@ -123,7 +165,7 @@ class ClientCore : public BackendListener,
       uint64_t& releases_sent, std::shared_ptr<HoldRecord>& held,
       bool& registered) ABSL_LOCKS_EXCLUDED(state_.mu);
   // What the caller gets for an acquisition that failed with `error`.
-  absl::Status AcquireError(const absl::Status& error, const AcquireCall& call,
+  absl::Status AcquireError(const absl::Status& error, absl::string_view key,
                             const AcquireOptions& options,
                             MonoTime start) const;
   // Records what the backend answered to `call` (sent at `start`) and makes
@@ -132,7 +174,8 @@ class ClientCore : public BackendListener,
       const HoldKey& key, const AcquireCall& call,
       const AcquireOptions& options, MonoTime start, uint64_t releases_sent,
       std::shared_ptr<HoldRecord> held, absl::StatusOr<Grant> grant,
-      bool& fresh) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
+      std::vector<int64_t>* slots, bool& fresh)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
 
   // client_core_release.cc: releases, keeps, renewals.
   // What a release takes off: a Hold's acquisition, or one hold of the
@@ -140,6 +183,9 @@ class ClientCore : public BackendListener,
   enum class ReleaseOf { kAcquisition, kOwner };
   absl::Status Release(const HoldRef& ref, ReleaseOf which,
                        absl::Duration keep_for);
+  // Hold::ReleaseAndKeepFor() is a lock writer's, with no read of its owner
+  // standing here (nothing changes when refused).
+  absl::Status CheckKeepable(const HoldRef& ref);
   absl::Status ReleaseHold(const HoldRef& ref, ReleaseOf which,
                            absl::Duration keep_for,
                            std::vector<LossNotice>& notices,
@@ -193,6 +239,11 @@ class ClientCore : public BackendListener,
   };
   void ReleaseAtClose(const std::vector<PendingReleases::Claim>& to_release,
                       MonoTime give_up, CloseReleases& outcome);
+
+  // A backend that leaves out a primitive without saying why gets a generic
+  // reason (primitives_core.cc).
+  static void FillPrimitivesNote(BackendTraits& traits,
+                                 absl::string_view endpoint);
 
   const std::string client_id_;
   const uint64_t instance_;  // random, tells this client object apart
