@@ -1,8 +1,9 @@
 // Copyright dlock authors. Compiled, never linked or run: the public API of
 // issue 24's primitives (dlock/semaphore.h, rw_lock.h, election.h,
 // multi_lock.h, object_info.h and LockClient's new methods) used as service
-// code will use it, so that the headers stay compilable, self-contained and
-// warning-free until the core wires them (docs/design/primitives.md).
+// code uses it, so that the headers stay compilable, self-contained and
+// warning-free (docs/design/primitives.md; what they do is checked by the
+// conformance suite's C22 to C25 sections).
 #include <cstdint>
 #include <memory>
 #include <string>
