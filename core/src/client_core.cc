@@ -95,13 +95,16 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(absl::string_view name,
     return AcquireHold(name, options, *owner, kind, ask, fresh);
   }
   const MonoTime start = state_.clock.Now();
+  const bool shared = ask.shape.mode == HoldMode::kShared;
   const absl::string_view owner_id =
       owner.ok() ? absl::string_view(*owner) : absl::string_view();
   observer.Tell(&LockObserver::OnAcquireAttempt,
                 AcquireAttemptEvent{.lock_namespace = state_.lock_namespace,
                                     .name = name,
                                     .owner = owner_id,
-                                    .wait = options.wait});
+                                    .wait = options.wait,
+                                    .kind = ask.shape.kind,
+                                    .shared = shared});
   absl::StatusOr<::dlock::Hold> hold =
       owner.ok() ? AcquireHold(name, options, *owner, kind, ask, fresh)
                  : absl::StatusOr<::dlock::Hold>(owner.status());
@@ -114,13 +117,17 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(absl::string_view name,
                              .fencing_token = hold->fencing_token(),
                              .hold_count = hold->hold_count(),
                              .fresh = fresh,
-                             .waited = waited});
+                             .waited = waited,
+                             .kind = ask.shape.kind,
+                             .shared = shared});
   } else {
     observer.Tell(&LockObserver::OnAcquireFailed,
                   AcquireFailedEvent{.lock_namespace = state_.lock_namespace,
                                      .name = name,
                                      .waited = waited,
-                                     .error = hold.status()});
+                                     .error = hold.status(),
+                                     .kind = ask.shape.kind,
+                                     .shared = shared});
   }
   return hold;
 }

@@ -213,6 +213,7 @@ absl::Status ClientCore::KeepUntilLeaseEnd(const HoldRef& ref) {
 
 void ClientCore::TellRelease(const HoldRef& ref, const ReleaseReport& report,
                              bool kept) const {
+  const HoldShape shape = ShapeOf(ref.name);
   state_.observer.Tell(&LockObserver::OnRelease,
                        ReleaseEvent{.lock_namespace = state_.lock_namespace,
                                     .name = ObjectNameOf(ref.name),
@@ -221,7 +222,9 @@ void ClientCore::TellRelease(const HoldRef& ref, const ReleaseReport& report,
                                     .held = state_.clock.Now() - report.granted,
                                     .last = report.last,
                                     .result = report.result,
-                                    .kept_until_lease_end = kept});
+                                    .kept_until_lease_end = kept,
+                                    .kind = shape.kind,
+                                    .shared = shape.mode == HoldMode::kShared});
 }
 
 absl::Status ClientCore::RenewAcquisition(const HoldRef& ref,
@@ -263,13 +266,16 @@ absl::Status ClientCore::Renew(const HoldKey& key,
                                               .record = plan->record.get(),
                                               .shape = ShapeOf(key.first)});
     if (state_.observer) {
-      state_.observer.Tell(&LockObserver::OnRenewal,
-                           RenewalEvent{.lock_namespace = state_.lock_namespace,
-                                        .name = ObjectNameOf(key.first),
-                                        .owner = key.second,
-                                        .fencing_token = plan->fencing_token,
-                                        .by_watchdog = false,
-                                        .result = renewed});
+      state_.observer.Tell(
+          &LockObserver::OnRenewal,
+          RenewalEvent{.lock_namespace = state_.lock_namespace,
+                       .name = ObjectNameOf(key.first),
+                       .owner = key.second,
+                       .fencing_token = plan->fencing_token,
+                       .by_watchdog = false,
+                       .result = renewed,
+                       .kind = ShapeOf(key.first).kind,
+                       .shared = ShapeOf(key.first).mode == HoldMode::kShared});
     }
     absl::MutexLock lock(&state_.mu);
     state_.holds.FinishRenewal(key, plan->generation, effective, sent, renewed,

@@ -71,11 +71,14 @@ void CoreState::TellReleaseFailure(const HoldKeyView& key,
                                    const absl::Status& error) const {
   if (!observer || error.ok() || IsGone(error)) return;
   observer.Tell(&LockObserver::OnReleaseFailure,
-                ReleaseFailureEvent{.lock_namespace = lock_namespace,
-                                    .name = ObjectNameOf(key.first),
-                                    .owner = key.second,
-                                    .stage = stage,
-                                    .error = error});
+                ReleaseFailureEvent{
+                    .lock_namespace = lock_namespace,
+                    .name = ObjectNameOf(key.first),
+                    .owner = key.second,
+                    .stage = stage,
+                    .error = error,
+                    .kind = ShapeOf(key.first).kind,
+                    .shared = ShapeOf(key.first).mode == HoldMode::kShared});
 }
 
 }  // namespace dlock::internal

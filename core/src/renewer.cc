@@ -66,13 +66,16 @@ void Renewer::RenewDue(MonoTime now) {
   const std::vector<absl::Status> results = state_.backend->RenewMany(calls);
   if (state_.observer) {
     for (size_t i = 0; i < due.size() && i < results.size(); ++i) {
-      state_.observer.Tell(&LockObserver::OnRenewal,
-                           RenewalEvent{.lock_namespace = state_.lock_namespace,
-                                        .name = ObjectNameOf(due[i].key.first),
-                                        .owner = due[i].key.second,
-                                        .fencing_token = due[i].fencing_token,
-                                        .by_watchdog = true,
-                                        .result = results[i]});
+      state_.observer.Tell(
+          &LockObserver::OnRenewal,
+          RenewalEvent{.lock_namespace = state_.lock_namespace,
+                       .name = ObjectNameOf(due[i].key.first),
+                       .owner = due[i].key.second,
+                       .fencing_token = due[i].fencing_token,
+                       .by_watchdog = true,
+                       .result = results[i],
+                       .kind = calls[i].shape.kind,
+                       .shared = calls[i].shape.mode == HoldMode::kShared});
     }
   }
   state_.mu.Lock();
