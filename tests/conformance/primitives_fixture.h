@@ -6,11 +6,14 @@
 #ifndef DLOCK_TESTS_CONFORMANCE_PRIMITIVES_FIXTURE_H_
 #define DLOCK_TESTS_CONFORMANCE_PRIMITIVES_FIXTURE_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "conformance_fixture.h"
+#include "fault_backend.h"
 
 namespace dlock::test {
 
@@ -58,6 +61,48 @@ inline bool Offered(LockClient& client, Primitive primitive) {
       << asked;
   return false;
 }
+
+// A holder cut off from its backend, as behind a partition: once Cut(),
+// its renewals and releases fail. It records when it was told of its loss,
+// to compare with another's grant (C19, C20).
+class CutOffHolder {
+ public:
+  // For the holder's client: a short watchdog lease, the faults.
+  ClientOptions Options() const {
+    ClientOptions options;
+    options.watchdog_lease = kShortWatchdogLease;
+    options.backend_decorator = faults_->Decorator();
+    return options;
+  }
+  // For its acquisition: records the notice of a hold of `kind`.
+  AcquireOptions Watched(ObjectKind kind) {
+    AcquireOptions options;
+    options.on_lost = [this, kind](const LockLostEvent& event) {
+      EXPECT_EQ(event.kind, kind);
+      absl::MutexLock lock(&mu_);
+      told_ = absl::Now();
+    };
+    return options;
+  }
+  void Cut() {
+    faults_->Set(FaultPlan::kRenew, {.fail_before = true});
+    faults_->Set(FaultPlan::kRelease, {.fail_before = true});
+  }
+  ~CutOffHolder() {
+    faults_->Clear(FaultPlan::kRenew);
+    faults_->Clear(FaultPlan::kRelease);
+  }
+  // InfiniteFuture until told.
+  absl::Time told() const {
+    absl::MutexLock lock(&mu_);
+    return told_;
+  }
+
+ private:
+  const std::shared_ptr<FaultPlan> faults_ = std::make_shared<FaultPlan>();
+  mutable absl::Mutex mu_;
+  absl::Time told_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+};
 
 }  // namespace dlock::test
 

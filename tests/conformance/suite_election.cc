@@ -197,37 +197,22 @@ TEST_P(Conformance, C24_ResignElectsTheNext) {
 }
 
 TEST_P(Conformance, C24_DeposedLeaderIsToldBeforeTheNextIsElected) {
-  auto faults = std::make_shared<FaultPlan>();
-  ClientOptions options;
-  options.watchdog_lease = kShortWatchdogLease;
-  options.backend_decorator = faults->Decorator();
-  ASSERT_OK_AND_ASSIGN(auto cut_off, NewClient(options));
+  CutOffHolder holder;
+  ASSERT_OK_AND_ASSIGN(auto cut_off, NewClient(holder.Options()));
   ASSERT_OK_AND_ASSIGN(auto next, NewClient());
   if (!Offered(*next, Primitive::kElection)) return;
   ASSERT_OK_AND_ASSIGN(auto deposed, cut_off->GetElection(kName));
   ASSERT_OK_AND_ASSIGN(auto successor, next->GetElection(kName));
-  absl::Mutex mu;
-  absl::Time told = absl::InfiniteFuture();
-  AcquireOptions watched;
-  watched.on_lost = [&](const LockLostEvent& event) {
-    EXPECT_EQ(event.kind, ObjectKind::kElection);
-    absl::MutexLock lock(&mu);
-    told = absl::Now();
-  };
-  ASSERT_OK_AND_ASSIGN(Leadership me, deposed->Campaign("old", watched));
-  faults->Set(FaultPlan::kRenew, {.fail_before = true});
-  faults->Set(FaultPlan::kRelease, {.fail_before = true});
+  ASSERT_OK_AND_ASSIGN(
+      Leadership me,
+      deposed->Campaign("old", holder.Watched(ObjectKind::kElection)));
+  holder.Cut();
   ASSERT_OK_AND_ASSIGN(Leadership them, successor->Campaign("new", Waiting()));
   const absl::Time elected = absl::Now();
-  {
-    absl::MutexLock lock(&mu);
-    EXPECT_LE(told, elected) << "the deposed leader was told after";
-  }
+  EXPECT_LE(holder.told(), elected) << "the deposed leader was told after";
   EXPECT_GT(them.term(), me.term());
   EXPECT_EQ(me.state(), LockState::kLost);
   EXPECT_OK(them.Resign());
-  faults->Clear(FaultPlan::kRenew);
-  faults->Clear(FaultPlan::kRelease);
 }
 
 TEST_P(Conformance, C24_CampaignerGivingUpLeavesNothing) {
@@ -243,10 +228,7 @@ TEST_P(Conformance, C24_CampaignerGivingUpLeavesNothing) {
       eb->Campaign("b", Waiting(absl::Milliseconds(300)));
   EXPECT_TRUE(IsWaitExpired(timed_out.status())) << timed_out.status();
   CancelToken cancel;
-  std::thread canceller([cancel] {
-    absl::SleepFor(kLetWaiterBlock);
-    cancel.Cancel();
-  });
+  std::thread canceller = CancelAfter(cancel, kLetWaiterBlock);
   AcquireOptions cancelled = Waiting();
   cancelled.cancel = cancel;
   EXPECT_CODE(eb->Campaign("b", cancelled), kCancelled);

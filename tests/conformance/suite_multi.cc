@@ -56,10 +56,7 @@ TEST_P(Conformance, C25_TimedOutOrCancelledLeavesNoneHeld) {
   EXPECT_TRUE(AllFree(*other, {"a", "b"}));
 
   CancelToken cancel;
-  std::thread canceller([cancel] {
-    absl::SleepFor(kLetWaiterBlock);
-    cancel.Cancel();
-  });
+  std::thread canceller = CancelAfter(cancel, kLetWaiterBlock);
   AcquireOptions cancelled = Waiting();
   cancelled.cancel = cancel;
   EXPECT_CODE(client->AcquireAll(Names{"c", "b", "a"}, cancelled), kCancelled);

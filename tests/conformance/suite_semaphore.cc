@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "fault_backend.h"
 #include "primitives_fixture.h"
@@ -92,17 +91,7 @@ TEST_P(Conformance, C22_PermitsOfAKilledHolderComeBackWithinTheLease) {
       holder.Spawn({holder_path, "--permits", "2", UriIn(ns()), "sem",
                     absl::StrCat(absl::ToInt64Milliseconds(kLease), "ms")},
                    log));
-  uint64_t child_token = 0;
-  ASSERT_OK(WaitUntil(
-      [&] {
-        const std::string out = FileTail(log);
-        const size_t held = out.find("HELD ");
-        if (held == std::string::npos) return false;
-        absl::string_view token = absl::string_view(out).substr(held + 5);
-        return absl::SimpleAtoi(token.substr(0, token.find('\n')),
-                                &child_token);
-      },
-      kNoHang, "the permit holder printing HELD", log));
+  ASSERT_OK_AND_ASSIGN(const uint64_t child_token, HeldToken(log));
   ASSERT_OK_AND_ASSIGN(auto sem, SemaphoreOf(*client, 2));
   absl::SleepFor(kLease * 1.5);  // past its lease, its watchdog renews
   EXPECT_CODE(sem->TryAcquire(1, WithLease(kLongLease)), kDeadlineExceeded);
@@ -120,40 +109,23 @@ TEST_P(Conformance, C22_PermitsOfAKilledHolderComeBackWithinTheLease) {
 // A holder cut off from the backend (its renewals fail) is told it lost
 // its permits before anyone else is granted them (C19, C20).
 TEST_P(Conformance, C22_LapsedHolderGivesItsPermitsBack) {
-  auto faults = std::make_shared<FaultPlan>();
-  ClientOptions options;
-  options.watchdog_lease = kShortWatchdogLease;
-  options.backend_decorator = faults->Decorator();
-  ASSERT_OK_AND_ASSIGN(auto cut_off, NewClient(options));
+  CutOffHolder holder;
+  ASSERT_OK_AND_ASSIGN(auto cut_off, NewClient(holder.Options()));
   ASSERT_OK_AND_ASSIGN(auto waiter, NewClient());
   if (!Offered(*waiter, Primitive::kSemaphore)) return;
   ASSERT_OK_AND_ASSIGN(auto held, SemaphoreOf(*cut_off, 2));
   ASSERT_OK_AND_ASSIGN(auto wanted, SemaphoreOf(*waiter, 2));
-  absl::Mutex mu;
-  absl::Time lost_at = absl::InfiniteFuture();
-  AcquireOptions watched;
-  watched.on_lost = [&](const LockLostEvent& event) {
-    EXPECT_EQ(event.name, "sem");
-    EXPECT_EQ(event.kind, ObjectKind::kSemaphore);
-    absl::MutexLock lock(&mu);
-    lost_at = absl::Now();
-  };
-  ASSERT_OK_AND_ASSIGN(Permit permit, held->Acquire(2, watched));
-  faults->Set(FaultPlan::kRenew, {.fail_before = true});
-  faults->Set(FaultPlan::kRelease, {.fail_before = true});
+  ASSERT_OK_AND_ASSIGN(
+      Permit permit, held->Acquire(2, holder.Watched(ObjectKind::kSemaphore)));
+  holder.Cut();
   const absl::Time cut = absl::Now();
   ASSERT_OK_AND_ASSIGN(Permit taken, wanted->Acquire(1, Waiting()));
   const absl::Time granted_at = absl::Now();
-  {
-    absl::MutexLock lock(&mu);
-    EXPECT_LE(lost_at, granted_at) << "told after another was granted";
-  }
+  EXPECT_LE(holder.told(), granted_at) << "told after another was granted";
   EXPECT_LE(granted_at - cut,
             kShortWatchdogLease + kPromptly + ClientOptions().fallback_poll);
   EXPECT_EQ(permit.state(), LockState::kLost);
   EXPECT_OK(taken.Release());
-  faults->Clear(FaultPlan::kRenew);
-  faults->Clear(FaultPlan::kRelease);
 }
 
 TEST_P(Conformance, C22_AnotherLimitInForceIsFailedPrecondition) {
@@ -362,10 +334,7 @@ TEST_P(Conformance, C22_TimedOutWaiterLeavesNoPlaceBehind) {
   EXPECT_FALSE(info.waiter.has_value()) << "a timed-out waiter kept a place";
 
   CancelToken cancel;
-  std::thread canceller([cancel] {
-    absl::SleepFor(kLetWaiterBlock);
-    cancel.Cancel();
-  });
+  std::thread canceller = CancelAfter(cancel, kLetWaiterBlock);
   AcquireOptions cancelled = Waiting();
   cancelled.cancel = cancel;
   EXPECT_CODE(waited->Acquire(1, cancelled), kCancelled);
