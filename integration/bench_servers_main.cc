@@ -1,7 +1,9 @@
 // Copyright dlock authors. Throwaway servers for the comparative benchmark
 // report (scripts/bench_report.py): a redis-server, the same over TLS, a
 // ZooKeeper and a PostgreSQL, each started through the test registry
-// (test_servers.h) on a free loopback port in a temporary directory.
+// (test_servers.h) on a free loopback port in a temporary directory, and
+// two Redis Clusters without replicas (redis_cluster.h), of 1 and 3
+// masters: the cluster's scaling with masters.
 //
 //   dlock_bench_servers
 //
@@ -10,7 +12,9 @@
 //    "zookeeper": {"uri": "zk://...", "host_port": "127.0.0.1:P"},
 //    "postgres": {"uri": "postgres://...", "url": "postgresql://...",
 //                 "conninfo": "host=... port=...", "host_port": "..."},
-//    "redis_tls": {"uri": "rediss://...?tls_ca=...", "host_port": "..."}}
+//    "redis_tls": {"uri": "rediss://...?tls_ca=...", "host_port": "..."},
+//    "redis_cluster1": {"uri": "redis-cluster://...", "seeds": "h:p,..."},
+//    "redis_cluster3": {...}}
 // (dlock takes the URIs; the peers and ceilings the rest), then waits until
 // its standard input closes or SIGTERM or SIGINT arrives, and stops them.
 // When a server cannot start it prints what is missing and exits 1.
@@ -20,12 +24,14 @@
 
 #include <cerrno>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "redis_cluster.h"
 #include "test_servers.h"
 
 namespace {
@@ -97,6 +103,23 @@ int main() {
       failed = true;
     }
   }
+  // No replicas: what is measured is the masters' throughput, not
+  // replication's.
+  constexpr int kClusterMasters[] = {1, 3};
+  std::vector<std::unique_ptr<dlock::test::RedisCluster>> clusters;
+  for (int masters : kClusterMasters) {
+    absl::StatusOr<std::unique_ptr<dlock::test::RedisCluster>> cluster =
+        dlock::test::RedisCluster::Start(
+            {.masters = masters, .replicas_per_master = 0});
+    if (!cluster.ok()) {
+      std::cerr << "dlock_bench_servers: a Redis Cluster of " << masters
+                << " master(s) did not start: " << cluster.status().message()
+                << "\n";
+      failed = true;
+      break;
+    }
+    clusters.push_back(*std::move(cluster));
+  }
   if (failed) return 1;  // the registry's servers stop as the process exits
 
   auto uri = [&](int i) {
@@ -119,7 +142,14 @@ int main() {
                                    " dbname=postgres user=postgres"))
             << ", \"host_port\": " << Quoted(host_port(2)) << "}, "
             << "\"redis_tls\": {\"uri\": " << Quoted(uri(3))
-            << ", \"host_port\": " << Quoted(host_port(3)) << "}}" << std::endl;
+            << ", \"host_port\": " << Quoted(host_port(3)) << "}";
+  for (size_t i = 0; i < clusters.size(); ++i) {
+    const std::string seeds = clusters[i]->Seeds();
+    std::cout << ", \"redis_cluster" << kClusterMasters[i] << "\": {\"uri\": "
+              << Quoted(absl::StrCat("redis-cluster://", seeds))
+              << ", \"seeds\": " << Quoted(seeds) << "}";
+  }
+  std::cout << "}" << std::endl;
 
   int fds[2];
   if (pipe(fds) != 0) {

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,25 @@ class RedisCluster {
   // The end of every node's log, for a failed test's message.
   std::string LogTails() const;
 
+  // The history checker's faults (redis_cluster_faults.cc), aimed at the
+  // one lock a history contends for, found as the slot of the keys the
+  // masters hold: a lock is one key, and only while held.
+  //
+  // The slot of the masters' keys, waited for up to `timeout`;
+  // FailedPrecondition if they lie in more than one slot.
+  absl::StatusOr<int> SlotWithKeys(absl::Duration timeout);
+  // kill -9 of the master of that slot, remembered for the next two.
+  absl::Status KillMasterWithKeys();
+  // Returns once a replica serves the killed master's slot.
+  absl::Status WaitForPromotion();
+  // The killed master started again, empty, and back as the promoted
+  // one's replica in sync (WAIT 1 answers 1), so that it can fail over
+  // again and a client's wait_replicas=1 is met.
+  absl::Status RejoinAsReplica();
+  // Moves the slot with keys to another master: begun, `half_moved` of
+  // clients meeting ASK, then finished.
+  absl::Status MigrateSlotWithKeys(absl::Duration half_moved);
+
  private:
   explicit RedisCluster(const Options& options) : options_(options) {}
   absl::Status Form();
@@ -120,6 +140,14 @@ class RedisCluster {
 
   Options options_;
   std::vector<std::unique_ptr<RedisServer>> servers_;
+  // KillMasterWithKeys()'s victim, for WaitForPromotion() and
+  // RejoinAsReplica() (the test thread's alone, as every fault is).
+  struct Failover {
+    int slot = -1;
+    int killed = 0;    // the old master's port
+    int promoted = 0;  // its replica's, once it took over
+  };
+  std::optional<Failover> failover_;
 };
 
 }  // namespace dlock::test

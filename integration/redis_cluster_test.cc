@@ -1,6 +1,6 @@
 // Copyright dlock authors. The throwaway Redis Cluster of the tests
 // (integration/redis_cluster.h): what the cluster backend's tests rely on.
-// One cluster for the binary (about 3 s to form), a slot migration and one
+// One cluster for the binary (about 3 s to form), slot migrations and one
 // failover.
 #include "redis_cluster.h"
 
@@ -108,21 +108,85 @@ TEST_F(RedisClusterTest, AMigratedSlotTakesItsKeysAlong) {
   ASSERT_OK(cluster_->MigrateSlot(slot, *from));  // back
 }
 
-// A killed master's replica takes over its slots, and the killed node
-// rejoins as a replica once started again.
-TEST_F(RedisClusterTest, AKilledMastersReplicaTakesOver) {
-  absl::StatusOr<int> old = cluster_->MasterOfSlot(100);
+// No key on any master: the history faults' hooks look for one.
+void FlushMasters(RedisCluster& cluster) {
+  absl::StatusOr<std::vector<int>> masters = cluster.MasterPorts();
+  ASSERT_OK(masters);
+  for (int port : *masters) ASSERT_OK(cluster.Query(port, {"FLUSHALL"}));
+}
+
+// The master serving `slot` now, which must not be `before` and must have
+// `key` with value "v"; 0 if none serves it.
+int NewMasterWithKey(RedisCluster& cluster, int slot, const std::string& key,
+                     int before) {
+  absl::StatusOr<int> now = cluster.MasterOfSlot(slot);
+  EXPECT_OK(now);
+  if (!now.ok()) return 0;
+  EXPECT_NE(*now, before);
+  absl::StatusOr<RespReply> value = cluster.Query(*now, {"GET", key});
+  EXPECT_OK(value);
+  if (value.ok()) {
+    EXPECT_EQ(value->text, "v");
+  }
+  return *now;
+}
+
+// The history checker's hooks find the one lock's slot by its key, and
+// refuse to guess between two.
+TEST_F(RedisClusterTest, TheHistoryFaultsFindTheSlotWithKeys) {
+  FlushMasters(*cluster_);
+  EXPECT_CODE(cluster_->SlotWithKeys(absl::ZeroDuration()).status(),
+              kDeadlineExceeded);
+  const std::string key = "{held}k";
+  const int slot = Slot(*cluster_, key);
+  absl::StatusOr<int> from = cluster_->MasterOfSlot(slot);
+  ASSERT_OK(from);
+  ASSERT_OK(cluster_->Query(*from, {"SET", key, "v"}));
+  ASSERT_OK_AND_ASSIGN(const int found,
+                       cluster_->SlotWithKeys(absl::Seconds(1)));
+  EXPECT_EQ(found, slot);
+  const std::string other = "{other}k";
+  absl::StatusOr<int> other_master =
+      cluster_->MasterOfSlot(Slot(*cluster_, other));
+  ASSERT_OK(other_master);
+  ASSERT_OK(cluster_->Query(*other_master, {"SET", other, "v"}));
+  EXPECT_CODE(cluster_->SlotWithKeys(absl::Seconds(1)).status(),
+              kFailedPrecondition);
+  ASSERT_OK(cluster_->Query(*other_master, {"DEL", other}));
+  // Moved to another master with its key.
+  ASSERT_OK(cluster_->MigrateSlotWithKeys(absl::Milliseconds(100)));
+  const int to = NewMasterWithKey(*cluster_, slot, key, *from);
+  ASSERT_NE(to, 0);
+  ASSERT_OK(cluster_->Query(to, {"DEL", key}));
+}
+
+// A killed master's replica takes over its slots with the keys it had, and
+// the killed node rejoins as the promoted one's replica, in sync.
+TEST_F(RedisClusterTest, AKilledMastersReplicaTakesOverAndItRejoinsInSync) {
+  FlushMasters(*cluster_);
+  const std::string key = "{killed}k";
+  const int slot = Slot(*cluster_, key);
+  absl::StatusOr<int> old = cluster_->MasterOfSlot(slot);
   ASSERT_OK(old);
-  ASSERT_OK(cluster_->Kill(*old));
-  absl::StatusOr<int> promoted = cluster_->WaitForFailover(100, *old);
-  ASSERT_OK(promoted);
-  EXPECT_NE(*promoted, *old);
-  ASSERT_OK(cluster_->Restart(*old));
-  absl::Status settled = cluster_->WaitUntilSettled();
-  ASSERT_OK(settled);
+  ASSERT_OK(cluster_->Query(*old, {"SET", key, "v"}));
+  absl::StatusOr<RespReply> synced =
+      cluster_->Query(*old, {"WAIT", "1", "5000"});
+  ASSERT_OK(synced);
+  ASSERT_EQ(synced->text, "1");
+  EXPECT_CODE(cluster_->WaitForPromotion(), kFailedPrecondition);
+  ASSERT_OK(cluster_->KillMasterWithKeys());
+  ASSERT_OK(cluster_->WaitForPromotion());
+  const int promoted = NewMasterWithKey(*cluster_, slot, key, *old);
+  ASSERT_NE(promoted, 0);
+  ASSERT_OK(cluster_->RejoinAsReplica());
   absl::StatusOr<RespReply> role = cluster_->Query(*old, {"ROLE"});
   ASSERT_OK(role);
   EXPECT_EQ(role->elements[0].text, "slave");
+  absl::StatusOr<RespReply> replicated =
+      cluster_->Query(promoted, {"WAIT", "1", "1000"});
+  ASSERT_OK(replicated);
+  EXPECT_EQ(replicated->text, "1");
+  ASSERT_OK(cluster_->Query(promoted, {"DEL", key}));
 }
 
 }  // namespace

@@ -214,8 +214,9 @@ SharedServer<RedisCluster> cluster(
 
 // redis-cluster:// over 3 masters and their replicas, found from every
 // node's address (the seeds). A restart and an outage stop every node, as
-// for "redis" the data is gone; failovers and slot migrations are in
-// backends/redis/tests/redis_cluster_test.cc.
+// for "redis" the data is gone. The failover and migration hooks act on
+// the master of the one lock a history holds (RedisCluster::SlotWithKeys);
+// more of both are in backends/redis/tests/redis_cluster_test.cc.
 TestBackend ClusterEntry(const std::string& label,
                          SharedServer<RedisCluster>* shared) {
   return TestBackend{
@@ -251,6 +252,17 @@ TestBackend ClusterEntry(const std::string& label,
       .pause = nullptr,
       .resume = nullptr,
       .terminate_sessions = nullptr,
+      .kill_primary =
+          shared->Hook([](RedisCluster& c) { return c.KillMasterWithKeys(); }),
+      .promote_standby =
+          shared->Hook([](RedisCluster& c) { return c.WaitForPromotion(); }),
+      .rebuild_standby =
+          shared->Hook([](RedisCluster& c) { return c.RejoinAsReplica(); }),
+      .migrate_slot = [shared](absl::Duration half_moved) -> absl::Status {
+        absl::StatusOr<RedisCluster*> cluster = shared->Get();
+        if (!cluster.ok()) return cluster.status();
+        return (*cluster)->MigrateSlotWithKeys(half_moved);
+      },
       .short_session_param = "",
       .conformance_deviations = {},
   };

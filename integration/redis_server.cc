@@ -221,8 +221,13 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     absl::StatusOr<int> bus = FreeLoopbackPort();
     if (!bus.ok()) return bus.status();
     server->cluster_bus_port_ = *bus;
+    // A node that never met another (a cluster of one master) knows no
+    // address of its own and names itself "" in CLUSTER SLOTS, which some
+    // clients (ioredis) cannot dial; as a deployment behind NAT would, it
+    // announces the address clients reach.
     conf << "cluster-enabled yes\ncluster-config-file nodes.conf\n"
          << "cluster-port " << *bus << "\n"
+         << "cluster-announce-ip 127.0.0.1\n"
          << "cluster-node-timeout "
          << absl::ToInt64Milliseconds(options.cluster_node_timeout) << "\n";
   }

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace dlock::test {
 
@@ -71,9 +72,15 @@ struct TestBackend {
   // the primary and each of its backends; the standby's promotion,
   // returning once it accepts writes; and a fresh standby of the new
   // primary on the dead one's port, so that the pair can fail over again.
+  // Redis Cluster: the master of the lock a history holds, its replica's
+  // takeover, and the old master back as the new one's replica in sync.
   std::function<absl::Status()> kill_primary;
   std::function<absl::Status()> promote_standby;
   std::function<absl::Status()> rebuild_standby;
+  // Redis Cluster: the slot of the lock the masters hold a key of is moved
+  // to another master, held half-moved (MIGRATING and IMPORTING: clients
+  // meet ASK) for the argument, then the move completed.
+  std::function<absl::Status(absl::Duration)> migrate_slot;
   // A URI parameter that makes a client's session expire 2 s after the
   // server last heard from it ("session_timeout=2s" for ZooKeeper), or
   // others take over 2 s after the server saw it gone ("session_grace=2s"

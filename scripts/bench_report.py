@@ -5,7 +5,7 @@
 
 Run through scripts/bench-report.sh, which installs the dependencies and
 builds what this needs into build/report first. Starts a redis-server, a
-ZooKeeper and a PostgreSQL (dlock_bench_servers) and a process per peer
+ZooKeeper, a PostgreSQL and two Redis Clusters (dlock_bench_servers) and a process per peer
 library that runs slice after slice (its --serve mode), then, round after
 round, runs one short slice each of dlock (`dlock bench --json`), of each
 backend's ceiling and of each peer, in an order shuffled afresh for each
@@ -34,12 +34,14 @@ sys.dont_write_bytecode = True
 # noqa: E402 on each: imported after the line above on purpose.
 from bench_report_charts import charts  # noqa: E402
 from bench_report_measure import (  # noqa: E402
-    CEILINGS, CONTENDERS, PEERS, REPO, THREADS, Failure, Measurer, Servers, Tools, close, dlocks,
+    CEILINGS, CLUSTER_MASTERS, CLUSTER_PEERS, CONTENDERS, PEERS, REPO, THREADS, Failure,
+    Measurer, Servers, Tools, close, dlocks,
     measure, measure_once, reap, start_workers)
 from bench_report_render import machine, targets, versions, write_report  # noqa: E402
 
 # Who is measured, for tests/benchmark/bench_report_quick_test.py too.
-__all__ = ["CEILINGS", "CONTENDERS", "PEERS", "THREADS", "dlocks", "main"]
+__all__ = ["CEILINGS", "CLUSTER_MASTERS", "CLUSTER_PEERS", "CONTENDERS", "PEERS", "THREADS",
+           "dlocks", "main"]
 
 
 def load_average():
@@ -124,7 +126,8 @@ def report(args, children):
     tools = Tools(os.path.abspath(args.build), args.dlock and os.path.abspath(args.dlock))
     try:
         tools.check()
-        log("starting the peers, redis-server (plain and TLS), ZooKeeper and PostgreSQL")
+        log("starting the peers, redis-server (plain and TLS), two Redis Clusters, ZooKeeper "
+            "and PostgreSQL")
         workers = start_workers(tools)
         children += [w.process for w in workers.values()]
         servers = Servers(tools)

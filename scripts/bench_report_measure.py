@@ -41,7 +41,13 @@ CEILINGS = {
 DLOCK_VARIANTS = {"redis": ["dlock-tls"]}
 # The server each variant runs against (dlock_bench_servers' keys).
 VARIANT_SERVERS = {"dlock-tls": "redis_tls"}
-NODE_PEERS = {"redis-semaphore", "node-redlock"}
+# Redis Cluster (redis-cluster://): 64 threads on clusters of 1 and 3
+# masters without replicas (dlock_bench_servers), beside the peers that
+# speak to a cluster: how dlock scales with masters, and against them.
+CLUSTER_MASTERS = [1, 3]
+CLUSTER_THREADS = 64
+CLUSTER_PEERS = ["redis-py-cluster", "ioredis-cluster-redlock"]
+NODE_PEERS = {"redis-semaphore", "node-redlock", "ioredis-cluster-redlock"}
 # The commands each Redis contender sends itself in an uncontended pair (an
 # acquire and a release): INFO commandstats counts the commands scripts run
 # too, and a script's time includes theirs, so only these are summed.
@@ -293,7 +299,10 @@ class Measurer:
         return max(self.slice_s, 1.0) if scenario == "contention" else self.slice_s
 
     def dlock(self, backend, scenario, concurrency):
-        cmd = [self.tools.dlock, "bench", "--backend", self.servers[backend]["uri"],
+        return self.dlock_on(self.servers[backend]["uri"], scenario, concurrency)
+
+    def dlock_on(self, uri, scenario, concurrency):
+        cmd = [self.tools.dlock, "bench", "--backend", uri,
                "--scenarios", scenario, "--duration", "%dms" % (self.seconds(scenario) * 1000),
                "--warmup", "%dms" % (self.warmup_s * 1000), "--json"]
         cmd += ["--clients", str(concurrency)] if scenario == "contention" else [
@@ -368,11 +377,23 @@ class Measurer:
              "--warmup", "%g" % self.warmup_s], self.timeout())
 
 
+    def cluster(self, who, masters):
+        """An uncontended slice at CLUSTER_THREADS on the cluster of
+        `masters` masters."""
+        server = self.servers["redis_cluster%d" % masters]
+        if who == "dlock":
+            return self.dlock_on(server["uri"], "uncontended", CLUSTER_THREADS)
+        return self.workers[who].slice(
+            ["--library", who, "--target", server["seeds"], "--scenario", "uncontended",
+             "--concurrency", str(CLUSTER_THREADS), "--seconds", "%g" % self.slice_s,
+             "--warmup", "%g" % self.warmup_s], self.timeout())
+
+
 def start_workers(tools):
     """A worker per peer library, started before the servers so that their
     start-ups overlap."""
     workers = {}
-    for library in [p for peers in PEERS.values() for p in peers]:
+    for library in [p for peers in PEERS.values() for p in peers] + CLUSTER_PEERS:
         if library in NODE_PEERS:
             cmd = ["node", os.path.join(PEERS_DIR, "node_peer", "node_peers.js"),
                    tools.node_modules]
@@ -440,7 +461,23 @@ def measure(measurer, rounds, quick, log, seed):
                     who, []).append(rec)
                 log("round %d/%d %-9s contention %-18s %8.0f hand-offs/s" % (
                     r + 1, rounds, backend, who, rec["handoffs_per_sec"]))
+        measure_cluster(measurer, records, r, rounds, shuffled, log)
     return records
+
+
+def measure_cluster(measurer, records, r, rounds, shuffled, log):
+    """records["redis_cluster"][masters][contender] = [record per round]."""
+    cells = records.setdefault("redis_cluster", {})
+    for masters in shuffled(CLUSTER_MASTERS):
+        for who in shuffled(["dlock"] + CLUSTER_PEERS):
+            rec = measurer.cluster(who, masters)
+            if not rec.get("pairs_per_sec"):
+                raise Failure("%s on a Redis Cluster of %d masters measured no rate: %s" % (
+                    who, masters, json.dumps(rec)))
+            cells.setdefault(masters, {}).setdefault(who, []).append(rec)
+            log("round %d/%d cluster %d master%s, %d threads %-23s %10.0f pairs/s" % (
+                r + 1, rounds, masters, "" if masters == 1 else "s", CLUSTER_THREADS, who,
+                rec["pairs_per_sec"]))
 
 
 def measure_once(measurer, quick, log, meanwhile):

@@ -10,7 +10,8 @@ import re
 import statistics
 import subprocess
 
-from bench_report_measure import CEILINGS, CONTENDERS, PEERS, REPO, THREADS, dlocks
+from bench_report_measure import (CEILINGS, CLUSTER_MASTERS, CLUSTER_PEERS, CLUSTER_THREADS,
+                                  CONTENDERS, PEERS, REPO, THREADS, dlocks)
 
 # The ratios docs/performance.md records for ZooKeeper and PostgreSQL (lease
 # mode), the lower end of each recorded range, with where each comes from:
@@ -144,6 +145,34 @@ def tls_table(records):
             fmt_rate(median_of(tls, "pairs_per_sec")), fmt_ratio(ratio(tls, plain)),
             fmt_us(per_pair[0]), fmt_us(per_pair[1]), "+" if delta >= 0 else "−",
             fmt_us(abs(delta)), fmt_us(p50[0]), fmt_us(p50[1])))
+    return lines
+
+
+def cluster_best_peer_ratio(records, masters):
+    """dlock against the best cluster peer of each round, on `masters`."""
+    cell = records["redis_cluster"][masters]
+    per_round = [ours["pairs_per_sec"] / max(cell[p][i]["pairs_per_sec"] for p in CLUSTER_PEERS)
+                 for i, ours in enumerate(cell["dlock"])]
+    best_name = max(CLUSTER_PEERS, key=lambda p: median_of(cell[p], "pairs_per_sec"))
+    return (statistics.median(per_round), min(per_round), max(per_round)), best_name
+
+
+def cluster_table(records):
+    """Each contender on the clusters of 1 and 3 masters, and its scaling."""
+    cells = records["redis_cluster"]
+    one, most = CLUSTER_MASTERS[0], CLUSTER_MASTERS[-1]
+    lines = ["\n| %d threads | %s | %d ÷ %d masters, pairs/s (spread) | dlock ÷ this, "
+             "%d masters (spread) |" % (
+                 CLUSTER_THREADS, " | ".join("%d master%s, pairs/s" % (m, "" if m == 1 else "s")
+                                         for m in CLUSTER_MASTERS), most, one, most),
+             "| --- |%s --- | --- |" % (" --- |" * len(CLUSTER_MASTERS))]
+    for who in ["dlock"] + CLUSTER_PEERS:
+        lines.append("| %s | %s | %s | %s |" % (
+            "**dlock**" if who == "dlock" else who,
+            " | ".join(fmt_rate(median_of(cells[m][who], "pairs_per_sec"))
+                       for m in CLUSTER_MASTERS),
+            fmt_ratio(ratio(cells[most][who], cells[one][who])),
+            "" if who == "dlock" else fmt_ratio(ratio(cells[most]["dlock"], cells[most][who]))))
     return lines
 
 
@@ -335,6 +364,17 @@ def targets(records):
         rows.append(("%s, %d thread%s: keep or beat %.2f %s (recorded: %s)" % (
             TITLES[backend], threads, "" if threads == 1 else "s", recorded, what, source),
             fmt_ratio(r), verdict(r[0], recorded)))
+    if "redis_cluster" in records:  # not in records measured before it was
+        most = CLUSTER_MASTERS[-1]
+        best, best_name = cluster_best_peer_ratio(records, most)
+        rows.append(("Redis Cluster of %d masters, %d threads: at least 2× the best cluster "
+                     "peer (best: %s)" % (most, CLUSTER_THREADS, best_name),
+                     "%.2f× (%.2f..%.2f)" % best, verdict(best[0], 2.0)))
+        cells = records["redis_cluster"]
+        rows.append(("Redis Cluster, dlock, %d threads: %d masters ÷ %d master (scaling with "
+                     "masters)" % (CLUSTER_THREADS, most, CLUSTER_MASTERS[0]),
+                     fmt_ratio(ratio(cells[most]["dlock"], cells[CLUSTER_MASTERS[0]]["dlock"])),
+                     "(no target: the masters and the client share this machine's cores)"))
     lines = ["| target | this run: median (spread) | verdict |", "| --- | --- | --- |"]
     lines += ["| %s | %s | %s |" % row for row in rows]
     return lines
@@ -503,6 +543,22 @@ def write_report(path, charts_rel, records, once, meta, args):
         L += tls_table(records)
     else:
         L += ["", "Not in these records (measured before `dlock-tls` was): "
+              "`scripts/bench-report.sh` measures it."]
+    L.append("")
+    L.append("## Redis Cluster: redis-cluster:// on 1 and 3 masters")
+    L.append("")
+    L.append("dlock (`redis-cluster://`, the seeds of every master) and the peers that "
+             "speak to a cluster, on two Redis Clusters of this machine without replicas, "
+             "of 1 and 3 masters (the slots shared equally), in the same rounds as the "
+             "tables above: %d threads, each on a lock of its own, uncontended. Peers: "
+             "redis-py's `Lock` on its cluster client (`RedisCluster`, a connection pool "
+             "per node, shared by the threads) and node-redlock over ioredis's `Cluster` "
+             "(one client, %d async loops), each as in the Redis section." % (
+                 CLUSTER_THREADS, CLUSTER_THREADS))
+    if "redis_cluster" in records:
+        L += cluster_table(records)
+    else:
+        L += ["", "Not in these records (measured before the cluster was): "
               "`scripts/bench-report.sh` measures it."]
     L.append("")
     L.append("## Watchdog and memory (dlock, once per backend)")

@@ -56,6 +56,15 @@ def main():
                 if not recs or any(len(r.get("shares", [])) != bench_report.CONTENDERS or
                                    not r.get("handoffs_per_sec") for r in recs):
                     problems.append("%s on %s: no contention figures" % (who, backend))
+        for masters in bench_report.CLUSTER_MASTERS:
+            cell = records.get("redis_cluster", {}).get(str(masters), {})
+            for who in ["dlock"] + bench_report.CLUSTER_PEERS:
+                rates = [r.get("pairs_per_sec") for r in cell.get(who, [])]
+                if not rates or not all(isinstance(x, (int, float)) and x > 0 for x in rates):
+                    problems.append("%s on the Redis Cluster of %d masters: no rate" % (
+                        who, masters))
+        if "## Redis Cluster" not in report:
+            problems.append("benchmarks.md has no Redis Cluster section")
         if problems:
             sys.exit("the quick report is incomplete:\n  " + "\n  ".join(problems))
     print("bench_report_quick: report, charts and every contender's figures written")

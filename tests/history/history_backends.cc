@@ -1,5 +1,6 @@
 #include "history_backends.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -76,6 +77,13 @@ class RegistryBackend : public HistoryBackend {
   }
   absl::Status RebuildStandby() override {
     return Call(entry_, "rebuild its standby", entry_.rebuild_standby);
+  }
+  absl::Status MigrateSlot(absl::Duration half_moved) override {
+    std::function<absl::Status()> migrate;
+    if (entry_.migrate_slot) {
+      migrate = [&] { return entry_.migrate_slot(half_moved); };
+    }
+    return Call(entry_, "migrate a slot", migrate);
   }
 
  private:

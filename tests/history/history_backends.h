@@ -39,11 +39,15 @@ class HistoryBackend {
   // Ends, on the server, every session of worker `i` (PostgreSQL);
   // Unimplemented elsewhere.
   virtual absl::Status TerminateSessionsOf(int i);
-  // A primary with a standby (postgres_replicated_*): SIGKILL to the
-  // primary, the standby promoted; then a fresh standby of the new primary,
-  // for the next failover. Unimplemented elsewhere.
+  // A primary with a standby (postgres_replicated_*, redis_cluster: the
+  // master of the lock's slot): SIGKILL to the primary, the standby
+  // promoted; then a fresh standby of the new primary, for the next
+  // failover. Unimplemented elsewhere.
   virtual absl::Status FailOver() = 0;
   virtual absl::Status RebuildStandby() = 0;
+  // Redis Cluster: the lock's slot moved to another master, half-moved for
+  // `half_moved` (clients meet ASK). Unimplemented elsewhere.
+  virtual absl::Status MigrateSlot(absl::Duration half_moved) = 0;
   // How soon others must get the lock after its holder was killed: the
   // lease (C2), plus room for the waiters' next look.
   virtual absl::Duration KilledHolderBound(absl::Duration lease) const {

@@ -316,17 +316,16 @@ TEST_F(RedisClusterBackend, WithoutWaitAFailoverCanGrantTheLockTwice) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> first_client, Connect(uri));
   std::optional<Hold> first;
   const int slot = KeySlot(Keyspace("twice", 0).LockKey("account"));
-  ASSERT_OK(cluster_
-                ->FailoverLosingWrites(
-                    slot,
-                    [&]() -> absl::Status {
-                      absl::StatusOr<Hold> h = first_client->TryAcquire(
-                          "account", {.lease = absl::Seconds(30)});
-                      if (!h.ok()) return h.status();
-                      first.emplace(*std::move(h));
-                      return absl::OkStatus();
-                    })
-                .status());
+  ASSERT_OK_AND_ASSIGN(const int old, cluster_->MasterOfSlot(slot));
+  ASSERT_OK_AND_ASSIGN(
+      const int promoted,
+      cluster_->FailoverLosingWrites(slot, [&]() -> absl::Status {
+        absl::StatusOr<Hold> h =
+            first_client->TryAcquire("account", {.lease = absl::Seconds(30)});
+        if (!h.ok()) return h.status();
+        first.emplace(*std::move(h));
+        return absl::OkStatus();
+      }));
   ASSERT_TRUE(first.has_value());
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LockClient> second_client, Connect(uri));
   ASSERT_OK_AND_ASSIGN(Hold second, EventuallyOk(
@@ -338,6 +337,19 @@ TEST_F(RedisClusterBackend, WithoutWaitAFailoverCanGrantTheLockTwice) {
                                         absl::Seconds(20)));
   EXPECT_FALSE(first->lost());
   EXPECT_GT(second.fencing_token(), first->fencing_token());
+  // The tests after this one kill masters and expect a replica to take
+  // over: the old master back, in sync, as the promoted one's replica.
+  ASSERT_OK(cluster_->Restart(old));
+  ASSERT_OK(cluster_->WaitUntilSettled());
+  ASSERT_OK(EventuallyOk(
+      [&]() -> absl::Status {
+        absl::StatusOr<RespReply> synced =
+            cluster_->Query(promoted, {"WAIT", "1", "1000"});
+        if (!synced.ok()) return synced.status();
+        if (synced->text == "1") return absl::OkStatus();
+        return absl::UnavailableError("the old master is not in sync yet");
+      },
+      absl::Seconds(20)));
 }
 
 // With wait_replicas=1 a grant returns only once the replica has it: the

@@ -8,6 +8,9 @@
 LIB and TARGET:
   redis-py         host:port   redis-py's Lock (python3-redis), one client
                                with a connection pool shared by the threads
+  redis-py-cluster host:port,...  redis-py's Lock on its cluster client
+                               (RedisCluster: a pool per node, the slot map
+                               read from the seeds), shared by the threads
   kazoo            host:port   kazoo's Lock recipe (python3-kazoo), one
                                KazooClient shared by the threads
   tooz-zookeeper   host:port   a tooz coordinator (python3-tooz), zookeeper://
@@ -108,6 +111,19 @@ def redis_py(target):
         return lock.acquire, lock.release
 
     return make_lock, make_client, lambda client: client.close()
+
+
+def redis_py_cluster(target):
+    from redis.cluster import ClusterNode, RedisCluster  # python3-redis
+
+    seeds = [ClusterNode(h, int(p)) for h, p in
+             (seed.rsplit(":", 1) for seed in target.split(","))]
+
+    def make_lock(client, name):
+        lock = client.lock(name, timeout=LEASE_SECONDS)
+        return lock.acquire, lock.release
+
+    return make_lock, lambda: RedisCluster(startup_nodes=seeds), lambda c: c.close()
 
 
 def kazoo(target):
@@ -240,6 +256,8 @@ def distinct_key_name(index, used_keys):
 def library(name, target):
     if name == "redis-py":
         return redis_py(target)
+    if name == "redis-py-cluster":
+        return redis_py_cluster(target)
     if name == "kazoo":
         return kazoo(target)
     if name == "tooz-zookeeper":
@@ -406,7 +424,7 @@ def slice_record(argv):
     with a message when the library is missing or the slice fails."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--library", required=True,
-                        choices=["redis-py", "kazoo", "tooz-zookeeper", "tooz-postgresql",
+                        choices=["redis-py", "redis-py-cluster", "kazoo", "tooz-zookeeper", "tooz-postgresql",
                                  "python-etcd3", "tooz-etcd3gw"])
     parser.add_argument("--target", required=True)
     parser.add_argument("--scenario", required=True, choices=["uncontended", "contention"])

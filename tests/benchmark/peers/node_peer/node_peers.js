@@ -1,9 +1,12 @@
 // The node peers of the comparative report (scripts/bench_report.py) on one
-// Redis master: redis-semaphore's Mutex and redlock, both over ioredis; and,
+// Redis master: redis-semaphore's Mutex and redlock, both over ioredis;
+// redlock over ioredis's Cluster client on a Redis Cluster
+// (ioredis-cluster-redlock, --target host:port,host:port,...); and,
 // for dlock_etcd_bench --peers (not in the report yet), the etcd3 package's
 // Lock on etcd (node-etcd3).
 //
-//   node node_peers.js <install-dir> --library redis-semaphore|node-redlock|node-etcd3
+//   node node_peers.js <install-dir>
+//       --library redis-semaphore|node-redlock|ioredis-cluster-redlock|node-etcd3
 //       --target host:port --scenario uncontended|contention
 //       --concurrency N --seconds S [--warmup S]
 //   node node_peers.js <install-dir> --serve [LIB]
@@ -67,7 +70,7 @@ function parseArgs(argv) {
   for (const required of ["library", "target", "scenario", "concurrency", "seconds"]) {
     if (args[required] === undefined) {
       console.error(
-        "usage: node node_peers.js <install-dir> --library redis-semaphore|node-redlock|node-etcd3 " +
+        "usage: node node_peers.js <install-dir> --library redis-semaphore|node-redlock|ioredis-cluster-redlock|node-etcd3 " +
         "--target host:port --scenario uncontended|contention --concurrency N --seconds S " +
         "[--warmup S]");
       process.exit(2);
@@ -98,6 +101,7 @@ const now = () => process.hrtime.bigint();
 const kPackages = {
   "redis-semaphore": ["ioredis", "redis-semaphore"],
   "node-redlock": ["ioredis", "redlock"],
+  "ioredis-cluster-redlock": ["ioredis", "redlock"],
   "node-etcd3": ["etcd3"],
 };
 
@@ -121,9 +125,20 @@ function library(args) {
   }
   if (args.library === "node-etcd3") return etcd3(requireInstalled, args);
   const Redis = requireInstalled("ioredis").default;
-  const [host, port] = args.target.split(":");
+  const open = () => {
+    if (args.library !== "ioredis-cluster-redlock") {
+      const [host, port] = args.target.split(":");
+      return new Redis({ host, port: Number(port), maxRetriesPerRequest: 1 });
+    }
+    // ioredis's Cluster: the slot map from the seeds, a connection per master.
+    const seeds = args.target.split(",").map((seed) => {
+      const [host, port] = seed.split(":");
+      return { host, port: Number(port) };
+    });
+    return new Redis.Cluster(seeds, { redisOptions: { maxRetriesPerRequest: 1 } });
+  };
   const connect = async () => {
-    const client = new Redis({ host, port: Number(port), maxRetriesPerRequest: 1 });
+    const client = open();
     await new Promise((resolve, reject) => {
       client.once("ready", resolve);
       client.once("error", reject);
@@ -147,7 +162,7 @@ function library(args) {
       close,
     };
   }
-  if (args.library === "node-redlock") {
+  if (args.library === "node-redlock" || args.library === "ioredis-cluster-redlock") {
     const Redlock = requireInstalled("redlock").default;
     const redlocks = new Map();
     return {
