@@ -85,7 +85,9 @@ class ReadWriteLockHandle : public ReadWriteLock {
     // Known here without a round trip; the backend refuses it too, for an
     // owner token that reads through another client.
     absl::StatusOr<std::string> owner = core_->OwnerOf(options.owner_token);
-    if (owner.ok() && core_->Believes(read_key_, *owner)) {
+    // A writer that also reads re-enters its write.
+    if (owner.ok() && core_->Believes(read_key_, *owner) &&
+        !core_->Believes(name_, *owner)) {
       return UpgradeRefusedError(name_);
     }
     return core_->Acquire(name_, options);

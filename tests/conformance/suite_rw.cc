@@ -197,6 +197,10 @@ TEST_P(Conformance, C23_WriterMayAlsoRead) {
   ASSERT_OK_AND_ASSIGN(Hold write, rw->AcquireWrite(Waiting()));
   ASSERT_OK_AND_ASSIGN(Hold read, rw->TryAcquireRead(WithLease(kLongLease)));
   EXPECT_EQ(read.fencing_token(), write.fencing_token());
+  // Reading, it still re-enters its write: not an upgrade.
+  ASSERT_OK_AND_ASSIGN(Hold again, rw->TryAcquireWrite(WithLease(kLongLease)));
+  EXPECT_EQ(again.fencing_token(), write.fencing_token());
+  EXPECT_OK(again.Release());
   EXPECT_CODE(other_rw->TryAcquireRead(WithLease(kLongLease)),
               kDeadlineExceeded);
   // Keeping the lock after the write would leave the read in a lock held
