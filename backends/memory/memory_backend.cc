@@ -31,7 +31,7 @@ BackendTraits MemoryBackend::Traits() const {
                        .read_write_locks = true,
                        .elections = true,
                        .semaphore_order = WaiterOrder::kHeadReserved,
-                       .multi_lock = MultiLockMode::kOrdered};
+                       .multi_lock = MultiLockMode::kAtomic};
 }
 
 absl::StatusOr<Grant> MemoryBackend::Acquire(const AcquireCall& call) {
@@ -167,19 +167,32 @@ absl::StatusOr<Attempt> MemoryBackend::TryLockOnce(const std::string& key,
                                                    const AcquireCall& call) {
   absl::MutexLock lock(&instance_->mu);
   const MonoTime now = clock_.Now();
-  Entry* entry = instance_->Find(key, now);
-  if (entry != nullptr && entry->owner == call.owner) {
+  if (std::optional<absl::StatusOr<Attempt>> refused =
+          Refusal(key, call, now)) {
+    return *std::move(refused);
+  }
+  return Attempt{.acquired = TakeLock(key, call, now)};
+}
+
+std::optional<absl::StatusOr<Attempt>> MemoryBackend::Refusal(
+    const std::string& key, const AcquireCall& call, MonoTime now) {
+  const Entry* entry = instance_->Find(key, now);
+  if (entry != nullptr && entry->owner == call.owner) return std::nullopt;
+  if (std::optional<absl::StatusOr<Attempt>> met = MeetReaders(call, now)) {
+    return met;
+  }
+  if (entry == nullptr) return std::nullopt;
+  return absl::StatusOr<Attempt>(Attempt{
+      .acquired = std::nullopt, .holder_lease_left = entry->expires - now});
+}
+
+Acquired MemoryBackend::TakeLock(const std::string& key,
+                                 const AcquireCall& call, MonoTime now) {
+  if (Entry* entry = instance_->Find(key, now)) {  // the owner's: re-entry
     entry->holds += 1;
     entry->kept_lease = std::max(entry->kept_lease, call.lease);
     entry->expires = std::max(entry->expires, now + call.lease);
-    return Attempt{.acquired = Acquired{entry->fencing_token, entry->holds}};
-  }
-  if (std::optional<absl::StatusOr<Attempt>> met = MeetReaders(call, now)) {
-    return *std::move(met);
-  }
-  if (entry != nullptr) {
-    return Attempt{.acquired = std::nullopt,
-                   .holder_lease_left = entry->expires - now};
+    return Acquired{entry->fencing_token, entry->holds};
   }
   Entry& fresh = instance_->locks[key];
   fresh.owner = std::string(call.owner);
@@ -188,7 +201,7 @@ absl::StatusOr<Attempt> MemoryBackend::TryLockOnce(const std::string& key,
   fresh.kept_lease = call.lease;
   fresh.expires = now + call.lease;
   fresh.since = absl::Now();
-  return Attempt{.acquired = Acquired{fresh.fencing_token, 1}};
+  return Acquired{fresh.fencing_token, 1};
 }
 
 std::optional<absl::StatusOr<Attempt>> MemoryBackend::MeetReaders(

@@ -34,6 +34,11 @@ class MemoryBackend : public Backend {
                                   uint64_t fencing_token) override;
   void Shutdown() override {}
 
+  // memory_multi.cc: every name in one step under the instance's mutex.
+  absl::StatusOr<std::vector<Grant>> AcquireAll(
+      absl::Span<const AcquireCall> parts, MonoTime deadline,
+      const CancelToken& cancel) override;
+
   // memory_primitives.cc
   absl::Status Proclaim(const ProclaimCall& call) override;
   std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
@@ -52,6 +57,16 @@ class MemoryBackend : public Backend {
   absl::StatusOr<Attempt> TryLockOnce(const std::string& key,
                                       const AcquireCall& call)
       ABSL_LOCKS_EXCLUDED(instance_->mu);
+  // Why `call` cannot take lock `key` now (a refusal with a hint, or an
+  // error), or nullopt when it can.
+  std::optional<absl::StatusOr<Attempt>> Refusal(const std::string& key,
+                                                 const AcquireCall& call,
+                                                 MonoTime now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(instance_->mu);
+  // Takes lock `key` for `call`, which Refusal() let go on: a fresh hold or
+  // a re-entry.
+  Acquired TakeLock(const std::string& key, const AcquireCall& call,
+                    MonoTime now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(instance_->mu);
   // The writer's side of a lock with readers (C23), under the instance's
   // mutex: UpgradeRefused for an owner that reads; a refusal (with the
   // writer's intent kept while it waits) while others read or another
@@ -62,6 +77,17 @@ class MemoryBackend : public Backend {
   absl::StatusOr<int64_t> ReleaseLock(const ReleaseCall& call);
   absl::Status RenewLock(const RenewCall& call);
   static void Describe(const Entry& entry, MonoTime now, LockInfo& info);
+
+  // --- Multi-locks (memory_multi.cc) ---
+  // One attempt at every part: the index of the first part refused (and its
+  // refusal), or the holds of all, taken together.
+  struct AllOrRefusal {
+    std::vector<Acquired> acquired;  // one per part when all were taken
+    size_t refused = 0;
+    Attempt refusal;
+  };
+  absl::StatusOr<AllOrRefusal> TryAllOnce(absl::Span<const AcquireCall> parts)
+      ABSL_LOCKS_EXCLUDED(instance_->mu);
 
   // --- Semaphores, readers, elections (memory_primitives.cc) ---
   // The key of an object of `shape` (a kind letter after "\x1f").

@@ -27,6 +27,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "core_state.h"
 #include "dlock/backend/backend.h"
 #include "dlock/client.h"
@@ -94,6 +95,12 @@ class ClientCore : public BackendListener,
 
   void OnHoldLost(absl::string_view name, absl::string_view owner,
                   const HoldShape& shape, const absl::Status& reason) override;
+
+  // client_core_multi.cc: a multi-lock's names (sorted, checked) taken in
+  // one step by a backend whose traits say MultiLockMode::kAtomic
+  // (Backend::AcquireAll); one Hold per name, in order, or none (C25).
+  absl::StatusOr<std::vector<::dlock::Hold>> AcquireTogether(
+      absl::Span<const std::string> names, const AcquireOptions& options);
 
   // ---- Beyond the mutex (issue 24; primitives_core.cc) ------------------
   // Unimplemented, with the traits' note, when the backend does not offer
@@ -164,6 +171,28 @@ class ClientCore : public BackendListener,
       const HoldKey& key, const AcquireOptions& options, AcquireCall& call,
       uint64_t& releases_sent, std::shared_ptr<HoldRecord>& held,
       bool& registered) ABSL_LOCKS_EXCLUDED(state_.mu);
+  // client_core_multi.cc: one name of AcquireTogether().
+  struct MultiPart {
+    HoldKey key;
+    AcquireCall call;
+    uint64_t releases_sent = 0;
+    std::shared_ptr<HoldRecord> held;
+  };
+  // Records what the backend answered for the first `registered` parts
+  // (every one was registered): their Holds, or none and the error.
+  absl::StatusOr<std::vector<::dlock::Hold>> RecordTogether(
+      std::vector<MultiPart>& parts, size_t registered,
+      absl::StatusOr<std::vector<Grant>> grants,
+      absl::Span<const std::string> names, const AcquireOptions& options,
+      MonoTime start) ABSL_LOCKS_EXCLUDED(state_.mu);
+  absl::Status MultiAcquireError(const absl::Status& error,
+                                 absl::Span<const std::string> names,
+                                 const AcquireOptions& options,
+                                 MonoTime start) const;
+  void TellTogether(const std::vector<::dlock::Hold>& holds,
+                    const std::vector<bool>& fresh,
+                    absl::Span<const std::string> names,
+                    const absl::Status& failed, MonoTime start) const;
   // What the caller gets for an acquisition that failed with `error`.
   absl::Status AcquireError(const absl::Status& error, absl::string_view key,
                             const AcquireOptions& options,

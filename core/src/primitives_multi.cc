@@ -1,9 +1,11 @@
-// Multi-locks (C25): several lock names all or nothing. The core's form,
-// for every backend: the names one by one in one global order (their
-// bytes), each waiting at most until the common deadline, and what was
-// taken given back when one cannot be. No deadlock: every client waits only
-// for a name greater than every name it holds, so no cycle of waits forms.
-// The multi-hold's loss is the first loss of any of its holds, told once.
+// Multi-locks (C25): several lock names all or nothing. On a backend that
+// takes them in one atomic step (MultiLockMode::kAtomic), the core sends
+// them together (client_core_multi.cc). Otherwise, the core's form, for
+// every backend: the names one by one in one global order (their bytes),
+// each waiting at most until the common deadline, and what was taken given
+// back when one cannot be. No deadlock: every client waits only for a name
+// greater than every name it holds, so no cycle of waits forms. The
+// multi-hold's loss is the first loss of any of its holds, told once.
 #include <algorithm>
 #include <atomic>
 #include <numeric>
@@ -61,22 +63,34 @@ class MultiSite : public std::enable_shared_from_this<MultiSite> {
   absl::Status reason_ ABSL_GUARDED_BY(mu_);
 };
 
-absl::StatusOr<MultiHold> AcquireAll(ClientCore& core,
-                                     absl::Span<const std::string> names,
-                                     const AcquireOptions& options) {
-  std::vector<size_t> order(names.size());
-  std::iota(order.begin(), order.end(), 0);
-  // std::string compares as unsigned bytes: one order for every client.
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return names[a] < names[b]; });
-  auto site = std::make_shared<MultiSite>(options.on_lost);
+namespace {
+
+// Every name in one step; the holds in the caller's order.
+absl::StatusOr<std::vector<Hold>> AcquireAtomically(
+    ClientCore& core, absl::Span<const std::string> names,
+    const std::vector<size_t>& order, const AcquireOptions& options) {
+  std::vector<std::string> sorted;
+  for (size_t i : order) sorted.push_back(names[i]);
+  absl::StatusOr<std::vector<Hold>> taken =
+      core.AcquireTogether(sorted, options);
+  if (!taken.ok()) return taken.status();
+  std::vector<Hold> holds(names.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    holds[order[k]] = std::move((*taken)[k]);
+  }
+  return holds;
+}
+
+// The names one by one in `order`; the holds in the caller's order.
+absl::StatusOr<std::vector<Hold>> AcquireInOrder(
+    ClientCore& core, absl::Span<const std::string> names,
+    const std::vector<size_t>& order, const AcquireOptions& options) {
   const bool waits = options.wait > absl::ZeroDuration() &&
                      options.wait != absl::InfiniteDuration();
   const MonoTime deadline = core.clock().Now() + options.wait;
   std::vector<Hold> holds(names.size());
   for (size_t i : order) {
     AcquireOptions one = options;
-    one.on_lost = site->OnLostOfOne();
     if (waits) {
       one.wait = std::max(absl::ZeroDuration(), deadline - core.clock().Now());
     }
@@ -93,7 +107,28 @@ absl::StatusOr<MultiHold> AcquireAll(ClientCore& core,
     }
     holds[i] = *std::move(hold);
   }
-  return MultiSite::Make(std::move(holds), std::move(site));
+  return holds;
+}
+
+}  // namespace
+
+absl::StatusOr<MultiHold> AcquireAll(ClientCore& core,
+                                     absl::Span<const std::string> names,
+                                     const AcquireOptions& options) {
+  std::vector<size_t> order(names.size());
+  std::iota(order.begin(), order.end(), 0);
+  // std::string compares as unsigned bytes: one order for every client.
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return names[a] < names[b]; });
+  auto site = std::make_shared<MultiSite>(options.on_lost);
+  AcquireOptions each = options;
+  each.on_lost = site->OnLostOfOne();
+  absl::StatusOr<std::vector<Hold>> holds =
+      core.traits().multi_lock == MultiLockMode::kAtomic
+          ? AcquireAtomically(core, names, order, each)
+          : AcquireInOrder(core, names, order, each);
+  if (!holds.ok()) return holds.status();
+  return MultiSite::Make(*std::move(holds), std::move(site));
 }
 
 }  // namespace internal
