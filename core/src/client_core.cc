@@ -132,15 +132,22 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(absl::string_view name,
   return hold;
 }
 
-absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
-    absl::string_view name, const AcquireOptions& options,
-    const std::string& owner, OwnerKind kind, const HoldAsk& ask, bool& fresh) {
+absl::StatusOr<absl::Duration> ClientCore::LeaseOf(
+    const AcquireOptions& options) const {
   const absl::Duration lease =
       options.lease.value_or(state_.options.watchdog_lease);
   if (absl::Status s = ValidateLease(lease); !s.ok()) return s;
   if (options.wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("wait must not be negative");
   }
+  return lease;
+}
+
+absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
+    absl::string_view name, const AcquireOptions& options,
+    const std::string& owner, OwnerKind kind, const HoldAsk& ask, bool& fresh) {
+  absl::StatusOr<absl::Duration> lease = LeaseOf(options);
+  if (!lease.ok()) return lease.status();
   absl::ReaderMutexLock in_flight(&ops_mu_);
   const HoldKey key(QualifiedName(name, ask.shape), owner);
   if (ask.shape.mode == HoldMode::kPermits) {
@@ -155,7 +162,7 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
   AcquireCall call{.name = name,
                    .owner = owner,
                    .owner_kind = kind,
-                   .lease = lease,
+                   .lease = *lease,
                    .deadline = options.wait == absl::InfiniteDuration()
                                    ? MonoTime::InfiniteFuture()
                                    : start + options.wait,

@@ -147,6 +147,9 @@ class ClientCore : public BackendListener,
   absl::Status CheckOpen() const ABSL_LOCKS_EXCLUDED(state_.mu);
 
   // client_core.cc: acquisition.
+  // The lease an acquisition asks (its own, or the watchdog's), once its
+  // lease and wait are checked (InvalidArgument).
+  absl::StatusOr<absl::Duration> LeaseOf(const AcquireOptions& options) const;
   absl::StatusOr<::dlock::Hold> AcquireHold(absl::string_view name,
                                             const AcquireOptions& options,
                                             const std::string& owner,

@@ -7,7 +7,6 @@
 #include "absl/strings/str_join.h"
 #include "client_core.h"
 #include "dlock/ride_out.h"
-#include "lease_policy.h"
 
 namespace dlock::internal {
 
@@ -35,12 +34,8 @@ absl::StatusOr<std::vector<::dlock::Hold>> ClientCore::AcquireTogether(
     absl::Span<const std::string> names, const AcquireOptions& options) {
   absl::StatusOr<std::string> owner = ResolveOwner(options.owner_token);
   if (!owner.ok()) return owner.status();
-  const absl::Duration lease =
-      options.lease.value_or(state_.options.watchdog_lease);
-  if (absl::Status s = ValidateLease(lease); !s.ok()) return s;
-  if (options.wait < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("wait must not be negative");
-  }
+  absl::StatusOr<absl::Duration> lease = LeaseOf(options);
+  if (!lease.ok()) return lease.status();
   absl::ReaderMutexLock in_flight(&ops_mu_);
   const MonoTime start = state_.clock.Now();
   const bool waits = options.wait > absl::ZeroDuration();
@@ -60,7 +55,7 @@ absl::StatusOr<std::vector<::dlock::Hold>> ClientCore::AcquireTogether(
                                 .owner_kind = options.owner_token.empty()
                                                   ? OwnerKind::kThread
                                                   : OwnerKind::kToken,
-                                .lease = lease,
+                                .lease = *lease,
                                 .deadline = deadline,
                                 .cancel = either};
   }
