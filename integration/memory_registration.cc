@@ -48,6 +48,7 @@ const TestBackendRegistration registration({TestBackend{
     // process; docs/backends.md lists them.
     .conformance_deviations =
         {"C2_KilledHolderProcessBlocksAtMostItsLease",
+         "C22_PermitsOfAKilledHolderComeBackWithinTheLease",
          "Keep_OutlivesTheReleasingProcess",
          "C18_ServerRestartReportsLostAndClientReconnects",
          "C18_UnavailableWhileServerIsDownThenRecovers"},

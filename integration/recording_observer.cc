@@ -26,7 +26,9 @@ void RecordingObserver::OnAcquireAttempt(const AcquireAttemptEvent& e) {
           .lock_namespace = std::string(e.lock_namespace),
           .name = std::string(e.name),
           .owner = std::string(e.owner),
-          .duration = e.wait});
+          .duration = e.wait,
+          .object_kind = e.kind,
+          .shared = e.shared});
 }
 
 void RecordingObserver::OnGrant(const GrantEvent& e) {
@@ -37,7 +39,9 @@ void RecordingObserver::OnGrant(const GrantEvent& e) {
           .fencing_token = e.fencing_token,
           .hold_count = e.hold_count,
           .flag = e.fresh,
-          .duration = e.waited});
+          .duration = e.waited,
+          .object_kind = e.kind,
+          .shared = e.shared});
 }
 
 void RecordingObserver::OnAcquireFailed(const AcquireFailedEvent& e) {
@@ -45,7 +49,9 @@ void RecordingObserver::OnAcquireFailed(const AcquireFailedEvent& e) {
           .lock_namespace = std::string(e.lock_namespace),
           .name = std::string(e.name),
           .duration = e.waited,
-          .status = e.error});
+          .status = e.error,
+          .object_kind = e.kind,
+          .shared = e.shared});
 }
 
 void RecordingObserver::OnRelease(const ReleaseEvent& e) {
@@ -57,7 +63,9 @@ void RecordingObserver::OnRelease(const ReleaseEvent& e) {
           .flag = e.last,
           .kept_until_lease_end = e.kept_until_lease_end,
           .duration = e.held,
-          .status = e.result});
+          .status = e.result,
+          .object_kind = e.kind,
+          .shared = e.shared});
 }
 
 void RecordingObserver::OnRenewal(const RenewalEvent& e) {
@@ -67,7 +75,9 @@ void RecordingObserver::OnRenewal(const RenewalEvent& e) {
           .owner = std::string(e.owner),
           .fencing_token = e.fencing_token,
           .flag = e.by_watchdog,
-          .status = e.result});
+          .status = e.result,
+          .object_kind = e.kind,
+          .shared = e.shared});
 }
 
 void RecordingObserver::OnLoss(const LossEvent& e) {
@@ -78,7 +88,9 @@ void RecordingObserver::OnLoss(const LossEvent& e) {
           .fencing_token = e.fencing_token,
           .duration = e.held,
           .status = e.reason,
-          .cause = e.cause});
+          .cause = e.cause,
+          .object_kind = e.kind,
+          .shared = e.shared});
 }
 
 void RecordingObserver::OnReleaseFailure(const ReleaseFailureEvent& e) {
@@ -87,7 +99,9 @@ void RecordingObserver::OnReleaseFailure(const ReleaseFailureEvent& e) {
           .name = std::string(e.name),
           .owner = std::string(e.owner),
           .status = e.error,
-          .stage = e.stage});
+          .stage = e.stage,
+          .object_kind = e.kind,
+          .shared = e.shared});
 }
 
 void RecordingObserver::OnBackendCall(const BackendCallEvent& e) {

@@ -45,6 +45,9 @@ struct ObservedEvent {
   int calls = 0;
   // Every field as text, to search for what an event carries.
   std::string text;
+  // Which hold (issue 24).
+  ObjectKind object_kind = ObjectKind::kLock;
+  bool shared = false;
 };
 
 class RecordingObserver : public LockObserver {

@@ -482,13 +482,25 @@ TEST(ContractDocTest, NamedConformanceTestsExistUnderTheirClause) {
   }
   ASSERT_FALSE(tests.empty());
   for (const auto& [clause, section] : ContractSections()) {
+    // A clause specified before the suite checks it names the cases it
+    // plans: none may exist while the mark stands, so the first case that
+    // lands takes the mark off, and from then on every case named must be.
+    const bool specified_only =
+        absl::StrContains(section, "\nStatus: specified.\n");
     int named = 0;
     for (const Citation& c : Citations(section)) {
       if (!absl::StrContains(c.word, '_')) continue;
       ++named;
-      EXPECT_EQ(tests.count(c.word), 1u)
-          << "docs/contract.md names " << c.word
-          << ", which is not a test in tests/conformance/";
+      if (specified_only) {
+        EXPECT_EQ(tests.count(c.word), 0u)
+            << c.word << " is a test in tests/conformance/ now: take the "
+            << "\"Status: specified.\" mark off C" << clause
+            << " in docs/contract.md";
+      } else {
+        EXPECT_EQ(tests.count(c.word), 1u)
+            << "docs/contract.md names " << c.word
+            << ", which is not a test in tests/conformance/";
+      }
       EXPECT_EQ(c.clause, clause)
           << c.word << " is named in the section of C" << clause;
     }

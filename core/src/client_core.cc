@@ -10,6 +10,7 @@
 #include "dlock/ride_out.h"
 #include "identity.h"
 #include "lease_policy.h"
+#include "qualified_name.h"
 
 namespace dlock::internal {
 
@@ -27,6 +28,7 @@ ClientCore::~ClientCore() { Close().IgnoreError(); }
 void ClientCore::Start(std::unique_ptr<Backend> backend) {
   state_.backend = std::move(backend);
   traits_ = state_.backend->Traits();
+  FillPrimitivesNote(traits_, state_.endpoint);
   if (traits_.liveness_record) {
     absl::MutexLock lock(&state_.mu);
     state_.holds.KeepLiveness(state_.options.liveness_ttl);
@@ -78,8 +80,9 @@ absl::Status ClientCore::CheckOpen() const {
   return state_.closed ? state_.ClosedError() : absl::OkStatus();
 }
 
-absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
-    absl::string_view name, const AcquireOptions& options) {
+absl::StatusOr<::dlock::Hold> ClientCore::Acquire(absl::string_view name,
+                                                  const AcquireOptions& options,
+                                                  const HoldAsk& ask) {
   absl::StatusOr<std::string> owner = ResolveOwner(options.owner_token);
   bool fresh = false;
   // The core makes owner ids; backends are told their kind, never parse
@@ -89,18 +92,21 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
   const ObserverCalls& observer = state_.observer;
   if (!observer) {
     if (!owner.ok()) return owner.status();
-    return AcquireHold(name, options, *owner, kind, fresh);
+    return AcquireHold(name, options, *owner, kind, ask, fresh);
   }
   const MonoTime start = state_.clock.Now();
+  const bool shared = ask.shape.mode == HoldMode::kShared;
   const absl::string_view owner_id =
       owner.ok() ? absl::string_view(*owner) : absl::string_view();
   observer.Tell(&LockObserver::OnAcquireAttempt,
                 AcquireAttemptEvent{.lock_namespace = state_.lock_namespace,
                                     .name = name,
                                     .owner = owner_id,
-                                    .wait = options.wait});
+                                    .wait = options.wait,
+                                    .kind = ask.shape.kind,
+                                    .shared = shared});
   absl::StatusOr<::dlock::Hold> hold =
-      owner.ok() ? AcquireHold(name, options, *owner, kind, fresh)
+      owner.ok() ? AcquireHold(name, options, *owner, kind, ask, fresh)
                  : absl::StatusOr<::dlock::Hold>(owner.status());
   const absl::Duration waited = state_.clock.Now() - start;
   if (hold.ok()) {
@@ -111,37 +117,58 @@ absl::StatusOr<::dlock::Hold> ClientCore::Acquire(
                              .fencing_token = hold->fencing_token(),
                              .hold_count = hold->hold_count(),
                              .fresh = fresh,
-                             .waited = waited});
+                             .waited = waited,
+                             .kind = ask.shape.kind,
+                             .shared = shared});
   } else {
     observer.Tell(&LockObserver::OnAcquireFailed,
                   AcquireFailedEvent{.lock_namespace = state_.lock_namespace,
                                      .name = name,
                                      .waited = waited,
-                                     .error = hold.status()});
+                                     .error = hold.status(),
+                                     .kind = ask.shape.kind,
+                                     .shared = shared});
   }
   return hold;
 }
 
-absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
-    absl::string_view name, const AcquireOptions& options,
-    const std::string& owner, OwnerKind kind, bool& fresh) {
+absl::StatusOr<absl::Duration> ClientCore::LeaseOf(
+    const AcquireOptions& options) const {
   const absl::Duration lease =
       options.lease.value_or(state_.options.watchdog_lease);
   if (absl::Status s = ValidateLease(lease); !s.ok()) return s;
   if (options.wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("wait must not be negative");
   }
+  return lease;
+}
+
+absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
+    absl::string_view name, const AcquireOptions& options,
+    const std::string& owner, OwnerKind kind, const HoldAsk& ask, bool& fresh) {
+  absl::StatusOr<absl::Duration> lease = LeaseOf(options);
+  if (!lease.ok()) return lease.status();
   absl::ReaderMutexLock in_flight(&ops_mu_);
-  const HoldKey key(name, owner);
+  const HoldKey key(QualifiedName(name, ask.shape), owner);
+  if (ask.shape.mode == HoldMode::kPermits) {
+    // A re-entry asking other permits is refused without a round trip.
+    absl::MutexLock lock(&state_.mu);
+    if (absl::Status s = state_.holds.CheckPermits(key, ask.shape.permits);
+        !s.ok()) {
+      return s;
+    }
+  }
   const MonoTime start = state_.clock.Now();
   AcquireCall call{.name = name,
                    .owner = owner,
                    .owner_kind = kind,
-                   .lease = lease,
+                   .lease = *lease,
                    .deadline = options.wait == absl::InfiniteDuration()
                                    ? MonoTime::InfiniteFuture()
                                    : start + options.wait,
-                   .cancel = options.cancel};
+                   .cancel = options.cancel,
+                   .shape = ask.shape,
+                   .value = ask.value};
   uint64_t releases_sent = 0;
   std::shared_ptr<HoldRecord> held;
   bool registered = false;
@@ -159,7 +186,7 @@ absl::StatusOr<::dlock::Hold> ClientCore::AcquireHold(
   }
   absl::MutexLock lock(&state_.mu);
   return FinishAcquire(key, call, options, start, releases_sent,
-                       std::move(held), std::move(grant), fresh);
+                       std::move(held), std::move(grant), ask.slots, fresh);
 }
 
 absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
@@ -187,8 +214,8 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
         }
         if (waits && state_.clock.Now() >= call.deadline) {
           return absl::DeadlineExceededError(absl::StrCat(
-              "lock '", key.first,
-              "' not acquired within the wait: it is still being released "
+              ObjectPhrase(key.first),
+              " not acquired within the wait: it is still being released "
               "by this owner, and the release is not confirmed yet"));
         }
         // Another thread is sending a release of this key: wait for it.
@@ -215,8 +242,8 @@ absl::Status ClientCore::SettleAndRegister(const HoldKey& key,
     if (settled == PendingReleases::Settled::kRetrying) {
       return absl::Status(
           left.code(),
-          absl::StrCat("an earlier release of lock '", key.first,
-                       "' is not confirmed yet, and the lock cannot be taken "
+          absl::StrCat("an earlier release of ", ObjectPhrase(key.first),
+                       " is not confirmed yet, and it cannot be taken "
                        "afresh until it is: ",
                        left.message()));
     }
@@ -241,7 +268,7 @@ absl::StatusOr<Grant> ClientCore::SettleAndAcquire(
   // A waiting acquire rides out a failover's few seconds of Unavailable,
   // whether a release still pending or the acquisition meets it; a try
   // stays fail-fast (C18).
-  RideOut ride(state_.clock, call.name,
+  RideOut ride(state_.clock, key.first,
                waits ? call.deadline : MonoTime::InfinitePast(), either);
   absl::Status settled;
   do {
@@ -261,11 +288,13 @@ absl::StatusOr<Grant> ClientCore::SettleAndAcquire(
 absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(
     const HoldKey& key, const AcquireCall& call, const AcquireOptions& options,
     MonoTime start, uint64_t releases_sent, std::shared_ptr<HoldRecord> held,
-    absl::StatusOr<Grant> grant, bool& fresh) {
+    absl::StatusOr<Grant> grant, std::vector<int64_t>* slots, bool& fresh) {
   // A background release of this owner's lost hold, sent while the grant
   // was on its way, may have taken off what was just granted (C1).
   const bool raced = state_.pending.AfterAcquire(key, releases_sent);
-  if (!grant.ok()) return AcquireError(grant.status(), call, options, start);
+  if (!grant.ok()) {
+    return AcquireError(grant.status(), key.first, options, start);
+  }
   // A re-entry keeps the record of the hold it re-entered (backend.h).
   if (grant->record == nullptr) grant->record = std::move(held);
   // The grant refreshed this client's liveness record in the same step.
@@ -278,7 +307,8 @@ absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(
     state_.backend
         ->Release(ReleaseCall{.name = call.name,
                               .owner = call.owner,
-                              .record = grant->record.get()})
+                              .record = grant->record.get(),
+                              .shape = call.shape})
         .IgnoreError();
     state_.mu.Lock();
     return state_.ClosedError();
@@ -290,8 +320,8 @@ absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(
                            : HoldsToRelease{.count = 1},
                        call.lease, grant->record);
     return absl::UnavailableError(absl::StrCat(
-        "lock '", call.name,
-        "' was granted while a release of an earlier hold of this owner was "
+        ObjectPhrase(key.first),
+        " was granted while a release of an earlier hold of this owner was "
         "under way, which may have taken the grant off; try again"));
   }
   std::shared_ptr<AcquisitionShare> acquisition;
@@ -302,7 +332,7 @@ absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(
     // backend's session bound passed meanwhile): not to be believed (C19).
     // What may be left of it is let go in the background.
     return absl::UnavailableError(absl::StrCat(
-        "lock '", call.name, "' was granted, but the reply took ",
+        ObjectPhrase(key.first), " was granted, but the reply took ",
         absl::FormatDuration(state_.clock.Now() - grant->sent),
         ", past the hold's deadline (lease ", absl::FormatDuration(call.lease),
         "): the hold may already be another owner's; try again"));
@@ -313,13 +343,14 @@ absl::StatusOr<::dlock::Hold> ClientCore::FinishAcquire(
       call.owner_kind == OwnerKind::kThread
           ? hold.local_holds
           : std::max<int64_t>(1, grant->hold_count - hold.unsynced);
+  if (slots != nullptr) *slots = hold.slots;
   return MakeHold(shared_from_this(), key.first, key.second,
                   grant->fencing_token, count, hold.generation,
                   std::move(acquisition));
 }
 
 absl::Status ClientCore::AcquireError(const absl::Status& error,
-                                      const AcquireCall& call,
+                                      absl::string_view key,
                                       const AcquireOptions& options,
                                       MonoTime start) const {
   if (closing_.IsCancelled() && !options.cancel.IsCancelled()) {
@@ -329,8 +360,8 @@ absl::Status ClientCore::AcquireError(const absl::Status& error,
     // Backends only say that the lock stayed held; the contract's words are
     // the core's (C10, C14).
     return options.wait > absl::ZeroDuration()
-               ? WaitExpiredError(call.name, state_.clock.Now() - start)
-               : HeldByAnotherError(call.name);
+               ? WaitExpiredError(key, state_.clock.Now() - start)
+               : HeldByAnotherError(key);
   }
   return error;
 }
@@ -364,12 +395,18 @@ LockState ClientCore::StateByToken(absl::string_view name,
 }
 
 void ClientCore::OnHoldLost(absl::string_view name, absl::string_view owner,
+                            const HoldShape& shape,
                             const absl::Status& reason) {
   // Callbacks run on the notifier's thread, not the backend's: a callback
   // that calls into the client must not block the backend thread that
   // Close() waits for.
   absl::MutexLock lock(&state_.mu);
-  state_.holds.MarkLostByBackend(HoldKeyView(name, owner), reason);
+  if (shape.IsLockWriter()) {
+    state_.holds.MarkLostByBackend(HoldKeyView(name, owner), reason);
+  } else {
+    const std::string key = QualifiedName(name, shape);
+    state_.holds.MarkLostByBackend(HoldKeyView(key, owner), reason);
+  }
 }
 
 absl::StatusOr<LockInfo> ClientCore::Inspect(absl::string_view name) {
@@ -379,6 +416,17 @@ absl::StatusOr<LockInfo> ClientCore::Inspect(absl::string_view name) {
 }
 
 absl::StatusOr<bool> ClientCore::IsHeldOnBackend(const HoldRef& ref) {
+  if (IsQualified(ref.name)) {
+    const HoldShape shape = ShapeOf(ref.name);
+    absl::StatusOr<ObjectInfo> object =
+        InspectObject(shape.kind, ObjectNameOf(ref.name));
+    if (!object.ok()) return object.status();
+    const bool shared = shape.mode == HoldMode::kShared;
+    return std::any_of(object->holders.begin(), object->holders.end(),
+                       [&](const HolderInfo& h) {
+                         return h.owner == ref.owner && h.shared == shared;
+                       });
+  }
   absl::StatusOr<LockInfo> info = Inspect(ref.name);  // takes ops_mu_
   if (!info.ok()) return info.status();
   return info->locked && info->owner == ref.owner;

@@ -12,10 +12,12 @@
 // all (C13).
 //
 // Acquisition and administration are in client_core.cc; releases, keeps and
-// renewals in client_core_release.cc; Close() in client_core_close.cc.
+// renewals in client_core_release.cc; Close() in client_core_close.cc; what
+// the primitives of issue 24 need beyond holds in primitives_core.cc.
 #ifndef DLOCK_CORE_SRC_CLIENT_CORE_H_
 #define DLOCK_CORE_SRC_CLIENT_CORE_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,7 +25,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "core_state.h"
 #include "dlock/backend/backend.h"
 #include "dlock/client.h"
@@ -34,6 +38,14 @@
 #include "renewer.h"
 
 namespace dlock::internal {
+
+// What an acquisition asks beyond a lock's writer (issue 24): the shape of
+// the hold, an election's value, and where the permit slots granted go.
+struct HoldAsk {
+  HoldShape shape;  // default: a lock's exclusive hold
+  absl::string_view value;
+  std::vector<int64_t>* slots = nullptr;
+};
 
 class ClientCore : public BackendListener,
                    public HoldSite,
@@ -46,12 +58,15 @@ class ClientCore : public BackendListener,
   // Takes the backend and starts the threads; called once.
   void Start(std::unique_ptr<Backend> backend);
 
-  // Tells the observer, if any, around AcquireHold().
+  // Tells the observer, if any, around AcquireHold(). `name` is the
+  // object's (already validated); `ask` says which hold of it.
   absl::StatusOr<::dlock::Hold> Acquire(absl::string_view name,
-                                        const AcquireOptions& options);
-  // LockClient::OwnerTokens(): by an explicit owner token (C6), the
-  // owner's hold here (its innermost acquisition, for a release), or one
-  // taken elsewhere.
+                                        const AcquireOptions& options,
+                                        const HoldAsk& ask = {});
+  // LockClient::OwnerTokens() and the primitives' *ByToken calls (`name` a
+  // lock's, or a primitive's hold's key, qualified_name.h): by an explicit
+  // owner token (C6), the owner's hold here (its innermost acquisition, for
+  // a release), or one taken elsewhere.
   absl::Status ReleaseByToken(absl::string_view name,
                               absl::string_view owner_token);
   absl::Status RenewByToken(absl::string_view name,
@@ -79,7 +94,40 @@ class ClientCore : public BackendListener,
   absl::Status Close();
 
   void OnHoldLost(absl::string_view name, absl::string_view owner,
-                  const absl::Status& reason) override;
+                  const HoldShape& shape, const absl::Status& reason) override;
+
+  // client_core_multi.cc: a multi-lock's names (sorted, checked) taken in
+  // one step by a backend whose traits say MultiLockMode::kAtomic
+  // (Backend::AcquireAll); one Hold per name, in order, or none (C25).
+  absl::StatusOr<std::vector<::dlock::Hold>> AcquireTogether(
+      absl::Span<const std::string> names, const AcquireOptions& options);
+
+  // ---- Beyond the mutex (issue 24; primitives_core.cc) ------------------
+  // Unimplemented, with the traits' note, when the backend does not offer
+  // `kind` (a lock's readers for kLock with `shared`).
+  absl::Status CheckOffered(ObjectKind kind, bool shared) const;
+  // The owner id `owner_token` names (the calling thread's when empty).
+  absl::StatusOr<std::string> OwnerOf(absl::string_view owner_token) const;
+  // Whether `owner` has a believed hold of `key` here, with no round trip.
+  bool Believes(absl::string_view key, absl::string_view owner);
+  absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
+                                           absl::string_view name);
+  absl::StatusOr<std::vector<ObjectInfo>> ListObjects(ObjectKind kind,
+                                                      absl::string_view prefix);
+  absl::Status ForceUnlockObject(ObjectKind kind, absl::string_view name,
+                                 std::optional<uint64_t> fencing_token);
+  // Leadership::Proclaim(): the leadership `hold` (an election's) announces
+  // `value`; a GONE answer marks it lost, as a renewal's would.
+  absl::Status Proclaim(const ::dlock::Hold& hold, absl::string_view value);
+  // Election::WaitForChange()'s wait: registers a watch of the object
+  // (Backend::WatchObject), then reads it until `changed` says a reading
+  // differs, which it returns; woken by the watch, with the fallback poll
+  // in case an announcement is lost (C9). DeadlineExceeded (IsWaitExpired)
+  // at `until`, Cancelled on `cancel`, IsClientClosed on Close().
+  absl::StatusOr<ObjectInfo> WaitForObject(
+      ObjectKind kind, absl::string_view name, MonoTime until,
+      const CancelToken& cancel,
+      absl::FunctionRef<bool(const ObjectInfo&)> changed);
 
   const std::string& client_id() const { return client_id_; }
   const std::string& lock_namespace() const { return state_.lock_namespace; }
@@ -99,10 +147,14 @@ class ClientCore : public BackendListener,
   absl::Status CheckOpen() const ABSL_LOCKS_EXCLUDED(state_.mu);
 
   // client_core.cc: acquisition.
+  // The lease an acquisition asks (its own, or the watchdog's), once its
+  // lease and wait are checked (InvalidArgument).
+  absl::StatusOr<absl::Duration> LeaseOf(const AcquireOptions& options) const;
   absl::StatusOr<::dlock::Hold> AcquireHold(absl::string_view name,
                                             const AcquireOptions& options,
                                             const std::string& owner,
-                                            OwnerKind kind, bool& fresh);
+                                            OwnerKind kind, const HoldAsk& ask,
+                                            bool& fresh);
   // Before a new acquisition of `key`: a release still pending for it must
   // be confirmed first, so that the acquisition is fresh (C21). Then
   // registers the acquisition (PendingReleases::BeforeAcquire).
@@ -122,8 +174,30 @@ class ClientCore : public BackendListener,
       const HoldKey& key, const AcquireOptions& options, AcquireCall& call,
       uint64_t& releases_sent, std::shared_ptr<HoldRecord>& held,
       bool& registered) ABSL_LOCKS_EXCLUDED(state_.mu);
+  // client_core_multi.cc: one name of AcquireTogether().
+  struct MultiPart {
+    HoldKey key;
+    AcquireCall call;
+    uint64_t releases_sent = 0;
+    std::shared_ptr<HoldRecord> held;
+  };
+  // Records what the backend answered for the first `registered` parts
+  // (every one was registered): their Holds, or none and the error.
+  absl::StatusOr<std::vector<::dlock::Hold>> RecordTogether(
+      std::vector<MultiPart>& parts, size_t registered,
+      absl::StatusOr<std::vector<Grant>> grants,
+      absl::Span<const std::string> names, const AcquireOptions& options,
+      MonoTime start) ABSL_LOCKS_EXCLUDED(state_.mu);
+  absl::Status MultiAcquireError(const absl::Status& error,
+                                 absl::Span<const std::string> names,
+                                 const AcquireOptions& options,
+                                 MonoTime start) const;
+  void TellTogether(const std::vector<::dlock::Hold>& holds,
+                    const std::vector<bool>& fresh,
+                    absl::Span<const std::string> names,
+                    const absl::Status& failed, MonoTime start) const;
   // What the caller gets for an acquisition that failed with `error`.
-  absl::Status AcquireError(const absl::Status& error, const AcquireCall& call,
+  absl::Status AcquireError(const absl::Status& error, absl::string_view key,
                             const AcquireOptions& options,
                             MonoTime start) const;
   // Records what the backend answered to `call` (sent at `start`) and makes
@@ -132,7 +206,8 @@ class ClientCore : public BackendListener,
       const HoldKey& key, const AcquireCall& call,
       const AcquireOptions& options, MonoTime start, uint64_t releases_sent,
       std::shared_ptr<HoldRecord> held, absl::StatusOr<Grant> grant,
-      bool& fresh) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
+      std::vector<int64_t>* slots, bool& fresh)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
 
   // client_core_release.cc: releases, keeps, renewals.
   // What a release takes off: a Hold's acquisition, or one hold of the
@@ -140,6 +215,9 @@ class ClientCore : public BackendListener,
   enum class ReleaseOf { kAcquisition, kOwner };
   absl::Status Release(const HoldRef& ref, ReleaseOf which,
                        absl::Duration keep_for);
+  // Hold::ReleaseAndKeepFor() is a lock writer's, with no read of its owner
+  // standing here (nothing changes when refused).
+  absl::Status CheckKeepable(const HoldRef& ref);
   absl::Status ReleaseHold(const HoldRef& ref, ReleaseOf which,
                            absl::Duration keep_for,
                            std::vector<LossNotice>& notices,
@@ -193,6 +271,11 @@ class ClientCore : public BackendListener,
   };
   void ReleaseAtClose(const std::vector<PendingReleases::Claim>& to_release,
                       MonoTime give_up, CloseReleases& outcome);
+
+  // A backend that leaves out a primitive without saying why gets a generic
+  // reason (primitives_core.cc).
+  static void FillPrimitivesNote(BackendTraits& traits,
+                                 absl::string_view endpoint);
 
   const std::string client_id_;
   const uint64_t instance_;  // random, tells this client object apart

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "client_core.h"
 #include "lease_policy.h"
+#include "qualified_name.h"
 
 namespace dlock::internal {
 
@@ -26,7 +27,30 @@ absl::Status ClientCore::ReleaseAcquisition(const HoldRef& ref,
                      "keeps_after_release): release lock '",
                      ref.name, "' instead"));
   }
+  if (keep_for > absl::ZeroDuration()) {
+    if (absl::Status s = CheckKeepable(ref); !s.ok()) return s;
+  }
   return Release(ref, ReleaseOf::kAcquisition, keep_for);
+}
+
+absl::Status ClientCore::CheckKeepable(const HoldRef& ref) {
+  if (IsQualified(ref.name)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "Hold::ReleaseAndKeepFor() keeps a lock taken after its writer's "
+        "release; ",
+        ObjectPhrase(ref.name),
+        " is not a lock's writer: release it instead (nothing changed)"));
+  }
+  // A write hold whose owner also reads here: keeping the lock would leave
+  // the read standing in a lock held by nobody.
+  const std::string read = QualifiedName(
+      ref.name,
+      HoldShape{.kind = ObjectKind::kLock, .mode = HoldMode::kShared});
+  if (traits_.read_write_locks && Believes(read, ref.owner)) {
+    return WithContext(AcquisitionsStandingError(ref.name, 1),
+                       "this owner's read lock of it stands");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ClientCore::Release(const HoldRef& ref, ReleaseOf which,
@@ -79,12 +103,13 @@ absl::Status ClientCore::ReleaseHold(const HoldRef& ref, ReleaseOf which,
 
 ReleaseCall ClientCore::CallOf(const HoldKey& key, const ReleasePlan& plan,
                                absl::Duration keep_for) {
-  return ReleaseCall{.name = key.first,
+  return ReleaseCall{.name = ObjectNameOf(key.first),
                      .owner = key.second,
                      .holds = plan.holds.count,
                      .all_holds = plan.holds.all,
                      .record = plan.record.get(),
-                     .keep_for = keep_for};
+                     .keep_for = keep_for,
+                     .shape = ShapeOf(key.first)};
 }
 
 absl::Status ClientCore::SendFinalRelease(const HoldKey& key,
@@ -188,15 +213,18 @@ absl::Status ClientCore::KeepUntilLeaseEnd(const HoldRef& ref) {
 
 void ClientCore::TellRelease(const HoldRef& ref, const ReleaseReport& report,
                              bool kept) const {
+  const HoldShape shape = ShapeOf(ref.name);
   state_.observer.Tell(&LockObserver::OnRelease,
                        ReleaseEvent{.lock_namespace = state_.lock_namespace,
-                                    .name = ref.name,
+                                    .name = ObjectNameOf(ref.name),
                                     .owner = ref.owner,
                                     .fencing_token = report.fencing_token,
                                     .held = state_.clock.Now() - report.granted,
                                     .last = report.last,
                                     .result = report.result,
-                                    .kept_until_lease_end = kept});
+                                    .kept_until_lease_end = kept,
+                                    .kind = shape.kind,
+                                    .shared = shape.mode == HoldMode::kShared});
 }
 
 absl::Status ClientCore::RenewAcquisition(const HoldRef& ref,
@@ -232,18 +260,22 @@ absl::Status ClientCore::Renew(const HoldKey& key,
     const absl::Duration effective = lease.value_or(plan->lease);
     if (absl::Status s = ValidateLease(effective); !s.ok()) return s;
     const MonoTime sent = state_.clock.Now();
-    renewed = state_.backend->Renew(RenewCall{.name = key.first,
+    renewed = state_.backend->Renew(RenewCall{.name = ObjectNameOf(key.first),
                                               .owner = key.second,
                                               .lease = effective,
-                                              .record = plan->record.get()});
+                                              .record = plan->record.get(),
+                                              .shape = ShapeOf(key.first)});
     if (state_.observer) {
-      state_.observer.Tell(&LockObserver::OnRenewal,
-                           RenewalEvent{.lock_namespace = state_.lock_namespace,
-                                        .name = key.first,
-                                        .owner = key.second,
-                                        .fencing_token = plan->fencing_token,
-                                        .by_watchdog = false,
-                                        .result = renewed});
+      state_.observer.Tell(
+          &LockObserver::OnRenewal,
+          RenewalEvent{.lock_namespace = state_.lock_namespace,
+                       .name = ObjectNameOf(key.first),
+                       .owner = key.second,
+                       .fencing_token = plan->fencing_token,
+                       .by_watchdog = false,
+                       .result = renewed,
+                       .kind = ShapeOf(key.first).kind,
+                       .shared = ShapeOf(key.first).mode == HoldMode::kShared});
     }
     absl::MutexLock lock(&state_.mu);
     state_.holds.FinishRenewal(key, plan->generation, effective, sent, renewed,

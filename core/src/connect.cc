@@ -1,6 +1,7 @@
 // The backend registry and dlock::Connect(): URI to client.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -9,6 +10,7 @@
 #include "dlock/backend/backend.h"
 #include "dlock/client.h"
 #include "identity.h"
+#include "primitives.h"
 
 namespace dlock {
 namespace {
@@ -66,6 +68,18 @@ class AdminHandle : public LockAdmin {
   absl::StatusOr<ServerMemory> ServerMemoryUse() override {
     return core_->ServerMemoryUse();
   }
+  absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
+      ObjectKind kind, absl::string_view prefix) override {
+    if (absl::Status s = core_->CheckOffered(kind, false); !s.ok()) return s;
+    return core_->ListObjects(kind, prefix);
+  }
+  absl::Status ForceUnlockObject(
+      ObjectKind kind, absl::string_view name,
+      std::optional<uint64_t> fencing_token) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    if (absl::Status s = core_->CheckOffered(kind, false); !s.ok()) return s;
+    return core_->ForceUnlockObject(kind, name, fencing_token);
+  }
 
  private:
   const std::shared_ptr<internal::ClientCore> core_;
@@ -118,7 +132,63 @@ class Client : public LockClient {
   const std::string& endpoint() const override { return core_->endpoint(); }
   std::string CurrentOwner() const override { return core_->CurrentOwner(); }
 
+  absl::StatusOr<std::unique_ptr<Semaphore>> GetSemaphore(
+      absl::string_view name, int64_t permits) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    if (permits < 1 || permits > kMaxSemaphorePermits) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("semaphore '", name, "': N must be from 1 to ",
+                       kMaxSemaphorePermits, ", not ", permits));
+    }
+    if (absl::Status s = core_->CheckOffered(ObjectKind::kSemaphore, false);
+        !s.ok()) {
+      return s;
+    }
+    return internal::MakeSemaphore(core_, std::string(name), permits);
+  }
+  absl::StatusOr<std::unique_ptr<ReadWriteLock>> GetReadWriteLock(
+      absl::string_view name) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    if (absl::Status s = core_->CheckOffered(ObjectKind::kLock, true);
+        !s.ok()) {
+      return s;
+    }
+    return internal::MakeReadWriteLock(core_, std::string(name));
+  }
+  absl::StatusOr<std::unique_ptr<Election>> GetElection(
+      absl::string_view name) override {
+    if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+    if (absl::Status s = core_->CheckOffered(ObjectKind::kElection, false);
+        !s.ok()) {
+      return s;
+    }
+    return internal::MakeElection(core_, std::string(name));
+  }
+  absl::StatusOr<MultiHold> AcquireAll(absl::Span<const std::string> names,
+                                       const AcquireOptions& options) override {
+    if (absl::Status s = ValidateNames(names); !s.ok()) return s;
+    return internal::AcquireAll(*core_, names, options);
+  }
+
  private:
+  // AcquireAll()'s names: some, not too many, each valid, none twice.
+  static absl::Status ValidateNames(absl::Span<const std::string> names) {
+    if (names.empty() || names.size() > kMaxMultiLockNames) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AcquireAll takes from 1 to ", kMaxMultiLockNames,
+                       " lock names, not ", names.size()));
+    }
+    std::set<absl::string_view> seen;
+    for (const std::string& name : names) {
+      if (absl::Status s = internal::ValidateLockName(name); !s.ok()) return s;
+      if (!seen.insert(name).second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "AcquireAll names lock '", name, "' twice: name each once"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   const std::shared_ptr<internal::ClientCore> core_;
   AdminHandle admin_;
   OwnerTokenHandle tokens_;

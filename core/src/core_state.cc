@@ -5,6 +5,7 @@
 #include "dlock/backoff.h"
 #include "dlock/ride_out.h"
 #include "lease_policy.h"
+#include "qualified_name.h"
 
 namespace dlock::internal {
 
@@ -21,7 +22,8 @@ CoreState::CoreState(ClientOptions client_options, std::string ns,
       holds(
           clock,
           [this](const HoldKeyView& key, const HoldRecord* record) {
-            return backend->HeldUntil(key.first, key.second, record);
+            return backend->HeldUntil(ObjectNameOf(key.first), key.second,
+                                      record);
           },
           pending, alarms) {}
 
@@ -69,11 +71,14 @@ void CoreState::TellReleaseFailure(const HoldKeyView& key,
                                    const absl::Status& error) const {
   if (!observer || error.ok() || IsGone(error)) return;
   observer.Tell(&LockObserver::OnReleaseFailure,
-                ReleaseFailureEvent{.lock_namespace = lock_namespace,
-                                    .name = key.first,
-                                    .owner = key.second,
-                                    .stage = stage,
-                                    .error = error});
+                ReleaseFailureEvent{
+                    .lock_namespace = lock_namespace,
+                    .name = ObjectNameOf(key.first),
+                    .owner = key.second,
+                    .stage = stage,
+                    .error = error,
+                    .kind = ShapeOf(key.first).kind,
+                    .shared = ShapeOf(key.first).mode == HoldMode::kShared});
 }
 
 }  // namespace dlock::internal

@@ -5,11 +5,12 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/duration.h"
+#include "qualified_name.h"
 
 namespace dlock {
 namespace {
 
-constexpr std::array<std::pair<ErrorKind, absl::string_view>, 8> kNames = {{
+constexpr std::array<std::pair<ErrorKind, absl::string_view>, 11> kNames = {{
     {ErrorKind::kNotOwner, "not_owner"},
     {ErrorKind::kLost, "lost"},
     {ErrorKind::kClientClosed, "client_closed"},
@@ -18,7 +19,16 @@ constexpr std::array<std::pair<ErrorKind, absl::string_view>, 8> kNames = {{
     {ErrorKind::kTokenMismatch, "token_mismatch"},
     {ErrorKind::kAcquisitionsStanding, "acquisitions_standing"},
     {ErrorKind::kWatchdogRenewed, "watchdog_renewed"},
+    {ErrorKind::kLimitMismatch, "limit_mismatch"},
+    {ErrorKind::kPermitsMismatch, "permits_mismatch"},
+    {ErrorKind::kUpgradeRefused, "upgrade_refused"},
 }};
+
+using internal::ObjectPhrase;
+
+bool IsSemaphore(absl::string_view key) {
+  return internal::ShapeOf(key).kind == ObjectKind::kSemaphore;
+}
 
 absl::Status Marked(absl::StatusCode code, absl::string_view message,
                     ErrorKind kind) {
@@ -49,8 +59,8 @@ std::optional<ErrorKind> ErrorKindOf(const absl::Status& status) {
 absl::Status TokenMismatchError(absl::string_view lock_name,
                                 uint64_t fencing_token) {
   return Marked(absl::StatusCode::kFailedPrecondition,
-                absl::StrCat("lock '", lock_name,
-                             "' is not held with fencing token ", fencing_token,
+                absl::StrCat(ObjectPhrase(lock_name),
+                             " is not held with fencing token ", fencing_token,
                              " (released, expired or taken over since): left "
                              "as it is"),
                 ErrorKind::kTokenMismatch);
@@ -60,7 +70,7 @@ absl::Status AcquisitionsStandingError(absl::string_view lock_name,
                                        int64_t others) {
   return Marked(
       absl::StatusCode::kFailedPrecondition,
-      absl::StrCat("lock '", lock_name, "' has ", others,
+      absl::StrCat(ObjectPhrase(lock_name), " has ", others,
                    " other acquisition(s) of this owner standing (re-entry or "
                    "KeepUntilLeaseEnd): release those first, then release "
                    "this one keeping the lock; nothing was changed"),
@@ -69,8 +79,8 @@ absl::Status AcquisitionsStandingError(absl::string_view lock_name,
 
 absl::Status WatchdogRenewedError(absl::string_view lock_name) {
   return Marked(absl::StatusCode::kFailedPrecondition,
-                absl::StrCat("lock '", lock_name,
-                             "' is renewed by the watchdog and would never end "
+                absl::StrCat(ObjectPhrase(lock_name),
+                             " is renewed by the watchdog and would never end "
                              "if kept: only a hold with an explicit lease can "
                              "be kept until its lease ends"),
                 ErrorKind::kWatchdogRenewed);
@@ -78,8 +88,8 @@ absl::Status WatchdogRenewedError(absl::string_view lock_name) {
 
 absl::Status NotOwnerError(absl::string_view lock_name) {
   return Marked(absl::StatusCode::kFailedPrecondition,
-                absl::StrCat("lock '", lock_name,
-                             "' is not held by this owner (never acquired, "
+                absl::StrCat(ObjectPhrase(lock_name),
+                             " is not held by this owner (never acquired, "
                              "released, expired, force-unlocked or taken "
                              "over)"),
                 ErrorKind::kNotOwner);
@@ -87,7 +97,7 @@ absl::Status NotOwnerError(absl::string_view lock_name) {
 
 absl::Status LostError(absl::string_view lock_name, absl::string_view why) {
   return Marked(absl::StatusCode::kFailedPrecondition,
-                absl::StrCat("lock '", lock_name, "' was lost: ", why),
+                absl::StrCat(ObjectPhrase(lock_name), " was lost: ", why),
                 ErrorKind::kLost);
 }
 
@@ -98,23 +108,63 @@ absl::Status ClientClosedError(absl::string_view endpoint) {
 }
 
 absl::Status HeldByAnotherError(absl::string_view lock_name) {
-  return Marked(absl::StatusCode::kDeadlineExceeded,
-                absl::StrCat("lock '", lock_name, "' is held by another owner"),
-                ErrorKind::kHeldByAnother);
+  return Marked(
+      absl::StatusCode::kDeadlineExceeded,
+      absl::StrCat(ObjectPhrase(lock_name), IsSemaphore(lock_name)
+                                                ? " has too few permits free"
+                                                : " is held by another owner"),
+      ErrorKind::kHeldByAnother);
 }
 
 absl::Status WaitCancelledError(absl::string_view lock_name) {
   return absl::CancelledError(
-      absl::StrCat("wait for lock '", lock_name, "' was cancelled"));
+      absl::StrCat("wait for ", ObjectPhrase(lock_name), " was cancelled"));
 }
 
 absl::Status WaitExpiredError(absl::string_view lock_name,
                               absl::Duration waited) {
   return Marked(absl::StatusCode::kDeadlineExceeded,
-                absl::StrCat("lock '", lock_name, "' not acquired within ",
+                absl::StrCat(ObjectPhrase(lock_name), " not acquired within ",
                              FormatDurationForPeople(waited),
-                             ": another owner still holds it"),
+                             IsSemaphore(lock_name)
+                                 ? ": other owners still hold its permits"
+                                 : ": another owner still holds it"),
                 ErrorKind::kWaitExpired);
+}
+
+absl::Status LimitMismatchError(absl::string_view name, int64_t in_force,
+                                int64_t asked) {
+  return Marked(
+      absl::StatusCode::kFailedPrecondition,
+      absl::StrCat("semaphore '", name, "' has N=", in_force,
+                   " in force (its holders' and waiters'), not the N=", asked,
+                   " asked: give every client the same N, or wait until "
+                   "nothing holds it; nothing was taken"),
+      ErrorKind::kLimitMismatch);
+}
+
+absl::Status PermitsMismatchError(absl::string_view name, int64_t held,
+                                  int64_t asked) {
+  return Marked(
+      absl::StatusCode::kFailedPrecondition,
+      absl::StrCat("semaphore '", name, "': this owner's grant holds ", held,
+                   " permit(s), and acquiring again re-enters it, so it "
+                   "cannot take ",
+                   asked,
+                   ": ask the same number, or use another owner token; "
+                   "nothing changed"),
+      ErrorKind::kPermitsMismatch);
+}
+
+absl::Status UpgradeRefusedError(absl::string_view name) {
+  return Marked(
+      absl::StatusCode::kFailedPrecondition,
+      absl::StrCat("lock '", name,
+                   "' is read by this owner, which asked to write it: "
+                   "refused, since two readers upgrading would wait for each "
+                   "other forever; release the read lock, then acquire the "
+                   "write lock"),
+      ErrorKind::kUpgradeRefused);
 }
 
 absl::Status WithKind(absl::Status status, ErrorKind kind) {

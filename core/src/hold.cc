@@ -10,6 +10,7 @@
 #include "dlock/errors.h"
 #include "hold_site.h"
 #include "lease_policy.h"
+#include "qualified_name.h"
 
 namespace dlock {
 namespace {
@@ -66,12 +67,13 @@ void ReportReleaseError(const ReleaseErrorHook& hook,
   }
 }
 
-Hold::Hold(std::shared_ptr<internal::HoldSite> site, std::string name,
+Hold::Hold(std::shared_ptr<internal::HoldSite> site, std::string key,
            std::string owner, uint64_t fencing_token, int64_t hold_count,
            uint64_t generation,
            std::shared_ptr<const internal::AcquisitionShare> acquisition)
     : site_(std::move(site)),
-      name_(std::move(name)),
+      name_(internal::ObjectNameOf(key)),
+      key_(internal::IsQualified(key) ? std::move(key) : std::string()),
       owner_(std::move(owner)),
       fencing_token_(fencing_token),
       hold_count_(hold_count),
@@ -82,6 +84,7 @@ Hold::Hold(std::shared_ptr<internal::HoldSite> site, std::string name,
 Hold::Hold(Hold&& other) noexcept
     : site_(std::move(other.site_)),
       name_(std::move(other.name_)),
+      key_(std::move(other.key_)),
       owner_(std::move(other.owner_)),
       fencing_token_(other.fencing_token_),
       hold_count_(other.hold_count_),
@@ -97,6 +100,7 @@ Hold& Hold::operator=(Hold&& other) noexcept {
     site_ = std::move(other.site_);
     other.site_ = nullptr;
     name_ = std::move(other.name_);
+    key_ = std::move(other.key_);
     owner_ = std::move(other.owner_);
     fencing_token_ = other.fencing_token_;
     hold_count_ = other.hold_count_;
@@ -110,7 +114,7 @@ Hold& Hold::operator=(Hold&& other) noexcept {
 Hold::~Hold() { ReleaseOrReport(); }
 
 internal::HoldRef Hold::Ref() const {
-  return internal::HoldRef{.name = name_,
+  return internal::HoldRef{.name = key_.empty() ? name_ : key_,
                            .owner = owner_,
                            .generation = generation_,
                            .acquisition = acquisition_.get()};
@@ -132,7 +136,8 @@ void Hold::ReleaseOrReport() noexcept {
 
 absl::Status Hold::Release() {
   if (site_ == nullptr) {
-    return WithContext(NotOwnerError(name_), "this Hold was released already");
+    return WithContext(NotOwnerError(Ref().name),
+                       "this Hold was released already");
   }
   std::shared_ptr<internal::HoldSite> site = std::move(site_);
   site_ = nullptr;
@@ -142,7 +147,8 @@ absl::Status Hold::Release() {
 absl::Status Hold::ReleaseAndKeepFor(absl::Duration keep_for) {
   if (keep_for == absl::ZeroDuration()) return Release();
   if (site_ == nullptr) {
-    return WithContext(NotOwnerError(name_), "this Hold was released already");
+    return WithContext(NotOwnerError(Ref().name),
+                       "this Hold was released already");
   }
   if (keep_for < kMinLease || keep_for == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
@@ -162,7 +168,8 @@ absl::Status Hold::ReleaseAndKeepFor(absl::Duration keep_for) {
 
 absl::Status Hold::KeepUntilLeaseEnd() {
   if (site_ == nullptr) {
-    return WithContext(NotOwnerError(name_), "this Hold was released already");
+    return WithContext(NotOwnerError(Ref().name),
+                       "this Hold was released already");
   }
   absl::Status kept = site_->KeepUntilLeaseEnd(Ref());
   if (kept.ok()) site_ = nullptr;
@@ -171,7 +178,8 @@ absl::Status Hold::KeepUntilLeaseEnd() {
 
 absl::Status Hold::Renew(std::optional<absl::Duration> lease) {
   if (site_ == nullptr) {
-    return WithContext(NotOwnerError(name_), "this Hold was released already");
+    return WithContext(NotOwnerError(Ref().name),
+                       "this Hold was released already");
   }
   return site_->RenewAcquisition(Ref(), lease);
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "hold_table.h"
 #include "lease_policy.h"
+#include "qualified_name.h"
 
 namespace dlock::internal {
 
@@ -20,13 +21,17 @@ void HoldTable::MarkLost(const HoldKey& key, HoldEntry& hold,
     // need not wait it out and the owner's next Acquire starts afresh (C21).
     pending_.Add(key, AllHoldsOf(hold), hold.max_lease, hold.record);
   }
-  LossNotice d{.event = LockLostEvent{.name = key.first,
-                                      .owner = key.second,
-                                      .fencing_token = hold.fencing_token,
-                                      .reason = WithKind(std::move(reason),
-                                                         ErrorKind::kLost)},
-               .cause = cause,
-               .granted = hold.granted};
+  const HoldShape shape = ShapeOf(key.first);
+  LossNotice d{
+      .event =
+          LockLostEvent{.name = std::string(ObjectNameOf(key.first)),
+                        .owner = key.second,
+                        .fencing_token = hold.fencing_token,
+                        .reason = WithKind(std::move(reason), ErrorKind::kLost),
+                        .kind = shape.kind,
+                        .shared = shape.mode == HoldMode::kShared},
+      .cause = cause,
+      .granted = hold.granted};
   // The acquisitions stay (their Holds still ask after them); what they
   // asked to be told goes.
   for (Acquisition& a : hold.acquisitions) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lease_policy.h"
+#include "qualified_name.h"
 
 namespace dlock::internal {
 
@@ -13,6 +14,33 @@ std::shared_ptr<HoldRecord> HoldTable::BelievedRecord(const HoldKeyView& key) {
   auto it = holds_.find(key);
   if (it == holds_.end() || it->second.lost) return nullptr;
   return it->second.record;
+}
+
+absl::Status HoldTable::CheckPermits(const HoldKeyView& key, int64_t permits) {
+  const HoldEntry* hold = BelievedEntry(key);
+  if (hold == nullptr || hold->permits == permits) return absl::OkStatus();
+  return PermitsMismatchError(ObjectNameOf(key.first), hold->permits, permits);
+}
+
+const HoldEntry* HoldTable::BelievedEntry(const HoldKeyView& key) {
+  auto it = holds_.find(key);
+  if (it == holds_.end() || it->second.local_holds == 0 ||
+      LatchDeadline(it->first, it->second, clock_.Now())) {
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void HoldTable::FoundGone(const HoldKeyView& key, uint64_t fencing_token,
+                          const absl::Status& result,
+                          std::vector<LossNotice>& notices) {
+  auto it = holds_.find(key);
+  if (it == holds_.end() || it->second.fencing_token != fencing_token ||
+      it->second.lost) {
+    return;
+  }
+  MarkLost(it->first, it->second, result, LossCause::kGone, Leftover::kGone,
+           notices);
 }
 
 HoldEntry& HoldTable::RecordGrant(
@@ -31,6 +59,7 @@ HoldEntry& HoldTable::RecordGrant(
     hold.valid_until =
         std::max(hold.valid_until, LocalDeadline(grant.sent, lease));
     if (grant.record != nullptr) hold.record = grant.record;
+    if (!grant.slots.empty()) hold.slots = grant.slots;
     if (!options.lease.has_value() && !hold.renewed) {
       hold.renewed = true;
       hold.next_renewal = grant.sent + hold.lease / 3;
@@ -89,6 +118,10 @@ void HoldTable::StartAfresh(const HoldKey& key, HoldEntry& hold,
   hold.record = grant.record;
   hold.valid_until = LocalDeadline(grant.sent, lease);
   hold.next_renewal = grant.sent + lease / 3;
+  if (call.shape.mode == HoldMode::kPermits) {
+    hold.permits = call.shape.permits;
+    hold.slots = grant.slots;
+  }
 }
 
 absl::StatusOr<uint64_t> HoldTable::Believed(const HoldRef& ref) {

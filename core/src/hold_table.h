@@ -68,6 +68,10 @@ struct HoldEntry {
   // Acquisitions left to run out with the lease (Hold::KeepUntilLeaseEnd),
   // counted in local_holds; nobody believes them.
   int64_t kept = 0;
+  // A semaphore's grant (issue 24): its permits, and the slots the backend
+  // granted (C22).
+  int64_t permits = 0;
+  std::vector<int64_t> slots;
 };
 
 // A loss to tell once no lock is held (C20).
@@ -140,6 +144,15 @@ class HoldTable {
 
   // The record of the owner's believed hold, for a re-entry; null if none.
   std::shared_ptr<HoldRecord> BelievedRecord(const HoldKeyView& key);
+  // A semaphore's re-entry (C5) asking `permits`: PermitsMismatch when the
+  // owner's believed grant here holds another number (C22).
+  absl::Status CheckPermits(const HoldKeyView& key, int64_t permits);
+  // The believed hold of `key` (its deadline ahead, not lost), if any.
+  const HoldEntry* BelievedEntry(const HoldKeyView& key);
+  // A call about the hold of `key` with `fencing_token` (a proclaim) found
+  // it gone (`result`): the hold is lost, told through `notices`.
+  void FoundGone(const HoldKeyView& key, uint64_t fencing_token,
+                 const absl::Status& result, std::vector<LossNotice>& notices);
   // Records the grant of `call`: a re-entry of the believed hold, or a
   // fresh hold that replaces whatever the owner had here. `acquisition`
   // gets what the new acquisition shares with its Hold, `fresh` whether no

@@ -40,7 +40,9 @@ void Notifier::Deliver(std::vector<LossNotice>& notices) const {
                                      .fencing_token = d.event.fencing_token,
                                      .cause = d.cause,
                                      .reason = d.event.reason,
-                                     .held = state_.clock.Now() - d.granted});
+                                     .held = state_.clock.Now() - d.granted,
+                                     .kind = d.event.kind,
+                                     .shared = d.event.shared});
     }
   }
   notices.clear();

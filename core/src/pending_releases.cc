@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lease_policy.h"
+#include "qualified_name.h"
 
 namespace dlock::internal {
 
@@ -144,12 +145,13 @@ ReleaseCall PendingReleases::CallFor(const Claim& claim, MonoTime now) {
   } else if (keep_for < kMinLease) {
     keep_for = kMinLease;
   }
-  return ReleaseCall{.name = claim.key.first,
+  return ReleaseCall{.name = ObjectNameOf(claim.key.first),
                      .owner = claim.key.second,
                      .holds = p.holds.count,
                      .all_holds = p.holds.all,
                      .record = p.record.get(),
-                     .keep_for = keep_for};
+                     .keep_for = keep_for,
+                     .shape = ShapeOf(claim.key.first)};
 }
 
 }  // namespace dlock::internal

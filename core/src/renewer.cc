@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "qualified_name.h"
+
 namespace dlock::internal {
 
 void Renewer::Run() {
@@ -52,10 +54,11 @@ void Renewer::RenewDue(MonoTime now) {
   std::vector<RenewCall> calls;
   calls.reserve(due.size());
   for (const DueRenewal& d : due) {
-    calls.push_back(RenewCall{.name = d.key.first,
+    calls.push_back(RenewCall{.name = ObjectNameOf(d.key.first),
                               .owner = d.key.second,
                               .lease = d.lease,
-                              .record = d.record.get()});
+                              .record = d.record.get(),
+                              .shape = ShapeOf(d.key.first)});
   }
   // Renewed without the lock, so that acquires and releases go on meanwhile.
   state_.mu.Unlock();
@@ -63,13 +66,16 @@ void Renewer::RenewDue(MonoTime now) {
   const std::vector<absl::Status> results = state_.backend->RenewMany(calls);
   if (state_.observer) {
     for (size_t i = 0; i < due.size() && i < results.size(); ++i) {
-      state_.observer.Tell(&LockObserver::OnRenewal,
-                           RenewalEvent{.lock_namespace = state_.lock_namespace,
-                                        .name = due[i].key.first,
-                                        .owner = due[i].key.second,
-                                        .fencing_token = due[i].fencing_token,
-                                        .by_watchdog = true,
-                                        .result = results[i]});
+      state_.observer.Tell(
+          &LockObserver::OnRenewal,
+          RenewalEvent{.lock_namespace = state_.lock_namespace,
+                       .name = ObjectNameOf(due[i].key.first),
+                       .owner = due[i].key.second,
+                       .fencing_token = due[i].fencing_token,
+                       .by_watchdog = true,
+                       .result = results[i],
+                       .kind = calls[i].shape.kind,
+                       .shared = calls[i].shape.mode == HoldMode::kShared});
     }
   }
   state_.mu.Lock();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dlock/errors.h"
+#include "qualified_name.h"
 
 namespace dlock {
 
@@ -44,8 +45,8 @@ absl::Status RideOut::Final(const absl::Status& failed) const {
   // A try (no wait) says what its one attempt met, as it is.
   if (!IsTransient(failed) || deadline_ <= started_) return failed;
   return absl::UnavailableError(absl::StrCat(
-      "lock '", name_,
-      "' not acquired: the backend stayed unavailable for the whole wait (",
+      internal::ObjectPhrase(name_),
+      " not acquired: the backend stayed unavailable for the whole wait (",
       attempts_, attempts_ == 1 ? " attempt in " : " attempts in ",
       absl::FormatDuration(
           absl::Trunc(clock_.Now() - started_, absl::Milliseconds(1))),

@@ -85,6 +85,14 @@ AcquireOptions WithLease(absl::Duration lease,
 AcquireOptions AsOwner(std::string owner_token,
                        absl::Duration lease = kLongLease);
 
+// The fencing token the lock-holder helper (lock_holder_main.cc) prints as
+// "HELD <token>" into `log` once it holds, waited for up to kNoHang.
+absl::StatusOr<uint64_t> HeldToken(const std::string& log);
+
+// Cancels `cancel` after `after`, on a thread of its own (join it): a wait
+// that must be ended from outside while it blocks.
+std::thread CancelAfter(CancelToken cancel, absl::Duration after);
+
 // Where the lock-holder helper (lock_holder_main.cc) is: DLOCK_LOCK_HOLDER
 // (set by ctest), else next to this test binary (both are built into the
 // same directory).

@@ -7,8 +7,10 @@
 #include <random>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "conformance_fixture.h"
+#include "server_process.h"
 #include "test_servers_gtest.h"
 
 namespace dlock::test {
@@ -20,6 +22,28 @@ bool Eventually(absl::FunctionRef<bool()> condition, absl::Duration timeout) {
     if (absl::Now() >= deadline) return false;
     absl::SleepFor(absl::Milliseconds(10));
   }
+}
+
+absl::StatusOr<uint64_t> HeldToken(const std::string& log) {
+  uint64_t token = 0;
+  absl::Status held = WaitUntil(
+      [&] {
+        const std::string out = FileTail(log);
+        const size_t at = out.find("HELD ");
+        if (at == std::string::npos) return false;
+        absl::string_view rest = absl::string_view(out).substr(at + 5);
+        return absl::SimpleAtoi(rest.substr(0, rest.find('\n')), &token);
+      },
+      kNoHang, "the lock holder printing HELD", log);
+  if (!held.ok()) return held;
+  return token;
+}
+
+std::thread CancelAfter(CancelToken cancel, absl::Duration after) {
+  return std::thread([cancel, after] {
+    absl::SleepFor(after);
+    cancel.Cancel();
+  });
 }
 
 AcquireOptions WithLease(absl::Duration lease, absl::Duration wait) {

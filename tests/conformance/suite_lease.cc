@@ -92,17 +92,7 @@ TEST_P(Conformance, C2_KilledHolderProcessBlocksAtMostItsLease) {
       holder.Spawn({holder_path, UriIn(ns()), "crashing holder",
                     absl::StrCat(absl::ToInt64Milliseconds(kLease), "ms")},
                    log));
-  uint64_t child_token = 0;
-  ASSERT_OK(WaitUntil(
-      [&] {
-        const std::string out = FileTail(log);
-        const size_t held = out.find("HELD ");
-        if (held == std::string::npos) return false;
-        absl::string_view token = absl::string_view(out).substr(held + 5);
-        return absl::SimpleAtoi(token.substr(0, token.find('\n')),
-                                &child_token);
-      },
-      kNoHang, "the lock holder printing HELD", log));
+  ASSERT_OK_AND_ASSIGN(const uint64_t child_token, HeldToken(log));
 
   ASSERT_OK_AND_ASSIGN(auto client, NewClient());
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("crashing holder"));

@@ -12,20 +12,22 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "conformance_fixture.h"
+#include "primitives_fixture.h"
 
 namespace dlock::test {
 namespace {
 
-// The row of docs/backends.md's "Declared traits" table for `label`, column
-// name to cell; empty when there is none.
-std::map<std::string, std::string> DocumentedTraits(const std::string& label) {
+// The row of docs/backends.md's table under `section` ("## Declared
+// traits") for `label`, column name to cell; empty when there is none.
+std::map<std::string, std::string> DocumentedTraits(
+    const std::string& label,
+    absl::string_view section = "## Declared traits") {
   std::ifstream in(std::string(DLOCK_SOURCE_DIR) + "/docs/backends.md");
   std::string line;
   std::vector<std::string> header;
   bool in_section = false;
   while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "## "))
-      in_section = line == "## Declared traits";
+    if (absl::StartsWith(line, "## ")) in_section = line == section;
     if (!in_section || !absl::StartsWith(line, "|")) continue;
     std::vector<std::string> cells;
     for (absl::string_view cell : absl::StrSplit(line, '|')) {
@@ -67,6 +69,43 @@ TEST_P(Conformance, Traits_AgreeWithTheDocsTable) {
   EXPECT_EQ(t.shared_across_processes, backend().shared_across_processes);
 }
 
+TEST_P(Conformance, Traits_PrimitivesAgreeWithTheDocsTable) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  const BackendTraits& t = client->traits();
+  std::map<std::string, std::string> row =
+      DocumentedTraits(backend().label, "## Declared primitives");
+  ASSERT_FALSE(row.empty())
+      << "docs/backends.md has no row for '" << backend().label
+      << "' in its \"Declared primitives\" table";
+  EXPECT_EQ(row["semaphores"], YesNo(t.semaphores));
+  EXPECT_EQ(row["read_write_locks"], YesNo(t.read_write_locks));
+  EXPECT_EQ(row["elections"], YesNo(t.elections));
+  EXPECT_EQ(row["semaphore_order"], WaiterOrderName(t.semaphore_order));
+  EXPECT_EQ(row["multi_lock"], MultiLockModeName(t.multi_lock));
+}
+
+// A backend whose traits do not offer a primitive answers it Unimplemented
+// with primitives_note; one that offers it hands it out (C22 to C24).
+TEST_P(Conformance, Traits_UnofferedPrimitivesAnswerUnimplemented) {
+  ASSERT_OK_AND_ASSIGN(auto client, NewClient());
+  const BackendTraits& t = client->traits();
+  for (Primitive p : {Primitive::kSemaphore, Primitive::kReadWriteLock,
+                      Primitive::kElection}) {
+    EXPECT_EQ(Offered(*client, p), Declares(t, p));
+  }
+  if (!t.semaphores) {
+    EXPECT_CODE(client->Admin().ListObjects(ObjectKind::kSemaphore),
+                kUnimplemented);
+  }
+  if (!t.elections) {
+    EXPECT_CODE(client->Admin().ForceUnlockObject(ObjectKind::kElection, "e"),
+                kUnimplemented);
+  }
+  if (t.semaphores && t.read_write_locks && t.elections) {
+    EXPECT_EQ(t.primitives_note, "") << "nothing to explain";
+  }
+}
+
 // A deviation is allowed only where a declared trait (or the harness's
 // lack of a server) explains it.
 TEST_P(Conformance, Traits_ExplainEveryDeviation) {
@@ -74,6 +113,7 @@ TEST_P(Conformance, Traits_ExplainEveryDeviation) {
   const BackendTraits& t = client->traits();
   for (const std::string& deviation : backend().conformance_deviations) {
     if (absl::StartsWith(deviation, "C2_KilledHolderProcess") ||
+        deviation == "C22_PermitsOfAKilledHolderComeBackWithinTheLease" ||
         deviation == "Keep_OutlivesTheReleasingProcess") {
       EXPECT_FALSE(t.shared_across_processes)
           << deviation << " is a deviation only for a backend whose locks "

@@ -151,6 +151,35 @@ TEST_F(ObserverTest, ReentryIsNotFreshAndOnlyTheLastReleaseEndsTheHold) {
   EXPECT_EQ(releases[1].duration, absl::Seconds(2));
 }
 
+// Issue 24's holds are told with their kind and the object's own name,
+// never the client's internal key.
+TEST_F(ObserverTest, PrimitivesHoldsAreToldWithTheirKind) {
+  std::unique_ptr<LockClient> client = Connect(seen_);
+  std::unique_ptr<Semaphore> sem = *client->GetSemaphore("renders", 2);
+  std::unique_ptr<ReadWriteLock> rw = *client->GetReadWriteLock("catalog");
+  absl::StatusOr<Permit> permit = sem->Acquire(2, {});
+  absl::StatusOr<Hold> read = rw->AcquireRead();
+  ASSERT_OK(permit);
+  ASSERT_OK(read);
+  EXPECT_EQ(permit->hold().lock_name(), "renders");
+  ASSERT_OK(permit->Release());
+  ASSERT_OK(read->Release());
+  const std::vector<ObservedEvent> grants = seen_->Of(ObservedEvent::kGrant);
+  ASSERT_EQ(grants.size(), 2u);
+  EXPECT_EQ(grants[0].name, "renders");
+  EXPECT_EQ(grants[0].object_kind, ObjectKind::kSemaphore);
+  EXPECT_EQ(grants[1].name, "catalog");
+  EXPECT_EQ(grants[1].object_kind, ObjectKind::kLock);
+  EXPECT_TRUE(grants[1].shared);
+  const std::vector<ObservedEvent> releases =
+      seen_->Of(ObservedEvent::kRelease);
+  ASSERT_EQ(releases.size(), 2u);
+  EXPECT_EQ(releases[0].name, "renders");
+  EXPECT_EQ(releases[0].object_kind, ObjectKind::kSemaphore);
+  EXPECT_TRUE(releases[1].shared);
+  EXPECT_FALSE(absl::StrContains(seen_->AllText(), "\x1f"));
+}
+
 TEST_F(ObserverTest, FailedAttemptsAreToldWithTheirError) {
   std::unique_ptr<LockClient> client = Connect(seen_);
   std::unique_ptr<LockClient> other = ConnectPlain();

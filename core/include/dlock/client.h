@@ -2,6 +2,7 @@
 #ifndef DLOCK_CLIENT_H_
 #define DLOCK_CLIENT_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -12,10 +13,16 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "dlock/clock.h"
 #include "dlock/duration.h"
+#include "dlock/election.h"
 #include "dlock/lock.h"
+#include "dlock/multi_lock.h"
+#include "dlock/object_info.h"
 #include "dlock/observer.h"
+#include "dlock/rw_lock.h"
+#include "dlock/semaphore.h"
 #include "dlock/traits.h"
 
 namespace dlock {
@@ -108,6 +115,36 @@ class LockAdmin {
   // Unimplemented where the server cannot tell; Unavailable when it does
   // not answer.
   virtual absl::StatusOr<ServerMemory> ServerMemoryUse() = 0;
+
+  // ---- Beyond the mutex (issue 24; docs/design/primitives.md) ----------
+  // Declared here, wired by the core later: until then, Unimplemented.
+
+  // Objects of `kind` held (or waited for with a kept place) in this
+  // namespace whose names start with `prefix`, each read in one step (C11):
+  // a lock's writer or readers, a semaphore's holders and N, an election's
+  // leader and value. Unimplemented where the backend cannot list, or does
+  // not offer that kind.
+  virtual absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
+      ObjectKind kind, absl::string_view prefix = {}) {
+    (void)kind;
+    (void)prefix;
+    return absl::UnimplementedError("ListObjects is not wired yet");
+  }
+  // Removes every hold of the object, whoever holds it (C12): a lock's
+  // writer and readers, all of a semaphore's permits, the leader. Waiters
+  // and observers wake; former holders are told they lost their holds.
+  // With `fencing_token`, only the hold that carries it, in one atomic
+  // step (one reader, one permit grant, the leader of that term), as
+  // ForceUnlock(name, token); FailedPrecondition (TokenMismatchError) when
+  // no hold carries it.
+  virtual absl::Status ForceUnlockObject(
+      ObjectKind kind, absl::string_view name,
+      std::optional<uint64_t> fencing_token = std::nullopt) {
+    (void)kind;
+    (void)name;
+    (void)fencing_token;
+    return absl::UnimplementedError("ForceUnlockObject is not wired yet");
+  }
 };
 
 // The calls that name a hold by an explicit owner token (C6) instead of
@@ -187,6 +224,53 @@ class LockClient {
   virtual const std::string& endpoint() const = 0;
   // The owner id that the calling thread acts as by default (C6).
   virtual std::string CurrentOwner() const = 0;
+
+  // ---- Beyond the mutex (issue 24; docs/design/primitives.md) ----------
+  // Declared here, wired by the core later: until then, Unimplemented.
+  // Names are checked as GetLock()'s (C15: InvalidArgument, nothing sent);
+  // each kind of object is a name space of its own (dlock/object_info.h),
+  // except that a read-write lock is the lock of the same name.
+
+  // A semaphore of `permits` permits (N, from 1 to kMaxSemaphorePermits,
+  // else InvalidArgument) under `name` (C22; dlock/semaphore.h). Nothing is
+  // sent: a different N in force is found by the first Acquire().
+  virtual absl::StatusOr<std::unique_ptr<Semaphore>> GetSemaphore(
+      absl::string_view name, int64_t permits) {
+    (void)name;
+    (void)permits;
+    return absl::UnimplementedError("GetSemaphore is not wired yet");
+  }
+
+  // The readers and writer of lock `name` (C23; dlock/rw_lock.h).
+  virtual absl::StatusOr<std::unique_ptr<ReadWriteLock>> GetReadWriteLock(
+      absl::string_view name) {
+    (void)name;
+    return absl::UnimplementedError("GetReadWriteLock is not wired yet");
+  }
+
+  // Election `name` (C24; dlock/election.h).
+  virtual absl::StatusOr<std::unique_ptr<Election>> GetElection(
+      absl::string_view name) {
+    (void)name;
+    return absl::UnimplementedError("GetElection is not wired yet");
+  }
+
+  // Takes the locks `names` all or nothing within options.wait, and hands
+  // them back as one MultiHold (C25; dlock/multi_lock.h). No deadlock with
+  // other AcquireAll() calls naming the same locks in any order, nor with
+  // single acquisitions. options apply to every name (one lease, one
+  // owner, one wait for the whole). Errors: InvalidArgument for no names,
+  // more than kMaxMultiLockNames, a name twice or a bad name (nothing
+  // sent); otherwise DistributedLock::Acquire()'s, and whatever the error,
+  // none of the names is left held by this call: what it took is released
+  // before it returns (in the background if the backend cannot be reached,
+  // C21). A name the owner holds already is re-entered (C5).
+  virtual absl::StatusOr<MultiHold> AcquireAll(
+      absl::Span<const std::string> names, const AcquireOptions& options = {}) {
+    (void)names;
+    (void)options;
+    return absl::UnimplementedError("AcquireAll is not wired yet");
+  }
 };
 
 // Connects to the backend the URI names: `memory://[name]`,

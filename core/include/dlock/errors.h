@@ -51,10 +51,20 @@ enum class ErrorKind {
   // FailedPrecondition: Hold::KeepUntilLeaseEnd() on a hold the watchdog
   // renews, which would never end; nothing changed.
   kWatchdogRenewed,
+  // FailedPrecondition: a semaphore asked with another N than the one in
+  // force (C22); nothing was taken.
+  kLimitMismatch,
+  // FailedPrecondition: a semaphore's re-entry (C5) asked other permits than
+  // the owner's grant holds; nothing changed.
+  kPermitsMismatch,
+  // FailedPrecondition: the owner holds a lock's read lock and asked for its
+  // write lock (C23): refused at once rather than waiting for itself.
+  kUpgradeRefused,
 };
 
 // "not_owner", "lost", "client_closed", "held_by_another", "wait_expired",
-// "token_mismatch", "acquisitions_standing", "watchdog_renewed".
+// "token_mismatch", "acquisitions_standing", "watchdog_renewed",
+// "limit_mismatch", "permits_mismatch", "upgrade_refused".
 absl::string_view ErrorKindName(ErrorKind kind);
 
 // The kind an error carries; nullopt for OK and for errors without one (a
@@ -79,6 +89,15 @@ inline bool IsWaitExpired(const absl::Status& s) {
 inline bool IsTokenMismatch(const absl::Status& s) {
   return ErrorKindOf(s) == ErrorKind::kTokenMismatch;
 }
+inline bool IsLimitMismatch(const absl::Status& s) {
+  return ErrorKindOf(s) == ErrorKind::kLimitMismatch;
+}
+inline bool IsPermitsMismatch(const absl::Status& s) {
+  return ErrorKindOf(s) == ErrorKind::kPermitsMismatch;
+}
+inline bool IsUpgradeRefused(const absl::Status& s) {
+  return ErrorKindOf(s) == ErrorKind::kUpgradeRefused;
+}
 
 // Access refused, on every backend (and over TLS): the server, or the TLS
 // handshake, did not accept who the client is (a wrong or missing
@@ -94,7 +113,9 @@ inline bool IsAccessRefused(const absl::Status& s) {
 }
 
 // The builders. `lock_name` is the name service code gave, never a
-// backend's internal key; `endpoint` is the redacted one.
+// backend's internal key, or the client core's key of a primitive's hold,
+// which the message words as that object ("semaphore 'jobs'");
+// `endpoint` is the redacted one.
 absl::Status NotOwnerError(absl::string_view lock_name);
 absl::Status LostError(absl::string_view lock_name, absl::string_view why);
 absl::Status ClientClosedError(absl::string_view endpoint);
@@ -113,6 +134,16 @@ absl::Status WaitExpiredError(absl::string_view lock_name,
                               absl::Duration waited);
 // A wait for the lock ended by the caller's CancelToken: Cancelled.
 absl::Status WaitCancelledError(absl::string_view lock_name);
+// Semaphore `name` was asked with another N than `in_force`, the N of its
+// holders and waiters (C22).
+absl::Status LimitMismatchError(absl::string_view name, int64_t in_force,
+                                int64_t asked);
+// A re-entry of semaphore `name` asked `asked` permits; the owner's grant
+// holds `held` (C5, C22).
+absl::Status PermitsMismatchError(absl::string_view name, int64_t held,
+                                  int64_t asked);
+// The owner reads lock `name` and asked to write it (C23).
+absl::Status UpgradeRefusedError(absl::string_view name);
 
 // `status` (not OK) marked as `kind`, code and message kept: for a cause
 // that is also a loss, e.g. a LockLostEvent's reason.

@@ -130,6 +130,7 @@ class [[nodiscard]] Hold {
   bool active() const { return site_ != nullptr; }
   explicit operator bool() const { return active(); }
 
+  // The lock's name; a permit's semaphore, an election, a read lock's lock.
   const std::string& lock_name() const { return name_; }
   // The owner id as stored on the backend (C6).
   const std::string& owner() const { return owner_; }
@@ -165,6 +166,10 @@ class [[nodiscard]] Hold {
 
   std::shared_ptr<internal::HoldSite> site_;
   std::string name_;
+  // The client's key of a hold that is not a lock's writer (a reader, a
+  // permit grant, a leadership); empty for a lock's writer, whose key is
+  // its name.
+  std::string key_;
   std::string owner_;
   uint64_t fencing_token_ = 0;
   int64_t hold_count_ = 0;

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "dlock/cancel.h"
 #include "dlock/hold.h"
+#include "dlock/object_info.h"
 
 namespace dlock {
 
@@ -22,6 +23,10 @@ struct LockLostEvent {
   std::string owner;  // owner id as stored on the backend
   uint64_t fencing_token = 0;
   absl::Status reason;  // IsLost(reason): force-unlocked, expired, unreachable
+  // What was held (issue 24): a lock's writer (kLock, !shared), a lock's
+  // reader (kLock, shared), a semaphore's permits, a leadership.
+  ObjectKind kind = ObjectKind::kLock;
+  bool shared = false;
 };
 
 using LockLostCallback = std::function<void(const LockLostEvent&)>;

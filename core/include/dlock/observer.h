@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/object_info.h"
 
 namespace dlock {
 
@@ -55,6 +56,10 @@ struct AcquireAttemptEvent {
   absl::string_view name;
   absl::string_view owner;  // the owner id as stored on the backend (C6)
   absl::Duration wait;      // AcquireOptions::wait (zero: one attempt)
+  // Which hold (issue 24): a lock's writer (kLock, !shared), a lock's
+  // reader (kLock, shared), a semaphore's grant, a leadership.
+  ObjectKind kind = ObjectKind::kLock;
+  bool shared = false;
 };
 
 // Acquire() returned a Hold.
@@ -72,6 +77,10 @@ struct GrantEvent {
   bool fresh = false;
   // From the start of the Acquire() call to the grant, waiting included.
   absl::Duration waited;
+  // Which hold (issue 24): a lock's writer (kLock, !shared), a lock's
+  // reader (kLock, shared), a semaphore's grant, a leadership.
+  ObjectKind kind = ObjectKind::kLock;
+  bool shared = false;
 };
 
 // Acquire() returned an error (held by another, wait expired, cancelled,
@@ -81,6 +90,10 @@ struct AcquireFailedEvent {
   absl::string_view name;
   absl::Duration waited;
   const absl::Status& error;
+  // Which hold (issue 24): a lock's writer (kLock, !shared), a lock's
+  // reader (kLock, shared), a semaphore's grant, a leadership.
+  ObjectKind kind = ObjectKind::kLock;
+  bool shared = false;
 };
 
 // An acquisition this client granted was released, or left to run out with
@@ -101,6 +114,10 @@ struct ReleaseEvent {
   // background (C21; failures of those retries are OnReleaseFailure).
   const absl::Status& result;
   bool kept_until_lease_end = false;
+  // Which hold (issue 24): a lock's writer (kLock, !shared), a lock's
+  // reader (kLock, shared), a semaphore's grant, a leadership.
+  ObjectKind kind = ObjectKind::kLock;
+  bool shared = false;
 };
 
 // One renewal's answer: a watchdog renewal (C7) or an explicit Renew().
@@ -114,6 +131,10 @@ struct RenewalEvent {
   // OK; Unavailable (transient: retried until the hold's deadline); or
   // FailedPrecondition/NotFound: the hold is gone (an OnLoss follows).
   const absl::Status& result;
+  // Which hold (issue 24): a lock's writer (kLock, !shared), a lock's
+  // reader (kLock, shared), a semaphore's grant, a leadership.
+  ObjectKind kind = ObjectKind::kLock;
+  bool shared = false;
 };
 
 // Why a hold was lost, as a small closed set (for metrics labels).
@@ -142,6 +163,10 @@ struct LossEvent {
   LossCause cause = LossCause::kGone;
   const absl::Status& reason;  // IsLost(reason), as in LockLostEvent
   absl::Duration held;         // since the hold's grant
+  // Which hold (issue 24): a lock's writer (kLock, !shared), a lock's
+  // reader (kLock, shared), a semaphore's grant, a leadership.
+  ObjectKind kind = ObjectKind::kLock;
+  bool shared = false;
 };
 
 // A release the backend did not confirm, where nobody is returned the
@@ -154,6 +179,10 @@ struct ReleaseFailureEvent {
   absl::string_view owner;
   Stage stage = Stage::kCaller;
   const absl::Status& error;
+  // Which hold (issue 24): a lock's writer (kLock, !shared), a lock's
+  // reader (kLock, shared), a semaphore's grant, a leadership.
+  ObjectKind kind = ObjectKind::kLock;
+  bool shared = false;
 };
 // "caller", "background", "close".
 absl::string_view ReleaseFailureStageName(ReleaseFailureEvent::Stage stage);

@@ -23,6 +23,25 @@ enum class FencingStrength {
   kDurable,
 };
 
+// Who gets a freed permit among a semaphore's waiters (C22).
+enum class WaiterOrder {
+  kNone,          // waiters race for it
+  kHeadReserved,  // the first waiter's place is kept; the others race
+  kFifo,          // in the order they began to wait (a queue)
+};
+
+// How LockClient::AcquireAll() takes its names (C25).
+enum class MultiLockMode {
+  // The core takes them one by one in one global order (by their bytes),
+  // giving back what it took when it cannot finish: every backend.
+  kOrdered,
+  // Atomic in one step when the names share a Redis Cluster slot, else
+  // ordered.
+  kAtomicWithinSlot,
+  // Atomic in one step (Backend::AcquireAll).
+  kAtomic,
+};
+
 struct BackendTraits {
   // Waiters are granted the lock in the order they began to wait.
   bool fifo_waiting = false;
@@ -44,10 +63,27 @@ struct BackendTraits {
   // nobody after its release (ReleaseCall::keep_for). Without it the core
   // answers Unimplemented and leaves the hold as it was.
   bool keeps_after_release = false;
+
+  // Beyond the mutex (issue 24, C22 to C25). A primitive not offered
+  // answers every call Unimplemented with `primitives_note`, which says why:
+  // never a weaker primitive in silence (docs/backends.md).
+  bool semaphores = false;        // LockClient::GetSemaphore() (C22)
+  bool read_write_locks = false;  // LockClient::GetReadWriteLock() (C23)
+  bool elections = false;         // LockClient::GetElection() (C24)
+  // Why a primitive above is not offered; empty when all are (the client
+  // fills in a generic reason for a backend that leaves it empty).
+  std::string primitives_note;
+  WaiterOrder semaphore_order = WaiterOrder::kNone;
+  // Every backend offers multi-locks: ordered by the core, or atomic.
+  MultiLockMode multi_lock = MultiLockMode::kOrdered;
 };
 
 // "process", "server-memory", "durable".
 const char* FencingStrengthName(FencingStrength strength);
+// "none", "head-reserved", "fifo".
+const char* WaiterOrderName(WaiterOrder order);
+// "ordered", "atomic-within-slot", "atomic".
+const char* MultiLockModeName(MultiLockMode mode);
 
 }  // namespace dlock
 

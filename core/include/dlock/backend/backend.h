@@ -47,6 +47,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,7 @@
 #include "dlock/clock.h"
 #include "dlock/errors.h"
 #include "dlock/lock.h"
+#include "dlock/object_info.h"
 #include "dlock/traits.h"
 #include "dlock/uri.h"
 
@@ -93,6 +95,32 @@ enum class OwnerKind {
   kToken,
 };
 
+// What one hold takes (issue 24, docs/design/primitives.md). Everything
+// the core does for holds (deadlines, the watchdog, notices, pending
+// releases) is keyed by the name qualified with the kind and mode, so a
+// lock's writer, a reader of that lock, a semaphore and an election of one
+// name are four holds of one owner; a backend sees the plain name and this.
+// A backend only ever gets the shapes its traits offer (a lock's exclusive
+// hold always).
+enum class HoldMode {
+  kExclusive,  // a lock's writer (every lock hold), a leadership
+  kShared,     // a lock's reader (C23)
+  kPermits,    // some of a semaphore's permits (C22)
+};
+struct HoldShape {
+  ObjectKind kind = ObjectKind::kLock;
+  HoldMode mode = HoldMode::kExclusive;
+  // kPermits, in AcquireCall: how many (1..limit), and the N the caller
+  // expects (C22). In RenewCall and ReleaseCall only kind and mode are
+  // set: the backend's record of the grant knows the rest.
+  int64_t permits = 1;
+  int64_t limit = 1;
+
+  bool IsLockWriter() const {
+    return kind == ObjectKind::kLock && mode == HoldMode::kExclusive;
+  }
+};
+
 // One acquisition as the core hands it to a backend: name and owner are
 // already validated, the lease is positive.
 struct AcquireCall {
@@ -110,6 +138,11 @@ struct AcquireCall {
   // The record of this owner's hold in this client, when the core believes
   // one (the acquisition is then a re-entry, C5); null otherwise.
   HoldRecord* held = nullptr;
+  // Default: a lock's exclusive hold.
+  HoldShape shape;
+  // kElection: the campaigner's value (at most kMaxLeaderValueBytes). A
+  // re-entry with another value proclaims it.
+  absl::string_view value;
 };
 
 // One attempt's success, before the core knows when its request was sent
@@ -134,6 +167,9 @@ struct Grant {
   // backend lets go of what a replaced record held (its lease at the
   // latest).
   std::shared_ptr<HoldRecord> record;
+  // kPermits: the permit slots granted, ascending, each in [0, N); the same
+  // on re-entry (C22).
+  std::vector<int64_t> slots;
 };
 
 struct RenewCall {
@@ -141,6 +177,7 @@ struct RenewCall {
   absl::string_view owner;
   absl::Duration lease;
   HoldRecord* record = nullptr;  // null: a hold taken elsewhere (C6)
+  HoldShape shape;               // which of the owner's holds of `name`
 };
 
 struct ReleaseCall {
@@ -163,6 +200,7 @@ struct ReleaseCall {
   // release, nor of a backend whose traits lack keeps_after_release (it
   // answers Unimplemented itself).
   absl::Duration keep_for = absl::ZeroDuration();
+  HoldShape shape;  // which of the owner's holds of `name`
 
   // For a server that computes "holds left = count - n" (a script, a
   // statement): the n that takes off what this call asks, every hold
@@ -181,7 +219,32 @@ class BackendListener {
   // called from any thread, with no lock of the backend held that
   // HeldUntil() takes.
   virtual void OnHoldLost(absl::string_view name, absl::string_view owner,
+                          const HoldShape& shape,
                           const absl::Status& reason) = 0;
+  // A lock's exclusive hold.
+  void OnHoldLost(absl::string_view name, absl::string_view owner,
+                  const absl::Status& reason) {
+    OnHoldLost(name, owner, HoldShape{}, reason);
+  }
+};
+
+// An election's leader announcing a new value (Backend::Proclaim).
+struct ProclaimCall {
+  absl::string_view name;
+  absl::string_view owner;
+  HoldRecord* record = nullptr;  // the leadership's
+  uint64_t term = 0;             // its fencing token
+  absl::string_view value;
+};
+
+// A registration for changes of one object (Backend::WatchObject).
+class ObjectWatch {
+ public:
+  virtual ~ObjectWatch() = default;
+  // Returns when a change may have happened since the registration or the
+  // last Wait() (true), at `until` on the client's clock, or on `cancel`
+  // (false).
+  virtual bool Wait(MonoTime until, const CancelToken& cancel) = 0;
 };
 
 class Backend {
@@ -262,6 +325,50 @@ class Backend {
 
   // LockAdmin::ServerMemoryUse(). Default: Unimplemented.
   virtual absl::StatusOr<ServerMemory> ServerMemoryUse();
+
+  // ---- Beyond the mutex (issue 24; docs/design/primitives.md) ----------
+  // Semaphores, readers and elections go through Acquire, Renew, RenewMany,
+  // Release and HeldUntil with AcquireCall::shape, for the shapes that
+  // Traits() offer (HeldUntil gets the object's plain name: tell holds
+  // apart by their record). Refusals: LimitMismatchError,
+  // PermitsMismatchError, UpgradeRefusedError (dlock/errors.h).
+
+  // Several locks' exclusive holds all or nothing in one atomic step, then
+  // waiting for all of them without holding a name another waiter needs in
+  // a cycle (C25); one Grant per part, in order. Called only when Traits()
+  // say kAtomic; otherwise the core takes the names one by one in its
+  // global order. Default: Unimplemented.
+  virtual absl::StatusOr<std::vector<Grant>> AcquireAll(
+      absl::Span<const AcquireCall> parts, MonoTime deadline,
+      const CancelToken& cancel);
+
+  // The leader announces a new value, conditional on still leading with
+  // call.term, in one atomic step; observers are woken. GONE when it does
+  // not lead with that term. Default: Unimplemented.
+  virtual absl::Status Proclaim(const ProclaimCall& call);
+
+  // A registration for changes of one object (grants, releases, proclaimed
+  // values), made BEFORE the caller reads the object, so that a change in
+  // between is not missed. The backend's own announcements wake it, never a
+  // poll of the server. Default: null (the core then reads again every
+  // fallback poll).
+  virtual std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
+                                                   absl::string_view name);
+
+  // The admin calls for every kind, each read or done in one step (C11,
+  // C12). For a lock, InspectObject also shows its readers. Defaults: a
+  // lock's from Inspect/List/ForceUnlock(IfToken); Unimplemented for the
+  // other kinds.
+  virtual absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
+                                                   absl::string_view name);
+  virtual absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
+      ObjectKind kind, absl::string_view prefix);
+  // Removes every hold of the object, or with `fencing_token` only the hold
+  // that carries it (TokenMismatchError when none does), waking waiters and
+  // observers.
+  virtual absl::Status ForceUnlockObject(ObjectKind kind,
+                                         absl::string_view name,
+                                         std::optional<uint64_t> fencing_token);
 
   // Stops background work and closes connections. Called once, after the
   // core has released what the client held; no call follows it.

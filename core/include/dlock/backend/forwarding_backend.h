@@ -58,6 +58,31 @@ class ForwardingBackend : public Backend {
   absl::StatusOr<ServerMemory> ServerMemoryUse() override {
     return target_->ServerMemoryUse();
   }
+  absl::StatusOr<std::vector<Grant>> AcquireAll(
+      absl::Span<const AcquireCall> parts, MonoTime deadline,
+      const CancelToken& cancel) override {
+    return target_->AcquireAll(parts, deadline, cancel);
+  }
+  absl::Status Proclaim(const ProclaimCall& call) override {
+    return target_->Proclaim(call);
+  }
+  std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
+                                           absl::string_view name) override {
+    return target_->WatchObject(kind, name);
+  }
+  absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
+                                           absl::string_view name) override {
+    return target_->InspectObject(kind, name);
+  }
+  absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
+      ObjectKind kind, absl::string_view prefix) override {
+    return target_->ListObjects(kind, prefix);
+  }
+  absl::Status ForceUnlockObject(
+      ObjectKind kind, absl::string_view name,
+      std::optional<uint64_t> fencing_token) override {
+    return target_->ForceUnlockObject(kind, name, fencing_token);
+  }
   void Shutdown() override { target_->Shutdown(); }
 
   Backend& target() const { return *target_; }

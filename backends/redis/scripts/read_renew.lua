@@ -1,0 +1,18 @@
+-- KEYS[1] the lock, KEYS[2] its readers. ARGV[1] owner, ARGV[2] lease
+-- (ms), ARGV[3] liveness TTL (ms; '0': none). As renew.lua for a read
+-- hold; the marker lives as long as its latest reader.
+-- Returns 1 when renewed, 0 when the owner reads nothing.
+local owner, lock, readers = ARGV[1], KEYS[1], KEYS[2]
+local _, down, up = clock()
+local h = renew_holder(readers, owner, tonumber(ARGV[2]), tonumber(ARGV[3]),
+                       down, up)
+if not h then return 0 end
+-- The lock's key (the marker, or the owner's own write hold) lives as
+-- long as its latest read.
+local v = decode(redis.call('GET', lock))
+if v and (v.owner == owner or (v.owner == '' and v.alive == -2)) and
+    v.expires < h.expires then
+  v.expires = h.expires
+  redis.call('SET', lock, encode(v), 'PXAT', v.expires)
+end
+return 1
