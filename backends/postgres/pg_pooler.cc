@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "dlock/clock.h"
@@ -64,12 +65,20 @@ absl::StatusOr<std::string> PidWhileOtherHolds(PgConn& conn, PgConn& other) {
   return GetText(r->get(), 0, 0);
 }
 
-// One round on `other`, an idle connection through the same pooler; true
-// when the server session was seen to change.
+// One round on `other`, a second connection through the same pooler,
+// opened by the first round once `conn` has answered (so that the pooler
+// hands it a server connection only then); true when the server session
+// was seen to change.
 absl::StatusOr<bool> SessionMoved(const PgOptions& options, PgConn& conn,
-                                  PgConn& other) {
+                                  std::unique_ptr<PgConn>& other_conn) {
   absl::StatusOr<std::string> first = Pid(conn);
   if (!first.ok()) return first.status();
+  if (other_conn == nullptr) {
+    absl::StatusOr<std::unique_ptr<PgConn>> opened = PgConn::Open(options);
+    if (!opened.ok()) return opened.status();
+    other_conn = *std::move(opened);
+  }
+  PgConn& other = *other_conn;
   // (A pooler of single statements refuses the transaction: its error.)
   if (absl::StatusOr<PgResult> begun = Ask(other, kBegin); !begun.ok()) {
     if (!absl::IsDeadlineExceeded(begun.status())) return begun.status();
@@ -94,10 +103,9 @@ absl::StatusOr<bool> SessionMoved(const PgOptions& options, PgConn& conn,
 
 absl::StatusOr<Pooling> DetectPooling(const PgOptions& options, PgConn& conn) {
   if (conn.direct()) return Pooling::kDirect;
-  absl::StatusOr<std::unique_ptr<PgConn>> other = PgConn::Open(options);
-  if (!other.ok()) return other.status();
+  std::unique_ptr<PgConn> other;
   for (int round = 0; round < kRounds; ++round) {
-    absl::StatusOr<bool> moved = SessionMoved(options, conn, **other);
+    absl::StatusOr<bool> moved = SessionMoved(options, conn, other);
     if (!moved.ok()) return moved.status();
     if (*moved) return Pooling::kTransactions;
   }
