@@ -43,7 +43,7 @@ local function decode(raw)
   return {token = sec * 1000000 + usec, holds = tonumber(holds),
           lease = tonumber(lease), since = base + tonumber(since),
           expires = base + tonumber(expires),
-          alive = alive < 0 and -1 or base + alive, waited = waited,
+          alive = alive == -1 and -1 or base + alive, waited = waited,
           owner = owner}
 end
 
@@ -51,9 +51,15 @@ local function encode(v)
   local sec = math.floor(v.token / 1000000)
   local usec = v.token - sec * 1000000
   local base = base_ms(sec, usec)
-  -- A deadline before the base (a token above the clock) counts from it:
-  -- later, never earlier.
-  local alive = v.alive < 0 and -1 or math.max(v.alive - base, 0)
+  -- Only -1 says "none": a deadline before the base (a token above the
+  -- master's clock: Redlock's proposals, a takeover's old token + 1) is a
+  -- negative offset, kept as it is, so that a dead holder still lapses at
+  -- its deadline; the one offset that would read as -1 is kept 1 ms later.
+  local alive = -1
+  if v.alive >= 0 then
+    alive = v.alive - base
+    if alive == -1 then alive = 0 end
+  end
   return string.format('v4 %d %d %d %d %d %d %d %s %s', sec, usec, v.holds,
                        v.lease, v.since - base, v.expires - base, alive,
                        v.waited, v.owner)

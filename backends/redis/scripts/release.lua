@@ -10,7 +10,7 @@
 local raw = redis.call('GETDEL', KEYS[1])
 -- The usual case, string compares only: the value the grant wrote,
 -- untouched since (the owner's only hold, nobody waiting, no renewal).
-if raw == ARGV[1] and ARGV[6] == '0' then return 0 end
+if ARGV[1] ~= '' and raw == ARGV[1] and ARGV[6] == '0' then return 0 end
 -- The same case after a renewal, or for a caller that kept no value
 -- (Redlock, whose masters' values differ): read from the value's shape,
 -- without decoding it.

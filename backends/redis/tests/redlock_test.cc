@@ -164,6 +164,39 @@ TEST_P(Redlock, TokenIsTheQuorumsLargestAndIsWrittenBack) {
   EXPECT_OK(second.Release());
 }
 
+// A namespace whose tokens run ahead of the masters' clocks (a client with
+// a fast clock proposed them) keeps its holders' liveness deadlines: a
+// holder cut off from every master is taken over once its liveness TTL has
+// passed, not once the masters' clocks reach its token. (The value counts
+// its times from the token's ms; a deadline before it was clamped up to it,
+// and the waiter was refused for the minute the token ran ahead.)
+TEST_P(Redlock, ATokenAheadOfTheClocksKeepsTheLivenessDeadline) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
+  ASSERT_NE(group, nullptr);
+  const int64_t ahead = absl::ToUnixMicros(absl::Now() + absl::Minutes(1));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(group->server(i)
+                  .RawCommand({"SET", "dlock:ahead:floor", absl::StrCat(ahead)})
+                  .status());
+  }
+  FaultProxy cut[3];
+  const std::vector<int> ports = StartProxies(*group, cut);
+  const std::string query = "namespace=ahead&liveness_ttl=300ms";
+  ASSERT_OK_AND_ASSIGN(auto holder, Connect(RedlockUri(*group, ports, query)));
+  ASSERT_OK_AND_ASSIGN(auto other, Connect(RedlockUri(*group, {}, query)));
+  ASSERT_OK_AND_ASSIGN(Hold held,
+                       holder->TryAcquire("job", {.lease = absl::Minutes(1)}));
+  EXPECT_GT(held.fencing_token(), static_cast<uint64_t>(ahead));
+  for (FaultProxy& p : cut) ASSERT_OK(p.Partition());
+  // Generous: the takeover is due about 300 ms after the last refresh.
+  absl::StatusOr<Hold> taken =
+      other->Acquire("job", {.wait = absl::Seconds(10)});
+  ASSERT_OK(taken.status());
+  EXPECT_GT(taken->fencing_token(), held.fencing_token());
+  for (FaultProxy& p : cut) ASSERT_OK(p.Heal());
+  EXPECT_OK(taken->Release());
+}
+
 // A conditional force unlock counts what it removed: masters whose copy of
 // the hold carries another token (counters that disagreed at the grant)
 // still hold it for the owner, so removing the token from fewer than a
