@@ -29,7 +29,7 @@ const ClientOptions& Client::options() const { return endpoints_->options(); }
 
 absl::Time Client::Deadline(const CallOptions& call) const {
   return call.deadline == absl::InfinitePast()
-             ? absl::Now() + endpoints_->options().call_timeout
+             ? MonotonicNow() + endpoints_->options().call_timeout
              : call.deadline;
 }
 

@@ -63,8 +63,14 @@ class Endpoints;
 class LeaseKeeper;
 struct CallSpec;
 
+// The client's deadlines and schedules are points on the monotonic clock
+// (carried as absl::Time), so that a step of the wall clock neither expires
+// them at once nor delays them an hour.
+absl::Time MonotonicNow();
+
 struct CallOptions {
-  // When the call gives up; InfinitePast(): now + ClientOptions::call_timeout.
+  // When the call gives up, from MonotonicNow(); InfinitePast(): now +
+  // ClientOptions::call_timeout.
   absl::Time deadline = absl::InfinitePast();
   // For writes: true when a retry after a lost reply cannot apply it twice
   // and its answer tells what the first attempt did (RETRYING WRITES above).

@@ -5,12 +5,14 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "etcd_client.h"
 #include "etcd_status.h"
 
 namespace dlock::etcd {
@@ -89,9 +91,16 @@ grpc::ChannelArguments ChannelArgs(const ClientOptions& options) {
 
 }  // namespace
 
+absl::Time MonotonicNow() {
+  return absl::UnixEpoch() +
+         absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+}
+
 std::chrono::system_clock::time_point GrpcDeadline(absl::Time deadline) {
-  return absl::ToChronoTime(
-      std::min(deadline, absl::Now() + absl::Hours(24 * 365)));
+  const absl::Duration remaining = std::clamp(
+      deadline - MonotonicNow(), absl::ZeroDuration(), absl::Hours(24 * 365));
+  return std::chrono::system_clock::now() +
+         absl::ToChronoNanoseconds(remaining);
 }
 
 absl::StatusOr<std::unique_ptr<Endpoints>> Endpoints::Create(
@@ -131,7 +140,7 @@ std::shared_ptr<Endpoints::Connection> Endpoints::connection(size_t i) const {
 
 void Endpoints::NotConnected(size_t i,
                              const std::shared_ptr<Connection>& tried) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = MonotonicNow();
   absl::MutexLock lock(&connections_mu_);
   Member& m = members_[i];
   if (m.connection != tried) return;  // replaced already
@@ -178,7 +187,7 @@ absl::Status Endpoints::Connect(size_t i, absl::Time deadline) {
   // range with no key: harmless if it reached etcd after all.
   grpc::ClientContext probe;
   probe.set_wait_for_ready(false);
-  probe.set_deadline(GrpcDeadline(absl::Now() + absl::Milliseconds(200)));
+  probe.set_deadline(GrpcDeadline(MonotonicNow() + absl::Milliseconds(200)));
   etcdserverpb::RangeRequest request;
   etcdserverpb::RangeResponse response;
   const grpc::Status why = c->kv->Range(&probe, request, &response);
@@ -196,7 +205,7 @@ absl::StatusOr<std::string> Endpoints::Prepare(size_t i, absl::Time deadline,
   if (options_.user.empty()) return std::string();
   // A stream's context has no deadline; authenticating for it has one.
   absl::StatusOr<std::string> token =
-      Token(i, std::min(deadline, absl::Now() + options_.attempt_timeout));
+      Token(i, std::min(deadline, MonotonicNow() + options_.attempt_timeout));
   if (!token.ok()) return token.status();
   context.AddMetadata("token", *token);
   return token;
@@ -268,7 +277,7 @@ void BackOff(const CallLog& log, size_t endpoints, absl::Time deadline) {
   const absl::Duration pause =
       std::min(absl::Milliseconds(50) * (1 << std::min(round - 1, 4)),
                absl::Milliseconds(500));
-  absl::SleepFor(std::min(pause, deadline - absl::Now()));
+  absl::SleepFor(std::min(pause, deadline - MonotonicNow()));
 }
 
 absl::Status GaveUp(const Endpoints& endpoints, const CallSpec& spec,
@@ -300,10 +309,10 @@ absl::Status RunCall(
   const ClientOptions& options = endpoints.options();
   CallLog log;
   int token_refusals = 0;
-  while (absl::Now() < spec.deadline) {
+  while (MonotonicNow() < spec.deadline) {
     BackOff(log, endpoints.size(), spec.deadline);
     const size_t i = endpoints.preferred();
-    const absl::Time now = absl::Now();
+    const absl::Time now = MonotonicNow();
     absl::Status connected = endpoints.Connect(
         i, std::min(spec.deadline, now + options.connect_timeout));
     if (!connected.ok()) {
@@ -318,7 +327,7 @@ absl::Status RunCall(
     log.unconnected = 0;
     const absl::Time attempt_deadline =
         spec.retry_maybe_applied
-            ? std::min(spec.deadline, absl::Now() + options.attempt_timeout)
+            ? std::min(spec.deadline, MonotonicNow() + options.attempt_timeout)
             : spec.deadline;
     grpc::ClientContext context;
     absl::StatusOr<std::string> token =

@@ -136,7 +136,8 @@ absl::Status RunCall(
     Endpoints& endpoints, const CallSpec& spec,
     absl::FunctionRef<grpc::Status(size_t, grpc::ClientContext&)> attempt);
 
-// gRPC's time for an absl::Time.
+// gRPC's (wall clock) time for a deadline from MonotonicNow(): now plus
+// what remains of it, taken when the call is made.
 std::chrono::system_clock::time_point GrpcDeadline(absl::Time deadline);
 
 }  // namespace dlock::etcd

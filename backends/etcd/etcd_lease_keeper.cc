@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "etcd_client.h"
 #include "etcd_endpoints.h"
 #include "etcd_rpc.grpc.pb.h"
 #include "etcd_status.h"
@@ -42,7 +43,7 @@ void LeaseKeeper::Keep(int64_t lease, absl::Duration interval,
   absl::MutexLock lock(&mu_);
   Kept& kept = kept_[lease];
   kept.interval = interval;
-  kept.next_due = absl::Now();
+  kept.next_due = MonotonicNow();
   kept.on_gone = std::move(on_gone);
   wake_ = true;
 }
@@ -70,7 +71,12 @@ absl::StatusOr<absl::Duration> LeaseKeeper::KeepAliveOnce(int64_t lease,
   absl::MutexLock lock(&mu_);
   to_send_.push_back(Request{.lease = lease, .waiters = {waiter}});
   wake_ = true;
-  mu_.AwaitWithDeadline(absl::Condition(&waiter->done), deadline);
+  // Abseil's timed wait ends at a wall clock instant, which a step of the
+  // wall clock moves: the monotonic deadline decides.
+  while (!waiter->done && MonotonicNow() < deadline) {
+    mu_.AwaitWithTimeout(absl::Condition(&waiter->done),
+                         deadline - MonotonicNow());
+  }
   if (waiter->done) return waiter->result;
   return absl::UnavailableError(absl::StrCat("etcd ", endpoints_.Names(),
                                              ": no member answered a "
@@ -106,25 +112,25 @@ void LeaseKeeper::Run() {
     std::vector<int64_t> batch;
     {
       absl::MutexLock lock(&mu_);
-      absl::Time wake_at = Schedule(absl::Now());
+      absl::Time wake_at = Schedule(MonotonicNow());
       if (!in_flight_.empty()) {
         wake_at = std::min(wake_at, in_flight_.front().sent +
                                         endpoints_.options().attempt_timeout);
       }
       const bool send_now = !to_send_.empty() && !broken_;
-      if (!send_now && !broken_ && !Stalled(absl::Now())) {
-        mu_.AwaitWithDeadline(absl::Condition(this, &LeaseKeeper::HasWork),
-                              wake_at);
+      if (!send_now && !broken_ && !Stalled(MonotonicNow())) {
+        mu_.AwaitWithTimeout(absl::Condition(this, &LeaseKeeper::HasWork),
+                             wake_at - MonotonicNow());
       }
       wake_ = false;
       if (stopping_) break;
-      Schedule(absl::Now());
+      Schedule(MonotonicNow());
       const bool healthy =
-          stream_ != nullptr && !broken_ && !Stalled(absl::Now());
+          stream_ != nullptr && !broken_ && !Stalled(MonotonicNow());
       if (healthy) {
         stream = stream_.get();
         for (Request& r : to_send_) {
-          r.sent = absl::Now();
+          r.sent = MonotonicNow();
           batch.push_back(r.lease);
           in_flight_.push_back(std::move(r));
         }
@@ -166,7 +172,8 @@ void LeaseKeeper::Reconnect() {
 
 bool LeaseKeeper::Open() {
   const size_t i = endpoints_.preferred();
-  if (!endpoints_.Connect(i, absl::Now() + endpoints_.options().connect_timeout)
+  if (!endpoints_
+           .Connect(i, MonotonicNow() + endpoints_.options().connect_timeout)
            .ok()) {
     endpoints_.MoveOff(i);
     return false;

@@ -51,7 +51,8 @@ class LeaseKeeper {
 
   // One keepalive of `lease`, answered: the TTL etcd gave it, counted from
   // no earlier than this call's start. NotFound when etcd says the lease is
-  // gone; Unavailable when no member answered by `deadline`.
+  // gone; Unavailable when no member answered by `deadline` (from
+  // MonotonicNow(), as every time here).
   absl::StatusOr<absl::Duration> KeepAliveOnce(int64_t lease,
                                                absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -45,7 +45,7 @@ absl::StatusOr<LeaseState> EtcdBackend::GrantLease(absl::Duration lease) {
 
 absl::StatusOr<LeaseState> EtcdBackend::KeepAlive(int64_t lease) {
   return KeepLeaseAlive(*client_, clock_, lease,
-                        absl::Now() + client_->options().call_timeout);
+                        MonotonicNow() + client_->options().call_timeout);
 }
 
 absl::StatusOr<LeaseState> EtcdBackend::LeaseOf(const mvccpb::KeyValue& kv) {

@@ -83,8 +83,8 @@ absl::StatusOr<ClientLiveness::Record> ClientLiveness::Begin() {
 
 absl::StatusOr<MonoTime> ClientLiveness::KeepAlive(const Current& current,
                                                    absl::Duration within) {
-  absl::StatusOr<LeaseState> kept =
-      KeepLeaseAlive(client_, clock_, current.lease.id, absl::Now() + within);
+  absl::StatusOr<LeaseState> kept = KeepLeaseAlive(
+      client_, clock_, current.lease.id, MonotonicNow() + within);
   absl::MutexLock lock(&mu_);
   const bool still = current_.has_value() && current_->id == current.id;
   if (!kept.ok()) {
@@ -239,7 +239,7 @@ void ClientLiveness::Shutdown() {
   if (current.has_value()) {
     (void)client_.LeaseRevoke(
         current->lease.id,
-        {.deadline = absl::Now() + client_.options().attempt_timeout});
+        {.deadline = MonotonicNow() + client_.options().attempt_timeout});
   }
 }
 

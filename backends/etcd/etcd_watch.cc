@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "etcd_client.h"
 #include "etcd_endpoints.h"
 #include "etcd_status.h"
 
@@ -73,7 +74,7 @@ void Watch::Run() {
     absl::Status final_status;
     StreamEnd end = StreamEnd::kRetry;
     if (endpoints_
-            ->Connect(i, absl::Now() + endpoints_->options().connect_timeout)
+            ->Connect(i, MonotonicNow() + endpoints_->options().connect_timeout)
             .ok()) {
       end = RunStream(i, final_status);
     }

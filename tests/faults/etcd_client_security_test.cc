@@ -239,8 +239,8 @@ TEST_F(EtcdAuthTest, ATokenEtcdForgotIsRenewedForCallsStreamsAndLeases) {
   auto watch = for_watch->StartWatch({.key = TestKey()}, recorder.Callback());
   ASSERT_TRUE(recorder.WaitStarted());
   EXPECT_EQ(recorder.updates()[0].kind, WatchUpdate::Kind::kStarted);
-  EXPECT_OK(for_lease->leases().KeepAliveOnce(lease.id(),
-                                              absl::Now() + absl::Seconds(5)));
+  EXPECT_OK(for_lease->leases().KeepAliveOnce(
+      lease.id(), etcd::MonotonicNow() + absl::Seconds(5)));
 }
 
 TEST_F(EtcdAuthTest, AWatchMovesOnFromAMemberThatNeverAnswers) {
