@@ -1,6 +1,6 @@
 // Copyright dlock authors. Throwaway servers for the comparative benchmark
 // report (scripts/bench_report.py): a redis-server, the same over TLS, a
-// ZooKeeper and a PostgreSQL, each started through the test registry
+// ZooKeeper, a PostgreSQL and an etcd, each started through the test registry
 // (test_servers.h) on a free loopback port in a temporary directory, and
 // two Redis Clusters without replicas (redis_cluster.h), of 1 and 3
 // masters: the cluster's scaling with masters.
@@ -13,6 +13,7 @@
 //    "postgres": {"uri": "postgres://...", "url": "postgresql://...",
 //                 "conninfo": "host=... port=...", "host_port": "..."},
 //    "redis_tls": {"uri": "rediss://...?tls_ca=...", "host_port": "..."},
+//    "etcd": {"uri": "etcd://...", "host_port": "127.0.0.1:P"},
 //    "redis_cluster1": {"uri": "redis-cluster://...", "seeds": "h:p,..."},
 //    "redis_cluster3": {...}}
 // (dlock takes the URIs; the peers and ceilings the rest), then waits until
@@ -88,7 +89,7 @@ int main() {
   // (and a client certificate, which its URI names).
   std::vector<Started> servers;
   for (const char* label :
-       {"redis", "zookeeper", "postgres_lease", "redis_tls"}) {
+       {"redis", "zookeeper", "postgres_lease", "redis_tls", "etcd"}) {
     servers.emplace_back(label);
   }
   // One after the other, on this thread: a server dies with the thread that
@@ -142,7 +143,9 @@ int main() {
                                    " dbname=postgres user=postgres"))
             << ", \"host_port\": " << Quoted(host_port(2)) << "}, "
             << "\"redis_tls\": {\"uri\": " << Quoted(uri(3))
-            << ", \"host_port\": " << Quoted(host_port(3)) << "}";
+            << ", \"host_port\": " << Quoted(host_port(3)) << "}, "
+            << "\"etcd\": {\"uri\": " << Quoted(uri(4))
+            << ", \"host_port\": " << Quoted(host_port(4)) << "}";
   for (size_t i = 0; i < clusters.size(); ++i) {
     const std::string seeds = clusters[i]->Seeds();
     std::cout << ", \"redis_cluster" << kClusterMasters[i] << "\": {\"uri\": "

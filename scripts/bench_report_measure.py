@@ -29,11 +29,13 @@ PEERS = {
     "redis": ["redis-semaphore", "node-redlock", "redis-py"],
     "zookeeper": ["kazoo", "tooz-zookeeper"],
     "postgres": ["tooz-postgresql"],
+    "etcd": ["python-etcd3", "tooz-etcd3gw", "node-etcd3"],
 }
 CEILINGS = {
     "redis": ["ceiling", "ceiling-pipelined"],
     "zookeeper": ["ceiling"],
     "postgres": ["ceiling"],
+    "etcd": ["ceiling"],
 }
 # dlock itself on another URI of the same backend, measured beside it in the
 # same rounds: "dlock-tls" is rediss:// to a redis-server that takes only TLS
@@ -47,7 +49,7 @@ VARIANT_SERVERS = {"dlock-tls": "redis_tls"}
 CLUSTER_MASTERS = [1, 3]
 CLUSTER_THREADS = 64
 CLUSTER_PEERS = ["redis-py-cluster", "ioredis-cluster-redlock"]
-NODE_PEERS = {"redis-semaphore", "node-redlock", "ioredis-cluster-redlock"}
+NODE_PEERS = {"redis-semaphore", "node-redlock", "ioredis-cluster-redlock", "node-etcd3"}
 # The commands each Redis contender sends itself in an uncontended pair (an
 # acquire and a release): INFO commandstats counts the commands scripts run
 # too, and a script's time includes theirs, so only these are summed.
@@ -140,13 +142,15 @@ class Tools:
         self.servers = os.path.join(build, "integration", "dlock_bench_servers")
         self.zk_bench = os.path.join(build, "tests", "benchmark", "dlock_zookeeper_bench")
         self.pg_bench = os.path.join(build, "tests", "benchmark", "dlock_postgres_bench")
+        self.etcd_bench = os.path.join(build, "tests", "benchmark", "dlock_etcd_bench")
         self.node_modules = os.path.join(build, "node_peer")
 
     def check(self):
         missing = []
         for path, target in [(self.dlock, "dlock_cli"), (self.servers, "dlock_bench_servers"),
                              (self.zk_bench, "dlock_zookeeper_bench"),
-                             (self.pg_bench, "dlock_postgres_bench")]:
+                             (self.pg_bench, "dlock_postgres_bench"),
+                             (self.etcd_bench, "dlock_etcd_bench")]:
             if not os.access(path, os.X_OK):
                 missing.append("%s (cmake --build %s --target %s)" % (path, self.build, target))
         if not missing:
@@ -158,12 +162,13 @@ class Tools:
         for tool in ["node", "redis-benchmark", "redis-cli"]:
             if not shutil.which(tool):
                 missing.append("%s (scripts/install-deps.sh)" % tool)
-        for package in ["redlock", "redis-semaphore", "ioredis"]:
+        for package in ["redlock", "redis-semaphore", "ioredis", "etcd3"]:
             if not os.path.isdir(os.path.join(self.node_modules, "node_modules", package)):
                 missing.append("the npm package %s in %s (scripts/install-deps.sh %s)" % (
                     package, self.node_modules, self.build))
         packages = {"redis": "python3-redis", "kazoo": "python3-kazoo", "tooz": "python3-tooz",
-                    "psycopg2": "python3-psycopg2", "matplotlib": "python3-matplotlib"}
+                    "psycopg2": "python3-psycopg2", "matplotlib": "python3-matplotlib",
+                    "etcd3": "python3-etcd3", "etcd3gw": "python3-etcd3gw"}
         # One interpreter tries every import and names those that fail.
         failed = subprocess.run(["/usr/bin/python3", "-c", IMPORTS] + list(packages),
                                 capture_output=True, text=True).stdout.split()
@@ -336,6 +341,9 @@ class Measurer:
         if backend == "zookeeper":
             cmd = [self.tools.zk_bench, "--ceiling", self.servers["zookeeper"]["host_port"]]
             what = "the ZooKeeper ceiling"
+        elif backend == "etcd":
+            cmd = [self.tools.etcd_bench, "--ceiling", self.servers["etcd"]["host_port"]]
+            what = "the etcd ceiling"
         else:
             # One connection per thread, at most dlock's pool (4, the URI's
             # default): more backends than that are slower on a small

@@ -125,7 +125,7 @@ TEST_F(EtcdClientTest, AKeptLeaseOutlivesItsTtlAndOneForgottenExpires) {
   const std::string key = TestKey();
   ASSERT_OK_AND_ASSIGN(auto lease, client_->LeaseGrant(absl::Seconds(1)));
   MustPut(*client_, key, "kept", lease.id());
-  const absl::Time kept_from = absl::Now();
+  const absl::Time kept_from = etcd::MonotonicNow();
   client_->leases().Keep(lease.id(), absl::Milliseconds(300), [] {});
   absl::SleepFor(absl::Milliseconds(2500));  // 2.5 TTLs
   EXPECT_EQ(Get(*client_, key), "kept");
@@ -144,13 +144,14 @@ TEST_F(EtcdClientTest, AKeptLeaseOutlivesItsTtlAndOneForgottenExpires) {
 
 TEST_F(EtcdClientTest, KeepAliveOnceRenewsAndSaysWhenTheLeaseIsGone) {
   ASSERT_OK_AND_ASSIGN(auto lease, client_->LeaseGrant(absl::Seconds(5)));
-  ASSERT_OK_AND_ASSIGN(absl::Duration ttl,
-                       client_->leases().KeepAliveOnce(
-                           lease.id(), absl::Now() + absl::Seconds(5)));
+  ASSERT_OK_AND_ASSIGN(
+      absl::Duration ttl,
+      client_->leases().KeepAliveOnce(lease.id(),
+                                      etcd::MonotonicNow() + absl::Seconds(5)));
   EXPECT_EQ(ttl, absl::Seconds(5));
   ASSERT_OK(client_->LeaseRevoke(lease.id()));
-  EXPECT_CODE(client_->leases().KeepAliveOnce(lease.id(),
-                                              absl::Now() + absl::Seconds(5)),
+  EXPECT_CODE(client_->leases().KeepAliveOnce(
+                  lease.id(), etcd::MonotonicNow() + absl::Seconds(5)),
               kNotFound);
 }
 
@@ -277,8 +278,8 @@ TEST_F(EtcdClientTest, AClientFindsARestartedMemberPromptly) {
   const absl::Time started = absl::Now();
   absl::StatusOr<etcdserverpb::RangeResponse> read;
   while (absl::Now() - started < absl::Seconds(20)) {
-    read = client_->Range(range,
-                          {.deadline = absl::Now() + absl::Milliseconds(500)});
+    read = client_->Range(
+        range, {.deadline = etcd::MonotonicNow() + absl::Milliseconds(500)});
     if (read.ok()) break;
   }
   ASSERT_OK(read);

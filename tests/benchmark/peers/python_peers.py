@@ -424,8 +424,8 @@ def slice_record(argv):
     with a message when the library is missing or the slice fails."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--library", required=True,
-                        choices=["redis-py", "redis-py-cluster", "kazoo", "tooz-zookeeper", "tooz-postgresql",
-                                 "python-etcd3", "tooz-etcd3gw"])
+                        choices=["redis-py", "redis-py-cluster", "kazoo", "tooz-zookeeper",
+                                 "tooz-postgresql", "python-etcd3", "tooz-etcd3gw"])
     parser.add_argument("--target", required=True)
     parser.add_argument("--scenario", required=True, choices=["uncontended", "contention"])
     parser.add_argument("--concurrency", type=int, required=True)
