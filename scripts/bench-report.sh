@@ -16,13 +16,13 @@ build=build/report
 scripts/install-deps.sh "$build"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 # Only what the report runs: dlock (its `bench` subcommand), the servers and
-# the two benchmarks whose --ceiling mode measures ZooKeeper's and
-# PostgreSQL's ceilings.
+# the three benchmarks whose --ceiling mode measures ZooKeeper's,
+# PostgreSQL's and etcd's ceilings.
 # Its output goes to a log in the build directory, whose tail is shown when
 # the build fails.
 log="$build/bench-report-build.log"
 if ! cmake --build "$build" -j"$(nproc)" --target dlock_cli dlock_bench_servers \
-    dlock_zookeeper_bench dlock_postgres_bench >"$log" 2>&1; then
+    dlock_zookeeper_bench dlock_postgres_bench dlock_etcd_bench >"$log" 2>&1; then
   echo "bench-report.sh: the build failed; the end of $log:" >&2
   tail -n 40 "$log" >&2
   exit 1
