@@ -47,6 +47,8 @@ expiry that nothing extends, as dlock's pairs ask for an explicit 10 s
 lease; python-etcd3's with ttl=10 and tooz's etcd3gw driver with
 lock_timeout=10, each a lease of its own per acquisition that nothing
 extends (tooz's coordinator heartbeat would; the peers do not run it);
+python-etcd3's acquire waits in rounds of acquire(timeout=1) instead of
+timeout=None, which can sleep forever after a release it did not see;
 kazoo and tooz's other drivers have no lease: a lock lives as long as the
 client's ZooKeeper session or PostgreSQL connection. Exits non-zero with a message on stderr
 when the library is missing or a call fails: the report treats that as a
@@ -210,8 +212,12 @@ def python_etcd3(target):
         lock = client.lock(name, ttl=LEASE_SECONDS)
 
         def acquire():
-            if not lock.acquire(timeout=None):
-                raise RuntimeError("a blocking etcd3 acquire returned False")
+            # Waits in rounds of a second, not forever: its wait watches the
+            # key from the revision it reads after its failed attempt, and a
+            # release in between leaves a waiter asleep for good (seen in
+            # contention slices that never ended).
+            while not lock.acquire(timeout=1):
+                pass
 
         return acquire, lock.release
 
