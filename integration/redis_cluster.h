@@ -121,6 +121,9 @@ class RedisCluster {
   // one's replica in sync (WAIT 1 answers 1), so that it can fail over
   // again and a client's wait_replicas=1 is met.
   absl::Status RejoinAsReplica();
+  // Starts the killed node on `killed` again and returns once it is the
+  // replica of the master on `promoted`, in sync (WAIT 1 answers 1).
+  absl::Status RejoinAsReplicaOf(int killed, int promoted);
   // Moves the slot with keys to another master: begun, `half_moved` of
   // clients meeting ASK, then finished.
   absl::Status MigrateSlotWithKeys(absl::Duration half_moved);

@@ -95,12 +95,16 @@ absl::Status RedisCluster::RejoinAsReplica() {
   }
   const Failover f = *failover_;
   failover_.reset();
-  if (absl::Status s = Restart(f.killed); !s.ok()) return s;
+  return RejoinAsReplicaOf(f.killed, f.promoted);
+}
+
+absl::Status RedisCluster::RejoinAsReplicaOf(int killed, int promoted) {
+  if (absl::Status s = Restart(killed); !s.ok()) return s;
   if (absl::Status s = WaitUntilSettled(); !s.ok()) return s;
-  return Settle(absl::StrCat("node ", f.killed, " replicating ", f.promoted),
+  return Settle(absl::StrCat("node ", killed, " replicating ", promoted),
                 [&]() -> std::string {
                   absl::StatusOr<RespReply> synced =
-                      Query(f.promoted, {"WAIT", "1", "200"});
+                      Query(promoted, {"WAIT", "1", "200"});
                   if (!synced.ok())
                     return std::string(synced.status().message());
                   return synced->text == "1" ? "" : "WAIT 1 answered 0";
