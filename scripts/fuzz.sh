@@ -10,8 +10,14 @@
 # tokens from tests/fuzz/<target without _fuzz>.dict when there is one.
 #
 #   scripts/fuzz.sh [SECONDS]
+#   scripts/fuzz.sh --build-only     build the targets, run none
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
 seconds="${1:-30}"
 build=build/fuzz
 scripts/install-deps.sh
@@ -19,6 +25,7 @@ scripts/install-deps.sh
 cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DDLOCK_FUZZ=ON >/dev/null
 cmake --build "$build" -j"$(nproc)" --target dlock_fuzz_targets
+[ "$build_only" -eq 1 ] && exit 0
 targets=("$build"/tests/fuzz/*_fuzz)
 if [ ! -x "${targets[0]}" ]; then
   echo "fuzz.sh: no fuzz target was built in $build/tests/fuzz" >&2
