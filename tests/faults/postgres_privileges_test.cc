@@ -42,7 +42,8 @@ class PostgresPrivilegesTest : public PostgresSuite {
 
   // What the table's owner (the superuser here) runs: creates the schema
   // and, with `grant_to`, grants that role what dlock needs.
-  void Setup(const std::string& table, const std::string& grant_to = "") {
+  void CreateSchema(const std::string& table,
+                    const std::string& grant_to = "") {
     absl::StatusOr<std::unique_ptr<LockClient>> admin = Connect(
         As("postgres", table, grant_to.empty() ? "" : "grant_to=" + grant_to));
     ASSERT_OK(admin);
@@ -79,7 +80,7 @@ class PostgresPrivilegesTest : public PostgresSuite {
 };
 
 TEST_F(PostgresPrivilegesTest, GrantedUserWorksWithoutCreatingAnything) {
-  ASSERT_NO_FATAL_FAILURE(Setup("granted_locks", "app"));
+  ASSERT_NO_FATAL_FAILURE(CreateSchema("granted_locks", "app"));
   Works(As("app", "granted_locks"));
 }
 
@@ -110,7 +111,7 @@ TEST_F(PostgresPrivilegesTest, UserThatMayNotCreateIsToldToRunSetup) {
 // (ALTER TABLE) it should not have tried; the real refusal was the read of
 // the schema version.
 TEST_F(PostgresPrivilegesTest, NoGrantNamesTheTableAndTheGrant) {
-  ASSERT_NO_FATAL_FAILURE(Setup("bare_locks"));
+  ASSERT_NO_FATAL_FAILURE(CreateSchema("bare_locks"));
   for (const std::string user : {"app", "creator"}) {
     SCOPED_TRACE(user);
     absl::StatusOr<std::unique_ptr<LockClient>> client =
@@ -130,7 +131,7 @@ TEST_F(PostgresPrivilegesTest, NoGrantNamesTheTableAndTheGrant) {
 }
 
 TEST_F(PostgresPrivilegesTest, MissingGrantOfAStatementIsNamed) {
-  ASSERT_NO_FATAL_FAILURE(Setup("partial_locks", "app"));
+  ASSERT_NO_FATAL_FAILURE(CreateSchema("partial_locks", "app"));
   ASSERT_OK(server_->Psql("REVOKE INSERT ON partial_locks FROM app;"));
   ASSERT_OK_AND_ASSIGN(auto client, Connect(As("app", "partial_locks")));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("refused"));
@@ -148,7 +149,7 @@ TEST_F(PostgresPrivilegesTest, MissingGrantOfAStatementIsNamed) {
 }
 
 TEST_F(PostgresPrivilegesTest, OlderSchemaWaitsForItsOwner) {
-  ASSERT_NO_FATAL_FAILURE(Setup("aging_locks", "app"));
+  ASSERT_NO_FATAL_FAILURE(CreateSchema("aging_locks", "app"));
   ASSERT_OK(server_->Psql("UPDATE aging_locks_meta SET version = 5;"));
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       Connect(As("app", "aging_locks"));
@@ -158,7 +159,7 @@ TEST_F(PostgresPrivilegesTest, OlderSchemaWaitsForItsOwner) {
   EXPECT_TRUE(absl::StrContains(message, "(SQLSTATE 42501)")) << message;
   EXPECT_TRUE(absl::StrContains(message, "only their owner may migrate them"))
       << message;
-  ASSERT_NO_FATAL_FAILURE(Setup("aging_locks"));
+  ASSERT_NO_FATAL_FAILURE(CreateSchema("aging_locks"));
   Works(As("app", "aging_locks"));
 }
 
