@@ -2,8 +2,8 @@
 // backends/etcd/etcd_spares.h), on a real etcd started by the test: a lease
 // length acquired again gets leases granted ahead, so that the next
 // acquisition's hold goes on a lease granted before it began (no grant on
-// its path); a client that acquires once grants one lease, its hold's; and
-// a closed client revokes its spares.
+// its path); a client that acquires once grants one lease, its hold's; a
+// closed client revokes its spares, and so does one that stopped acquiring.
 #include <cstdlib>
 #include <memory>
 #include <regex>
@@ -119,34 +119,52 @@ class EtcdSparesTest : public EtcdServerSuite<EtcdSparesTest> {
     return grants.value_or(-1);
   }
 
-  // Two acquire-release pairs of `options`, back to back.
-  static void TwoPairs(DistributedLock& lock, const AcquireOptions& options) {
-    for (int i = 0; i < 2; ++i) {
-      ASSERT_OK_AND_ASSIGN(Hold hold, lock.Acquire(options));
-      ASSERT_OK(hold.Release());
+  // A client of the test's namespace whose lock "job" was acquired and
+  // released twice, back to back, with 10 s leases: the spares its thread
+  // then granted ahead.
+  std::vector<int64_t> WarmUp() {
+    absl::StatusOr<std::unique_ptr<LockClient>> client =
+        Connect(server_->Uri(ns_));
+    if (!client.ok()) {
+      ADD_FAILURE() << client.status();
+      return {};
     }
+    client_ = *std::move(client);
+    absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
+        client_->GetLock("job");
+    if (!lock.ok()) {
+      ADD_FAILURE() << lock.status();
+      return {};
+    }
+    lock_ = *std::move(lock);
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<Hold> hold = lock_->Acquire(kTenSeconds);
+      if (!hold.ok() || !hold->Release().ok()) {
+        ADD_FAILURE() << "pair " << i << ": " << hold.status();
+        return {};
+      }
+    }
+    return AwaitSpares();
   }
 
+  static inline const AcquireOptions kTenSeconds{.lease = absl::Seconds(10)};
+  std::unique_ptr<LockClient> client_;
+  std::unique_ptr<DistributedLock> lock_;
   std::string ns_;
 };
 
-const AcquireOptions kTenSeconds{.lease = absl::Seconds(10)};
-
 TEST_F(EtcdSparesTest, ALeaseAcquiredAgainGoesOnALeaseGrantedAhead) {
-  ASSERT_OK_AND_ASSIGN(auto client, Connect(server_->Uri(ns_)));
-  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
-  TwoPairs(*lock, kTenSeconds);
-  const std::vector<int64_t> spares = AwaitSpares();
+  const std::vector<int64_t> spares = WarmUp();
   ASSERT_THAT(spares, Not(IsEmpty()));
 
-  ASSERT_OK_AND_ASSIGN(Hold hold, lock->Acquire(kTenSeconds));
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock_->Acquire(kTenSeconds));
   // Its lease was granted before it began: no grant on its path.
   EXPECT_THAT(spares, Contains(KeyLease("job")));
-  ASSERT_OK_AND_ASSIGN(LockInfo info, client->Admin().Inspect("job"));
+  ASSERT_OK_AND_ASSIGN(LockInfo info, client_->Admin().Inspect("job"));
   EXPECT_TRUE(info.locked);
   EXPECT_EQ(info.fencing_token, hold.fencing_token());
   EXPECT_OK(hold.Release());
-  ASSERT_OK(client->Close());
+  ASSERT_OK(client_->Close());
 }
 
 TEST_F(EtcdSparesTest, AClientThatAcquiresOnceGrantsOneLease) {
@@ -162,16 +180,30 @@ TEST_F(EtcdSparesTest, AClientThatAcquiresOnceGrantsOneLease) {
 }
 
 TEST_F(EtcdSparesTest, AClosedClientRevokesItsSpares) {
-  ASSERT_OK_AND_ASSIGN(auto client, Connect(server_->Uri(ns_)));
-  ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
-  TwoPairs(*lock, kTenSeconds);
-  const std::vector<int64_t> spares = AwaitSpares();
+  const std::vector<int64_t> spares = WarmUp();
   ASSERT_THAT(spares, Not(IsEmpty()));
-  ASSERT_OK(client->Close());
+  ASSERT_OK(client_->Close());
   // Revoked, not left to run out their 10s.
   for (int64_t spare : spares) EXPECT_TRUE(Gone(spare)) << spare;
   ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> left, Spares());
   EXPECT_THAT(left, IsEmpty());
+}
+
+// Spares of a length nobody acquires any more are revoked (after 5 s), not
+// kept alive for as long as the client lives.
+TEST_F(EtcdSparesTest, SparesOfALengthNoLongerAcquiredAreRevoked) {
+  const std::vector<int64_t> spares = WarmUp();
+  ASSERT_THAT(spares, Not(IsEmpty()));
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);  // a hang
+  while (!absl::c_all_of(spares, Gone) && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  for (int64_t spare : spares) EXPECT_TRUE(Gone(spare)) << spare;
+  // Acquired again, the hold gets a lease of its own, as at first.
+  ASSERT_OK_AND_ASSIGN(Hold hold, lock_->Acquire(kTenSeconds));
+  EXPECT_THAT(spares, Not(Contains(KeyLease("job"))));
+  EXPECT_OK(hold.Release());
+  ASSERT_OK(client_->Close());
 }
 
 }  // namespace
