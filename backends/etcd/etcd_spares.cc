@@ -19,7 +19,7 @@ int64_t SpareLeases::KeyOf(absl::Duration lease) {
 std::optional<LeaseState> SpareLeases::Take(absl::Duration lease,
                                             absl::Duration max_age) {
   absl::MutexLock lock(&mu_);
-  if (stopping_) return std::nullopt;
+  if (stopping_ || max_age < limits_.min_age) return std::nullopt;
   const MonoTime now = clock_.Now();
   Length& length = lengths_[KeyOf(lease)];
   length.lease = lease;

@@ -41,6 +41,9 @@ class SpareLeases {
     // A length acquired again within this of its previous acquisition is
     // in demand; spares of a length not acquired for this long are revoked.
     absl::Duration demand_window = absl::Seconds(5);
+    // Acquisitions that accept spares only younger than this get none: the
+    // thread would keep each alive more often than every half of it.
+    absl::Duration min_age = absl::Milliseconds(100);
   };
 
   SpareLeases(Client& client, const Clock& clock, Limits limits);
