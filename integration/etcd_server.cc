@@ -8,6 +8,7 @@
 #include <random>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -240,6 +241,31 @@ absl::StatusOr<int> EtcdServer::Leader() const {
     }
   }
   return absl::UnavailableError("no etcd member says it leads");
+}
+
+absl::StatusOr<int64_t> EtcdServer::CallsHandled(
+    const std::string& method) const {
+  const std::string series = "grpc_server_handled_total{";
+  const std::string label = absl::StrCat("grpc_method=\"", method, "\"");
+  double calls = 0;
+  for (int i = 0; i < size(); ++i) {
+    if (!members_[i]->process.Running()) continue;
+    absl::StatusOr<std::string> metrics = Metrics(i, "/metrics");
+    if (!metrics.ok()) return metrics.status();
+    // One line per code: `series{...grpc_method="M"...} 12`.
+    for (absl::string_view line : absl::StrSplit(*metrics, '\n')) {
+      if (!absl::StartsWith(line, series) || !absl::StrContains(line, label)) {
+        continue;
+      }
+      double value = 0;
+      if (!absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) {
+        return absl::InternalError(absl::StrCat(
+            "etcd member ", i, " has an unreadable metric: ", line));
+      }
+      calls += value;
+    }
+  }
+  return static_cast<int64_t>(calls);
 }
 
 absl::Status EtcdServer::WaitForLeader(absl::Duration timeout) const {

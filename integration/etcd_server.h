@@ -91,6 +91,9 @@ class EtcdServer {
   absl::StatusOr<int> Leader() const;
   // Waits until some member leads and every running member has a leader.
   absl::Status WaitForLeader(absl::Duration timeout) const;
+  // How many calls of the gRPC method `method` ("LeaseGrant") the running
+  // members have answered, by their metrics (grpc_server_handled_total).
+  absl::StatusOr<int64_t> CallsHandled(const std::string& method) const;
 
   // `etcdctl` against the running members, as root when auth is on (the
   // password goes in the environment, not argv), with `input` on its

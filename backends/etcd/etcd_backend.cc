@@ -62,6 +62,7 @@ EtcdBackend::EtcdBackend(BackendSettings settings,
       hub_(clock_),
       liveness_(*client_, hub_, clock_, settings_.liveness_id,
                 settings_.liveness_ttl, settings_.fallback_poll),
+      spares_(*client_, clock_, SpareLeases::Limits{}),
       write_id_prefix_(RandomHex()) {}
 
 EtcdBackend::~EtcdBackend() { Shutdown(); }
@@ -77,6 +78,7 @@ void EtcdBackend::Shutdown() {
   if (watch_ != nullptr) watch_->Cancel();
   watch_.reset();
   liveness_.Shutdown();
+  spares_.Shutdown();
 }
 
 BackendTraits EtcdBackend::Traits() const {
@@ -124,7 +126,14 @@ absl::StatusOr<Grant> EtcdBackend::Acquire(const AcquireCall& call) {
   absl::StatusOr<Grant> grant =
       AcquireWithWakeups(call, hub_, settings_.fallback_poll,
                          [&] { return TryOnce(call, key, a); });
-  if (a.spare.has_value()) RevokeQuietly(a.spare->id);
+  if (a.spare.has_value()) {
+    // Never on a key: another acquisition may use it (etcd_spares.h).
+    if (a.spare_maybe_used) {
+      RevokeQuietly(a.spare->id);
+    } else {
+      spares_.Return(call.lease, *a.spare);
+    }
+  }
   if (!grant.ok()) return grant.status();
   // The core counts the hold's lease and this client's liveness from
   // Grant::sent: the attempt's sending, if both were kept alive since (a
@@ -173,6 +182,11 @@ absl::Status EtcdBackend::ReadySpare(absl::Duration lease, Acquiring& a) {
     }
     if (!absl::IsNotFound(kept.status())) return kept.status();
     a.spare.reset();
+  } else {
+    // A spare granted ahead: its confirmation is recent enough that the
+    // core counts the hold from it without a keepalive (HoldCountsFrom).
+    a.spare = spares_.Take(lease, Slack(lease));
+    if (a.spare.has_value()) return absl::OkStatus();
   }
   absl::StatusOr<LeaseState> granted = GrantLease(lease);
   if (!granted.ok()) return granted.status();
@@ -208,7 +222,10 @@ absl::StatusOr<Attempt> EtcdBackend::TryOnce(const AcquireCall& call,
     absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(
         CreateIfAbsent(key, Encode(FreshHold(call, a.live)), a.spare->id),
         {.idempotent = true});
-    if (!response.ok()) return response.status();
+    if (!response.ok()) {
+      a.spare_maybe_used = true;
+      return response.status();
+    }
     const mvccpb::KeyValue* kv = ReadKey(*response);
     if (response->succeeded() ||
         (kv != nullptr && kv->lease() == a.spare->id)) {

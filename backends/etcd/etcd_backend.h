@@ -41,6 +41,7 @@
 #include "etcd_hold.h"
 #include "etcd_layout.h"
 #include "etcd_liveness.h"
+#include "etcd_spares.h"
 
 namespace dlock::etcd {
 
@@ -88,6 +89,8 @@ class EtcdBackend : public Backend {
   // One acquisition's state across its attempts.
   struct Acquiring {
     std::optional<LeaseState> spare;  // granted, not yet on the key
+    // A create naming the spare went unanswered: it may carry the key.
+    bool spare_maybe_used = false;
     std::shared_ptr<EtcdHold> record;
     MonoTime sent = MonoTime::InfiniteFuture();  // of the winning lease
     KeptSeen kept;
@@ -194,6 +197,7 @@ class EtcdBackend : public Backend {
   WakeupHub hub_;
   std::unique_ptr<Watch> watch_;
   ClientLiveness liveness_;
+  SpareLeases spares_;
   const std::string write_id_prefix_;
   std::atomic<uint64_t> writes_{0};
 };

@@ -17,10 +17,13 @@ absl::StatusOr<std::optional<mvccpb::KeyValue>> EtcdBackend::Get(
   return response->kvs(0);
 }
 
+absl::Duration GrantTtl(absl::Duration lease) {
+  return absl::Ceil(absl::Milliseconds(LeaseMillis(lease)), absl::Seconds(1));
+}
+
 absl::StatusOr<LeaseState> GrantLease(Client& client, const Clock& clock,
                                       absl::Duration lease) {
-  const absl::Duration ttl =
-      absl::Ceil(absl::Milliseconds(LeaseMillis(lease)), absl::Seconds(1));
+  const absl::Duration ttl = GrantTtl(lease);
   const MonoTime sent = clock.Now();
   absl::StatusOr<etcdserverpb::LeaseGrantResponse> granted =
       client.LeaseGrant(ttl);

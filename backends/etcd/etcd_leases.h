@@ -14,8 +14,10 @@
 
 namespace dlock::etcd {
 
-// A lease of at least `lease`: etcd counts whole seconds, so rounded up (the
-// safe side, rules.h), and etcd may raise it to its minimum.
+// The TTL a grant for `lease` asks: etcd counts whole seconds, so rounded up
+// (the safe side, rules.h).
+absl::Duration GrantTtl(absl::Duration lease);
+// A lease of GrantTtl(lease); etcd may raise it to its minimum.
 absl::StatusOr<LeaseState> GrantLease(Client& client, const Clock& clock,
                                       absl::Duration lease);
 // A keepalive of `lease`, answered by `deadline`. NotFound when etcd no

@@ -1,0 +1,186 @@
+// A client's spare leases: demand, the pool's thread, and its shutdown.
+#include "etcd_spares.h"
+
+#include <algorithm>
+
+#include "etcd_leases.h"
+
+namespace dlock::etcd {
+
+SpareLeases::SpareLeases(Client& client, const Clock& clock, Limits limits)
+    : client_(client), clock_(clock), limits_(limits), wake_(clock) {}
+
+SpareLeases::~SpareLeases() { Shutdown(); }
+
+int64_t SpareLeases::KeyOf(absl::Duration lease) {
+  return absl::ToInt64Seconds(GrantTtl(lease));
+}
+
+std::optional<LeaseState> SpareLeases::Take(absl::Duration lease,
+                                            absl::Duration max_age) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_ || max_age < limits_.min_age) return std::nullopt;
+  const MonoTime now = clock_.Now();
+  Length& length = lengths_[KeyOf(lease)];
+  length.lease = lease;
+  length.max_age = max_age;
+  const bool again = now - length.last_asked < limits_.demand_window;
+  if (!again) length.wanted = 0;
+  length.last_asked = now;
+  if (!length.ready.empty() && Confirmed(length.ready.back()) + max_age > now) {
+    const LeaseState spare = length.ready.back();
+    length.ready.pop_back();
+    wake_.Signal();  // to replace it
+    return spare;
+  }
+  if (again) {
+    // Acquired repeatedly, and no spare was ready: one more is wanted.
+    length.wanted = std::min(length.wanted + 1, limits_.per_length);
+    StartThread();
+    wake_.Signal();
+  }
+  return std::nullopt;
+}
+
+void SpareLeases::Return(absl::Duration lease, const LeaseState& spare) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = lengths_.find(KeyOf(lease));
+    if (it != lengths_.end() && Keep(it->second, spare, clock_.Now())) return;
+  }
+  (void)client_.LeaseRevoke(spare.id);  // else it expires by itself
+}
+
+bool SpareLeases::Keep(Length& length, const LeaseState& spare, MonoTime now) {
+  const bool wanted =
+      !stopping_ && now - length.last_asked < limits_.demand_window &&
+      static_cast<int>(length.ready.size()) + length.busy <
+          limits_.per_length &&
+      Pooled() < limits_.total && Confirmed(spare) + length.max_age > now;
+  if (!wanted) return false;
+  auto later = std::upper_bound(length.ready.begin(), length.ready.end(), spare,
+                                [](const LeaseState& a, const LeaseState& b) {
+                                  return Confirmed(a) < Confirmed(b);
+                                });
+  length.ready.insert(later, spare);
+  return true;
+}
+
+int SpareLeases::Pooled() const {
+  int pooled = 0;
+  for (const auto& [key, length] : lengths_) {
+    pooled += static_cast<int>(length.ready.size()) + length.busy;
+  }
+  return pooled;
+}
+
+void SpareLeases::StartThread() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+}
+
+void SpareLeases::Run() {
+  while (std::optional<Job> job = NextJob()) Do(*job);
+}
+
+std::optional<SpareLeases::Job> SpareLeases::NextJob() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    MonoTime next = MonoTime::InfiniteFuture();
+    if (std::optional<Job> job = DueJob(clock_.Now(), next)) return job;
+    wake_.WaitUntil(&mu_, next);
+  }
+  return std::nullopt;
+}
+
+std::optional<SpareLeases::Job> SpareLeases::DueJob(MonoTime now,
+                                                    MonoTime& next) {
+  for (auto it = lengths_.begin(); it != lengths_.end();) {
+    const int64_t key = it->first;
+    Length& length = it->second;
+    if (now - length.last_asked >= limits_.demand_window) {
+      // No longer acquired: its spares go.
+      length.wanted = 0;
+      if (!length.ready.empty()) {
+        Job job{Job::Kind::kRevoke, key, length.lease, length.ready.front()};
+        length.ready.erase(length.ready.begin());
+        return job;
+      }
+      it = length.busy == 0 ? lengths_.erase(it) : std::next(it);
+      continue;
+    }
+    next = std::min(next, length.last_asked + limits_.demand_window);
+    if (!length.ready.empty()) {
+      // Kept alive at half the age acquisitions accept, so that one finds
+      // it fresh.
+      const MonoTime due = Confirmed(length.ready.front()) + length.max_age / 2;
+      if (due <= now) {
+        Job job{Job::Kind::kRefresh, key, length.lease, length.ready.front()};
+        length.ready.erase(length.ready.begin());
+        ++length.busy;
+        return job;
+      }
+      next = std::min(next, due);
+    }
+    if (static_cast<int>(length.ready.size()) + length.busy < length.wanted &&
+        Pooled() < limits_.total) {
+      ++length.busy;
+      return Job{Job::Kind::kGrant, key, length.lease, LeaseState{}};
+    }
+    ++it;
+  }
+  return std::nullopt;
+}
+
+void SpareLeases::Do(const Job& job) {
+  if (job.kind == Job::Kind::kRevoke) {
+    (void)client_.LeaseRevoke(job.spare.id);  // else it expires by itself
+    return;
+  }
+  const bool grant = job.kind == Job::Kind::kGrant;
+  const absl::StatusOr<LeaseState> spare =
+      grant ? GrantLease(client_, clock_, job.lease)
+            : KeepLeaseAlive(client_, clock_, job.spare.id,
+                             MonotonicNow() + client_.options().call_timeout);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = lengths_.find(job.length_key);
+    if (it != lengths_.end()) {
+      --it->second.busy;
+      // A failed grant leaves no spare, and wants none until acquisitions
+      // find none again.
+      if (grant && !spare.ok()) it->second.wanted = 0;
+      if (spare.ok() && Keep(it->second, *spare, clock_.Now())) return;
+    }
+  }
+  if (spare.ok()) {
+    (void)client_.LeaseRevoke(spare->id);
+  } else if (!grant && !absl::IsNotFound(spare.status())) {
+    (void)client_.LeaseRevoke(job.spare.id);  // not known to be fresh
+  }
+}
+
+void SpareLeases::Shutdown() {
+  std::thread thread;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    thread = std::move(thread_);
+  }
+  wake_.Signal();
+  if (thread.joinable()) thread.join();
+  std::vector<int64_t> spares;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, length] : lengths_) {
+      for (const LeaseState& spare : length.ready) spares.push_back(spare.id);
+    }
+    lengths_.clear();
+  }
+  // One deadline for all: a cluster that is down does not stall the close
+  // once per spare.
+  const CallOptions call{.deadline =
+                             MonotonicNow() + client_.options().call_timeout};
+  for (int64_t spare : spares) (void)client_.LeaseRevoke(spare, call);
+}
+
+}  // namespace dlock::etcd
