@@ -45,6 +45,7 @@ TestBackend Entry(const std::string& label, SharedServer<EtcdServer>& shared,
       .terminate_sessions = nullptr,
       // Holds live on leases of their own, not on a session.
       .short_session_param = "",
+      .keep_seen_late = absl::Milliseconds(1500),
       .conformance_deviations = {},
   };
 }

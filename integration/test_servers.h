@@ -87,6 +87,12 @@ struct TestBackend {
   // for PostgreSQL session mode); empty where holds do not live on a
   // session.
   std::string short_session_param;
+  // How long after its end a lock kept after release may still look kept to
+  // a client that first reads it after the end: etcd ends a keep when it
+  // expires the keep's lease, whose TTL is whole seconds rounded up and which
+  // it checks every 500 ms (docs/etcd.md); zero where a keep ends on the
+  // server's clock to the millisecond.
+  absl::Duration keep_seen_late = absl::ZeroDuration();
 
   // Conformance cases (names without the suite prefix) that are documented
   // deviations of this configuration, listed in docs/backends.md.

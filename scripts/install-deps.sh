@@ -10,7 +10,7 @@ build_dir="${1:+$(realpath -m "$1")}"
 cd "$(dirname "$0")/.."
 
 packages=(
-  build-essential cmake pkg-config clang clang-format python3
+  build-essential cmake pkg-config clang lld clang-format python3
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev libssl-dev openssl redis-server redis-tools
   libzookeeper-mt-dev zookeeper python3-kazoo

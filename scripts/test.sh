@@ -45,7 +45,7 @@ adapters=ON
 # Debug info only where a sanitizer's report needs it: it slows the build.
 # A report needs file and line, which line tables (-g1) give; -O1 is what
 # AddressSanitizer's documentation advises, and builds the library in a third
-# of -O2's time (tests build at -Og either way).
+# of -O2's time (tests build at -O0 either way).
 build_type=Release
 flags=()
 if [ -n "$sanitizer" ]; then

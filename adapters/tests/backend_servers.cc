@@ -22,7 +22,8 @@ std::vector<ServerBackend> ServerBackends() {
          .short_liveness_uri =
              [entry, short_liveness](const std::string& ns) {
                return UriForTest(entry, ns, short_liveness);
-             }});
+             },
+         .keep_seen_late = entry.keep_seen_late});
   }
   return backends;
 }

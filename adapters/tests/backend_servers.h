@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace dlock::test {
@@ -24,6 +25,9 @@ struct ServerBackend {
   // live on a session, a 2 s session timeout (ZooKeeper) or grace
   // (PostgreSQL session mode).
   std::function<std::string(const std::string& ns)> short_liveness_uri;
+  // TestBackend::keep_seen_late: how much later than its end a fresh client
+  // may still find a kept lock kept.
+  absl::Duration keep_seen_late;
 };
 
 inline std::ostream& operator<<(std::ostream& os, const ServerBackend& b) {

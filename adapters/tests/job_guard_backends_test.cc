@@ -72,8 +72,10 @@ TEST_P(JobGuardProcessTest, AnEarlyFinishDoesNotLetTheSlotRunTwice) {
       << "too slow to be a test (or the first process waited out its keep)";
   EXPECT_EQ(Runs(), 1);
   // And after lock_at_least_for, the job is free to run (no wait for
-  // lock_at_most_for, 30s).
-  absl::SleepFor(start + absl::Milliseconds(3300) - absl::Now());
+  // lock_at_most_for, 30s), once the backend shows the keep ended to a
+  // process that reads it for the first time.
+  absl::SleepFor(start + absl::Milliseconds(3300) + GetParam().keep_seen_late -
+                 absl::Now());
   std::unique_ptr<test::Process> next = Node("early", "3s", "10ms");
   EXPECT_EQ(next->Wait(), 0) << next->err();
   EXPECT_EQ(Runs(), 2);
