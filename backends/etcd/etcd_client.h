@@ -63,9 +63,9 @@ class Endpoints;
 class LeaseKeeper;
 struct CallSpec;
 
-// The client's deadlines and schedules are points on the monotonic clock
-// (carried as absl::Time), so that a step of the wall clock neither expires
-// them at once nor delays them an hour.
+// The client's deadlines and schedules are points on the core's clock
+// (Clock::Real(), dlock/clock.h), carried as absl::Time, so that a step of
+// the wall clock neither expires them at once nor delays them an hour.
 absl::Time MonotonicNow();
 
 struct CallOptions {

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dlock/clock.h"
 #include "etcd_client.h"
 #include "etcd_status.h"
 
@@ -92,8 +93,7 @@ grpc::ChannelArguments ChannelArgs(const ClientOptions& options) {
 }  // namespace
 
 absl::Time MonotonicNow() {
-  return absl::UnixEpoch() +
-         absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+  return absl::UnixEpoch() + Clock::Real().Now().since_origin();
 }
 
 std::chrono::system_clock::time_point GrpcDeadline(absl::Time deadline) {
