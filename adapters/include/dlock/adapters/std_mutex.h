@@ -8,16 +8,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
-#include <unordered_map>
-#include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dlock/adapters/errors.h"
+#include "dlock/adapters/hold_stacks.h"
 #include "dlock/client.h"
 #include "dlock/hold.h"
 #include "dlock/lock.h"
@@ -115,20 +111,12 @@ class DistributedMutex {
 
   bool TryLockFor(absl::Duration wait);
   AcquireOptions MakeAcquireOptions(absl::Duration wait) const;
-  // The stack of the caller's owner, or null when it has none.
-  std::vector<Hold>* StackOfCaller() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  const std::vector<Hold>* StackOfCaller() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Push(Hold hold);
 
   const std::unique_ptr<DistributedLock> lock_;
   const MutexOptions options_;
-  mutable absl::Mutex mu_;
   // The holds of each owner, innermost last: per thread for the default
   // owner, or the one stack of options_.owner_token.
-  std::unordered_map<std::thread::id, std::vector<Hold>> by_thread_
-      ABSL_GUARDED_BY(mu_);
-  std::vector<Hold> by_token_ ABSL_GUARDED_BY(mu_);
+  internal::HoldStacks holds_;
 };
 
 }  // namespace dlock

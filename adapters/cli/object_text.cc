@@ -1,0 +1,155 @@
+#include "object_text.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "lock_table.h"
+#include "nlohmann/json.hpp"
+
+namespace dlock::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+int64_t PermitsHeld(const ObjectInfo& info) {
+  int64_t used = 0;
+  for (const HolderInfo& h : info.holders) {
+    used += static_cast<int64_t>(h.slots.size());
+  }
+  return used;
+}
+
+bool HasReaders(const ObjectInfo& info) {
+  return !info.holders.empty() && info.holders.front().shared;
+}
+
+std::string SinceText(absl::Time t) {
+  if (t == absl::InfinitePast()) return "";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
+}
+
+std::string LiveText(const std::optional<bool>& live) {
+  if (!live.has_value()) return "";
+  return *live ? ", live" : ", NOT live";
+}
+
+}  // namespace
+
+std::string KindColumn(const ObjectInfo& info) {
+  switch (info.kind) {
+    case ObjectKind::kLock:
+      return HasReaders(info) ? "read" : "lock";
+    case ObjectKind::kSemaphore:
+      return "sem";
+    case ObjectKind::kElection:
+      return "elect";
+  }
+  return "?";
+}
+
+absl::StatusOr<ObjectKind> ParseKind(absl::string_view text) {
+  const std::string kind = absl::AsciiStrToLower(text);
+  if (kind == "lock" || kind == "read" || kind == "rw")
+    return ObjectKind::kLock;
+  if (kind == "semaphore" || kind == "sem") return ObjectKind::kSemaphore;
+  if (kind == "election" || kind == "elect") return ObjectKind::kElection;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--kind: '", text, "' is not a kind; use lock, semaphore or election"));
+}
+
+std::string HoldersSummary(const ObjectInfo& info) {
+  std::string out;
+  switch (info.kind) {
+    case ObjectKind::kLock:
+      if (info.holders.empty()) {
+        out = info.kept_after_release ? "kept after release" : "free";
+      } else if (HasReaders(info)) {
+        out = absl::StrCat(info.holders.size(),
+                           info.holders.size() == 1 ? " reader" : " readers");
+      } else {
+        out = "writer";
+      }
+      if (info.waiter.has_value()) absl::StrAppend(&out, ", writer waiting");
+      return out;
+    case ObjectKind::kSemaphore:
+      out = absl::StrCat(PermitsHeld(info), "/", info.limit, " permits");
+      if (info.waiter.has_value()) {
+        absl::StrAppend(&out, ", ", info.waiter->permits, " waiting");
+      }
+      return out;
+    case ObjectKind::kElection:
+      if (info.holders.empty()) return "no leader";
+      return absl::StrCat("term ", info.holders.front().fencing_token);
+  }
+  return out;
+}
+
+std::string HolderLine(const HolderInfo& holder) {
+  return absl::StrCat(holder.owner, " (fencing token ", holder.fencing_token,
+                      ")");
+}
+
+std::string ObjectStatusText(const ObjectInfo& info) {
+  const char* kind = info.kind == ObjectKind::kSemaphore  ? "semaphore"
+                     : info.kind == ObjectKind::kElection ? "election"
+                                                          : "lock";
+  std::string out =
+      absl::StrCat(info.name, " (", kind, "): ", HoldersSummary(info), "\n");
+  for (const HolderInfo& h : info.holders) {
+    const char* role = info.kind == ObjectKind::kElection ? "leader"
+                       : info.kind == ObjectKind::kSemaphore
+                           ? "holder"
+                           : (h.shared ? "reader" : "writer");
+    absl::StrAppend(&out, "  ", role, ": ", HolderLine(h));
+    if (!h.slots.empty()) {
+      absl::StrAppend(&out, " slots ", absl::StrJoin(h.slots, ","));
+    }
+    absl::StrAppend(&out, ", lease left ", ShortDuration(h.remaining_lease),
+                    LiveText(h.holder_live), "\n");
+  }
+  if (info.kind == ObjectKind::kElection && !info.holders.empty()) {
+    absl::StrAppend(&out, "  value: ", info.value, "\n");
+  }
+  if (info.waiter.has_value()) {
+    absl::StrAppend(
+        &out, "  waiting: ", info.waiter->owner,
+        info.kind == ObjectKind::kSemaphore
+            ? absl::StrCat(" for ", info.waiter->permits, " permits")
+            : std::string(" (writer)"),
+        "\n");
+  }
+  return out;
+}
+
+Json ObjectJson(const ObjectInfo& info) {
+  Json out = {{"kind", std::string(ObjectKindName(info.kind))},
+              {"name", info.name},
+              {"limit", info.limit}};
+  Json& holders = out["holders"] = Json::array();
+  for (const HolderInfo& h : info.holders) {
+    holders.push_back(
+        {{"owner", h.owner},
+         {"shared", h.shared},
+         {"hold_count", h.hold_count},
+         {"fencing_token", h.fencing_token},
+         {"slots", h.slots},
+         {"lease_left_ms", absl::ToInt64Milliseconds(h.remaining_lease)},
+         {"since", SinceText(h.since)},
+         {"holder_live",
+          h.holder_live.has_value() ? Json(*h.holder_live) : Json(nullptr)}});
+  }
+  out["waiter"] = info.waiter.has_value()
+                      ? Json{{"owner", info.waiter->owner},
+                             {"permits", info.waiter->permits},
+                             {"handed_over", info.waiter->handed_over}}
+                      : Json(nullptr);
+  if (info.kind == ObjectKind::kElection) out["value"] = info.value;
+  out["kept_after_release"] = info.kept_after_release;
+  return out;
+}
+
+}  // namespace dlock::cli

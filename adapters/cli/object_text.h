@@ -1,0 +1,39 @@
+// Copyright dlock authors. The objects beyond the mutex (a lock's readers,
+// a semaphore's permits, an election's leader) in the CLI's words: the
+// HOLDERS summary of `list`, the lines of `status`, the JSON of both.
+#ifndef DLOCK_ADAPTERS_CLI_OBJECT_TEXT_H_
+#define DLOCK_ADAPTERS_CLI_OBJECT_TEXT_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "dlock/object_info.h"
+#include "nlohmann/json_fwd.hpp"
+
+namespace dlock::cli {
+
+// The KIND column: "lock" (a writer), "read" (readers), "sem", "elect".
+std::string KindColumn(const ObjectInfo& info);
+
+// The kind a --kind flag names: lock (or read, rw), semaphore (sem),
+// election (elect). InvalidArgument naming the flag otherwise.
+absl::StatusOr<ObjectKind> ParseKind(absl::string_view text);
+
+// The HOLDERS column: "writer", "3 readers, writer waiting", "3/4
+// permits", "term 12", "free".
+std::string HoldersSummary(const ObjectInfo& info);
+
+// One holder for people: "t:dlock-run:host:41:9f (fencing token 7)".
+std::string HolderLine(const HolderInfo& holder);
+
+// `status` of one object: a heading and a line per holder.
+std::string ObjectStatusText(const ObjectInfo& info);
+
+// The ObjectInfo fields as `list --json` and `status --json` print them.
+nlohmann::ordered_json ObjectJson(const ObjectInfo& info);
+
+}  // namespace dlock::cli
+
+#endif  // DLOCK_ADAPTERS_CLI_OBJECT_TEXT_H_
