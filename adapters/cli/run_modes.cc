@@ -55,20 +55,31 @@ std::string ObjectBusy(const absl::StatusOr<ObjectInfo>& info) {
   return absl::StrCat("busy: ", HoldersSummary(*info));
 }
 
+// A target whose grant is one Hold: a writer's or a reader's.
+RunTarget HoldTarget(
+    const std::string& name,
+    std::function<absl::StatusOr<Hold>(const AcquireOptions&)> take,
+    std::function<std::string()> busy) {
+  return RunTarget{
+      .acquire = [name, take = std::move(take)](
+                     const AcquireOptions& options) -> absl::StatusOr<Held> {
+        absl::StatusOr<Hold> hold = take(options);
+        if (!hold.ok()) return hold.status();
+        const uint64_t token = hold->fencing_token();
+        return HeldOf(*std::move(hold), LockEnv(name, token));
+      },
+      .busy = std::move(busy)};
+}
+
 absl::StatusOr<RunTarget> LockTarget(LockClient& client,
                                      const std::string& name) {
   absl::StatusOr<std::unique_ptr<DistributedLock>> got = client.GetLock(name);
   if (!got.ok()) return got.status();
   std::shared_ptr<DistributedLock> lock = *std::move(got);
-  return RunTarget{
-      .acquire = [lock,
-                  name](const AcquireOptions& options) -> absl::StatusOr<Held> {
-        absl::StatusOr<Hold> hold = lock->Acquire(options);
-        if (!hold.ok()) return hold.status();
-        const uint64_t token = hold->fencing_token();
-        return HeldOf(*std::move(hold), LockEnv(name, token));
-      },
-      .busy = [&client, name] { return LockBusy(client, name); }};
+  return HoldTarget(
+      name,
+      [lock](const AcquireOptions& options) { return lock->Acquire(options); },
+      [&client, name] { return LockBusy(client, name); });
 }
 
 absl::StatusOr<RunTarget> ReadTarget(LockClient& client,
@@ -77,15 +88,10 @@ absl::StatusOr<RunTarget> ReadTarget(LockClient& client,
       client.GetReadWriteLock(name);
   if (!got.ok()) return got.status();
   std::shared_ptr<ReadWriteLock> rw = *std::move(got);
-  return RunTarget{
-      .acquire = [rw,
-                  name](const AcquireOptions& options) -> absl::StatusOr<Held> {
-        absl::StatusOr<Hold> hold = rw->AcquireRead(options);
-        if (!hold.ok()) return hold.status();
-        const uint64_t token = hold->fencing_token();
-        return HeldOf(*std::move(hold), LockEnv(name, token));
-      },
-      .busy = [rw] { return ObjectBusy(rw->Inspect()); }};
+  return HoldTarget(
+      name,
+      [rw](const AcquireOptions& options) { return rw->AcquireRead(options); },
+      [rw] { return ObjectBusy(rw->Inspect()); });
 }
 
 absl::StatusOr<RunTarget> PermitTarget(LockClient& client,

@@ -1,9 +1,10 @@
 // Copyright dlock authors. What the std-style mutexes (std_mutex.h,
-// std_shared_mutex.h) keep of each lock() they made: the Holds of each
-// owner, innermost last. Not for use on its own.
+// std_shared_mutex.h) share: the Holds of each owner, innermost last, and
+// the conversion of a std::chrono wait. Not for use on its own.
 #ifndef DLOCK_ADAPTERS_HOLD_STACKS_H_
 #define DLOCK_ADAPTERS_HOLD_STACKS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -14,10 +15,22 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "dlock/hold.h"
 #include "dlock/lock.h"
 
 namespace dlock::internal {
+
+// A std::chrono wait as an absl one: negative is zero, and a huge one
+// (duration::max() means "forever") saturates instead of overflowing.
+template <class Rep, class Period>
+absl::Duration ToAbsl(const std::chrono::duration<Rep, Period>& d) {
+  using Nanos = std::chrono::duration<double, std::nano>;
+  const double nanos = std::chrono::duration_cast<Nanos>(d).count();
+  if (nanos <= 0) return absl::ZeroDuration();
+  if (nanos >= 9e18) return absl::InfiniteDuration();
+  return absl::Nanoseconds(static_cast<int64_t>(nanos));
+}
 
 // Per thread for the default owner (a std mutex is per thread), or one
 // stack that every thread shares when the mutex acts for an owner token.

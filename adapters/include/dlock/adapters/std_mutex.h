@@ -84,11 +84,11 @@ class DistributedMutex {
 
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return TryLockFor(ToAbsl(timeout));
+    return TryLockFor(internal::ToAbsl(timeout));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& when) {
-    return TryLockFor(ToAbsl(when - Clock::now()));
+    return TryLockFor(internal::ToAbsl(when - Clock::now()));
   }
 
   // The fencing token of the current (innermost) hold of this owner (C8):
@@ -99,16 +99,6 @@ class DistributedMutex {
   LockState state() const;
 
  private:
-  template <class Rep, class Period>
-  static absl::Duration ToAbsl(const std::chrono::duration<Rep, Period>& d) {
-    using Nanos = std::chrono::duration<double, std::nano>;
-    const double nanos = std::chrono::duration_cast<Nanos>(d).count();
-    if (nanos <= 0) return absl::ZeroDuration();
-    // Saturate instead of overflowing (duration::max() means "forever").
-    if (nanos >= 9e18) return absl::InfiniteDuration();
-    return absl::Nanoseconds(static_cast<int64_t>(nanos));
-  }
-
   bool TryLockFor(absl::Duration wait);
   AcquireOptions MakeAcquireOptions(absl::Duration wait) const;
 

@@ -54,11 +54,11 @@ class DistributedSharedMutex {
   void unlock() noexcept;
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return TryLockFor(/*shared=*/false, ToAbsl(timeout));
+    return TryLockFor(/*shared=*/false, internal::ToAbsl(timeout));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& when) {
-    return TryLockFor(/*shared=*/false, ToAbsl(when - Clock::now()));
+    return TryLockFor(/*shared=*/false, internal::ToAbsl(when - Clock::now()));
   }
 
   void lock_shared();
@@ -66,12 +66,12 @@ class DistributedSharedMutex {
   void unlock_shared() noexcept;
   template <class Rep, class Period>
   bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return TryLockFor(/*shared=*/true, ToAbsl(timeout));
+    return TryLockFor(/*shared=*/true, internal::ToAbsl(timeout));
   }
   template <class Clock, class Duration>
   bool try_lock_shared_until(
       const std::chrono::time_point<Clock, Duration>& when) {
-    return TryLockFor(/*shared=*/true, ToAbsl(when - Clock::now()));
+    return TryLockFor(/*shared=*/true, internal::ToAbsl(when - Clock::now()));
   }
 
   // The fencing token of this owner's innermost write hold, or read hold
@@ -84,15 +84,6 @@ class DistributedSharedMutex {
   LockState shared_state() const;
 
  private:
-  template <class Rep, class Period>
-  static absl::Duration ToAbsl(const std::chrono::duration<Rep, Period>& d) {
-    using Nanos = std::chrono::duration<double, std::nano>;
-    const double nanos = std::chrono::duration_cast<Nanos>(d).count();
-    if (nanos <= 0) return absl::ZeroDuration();
-    if (nanos >= 9e18) return absl::InfiniteDuration();
-    return absl::Nanoseconds(static_cast<int64_t>(nanos));
-  }
-
   // Takes a write (or, `shared`, a read) hold within `wait`: the hold, or
   // DeadlineExceeded when another owner kept it; throws for the rest.
   absl::StatusOr<Hold> Take(bool shared, absl::Duration wait,
