@@ -155,31 +155,6 @@ std::vector<ObjectInfo> OtherObjectsNamed(LockClient& client,
   return out;
 }
 
-// Objects of every kind but a lock's writer (`kind` unset), or of `kind`,
-// where the backend lists them. Unimplemented only when `kind` is asked.
-absl::StatusOr<std::vector<ObjectInfo>> ListOtherObjects(
-    LockClient& client, const std::string& prefix,
-    std::optional<ObjectKind> kind) {
-  std::vector<ObjectInfo> out;
-  for (ObjectKind k :
-       {ObjectKind::kLock, ObjectKind::kSemaphore, ObjectKind::kElection}) {
-    if (kind.has_value() && k != *kind) continue;
-    absl::StatusOr<std::vector<ObjectInfo>> listed =
-        client.Admin().ListObjects(k, prefix);
-    if (!listed.ok()) {
-      if (!kind.has_value() && absl::IsUnimplemented(listed.status())) continue;
-      return listed.status();
-    }
-    for (ObjectInfo& info : *listed) {
-      const bool writer = k == ObjectKind::kLock && !info.holders.empty() &&
-                          !info.holders[0].shared;
-      if (!kind.has_value() && (writer || info.kept_after_release)) continue;
-      out.push_back(std::move(info));
-    }
-  }
-  return out;
-}
-
 std::string LockRows(const std::vector<LockInfo>& locks) {
   std::vector<std::vector<std::string>> rows = {
       {"NAME", "FENCING-TOKEN", "LEASE-LEFT", "LIVE", "HOLDER"}};
@@ -282,7 +257,7 @@ int StatusCommand(const BackendFlags& flags, const std::string& name) {
 int ListKind(LockClient& client, const std::string& prefix, ObjectKind kind,
              bool json) {
   absl::StatusOr<std::vector<ObjectInfo>> objects =
-      ListOtherObjects(client, prefix, kind);
+      ListObjectsBeyondWriters(client, prefix, kind);
   if (!objects.ok()) {
     if (absl::IsUnimplemented(objects.status())) {
       return Fail(kFailed, absl::StrCat("this backend cannot list ",
@@ -327,7 +302,7 @@ int ListCommand(const BackendFlags& flags, const std::string& prefix,
     return Fail(locks.status());
   }
   absl::StatusOr<std::vector<ObjectInfo>> others =
-      ListOtherObjects(*client, prefix, std::nullopt);
+      ListObjectsBeyondWriters(*client, prefix, std::nullopt);
   if (!others.ok()) return Fail(others.status());
   if (flags.json) {
     Json out = Json::array();

@@ -1,5 +1,6 @@
 #include "object_text.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -123,6 +124,56 @@ std::string ObjectStatusText(const ObjectInfo& info) {
         "\n");
   }
   return out;
+}
+
+absl::StatusOr<std::vector<ObjectInfo>> ListObjectsBeyondWriters(
+    LockClient& client, absl::string_view prefix,
+    std::optional<ObjectKind> kind) {
+  std::vector<ObjectInfo> out;
+  for (ObjectKind k :
+       {ObjectKind::kLock, ObjectKind::kSemaphore, ObjectKind::kElection}) {
+    if (kind.has_value() && k != *kind) continue;
+    absl::StatusOr<std::vector<ObjectInfo>> listed =
+        client.Admin().ListObjects(k, prefix);
+    if (!listed.ok()) {
+      if (!kind.has_value() && absl::IsUnimplemented(listed.status())) continue;
+      return listed.status();
+    }
+    for (ObjectInfo& info : *listed) {
+      const bool writer = k == ObjectKind::kLock && !info.holders.empty() &&
+                          !info.holders[0].shared;
+      if (!kind.has_value() && (writer || info.kept_after_release)) continue;
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
+}
+
+LockInfo ObjectAsLockRow(const ObjectInfo& info) {
+  LockInfo row;
+  row.name = absl::StrCat(info.name, " (", KindColumn(info), ")");
+  row.locked = true;
+  std::vector<std::string> owners;
+  row.remaining_lease = absl::InfiniteDuration();
+  row.since = absl::InfiniteFuture();
+  // Not live as soon as one holder is not; unknown if any is unknown.
+  bool unknown = false, all_live = true;
+  for (const HolderInfo& h : info.holders) {
+    owners.push_back(h.owner);
+    row.fencing_token = std::max(row.fencing_token, h.fencing_token);
+    row.remaining_lease = std::min(row.remaining_lease, h.remaining_lease);
+    row.since = std::min(row.since, h.since);
+    unknown = unknown || !h.holder_live.has_value();
+    all_live = all_live && h.holder_live.value_or(true);
+  }
+  if (!unknown) row.holder_live = all_live;
+  if (info.holders.empty()) {
+    row.remaining_lease = absl::ZeroDuration();
+    row.since = absl::InfinitePast();
+  }
+  row.owner = absl::StrCat(HoldersSummary(info), owners.empty() ? "" : ": ",
+                           absl::StrJoin(owners, ", "));
+  return row;
 }
 
 Json ObjectJson(const ObjectInfo& info) {

@@ -6,9 +6,12 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "dlock/client.h"
+#include "dlock/lock.h"
 #include "dlock/object_info.h"
 #include "nlohmann/json_fwd.hpp"
 
@@ -30,6 +33,19 @@ std::string HolderLine(const HolderInfo& holder);
 
 // `status` of one object: a heading and a line per holder.
 std::string ObjectStatusText(const ObjectInfo& info);
+
+// Objects of every kind but those a lock's writer holds or keeps (`kind`
+// unset: what `list` adds to its lock table), or every object of `kind`,
+// where the backend lists them. Kinds the backend does not list are left
+// out when `kind` is unset; asked by `kind`, Unimplemented.
+absl::StatusOr<std::vector<ObjectInfo>> ListObjectsBeyondWriters(
+    LockClient& client, absl::string_view prefix,
+    std::optional<ObjectKind> kind);
+
+// An object as a row of `dlock top`'s lock table: LOCK "jobs (sem)",
+// HOLDER "2/3 permits: OWNER, OWNER", the newest token, the longest hold,
+// the lease closest to its end, whether every holder is live.
+LockInfo ObjectAsLockRow(const ObjectInfo& info);
 
 // The ObjectInfo fields as `list --json` and `status --json` print them.
 nlohmann::ordered_json ObjectJson(const ObjectInfo& info);
