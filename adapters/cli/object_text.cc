@@ -176,6 +176,19 @@ LockInfo ObjectAsLockRow(const ObjectInfo& info) {
   return row;
 }
 
+std::vector<DeadObjectHolder> DeadObjectHolders(
+    const std::vector<ObjectInfo>& objects) {
+  std::vector<DeadObjectHolder> dead;
+  for (const ObjectInfo& info : objects) {
+    for (const HolderInfo& h : info.holders) {
+      if (h.holder_live == std::optional<bool>(false)) {
+        dead.push_back({info.kind, info.name, h.owner, h.fencing_token});
+      }
+    }
+  }
+  return dead;
+}
+
 Json ObjectJson(const ObjectInfo& info) {
   Json out = {{"kind", std::string(ObjectKindName(info.kind))},
               {"name", info.name},

@@ -4,6 +4,7 @@
 #ifndef DLOCK_ADAPTERS_CLI_OBJECT_TEXT_H_
 #define DLOCK_ADAPTERS_CLI_OBJECT_TEXT_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,18 @@ absl::StatusOr<std::vector<ObjectInfo>> ListObjectsBeyondWriters(
 // HOLDER "2/3 permits: OWNER, OWNER", the newest token, the longest hold,
 // the lease closest to its end, whether every holder is live.
 LockInfo ObjectAsLockRow(const ObjectInfo& info);
+
+// A holder of an object whose client is not live (HolderInfo::holder_live
+// false): what `monitor --unlock-dead` removes, by its token, never the
+// whole object.
+struct DeadObjectHolder {
+  ObjectKind kind;
+  std::string name;
+  std::string owner;
+  uint64_t fencing_token;
+};
+std::vector<DeadObjectHolder> DeadObjectHolders(
+    const std::vector<ObjectInfo>& objects);
 
 // The ObjectInfo fields as `list --json` and `status --json` print them.
 nlohmann::ordered_json ObjectJson(const ObjectInfo& info);

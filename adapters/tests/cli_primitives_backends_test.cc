@@ -125,8 +125,19 @@ TEST_F(CliPrimitivesBackendTest, ALeaderIsShownAndASecondCampaignerWaits) {
     EXPECT_EQ(leader.code, 1) << leader.err;
     return;
   }
+  // A watcher prints the leader now and at each change, woken by the
+  // backend.
+  auto watch = Start({"leader", "--watch", "--json", "e"});
+  ASSERT_OK(test::WaitUntil([&] { return !watch->out().empty(); },
+                            absl::Seconds(10), "the watcher's first line"));
+  EXPECT_EQ(watch->out(), "{\"name\":\"e\",\"leader\":null}\n");
   auto leader = Start({"elect", "--value", "a:1", "e", "--", "sleep", "30"});
   AwaitOutput({"leader", "e"}, "value a:1");
+  ASSERT_OK(test::WaitUntil(
+      [&] { return absl::StrContains(watch->out(), "\"value\":\"a:1\""); },
+      absl::Seconds(10), "the watcher to print the new leader"));
+  watch->Signal(SIGINT);
+  EXPECT_EQ(watch->Wait(absl::Seconds(10)), 0) << watch->err();
   Result json = Dl({"leader", "--json", "e"});
   EXPECT_THAT(json.out, HasSubstr("{\"name\":\"e\",\"leader\":{\"owner\":"));
   EXPECT_THAT(json.out, HasSubstr("\"value\":\"a:1\",\"term\":"));

@@ -2,11 +2,15 @@
 // on memory://, the cases one process shows: what the command sees, usage
 // errors, the views of a free object. Contention between processes is in
 // cli_primitives_backends_test.cc.
+#include <signal.h>
+
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server_process.h"
+#include "status_testing.h"
 #include "test_util.h"
 
 namespace dlock {
@@ -73,6 +77,19 @@ TEST(CliPrimitivesTest, LeaderOfAnElectionWithoutOne) {
   Result json = Dl({"leader", "--json", "scheduler"});
   EXPECT_EQ(json.code, 0) << json.err;
   EXPECT_EQ(json.out, "{\"name\":\"scheduler\",\"leader\":null}\n");
+}
+
+TEST(CliPrimitivesTest, LeaderWatchPrintsTheLeaderAndEndsOnSigint) {
+  test::Process watch(
+      Dlock({"leader", "--backend", "memory://", "--watch", "scheduler"}));
+  ASSERT_OK(test::WaitUntil([&] { return !watch.out().empty(); },
+                            absl::Seconds(10), "the first line"));
+  EXPECT_EQ(watch.out(), "no leader\n");
+  // Still watching: it ends on SIGINT only, with 0.
+  EXPECT_EQ(watch.Wait(absl::Milliseconds(200)), -1);
+  watch.Signal(SIGINT);
+  EXPECT_EQ(watch.Wait(absl::Seconds(10)), 0) << watch.err();
+  EXPECT_EQ(watch.err(), "");
 }
 
 TEST(CliPrimitivesTest, ViewsOfKindsWithNothingHeld) {

@@ -99,6 +99,22 @@ TEST(ObjectTextTest, TopRowSummarizesEveryHolder) {
   EXPECT_EQ(row.holder_live, std::optional<bool>(false));
 }
 
+TEST(ObjectTextTest, DeadHoldersAreNamedByTheirTokenNotTheObject) {
+  HolderInfo dead_reader = Holder("gone", 5, true);
+  dead_reader.holder_live = false;
+  HolderInfo unknown = Holder("maybe", 6, true);
+  unknown.holder_live.reset();
+  ObjectInfo readers{.kind = ObjectKind::kLock,
+                     .name = "catalog",
+                     .holders = {Holder("r1", 4, true), dead_reader, unknown}};
+  const std::vector<DeadObjectHolder> dead = DeadObjectHolders({readers});
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].kind, ObjectKind::kLock);
+  EXPECT_EQ(dead[0].name, "catalog");
+  EXPECT_EQ(dead[0].owner, "gone");
+  EXPECT_EQ(dead[0].fencing_token, 5u);
+}
+
 TEST(ObjectTextTest, KindFlagValues) {
   EXPECT_EQ(*ParseKind("Semaphore"), ObjectKind::kSemaphore);
   EXPECT_EQ(*ParseKind("elect"), ObjectKind::kElection);
