@@ -207,6 +207,21 @@ absl::StatusOr<RunMode> ModeOf(const RunFlags& run) {
   return LockMode(run.name);
 }
 
+// A run's acquisition: its own owner token, and `lost` set (and the main
+// thread woken) when the hold is lost. No lease: the watchdog renews it at
+// a third of --lease (C7).
+AcquireOptions RunAcquireOptions(absl::Duration wait,
+                                 std::shared_ptr<std::atomic<bool>> lost) {
+  AcquireOptions acquire;
+  acquire.wait = wait;
+  acquire.owner_token = OwnerToken();
+  acquire.on_lost = [lost](const LockLostEvent&) {
+    *lost = true;
+    kill(getpid(), kWakeSignal);
+  };
+  return acquire;
+}
+
 // The message of a grant not had within --wait.
 int NotAcquired(const RunMode& mode, RunTarget& target, absl::Duration wait) {
   if (wait == absl::ZeroDuration()) {
@@ -308,21 +323,13 @@ int RunUnder(const BackendFlags& flags, const RunFlags& run,
   // Shared with the callback, which runs on the watchdog's thread and may
   // outlive this frame until the client closes.
   auto lost = std::make_shared<std::atomic<bool>>(false);
-  AcquireOptions acquire;
-  acquire.wait = parsed->wait;
   // What riding out the connection left of the wait.
-  if (retried) {
-    acquire.wait = std::max(absl::ZeroDuration(),
-                            parsed->wait - (Clock::Real().Now() - connecting));
-  }
-  acquire.owner_token = OwnerToken();
-  // No lease: the watchdog renews it at a third of --lease (C7).
-  acquire.on_lost = [lost](const LockLostEvent&) {
-    *lost = true;
-    kill(getpid(), kWakeSignal);
-  };
-  absl::StatusOr<Held> acquired =
-      AcquireInterruptibly(mode, *target, acquire, run.quiet, interrupted_by);
+  const absl::Duration wait =
+      retried ? std::max(absl::ZeroDuration(),
+                         parsed->wait - (Clock::Real().Now() - connecting))
+              : parsed->wait;
+  absl::StatusOr<Held> acquired = AcquireInterruptibly(
+      mode, *target, RunAcquireOptions(wait, lost), run.quiet, interrupted_by);
   if (acquired.ok() && interrupted_by != 0) {
     // The signal came as it was granted: honour the signal.
     acquired->release().IgnoreError();
