@@ -32,6 +32,9 @@ Examples:
   dlock status --profile prod --config /etc/dlock.toml nightly-report
   dlock list --prefix nightly- --json
   dlock unlock --force nightly-report
+  dlock run --permits 4 encoders -- ./encode.sh
+  dlock elect --value 10.0.0.7:8080 scheduler -- ./scheduler
+  dlock leader --json scheduler
   dlock top --backend redis://cache:6379
   dlock monitor --held-longer-than 10m --on-held-too-long ./page.sh
   dlock bench --backend redis://cache:6379 --backend zk://zk1:2181
@@ -40,9 +43,9 @@ Examples:
 Exit codes: 0 success (run: the command's status), 64 usage error,
 69 backend unreachable, 75 lock not acquired within --wait (a job: another
 process runs it), 76 lock lost while the command ran, 77 the backend refused
-the credentials or a right (do not retry), 79 a job's slot already ran,
-126/127 command not executable/not found, 128+N killed by signal N, 1 other
-backend error.
+the credentials or a right, or a semaphore's N (do not retry), 79 a job's
+slot already ran, 126/127 command not executable/not found, 128+N killed by
+signal N, 1 other backend error.
 
 dlock help SUBCOMMAND shows a subcommand's options; dlock version what this
 build has. See docs/cli.md.)";
