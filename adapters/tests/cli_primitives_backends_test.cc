@@ -95,7 +95,12 @@ TEST_F(CliPrimitivesBackendTest, TwoPermitsLetTwoRunsInAndTheThirdWaits) {
       {"run", "--permits", "2", "--wait", "10s", "sem", "--", "echo", "ran"});
   EXPECT_EQ(waited.code, 0) << waited.err;
   EXPECT_EQ(waited.out, "ran\n");
-  second->Signal(SIGTERM);
+  // An operator removes the semaphore's holds: the holder left is told,
+  // its command stopped, and dlock exits 76.
+  Result unlock = Dl({"unlock", "--force", "--kind", "semaphore", "sem"});
+  EXPECT_EQ(unlock.code, 0) << unlock.err;
+  EXPECT_THAT(unlock.out, HasSubstr("sem: unlocked semaphore (was 1/2"));
+  EXPECT_EQ(second->Wait(absl::Seconds(30)), 76) << second->err();
 }
 
 TEST_F(CliPrimitivesBackendTest, ReadersRunTogetherAndAWriterIsKeptOut) {
