@@ -74,7 +74,9 @@ TEST(DistributedSharedMutexTest, SharedLocksHoldTogetherAndKeepAWriterOut) {
       // A reader's token is larger than every earlier writer's (C23).
       absl::StatusOr<uint64_t> read_token = m[0]->shared_fencing_token();
       EXPECT_OK(read_token);
-      if (read_token.ok()) EXPECT_GT(*read_token, *token);
+      if (read_token.ok()) {
+        EXPECT_GT(*read_token, *token);
+      }
       m[0]->unlock_shared();
     }
   });
