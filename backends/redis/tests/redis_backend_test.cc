@@ -67,7 +67,8 @@ TEST(RedisBackend, PasswordAuthWorksAndNeverShowsThePassword) {
   absl::StatusOr<std::unique_ptr<LockClient>> none =
       Connect(absl::StrCat("redis://", base));
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated)
+      << none.status();
 }
 
 TEST(RedisBackend, AclUserAndPassword) {
