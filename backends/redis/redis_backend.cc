@@ -228,18 +228,11 @@ class RedisBackend : public Backend {
   // A SCAN per master (a cluster's locks are spread over them).
   absl::StatusOr<std::vector<LockInfo>> List(
       absl::string_view prefix) override {
-    std::vector<std::string> names;
-    for (Master* master : router_->Masters()) {
-      absl::StatusOr<std::vector<std::string>> some =
-          ScanLockNames(*master, keys_, prefix);
-      if (!some.ok()) return some.status();
-      names.insert(names.end(), some->begin(), some->end());
-    }
-    // A slot that migrates meanwhile may show its keys on two masters.
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
+    absl::StatusOr<std::vector<std::string>> names =
+        ScanEveryMaster(*router_, keys_.lock_prefix(), prefix);
+    if (!names.ok()) return names.status();
     std::vector<LockInfo> out;
-    for (const std::string& name : names) {
+    for (const std::string& name : *names) {
       absl::StatusOr<LockInfo> info = Inspect(name);
       if (!info.ok()) return info.status();
       if (info->locked) out.push_back(*std::move(info));

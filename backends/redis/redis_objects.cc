@@ -145,17 +145,11 @@ absl::StatusOr<std::vector<ObjectInfo>> HolderObjects::List(
   // ObjectKey ends with the closing brace; the names come before it.
   const absl::string_view names_after =
       absl::string_view(key_prefix).substr(0, key_prefix.size() - 1);
-  std::vector<std::string> names;
-  for (Master* master : c_.router.Masters()) {
-    absl::StatusOr<std::vector<std::string>> some =
-        ScanNames(*master, names_after, prefix);
-    if (!some.ok()) return some.status();
-    names.insert(names.end(), some->begin(), some->end());
-  }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
+  absl::StatusOr<std::vector<std::string>> names =
+      ScanEveryMaster(c_.router, names_after, prefix);
+  if (!names.ok()) return names.status();
   std::vector<ObjectInfo> out;
-  for (const std::string& name : names) {
+  for (const std::string& name : *names) {
     absl::StatusOr<ObjectInfo> info = Inspect(kind, name);
     if (!info.ok()) return info.status();
     if (!info->holders.empty() || info->waiter.has_value()) {
