@@ -10,6 +10,7 @@
 #include "redis_holder_ops.h"
 #include "redis_holds.h"
 #include "redis_master.h"
+#include "redis_multi.h"
 #include "redis_objects.h"
 
 namespace dlock::redis {
@@ -56,7 +57,12 @@ class RedisBackend : public Backend {
                          .primitives_note =
                              "read-write locks are not wired on Redis yet "
                              "(issue 24; docs/backends.md)",
-                         .semaphore_order = WaiterOrder::kHeadReserved};
+                         .semaphore_order = WaiterOrder::kHeadReserved,
+                         // One master runs a script over keys of any slot; a
+                         // cluster's names are taken in order by the core.
+                         .multi_lock = keys_.sharded()
+                                           ? MultiLockMode::kOrdered
+                                           : MultiLockMode::kAtomic};
   }
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
@@ -275,6 +281,13 @@ class RedisBackend : public Backend {
     return ServerMemory{total, masters.size() == 1
                                    ? "INFO memory used_memory"
                                    : "INFO memory used_memory, every master"};
+  }
+
+  absl::StatusOr<std::vector<Grant>> AcquireAll(
+      absl::Span<const AcquireCall> parts, MonoTime deadline,
+      const CancelToken& cancel) override {
+    if (keys_.sharded()) return Backend::AcquireAll(parts, deadline, cancel);
+    return AcquireAllOnOneMaster(objects_.context(), parts, deadline, cancel);
   }
 
   // Semaphores and elections (redis_objects.cc); a lock's as before.

@@ -38,6 +38,7 @@ struct ObjectsContext {
 class HolderObjects {
  public:
   explicit HolderObjects(ObjectsContext context) : c_(context) {}
+  const ObjectsContext& context() const { return c_; }
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call);
   absl::StatusOr<int64_t> Release(const ReleaseCall& call);

@@ -65,6 +65,7 @@ Scripts::Scripts()
           MakeHoldersScript("holders_force_unlock", lua::kHoldersForceUnlock)),
       election_proclaim(
           MakeHoldersScript("election_proclaim", lua::kElectionProclaim)),
+      multi_acquire(MakeScript("multi_acquire", lua::kMultiAcquire)),
       layout_guard(MakeScript("layout_guard", lua::kLayoutGuard)) {}
 
 namespace {
@@ -88,7 +89,8 @@ auto LibraryScripts(Self& s) -> std::vector<decltype(&s.acquire)> {
           &s.holders_inspect,
           &s.holders_abandon,
           &s.holders_force_unlock,
-          &s.election_proclaim};
+          &s.election_proclaim,
+          &s.multi_acquire};
 }
 
 }  // namespace

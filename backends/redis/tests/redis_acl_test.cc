@@ -154,7 +154,8 @@ TEST(RedisAcl, TheLineAllowsExactlyTheCommandsDlockSends) {
         &scripts.layout_guard, &scripts.sem_acquire, &scripts.sem_release,
         &scripts.sem_renew, &scripts.holder_refresh_liveness,
         &scripts.holders_inspect, &scripts.holders_abandon,
-        &scripts.holders_force_unlock, &scripts.election_proclaim}) {
+        &scripts.holders_force_unlock, &scripts.election_proclaim,
+        &scripts.multi_acquire}) {
     const std::set<std::string> called = redis::CommandsCalledBy(script->body);
     EXPECT_FALSE(called.empty()) << script->name;
     sent.insert(called.begin(), called.end());
