@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -21,6 +22,8 @@ struct WorkerEvent {
   int64_t at_ns = 0;
   std::string kind;  // attempt, grant, held, not_held, lost, released, ...
   uint64_t token = 0;
+  // A grant's: "<holds>" for a lock's writer or a leadership, "<holds> read"
+  // for a reader, "<holds> slot <s>" for a semaphore's permit.
   std::string detail;
 };
 
@@ -40,9 +43,16 @@ absl::StatusOr<std::vector<WorkerEvent>> ReadEvents(const std::string& path);
 
 struct HistoryReport {
   int grants = 0;
+  // The most holds believed at one instant: 1 for a lock, at most N for a
+  // semaphore of N (C22).
+  int max_believed_at_once = 0;
+  // Pairs of readers of a read-write lock believed at once (C23 lets them):
+  // a workload of readers that never overlapped proves nothing.
+  int shared_overlaps = 0;
   // Pairs of holds of different owners believed at once, and the longest
   // such stretch: from the later grant to the earlier holder's last
   // "held" observation.
+  // Readers together are not overlaps; a writer beside anyone is.
   int overlaps = 0;
   int64_t max_overlap_ns = 0;
   // Writes the register accepted from a holder after a grant of a larger
@@ -107,6 +117,18 @@ HistoryReport CheckHistory(
     const std::vector<WorkerHistory>& workers,
     const std::vector<RegisterWrite>& writes, int64_t counter,
     int64_t counter_sets, int64_t healed_at_ns,
+    ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld);
+
+// A semaphore's history (C22). Each grant holds one permit and names its
+// slot in its detail ("<holds> slot <s>"); each slot is checked as a lock of
+// its own, against its cell of the register (key = slot; `counters[s]` is
+// that cell's counter and sets), and the findings are added up. Grants,
+// tokens, holders at once and the heal are judged over the whole.
+HistoryReport CheckPermitHistory(
+    const std::vector<WorkerHistory>& workers,
+    const std::vector<RegisterWrite>& writes,
+    const std::vector<std::pair<int64_t, int64_t>>& counters,
+    int64_t healed_at_ns,
     ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld);
 
 }  // namespace dlock::test
