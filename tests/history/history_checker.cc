@@ -280,7 +280,7 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
 
 namespace {
 
-// The slot a semaphore grant names in its detail ("<holds> slot <s>").
+// The cell a grant names in its detail ("<holds> slot <s>").
 int SlotOf(const WorkerEvent& grant) {
   const size_t at = grant.detail.find(" slot ");
   int slot = -1;
@@ -323,6 +323,7 @@ void AddSlot(const HistoryReport& slot, HistoryReport& total) {
       std::min(total.min_notice_lead_ns, slot.min_notice_lead_ns);
   total.notices_after_pause += slot.notices_after_pause;
   total.notices_repeated += slot.notices_repeated;
+  total.token_regressions += slot.token_regressions;
   // A killed holder's permit: the next grant of its slot to another.
   total.max_recovery_ns = std::max(total.max_recovery_ns, slot.max_recovery_ns);
   for (const std::string& p : slot.problems) {
@@ -332,19 +333,19 @@ void AddSlot(const HistoryReport& slot, HistoryReport& total) {
 
 }  // namespace
 
-HistoryReport CheckPermitHistory(
+HistoryReport CheckKeyedHistory(
     const std::vector<WorkerHistory>& workers,
     const std::vector<RegisterWrite>& writes,
     const std::vector<std::pair<int64_t, int64_t>>& counters,
-    int64_t healed_at_ns, ReleaseRule release_rule) {
-  // The semaphore as a whole: its grants, tokens, holders at once, and who
-  // got a permit after the heal. Its mutex findings are not the
-  // semaphore's: holders of different slots overlap by design.
+    int64_t healed_at_ns, bool tokens_across_cells, ReleaseRule release_rule) {
+  // The object as a whole: its grants, tokens, holders at once, and who got
+  // it after the heal. Its mutex findings are not the object's: holders of
+  // different slots overlap by design.
   const HistoryReport whole =
       CheckHistory(workers, {}, 0, 0, healed_at_ns, release_rule);
   HistoryReport total;
   total.grants = whole.grants;
-  total.token_regressions = whole.token_regressions;
+  if (tokens_across_cells) total.token_regressions = whole.token_regressions;
   total.max_believed_at_once = whole.max_believed_at_once;
   total.grants_after_heal = whole.grants_after_heal;
   total.all_granted_after_heal_ns = whole.all_granted_after_heal_ns;

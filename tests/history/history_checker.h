@@ -23,7 +23,8 @@ struct WorkerEvent {
   std::string kind;  // attempt, grant, held, not_held, lost, released, ...
   uint64_t token = 0;
   // A grant's: "<holds>" for a lock's writer or a leadership, "<holds> read"
-  // for a reader, "<holds> slot <s>" for a semaphore's permit.
+  // for a reader, "<holds> slot <s>" for a semaphore's permit or a
+  // multi-lock's name (one grant event per name).
   std::string detail;
 };
 
@@ -119,16 +120,20 @@ HistoryReport CheckHistory(
     int64_t counter_sets, int64_t healed_at_ns,
     ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld);
 
-// A semaphore's history (C22). Each grant holds one permit and names its
-// slot in its detail ("<holds> slot <s>"); each slot is checked as a lock of
-// its own, against its cell of the register (key = slot; `counters[s]` is
-// that cell's counter and sets), and the findings are added up. Grants,
-// tokens, holders at once and the heal are judged over the whole.
-HistoryReport CheckPermitHistory(
+// A history whose grants each name a cell ("<holds> slot <s>"): a
+// semaphore's (C22), a grant per permit, its slot the cell; or multi-locks'
+// (C25), a grant per name taken, the name's index the cell. Each cell is
+// checked as a lock of its own, against its cell of the register (key = s;
+// `counters[s]` is that cell's counter and sets), and the findings are
+// added up. Grants, holders at once and the heal are judged over the whole;
+// tokens increase per cell, and with `tokens_across_cells` (a semaphore's,
+// whose tokens increase per grant) over the whole too (a multi-lock's
+// tokens are per name).
+HistoryReport CheckKeyedHistory(
     const std::vector<WorkerHistory>& workers,
     const std::vector<RegisterWrite>& writes,
     const std::vector<std::pair<int64_t, int64_t>>& counters,
-    int64_t healed_at_ns,
+    int64_t healed_at_ns, bool tokens_across_cells,
     ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld);
 
 }  // namespace dlock::test

@@ -9,9 +9,10 @@
 #include <fstream>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
 namespace dlock::test {
@@ -50,14 +51,14 @@ HistoryProfile CurrentHistoryProfile() {
   return HistoryProfile{};
 }
 
-int RunOptions::Permits() const {
-  absl::string_view spec = primitive;
-  int permits = 0;
-  if (!absl::ConsumePrefix(&spec, "semaphore:") ||
-      !absl::SimpleAtoi(spec, &permits)) {
+int RunOptions::Cells() const {
+  std::vector<absl::string_view> spec = absl::StrSplit(primitive, ':');
+  int cells = 0;
+  if (spec.size() < 2 || (spec[0] != "semaphore" && spec[0] != "multi") ||
+      !absl::SimpleAtoi(spec[1], &cells)) {
     return 0;
   }
-  return permits;
+  return cells;
 }
 
 std::string RunOptions::PrimitiveOf(int i) const {
@@ -347,13 +348,15 @@ HistoryReport HistoryRun::Finish() {
   }
   const int64_t healed = healed_at_ == 0 ? MonoNowNs() : healed_at_;
   HistoryReport report;
-  if (const int permits = options_.Permits(); permits > 0) {
+  if (const int keys = options_.Cells(); keys > 0) {
     std::vector<std::pair<int64_t, int64_t>> cells;
-    for (int slot = 0; slot < permits; ++slot) {
+    for (int slot = 0; slot < keys; ++slot) {
       cells.push_back({register_->counter(slot), register_->sets(slot)});
     }
-    report = CheckPermitHistory(histories, register_->Writes(), cells, healed,
-                                options_.release_rule);
+    report =
+        CheckKeyedHistory(histories, register_->Writes(), cells, healed,
+                          absl::StartsWith(options_.primitive, "semaphore:"),
+                          options_.release_rule);
   } else {
     report = CheckHistory(histories, register_->Writes(), register_->counter(),
                           register_->sets(), healed, options_.release_rule);

@@ -44,13 +44,15 @@ struct RunOptions {
   // What gives a hold up for the checker's notice rule.
   ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld;
   // What the workers contend for (issue 24): "lock"; "semaphore:N" (one
-  // permit each, a register cell per slot); "election"; or a read-write
-  // lock, workers [0, readers) readers and the rest writers.
+  // permit each, a register cell per slot); "election"; "multi:M:K" (K of M
+  // locks at once, a cell per lock); or "rw", a read-write lock, workers
+  // [0, readers) readers and the rest writers.
   std::string primitive = "lock";
   int readers = 0;  // with primitive "rw"
 
-  // The semaphore's N, 0 for any other primitive.
-  int Permits() const;
+  // The register cells a workload guards (a semaphore's N, a multi-lock's
+  // M), 0 for one lock.
+  int Cells() const;
   // Worker `i`'s --primitive.
   std::string PrimitiveOf(int i) const;
 };
