@@ -128,7 +128,8 @@ HistoryReport CheckHistory(
 // added up. Grants, holders at once and the heal are judged over the whole;
 // tokens increase per cell, and with `tokens_across_cells` (a semaphore's,
 // whose tokens increase per grant) over the whole too (a multi-lock's
-// tokens are per name).
+// tokens are per name): a grant's token must exceed every token granted
+// before its acquire began (concurrent grants are logged in any order).
 HistoryReport CheckKeyedHistory(
     const std::vector<WorkerHistory>& workers,
     const std::vector<RegisterWrite>& writes,
