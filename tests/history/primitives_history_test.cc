@@ -205,10 +205,11 @@ std::vector<Case> Cases() {
   };
   // Multi-locks work on every backend (taken in one global order where a
   // backend has no atomic form).
-  const std::vector<Offer> offers = {{"redis", {W::kMulti}},
-                                     {"postgres_lease", {W::kMulti}},
-                                     {"zookeeper", {W::kMulti}},
-                                     {"etcd", {W::kMulti}}};
+  const std::vector<Offer> offers = {
+      {"redis", {W::kMulti, W::kSemaphore, W::kElection}},
+      {"postgres_lease", {W::kMulti}},
+      {"zookeeper", {W::kMulti}},
+      {"etcd", {W::kMulti}}};
   std::vector<Case> cases;
   for (const Offer& offer : offers) {
     if (std::find(built.begin(), built.end(), offer.backend) == built.end()) {
