@@ -77,7 +77,9 @@ TEST_F(CliPrimitivesBackendTest, TwoPermitsLetTwoRunsInAndTheThirdWaits) {
     return;
   }
   auto first = Start({"run", "--permits", "2", "sem", "--", "sleep", "30"});
-  auto second = Start({"run", "--permits", "2", "sem", "--", "sleep", "30"});
+  // Renewed every 300 ms, so that the force unlock below is found soon.
+  auto second = Start({"run", "--permits", "2", "--lease", "900ms", "sem", "--",
+                       "sleep", "30"});
   AwaitOutput({"status", "sem"}, "2/2 permits");
   Result third =
       Dl({"run", "--permits", "2", "--wait", "0", "sem", "--", "echo", "ran"});
