@@ -123,6 +123,7 @@ absl::StatusOr<ObjectInfo> InspectKind(LockClient& client, ObjectKind kind,
   if (leader->has_leader) {
     info.holders.push_back(
         HolderInfo{.owner = leader->owner,
+                   .hold_count = 1,
                    .fencing_token = leader->term,
                    .remaining_lease = leader->remaining_lease,
                    .since = leader->since,

@@ -52,7 +52,7 @@ std::string ObjectBusy(const absl::StatusOr<ObjectInfo>& info) {
   if (info->kind == ObjectKind::kElection && !info->holders.empty()) {
     return absl::StrCat("led by ", HolderLine(info->holders.front()));
   }
-  return absl::StrCat("busy: ", HoldersSummary(*info));
+  return absl::StrCat("busy (", HoldersSummary(*info), " held)");
 }
 
 // A target whose grant is one Hold: a writer's or a reader's.
