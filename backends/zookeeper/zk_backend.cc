@@ -23,6 +23,10 @@ std::string RandomHex() {
   return absl::StrCat(absl::Hex(bits, absl::kZeroPad16));
 }
 
+// Until they are wired (docs/design/primitives.md, "ZooKeeper").
+constexpr absl::string_view kPrimitivesNote =
+    "zk:// does not offer semaphores or read-write locks yet (issue 24)";
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> ZkBackend::Create(
@@ -85,8 +89,8 @@ void ZkBackend::Shutdown() {
   session_.reset();
 }
 
-std::string ZkBackend::ParentOf(absl::string_view name) const {
-  return absl::StrCat(base_, "/", EncodeName(name));
+std::string ZkBackend::ParentOf(ObjectKind kind, absl::string_view name) const {
+  return absl::StrCat(base_, "/", ObjectComponent(kind, name));
 }
 
 BackendTraits ZkBackend::Traits() const {
@@ -95,7 +99,9 @@ BackendTraits ZkBackend::Traits() const {
                        .holds_survive_restart = true,
                        .fencing = FencingStrength::kDurable,
                        .can_list = true,
-                       .keeps_after_release = true};
+                       .keeps_after_release = true,
+                       .elections = true,
+                       .primitives_note = std::string(kPrimitivesNote)};
 }
 
 MonoTime ZkBackend::HeldUntil(absl::string_view, absl::string_view,
@@ -124,7 +130,8 @@ void ZkBackend::OnSessionLost(uint64_t generation, const absl::Status& why) {
     janitor_->Queue(PendingDelete{.path = hold.path, .version = hold.version});
   }
   for (const auto& [record, hold] : lost) {
-    settings_.listener->OnHoldLost(record->name(), record->owner(), why);
+    settings_.listener->OnHoldLost(record->name(), record->owner(),
+                                   record->shape(), why);
   }
 }
 

@@ -63,6 +63,46 @@ std::optional<std::string> DecodeName(absl::string_view component) {
   return out;
 }
 
+namespace {
+
+// The kinds whose parents are marked; a lock's is not.
+constexpr absl::string_view kControlByte = "%1F";
+
+char LetterOf(ObjectKind kind) {
+  switch (kind) {
+    case ObjectKind::kSemaphore:
+      return 's';
+    case ObjectKind::kElection:
+      return 'e';
+    case ObjectKind::kLock:
+      break;
+  }
+  return '\0';
+}
+
+}  // namespace
+
+std::string ObjectComponent(ObjectKind kind, absl::string_view name) {
+  if (kind == ObjectKind::kLock) return EncodeName(name);
+  const char letter = LetterOf(kind);
+  return absl::StrCat(kControlByte, absl::string_view(&letter, 1),
+                      EncodeName(name));
+}
+
+std::optional<std::string> ObjectNameOf(ObjectKind kind,
+                                        absl::string_view component) {
+  if (kind != ObjectKind::kLock) {
+    const char letter = LetterOf(kind);
+    if (!absl::ConsumePrefix(&component, kControlByte) ||
+        !absl::ConsumePrefix(&component, absl::string_view(&letter, 1))) {
+      return std::nullopt;
+    }
+  } else if (absl::StartsWith(component, kControlByte)) {
+    return std::nullopt;
+  }
+  return DecodeName(component);
+}
+
 std::optional<int64_t> SequenceOf(absl::string_view node_name) {
   constexpr size_t kDigits = 10;  // ZooKeeper appends %010d
   constexpr absl::string_view kMarker = "-lock-";
@@ -93,11 +133,20 @@ std::vector<std::string> SortedQueue(std::vector<std::string> children) {
 }
 
 std::string Serialize(const NodeData& data) {
-  return absl::StrCat(kDataVersion, " ", data.holds, " ", data.lease_ms, " ",
-                      data.kept_ms, " ", data.since_ms, " ", data.owner);
+  std::string line =
+      absl::StrCat(kDataVersion, " ", data.holds, " ", data.lease_ms, " ",
+                   data.kept_ms, " ", data.since_ms, " ", data.owner);
+  if (data.value.has_value()) absl::StrAppend(&line, "\n", *data.value);
+  return line;
 }
 
 std::optional<NodeData> Parse(absl::string_view text) {
+  std::optional<std::string> value;
+  if (const size_t newline = text.find('\n');
+      newline != absl::string_view::npos) {
+    value = std::string(text.substr(newline + 1));
+    text = text.substr(0, newline);
+  }
   std::vector<absl::string_view> parts =
       absl::StrSplit(text, absl::MaxSplits(' ', 5));
   if (parts.size() != 6 || parts[0] != kDataVersion) return std::nullopt;
@@ -110,6 +159,7 @@ std::optional<NodeData> Parse(absl::string_view text) {
     return std::nullopt;
   }
   data.owner = std::string(parts[5]);
+  data.value = std::move(value);
   return data;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "dlock/object_info.h"
 
 namespace dlock::zk {
 
@@ -21,6 +22,16 @@ namespace dlock::zk {
 std::string EncodeName(absl::string_view name);
 // The inverse; nullopt for a component EncodeName cannot have produced.
 std::optional<std::string> DecodeName(absl::string_view component);
+
+// The parent of an object's queue, below the namespace node: a lock's
+// encoded name, and "%1F" + a kind letter + the encoded name for the other
+// kinds ('e' an election), so that they never meet a lock's (no encoded
+// name starts with '%1F': control bytes are not valid in names, C15).
+std::string ObjectComponent(ObjectKind kind, absl::string_view name);
+// The name of an object of `kind` whose parent is `component`; nullopt
+// for another kind's parent, or one ObjectComponent cannot have produced.
+std::optional<std::string> ObjectNameOf(ObjectKind kind,
+                                        absl::string_view component);
 
 // The sequence number ZooKeeper appended to a lock node's name; nullopt for
 // a child that is not a lock node.
@@ -42,6 +53,9 @@ struct NodeData {
   // When the current hold began on ZooKeeper's clock (ms since the epoch);
   // 0 means the node's ctime (the holder created it free).
   int64_t since_ms = 0;
+  // An election's campaigner: its value (Election::Campaign, Proclaim),
+  // written after the line above and a newline (owner ids hold none).
+  std::optional<std::string> value;
 };
 
 std::string Serialize(const NodeData& data);

@@ -31,7 +31,8 @@ absl::StatusOr<Grant> LockQueue::Acquire(const AcquireCall& call,
                           .holds = 1,
                           .lease_ms = lease_ms,
                           .kept_ms = lease_ms,
-                          .since_ms = 0},
+                          .since_ms = 0,
+                          .value = ValueOf(call)},
          .lease = absl::Milliseconds(lease_ms),
          .token_owner = call.owner_kind == OwnerKind::kToken};
   if (absl::Status s = CreateOwnNode(t); !s.ok()) return s;
@@ -117,11 +118,10 @@ LockQueue::Next LockQueue::Take(Turn& t) {
                        .confirmed = t.own.written};
   // More than one hold when the owner token's other client re-entered our
   // node before we saw it first (C6).
-  return absl::StatusOr<Grant>(
-      Grant{.fencing_token = hold.czxid,
-            .hold_count = hold.data.holds,
-            .sent = hold.confirmed,
-            .record = holds_.NewRecord(t.call.name, t.call.owner, hold)});
+  return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
+                                     .hold_count = hold.data.holds,
+                                     .sent = hold.confirmed,
+                                     .record = holds_.NewRecord(t.call, hold)});
 }
 
 LockQueue::Next LockQueue::WaitOutKept(Turn& t,
@@ -429,16 +429,15 @@ LockQueue::Next LockQueue::ReenterHolder(const AcquireCall& call,
                  .confirmed = writer_.Now()};  // Write() below sets it
   const absl::Status written = writer_.WriteRecomputed(
       call.name, call.owner, nullptr, hold,
-      [&](const LocalHold& now) { return writer_.Reentered(now, call.lease); },
+      [&](const LocalHold& now) { return writer_.Reentered(now, call); },
       "re-entry");
   if (IsGone(written)) return std::nullopt;
   janitor_.Abandon(own);
   if (!written.ok()) return absl::StatusOr<Grant>(written);
-  return absl::StatusOr<Grant>(
-      Grant{.fencing_token = hold.czxid,
-            .hold_count = hold.data.holds,
-            .sent = hold.confirmed,
-            .record = holds_.NewRecord(call.name, call.owner, hold)});
+  return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
+                                     .hold_count = hold.data.holds,
+                                     .sent = hold.confirmed,
+                                     .record = holds_.NewRecord(call, hold)});
 }
 
 }  // namespace dlock::zk

@@ -48,7 +48,7 @@ absl::StatusOr<Grant> ZkBackend::Acquire(const AcquireCall& call) {
       return *std::move(again);
     }
   }
-  return queue_->Acquire(call, ParentOf(call.name));
+  return queue_->Acquire(call, ParentOf(call.shape.kind, call.name));
 }
 
 std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
@@ -65,7 +65,7 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
   }
   const absl::Status written = writer_->WriteRecomputed(
       call.name, call.owner, &held, hold,
-      [&](const LocalHold& now) { return writer_->Reentered(now, call.lease); },
+      [&](const LocalHold& now) { return writer_->Reentered(now, call); },
       "re-entry");
   if (IsGone(written)) return std::nullopt;  // gone: acquire afresh
   if (!written.ok()) return absl::StatusOr<Grant>(written);
@@ -103,7 +103,7 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
   absl::MutexLockMaybe turn(record == nullptr ? nullptr
                                               : &record->write_turn());
   absl::StatusOr<std::optional<LocalHold>> found =
-      HoldOf(call.name, call.owner, record);
+      HoldOf(call.name, call.owner, record, call.shape.kind);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwnerError(call.name);
   Releasing r{.call = call, .record = record, .hold = **found};
@@ -211,7 +211,7 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
   absl::MutexLockMaybe turn(record == nullptr ? nullptr
                                               : &record->write_turn());
   absl::StatusOr<std::optional<LocalHold>> found =
-      HoldOf(call.name, call.owner, record);
+      HoldOf(call.name, call.owner, record, call.shape.kind);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwnerError(call.name);
   LocalHold hold = **found;
@@ -280,7 +280,8 @@ std::vector<absl::Status> ZkBackend::RenewMany(
 }
 
 absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
-    absl::string_view name, absl::string_view owner, const ZkHold* record) {
+    absl::string_view name, absl::string_view owner, const ZkHold* record,
+    ObjectKind kind) {
   const std::string reading = absl::StrCat("reading lock '", name, "'");
   if (record != nullptr) {
     LocalHold hold = record->Get();
@@ -302,7 +303,7 @@ absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
     return std::optional<LocalHold>(std::move(hold));
   }
   // Not taken through this client: an owner token may hold it elsewhere.
-  absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
+  absl::StatusOr<std::optional<Holder>> holder = FindHolder(name, kind);
   if (!holder.ok()) return holder.status();
   if (!holder->has_value() || (*holder)->data.owner != owner ||
       writer_->Expired((*holder)->data, (*holder)->stat)) {
@@ -318,6 +319,39 @@ absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
                 .mtime = h.stat.mtime,
                 .generation = 0,
                 .confirmed = Now() - absl::Milliseconds(age_ms)});
+}
+
+absl::Status ZkBackend::Proclaim(const ProclaimCall& call) {
+  ZkHold* const record = ZkHold::Of(call.record);
+  if (absl::Status lost = LostWithSession(call.name, record); !lost.ok()) {
+    return lost;
+  }
+  absl::MutexLockMaybe turn(record == nullptr ? nullptr
+                                              : &record->write_turn());
+  absl::StatusOr<std::optional<LocalHold>> found =
+      HoldOf(call.name, call.owner, record, ObjectKind::kElection);
+  if (!found.ok()) return found.status();
+  // The term is the node's czxid: another node of the owner's is another
+  // term, not this leadership.
+  if (!found->has_value() || (*found)->czxid != call.term) {
+    return NotOwnerError(call.name);
+  }
+  LocalHold hold = **found;
+  if (LeaseOver(hold, Now())) {
+    return LeaseRanOut(call.name, record, hold, "proclaim");
+  }
+  // A versioned write of the leader's own node: its observers' data watch
+  // fires. The lease keeps its end (the write moves mtime to now).
+  return writer_->WriteRecomputed(
+      call.name, call.owner, record, hold,
+      [&](const LocalHold& now) {
+        NodeData next = now.data;
+        next.value = std::string(call.value);
+        next.lease_ms =
+            std::max<int64_t>(1, writer_->RemainingMs(now.data, now.mtime));
+        return next;
+      },
+      "proclaim");
 }
 
 }  // namespace dlock::zk

@@ -18,9 +18,11 @@ int64_t NodeWriter::RemainingMs(const NodeData& data, int64_t mtime) const {
 }
 
 NodeData NodeWriter::Reentered(const LocalHold& hold,
-                               absl::Duration lease) const {
+                               const AcquireCall& call) const {
   NodeData next = hold.data;
-  const int64_t asked = LeaseMillis(lease);
+  const int64_t asked = LeaseMillis(call.lease);
+  // Campaigning again while leading proclaims the value (C24).
+  if (call.shape.kind == ObjectKind::kElection) next.value = ValueOf(call);
   next.holds += 1;
   next.kept_ms = std::max(next.kept_ms, asked);
   next.lease_ms = std::max(asked, RemainingMs(hold.data, hold.mtime));

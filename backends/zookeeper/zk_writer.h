@@ -36,6 +36,13 @@ struct OwnNode {
   MonoTime written;  // when the create or last touch was sent
 };
 
+// What an acquisition writes into NodeData::value: an election's value,
+// nothing for the other kinds.
+inline std::optional<std::string> ValueOf(const AcquireCall& call) {
+  if (call.shape.kind != ObjectKind::kElection) return std::nullopt;
+  return std::string(call.value);
+}
+
 class NodeWriter {
  public:
   // Versioned writes that lost a race are tried again this many times.
@@ -60,8 +67,9 @@ class NodeWriter {
     return RemainingMs(data, stat.mtime) <= 0;
   }
   // One more hold (C5): the kept lease grows to what is asked; the lease
-  // becomes the larger of what remains and what is asked.
-  NodeData Reentered(const LocalHold& hold, absl::Duration lease) const;
+  // becomes the larger of what remains and what is asked. An election's
+  // value becomes the one asked.
+  NodeData Reentered(const LocalHold& hold, const AcquireCall& call) const;
 
   // --- Our node in a queue ------------------------------------------------
 

@@ -83,6 +83,33 @@ TEST(ZooKeeperLayout, NodeDataRoundTrips) {
   EXPECT_FALSE(Parse("other 1 1 1 0 owner").has_value());
 }
 
+TEST(ZooKeeperLayout, AnElectionsValueFollowsTheLineAndAPlainLockHasNone) {
+  NodeData data{.owner = "c:client:1", .lease_ms = 500, .kept_ms = 500};
+  EXPECT_FALSE(Parse(Serialize(data))->value.has_value());
+  data.value = "10.0.0.7:8080 with spaces\nand a newline";
+  std::optional<NodeData> parsed = Parse(Serialize(data));
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->owner, "c:client:1") << "the value leaked into the owner";
+  EXPECT_EQ(parsed->value, data.value);
+  data.value = "";
+  EXPECT_EQ(Parse(Serialize(data))->value, "") << "an empty value is a value";
+}
+
+TEST(ZooKeeperLayout, KindsOfObjectHaveParentsApart) {
+  for (const std::string& name : {"jobs", ".", "..", "%1Fejobs", "a/b"}) {
+    const std::string lock = ObjectComponent(ObjectKind::kLock, name);
+    const std::string election = ObjectComponent(ObjectKind::kElection, name);
+    EXPECT_NE(lock, election) << name;
+    EXPECT_TRUE(absl::StartsWith(election, "%1Fe")) << election;
+    EXPECT_EQ(ObjectNameOf(ObjectKind::kLock, lock), name);
+    EXPECT_EQ(ObjectNameOf(ObjectKind::kElection, election), name);
+    // Listing one kind never finds another's.
+    EXPECT_FALSE(ObjectNameOf(ObjectKind::kLock, election).has_value());
+    EXPECT_FALSE(ObjectNameOf(ObjectKind::kElection, lock).has_value());
+    EXPECT_FALSE(ObjectNameOf(ObjectKind::kSemaphore, election).has_value());
+  }
+}
+
 TEST(ZooKeeperUri, BadUrisAreInvalidArgumentWithoutThePassword) {
   for (const char* uri : {
            "zk://",
