@@ -25,7 +25,7 @@ std::string RandomHex() {
 
 // Until they are wired (docs/design/primitives.md, "ZooKeeper").
 constexpr absl::string_view kPrimitivesNote =
-    "zk:// does not offer semaphores or read-write locks yet (issue 24)";
+    "zk:// does not offer read-write locks yet (issue 24)";
 
 }  // namespace
 
@@ -100,8 +100,10 @@ BackendTraits ZkBackend::Traits() const {
                        .fencing = FencingStrength::kDurable,
                        .can_list = true,
                        .keeps_after_release = true,
+                       .semaphores = true,
                        .elections = true,
-                       .primitives_note = std::string(kPrimitivesNote)};
+                       .primitives_note = std::string(kPrimitivesNote),
+                       .semaphore_order = WaiterOrder::kFifo};
 }
 
 MonoTime ZkBackend::HeldUntil(absl::string_view, absl::string_view,

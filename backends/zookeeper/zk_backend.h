@@ -72,7 +72,8 @@ class ZkBackend : public Backend {
   absl::Status ForceUnlockIfToken(absl::string_view name,
                                   uint64_t fencing_token) override;
   // Elections (C24): the mutex recipe on the election's own parent
-  // (zk_layout.h), the value in the node's data; zk_objects.cc.
+  // (zk_layout.h), the value in the node's data. Semaphores (C22): the
+  // admission recipe (zk_admission.cc). zk_objects.cc.
   absl::Status Proclaim(const ProclaimCall& call) override;
   std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
                                            absl::string_view name) override;
@@ -166,6 +167,20 @@ class ZkBackend : public Backend {
       bool watch = false);
   absl::StatusOr<Kept> FindKept(absl::string_view name);
   LockInfo Describe(absl::string_view name, const Holder& holder) const;
+  // Every node of the queue of an object of `kind`, in order, as read now
+  // (nodes gone meanwhile left out; nothing when there is no queue).
+  absl::StatusOr<std::vector<Holder>> ReadQueue(ObjectKind kind,
+                                                absl::string_view name);
+  // The admitted node of `owner` in semaphore `name`'s queue, if any and
+  // its lease runs.
+  absl::StatusOr<std::optional<Holder>> FindGrant(absl::string_view name,
+                                                  absl::string_view owner);
+  // A semaphore's holders and N as read now (C11).
+  absl::StatusOr<ObjectInfo> InspectSemaphore(absl::string_view name);
+  // Deletes a semaphore's admitted nodes, or only the one whose czxid is
+  // `fencing_token` (TokenMismatchError when none is).
+  absl::Status ForceUnlockSemaphore(absl::string_view name,
+                                    std::optional<uint64_t> fencing_token);
   // Deletes the first node of an object's queue (C12), only if it carries
   // `fencing_token` when one is given (TokenMismatchError otherwise); its
   // successor's watch wakes it.

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace dlock::zk {
@@ -130,6 +131,49 @@ std::vector<std::string> SortedQueue(std::vector<std::string> children) {
   queue.reserve(keyed.size());
   for (auto& [seq, name] : keyed) queue.push_back(std::move(name));
   return queue;
+}
+
+std::string PermitsTag(const PermitsAsked& asked) {
+  return absl::StrCat("s", asked.permits, "of", asked.limit, "-");
+}
+
+std::optional<PermitsAsked> PermitsOf(absl::string_view node_name) {
+  constexpr size_t kTail = sizeof("-lock-0000000000") - 1;
+  if (!SequenceOf(node_name).has_value()) return std::nullopt;
+  absl::string_view head = node_name.substr(0, node_name.size() - kTail);
+  const size_t dash = head.rfind('-');
+  if (dash == absl::string_view::npos) return std::nullopt;
+  absl::string_view tag = head.substr(dash + 1);
+  if (!absl::ConsumePrefix(&tag, "s")) return std::nullopt;
+  std::vector<absl::string_view> parts =
+      absl::StrSplit(tag, absl::MaxSplits("of", 1));
+  PermitsAsked asked;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &asked.permits) ||
+      !absl::SimpleAtoi(parts[1], &asked.limit) || asked.permits < 1 ||
+      asked.limit < asked.permits) {
+    return std::nullopt;
+  }
+  return asked;
+}
+
+std::string WaitingValue() { return "w"; }
+
+std::string AdmittedValue(const std::vector<int64_t>& slots) {
+  return absl::StrCat("h ", absl::StrJoin(slots, ","));
+}
+
+std::optional<std::vector<int64_t>> AdmittedSlots(
+    const std::optional<std::string>& value) {
+  if (!value.has_value()) return std::nullopt;
+  absl::string_view rest = *value;
+  if (!absl::ConsumePrefix(&rest, "h ")) return std::nullopt;
+  std::vector<int64_t> slots;
+  for (absl::string_view part : absl::StrSplit(rest, ',')) {
+    int64_t slot = 0;
+    if (!absl::SimpleAtoi(part, &slot)) return std::nullopt;
+    slots.push_back(slot);
+  }
+  return slots;
 }
 
 std::string Serialize(const NodeData& data) {

@@ -40,6 +40,28 @@ std::optional<int64_t> SequenceOf(absl::string_view node_name);
 // Lock node names sorted by sequence number: the queue, holder first.
 std::vector<std::string> SortedQueue(std::vector<std::string> children);
 
+// A semaphore's queue node carries its permits and N in its name, before
+// the "-lock-<seq>" every queue node ends with:
+//   <client id>-<instance>-<n>-s<permits>of<limit>-lock-<seq>
+// so that one listing tells the permits queued ahead of a node and the N of
+// every participant (C22).
+struct PermitsAsked {
+  int64_t permits = 0;
+  int64_t limit = 0;
+};
+// "s<permits>of<limit>-": what goes before "lock-" in the node's name.
+std::string PermitsTag(const PermitsAsked& asked);
+// nullopt for a node name without one.
+std::optional<PermitsAsked> PermitsOf(absl::string_view node_name);
+
+// A semaphore node's NodeData::value: "w" while it waits, "h <slots>" once
+// admitted (its permit slots, ascending, comma-separated).
+std::string WaitingValue();
+std::string AdmittedValue(const std::vector<int64_t>& slots);
+// The slots of an admitted node; nullopt for a waiting (or foreign) one.
+std::optional<std::vector<int64_t>> AdmittedSlots(
+    const std::optional<std::string>& value);
+
 // A lock node's data. Changed only by versioned writes (C3).
 struct NodeData {
   std::string owner;  // "c:<client id>:<thread>" or "t:<token>" (C6)

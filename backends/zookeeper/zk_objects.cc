@@ -1,11 +1,13 @@
-// The zk:// backend's objects beyond the lock (issue 24): how an election
-// is read, watched, listed and forced (C11, C12, C24). Its holds go through
-// the lock's recipe on the election's own parent (zk_layout.h); Proclaim,
-// a write of a hold, is in zk_release.cc.
+// The zk:// backend's objects beyond the lock (issue 24): how elections and
+// semaphores are read, watched, listed and forced (C11, C12, C22, C24).
+// Their holds go through the queue recipe on the object's own parent
+// (zk_layout.h; a semaphore's admission in zk_admission.cc); Proclaim, a
+// write of a hold, is in zk_release.cc.
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/errors.h"
 #include "zk_backend.h"
 
 namespace dlock::zk {
@@ -27,16 +29,115 @@ class ParentWatch : public ObjectWatch {
   WakeupHub::Waiter waiter_;
 };
 
+HolderInfo HolderOf(const LockInfo& lock) {
+  return HolderInfo{.owner = lock.owner,
+                    .hold_count = lock.hold_count,
+                    .fencing_token = lock.fencing_token,
+                    .remaining_lease = lock.remaining_lease,
+                    .since = lock.since,
+                    .holder_live = lock.holder_live};
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<ZkBackend::Holder>> ZkBackend::ReadQueue(
+    ObjectKind kind, absl::string_view name) {
+  const std::string parent = ParentOf(kind, name);
+  const std::string reading =
+      absl::StrCat("reading ", ObjectKindName(kind), " '", name, "'");
+  std::vector<Holder> out;
+  Reply list = session_->Children(parent).Wait(writer_->CallDeadline());
+  if (list.rc == ZNONODE) return out;
+  if (list.rc != ZOK) return session_->ErrorStatus(list.rc, reading);
+  std::vector<Call> calls;
+  std::vector<std::string> paths;
+  for (const std::string& child : SortedQueue(std::move(list.children))) {
+    paths.push_back(absl::StrCat(parent, "/", child));
+    calls.push_back(session_->Get(paths.back(), false));
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Reply got = calls[i].Wait(writer_->CallDeadline());
+    if (got.rc == ZNONODE) continue;  // released meanwhile
+    if (got.rc != ZOK) return session_->ErrorStatus(got.rc, reading);
+    std::optional<NodeData> data = Parse(got.data);
+    if (!data.has_value()) continue;  // not a dlock node
+    out.push_back(
+        Holder{.path = paths[i], .data = *std::move(data), .stat = got.stat});
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<ZkBackend::Holder>> ZkBackend::FindGrant(
+    absl::string_view name, absl::string_view owner) {
+  absl::StatusOr<std::vector<Holder>> queue =
+      ReadQueue(ObjectKind::kSemaphore, name);
+  if (!queue.ok()) return queue.status();
+  for (Holder& node : *queue) {
+    if (node.data.owner == owner && AdmittedSlots(node.data.value) &&
+        !writer_->Expired(node.data, node.stat)) {
+      return std::optional<Holder>(std::move(node));
+    }
+  }
+  return std::optional<Holder>();
+}
+
+absl::StatusOr<ObjectInfo> ZkBackend::InspectSemaphore(absl::string_view name) {
+  ObjectInfo info{.kind = ObjectKind::kSemaphore, .name = std::string(name)};
+  absl::StatusOr<std::vector<Holder>> queue =
+      ReadQueue(ObjectKind::kSemaphore, name);
+  if (!queue.ok()) return queue.status();
+  for (const Holder& node : *queue) {
+    const std::string child = node.path.substr(node.path.rfind('/') + 1);
+    std::optional<PermitsAsked> asked = PermitsOf(child);
+    if (!asked.has_value()) continue;
+    info.limit = asked->limit;  // the same for every node (kLimitMismatch)
+    std::optional<std::vector<int64_t>> slots = AdmittedSlots(node.data.value);
+    if (!slots.has_value() || writer_->Expired(node.data, node.stat)) {
+      continue;
+    }
+    HolderInfo holder = HolderOf(Describe(name, node));
+    holder.slots = *std::move(slots);
+    info.holders.push_back(std::move(holder));
+  }
+  return info;
+}
+
+absl::Status ZkBackend::ForceUnlockSemaphore(
+    absl::string_view name, std::optional<uint64_t> fencing_token) {
+  absl::StatusOr<std::vector<Holder>> queue =
+      ReadQueue(ObjectKind::kSemaphore, name);
+  if (!queue.ok()) return queue.status();
+  bool found = false;
+  for (const Holder& node : *queue) {
+    if (!AdmittedSlots(node.data.value).has_value() ||
+        (fencing_token.has_value() &&
+         static_cast<uint64_t>(node.stat.czxid) != *fencing_token)) {
+      continue;
+    }
+    // Its path is never reused: deleting it removes this grant only. The
+    // head waiter's child watch wakes it.
+    Reply r = session_->Delete(node.path, -1).Wait(writer_->CallDeadline());
+    if (r.rc != ZOK && r.rc != ZNONODE) {
+      return session_->ErrorStatus(
+          r.rc, absl::StrCat("force unlock of semaphore '", name, "'"));
+    }
+    found = found || r.rc == ZOK;
+  }
+  if (fencing_token.has_value() && !found) {
+    return TokenMismatchError(name, *fencing_token);
+  }
+  return absl::OkStatus();
+}
 
 std::unique_ptr<ObjectWatch> ZkBackend::WatchObject(ObjectKind kind,
                                                     absl::string_view name) {
-  if (kind != ObjectKind::kElection) return nullptr;
+  if (kind == ObjectKind::kLock) return nullptr;
   return std::make_unique<ParentWatch>(hub_, ParentOf(kind, name));
 }
 
 absl::StatusOr<ObjectInfo> ZkBackend::InspectObject(ObjectKind kind,
                                                     absl::string_view name) {
+  if (kind == ObjectKind::kSemaphore) return InspectSemaphore(name);
   if (kind != ObjectKind::kElection) {
     return Backend::InspectObject(kind, name);
   }
@@ -49,20 +150,14 @@ absl::StatusOr<ObjectInfo> ZkBackend::InspectObject(ObjectKind kind,
       writer_->Expired((*holder)->data, (*holder)->stat)) {
     return info;
   }
-  const LockInfo leader = Describe(name, **holder);
-  info.holders.push_back(HolderInfo{.owner = leader.owner,
-                                    .hold_count = leader.hold_count,
-                                    .fencing_token = leader.fencing_token,
-                                    .remaining_lease = leader.remaining_lease,
-                                    .since = leader.since,
-                                    .holder_live = leader.holder_live});
+  info.holders.push_back(HolderOf(Describe(name, **holder)));
   info.value = (*holder)->data.value.value_or("");
   return info;
 }
 
 absl::StatusOr<std::vector<ObjectInfo>> ZkBackend::ListObjects(
     ObjectKind kind, absl::string_view prefix) {
-  if (kind != ObjectKind::kElection) return Backend::ListObjects(kind, prefix);
+  if (kind == ObjectKind::kLock) return Backend::ListObjects(kind, prefix);
   absl::StatusOr<std::vector<std::string>> names = NamesOf(kind, prefix);
   if (!names.ok()) return names.status();
   std::vector<ObjectInfo> out;
@@ -77,6 +172,9 @@ absl::StatusOr<std::vector<ObjectInfo>> ZkBackend::ListObjects(
 absl::Status ZkBackend::ForceUnlockObject(
     ObjectKind kind, absl::string_view name,
     std::optional<uint64_t> fencing_token) {
+  if (kind == ObjectKind::kSemaphore) {
+    return ForceUnlockSemaphore(name, fencing_token);
+  }
   if (kind != ObjectKind::kElection) {
     return Backend::ForceUnlockObject(kind, name, fencing_token);
   }

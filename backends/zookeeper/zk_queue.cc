@@ -15,12 +15,12 @@ std::string PathOf(const std::string& parent, absl::string_view child) {
   return absl::StrCat(parent, "/", child);
 }
 
-absl::Status HeldByAnother(absl::string_view name) {
-  return absl::DeadlineExceededError(
-      absl::StrCat("lock '", name, "' is held by another owner"));
-}
-
 }  // namespace
+
+absl::Status HeldByAnother(absl::string_view name, ObjectKind kind) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      ObjectKindName(kind), " '", name, "' is held by another owner"));
+}
 
 absl::StatusOr<Grant> LockQueue::Acquire(const AcquireCall& call,
                                          const std::string& parent) {
@@ -35,9 +35,15 @@ absl::StatusOr<Grant> LockQueue::Acquire(const AcquireCall& call,
                           .value = ValueOf(call)},
          .lease = absl::Milliseconds(lease_ms),
          .token_owner = call.owner_kind == OwnerKind::kToken};
+  const bool permits = call.shape.mode == HoldMode::kPermits;
+  if (permits) {
+    t.data.value = WaitingValue();
+    t.tag = PermitsTag(
+        PermitsAsked{.permits = call.shape.permits, .limit = call.shape.limit});
+  }
   if (absl::Status s = CreateOwnNode(t); !s.ok()) return s;
   t.next_refresh = writer_.Now() + t.lease / 3;
-  return WaitTurn(t);
+  return permits ? WaitAdmission(t) : WaitTurn(t);
 }
 
 absl::StatusOr<Grant> LockQueue::WaitTurn(Turn& t) {
@@ -75,8 +81,9 @@ absl::StatusOr<Grant> LockQueue::WaitTurn(Turn& t) {
   }
 }
 
-LockQueue::Next LockQueue::List(Turn& t) {
-  Reply list = session_.Children(t.parent).Wait(writer_.CallDeadline());
+LockQueue::Next LockQueue::List(Turn& t, bool watch) {
+  Reply list = session_.Children(t.parent, watch).Wait(writer_.CallDeadline());
+  t.watched = watch && list.rc == ZOK;
   if (list.rc == ZOK) {
     t.children = std::move(list.children);
   } else if (list.rc == ZNONODE) {
@@ -109,6 +116,10 @@ LockQueue::Next LockQueue::Take(Turn& t) {
                          rc, absl::StrCat("taking lock '", t.call.name, "'")));
     }
   }
+  return Granted(t);
+}
+
+LockQueue::Next LockQueue::Granted(Turn& t) {
   const LocalHold hold{.path = t.own.path,
                        .data = t.own.data,
                        .version = t.own.stat.version,
@@ -118,10 +129,7 @@ LockQueue::Next LockQueue::Take(Turn& t) {
                        .confirmed = t.own.written};
   // More than one hold when the owner token's other client re-entered our
   // node before we saw it first (C6).
-  return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
-                                     .hold_count = hold.data.holds,
-                                     .sent = hold.confirmed,
-                                     .record = holds_.NewRecord(t.call, hold)});
+  return absl::StatusOr<Grant>(GrantOf(t.call, hold));
 }
 
 LockQueue::Next LockQueue::WaitOutKept(Turn& t,
@@ -294,8 +302,8 @@ absl::Status LockQueue::CreateOwnNode(Turn& t) {
   // A unique prefix per attempt (client id, this backend's random instance
   // and a counter) lets us find the node again when the reply to its create
   // is lost (Curator's protection), and never another client's node.
-  const std::string prefix =
-      absl::StrCat(settings_.node_prefix, attempts_.fetch_add(1), "-lock-");
+  const std::string prefix = absl::StrCat(
+      settings_.node_prefix, attempts_.fetch_add(1), "-", t.tag, "lock-");
   const std::string payload = Serialize(t.data);
   // A reply that did not come within the operation timeout does not say
   // whether the connection still works; retries stop at the caller's
@@ -321,6 +329,7 @@ absl::Status LockQueue::CreateOwnNode(Turn& t) {
                       .written = created.sent()};
       session_.NoteServerTime(create.stat.mtime, writer_.Now());
       if (list.rc == ZOK) t.children = std::move(list.children);
+      t.watched = false;
       return absl::OkStatus();
     }
     if (create.rc == ZNONODE) {
@@ -372,6 +381,7 @@ absl::StatusOr<bool> LockQueue::FindLostCreate(Turn& t,
           rc, absl::StrCat("adopting a node for lock '", t.call.name, "'"));
     }
     t.children = std::move(again.children);
+    t.watched = false;
     return true;
   }
   return false;
@@ -434,10 +444,16 @@ LockQueue::Next LockQueue::ReenterHolder(const AcquireCall& call,
   if (IsGone(written)) return std::nullopt;
   janitor_.Abandon(own);
   if (!written.ok()) return absl::StatusOr<Grant>(written);
-  return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
-                                     .hold_count = hold.data.holds,
-                                     .sent = hold.confirmed,
-                                     .record = holds_.NewRecord(call, hold)});
+  return absl::StatusOr<Grant>(GrantOf(call, hold));
+}
+
+Grant LockQueue::GrantOf(const AcquireCall& call, const LocalHold& hold) {
+  return Grant{
+      .fencing_token = hold.czxid,
+      .hold_count = hold.data.holds,
+      .sent = hold.confirmed,
+      .record = holds_.NewRecord(call, hold),
+      .slots = AdmittedSlots(hold.data.value).value_or(std::vector<int64_t>{})};
 }
 
 }  // namespace dlock::zk

@@ -303,7 +303,9 @@ absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
     return std::optional<LocalHold>(std::move(hold));
   }
   // Not taken through this client: an owner token may hold it elsewhere.
-  absl::StatusOr<std::optional<Holder>> holder = FindHolder(name, kind);
+  absl::StatusOr<std::optional<Holder>> holder = kind == ObjectKind::kSemaphore
+                                                     ? FindGrant(name, owner)
+                                                     : FindHolder(name, kind);
   if (!holder.ok()) return holder.status();
   if (!holder->has_value() || (*holder)->data.owner != owner ||
       writer_->Expired((*holder)->data, (*holder)->stat)) {

@@ -78,8 +78,11 @@ class NodeWriter {
   // clock; `since_ms`, when set, marks the start of a hold. On a version
   // conflict the node is read again and the write made on what it holds
   // now. Returns the C client's rc.
+  // `value`, when set, becomes the node's NodeData::value (a semaphore
+  // node's admission), on whatever a conflict read.
   int Touch(OwnNode& own, int64_t lease_ms,
-            std::optional<int64_t> since_ms = std::nullopt);
+            std::optional<int64_t> since_ms = std::nullopt,
+            const std::optional<std::string>& value = std::nullopt);
   // Reads our node into `own`: ZNONODE when it is gone, or not ours.
   int ReloadOwn(OwnNode& own, MonoTime deadline);
   // Takes the hold of an acquisition we give up off our node: deletes it,

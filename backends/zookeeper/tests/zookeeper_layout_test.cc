@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "zk_layout.h"
@@ -108,6 +109,33 @@ TEST(ZooKeeperLayout, KindsOfObjectHaveParentsApart) {
     EXPECT_FALSE(ObjectNameOf(ObjectKind::kElection, lock).has_value());
     EXPECT_FALSE(ObjectNameOf(ObjectKind::kSemaphore, election).has_value());
   }
+}
+
+TEST(ZooKeeperLayout, ASemaphoreNodeNamesItsPermitsAndN) {
+  const std::string node =
+      absl::StrCat("client-1-ab12-7-", PermitsTag({.permits = 2, .limit = 5}),
+                   "lock-0000000042");
+  EXPECT_EQ(SequenceOf(node), 42) << "a semaphore node is a queue node";
+  std::optional<PermitsAsked> asked = PermitsOf(node);
+  ASSERT_TRUE(asked.has_value());
+  EXPECT_EQ(asked->permits, 2);
+  EXPECT_EQ(asked->limit, 5);
+  // A client id may hold dashes and letters: only the last part counts.
+  EXPECT_EQ(PermitsOf("s1of2-x-9-s3of4-lock-0000000001")->limit, 4);
+  EXPECT_FALSE(PermitsOf("client-1-ab12-7-lock-0000000042").has_value());
+  EXPECT_FALSE(PermitsOf("c-1-s3of2-lock-0000000001").has_value());
+  EXPECT_FALSE(PermitsOf("c-1-s2of5-lock-12").has_value());
+}
+
+TEST(ZooKeeperLayout, AdmissionValueSaysWaitingOrTheSlots) {
+  EXPECT_FALSE(AdmittedSlots(WaitingValue()).has_value());
+  EXPECT_FALSE(AdmittedSlots(std::nullopt).has_value());
+  EXPECT_EQ(AdmittedSlots(AdmittedValue({0, 3, 4})),
+            (std::vector<int64_t>{0, 3, 4}));
+  NodeData data{.owner = "t:job", .lease_ms = 1, .kept_ms = 1};
+  data.value = AdmittedValue({1});
+  EXPECT_EQ(AdmittedSlots(Parse(Serialize(data))->value),
+            (std::vector<int64_t>{1}));
 }
 
 TEST(ZooKeeperUri, BadUrisAreInvalidArgumentWithoutThePassword) {
