@@ -23,10 +23,6 @@ std::string RandomHex() {
   return absl::StrCat(absl::Hex(bits, absl::kZeroPad16));
 }
 
-// Until they are wired (docs/design/primitives.md, "ZooKeeper").
-constexpr absl::string_view kPrimitivesNote =
-    "zk:// does not offer read-write locks yet (issue 24)";
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> ZkBackend::Create(
@@ -101,8 +97,8 @@ BackendTraits ZkBackend::Traits() const {
                        .can_list = true,
                        .keeps_after_release = true,
                        .semaphores = true,
+                       .read_write_locks = true,
                        .elections = true,
-                       .primitives_note = std::string(kPrimitivesNote),
                        .semaphore_order = WaiterOrder::kFifo};
 }
 
@@ -132,8 +128,12 @@ void ZkBackend::OnSessionLost(uint64_t generation, const absl::Status& why) {
     janitor_->Queue(PendingDelete{.path = hold.path, .version = hold.version});
   }
   for (const auto& [record, hold] : lost) {
-    settings_.listener->OnHoldLost(record->name(), record->owner(),
-                                   record->shape(), why);
+    // A reader's record keeps the owner as stored ("r:<owner>").
+    const bool reader = record->shape().mode == HoldMode::kShared;
+    settings_.listener->OnHoldLost(
+        record->name(),
+        reader ? OwnerOfReader(record->owner()) : record->owner(),
+        record->shape(), why);
   }
 }
 

@@ -126,7 +126,7 @@ class ZkBackend : public Backend {
   absl::StatusOr<std::optional<LocalHold>> HoldOf(absl::string_view name,
                                                   absl::string_view owner,
                                                   const ZkHold* record,
-                                                  ObjectKind kind);
+                                                  const HoldShape& shape);
   // For a hold lost with its session, the LostError its release and renewal
   // fail with at once, even before a new session is up; else OK.
   static absl::Status LostWithSession(absl::string_view name,
@@ -171,10 +171,14 @@ class ZkBackend : public Backend {
   // (nodes gone meanwhile left out; nothing when there is no queue).
   absl::StatusOr<std::vector<Holder>> ReadQueue(ObjectKind kind,
                                                 absl::string_view name);
-  // The admitted node of `owner` in semaphore `name`'s queue, if any and
-  // its lease runs.
-  absl::StatusOr<std::optional<Holder>> FindGrant(absl::string_view name,
+  // The node of `owner` (as stored) that holds in the queue of an object
+  // of `kind` besides the first one (a semaphore's admitted node, a lock's
+  // read node), if any and its lease runs.
+  absl::StatusOr<std::optional<Holder>> FindGrant(ObjectKind kind,
+                                                  absl::string_view name,
                                                   absl::string_view owner);
+  // A lock's writer (or kept state) and readers as read now (C11, C23).
+  absl::StatusOr<ObjectInfo> InspectLock(absl::string_view name);
   // A semaphore's holders and N as read now (C11).
   absl::StatusOr<ObjectInfo> InspectSemaphore(absl::string_view name);
   // Deletes a semaphore's admitted nodes, or only the one whose czxid is

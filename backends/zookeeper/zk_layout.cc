@@ -133,6 +133,31 @@ std::vector<std::string> SortedQueue(std::vector<std::string> children) {
   return queue;
 }
 
+bool IsReadNode(absl::string_view node_name) {
+  constexpr size_t kTail = sizeof("lock-0000000000") - 1;
+  return SequenceOf(node_name).has_value() &&
+         node_name.size() > kTail + kReadTag.size() &&
+         node_name.substr(node_name.size() - kTail - kReadTag.size(),
+                          kReadTag.size()) == kReadTag;
+}
+
+std::string ReaderOwner(absl::string_view owner) {
+  return absl::StrCat("r:", owner);
+}
+
+absl::string_view OwnerOfReader(absl::string_view stored) {
+  return absl::ConsumePrefix(&stored, "r:") ? stored : absl::string_view();
+}
+
+uint64_t TokenOf(const NodeData& data, uint64_t czxid) {
+  uint64_t token = 0;
+  if (!OwnerOfReader(data.owner).empty() && data.value.has_value() &&
+      absl::SimpleAtoi(*data.value, &token)) {
+    return token;
+  }
+  return czxid;
+}
+
 std::string PermitsTag(const PermitsAsked& asked) {
   return absl::StrCat("s", asked.permits, "of", asked.limit, "-");
 }

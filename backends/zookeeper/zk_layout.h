@@ -40,6 +40,18 @@ std::optional<int64_t> SequenceOf(absl::string_view node_name);
 // Lock node names sorted by sequence number: the queue, holder first.
 std::vector<std::string> SortedQueue(std::vector<std::string> children);
 
+// A reader of a lock (C23) queues in the lock's own queue, named
+//   <client id>-<instance>-<n>-read-lock-<seq>
+// (a client of the previous layout counts it as a lock node, so its
+// writers wait behind readers), its owner stored as "r:<owner>" so that
+// such a client never takes a read node for its own hold. A writer's own
+// read carries the writer's token as its value.
+inline constexpr absl::string_view kReadTag = "read-";
+bool IsReadNode(absl::string_view node_name);
+std::string ReaderOwner(absl::string_view owner);
+// The owner a reader's stored owner names ("" for another kind of owner).
+absl::string_view OwnerOfReader(absl::string_view stored);
+
 // A semaphore's queue node carries its permits and N in its name, before
 // the "-lock-<seq>" every queue node ends with:
 //   <client id>-<instance>-<n>-s<permits>of<limit>-lock-<seq>
@@ -82,6 +94,10 @@ struct NodeData {
 
 std::string Serialize(const NodeData& data);
 std::optional<NodeData> Parse(absl::string_view text);
+
+// The fencing token of a hold of a node: a writer's read carries its
+// writer's (kReadTag above); every other node's is its czxid (C8).
+uint64_t TokenOf(const NodeData& data, uint64_t czxid);
 
 // A lock kept after its release (ReleaseCall::keep_for): a PERSISTENT child
 // "kept-<token>" of the lock-name node, beside the queue (it is no lock

@@ -3,6 +3,7 @@
 // Their holds go through the queue recipe on the object's own parent
 // (zk_layout.h; a semaphore's admission in zk_admission.cc); Proclaim, a
 // write of a hold, is in zk_release.cc.
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -68,12 +69,14 @@ absl::StatusOr<std::vector<ZkBackend::Holder>> ZkBackend::ReadQueue(
 }
 
 absl::StatusOr<std::optional<ZkBackend::Holder>> ZkBackend::FindGrant(
-    absl::string_view name, absl::string_view owner) {
-  absl::StatusOr<std::vector<Holder>> queue =
-      ReadQueue(ObjectKind::kSemaphore, name);
+    ObjectKind kind, absl::string_view name, absl::string_view owner) {
+  absl::StatusOr<std::vector<Holder>> queue = ReadQueue(kind, name);
   if (!queue.ok()) return queue.status();
   for (Holder& node : *queue) {
-    if (node.data.owner == owner && AdmittedSlots(node.data.value) &&
+    const bool holds = kind == ObjectKind::kSemaphore
+                           ? AdmittedSlots(node.data.value).has_value()
+                           : IsReadNode(node.path);
+    if (node.data.owner == owner && holds &&
         !writer_->Expired(node.data, node.stat)) {
       return std::optional<Holder>(std::move(node));
     }
@@ -97,6 +100,40 @@ absl::StatusOr<ObjectInfo> ZkBackend::InspectSemaphore(absl::string_view name) {
     }
     HolderInfo holder = HolderOf(Describe(name, node));
     holder.slots = *std::move(slots);
+    info.holders.push_back(std::move(holder));
+  }
+  return info;
+}
+
+absl::StatusOr<ObjectInfo> ZkBackend::InspectLock(absl::string_view name) {
+  absl::StatusOr<Kept> kept = FindKept(name);
+  if (!kept.ok()) return kept.status();
+  if (kept->live.has_value()) {
+    return Backend::InspectObject(ObjectKind::kLock, name);
+  }
+  ObjectInfo info{
+      .kind = ObjectKind::kLock, .name = std::string(name), .limit = 1};
+  absl::StatusOr<std::vector<Holder>> queue =
+      ReadQueue(ObjectKind::kLock, name);
+  if (!queue.ok()) return queue.status();
+  // The writers ahead of a reader: it holds when each is its owner's own.
+  std::vector<std::string> writers;
+  for (size_t i = 0; i < queue->size(); ++i) {
+    const Holder& node = (*queue)[i];
+    const bool reader = IsReadNode(node.path);
+    const absl::string_view owner =
+        reader ? OwnerOfReader(node.data.owner) : node.data.owner;
+    const bool holds =
+        reader ? std::all_of(writers.begin(), writers.end(),
+                             [&](const std::string& w) { return w == owner; })
+               : i == 0;
+    if (!reader) writers.push_back(node.data.owner);
+    if (!holds || writer_->Expired(node.data, node.stat)) continue;
+    HolderInfo holder = HolderOf(Describe(name, node));
+    holder.owner = std::string(owner);
+    holder.shared = reader;
+    holder.fencing_token =
+        TokenOf(node.data, static_cast<uint64_t>(node.stat.czxid));
     info.holders.push_back(std::move(holder));
   }
   return info;
@@ -138,6 +175,7 @@ std::unique_ptr<ObjectWatch> ZkBackend::WatchObject(ObjectKind kind,
 absl::StatusOr<ObjectInfo> ZkBackend::InspectObject(ObjectKind kind,
                                                     absl::string_view name) {
   if (kind == ObjectKind::kSemaphore) return InspectSemaphore(name);
+  if (kind == ObjectKind::kLock) return InspectLock(name);
   if (kind != ObjectKind::kElection) {
     return Backend::InspectObject(kind, name);
   }

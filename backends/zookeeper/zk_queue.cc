@@ -35,15 +35,25 @@ absl::StatusOr<Grant> LockQueue::Acquire(const AcquireCall& call,
                           .value = ValueOf(call)},
          .lease = absl::Milliseconds(lease_ms),
          .token_owner = call.owner_kind == OwnerKind::kToken};
-  const bool permits = call.shape.mode == HoldMode::kPermits;
-  if (permits) {
+  const HoldMode mode = call.shape.mode;
+  if (mode == HoldMode::kPermits) {
     t.data.value = WaitingValue();
     t.tag = PermitsTag(
         PermitsAsked{.permits = call.shape.permits, .limit = call.shape.limit});
+  } else if (mode == HoldMode::kShared) {
+    t.tag = std::string(kReadTag);
   }
   if (absl::Status s = CreateOwnNode(t); !s.ok()) return s;
   t.next_refresh = writer_.Now() + t.lease / 3;
-  return permits ? WaitAdmission(t) : WaitTurn(t);
+  switch (mode) {
+    case HoldMode::kPermits:
+      return WaitAdmission(t);
+    case HoldMode::kShared:
+      return WaitRead(t);
+    case HoldMode::kExclusive:
+      break;
+  }
+  return WaitTurn(t);
 }
 
 absl::StatusOr<Grant> LockQueue::WaitTurn(Turn& t) {
@@ -196,6 +206,7 @@ LockQueue::Next LockQueue::WaitBehind(Turn& t, const QueueView& view) {
             MaybeReenterHolder(t.call, PathOf(t.parent, view.holder), t.own)) {
       return again;
     }
+    if (Next refused = RefuseUpgrade(t, view.reads_ahead)) return refused;
   }
   const std::string predecessor = PathOf(t.parent, view.predecessor);
   // Registered before the watch is set, so that a delete in between is not
@@ -449,7 +460,7 @@ LockQueue::Next LockQueue::ReenterHolder(const AcquireCall& call,
 
 Grant LockQueue::GrantOf(const AcquireCall& call, const LocalHold& hold) {
   return Grant{
-      .fencing_token = hold.czxid,
+      .fencing_token = TokenOf(hold.data, hold.czxid),
       .hold_count = hold.data.holds,
       .sent = hold.confirmed,
       .record = holds_.NewRecord(call, hold),

@@ -145,6 +145,19 @@ class LockQueue {
   Next ReenterOwnGrant(Turn& t, const std::vector<std::string>& paths,
                        const std::vector<Reply>& ahead);
 
+  // zk_readers.cc: a reader in the lock's own queue (C23). It holds when
+  // every write node ahead of it is its owner's own; otherwise it watches
+  // the last other write node ahead. Writers take the lock's recipe
+  // (WaitTurn): first in the queue, readers included, is theirs.
+  absl::StatusOr<Grant> WaitRead(Turn& t);
+  Next ReadTurn(Turn& t, WakeupHub::Waiter& waiter,
+                const std::vector<std::string>& queue);
+  // A writer whose owner token does not hold the lock but reads it through
+  // another client (one of `reads`, the read nodes ahead) would wait for
+  // itself: refused with kUpgradeRefused at its first look at the queue,
+  // its node given up (the core refuses its own readers before sending).
+  Next RefuseUpgrade(Turn& t, const std::vector<std::string>& reads);
+
   // Creates our node (and the lock-name node's parents if missing), finding
   // it again if the create's reply was lost (Curator's protection).
   absl::Status CreateOwnNode(Turn& t);

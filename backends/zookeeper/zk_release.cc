@@ -41,7 +41,12 @@ bool LeaseOver(const LocalHold& hold, MonoTime now) {
 
 }  // namespace
 
-absl::StatusOr<Grant> ZkBackend::Acquire(const AcquireCall& call) {
+absl::StatusOr<Grant> ZkBackend::Acquire(const AcquireCall& asked) {
+  // A reader's node names its owner "r:<owner>" (zk_layout.h): every write
+  // and check of it below compares that.
+  const std::string reader = ReaderOwner(asked.owner);
+  AcquireCall call = asked;
+  if (call.shape.mode == HoldMode::kShared) call.owner = reader;
   if (ZkHold* held = ZkHold::Of(call.held); held != nullptr) {
     if (std::optional<absl::StatusOr<Grant>> again =
             ReenterKnown(call, *held)) {
@@ -72,10 +77,11 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
   // The record, written in place, stays the hold's. Named again rather than
   // left null: should the core start the hold afresh (its local deadline
   // passed meanwhile), it must keep this record, not none.
-  return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
-                                     .hold_count = hold.data.holds,
-                                     .sent = hold.confirmed,
-                                     .record = held.shared_from_this()});
+  return absl::StatusOr<Grant>(
+      Grant{.fencing_token = TokenOf(hold.data, hold.czxid),
+            .hold_count = hold.data.holds,
+            .sent = hold.confirmed,
+            .record = held.shared_from_this()});
 }
 
 absl::Status ZkBackend::LostWithSession(absl::string_view name,
@@ -95,7 +101,10 @@ absl::Status ZkBackend::LeaseRanOut(absl::string_view name, ZkHold* record,
   return LostError(name, absl::StrCat("its lease ran out before the ", what));
 }
 
-absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
+absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& asked) {
+  const std::string reader = ReaderOwner(asked.owner);
+  ReleaseCall call = asked;
+  if (call.shape.mode == HoldMode::kShared) call.owner = reader;
   ZkHold* const record = ZkHold::Of(call.record);
   if (absl::Status lost = LostWithSession(call.name, record); !lost.ok()) {
     return lost;
@@ -103,7 +112,7 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
   absl::MutexLockMaybe turn(record == nullptr ? nullptr
                                               : &record->write_turn());
   absl::StatusOr<std::optional<LocalHold>> found =
-      HoldOf(call.name, call.owner, record, call.shape.kind);
+      HoldOf(call.name, call.owner, record, call.shape);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwnerError(call.name);
   Releasing r{.call = call, .record = record, .hold = **found};
@@ -203,7 +212,10 @@ absl::StatusOr<int64_t> ZkBackend::DeletedMeanwhile(Releasing& r) {
   return NotOwnerError(r.call.name);
 }
 
-absl::Status ZkBackend::Renew(const RenewCall& call) {
+absl::Status ZkBackend::Renew(const RenewCall& asked) {
+  const std::string reader = ReaderOwner(asked.owner);
+  RenewCall call = asked;
+  if (call.shape.mode == HoldMode::kShared) call.owner = reader;
   ZkHold* const record = ZkHold::Of(call.record);
   if (absl::Status lost = LostWithSession(call.name, record); !lost.ok()) {
     return lost;
@@ -211,7 +223,7 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
   absl::MutexLockMaybe turn(record == nullptr ? nullptr
                                               : &record->write_turn());
   absl::StatusOr<std::optional<LocalHold>> found =
-      HoldOf(call.name, call.owner, record, call.shape.kind);
+      HoldOf(call.name, call.owner, record, call.shape);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwnerError(call.name);
   LocalHold hold = **found;
@@ -281,7 +293,7 @@ std::vector<absl::Status> ZkBackend::RenewMany(
 
 absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
     absl::string_view name, absl::string_view owner, const ZkHold* record,
-    ObjectKind kind) {
+    const HoldShape& shape) {
   const std::string reading = absl::StrCat("reading lock '", name, "'");
   if (record != nullptr) {
     LocalHold hold = record->Get();
@@ -303,9 +315,10 @@ absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
     return std::optional<LocalHold>(std::move(hold));
   }
   // Not taken through this client: an owner token may hold it elsewhere.
-  absl::StatusOr<std::optional<Holder>> holder = kind == ObjectKind::kSemaphore
-                                                     ? FindGrant(name, owner)
-                                                     : FindHolder(name, kind);
+  absl::StatusOr<std::optional<Holder>> holder =
+      shape.IsLockWriter() || shape.kind == ObjectKind::kElection
+          ? FindHolder(name, shape.kind)
+          : FindGrant(shape.kind, name, owner);
   if (!holder.ok()) return holder.status();
   if (!holder->has_value() || (*holder)->data.owner != owner ||
       writer_->Expired((*holder)->data, (*holder)->stat)) {
@@ -330,8 +343,8 @@ absl::Status ZkBackend::Proclaim(const ProclaimCall& call) {
   }
   absl::MutexLockMaybe turn(record == nullptr ? nullptr
                                               : &record->write_turn());
-  absl::StatusOr<std::optional<LocalHold>> found =
-      HoldOf(call.name, call.owner, record, ObjectKind::kElection);
+  absl::StatusOr<std::optional<LocalHold>> found = HoldOf(
+      call.name, call.owner, record, HoldShape{.kind = ObjectKind::kElection});
   if (!found.ok()) return found.status();
   // The term is the node's czxid: another node of the owner's is another
   // term, not this leadership.

@@ -111,6 +111,32 @@ TEST(ZooKeeperLayout, KindsOfObjectHaveParentsApart) {
   }
 }
 
+TEST(ZooKeeperLayout, AReadNodeIsALockNodeToThePreviousLayout) {
+  const std::string read =
+      absl::StrCat("c-ab12-3-", kReadTag, "lock-0000000007");
+  EXPECT_TRUE(IsReadNode(read));
+  EXPECT_FALSE(IsReadNode("c-ab12-3-lock-0000000008"));
+  EXPECT_FALSE(IsReadNode("read-lock-0000000008")) << "no client part";
+  // Writers of the previous layout sort it into their queue and wait.
+  EXPECT_EQ(SortedQueue({"c-ab12-4-lock-0000000008", read}),
+            (std::vector<std::string>{read, "c-ab12-4-lock-0000000008"}));
+  // Its owner is never the reader's own owner id, so such a client never
+  // re-enters a read node as its write hold.
+  EXPECT_NE(ReaderOwner("t:job"), "t:job");
+  EXPECT_EQ(OwnerOfReader(ReaderOwner("t:job")), "t:job");
+  EXPECT_EQ(OwnerOfReader("t:job"), "") << "not a reader's";
+}
+
+TEST(ZooKeeperLayout, AWritersReadCarriesTheWritersToken) {
+  NodeData read{.owner = ReaderOwner("c:x:1"), .lease_ms = 1, .kept_ms = 1};
+  EXPECT_EQ(TokenOf(read, 90), 90u) << "a reader's own czxid";
+  read.value = "42";
+  EXPECT_EQ(TokenOf(*Parse(Serialize(read)), 90), 42u);
+  NodeData leader{.owner = "c:x:1", .lease_ms = 1, .kept_ms = 1};
+  leader.value = "42";  // an election's value is no token
+  EXPECT_EQ(TokenOf(leader, 90), 90u);
+}
+
 TEST(ZooKeeperLayout, ASemaphoreNodeNamesItsPermitsAndN) {
   const std::string node =
       absl::StrCat("client-1-ab12-7-", PermitsTag({.permits = 2, .limit = 5}),
