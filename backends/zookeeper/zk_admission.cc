@@ -32,20 +32,16 @@ int64_t PermitsAhead(const std::vector<std::string>& names) {
 
 absl::StatusOr<Grant> LockQueue::WaitAdmission(Turn& t) {
   while (true) {
-    if (t.call.cancel.IsCancelled()) {
-      return *Fail(t, WaitCancelledError(t.call.name));
-    }
     // Registered before the listing and the reads whose watches it sleeps
     // on: the session's watcher wakes the parent's path for a child more
     // or less and for the data of the nodes in its queue.
     WakeupHub::Waiter waiter(hub_, t.parent);
-    if (!t.children.has_value()) {
-      if (Next end = List(t, /*watch=*/true)) return *std::move(end);
-      if (!t.children.has_value()) continue;  // reconnected: list again
+    std::optional<std::vector<std::string>> children;
+    if (Next end = NextListing(t, /*watch=*/true, children)) {
+      return *std::move(end);
     }
-    std::vector<std::string> children = *std::move(t.children);
-    t.children.reset();
-    if (Next end = Admission(t, waiter, std::move(children))) {
+    if (!children.has_value()) continue;  // reconnected: list again
+    if (Next end = Admission(t, waiter, *std::move(children))) {
       return *std::move(end);
     }
   }

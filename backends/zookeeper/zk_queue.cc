@@ -58,16 +58,13 @@ absl::StatusOr<Grant> LockQueue::Acquire(const AcquireCall& call,
 
 absl::StatusOr<Grant> LockQueue::WaitTurn(Turn& t) {
   while (true) {
-    if (t.call.cancel.IsCancelled()) {
-      return *Fail(t, WaitCancelledError(t.call.name));
+    std::optional<std::vector<std::string>> children;
+    if (Next end = NextListing(t, /*watch=*/false, children)) {
+      return *std::move(end);
     }
-    if (!t.children.has_value()) {
-      if (Next end = List(t)) return *std::move(end);
-      if (!t.children.has_value()) continue;  // reconnected: list again
-    }
+    if (!children.has_value()) continue;  // reconnected: list again
     QueueView view =
-        LookAtQueue(*std::move(t.children), t.own.name, t.foreign_kept);
-    t.children.reset();
+        LookAtQueue(*std::move(children), t.own.name, t.foreign_kept);
     // Our node lives on its session: once that ended, the node is gone.
     if (session_.generation() != t.own.generation) {
       view.position = QueueView::Position::kGone;
@@ -89,6 +86,19 @@ absl::StatusOr<Grant> LockQueue::WaitTurn(Turn& t) {
     }
     if (next) return *std::move(next);
   }
+}
+
+LockQueue::Next LockQueue::NextListing(
+    Turn& t, bool watch, std::optional<std::vector<std::string>>& children) {
+  if (t.call.cancel.IsCancelled()) {
+    return Fail(t, WaitCancelledError(t.call.name));
+  }
+  if (!t.children.has_value()) {
+    if (Next end = List(t, watch)) return end;
+  }
+  children = std::move(t.children);
+  t.children.reset();
+  return std::nullopt;
 }
 
 LockQueue::Next LockQueue::List(Turn& t, bool watch) {

@@ -102,6 +102,12 @@ class LockQueue {
   // The grant of a hold of `hold`'s node, with a new record (and a
   // semaphore node's slots).
   Grant GrantOf(const AcquireCall& call, const LocalHold& hold);
+  // Every wait's next look at the queue: the listing of our create, or a
+  // new one (setting a child watch with `watch`), in `children`. An end
+  // when cancelled or the listing failed; nothing at all after a
+  // reconnect (list again).
+  Next NextListing(Turn& t, bool watch,
+                   std::optional<std::vector<std::string>>& children);
   // Their parts. With `watch`, the listing sets a child watch.
   Next List(Turn& t, bool watch = false);
   // One kept-lock node: waited out (`look_again`), or over or gone (the

@@ -16,18 +16,15 @@ namespace dlock::zk {
 
 absl::StatusOr<Grant> LockQueue::WaitRead(Turn& t) {
   while (true) {
-    if (t.call.cancel.IsCancelled()) {
-      return *Fail(t, WaitCancelledError(t.call.name));
-    }
     // Registered before the reads whose watches it sleeps on (the session's
     // watcher wakes the parent's path for its queue's nodes too).
     WakeupHub::Waiter waiter(hub_, t.parent);
-    if (!t.children.has_value()) {
-      if (Next end = List(t)) return *std::move(end);
-      if (!t.children.has_value()) continue;  // reconnected: list again
+    std::optional<std::vector<std::string>> listed;
+    if (Next end = NextListing(t, /*watch=*/false, listed)) {
+      return *std::move(end);
     }
-    std::vector<std::string> children = *std::move(t.children);
-    t.children.reset();
+    if (!listed.has_value()) continue;  // reconnected: list again
+    std::vector<std::string> children = *std::move(listed);
     QueueView view = LookAtQueue(children, t.own.name, t.foreign_kept);
     if (session_.generation() != t.own.generation) {
       view.position = QueueView::Position::kGone;
