@@ -177,14 +177,18 @@ class ZkBackend : public Backend {
   absl::StatusOr<std::optional<Holder>> FindGrant(ObjectKind kind,
                                                   absl::string_view name,
                                                   absl::string_view owner);
-  // A lock's writer (or kept state) and readers as read now (C11, C23).
-  absl::StatusOr<ObjectInfo> InspectLock(absl::string_view name);
-  // A semaphore's holders and N as read now (C11).
-  absl::StatusOr<ObjectInfo> InspectSemaphore(absl::string_view name);
-  // Deletes a semaphore's admitted nodes, or only the one whose czxid is
+  // The nodes of `queue` (an object of `kind`) that hold now, their lease
+  // running: a semaphore's admitted nodes; a lock's first node if it is a
+  // writer's, and its readers with no other owner's write node ahead.
+  std::vector<Holder> Holding(ObjectKind kind, std::vector<Holder> queue) const;
+  // A semaphore's holders and N, or a lock's writer and readers, as read
+  // now (C11).
+  absl::StatusOr<ObjectInfo> InspectHolding(ObjectKind kind,
+                                            absl::string_view name);
+  // Deletes the holding nodes, or only the one whose token is
   // `fencing_token` (TokenMismatchError when none is).
-  absl::Status ForceUnlockSemaphore(absl::string_view name,
-                                    std::optional<uint64_t> fencing_token);
+  absl::Status ForceUnlockHolding(ObjectKind kind, absl::string_view name,
+                                  std::optional<uint64_t> fencing_token);
   // Deletes the first node of an object's queue (C12), only if it carries
   // `fencing_token` when one is given (TokenMismatchError otherwise); its
   // successor's watch wakes it.

@@ -84,79 +84,78 @@ absl::StatusOr<std::optional<ZkBackend::Holder>> ZkBackend::FindGrant(
   return std::optional<Holder>();
 }
 
-absl::StatusOr<ObjectInfo> ZkBackend::InspectSemaphore(absl::string_view name) {
-  ObjectInfo info{.kind = ObjectKind::kSemaphore, .name = std::string(name)};
-  absl::StatusOr<std::vector<Holder>> queue =
-      ReadQueue(ObjectKind::kSemaphore, name);
-  if (!queue.ok()) return queue.status();
-  for (const Holder& node : *queue) {
-    const std::string child = node.path.substr(node.path.rfind('/') + 1);
-    std::optional<PermitsAsked> asked = PermitsOf(child);
-    if (!asked.has_value()) continue;
-    info.limit = asked->limit;  // the same for every node (kLimitMismatch)
-    std::optional<std::vector<int64_t>> slots = AdmittedSlots(node.data.value);
-    if (!slots.has_value() || writer_->Expired(node.data, node.stat)) {
-      continue;
+std::vector<ZkBackend::Holder> ZkBackend::Holding(
+    ObjectKind kind, std::vector<Holder> queue) const {
+  std::vector<Holder> out;
+  // A lock's write nodes so far: a reader holds when each is its owner's.
+  std::vector<std::string> writers;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    Holder& node = queue[i];
+    bool holds = AdmittedSlots(node.data.value).has_value();
+    if (kind == ObjectKind::kLock) {
+      const absl::string_view reader = OwnerOfReader(node.data.owner);
+      holds =
+          IsReadNode(node.path)
+              ? std::all_of(writers.begin(), writers.end(),
+                            [&](const std::string& w) { return w == reader; })
+              : i == 0;
+      if (!IsReadNode(node.path)) writers.push_back(node.data.owner);
     }
-    HolderInfo holder = HolderOf(Describe(name, node));
-    holder.slots = *std::move(slots);
-    info.holders.push_back(std::move(holder));
+    if (holds && !writer_->Expired(node.data, node.stat)) {
+      out.push_back(std::move(node));
+    }
   }
-  return info;
+  return out;
 }
 
-absl::StatusOr<ObjectInfo> ZkBackend::InspectLock(absl::string_view name) {
-  absl::StatusOr<Kept> kept = FindKept(name);
-  if (!kept.ok()) return kept.status();
-  if (kept->live.has_value()) {
-    return Backend::InspectObject(ObjectKind::kLock, name);
-  }
-  ObjectInfo info{
-      .kind = ObjectKind::kLock, .name = std::string(name), .limit = 1};
-  absl::StatusOr<std::vector<Holder>> queue =
-      ReadQueue(ObjectKind::kLock, name);
+absl::StatusOr<ObjectInfo> ZkBackend::InspectHolding(ObjectKind kind,
+                                                     absl::string_view name) {
+  ObjectInfo info{.kind = kind, .name = std::string(name), .limit = 1};
+  absl::StatusOr<std::vector<Holder>> queue = ReadQueue(kind, name);
   if (!queue.ok()) return queue.status();
-  // The writers ahead of a reader: it holds when each is its owner's own.
-  std::vector<std::string> writers;
-  for (size_t i = 0; i < queue->size(); ++i) {
-    const Holder& node = (*queue)[i];
-    const bool reader = IsReadNode(node.path);
-    const absl::string_view owner =
-        reader ? OwnerOfReader(node.data.owner) : node.data.owner;
-    const bool holds =
-        reader ? std::all_of(writers.begin(), writers.end(),
-                             [&](const std::string& w) { return w == owner; })
-               : i == 0;
-    if (!reader) writers.push_back(node.data.owner);
-    if (!holds || writer_->Expired(node.data, node.stat)) continue;
+  if (kind == ObjectKind::kSemaphore) {
+    // The same N in every node's name (kLimitMismatch); none: none in force.
+    info.limit = 0;
+    for (const Holder& node : *queue) {
+      if (std::optional<PermitsAsked> asked =
+              PermitsOf(node.path.substr(node.path.rfind('/') + 1))) {
+        info.limit = asked->limit;
+      }
+    }
+  }
+  for (const Holder& node : Holding(kind, *std::move(queue))) {
     HolderInfo holder = HolderOf(Describe(name, node));
-    holder.owner = std::string(owner);
-    holder.shared = reader;
+    holder.shared = IsReadNode(node.path);
+    if (holder.shared)
+      holder.owner = std::string(OwnerOfReader(node.data.owner));
     holder.fencing_token =
         TokenOf(node.data, static_cast<uint64_t>(node.stat.czxid));
+    holder.slots =
+        AdmittedSlots(node.data.value).value_or(std::vector<int64_t>{});
     info.holders.push_back(std::move(holder));
   }
   return info;
 }
 
-absl::Status ZkBackend::ForceUnlockSemaphore(
-    absl::string_view name, std::optional<uint64_t> fencing_token) {
-  absl::StatusOr<std::vector<Holder>> queue =
-      ReadQueue(ObjectKind::kSemaphore, name);
+absl::Status ZkBackend::ForceUnlockHolding(
+    ObjectKind kind, absl::string_view name,
+    std::optional<uint64_t> fencing_token) {
+  absl::StatusOr<std::vector<Holder>> queue = ReadQueue(kind, name);
   if (!queue.ok()) return queue.status();
   bool found = false;
-  for (const Holder& node : *queue) {
-    if (!AdmittedSlots(node.data.value).has_value() ||
-        (fencing_token.has_value() &&
-         static_cast<uint64_t>(node.stat.czxid) != *fencing_token)) {
+  for (const Holder& node : Holding(kind, *std::move(queue))) {
+    if (fencing_token.has_value() &&
+        TokenOf(node.data, static_cast<uint64_t>(node.stat.czxid)) !=
+            *fencing_token) {
       continue;
     }
-    // Its path is never reused: deleting it removes this grant only. The
-    // head waiter's child watch wakes it.
+    // Its path is never reused: deleting it removes this hold only. The
+    // waiters' watches wake them.
     Reply r = session_->Delete(node.path, -1).Wait(writer_->CallDeadline());
     if (r.rc != ZOK && r.rc != ZNONODE) {
       return session_->ErrorStatus(
-          r.rc, absl::StrCat("force unlock of semaphore '", name, "'"));
+          r.rc, absl::StrCat("force unlock of ", ObjectKindName(kind), " '",
+                             name, "'"));
     }
     found = found || r.rc == ZOK;
   }
@@ -174,8 +173,14 @@ std::unique_ptr<ObjectWatch> ZkBackend::WatchObject(ObjectKind kind,
 
 absl::StatusOr<ObjectInfo> ZkBackend::InspectObject(ObjectKind kind,
                                                     absl::string_view name) {
-  if (kind == ObjectKind::kSemaphore) return InspectSemaphore(name);
-  if (kind == ObjectKind::kLock) return InspectLock(name);
+  if (kind == ObjectKind::kSemaphore) return InspectHolding(kind, name);
+  if (kind == ObjectKind::kLock) {
+    // Kept after its release: nobody holds it, the keep says until when.
+    absl::StatusOr<Kept> kept = FindKept(name);
+    if (!kept.ok()) return kept.status();
+    if (kept->live.has_value()) return Backend::InspectObject(kind, name);
+    return InspectHolding(kind, name);
+  }
   if (kind != ObjectKind::kElection) {
     return Backend::InspectObject(kind, name);
   }
@@ -212,13 +217,20 @@ absl::StatusOr<std::vector<ObjectInfo>> ZkBackend::ListObjects(
 absl::Status ZkBackend::ForceUnlockObject(
     ObjectKind kind, absl::string_view name,
     std::optional<uint64_t> fencing_token) {
-  if (kind == ObjectKind::kSemaphore) {
-    return ForceUnlockSemaphore(name, fencing_token);
+  if (kind == ObjectKind::kElection) {
+    return DeleteHolder(kind, name, fencing_token);
   }
-  if (kind != ObjectKind::kElection) {
-    return Backend::ForceUnlockObject(kind, name, fencing_token);
+  if (kind == ObjectKind::kLock) {
+    // Kept after its release: the keep goes, as ForceUnlock(IfToken) do.
+    absl::StatusOr<Kept> kept = FindKept(name);
+    if (!kept.ok()) return kept.status();
+    if (kept->live.has_value()) {
+      return Backend::ForceUnlockObject(kind, name, fencing_token);
+    }
   }
-  return DeleteHolder(kind, name, fencing_token);
+  // Whoever holds as one reading shows: a lock's writer or readers (never a
+  // waiter granted after it), a semaphore's holders.
+  return ForceUnlockHolding(kind, name, fencing_token);
 }
 
 }  // namespace dlock::zk

@@ -273,7 +273,17 @@ TEST(ZooKeeperNodes, KindsOfObjectLiveApartAndListApart) {
   EXPECT_OK(written->Release());
   EXPECT_OK(permit->Release());
   EXPECT_OK(leading->Resign());
-  EXPECT_OK(read->Release());
+  // A lock held by readers alone: forcing it removes every reader.
+  absl::StatusOr<std::unique_ptr<LockClient>> other =
+      Connect(Server().Uri("kinds"));
+  ASSERT_OK(other);
+  auto other_rw = (*other)->GetReadWriteLock("read");
+  ASSERT_OK(other_rw);
+  absl::StatusOr<Hold> second = (*other_rw)->TryAcquireRead();
+  ASSERT_OK(second);
+  ASSERT_OK(admin.ForceUnlockObject(ObjectKind::kLock, "read"));
+  EXPECT_FALSE(read->Release().ok()) << "a reader outlived a force unlock";
+  EXPECT_FALSE(second->Release().ok()) << "a reader outlived a force unlock";
   for (const char* parent : {"jobs", "%1Fsjobs", "%1Fejobs", "read"}) {
     EXPECT_LE(raw.CountChildren(absl::StrCat("/dlock/kinds/", parent)), 0)
         << parent;
