@@ -6,8 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "dlock/backend/rules.h"
 
 namespace dlock::zk {
 namespace {
@@ -184,7 +184,7 @@ std::optional<PermitsAsked> PermitsOf(absl::string_view node_name) {
 std::string WaitingValue() { return "w"; }
 
 std::string AdmittedValue(const std::vector<int64_t>& slots) {
-  return absl::StrCat("h ", absl::StrJoin(slots, ","));
+  return absl::StrCat("h ", FormatSlots(slots));
 }
 
 std::optional<std::vector<int64_t>> AdmittedSlots(
@@ -192,13 +192,7 @@ std::optional<std::vector<int64_t>> AdmittedSlots(
   if (!value.has_value()) return std::nullopt;
   absl::string_view rest = *value;
   if (!absl::ConsumePrefix(&rest, "h ")) return std::nullopt;
-  std::vector<int64_t> slots;
-  for (absl::string_view part : absl::StrSplit(rest, ',')) {
-    int64_t slot = 0;
-    if (!absl::SimpleAtoi(part, &slot)) return std::nullopt;
-    slots.push_back(slot);
-  }
-  return slots;
+  return ParseSlots(rest);
 }
 
 std::string Serialize(const NodeData& data) {
