@@ -11,10 +11,6 @@
 namespace dlock::redis {
 namespace {
 
-char KindLetter(ObjectKind kind) {
-  return kind == ObjectKind::kElection ? 'e' : 's';
-}
-
 std::string KeyOf(const Keyspace& keys, ObjectKind kind,
                   absl::string_view name) {
   return keys.ObjectKey(KindLetter(kind), name);

@@ -16,6 +16,9 @@ constexpr char kHex[] = "0123456789ABCDEF";
 constexpr absl::string_view kDataVersion = "dlock1";
 constexpr absl::string_view kKeptPrefix = "kept-";
 constexpr absl::string_view kKeptVersion = "dlockkept1";
+// What marks the parents of the kinds beyond the lock: the control byte
+// no lock name holds, escaped (C15).
+constexpr absl::string_view kControlByte = "%1F";
 
 bool Kept(char c) {
   return absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.';
@@ -64,28 +67,9 @@ std::optional<std::string> DecodeName(absl::string_view component) {
   return out;
 }
 
-namespace {
-
-// The kinds whose parents are marked; a lock's is not.
-constexpr absl::string_view kControlByte = "%1F";
-
-char LetterOf(ObjectKind kind) {
-  switch (kind) {
-    case ObjectKind::kSemaphore:
-      return 's';
-    case ObjectKind::kElection:
-      return 'e';
-    case ObjectKind::kLock:
-      break;
-  }
-  return '\0';
-}
-
-}  // namespace
-
 std::string ObjectComponent(ObjectKind kind, absl::string_view name) {
   if (kind == ObjectKind::kLock) return EncodeName(name);
-  const char letter = LetterOf(kind);
+  const char letter = KindLetter(kind);
   return absl::StrCat(kControlByte, absl::string_view(&letter, 1),
                       EncodeName(name));
 }
@@ -93,7 +77,7 @@ std::string ObjectComponent(ObjectKind kind, absl::string_view name) {
 std::optional<std::string> ObjectNameOf(ObjectKind kind,
                                         absl::string_view component) {
   if (kind != ObjectKind::kLock) {
-    const char letter = LetterOf(kind);
+    const char letter = KindLetter(kind);
     if (!absl::ConsumePrefix(&component, kControlByte) ||
         !absl::ConsumePrefix(&component, absl::string_view(&letter, 1))) {
       return std::nullopt;

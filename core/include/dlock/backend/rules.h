@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/errors.h"
+#include "dlock/object_info.h"
 
 namespace dlock {
 
@@ -60,6 +61,21 @@ inline absl::Duration DriftMargin(absl::Duration span) {
 inline bool IsGone(const absl::Status& status) {
   return absl::IsFailedPrecondition(status) &&
          (IsNotOwner(status) || IsLost(status));
+}
+
+// The letter that marks an object of `kind` in the core's qualified names
+// and in backends' keys and paths (docs/design/primitives.md): 's' a
+// semaphore, 'e' an election; a lock's own name has none ('\0').
+inline char KindLetter(ObjectKind kind) {
+  switch (kind) {
+    case ObjectKind::kSemaphore:
+      return 's';
+    case ObjectKind::kElection:
+      return 'e';
+    case ObjectKind::kLock:
+      break;
+  }
+  return '\0';
 }
 
 // A semaphore grant's permit slots as a backend stores them: "0,2" (C22).
