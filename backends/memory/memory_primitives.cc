@@ -6,21 +6,15 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/backend/rules.h"
 #include "memory_backend.h"
 
 namespace dlock::memory {
 namespace {
 
 char LetterOf(const HoldShape& shape) {
-  switch (shape.kind) {
-    case ObjectKind::kSemaphore:
-      return 's';
-    case ObjectKind::kElection:
-      return 'e';
-    case ObjectKind::kLock:
-      break;
-  }
-  return 'r';  // a lock's readers: its only Holders object
+  // A lock's readers are its only Holders object.
+  return shape.kind == ObjectKind::kLock ? 'r' : KindLetter(shape.kind);
 }
 
 std::string Marked(char letter, absl::string_view name) {

@@ -5,14 +5,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "dlock/backend/rules.h"
 #include "dlock/errors.h"
 
 namespace dlock::redis {
 namespace {
-
-char KindLetter(ObjectKind kind) {
-  return kind == ObjectKind::kElection ? 'e' : 's';
-}
 
 std::string KeyOf(const Keyspace& keys, ObjectKind kind,
                   absl::string_view name) {
@@ -26,17 +23,6 @@ const char* ElectionFlag(ObjectKind kind) {
 absl::string_view Text(const redisReply* r) {
   return r->type == REDIS_REPLY_STRING ? absl::string_view(r->str, r->len)
                                        : absl::string_view();
-}
-
-// "0,2" as {0, 2}; nullopt when it is not a list of slots.
-std::optional<std::vector<int64_t>> ParseSlots(absl::string_view text) {
-  std::vector<int64_t> slots;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int64_t slot = 0;
-    if (!absl::SimpleAtoi(part, &slot)) return std::nullopt;
-    slots.push_back(slot);
-  }
-  return slots;
 }
 
 bool AllIntegers(const redisReply* r, size_t from, size_t to) {

@@ -85,8 +85,8 @@ void ZkBackend::Shutdown() {
   session_.reset();
 }
 
-std::string ZkBackend::ParentOf(absl::string_view name) const {
-  return absl::StrCat(base_, "/", EncodeName(name));
+std::string ZkBackend::ParentOf(ObjectKind kind, absl::string_view name) const {
+  return absl::StrCat(base_, "/", ObjectComponent(kind, name));
 }
 
 BackendTraits ZkBackend::Traits() const {
@@ -95,7 +95,11 @@ BackendTraits ZkBackend::Traits() const {
                        .holds_survive_restart = true,
                        .fencing = FencingStrength::kDurable,
                        .can_list = true,
-                       .keeps_after_release = true};
+                       .keeps_after_release = true,
+                       .semaphores = true,
+                       .read_write_locks = true,
+                       .elections = true,
+                       .semaphore_order = WaiterOrder::kFifo};
 }
 
 MonoTime ZkBackend::HeldUntil(absl::string_view, absl::string_view,
@@ -124,7 +128,12 @@ void ZkBackend::OnSessionLost(uint64_t generation, const absl::Status& why) {
     janitor_->Queue(PendingDelete{.path = hold.path, .version = hold.version});
   }
   for (const auto& [record, hold] : lost) {
-    settings_.listener->OnHoldLost(record->name(), record->owner(), why);
+    // A reader's record keeps the owner as stored ("r:<owner>").
+    const bool reader = record->shape().mode == HoldMode::kShared;
+    settings_.listener->OnHoldLost(
+        record->name(),
+        reader ? OwnerOfReader(record->owner()) : record->owner(),
+        record->shape(), why);
   }
 }
 

@@ -71,6 +71,19 @@ class ZkBackend : public Backend {
   absl::Status ForceUnlock(absl::string_view name) override;
   absl::Status ForceUnlockIfToken(absl::string_view name,
                                   uint64_t fencing_token) override;
+  // Elections (C24): the mutex recipe on the election's own parent
+  // (zk_layout.h), the value in the node's data. Semaphores (C22): the
+  // admission recipe (zk_admission.cc). zk_objects.cc.
+  absl::Status Proclaim(const ProclaimCall& call) override;
+  std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
+                                           absl::string_view name) override;
+  absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
+                                           absl::string_view name) override;
+  absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
+      ObjectKind kind, absl::string_view prefix) override;
+  absl::Status ForceUnlockObject(
+      ObjectKind kind, absl::string_view name,
+      std::optional<uint64_t> fencing_token) override;
   // mntr's zk_approximate_data_size from the server the session is on.
   absl::StatusOr<ServerMemory> ServerMemoryUse() override;
   void Shutdown() override;
@@ -93,7 +106,11 @@ class ZkBackend : public Backend {
   // Opens the session and makes the parts that work on it.
   absl::Status Start();
 
-  std::string ParentOf(absl::string_view name) const;
+  // The parent of the queue of object `name` of `kind`.
+  std::string ParentOf(ObjectKind kind, absl::string_view name) const;
+  std::string ParentOf(absl::string_view lock_name) const {
+    return ParentOf(ObjectKind::kLock, lock_name);
+  }
   MonoTime Now() const { return writer_->Now(); }
 
   // zk_release.cc
@@ -108,7 +125,8 @@ class ZkBackend : public Backend {
   // it. Nothing when the owner does not hold it (GONE for the caller).
   absl::StatusOr<std::optional<LocalHold>> HoldOf(absl::string_view name,
                                                   absl::string_view owner,
-                                                  const ZkHold* record);
+                                                  const ZkHold* record,
+                                                  const HoldShape& shape);
   // For a hold lost with its session, the LostError its release and renewal
   // fail with at once, even before a new session is up; else OK.
   static absl::Status LostWithSession(absl::string_view name,
@@ -140,9 +158,46 @@ class ZkBackend : public Backend {
   absl::StatusOr<int64_t> DeletedMeanwhile(Releasing& r);
 
   // zk_inspect.cc
-  absl::StatusOr<std::optional<Holder>> FindHolder(absl::string_view name);
+  // The first node of the queue of an object of `kind`. With `watch`, the
+  // listing and the read set the watches an ObjectWatch wakes on (a child
+  // more or less, the first node's data), or, with no queue at all, a
+  // watch for its parent's creation.
+  absl::StatusOr<std::optional<Holder>> FindHolder(
+      absl::string_view name, ObjectKind kind = ObjectKind::kLock,
+      bool watch = false);
   absl::StatusOr<Kept> FindKept(absl::string_view name);
   LockInfo Describe(absl::string_view name, const Holder& holder) const;
+  // Every node of the queue of an object of `kind`, in order, as read now
+  // (nodes gone meanwhile left out; nothing when there is no queue).
+  absl::StatusOr<std::vector<Holder>> ReadQueue(ObjectKind kind,
+                                                absl::string_view name);
+  // The node of `owner` (as stored) that holds in the queue of an object
+  // of `kind` besides the first one (a semaphore's admitted node, a lock's
+  // read node), if any and its lease runs.
+  absl::StatusOr<std::optional<Holder>> FindGrant(ObjectKind kind,
+                                                  absl::string_view name,
+                                                  absl::string_view owner);
+  // The nodes of `queue` (an object of `kind`) that hold now, their lease
+  // running: a semaphore's admitted nodes; a lock's first node if it is a
+  // writer's, and its readers with no other owner's write node ahead.
+  std::vector<Holder> Holding(ObjectKind kind, std::vector<Holder> queue) const;
+  // A semaphore's holders and N, or a lock's writer and readers, as read
+  // now (C11).
+  absl::StatusOr<ObjectInfo> InspectHolding(ObjectKind kind,
+                                            absl::string_view name);
+  // Deletes the holding nodes, or only the one whose token is
+  // `fencing_token` (TokenMismatchError when none is).
+  absl::Status ForceUnlockHolding(ObjectKind kind, absl::string_view name,
+                                  std::optional<uint64_t> fencing_token);
+  // Deletes the first node of an object's queue (C12), only if it carries
+  // `fencing_token` when one is given (TokenMismatchError otherwise); its
+  // successor's watch wakes it.
+  absl::Status DeleteHolder(ObjectKind kind, absl::string_view name,
+                            std::optional<uint64_t> fencing_token);
+  // The names of the objects of `kind` under the namespace that start with
+  // `prefix`, sorted.
+  absl::StatusOr<std::vector<std::string>> NamesOf(ObjectKind kind,
+                                                   absl::string_view prefix);
 
   // The session ended: its holds are lost, told to the core, and their
   // nodes left to the janitor (should the session live on after all).

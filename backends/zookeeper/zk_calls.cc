@@ -183,9 +183,10 @@ Call Session::Delete(const std::string& path, int version) {
   });
 }
 
-Call Session::Children(const std::string& path) {
+Call Session::Children(const std::string& path, bool watch) {
   return Submit([&](zhandle_t* zh, void* holder) {
-    return zoo_aget_children2(zh, path.c_str(), 0, &OnChildren, holder);
+    return zoo_aget_children2(zh, path.c_str(), watch ? 1 : 0, &OnChildren,
+                              holder);
   });
 }
 

@@ -27,6 +27,9 @@ QueueView LookAtQueue(std::vector<std::string> children, absl::string_view own,
     view.holder = queue.front();
     view.predecessor = *std::prev(mine);
     view.next_in_line = mine == std::next(queue.begin());
+    for (auto it = queue.begin(); it != mine; ++it) {
+      if (IsReadNode(*it)) view.reads_ahead.push_back(*it);
+    }
   }
   return view;
 }

@@ -33,6 +33,8 @@ struct QueueView {
   std::string predecessor;
   // kBehind: our predecessor is the holder.
   bool next_in_line = false;
+  // kBehind: the read nodes ahead of ours (zk_layout.h), oldest first.
+  std::vector<std::string> reads_ahead;
 };
 
 // `children` of the lock-name node, as listed, to the node named `own`.

@@ -4,10 +4,10 @@
 
 namespace dlock::zk {
 
-std::shared_ptr<ZkHold> SessionHolds::NewRecord(absl::string_view name,
-                                                absl::string_view owner,
+std::shared_ptr<ZkHold> SessionHolds::NewRecord(const AcquireCall& call,
                                                 const LocalHold& hold) {
-  auto record = std::make_shared<ZkHold>(name, owner, hold);
+  auto record =
+      std::make_shared<ZkHold>(call.name, call.owner, call.shape, hold);
   // A node of another client's session: we cannot tell when that ends.
   if (hold.generation == 0) return record;
   absl::MutexLock lock(&mu_);

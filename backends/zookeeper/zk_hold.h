@@ -45,8 +45,13 @@ struct LocalHold {
 class ZkHold final : public HoldRecord,
                      public std::enable_shared_from_this<ZkHold> {
  public:
-  ZkHold(absl::string_view name, absl::string_view owner, LocalHold hold)
-      : name_(name), owner_(owner), generation_(hold.generation), hold_(hold) {}
+  ZkHold(absl::string_view name, absl::string_view owner,
+         const HoldShape& shape, LocalHold hold)
+      : name_(name),
+        owner_(owner),
+        shape_{.kind = shape.kind, .mode = shape.mode},
+        generation_(hold.generation),
+        hold_(hold) {}
 
   // Only records this backend made come back to it.
   static ZkHold* Of(HoldRecord* record) { return static_cast<ZkHold*>(record); }
@@ -56,6 +61,8 @@ class ZkHold final : public HoldRecord,
 
   const std::string& name() const { return name_; }
   const std::string& owner() const { return owner_; }
+  // Which of the owner's holds of the name (kind and mode).
+  const HoldShape& shape() const { return shape_; }
   uint64_t generation() const { return generation_; }
 
   // Whether the hold may still be believed: not given up (released, gone,
@@ -111,6 +118,7 @@ class ZkHold final : public HoldRecord,
  private:
   const std::string name_;   // for BackendListener::OnHoldLost()
   const std::string owner_;  // "
+  const HoldShape shape_;    // "
   const uint64_t generation_;
   std::atomic<bool> live_{true};
   absl::Mutex write_turn_ ABSL_ACQUIRED_BEFORE(mu_);
@@ -133,8 +141,7 @@ class SessionHolds {
  public:
   // The record of a hold just granted, handed to the core in Grant::record;
   // registered when the node lives on one of our sessions.
-  std::shared_ptr<ZkHold> NewRecord(absl::string_view name,
-                                    absl::string_view owner,
+  std::shared_ptr<ZkHold> NewRecord(const AcquireCall& call,
                                     const LocalHold& hold)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Marks every live hold of session `generation` lost with `why` (their

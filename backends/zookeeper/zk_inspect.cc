@@ -13,18 +13,29 @@
 namespace dlock::zk {
 
 absl::StatusOr<std::optional<ZkBackend::Holder>> ZkBackend::FindHolder(
-    absl::string_view name) {
-  const std::string parent = ParentOf(name);
-  const std::string reading = absl::StrCat("reading lock '", name, "'");
+    absl::string_view name, ObjectKind kind, bool watch) {
+  const std::string parent = ParentOf(kind, name);
+  const std::string reading =
+      absl::StrCat("reading ", ObjectKindName(kind), " '", name, "'");
   for (int attempt = 0; attempt < NodeWriter::kWriteRetries; ++attempt) {
-    Reply list = session_->Children(parent).Wait(writer_->CallDeadline());
+    Reply list =
+        session_->Children(parent, watch).Wait(writer_->CallDeadline());
+    if (list.rc == ZNONODE && watch) {
+      // No child watch on a missing node: watch for its creation instead
+      // (NONODE sets that watch too). Created meanwhile: list again.
+      Reply exists =
+          session_->Exists(parent, true).Wait(writer_->CallDeadline());
+      if (exists.rc == ZOK) continue;
+      if (exists.rc != ZNONODE)
+        return session_->ErrorStatus(exists.rc, reading);
+    }
     if (list.rc == ZNONODE) return std::nullopt;
     if (list.rc != ZOK) return session_->ErrorStatus(list.rc, reading);
     std::vector<std::string> queue = SortedQueue(std::move(list.children));
     if (queue.empty()) return std::nullopt;
     Holder holder;
     holder.path = absl::StrCat(parent, "/", queue[0]);
-    Reply got = session_->Get(holder.path, false).Wait(writer_->CallDeadline());
+    Reply got = session_->Get(holder.path, watch).Wait(writer_->CallDeadline());
     if (got.rc == ZNONODE) continue;  // released meanwhile
     if (got.rc != ZOK) return session_->ErrorStatus(got.rc, reading);
     std::optional<NodeData> data = Parse(got.data);
@@ -107,24 +118,35 @@ absl::StatusOr<LockInfo> ZkBackend::Inspect(absl::string_view name) {
   return Describe(name, **holder);
 }
 
-absl::StatusOr<std::vector<LockInfo>> ZkBackend::List(
-    absl::string_view prefix) {
+absl::StatusOr<std::vector<std::string>> ZkBackend::NamesOf(
+    ObjectKind kind, absl::string_view prefix) {
   Reply list = session_->Children(base_).Wait(writer_->CallDeadline());
-  std::vector<LockInfo> out;
-  if (list.rc == ZNONODE) return out;
+  std::vector<std::string> names;
+  if (list.rc == ZNONODE) return names;
   if (list.rc != ZOK) {
     return session_->ErrorStatus(list.rc, absl::StrCat("listing ", base_));
   }
   for (const std::string& child : list.children) {
-    std::optional<std::string> name = DecodeName(child);
-    if (!name.has_value() || !absl::StartsWith(*name, prefix)) continue;
-    absl::StatusOr<LockInfo> info = Inspect(*name);
+    std::optional<std::string> name = ObjectNameOf(kind, child);
+    if (name.has_value() && absl::StartsWith(*name, prefix)) {
+      names.push_back(*std::move(name));
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<std::vector<LockInfo>> ZkBackend::List(
+    absl::string_view prefix) {
+  absl::StatusOr<std::vector<std::string>> names =
+      NamesOf(ObjectKind::kLock, prefix);
+  if (!names.ok()) return names.status();
+  std::vector<LockInfo> out;
+  for (const std::string& name : *names) {
+    absl::StatusOr<LockInfo> info = Inspect(name);
     if (!info.ok()) return info.status();
     if (info->locked) out.push_back(*std::move(info));
   }
-  std::sort(out.begin(), out.end(), [](const LockInfo& a, const LockInfo& b) {
-    return a.name < b.name;
-  });
   return out;
 }
 
@@ -166,14 +188,7 @@ absl::Status ZkBackend::ForceUnlock(absl::string_view name) {
   // While it was kept, the first node of the queue is a waiter: it takes
   // the lock now, and is no hold to remove.
   if (kept->live.has_value()) return absl::OkStatus();
-  absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
-  if (!holder.ok()) return holder.status();
-  if (!holder->has_value()) return absl::OkStatus();
-  // Deleting the holder node wakes its successor through its watch; the
-  // former holder's next renewal or release finds the node gone (C12).
-  Reply r = session_->Delete((*holder)->path, -1).Wait(writer_->CallDeadline());
-  if (r.rc == ZOK || r.rc == ZNONODE) return absl::OkStatus();
-  return session_->ErrorStatus(r.rc, what);
+  return DeleteHolder(ObjectKind::kLock, name, std::nullopt);
 }
 
 absl::Status ZkBackend::ForceUnlockIfToken(absl::string_view name,
@@ -188,22 +203,38 @@ absl::Status ZkBackend::ForceUnlockIfToken(absl::string_view name,
     }
     return ForceUnlock(name);
   }
-  absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
+  return DeleteHolder(ObjectKind::kLock, name, fencing_token);
+}
+
+absl::Status ZkBackend::DeleteHolder(ObjectKind kind, absl::string_view name,
+                                     std::optional<uint64_t> fencing_token) {
+  absl::StatusOr<std::optional<Holder>> holder = FindHolder(name, kind);
   if (!holder.ok()) return holder.status();
-  if (!holder->has_value() ||
-      writer_->Expired((*holder)->data, (*holder)->stat) ||
-      static_cast<uint64_t>((*holder)->stat.czxid) != fencing_token) {
-    return TokenMismatchError(name, fencing_token);
+  if (!fencing_token.has_value() && !holder->has_value()) {
+    return absl::OkStatus();
   }
-  // The token is the node's czxid and its sequential path is never reused:
-  // deleting that path removes that hold and no later one. ZNONODE: it was
-  // released or force-unlocked since, so it is not held with the token.
+  if (fencing_token.has_value() &&
+      (!holder->has_value() ||
+       writer_->Expired((*holder)->data, (*holder)->stat) ||
+       static_cast<uint64_t>((*holder)->stat.czxid) != *fencing_token)) {
+    return TokenMismatchError(name, *fencing_token);
+  }
+  // Deleting the holder node wakes its successor through its watch; the
+  // former holder's next renewal or release finds the node gone (C12). The
+  // token is the node's czxid and its sequential path is never reused:
+  // deleting that path removes that hold and no later one. ZNONODE with a
+  // token: released or force-unlocked since, so not held with the token.
   Reply r = session_->Delete((*holder)->path, -1).Wait(writer_->CallDeadline());
   if (r.rc == ZOK) return absl::OkStatus();
-  if (r.rc == ZNONODE) return TokenMismatchError(name, fencing_token);
-  return session_->ErrorStatus(
-      r.rc, absl::StrCat("force unlock of lock '", name, "' on token ",
-                         fencing_token));
+  if (r.rc == ZNONODE) {
+    return fencing_token.has_value() ? TokenMismatchError(name, *fencing_token)
+                                     : absl::OkStatus();
+  }
+  std::string what =
+      absl::StrCat("force unlock of ", ObjectKindName(kind), " '", name, "'");
+  if (fencing_token.has_value())
+    absl::StrAppend(&what, " on token ", *fencing_token);
+  return session_->ErrorStatus(r.rc, what);
 }
 
 }  // namespace dlock::zk

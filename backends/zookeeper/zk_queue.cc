@@ -15,12 +15,12 @@ std::string PathOf(const std::string& parent, absl::string_view child) {
   return absl::StrCat(parent, "/", child);
 }
 
-absl::Status HeldByAnother(absl::string_view name) {
-  return absl::DeadlineExceededError(
-      absl::StrCat("lock '", name, "' is held by another owner"));
-}
-
 }  // namespace
+
+absl::Status HeldByAnother(absl::string_view name, ObjectKind kind) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      ObjectKindName(kind), " '", name, "' is held by another owner"));
+}
 
 absl::StatusOr<Grant> LockQueue::Acquire(const AcquireCall& call,
                                          const std::string& parent) {
@@ -31,26 +31,40 @@ absl::StatusOr<Grant> LockQueue::Acquire(const AcquireCall& call,
                           .holds = 1,
                           .lease_ms = lease_ms,
                           .kept_ms = lease_ms,
-                          .since_ms = 0},
+                          .since_ms = 0,
+                          .value = ValueOf(call)},
          .lease = absl::Milliseconds(lease_ms),
          .token_owner = call.owner_kind == OwnerKind::kToken};
+  const HoldMode mode = call.shape.mode;
+  if (mode == HoldMode::kPermits) {
+    t.data.value = WaitingValue();
+    t.tag = PermitsTag(
+        PermitsAsked{.permits = call.shape.permits, .limit = call.shape.limit});
+  } else if (mode == HoldMode::kShared) {
+    t.tag = std::string(kReadTag);
+  }
   if (absl::Status s = CreateOwnNode(t); !s.ok()) return s;
   t.next_refresh = writer_.Now() + t.lease / 3;
+  switch (mode) {
+    case HoldMode::kPermits:
+      return WaitAdmission(t);
+    case HoldMode::kShared:
+      return WaitRead(t);
+    case HoldMode::kExclusive:
+      break;
+  }
   return WaitTurn(t);
 }
 
 absl::StatusOr<Grant> LockQueue::WaitTurn(Turn& t) {
   while (true) {
-    if (t.call.cancel.IsCancelled()) {
-      return *Fail(t, WaitCancelledError(t.call.name));
+    std::optional<std::vector<std::string>> children;
+    if (Next end = NextListing(t, /*watch=*/false, children)) {
+      return *std::move(end);
     }
-    if (!t.children.has_value()) {
-      if (Next end = List(t)) return *std::move(end);
-      if (!t.children.has_value()) continue;  // reconnected: list again
-    }
+    if (!children.has_value()) continue;  // reconnected: list again
     QueueView view =
-        LookAtQueue(*std::move(t.children), t.own.name, t.foreign_kept);
-    t.children.reset();
+        LookAtQueue(*std::move(children), t.own.name, t.foreign_kept);
     // Our node lives on its session: once that ended, the node is gone.
     if (session_.generation() != t.own.generation) {
       view.position = QueueView::Position::kGone;
@@ -74,8 +88,22 @@ absl::StatusOr<Grant> LockQueue::WaitTurn(Turn& t) {
   }
 }
 
-LockQueue::Next LockQueue::List(Turn& t) {
-  Reply list = session_.Children(t.parent).Wait(writer_.CallDeadline());
+LockQueue::Next LockQueue::NextListing(
+    Turn& t, bool watch, std::optional<std::vector<std::string>>& children) {
+  if (t.call.cancel.IsCancelled()) {
+    return Fail(t, WaitCancelledError(t.call.name));
+  }
+  if (!t.children.has_value()) {
+    if (Next end = List(t, watch)) return end;
+  }
+  children = std::move(t.children);
+  t.children.reset();
+  return std::nullopt;
+}
+
+LockQueue::Next LockQueue::List(Turn& t, bool watch) {
+  Reply list = session_.Children(t.parent, watch).Wait(writer_.CallDeadline());
+  t.watched = watch && list.rc == ZOK;
   if (list.rc == ZOK) {
     t.children = std::move(list.children);
   } else if (list.rc == ZNONODE) {
@@ -108,6 +136,10 @@ LockQueue::Next LockQueue::Take(Turn& t) {
                          rc, absl::StrCat("taking lock '", t.call.name, "'")));
     }
   }
+  return Granted(t);
+}
+
+LockQueue::Next LockQueue::Granted(Turn& t) {
   const LocalHold hold{.path = t.own.path,
                        .data = t.own.data,
                        .version = t.own.stat.version,
@@ -117,11 +149,7 @@ LockQueue::Next LockQueue::Take(Turn& t) {
                        .confirmed = t.own.written};
   // More than one hold when the owner token's other client re-entered our
   // node before we saw it first (C6).
-  return absl::StatusOr<Grant>(
-      Grant{.fencing_token = hold.czxid,
-            .hold_count = hold.data.holds,
-            .sent = hold.confirmed,
-            .record = holds_.NewRecord(t.call.name, t.call.owner, hold)});
+  return absl::StatusOr<Grant>(GrantOf(t.call, hold));
 }
 
 LockQueue::Next LockQueue::WaitOutKept(Turn& t,
@@ -188,6 +216,7 @@ LockQueue::Next LockQueue::WaitBehind(Turn& t, const QueueView& view) {
             MaybeReenterHolder(t.call, PathOf(t.parent, view.holder), t.own)) {
       return again;
     }
+    if (Next refused = RefuseUpgrade(t, view.reads_ahead)) return refused;
   }
   const std::string predecessor = PathOf(t.parent, view.predecessor);
   // Registered before the watch is set, so that a delete in between is not
@@ -294,8 +323,8 @@ absl::Status LockQueue::CreateOwnNode(Turn& t) {
   // A unique prefix per attempt (client id, this backend's random instance
   // and a counter) lets us find the node again when the reply to its create
   // is lost (Curator's protection), and never another client's node.
-  const std::string prefix =
-      absl::StrCat(settings_.node_prefix, attempts_.fetch_add(1), "-lock-");
+  const std::string prefix = absl::StrCat(
+      settings_.node_prefix, attempts_.fetch_add(1), "-", t.tag, "lock-");
   const std::string payload = Serialize(t.data);
   // A reply that did not come within the operation timeout does not say
   // whether the connection still works; retries stop at the caller's
@@ -321,6 +350,7 @@ absl::Status LockQueue::CreateOwnNode(Turn& t) {
                       .written = created.sent()};
       session_.NoteServerTime(create.stat.mtime, writer_.Now());
       if (list.rc == ZOK) t.children = std::move(list.children);
+      t.watched = false;
       return absl::OkStatus();
     }
     if (create.rc == ZNONODE) {
@@ -372,6 +402,7 @@ absl::StatusOr<bool> LockQueue::FindLostCreate(Turn& t,
           rc, absl::StrCat("adopting a node for lock '", t.call.name, "'"));
     }
     t.children = std::move(again.children);
+    t.watched = false;
     return true;
   }
   return false;
@@ -429,16 +460,21 @@ LockQueue::Next LockQueue::ReenterHolder(const AcquireCall& call,
                  .confirmed = writer_.Now()};  // Write() below sets it
   const absl::Status written = writer_.WriteRecomputed(
       call.name, call.owner, nullptr, hold,
-      [&](const LocalHold& now) { return writer_.Reentered(now, call.lease); },
+      [&](const LocalHold& now) { return writer_.Reentered(now, call); },
       "re-entry");
   if (IsGone(written)) return std::nullopt;
   janitor_.Abandon(own);
   if (!written.ok()) return absl::StatusOr<Grant>(written);
-  return absl::StatusOr<Grant>(
-      Grant{.fencing_token = hold.czxid,
-            .hold_count = hold.data.holds,
-            .sent = hold.confirmed,
-            .record = holds_.NewRecord(call.name, call.owner, hold)});
+  return absl::StatusOr<Grant>(GrantOf(call, hold));
+}
+
+Grant LockQueue::GrantOf(const AcquireCall& call, const LocalHold& hold) {
+  return Grant{
+      .fencing_token = TokenOf(hold.data, hold.czxid),
+      .hold_count = hold.data.holds,
+      .sent = hold.confirmed,
+      .record = holds_.NewRecord(call, hold),
+      .slots = AdmittedSlots(hold.data.value).value_or(std::vector<int64_t>{})};
 }
 
 }  // namespace dlock::zk

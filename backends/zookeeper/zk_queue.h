@@ -28,6 +28,11 @@
 
 namespace dlock::zk {
 
+// DeadlineExceeded: the object is held by others (the core tells a single
+// attempt from an expired wait).
+absl::Status HeldByAnother(absl::string_view name,
+                           ObjectKind kind = ObjectKind::kLock);
+
 class LockQueue {
  public:
   struct Settings {
@@ -61,11 +66,15 @@ class LockQueue {
     const AcquireCall& call;
     std::string parent;
     NodeData data;  // what our node holds when created
+    // Before "lock-" in our node's name: a semaphore's PermitsTag, else "".
+    std::string tag;
     absl::Duration lease;
     bool token_owner = false;
     OwnNode own;
     // The queue as listed with our create, or nothing: list it.
     std::optional<std::vector<std::string>> children;
+    // Whether `children` came from a listing that set a child watch.
+    bool watched = false;
     // Whether our node was ever behind another: then it becomes first
     // while we are not looking, and must be written again when we see it
     // first.
@@ -88,8 +97,19 @@ class LockQueue {
   Next WaitOutKept(Turn& t, const std::vector<std::string>& kept);
   Next Take(Turn& t);
   Next WaitBehind(Turn& t, const QueueView& view);
-  // Their parts.
-  Next List(Turn& t);
+  // Our node holds now: the hold's record and grant.
+  Next Granted(Turn& t);
+  // The grant of a hold of `hold`'s node, with a new record (and a
+  // semaphore node's slots).
+  Grant GrantOf(const AcquireCall& call, const LocalHold& hold);
+  // Every wait's next look at the queue: the listing of our create, or a
+  // new one (setting a child watch with `watch`), in `children`. An end
+  // when cancelled or the listing failed; nothing at all after a
+  // reconnect (list again).
+  Next NextListing(Turn& t, bool watch,
+                   std::optional<std::vector<std::string>>& children);
+  // Their parts. With `watch`, the listing sets a child watch.
+  Next List(Turn& t, bool watch = false);
   // One kept-lock node: waited out (`look_again`), or over or gone (the
   // next one).
   Next WaitOutOneKept(Turn& t, const std::string& child, bool& look_again);
@@ -107,6 +127,42 @@ class LockQueue {
   Next ReconnectOrFail(Turn& t, int rc, absl::string_view what);
   // Gives our node up and ends the acquisition with `status`.
   Next Fail(Turn& t, absl::Status status);
+
+  // zk_admission.cc: a semaphore's queue (C22). Admitted in queue order
+  // when the permits ahead plus ours fit in N and the predecessor is
+  // admitted; a waiter behind a waiter watches it, the head waiter watches
+  // the queue and removes holders whose lease ended.
+  absl::StatusOr<Grant> WaitAdmission(Turn& t);
+  // One look at the queue, listed in `children`: the acquisition's end, or
+  // nothing (look again).
+  Next Admission(Turn& t, WakeupHub::Waiter& waiter,
+                 std::vector<std::string> children);
+  // Admitted: the lowest slots that `ahead` (all admitted) do not hold,
+  // written with the admission, which starts the lease.
+  Next Admit(Turn& t, const std::vector<Reply>& ahead);
+  // The head waiter, no room: deletes the holders ahead whose lease is
+  // over, else sleeps until the first lease ends or the queue changes.
+  Next WaitForRoom(Turn& t, WakeupHub::Waiter& waiter,
+                   const std::vector<std::string>& paths,
+                   const std::vector<Reply>& ahead);
+  // When a node ahead is the owner's own grant (an owner token's through
+  // another client, C6, or ours whose reply was lost, C21): re-enters it,
+  // or refuses other permits (kPermitsMismatch).
+  Next ReenterOwnGrant(Turn& t, const std::vector<std::string>& paths,
+                       const std::vector<Reply>& ahead);
+
+  // zk_readers.cc: a reader in the lock's own queue (C23). It holds when
+  // every write node ahead of it is its owner's own; otherwise it watches
+  // the last other write node ahead. Writers take the lock's recipe
+  // (WaitTurn): first in the queue, readers included, is theirs.
+  absl::StatusOr<Grant> WaitRead(Turn& t);
+  Next ReadTurn(Turn& t, WakeupHub::Waiter& waiter,
+                const std::vector<std::string>& queue);
+  // A writer whose owner token does not hold the lock but reads it through
+  // another client (one of `reads`, the read nodes ahead) would wait for
+  // itself: refused with kUpgradeRefused at its first look at the queue,
+  // its node given up (the core refuses its own readers before sending).
+  Next RefuseUpgrade(Turn& t, const std::vector<std::string>& reads);
 
   // Creates our node (and the lock-name node's parents if missing), finding
   // it again if the create's reply was lost (Curator's protection).

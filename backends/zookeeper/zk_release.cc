@@ -41,14 +41,19 @@ bool LeaseOver(const LocalHold& hold, MonoTime now) {
 
 }  // namespace
 
-absl::StatusOr<Grant> ZkBackend::Acquire(const AcquireCall& call) {
+absl::StatusOr<Grant> ZkBackend::Acquire(const AcquireCall& asked) {
+  // A reader's node names its owner "r:<owner>" (zk_layout.h): every write
+  // and check of it below compares that.
+  const std::string reader = ReaderOwner(asked.owner);
+  AcquireCall call = asked;
+  if (call.shape.mode == HoldMode::kShared) call.owner = reader;
   if (ZkHold* held = ZkHold::Of(call.held); held != nullptr) {
     if (std::optional<absl::StatusOr<Grant>> again =
             ReenterKnown(call, *held)) {
       return *std::move(again);
     }
   }
-  return queue_->Acquire(call, ParentOf(call.name));
+  return queue_->Acquire(call, ParentOf(call.shape.kind, call.name));
 }
 
 std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
@@ -65,17 +70,18 @@ std::optional<absl::StatusOr<Grant>> ZkBackend::ReenterKnown(
   }
   const absl::Status written = writer_->WriteRecomputed(
       call.name, call.owner, &held, hold,
-      [&](const LocalHold& now) { return writer_->Reentered(now, call.lease); },
+      [&](const LocalHold& now) { return writer_->Reentered(now, call); },
       "re-entry");
   if (IsGone(written)) return std::nullopt;  // gone: acquire afresh
   if (!written.ok()) return absl::StatusOr<Grant>(written);
   // The record, written in place, stays the hold's. Named again rather than
   // left null: should the core start the hold afresh (its local deadline
   // passed meanwhile), it must keep this record, not none.
-  return absl::StatusOr<Grant>(Grant{.fencing_token = hold.czxid,
-                                     .hold_count = hold.data.holds,
-                                     .sent = hold.confirmed,
-                                     .record = held.shared_from_this()});
+  return absl::StatusOr<Grant>(
+      Grant{.fencing_token = TokenOf(hold.data, hold.czxid),
+            .hold_count = hold.data.holds,
+            .sent = hold.confirmed,
+            .record = held.shared_from_this()});
 }
 
 absl::Status ZkBackend::LostWithSession(absl::string_view name,
@@ -95,7 +101,10 @@ absl::Status ZkBackend::LeaseRanOut(absl::string_view name, ZkHold* record,
   return LostError(name, absl::StrCat("its lease ran out before the ", what));
 }
 
-absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
+absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& asked) {
+  const std::string reader = ReaderOwner(asked.owner);
+  ReleaseCall call = asked;
+  if (call.shape.mode == HoldMode::kShared) call.owner = reader;
   ZkHold* const record = ZkHold::Of(call.record);
   if (absl::Status lost = LostWithSession(call.name, record); !lost.ok()) {
     return lost;
@@ -103,7 +112,7 @@ absl::StatusOr<int64_t> ZkBackend::Release(const ReleaseCall& call) {
   absl::MutexLockMaybe turn(record == nullptr ? nullptr
                                               : &record->write_turn());
   absl::StatusOr<std::optional<LocalHold>> found =
-      HoldOf(call.name, call.owner, record);
+      HoldOf(call.name, call.owner, record, call.shape);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwnerError(call.name);
   Releasing r{.call = call, .record = record, .hold = **found};
@@ -203,7 +212,10 @@ absl::StatusOr<int64_t> ZkBackend::DeletedMeanwhile(Releasing& r) {
   return NotOwnerError(r.call.name);
 }
 
-absl::Status ZkBackend::Renew(const RenewCall& call) {
+absl::Status ZkBackend::Renew(const RenewCall& asked) {
+  const std::string reader = ReaderOwner(asked.owner);
+  RenewCall call = asked;
+  if (call.shape.mode == HoldMode::kShared) call.owner = reader;
   ZkHold* const record = ZkHold::Of(call.record);
   if (absl::Status lost = LostWithSession(call.name, record); !lost.ok()) {
     return lost;
@@ -211,7 +223,7 @@ absl::Status ZkBackend::Renew(const RenewCall& call) {
   absl::MutexLockMaybe turn(record == nullptr ? nullptr
                                               : &record->write_turn());
   absl::StatusOr<std::optional<LocalHold>> found =
-      HoldOf(call.name, call.owner, record);
+      HoldOf(call.name, call.owner, record, call.shape);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return NotOwnerError(call.name);
   LocalHold hold = **found;
@@ -280,7 +292,8 @@ std::vector<absl::Status> ZkBackend::RenewMany(
 }
 
 absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
-    absl::string_view name, absl::string_view owner, const ZkHold* record) {
+    absl::string_view name, absl::string_view owner, const ZkHold* record,
+    const HoldShape& shape) {
   const std::string reading = absl::StrCat("reading lock '", name, "'");
   if (record != nullptr) {
     LocalHold hold = record->Get();
@@ -302,7 +315,10 @@ absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
     return std::optional<LocalHold>(std::move(hold));
   }
   // Not taken through this client: an owner token may hold it elsewhere.
-  absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
+  absl::StatusOr<std::optional<Holder>> holder =
+      shape.IsLockWriter() || shape.kind == ObjectKind::kElection
+          ? FindHolder(name, shape.kind)
+          : FindGrant(shape.kind, name, owner);
   if (!holder.ok()) return holder.status();
   if (!holder->has_value() || (*holder)->data.owner != owner ||
       writer_->Expired((*holder)->data, (*holder)->stat)) {
@@ -318,6 +334,39 @@ absl::StatusOr<std::optional<LocalHold>> ZkBackend::HoldOf(
                 .mtime = h.stat.mtime,
                 .generation = 0,
                 .confirmed = Now() - absl::Milliseconds(age_ms)});
+}
+
+absl::Status ZkBackend::Proclaim(const ProclaimCall& call) {
+  ZkHold* const record = ZkHold::Of(call.record);
+  if (absl::Status lost = LostWithSession(call.name, record); !lost.ok()) {
+    return lost;
+  }
+  absl::MutexLockMaybe turn(record == nullptr ? nullptr
+                                              : &record->write_turn());
+  absl::StatusOr<std::optional<LocalHold>> found = HoldOf(
+      call.name, call.owner, record, HoldShape{.kind = ObjectKind::kElection});
+  if (!found.ok()) return found.status();
+  // The term is the node's czxid: another node of the owner's is another
+  // term, not this leadership.
+  if (!found->has_value() || (*found)->czxid != call.term) {
+    return NotOwnerError(call.name);
+  }
+  LocalHold hold = **found;
+  if (LeaseOver(hold, Now())) {
+    return LeaseRanOut(call.name, record, hold, "proclaim");
+  }
+  // A versioned write of the leader's own node: its observers' data watch
+  // fires. The lease keeps its end (the write moves mtime to now).
+  return writer_->WriteRecomputed(
+      call.name, call.owner, record, hold,
+      [&](const LocalHold& now) {
+        NodeData next = now.data;
+        next.value = std::string(call.value);
+        next.lease_ms =
+            std::max<int64_t>(1, writer_->RemainingMs(now.data, now.mtime));
+        return next;
+      },
+      "proclaim");
 }
 
 }  // namespace dlock::zk

@@ -124,7 +124,16 @@ void Session::Watcher(zhandle_t* zh, int type, int state, const char* path,
   auto* handle_context = static_cast<HandleContext*>(context);
   Session* self = handle_context->session;
   if (type != ZOO_SESSION_EVENT) {
-    if (path != nullptr) self->hub_->Notify(path);
+    if (path == nullptr) return;
+    const absl::string_view changed(path);
+    self->hub_->Notify(changed);
+    // An object's watchers wait on its parent (ObjectWatch): a change of a
+    // node in its queue (the leader's data) is a change of the object.
+    if (const size_t slash = changed.rfind('/');
+        type != ZOO_CHILD_EVENT && slash != absl::string_view::npos &&
+        slash > 0) {
+      self->hub_->Notify(changed.substr(0, slash));
+    }
     return;
   }
   bool reconnected = false;

@@ -101,7 +101,9 @@ class Session {
   Call Exists(const std::string& path, bool watch);
   Call Set(const std::string& path, absl::string_view data, int version);
   Call Delete(const std::string& path, int version);
-  Call Children(const std::string& path);
+  // With `watch`, ZooKeeper tells the watcher (the hub, by this path) once
+  // a child is created or deleted.
+  Call Children(const std::string& path, bool watch = false);
   // One multi: creates `create_path` (restricted like Create's default) and
   // deletes `delete_path` at `version`, both or neither. The reply's rc is
   // the first failing operation's.

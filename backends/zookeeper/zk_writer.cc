@@ -18,9 +18,11 @@ int64_t NodeWriter::RemainingMs(const NodeData& data, int64_t mtime) const {
 }
 
 NodeData NodeWriter::Reentered(const LocalHold& hold,
-                               absl::Duration lease) const {
+                               const AcquireCall& call) const {
   NodeData next = hold.data;
-  const int64_t asked = LeaseMillis(lease);
+  const int64_t asked = LeaseMillis(call.lease);
+  // Campaigning again while leading proclaims the value (C24).
+  if (call.shape.kind == ObjectKind::kElection) next.value = ValueOf(call);
   next.holds += 1;
   next.kept_ms = std::max(next.kept_ms, asked);
   next.lease_ms = std::max(asked, RemainingMs(hold.data, hold.mtime));
@@ -28,7 +30,8 @@ NodeData NodeWriter::Reentered(const LocalHold& hold,
 }
 
 int NodeWriter::Touch(OwnNode& own, int64_t lease_ms,
-                      std::optional<int64_t> since_ms) {
+                      std::optional<int64_t> since_ms,
+                      const std::optional<std::string>& value) {
   int rc = ZBADVERSION;
   for (int attempt = 0; attempt < kWriteRetries && rc == ZBADVERSION;
        ++attempt) {
@@ -36,6 +39,7 @@ int NodeWriter::Touch(OwnNode& own, int64_t lease_ms,
     next.lease_ms = std::max(lease_ms, RemainingMs(own.data, own.stat.mtime));
     next.kept_ms = std::max(next.kept_ms, lease_ms);
     if (since_ms.has_value() && next.since_ms == 0) next.since_ms = *since_ms;
+    if (value.has_value()) next.value = value;
     Call set = session_.Set(own.path, Serialize(next), own.stat.version);
     Reply r = set.Wait(CallDeadline());
     rc = r.rc;

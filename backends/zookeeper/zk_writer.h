@@ -36,6 +36,13 @@ struct OwnNode {
   MonoTime written;  // when the create or last touch was sent
 };
 
+// What an acquisition writes into NodeData::value: an election's value,
+// nothing for the other kinds.
+inline std::optional<std::string> ValueOf(const AcquireCall& call) {
+  if (call.shape.kind != ObjectKind::kElection) return std::nullopt;
+  return std::string(call.value);
+}
+
 class NodeWriter {
  public:
   // Versioned writes that lost a race are tried again this many times.
@@ -60,8 +67,9 @@ class NodeWriter {
     return RemainingMs(data, stat.mtime) <= 0;
   }
   // One more hold (C5): the kept lease grows to what is asked; the lease
-  // becomes the larger of what remains and what is asked.
-  NodeData Reentered(const LocalHold& hold, absl::Duration lease) const;
+  // becomes the larger of what remains and what is asked. An election's
+  // value becomes the one asked.
+  NodeData Reentered(const LocalHold& hold, const AcquireCall& call) const;
 
   // --- Our node in a queue ------------------------------------------------
 
@@ -70,8 +78,11 @@ class NodeWriter {
   // clock; `since_ms`, when set, marks the start of a hold. On a version
   // conflict the node is read again and the write made on what it holds
   // now. Returns the C client's rc.
+  // `value`, when set, becomes the node's NodeData::value (a semaphore
+  // node's admission), on whatever a conflict read.
   int Touch(OwnNode& own, int64_t lease_ms,
-            std::optional<int64_t> since_ms = std::nullopt);
+            std::optional<int64_t> since_ms = std::nullopt,
+            const std::optional<std::string>& value = std::nullopt);
   // Reads our node into `own`: ZNONODE when it is gone, or not ours.
   int ReloadOwn(OwnNode& own, MonoTime deadline);
   // Takes the hold of an acquisition we give up off our node: deletes it,

@@ -225,6 +225,71 @@ TEST(ZooKeeperNodes, AForeignNodeNamedLikeAKeptLockKeepsNothing) {
   EXPECT_OK(second->Release());
 }
 
+// A lock, a semaphore and an election of one name are three objects: three
+// parents, each listed as its kind only, and nothing left once released.
+TEST(ZooKeeperNodes, KindsOfObjectLiveApartAndListApart) {
+  absl::StatusOr<std::unique_ptr<LockClient>> client =
+      Connect(Server().Uri("kinds"));
+  ASSERT_OK(client);
+  auto lock = (*client)->GetLock("jobs");
+  auto sem = (*client)->GetSemaphore("jobs", 2);
+  auto election = (*client)->GetElection("jobs");
+  auto rw = (*client)->GetReadWriteLock("read");
+  ASSERT_OK(lock);
+  ASSERT_OK(sem);
+  ASSERT_OK(election);
+  ASSERT_OK(rw);
+  absl::StatusOr<Hold> written = (*lock)->TryAcquire();
+  absl::StatusOr<Permit> permit = (*sem)->TryAcquire(1);
+  absl::StatusOr<Leadership> leading = (*election)->Campaign("here");
+  absl::StatusOr<Hold> read = (*rw)->TryAcquireRead();
+  ASSERT_OK(written);
+  ASSERT_OK(permit);
+  ASSERT_OK(leading);
+  ASSERT_OK(read);
+  RawHandle raw;
+  EXPECT_EQ(raw.CountChildren("/dlock/kinds/jobs"), 1);
+  EXPECT_EQ(raw.CountChildren("/dlock/kinds/%1Fsjobs"), 1);
+  EXPECT_EQ(raw.CountChildren("/dlock/kinds/%1Fejobs"), 1);
+  LockAdmin& admin = (*client)->Admin();
+  absl::StatusOr<std::vector<LockInfo>> locks = admin.List();
+  ASSERT_OK(locks);
+  ASSERT_EQ(locks->size(), 2u) << "another kind was listed as a lock";
+  EXPECT_EQ((*locks)[0].name, "jobs");
+  EXPECT_EQ((*locks)[1].name, "read");
+  absl::StatusOr<std::vector<ObjectInfo>> readers =
+      admin.ListObjects(ObjectKind::kLock, "read");
+  ASSERT_OK(readers);
+  ASSERT_EQ(readers->size(), 1u);
+  ASSERT_EQ((*readers)[0].holders.size(), 1u);
+  EXPECT_TRUE((*readers)[0].holders[0].shared);
+  for (ObjectKind kind : {ObjectKind::kSemaphore, ObjectKind::kElection}) {
+    absl::StatusOr<std::vector<ObjectInfo>> listed = admin.ListObjects(kind);
+    ASSERT_OK(listed);
+    ASSERT_EQ(listed->size(), 1u) << ObjectKindName(kind);
+    EXPECT_EQ((*listed)[0].name, "jobs");
+    EXPECT_EQ((*listed)[0].limit, kind == ObjectKind::kSemaphore ? 2 : 1);
+  }
+  EXPECT_OK(written->Release());
+  EXPECT_OK(permit->Release());
+  EXPECT_OK(leading->Resign());
+  // A lock held by readers alone: forcing it removes every reader.
+  absl::StatusOr<std::unique_ptr<LockClient>> other =
+      Connect(Server().Uri("kinds"));
+  ASSERT_OK(other);
+  auto other_rw = (*other)->GetReadWriteLock("read");
+  ASSERT_OK(other_rw);
+  absl::StatusOr<Hold> second = (*other_rw)->TryAcquireRead();
+  ASSERT_OK(second);
+  ASSERT_OK(admin.ForceUnlockObject(ObjectKind::kLock, "read"));
+  EXPECT_FALSE(read->Release().ok()) << "a reader outlived a force unlock";
+  EXPECT_FALSE(second->Release().ok()) << "a reader outlived a force unlock";
+  for (const char* parent : {"jobs", "%1Fsjobs", "%1Fejobs", "read"}) {
+    EXPECT_LE(raw.CountChildren(absl::StrCat("/dlock/kinds/", parent)), 0)
+        << parent;
+  }
+}
+
 TEST(ZooKeeperNodes, DigestAclKeepsOthersOut) {
   const std::string uri = Server().Uri("acl");
   absl::StatusOr<std::unique_ptr<LockClient>> alice =

@@ -34,6 +34,18 @@ TEST(ZooKeeperDriver, BehindWatchesOnlyItsPredecessor) {
   EXPECT_TRUE(next.next_in_line);
 }
 
+TEST(ZooKeeperDriver, AWriterBehindReadersWaitsAndKnowsThem) {
+  constexpr char kRead[] = "r-1-read-lock-0000000004";
+  constexpr char kLater[] = "r-2-read-lock-0000000011";
+  const QueueView view = LookAtQueue({kLater, kOwn, kB, kRead, kA}, kOwn, {});
+  EXPECT_EQ(view.position, Position::kBehind);
+  EXPECT_EQ(view.holder, kA);
+  EXPECT_EQ(view.predecessor, kB);
+  // Only the readers queued before it: a later one waits behind it.
+  EXPECT_EQ(view.reads_ahead, (std::vector<std::string>{kRead}));
+  EXPECT_EQ(LookAtQueue({kRead, kOwn}, kOwn, {}).predecessor, kRead);
+}
+
 TEST(ZooKeeperDriver, AKeptLockKeepsTheFirstNodeWaiting) {
   const std::string kept = KeptNodeName(41);
   const QueueView view = LookAtQueue({kept, kOwn}, kOwn, {});

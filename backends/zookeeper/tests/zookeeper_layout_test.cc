@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "dlock/dlock.h"
 #include "gtest/gtest.h"
 #include "zk_layout.h"
@@ -81,6 +82,86 @@ TEST(ZooKeeperLayout, NodeDataRoundTrips) {
   EXPECT_FALSE(Parse("").has_value());
   EXPECT_FALSE(Parse("dlock1 0 1 1 0 owner").has_value());  // no holds
   EXPECT_FALSE(Parse("other 1 1 1 0 owner").has_value());
+}
+
+TEST(ZooKeeperLayout, AnElectionsValueFollowsTheLineAndAPlainLockHasNone) {
+  NodeData data{.owner = "c:client:1", .lease_ms = 500, .kept_ms = 500};
+  EXPECT_FALSE(Parse(Serialize(data))->value.has_value());
+  data.value = "10.0.0.7:8080 with spaces\nand a newline";
+  std::optional<NodeData> parsed = Parse(Serialize(data));
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->owner, "c:client:1") << "the value leaked into the owner";
+  EXPECT_EQ(parsed->value, data.value);
+  data.value = "";
+  EXPECT_EQ(Parse(Serialize(data))->value, "") << "an empty value is a value";
+}
+
+TEST(ZooKeeperLayout, KindsOfObjectHaveParentsApart) {
+  for (const std::string& name : {"jobs", ".", "..", "%1Fejobs", "a/b"}) {
+    const std::string lock = ObjectComponent(ObjectKind::kLock, name);
+    const std::string election = ObjectComponent(ObjectKind::kElection, name);
+    EXPECT_NE(lock, election) << name;
+    EXPECT_TRUE(absl::StartsWith(election, "%1Fe")) << election;
+    EXPECT_EQ(ObjectNameOf(ObjectKind::kLock, lock), name);
+    EXPECT_EQ(ObjectNameOf(ObjectKind::kElection, election), name);
+    // Listing one kind never finds another's.
+    EXPECT_FALSE(ObjectNameOf(ObjectKind::kLock, election).has_value());
+    EXPECT_FALSE(ObjectNameOf(ObjectKind::kElection, lock).has_value());
+    EXPECT_FALSE(ObjectNameOf(ObjectKind::kSemaphore, election).has_value());
+  }
+}
+
+TEST(ZooKeeperLayout, AReadNodeIsALockNodeToThePreviousLayout) {
+  const std::string read =
+      absl::StrCat("c-ab12-3-", kReadTag, "lock-0000000007");
+  EXPECT_TRUE(IsReadNode(read));
+  EXPECT_FALSE(IsReadNode("c-ab12-3-lock-0000000008"));
+  EXPECT_FALSE(IsReadNode("read-lock-0000000008")) << "no client part";
+  // Writers of the previous layout sort it into their queue and wait.
+  EXPECT_EQ(SortedQueue({"c-ab12-4-lock-0000000008", read}),
+            (std::vector<std::string>{read, "c-ab12-4-lock-0000000008"}));
+  // Its owner is never the reader's own owner id, so such a client never
+  // re-enters a read node as its write hold.
+  EXPECT_NE(ReaderOwner("t:job"), "t:job");
+  EXPECT_EQ(OwnerOfReader(ReaderOwner("t:job")), "t:job");
+  EXPECT_EQ(OwnerOfReader("t:job"), "") << "not a reader's";
+}
+
+TEST(ZooKeeperLayout, AWritersReadCarriesTheWritersToken) {
+  NodeData read{.owner = ReaderOwner("c:x:1"), .lease_ms = 1, .kept_ms = 1};
+  EXPECT_EQ(TokenOf(read, 90), 90u) << "a reader's own czxid";
+  read.value = "42";
+  EXPECT_EQ(TokenOf(*Parse(Serialize(read)), 90), 42u);
+  NodeData leader{.owner = "c:x:1", .lease_ms = 1, .kept_ms = 1};
+  leader.value = "42";  // an election's value is no token
+  EXPECT_EQ(TokenOf(leader, 90), 90u);
+}
+
+TEST(ZooKeeperLayout, ASemaphoreNodeNamesItsPermitsAndN) {
+  const std::string node =
+      absl::StrCat("client-1-ab12-7-", PermitsTag({.permits = 2, .limit = 5}),
+                   "lock-0000000042");
+  EXPECT_EQ(SequenceOf(node), 42) << "a semaphore node is a queue node";
+  std::optional<PermitsAsked> asked = PermitsOf(node);
+  ASSERT_TRUE(asked.has_value());
+  EXPECT_EQ(asked->permits, 2);
+  EXPECT_EQ(asked->limit, 5);
+  // A client id may hold dashes and letters: only the last part counts.
+  EXPECT_EQ(PermitsOf("s1of2-x-9-s3of4-lock-0000000001")->limit, 4);
+  EXPECT_FALSE(PermitsOf("client-1-ab12-7-lock-0000000042").has_value());
+  EXPECT_FALSE(PermitsOf("c-1-s3of2-lock-0000000001").has_value());
+  EXPECT_FALSE(PermitsOf("c-1-s2of5-lock-12").has_value());
+}
+
+TEST(ZooKeeperLayout, AdmissionValueSaysWaitingOrTheSlots) {
+  EXPECT_FALSE(AdmittedSlots(WaitingValue()).has_value());
+  EXPECT_FALSE(AdmittedSlots(std::nullopt).has_value());
+  EXPECT_EQ(AdmittedSlots(AdmittedValue({0, 3, 4})),
+            (std::vector<int64_t>{0, 3, 4}));
+  NodeData data{.owner = "t:job", .lease_ms = 1, .kept_ms = 1};
+  data.value = AdmittedValue({1});
+  EXPECT_EQ(AdmittedSlots(Parse(Serialize(data))->value),
+            (std::vector<int64_t>{1}));
 }
 
 TEST(ZooKeeperUri, BadUrisAreInvalidArgumentWithoutThePassword) {

@@ -1,17 +1,26 @@
 // Copyright dlock authors. The rules every backend shares with the core,
 // written once: the shortest lease, how a lease goes to a server that counts
 // whole milliseconds, the margin for clock drift in any "believed until"
-// (C19), and what GONE is. A backend uses these instead of its own copy, so
+// (C19), what GONE is, and how a permit grant's slots are written down. A
+// backend uses these instead of its own copy, so
 // that the core and every backend round and bound the same way.
 #ifndef DLOCK_BACKEND_RULES_H_
 #define DLOCK_BACKEND_RULES_H_
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/errors.h"
+#include "dlock/object_info.h"
 
 namespace dlock {
 
@@ -52,6 +61,36 @@ inline absl::Duration DriftMargin(absl::Duration span) {
 inline bool IsGone(const absl::Status& status) {
   return absl::IsFailedPrecondition(status) &&
          (IsNotOwner(status) || IsLost(status));
+}
+
+// The letter that marks an object of `kind` in the core's qualified names
+// and in backends' keys and paths (docs/design/primitives.md): 's' a
+// semaphore, 'e' an election; a lock's own name has none ('\0').
+inline char KindLetter(ObjectKind kind) {
+  switch (kind) {
+    case ObjectKind::kSemaphore:
+      return 's';
+    case ObjectKind::kElection:
+      return 'e';
+    case ObjectKind::kLock:
+      break;
+  }
+  return '\0';
+}
+
+// A semaphore grant's permit slots as a backend stores them: "0,2" (C22).
+inline std::string FormatSlots(const std::vector<int64_t>& slots) {
+  return absl::StrJoin(slots, ",");
+}
+// The inverse; nullopt when `text` is not such a list.
+inline std::optional<std::vector<int64_t>> ParseSlots(absl::string_view text) {
+  std::vector<int64_t> slots;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t slot = 0;
+    if (!absl::SimpleAtoi(part, &slot)) return std::nullopt;
+    slots.push_back(slot);
+  }
+  return slots;
 }
 
 }  // namespace dlock
