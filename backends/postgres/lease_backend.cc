@@ -1,6 +1,7 @@
 // mode=lease (the default): a row per held lock whose expiry is on the
 // server's clock (C2). Each operation is one prepared statement, one round
 // trip, atomic under concurrent clients (C3); docs/postgres.md explains each.
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "pg_common.h"
@@ -30,7 +31,8 @@ class LeaseBackend : public PgBackendBase {
                          .keeps_after_release = true,
                          .semaphores = true,
                          .elections = true,
-                         .semaphore_order = WaiterOrder::kHeadReserved};
+                         .semaphore_order = WaiterOrder::kHeadReserved,
+                         .multi_lock = MultiLockMode::kAtomic};
   }
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
     if (call.shape.kind == ObjectKind::kSemaphore) {
@@ -55,6 +57,42 @@ class LeaseBackend : public PgBackendBase {
                                 if (!r.ok()) return r.status();
                                 return ToAttempt(r->get());
                               });
+  }
+
+  // One function call per attempt takes every name or none (C25); a
+  // refused attempt waits for the release of the name that refused it.
+  absl::StatusOr<std::vector<Grant>> AcquireAll(
+      absl::Span<const AcquireCall> parts, MonoTime deadline,
+      const CancelToken& cancel) override {
+    std::vector<std::string> names;
+    for (const AcquireCall& part : parts) names.emplace_back(part.name);
+    const std::string params[] = {shared().ns(),
+                                  ArrayLiteral(names),
+                                  std::string(parts[0].owner),
+                                  MillisParam(parts[0].lease),
+                                  liveness_id_,
+                                  liveness_ttl_ms_};
+    AcquireCall whole = parts[0];
+    whole.deadline = deadline;
+    whole.cancel = cancel;
+    absl::flat_hash_map<std::string, Acquired> taken;
+    absl::StatusOr<Grant> all = AcquireWithWakeups(
+        whole, shared().hub(), shared().fallback_poll(),
+        [&]() -> absl::StatusOr<Attempt> {
+          absl::StatusOr<PgResult> r = shared().RunPooled(
+              shared().sql().primitives.acquire_all, params, false);
+          if (!r.ok()) return r.status();
+          return ToAllAttempt(r->get(), names, taken);
+        });
+    if (!all.ok()) return all.status();
+    std::vector<Grant> grants;
+    for (const std::string& name : names) {
+      const Acquired& got = taken[name];
+      grants.push_back(Grant{.fencing_token = got.fencing_token,
+                             .hold_count = got.hold_count,
+                             .sent = all->sent});
+    }
+    return grants;
   }
 
   absl::Status Proclaim(const ProclaimCall& call) override {
@@ -129,6 +167,30 @@ class LeaseBackend : public PgBackendBase {
   const std::string liveness_id_;
   const std::string liveness_ttl_ms_;  // "0": liveness off
   const HolderLiveness holders_;
+
+  // acquire_all's answer: every name's hold into `taken`, or the refusal.
+  static Attempt ToAllAttempt(
+      const PGresult* r, const std::vector<std::string>& names,
+      absl::flat_hash_map<std::string, Acquired>& taken) {
+    Attempt attempt;  // holder_lease_left: unknown
+    if (PQntuples(r) == 1 && GetInt(r, 0, 0) == 0) {
+      const int64_t index = GetInt(r, 0, 1);
+      if (index >= 1 && index <= static_cast<int64_t>(names.size())) {
+        attempt.wait_on = names[index - 1];
+      }
+      attempt.holder_lease_left = absl::Milliseconds(GetInt(r, 0, 2));
+      return attempt;
+    }
+    taken.clear();
+    for (int row = 0; row < PQntuples(r); ++row) {
+      taken[GetText(r, row, 3)] =
+          Acquired{.fencing_token = static_cast<uint64_t>(GetInt(r, row, 4)),
+                   .hold_count = GetInt(r, row, 5)};
+    }
+    // Every name or none: anything else says nothing (look again).
+    if (taken.size() == names.size()) attempt.acquired = taken.begin()->second;
+    return attempt;
+  }
 
   // Campaigns as a lock's acquisition on the election's row (C24); a new
   // leader is announced to this process's observers at once.

@@ -326,85 +326,72 @@ BEGIN
   RETURN v_found;
 END
 $fn$;
--- Elections (C24). An election is a lock row under E'\x1fe' || name that
--- also keeps the leader's value and is always `wanted`, so that the lock's
--- own release and force unlock announce every end of a leadership to
--- observers; renewal and release are the lock's statements. The same
--- answer as a lock's acquire (o_got, o_holds, o_token, o_left). A new
--- leader, or a new value, is announced.
-CREATE OR REPLACE FUNCTION {F}campaign"(p_ns text, p_name text,
-    p_owner text, p_lease_ms bigint, p_live text, p_ttl_ms bigint,
-    p_value bytea, p_channel text)
-RETURNS TABLE (o_got boolean, o_holds bigint, o_token bigint, o_left bigint)
+-- Multi-locks (C25), lease mode: every name or none, in one transaction.
+-- The rows are locked in one global order (COLLATE "C"), so two calls never
+-- wait on each other in a cycle; all are checked, then all taken (fresh
+-- holds with one new token, re-entries keeping theirs), as the acquire
+-- statement takes one. Granted: a row per name (1, 0, 0, name, token,
+-- holds). Refused: one row (0, the 1-based position in p_names of a name
+-- another owner holds, the ms until its holder may end), that row marked
+-- wanted so that its release wakes us; nothing else changed.
+CREATE OR REPLACE FUNCTION {F}acquire_all"(p_ns text, p_names text[],
+    p_owner text, p_lease_ms bigint, p_live text, p_ttl_ms bigint)
+RETURNS TABLE (o_code int, o_index int, o_left bigint, o_name text,
+               o_token bigint, o_holds bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_row {T} := {F}lock_row"(p_ns, p_name);
-  v_now timestamptz := clock_timestamp();
-  v_end timestamptz := v_now + p_lease_ms * interval '1 millisecond';
-  v_live boolean := v_row.owner <> '' AND v_row.expires_at > v_now
-      AND (v_row.live_ids IS NULL OR {F}any_live"(v_row.live_ids));
+  v_name text;
+  v_row {T};
+  v_now timestamptz;
+  v_token bigint;
 BEGIN
-  IF v_live AND v_row.owner <> p_owner THEN
-    UPDATE {T} l SET wanted = true
-      WHERE l.namespace = p_ns AND l.name = p_name;
-    RETURN QUERY SELECT false, 0::bigint, 0::bigint, GREATEST(0, ceil(extract(
-        epoch FROM v_row.expires_at - v_now) * 1000))::bigint;
-    RETURN;
-  END IF;
-  IF v_live THEN
-    UPDATE {T} l SET holds = l.holds + 1,
-        kept_lease_ms = GREATEST(l.kept_lease_ms, p_lease_ms),
-        expires_at = GREATEST(l.expires_at, v_end), value = p_value,
-        live_ids = CASE WHEN p_ttl_ms = 0 OR l.live_ids IS NULL THEN NULL
-                        WHEN p_live = ANY(l.live_ids) THEN l.live_ids
-                        ELSE l.live_ids || p_live END
-      WHERE l.namespace = p_ns AND l.name = p_name;
-    v_row.holds := v_row.holds + 1;
-  ELSE
-    UPDATE {T} l SET owner = p_owner, holds = 1,
-        fencing_token = {F}next_token"(), kept_lease_ms = p_lease_ms,
-        expires_at = v_end, since = v_now, wanted = true, value = p_value,
-        session_key = NULL, dead_since = NULL,
-        live_ids = CASE WHEN p_ttl_ms > 0 THEN ARRAY[p_live] END
-      WHERE l.namespace = p_ns AND l.name = p_name
-      RETURNING l.fencing_token INTO v_row.fencing_token;
-    v_row.holds := 1;
-  END IF;
+  FOR v_name IN SELECT n FROM unnest(p_names) n ORDER BY n COLLATE "C" LOOP
+    v_row := {F}lock_row"(p_ns, v_name);
+    v_now := clock_timestamp();
+    IF v_row.owner <> p_owner AND v_row.expires_at > v_now
+        AND (v_row.live_ids IS NULL OR {F}any_live"(v_row.live_ids)) THEN
+      UPDATE {T} l SET wanted = true
+        WHERE l.namespace = p_ns AND l.name = v_name;
+      RETURN QUERY SELECT 0, array_position(p_names, v_name),
+          GREATEST(0, ceil(extract(epoch FROM LEAST(v_row.expires_at,
+              (SELECT max(v.live_until) FROM {V} v
+               WHERE v.client = ANY(v_row.live_ids))) - v_now) * 1000))::bigint,
+          NULL::text, NULL::bigint, NULL::bigint;
+      RETURN;
+    END IF;
+  END LOOP;
+  v_now := clock_timestamp();
+  v_token := {F}next_token"();
   IF p_ttl_ms > 0 THEN
     INSERT INTO {V} (client, live_until)
       VALUES (p_live, v_now + p_ttl_ms * interval '1 millisecond')
       ON CONFLICT (client) DO UPDATE SET live_until = EXCLUDED.live_until;
   END IF;
-  IF NOT v_live OR v_row.value IS DISTINCT FROM p_value THEN
-    PERFORM pg_notify(p_channel, p_ns || ':' || p_name);
-  END IF;
-  RETURN QUERY SELECT true, v_row.holds, v_row.fencing_token, 0::bigint;
-END
-$fn$;
-
--- Session mode's campaign: the lock's session acquire (its key, its grace),
--- then the value, in one transaction.
-CREATE OR REPLACE FUNCTION {F}s_campaign"(p_ns text, p_name text,
-    p_owner text, p_lease_ms bigint, p_have boolean, p_grace_ms bigint,
-    p_value bytea, p_channel text)
-RETURNS TABLE (o_got boolean, o_holds bigint, o_token bigint, o_left bigint)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-  v record;
-  v_old bytea;
-BEGIN
-  SELECT * INTO v FROM {F}acquire"(p_ns, p_name, p_owner, p_lease_ms, p_have,
-                                   p_grace_ms);
-  IF v.o_got THEN
-    SELECT l.value INTO v_old FROM {T} l
-      WHERE l.namespace = p_ns AND l.name = p_name;
-    UPDATE {T} l SET value = p_value, wanted = true
-      WHERE l.namespace = p_ns AND l.name = p_name;
-    IF v.o_holds = 1 OR v_old IS DISTINCT FROM p_value THEN
-      PERFORM pg_notify(p_channel, p_ns || ':' || p_name);
-    END IF;
-  END IF;
-  RETURN QUERY SELECT v.o_got, v.o_holds, v.o_token, v.o_left;
+  RETURN QUERY WITH t AS (
+    UPDATE {T} l SET
+      holds = CASE WHEN d.again THEN l.holds + 1 ELSE 1 END,
+      fencing_token = CASE WHEN d.again THEN l.fencing_token ELSE v_token END,
+      kept_lease_ms = CASE WHEN d.again
+          THEN GREATEST(l.kept_lease_ms, p_lease_ms) ELSE p_lease_ms END,
+      expires_at = CASE WHEN d.again
+          THEN GREATEST(l.expires_at,
+                        v_now + p_lease_ms * interval '1 millisecond')
+          ELSE v_now + p_lease_ms * interval '1 millisecond' END,
+      since = CASE WHEN d.again THEN l.since ELSE v_now END,
+      session_key = CASE WHEN d.again THEN l.session_key END,
+      wanted = d.again AND l.wanted,
+      live_ids = CASE WHEN p_ttl_ms = 0 THEN NULL
+                      WHEN NOT d.again THEN ARRAY[p_live]
+                      WHEN l.live_ids IS NULL OR p_live = ANY(l.live_ids)
+                        THEN l.live_ids
+                      ELSE l.live_ids || p_live END,
+      owner = p_owner
+    FROM (SELECT l2.name, l2.owner = p_owner AND l2.expires_at > v_now AS again
+          FROM {T} l2
+          WHERE l2.namespace = p_ns AND l2.name = ANY(p_names)) d
+    WHERE l.namespace = p_ns AND l.name = d.name
+    RETURNING l.name, l.fencing_token, l.holds)
+  SELECT 1, 0, 0::bigint, t.name, t.fencing_token, t.holds FROM t;
 END
 $fn$;
 )sql";
@@ -459,33 +446,6 @@ WITH g AS (
 SELECT pg_notify($4, $1 || ':' || $2)::text FROM g
 )sql";
 
-// An election's leader, read as a lock's: live, its liveness current; the
-// value hex-encoded.
-constexpr char kLeader[] = R"sql(
-SELECT substr(l.name, 3), l.owner, l.holds, l.fencing_token,
-  GREATEST(0, extract(epoch FROM l.expires_at - clock_timestamp())
-              * 1000000)::bigint,
-  (extract(epoch FROM l.since) * 1000000)::bigint, encode(l.value, 'hex'),
-  CASE WHEN l.session_key IS NOT NULL OR l.live_ids IS NOT NULL THEN true END
-FROM {T} l
-WHERE l.namespace = $1 AND {W} AND l.owner <> ''
-  AND l.expires_at > clock_timestamp()
-  AND (l.live_ids IS NULL OR {F}any_live"(l.live_ids))
-  AND (l.session_key IS NULL OR {F}alive"(l.session_key))
-ORDER BY l.name
-)sql";
-
-// The leader's new value, while it leads with the term $5; announced.
-// $4 the value, hex.
-constexpr char kProclaim[] = R"sql(
-WITH p AS (
-  UPDATE {T} AS l SET value = decode($4, 'hex')
-  WHERE l.namespace = $1 AND l.name = $2 AND l.owner = $3
-    AND l.fencing_token = $5::bigint AND l.expires_at > clock_timestamp()
-  RETURNING 1)
-SELECT pg_notify($6, $1 || ':' || $2)::text FROM p
-)sql";
-
 }  // namespace
 
 PrimitiveSql::PrimitiveSql(
@@ -502,19 +462,10 @@ PrimitiveSql::PrimitiveSql(
   holders_force = {"dlock_holders_force",
                    fill("SELECT {F}holders_force\"($1, $2, "
                         "NULLIF($3, '')::bigint, $4)")};
-  campaign = {"dlock_campaign",
-              fill("SELECT * FROM {F}campaign\"($1, $2, $3, $4, $5, $6, "
-                   "decode($7, 'hex'), $8)")};
-  s_campaign = {"dlock_s_campaign",
-                fill("SELECT * FROM {F}s_campaign\"($1, $2, $3, $4, $5, $6, "
-                     "decode($7, 'hex'), $8)")};
-  proclaim = {"dlock_proclaim", fill(kProclaim)};
-  const std::string leader = fill(kLeader);
-  leader_inspect = {"dlock_leader_inspect",
-                    absl::StrReplaceAll(leader, {{"{W}", "l.name = $2"}})};
-  leader_list = {
-      "dlock_leader_list",
-      absl::StrReplaceAll(leader, {{"{W}", "starts_with(l.name, $2)"}})};
+  FillElections(fill);
+  acquire_all = {"dlock_acquire_all",
+                 fill("SELECT * FROM {F}acquire_all\"($1, $2::text[], $3, $4, "
+                      "$5, $6)")};
   const std::string holders = fill(kHolders);
   holders_inspect = {"dlock_holders_inspect",
                      absl::StrReplaceAll(holders, {{"{W}", "l.name = $2"}})};

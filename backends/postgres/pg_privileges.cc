@@ -44,7 +44,8 @@ std::vector<Grant> NeededGrants(const std::string& table, Mode mode) {
         "holders_force\"(text, text, bigint, text)",
         "campaign\"(text, text, text, bigint, text, bigint, bytea, text)",
         "s_campaign\"(text, text, text, bigint, boolean, bigint, bytea, "
-        "text)"}) {
+        "text)",
+        "acquire_all\"(text, text[], text, bigint, text, bigint)"}) {
     out.push_back({"EXECUTE", "FUNCTION", absl::StrCat("\"", fn, f)});
   }
   if (mode == Mode::kSession) {

@@ -514,7 +514,8 @@ Sql::Sql(const std::string& table) {
                fill("SELECT {F}release\"($1, $2, $3, $4, $5, $6, $7, $8)")};
   s_renew = {"dlock_s_renew", fill("SELECT {F}renew\"($1, $2, $3, $4, $5)")};
   schema_version = fill("SELECT max(version) FROM {M}");
-  create_schema = fill(absl::StrCat(kCreate, kPrimitivesSchema, kCreateEnd));
+  create_schema = fill(
+      absl::StrCat(kCreate, kPrimitivesSchema, kElectionSchema, kCreateEnd));
   primitives = PrimitiveSql(fill);
 }
 

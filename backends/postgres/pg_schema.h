@@ -27,8 +27,10 @@ namespace dlock::postgres {
 // (pg_primitives_sql.cc).
 inline constexpr int kSchemaVersion = 7;
 
-// Version 7's part of the schema script (pg_primitives_sql.cc).
+// Version 7's parts of the schema script (pg_primitives_sql.cc,
+// pg_election_sql.cc).
 extern const char kPrimitivesSchema[];
+extern const char kElectionSchema[];
 
 // The statements of semaphores (C22) and elections (C24), both modes. $1
 // namespace, $2 the qualified name ("\x1fs" + name), $3 owner, then as noted.
@@ -68,6 +70,15 @@ struct PrimitiveSql {
   // token, left us, since us, value hex, live)
   Statement leader_inspect;
   Statement leader_list;
+
+  // Multi-locks (C25), lease mode: $2 the names (an array), $3 owner, $4
+  // lease ms, $5 liveness id, $6 its ttl ms -> a row per name when all
+  // were taken, or the one that refused (acquire_all in
+  // pg_primitives_sql.cc).
+  Statement acquire_all;
+
+ private:
+  void FillElections(const std::function<std::string(absl::string_view)>& fill);
 };
 
 struct Sql {
