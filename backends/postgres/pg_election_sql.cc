@@ -2,7 +2,6 @@
 // campaign functions and the statements of an election's row, from the
 // validated draft (docs/design/validation/postgres_primitives.sql) with
 // version 6's next_token, and session mode's campaign.
-#include "absl/strings/str_replace.h"
 #include "pg_schema.h"
 
 namespace dlock::postgres {
@@ -131,12 +130,7 @@ void PrimitiveSql::FillElections(
                 fill("SELECT * FROM {F}s_campaign\"($1, $2, $3, $4, $5, $6, "
                      "decode($7, 'hex'), $8)")};
   proclaim = {"dlock_proclaim", fill(kProclaim)};
-  const std::string leader = fill(kLeader);
-  leader_inspect = {"dlock_leader_inspect",
-                    absl::StrReplaceAll(leader, {{"{W}", "l.name = $2"}})};
-  leader_list = {
-      "dlock_leader_list",
-      absl::StrReplaceAll(leader, {{"{W}", "starts_with(l.name, $2)"}})};
+  ByNameAndPrefix(fill(kLeader), "dlock_leader", leader_inspect, leader_list);
 }
 
 }  // namespace dlock::postgres

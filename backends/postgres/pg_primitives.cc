@@ -81,6 +81,18 @@ std::vector<ObjectInfo> ToLeaders(const PGresult* r) {
   return out;
 }
 
+// The leaders `stmt` reads (leader_inspect or leader_list) of the election
+// `name` or of those under the prefix `name`.
+absl::StatusOr<std::vector<ObjectInfo>> ReadLeaders(PgShared& shared,
+                                                    const Statement& stmt,
+                                                    absl::string_view name) {
+  const std::string params[] = {shared.ns(),
+                                ObjectRow(ObjectKind::kElection, name)};
+  absl::StatusOr<PgResult> r = shared.RunPooled(stmt, params, true);
+  if (!r.ok()) return r.status();
+  return ToLeaders(r->get());
+}
+
 // A watch is a hub waiter on the object's row name, which the listener
 // wakes with that row's announcements.
 class HubWatch : public ObjectWatch {
@@ -296,26 +308,20 @@ absl::StatusOr<ObjectInfo> PgBackendBase::InspectObject(
     ObjectKind kind, absl::string_view name) {
   if (kind == ObjectKind::kSemaphore) return InspectSemaphore(shared_, name);
   if (kind != ObjectKind::kElection) return Backend::InspectObject(kind, name);
-  const std::string params[] = {shared_.ns(), ObjectRow(kind, name)};
-  absl::StatusOr<PgResult> r =
-      shared_.RunPooled(shared_.sql().primitives.leader_inspect, params, true);
-  if (!r.ok()) return r.status();
-  std::vector<ObjectInfo> found = ToLeaders(r->get());
-  if (found.empty()) {
+  absl::StatusOr<std::vector<ObjectInfo>> found =
+      ReadLeaders(shared_, shared_.sql().primitives.leader_inspect, name);
+  if (!found.ok()) return found.status();
+  if (found->empty()) {
     return ObjectInfo{.kind = kind, .name = std::string(name), .limit = 1};
   }
-  return std::move(found.front());
+  return std::move(found->front());
 }
 
 absl::StatusOr<std::vector<ObjectInfo>> PgBackendBase::ListObjects(
     ObjectKind kind, absl::string_view prefix) {
   if (kind == ObjectKind::kSemaphore) return ListSemaphores(shared_, prefix);
   if (kind != ObjectKind::kElection) return Backend::ListObjects(kind, prefix);
-  const std::string params[] = {shared_.ns(), ObjectRow(kind, prefix)};
-  absl::StatusOr<PgResult> r =
-      shared_.RunPooled(shared_.sql().primitives.leader_list, params, true);
-  if (!r.ok()) return r.status();
-  return ToLeaders(r->get());
+  return ReadLeaders(shared_, shared_.sql().primitives.leader_list, prefix);
 }
 
 absl::Status PgBackendBase::ForceUnlockObject(

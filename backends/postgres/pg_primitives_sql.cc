@@ -418,24 +418,6 @@ WHERE l.namespace = $1 AND {W}
 ORDER BY l.name, h.fencing_token
 )sql";
 
-// The watchdog's batch over holder rows (lease mode).
-constexpr char kHolderRenewMany[] = R"sql(
-WITH c AS (
-  SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[])
-      WITH ORDINALITY AS c(name, owner, lease_ms, i)),
-u AS (
-  UPDATE {H} AS h SET
-    kept_lease_ms = GREATEST(h.kept_lease_ms, c.lease_ms),
-    expires_at = GREATEST(h.expires_at, clock_timestamp()
-        + GREATEST(h.kept_lease_ms, c.lease_ms) * interval '1 millisecond')
-  FROM c
-  WHERE h.namespace = $1 AND h.name = c.name AND h.owner = c.owner
-    AND h.expires_at > clock_timestamp()
-    AND (h.live_ids IS NULL OR {F}any_live"(h.live_ids))
-  RETURNING c.i)
-SELECT i FROM u
-)sql";
-
 // A waiter that gives up leaves no place behind, and the next waiter looks
 // again.
 constexpr char kGiveUpPlace[] = R"sql(
@@ -457,7 +439,14 @@ PrimitiveSql::PrimitiveSql(
                  fill("SELECT {F}sem_release\"($1, $2, $3, $4, $5, $6)")};
   holder_renew = {"dlock_holder_renew",
                   fill("SELECT {F}holder_renew\"($1, $2, $3, $4, $5)")};
-  holder_renew_many = {"dlock_holder_renew_many", fill(kHolderRenewMany)};
+  // The holder rows of a semaphore: a holder whose clients lapsed is not
+  // renewed.
+  holder_renew_many = {
+      "dlock_holder_renew_many",
+      fill(absl::StrReplaceAll(
+          kRenewMany,
+          {{"{R}", "{H}"},
+           {"{X}", "AND (l.live_ids IS NULL OR {F}any_live\"(l.live_ids))"}}))};
   give_up_place = {"dlock_give_up_place", fill(kGiveUpPlace)};
   holders_force = {"dlock_holders_force",
                    fill("SELECT {F}holders_force\"($1, $2, "
@@ -466,12 +455,8 @@ PrimitiveSql::PrimitiveSql(
   acquire_all = {"dlock_acquire_all",
                  fill("SELECT * FROM {F}acquire_all\"($1, $2::text[], $3, $4, "
                       "$5, $6)")};
-  const std::string holders = fill(kHolders);
-  holders_inspect = {"dlock_holders_inspect",
-                     absl::StrReplaceAll(holders, {{"{W}", "l.name = $2"}})};
-  holders_list = {
-      "dlock_holders_list",
-      absl::StrReplaceAll(holders, {{"{W}", "starts_with(l.name, $2)"}})};
+  ByNameAndPrefix(fill(kHolders), "dlock_holders", holders_inspect,
+                  holders_list);
 }
 
 }  // namespace dlock::postgres

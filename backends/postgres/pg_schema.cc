@@ -402,23 +402,6 @@ WHERE l.namespace = $1 AND l.name = $2 AND l.owner = $3
 RETURNING 1
 )sql";
 
-// The watchdog's batch: every due renewal of a client in one statement.
-constexpr char kRenewMany[] = R"sql(
-WITH c AS (
-  SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[])
-      WITH ORDINALITY AS c(name, owner, lease_ms, i)),
-u AS (
-  UPDATE {T} AS l SET
-    kept_lease_ms = GREATEST(l.kept_lease_ms, c.lease_ms),
-    expires_at = GREATEST(l.expires_at, clock_timestamp()
-        + GREATEST(l.kept_lease_ms, c.lease_ms) * interval '1 millisecond')
-  FROM c
-  WHERE l.namespace = $1 AND l.name = c.name AND l.owner = c.owner
-    AND l.expires_at > clock_timestamp()
-  RETURNING c.i)
-SELECT i FROM u
-)sql";
-
 // A session-mode row counts only while a session holds its advisory lock.
 constexpr char kLive[] =
     "l.expires_at > clock_timestamp() AND CASE WHEN l.session_key IS NULL "
@@ -458,6 +441,31 @@ std::string Quote(absl::string_view identifier) {
 
 }  // namespace
 
+// The watchdog's batch: every due renewal of a client in one statement.
+extern const char kRenewMany[] = R"sql(
+WITH c AS (
+  SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[])
+      WITH ORDINALITY AS c(name, owner, lease_ms, i)),
+u AS (
+  UPDATE {R} AS l SET
+    kept_lease_ms = GREATEST(l.kept_lease_ms, c.lease_ms),
+    expires_at = GREATEST(l.expires_at, clock_timestamp()
+        + GREATEST(l.kept_lease_ms, c.lease_ms) * interval '1 millisecond')
+  FROM c
+  WHERE l.namespace = $1 AND l.name = c.name AND l.owner = c.owner
+    AND l.expires_at > clock_timestamp() {X}
+  RETURNING c.i)
+SELECT i FROM u
+)sql";
+
+void ByNameAndPrefix(const std::string& sql, const std::string& name,
+                     Statement& exact, Statement& prefixed) {
+  exact = {name + "_inspect",
+           absl::StrReplaceAll(sql, {{"{W}", "l.name = $2"}})};
+  prefixed = {name + "_list",
+              absl::StrReplaceAll(sql, {{"{W}", "starts_with(l.name, $2)"}})};
+}
+
 Sql::Sql(const std::string& table) {
   const std::string t = Quote(table);
   const std::string m = Quote(table + "_meta");
@@ -480,7 +488,9 @@ Sql::Sql(const std::string& table) {
   release = {"dlock_release", fill(kRelease)};
   renew = {"dlock_renew", fill(kRenew)};
   liveness = {"dlock_liveness", fill(kLiveness)};
-  renew_many = {"dlock_renew_many", fill(kRenewMany)};
+  renew_many = {
+      "dlock_renew_many",
+      fill(absl::StrReplaceAll(kRenewMany, {{"{R}", "{T}"}, {"{X}", ""}}))};
   inspect = {"dlock_inspect",
              fill(absl::StrCat("SELECT ", kColumns,
                                " FROM {T} l WHERE "

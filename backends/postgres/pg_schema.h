@@ -27,6 +27,14 @@ namespace dlock::postgres {
 // (pg_primitives_sql.cc).
 inline constexpr int kSchemaVersion = 7;
 
+// The watchdog's batch of renewals over the rows of {R} (as `l`), with the
+// extra condition {X} (pg_schema.cc).
+extern const char kRenewMany[];
+// `sql` with {W} the condition on one name ($2), as `<name>_inspect`, and on
+// a prefix, as `<name>_list`.
+void ByNameAndPrefix(const std::string& sql, const std::string& name,
+                     Statement& exact, Statement& prefixed);
+
 // Version 7's parts of the schema script (pg_primitives_sql.cc,
 // pg_election_sql.cc).
 extern const char kPrimitivesSchema[];
