@@ -81,12 +81,7 @@ class MemoryBackend : public Backend {
   // --- Multi-locks (memory_multi.cc) ---
   // One attempt at every part: the index of the first part refused (and its
   // refusal), or the holds of all, taken together.
-  struct AllOrRefusal {
-    std::vector<Acquired> acquired;  // one per part when all were taken
-    size_t refused = 0;
-    Attempt refusal;
-  };
-  absl::StatusOr<AllOrRefusal> TryAllOnce(absl::Span<const AcquireCall> parts)
+  absl::StatusOr<AllAttempt> TryAllOnce(absl::Span<const AcquireCall> parts)
       ABSL_LOCKS_EXCLUDED(instance_->mu);
 
   // --- Semaphores, readers, elections (memory_primitives.cc) ---

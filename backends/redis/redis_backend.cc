@@ -7,8 +7,11 @@
 #include <functional>
 #include <memory>
 
+#include "redis_holder_ops.h"
 #include "redis_holds.h"
 #include "redis_master.h"
+#include "redis_multi.h"
+#include "redis_objects.h"
 
 namespace dlock::redis {
 namespace {
@@ -27,7 +30,16 @@ class RedisBackend : public Backend {
         replication_(replication),
         fallback_poll_(fallback_poll),
         releases_(clock),
-        router_(make_router(&releases_)) {}
+        router_(make_router(&releases_)),
+        objects_(ObjectsContext{.clock = clock_,
+                                .keys = keys_,
+                                .liveness = liveness_,
+                                .replication = replication_,
+                                .fallback_poll = fallback_poll_,
+                                .drift = kDrift,
+                                .releases = releases_,
+                                .router = *router_,
+                                .held = held_}) {}
 
   ~RedisBackend() override { Shutdown(); }
 
@@ -39,10 +51,22 @@ class RedisBackend : public Backend {
     return BackendTraits{.liveness_record = true,
                          .fencing = FencingStrength::kServerMemory,
                          .can_list = true,
-                         .keeps_after_release = true};
+                         .keeps_after_release = true,
+                         .semaphores = true,
+                         .elections = true,
+                         .primitives_note =
+                             "read-write locks are not wired on Redis yet "
+                             "(issue 24; docs/backends.md)",
+                         .semaphore_order = WaiterOrder::kHeadReserved,
+                         // One master runs a script over keys of any slot; a
+                         // cluster's names are taken in order by the core.
+                         .multi_lock = keys_.sharded()
+                                           ? MultiLockMode::kOrdered
+                                           : MultiLockMode::kAtomic};
   }
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override {
+    if (!call.shape.IsLockWriter()) return objects_.Acquire(call);
     const bool will_wait = call.deadline > clock_.Now();
     std::string fresh_prefix;  // of the attempt that took the lock free
     absl::StatusOr<Grant> grant = AcquireWithWakeups(
@@ -65,6 +89,7 @@ class RedisBackend : public Backend {
   // Not waited for with wait_replicas: a release a failover loses frees
   // the lock at its lease end, as an unconfirmed release does (C21).
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override {
+    if (!call.shape.IsLockWriter()) return objects_.Release(call);
     const auto* hold = static_cast<const RedisHold*>(call.record);
     Routed routed = RunOne(call.name, [&](const Master& m) {
       return ReleaseScript(m, keys_, call.name, call.owner,
@@ -86,11 +111,15 @@ class RedisBackend : public Backend {
     std::vector<LockCall> scripts;
     scripts.reserve(calls.size());
     for (const RenewCall& call : calls) {
-      scripts.push_back(LockCall{call.name, [&](const Master& m) {
-                                   return RenewScript(m, keys_, liveness_,
-                                                      call.name, call.owner,
-                                                      call.lease);
-                                 }});
+      scripts.push_back(LockCall{
+          call.name, [&](const Master& m) {
+            if (!call.shape.IsLockWriter()) {
+              return HolderRenewScript(m, keys_, liveness_, call.shape.kind,
+                                       call.name, call.owner, call.lease);
+            }
+            return RenewScript(m, keys_, liveness_, call.name, call.owner,
+                               call.lease);
+          }});
     }
     const MonoTime sent = clock_.Now();
     Routed routed = router_->Run(std::move(scripts));
@@ -153,11 +182,16 @@ class RedisBackend : public Backend {
     }
     if (holds.empty()) return absl::OkStatus();
     for (const std::shared_ptr<RedisHold>& hold : holds) {
-      scripts.push_back(LockCall{hold->name(), [&](const Master& m) {
-                                   return RefreshLivenessScript(
-                                       m, keys_, liveness_, hold->name(),
-                                       hold->owner(), hold->token());
-                                 }});
+      scripts.push_back(LockCall{
+          hold->name(), [&](const Master& m) {
+            if (hold->kind() != ObjectKind::kLock) {
+              return HolderRefreshLivenessScript(m, keys_, liveness_,
+                                                 hold->kind(), hold->name(),
+                                                 hold->owner(), hold->token());
+            }
+            return RefreshLivenessScript(m, keys_, liveness_, hold->name(),
+                                         hold->owner(), hold->token());
+          }});
     }
     Routed routed = router_->Run(std::move(scripts));
     absl::Status failed;
@@ -200,18 +234,11 @@ class RedisBackend : public Backend {
   // A SCAN per master (a cluster's locks are spread over them).
   absl::StatusOr<std::vector<LockInfo>> List(
       absl::string_view prefix) override {
-    std::vector<std::string> names;
-    for (Master* master : router_->Masters()) {
-      absl::StatusOr<std::vector<std::string>> some =
-          ScanLockNames(*master, keys_, prefix);
-      if (!some.ok()) return some.status();
-      names.insert(names.end(), some->begin(), some->end());
-    }
-    // A slot that migrates meanwhile may show its keys on two masters.
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
+    absl::StatusOr<std::vector<std::string>> names =
+        ScanEveryMaster(*router_, keys_.lock_prefix(), prefix);
+    if (!names.ok()) return names.status();
     std::vector<LockInfo> out;
-    for (const std::string& name : names) {
+    for (const std::string& name : *names) {
       absl::StatusOr<LockInfo> info = Inspect(name);
       if (!info.ok()) return info.status();
       if (info->locked) out.push_back(*std::move(info));
@@ -254,6 +281,45 @@ class RedisBackend : public Backend {
     return ServerMemory{total, masters.size() == 1
                                    ? "INFO memory used_memory"
                                    : "INFO memory used_memory, every master"};
+  }
+
+  absl::StatusOr<std::vector<Grant>> AcquireAll(
+      absl::Span<const AcquireCall> parts, MonoTime deadline,
+      const CancelToken& cancel) override {
+    if (keys_.sharded()) return Backend::AcquireAll(parts, deadline, cancel);
+    return AcquireAllOnOneMaster(objects_.context(), parts, deadline, cancel);
+  }
+
+  // Semaphores and elections (redis_objects.cc); a lock's as before.
+  absl::Status Proclaim(const ProclaimCall& call) override {
+    return objects_.Proclaim(call);
+  }
+
+  std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
+                                           absl::string_view name) override {
+    if (kind == ObjectKind::kLock) return Backend::WatchObject(kind, name);
+    return objects_.Watch(kind, name);
+  }
+
+  absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
+                                           absl::string_view name) override {
+    if (kind == ObjectKind::kLock) return Backend::InspectObject(kind, name);
+    return objects_.Inspect(kind, name);
+  }
+
+  absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
+      ObjectKind kind, absl::string_view prefix) override {
+    if (kind == ObjectKind::kLock) return Backend::ListObjects(kind, prefix);
+    return objects_.List(kind, prefix);
+  }
+
+  absl::Status ForceUnlockObject(
+      ObjectKind kind, absl::string_view name,
+      std::optional<uint64_t> fencing_token) override {
+    if (kind == ObjectKind::kLock) {
+      return Backend::ForceUnlockObject(kind, name, fencing_token);
+    }
+    return objects_.ForceUnlock(kind, name, fencing_token);
   }
 
   void Shutdown() override { router_->Shutdown(); }
@@ -305,24 +371,11 @@ class RedisBackend : public Backend {
     return attempt;
   }
 
-  // The grant's record: a re-entry of the same hold confirms its liveness
-  // deadline; a fresh hold gets one, which keeps what its grant wrote (for
-  // the release) and, with liveness, the deadline (for the heartbeat).
   void NoteGrant(const AcquireCall& call, Grant& grant,
                  std::string fresh_prefix) {
-    auto* held = static_cast<RedisHold*>(call.held);
-    if (held != nullptr && held->token() == grant.fencing_token) {
-      if (KeepsLiveness()) held->Confirmed(grant.sent, LivenessTtl(), kDrift);
-      return;
-    }
-    if (fresh_prefix.empty() && !KeepsLiveness()) return;
-    auto hold = std::make_shared<RedisHold>(
-        call.name, call.owner, grant.fencing_token, std::move(fresh_prefix));
-    if (KeepsLiveness()) {
-      hold->Confirmed(grant.sent, LivenessTtl(), kDrift);
-      held_.Add(hold);
-    }
-    grant.record = std::move(hold);
+    RecordGrant(call, grant, std::move(fresh_prefix),
+                KeepsLiveness() ? LivenessTtl() : absl::ZeroDuration(), kDrift,
+                held_);
   }
 
   const Clock& clock_;
@@ -333,6 +386,7 @@ class RedisBackend : public Backend {
   const absl::Duration fallback_poll_;
   WakeupHub releases_;
   const std::unique_ptr<Router> router_;
+  HolderObjects objects_;
 };
 
 }  // namespace

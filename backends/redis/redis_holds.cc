@@ -22,4 +22,24 @@ MonoTime RedisHold::live_until() const {
   return MonoTime::FromSinceOrigin(absl::Nanoseconds(ns));
 }
 
+void RecordGrant(const AcquireCall& call, Grant& grant,
+                 std::string fresh_prefix, absl::Duration ttl, Drift drift,
+                 HeldLocks<RedisHold>& held) {
+  const bool liveness = ttl > absl::ZeroDuration();
+  auto* record = static_cast<RedisHold*>(call.held);
+  if (record != nullptr && record->token() == grant.fencing_token) {
+    if (liveness) record->Confirmed(grant.sent, ttl, drift);
+    return;
+  }
+  if (fresh_prefix.empty() && !liveness) return;
+  auto hold =
+      std::make_shared<RedisHold>(call.name, call.owner, grant.fencing_token,
+                                  std::move(fresh_prefix), call.shape.kind);
+  if (liveness) {
+    hold->Confirmed(grant.sent, ttl, drift);
+    held.Add(hold);
+  }
+  grant.record = std::move(hold);
+}
+
 }  // namespace dlock::redis

@@ -34,16 +34,19 @@ struct Drift {
 // One hold on one master (redis://, Sentinel): its lock, owner and token,
 // what its fresh grant wrote before the owner (empty for a re-entry), and
 // until when its liveness deadline is known to lie ahead.
+// `kind`: a lock's hold, or one in a semaphore's or an election's hash.
 class RedisHold : public HoldRecord {
  public:
   RedisHold(absl::string_view name, absl::string_view owner, uint64_t token,
-            std::string fresh_prefix)
+            std::string fresh_prefix, ObjectKind kind = ObjectKind::kLock)
       : name_(name),
         owner_(owner),
         token_(token),
-        fresh_prefix_(std::move(fresh_prefix)) {}
+        fresh_prefix_(std::move(fresh_prefix)),
+        kind_(kind) {}
 
   const std::string& name() const { return name_; }
+  ObjectKind kind() const { return kind_; }
   const std::string& owner() const { return owner_; }
   uint64_t token() const { return token_; }
   // What the release sends back (ReleaseScript's fresh_prefix).
@@ -62,9 +65,22 @@ class RedisHold : public HoldRecord {
   const std::string owner_;
   const uint64_t token_;
   const std::string fresh_prefix_;
+  const ObjectKind kind_;
   // Nanoseconds since the clock's origin; the minimum: never confirmed.
   std::atomic<int64_t> live_until_ns_{std::numeric_limits<int64_t>::min()};
 };
+
+template <typename Hold>
+class HeldLocks;
+
+// The grant's record, kept in `grant` (one master's hold): a re-entry of
+// the same hold confirms its liveness deadline; a fresh hold gets one,
+// which keeps what its grant wrote (for the release) and, with liveness
+// (`ttl` finite and positive), the deadline, and joins `held` for the
+// heartbeat.
+void RecordGrant(const AcquireCall& call, Grant& grant,
+                 std::string fresh_prefix, absl::Duration ttl, Drift drift,
+                 HeldLocks<RedisHold>& held);
 
 // The holds whose records the core keeps, for the heartbeat: weak
 // references, so that a hold the core let go of drops out by itself.

@@ -31,6 +31,14 @@ std::string Keyspace::LockKey(absl::string_view name) const {
   return absl::StrCat(lock_prefix_, name, "}");
 }
 
+std::string Keyspace::ObjectKey(char letter, absl::string_view name) const {
+  // lock_prefix_ is "dlock:{<ns>:": the letter goes before the brace.
+  constexpr size_t kDlock = 6;  // "dlock:"
+  return absl::StrCat(lock_prefix_.substr(0, kDlock),
+                      absl::string_view(&letter, 1),
+                      lock_prefix_.substr(kDlock), name, "}");
+}
+
 Liveness ClientLiveness(const BackendConfig& config) {
   const absl::Duration ttl = config.options.liveness_ttl;
   return Liveness{.ttl_ms =
@@ -280,7 +288,12 @@ absl::Status ParseScanPage(const redisReply* r, absl::string_view key_prefix,
 
 absl::StatusOr<std::vector<std::string>> ScanLockNames(
     Master& master, const Keyspace& keys, absl::string_view prefix) {
-  const std::string& key_prefix = keys.lock_prefix();
+  return ScanNames(master, keys.lock_prefix(), prefix);
+}
+
+absl::StatusOr<std::vector<std::string>> ScanNames(Master& master,
+                                                   absl::string_view key_prefix,
+                                                   absl::string_view prefix) {
   const std::string pattern =
       absl::StrCat(GlobEscape(key_prefix), GlobEscape(prefix), "*");
   std::vector<std::string> names;

@@ -30,6 +30,9 @@ class Keyspace {
   // (braces too) the key has one slot, and any key a later layout adds with
   // this prefix shares it (Redis Cluster).
   std::string LockKey(absl::string_view name) const;
+  // "dlock:<letter>{<ns>:<name>}": the hash of the name's semaphore ('s')
+  // or election ('e'), in the lock's slot (docs/redis.md, keys).
+  std::string ObjectKey(char letter, absl::string_view name) const;
   // The lock keys of the namespace start so ("dlock:{<ns>:").
   const std::string& lock_prefix() const { return lock_prefix_; }
   // The namespace's one release channel (PUBLISH, SUBSCRIBE).
@@ -172,6 +175,10 @@ absl::StatusOr<bool> ParseForceUnlockIfToken(const redisReply* reply,
 // (SCAN; a lock that expires meanwhile may be among them).
 absl::StatusOr<std::vector<std::string>> ScanLockNames(
     Master& master, const Keyspace& keys, absl::string_view prefix);
+// The same for keys "<key_prefix><name>}" (Keyspace::ObjectKey's).
+absl::StatusOr<std::vector<std::string>> ScanNames(Master& master,
+                                                   absl::string_view key_prefix,
+                                                   absl::string_view prefix);
 
 // One page of SCAN: the next cursor into `cursor`, and the lock names (the
 // keys less `key_prefix` and the closing '}') appended to `names`.

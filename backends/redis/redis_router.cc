@@ -1,9 +1,11 @@
 #include "redis_router.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "redis_lock_ops.h"
 
 namespace dlock::redis {
 
@@ -118,6 +120,20 @@ std::unique_ptr<Router> OneMasterRouter(std::unique_ptr<Master> master,
                                         std::function<void()> on_shutdown) {
   return std::make_unique<OneMaster>(std::move(master), std::move(on_start),
                                      std::move(on_shutdown));
+}
+
+absl::StatusOr<std::vector<std::string>> ScanEveryMaster(
+    Router& router, absl::string_view key_prefix, absl::string_view prefix) {
+  std::vector<std::string> names;
+  for (Master* master : router.Masters()) {
+    absl::StatusOr<std::vector<std::string>> some =
+        ScanNames(*master, key_prefix, prefix);
+    if (!some.ok()) return some.status();
+    names.insert(names.end(), some->begin(), some->end());
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
 }
 
 }  // namespace dlock::redis

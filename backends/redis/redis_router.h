@@ -100,6 +100,12 @@ class Router {
   virtual std::string Describe() const = 0;
 };
 
+// The names under `key_prefix` whose names start with `prefix` on every
+// master (ScanNames; List's and ListObjects' SCAN), each once: a slot that
+// migrates meanwhile may show its keys on two masters.
+absl::StatusOr<std::vector<std::string>> ScanEveryMaster(
+    Router& router, absl::string_view key_prefix, absl::string_view prefix);
+
 // redis:// and redis-sentinel://: one master, whose subscription to the
 // namespace's channel wakes the waiters from the start.
 std::unique_ptr<Router> OneMasterRouter(std::unique_ptr<Master> master,

@@ -15,6 +15,18 @@ extern const char kForceUnlock[];
 extern const char kForceUnlockIfToken[];
 extern const char kRaiseToken[];
 extern const char kLayoutGuard[];
+// Objects with many holders (issue 24): appended to the prelude for the
+// scripts below it.
+extern const char kHolders[];
+extern const char kSemAcquire[];
+extern const char kSemRelease[];
+extern const char kSemRenew[];
+extern const char kHolderRefreshLiveness[];
+extern const char kHoldersInspect[];
+extern const char kHoldersAbandon[];
+extern const char kHoldersForceUnlock[];
+extern const char kElectionProclaim[];
+extern const char kMultiAcquire[];
 
 }  // namespace dlock::redis::lua
 

@@ -11,7 +11,18 @@ Script MakeScript(const char* name, const char* source) {
   return Script{.name = name,
                 .body = absl::StrCat(lua::kPrelude, source),
                 .function = absl::StrCat(kLibrary, "_", name),
-                .sha = ""};
+                .sha = "",
+                .shared_size = absl::string_view(lua::kPrelude).size()};
+}
+
+// A script of a holders hash: the prelude and holders.lua before it. The
+// lock's scripts go without holders.lua, so that EVALSHA defines none of
+// its functions on every lock call.
+Script MakeHoldersScript(const char* name, const char* source) {
+  Script script = MakeScript(name, source);
+  script.body = absl::StrCat(lua::kPrelude, lua::kHolders, source);
+  script.shared_size += absl::string_view(lua::kHolders).size();
+  return script;
 }
 
 // "<verb> <script> <number of keys> keys... args...".
@@ -41,6 +52,20 @@ Scripts::Scripts()
       force_unlock_if_token(
           MakeScript("force_unlock_if_token", lua::kForceUnlockIfToken)),
       raise_token(MakeScript("raise_token", lua::kRaiseToken)),
+      sem_acquire(MakeHoldersScript("sem_acquire", lua::kSemAcquire)),
+      sem_release(MakeHoldersScript("sem_release", lua::kSemRelease)),
+      sem_renew(MakeHoldersScript("sem_renew", lua::kSemRenew)),
+      holder_refresh_liveness(MakeHoldersScript("holder_refresh_liveness",
+                                                lua::kHolderRefreshLiveness)),
+      holders_inspect(
+          MakeHoldersScript("holders_inspect", lua::kHoldersInspect)),
+      holders_abandon(
+          MakeHoldersScript("holders_abandon", lua::kHoldersAbandon)),
+      holders_force_unlock(
+          MakeHoldersScript("holders_force_unlock", lua::kHoldersForceUnlock)),
+      election_proclaim(
+          MakeHoldersScript("election_proclaim", lua::kElectionProclaim)),
+      multi_acquire(MakeScript("multi_acquire", lua::kMultiAcquire)),
       layout_guard(MakeScript("layout_guard", lua::kLayoutGuard)) {}
 
 namespace {
@@ -56,7 +81,16 @@ auto LibraryScripts(Self& s) -> std::vector<decltype(&s.acquire)> {
           &s.inspect,
           &s.force_unlock,
           &s.force_unlock_if_token,
-          &s.raise_token};
+          &s.raise_token,
+          &s.sem_acquire,
+          &s.sem_release,
+          &s.sem_renew,
+          &s.holder_refresh_liveness,
+          &s.holders_inspect,
+          &s.holders_abandon,
+          &s.holders_force_unlock,
+          &s.election_proclaim,
+          &s.multi_acquire};
 }
 
 }  // namespace
@@ -68,18 +102,27 @@ std::vector<const Script*> Scripts::All() const {
 }
 
 std::string Scripts::Library() const {
-  // One copy of the prelude serves every function.
-  std::string text = absl::StrCat("#!lua name=", kLibrary, "\n", lua::kPrelude);
-  const size_t prelude = absl::string_view(lua::kPrelude).size();
+  // One copy of the prelude and holders.lua serves every function.
+  std::string text =
+      absl::StrCat("#!lua name=", kLibrary, "\n", lua::kPrelude, lua::kHolders);
   for (const Script* s : All()) {
     absl::StrAppend(&text, "redis.register_function('", s->function,
                     "', function(KEYS, ARGV)\n",
-                    absl::string_view(s->body).substr(prelude), "\nend)\n");
+                    absl::string_view(s->body).substr(s->shared_size),
+                    "\nend)\n");
   }
   return text;
 }
 
 absl::Status Scripts::Load(Connection& conn, absl::string_view endpoint) {
+  // Redis drops a client that is not yet authenticated as soon as it sends
+  // a bulk over 16 KB, which the library is: a small command first lets a
+  // server that wants a password, and was given none, say so (NOAUTH).
+  absl::StatusOr<Reply> probe = conn.Command({"TIME"});
+  if (!probe.ok()) return probe.status();
+  if (absl::Status s = ReplyError(probe->get(), "TIME", endpoint); !s.ok()) {
+    return s;
+  }
   absl::StatusOr<Reply> loaded =
       conn.Command({"FUNCTION", "LOAD", "REPLACE", Library()});
   if (!loaded.ok()) return loaded.status();

@@ -25,6 +25,9 @@ struct Script {
   std::string body;
   std::string function;  // "dlock_v4_<name>"
   std::string sha;
+  // The length of body's shared part (the prelude, and holders.lua for the
+  // scripts of objects with many holders), which the library holds once.
+  size_t shared_size = 0;
 };
 
 // Every script shares the lock value's layout (scripts/prelude.lua).
@@ -44,6 +47,19 @@ struct Scripts {
   // Redlock: writes the token a quorum agreed on into the hold (docs/redis.md,
   // fencing over a quorum).
   Script raise_token;
+  // Semaphores and elections (issue 24; docs/redis.md): one hash of
+  // holders per object.
+  Script sem_acquire;
+  Script sem_release;
+  Script sem_renew;
+  Script holder_refresh_liveness;
+  Script holders_inspect;
+  // A waiter that gives up takes its place with it.
+  Script holders_abandon;
+  Script holders_force_unlock;
+  Script election_proclaim;
+  // A multi-lock's names all or nothing, on one master (C25).
+  Script multi_acquire;
   // The rolling upgrade's check (scripts/layout_guard.lua), sent with EVAL.
   Script layout_guard;
   Mode mode = Mode::kEval;

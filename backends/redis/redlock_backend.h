@@ -35,10 +35,17 @@ class RedlockBackend : public Backend {
   absl::Status Start();
 
   BackendTraits Traits() const override {
-    return BackendTraits{.liveness_record = true,
-                         .fencing = FencingStrength::kServerMemory,
-                         .can_list = true,
-                         .keeps_after_release = true};
+    return BackendTraits{
+        .liveness_record = true,
+        .fencing = FencingStrength::kServerMemory,
+        .can_list = true,
+        .keeps_after_release = true,
+        // docs/design/primitives.md, "Redlock: not offered".
+        .primitives_note =
+            "semaphores: a count kept on independent masters can exceed N "
+            "(with N=2 on three masters, holders of {m1,m2}, {m2,m3} and "
+            "{m1,m3} each have a quorum); read-write locks and elections "
+            "are not wired on Redlock (issue 24)"};
   }
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dlock/errors.h"
@@ -101,6 +103,50 @@ absl::StatusOr<Grant> AcquireWithWakeups(
         std::clamp(result->holder_lease_left + absl::Milliseconds(1),
                    absl::Milliseconds(1), fallback_poll);
     waiter->Wait(std::min(call.deadline, now + nap), call.cancel);
+  }
+}
+
+absl::StatusOr<std::vector<Grant>> AcquireAllWithWakeups(
+    absl::Span<const AcquireCall> parts, MonoTime deadline,
+    const CancelToken& cancel, WakeupHub& hub, absl::Duration fallback_poll,
+    absl::FunctionRef<absl::StatusOr<AllAttempt>()> attempt) {
+  const Clock& clock = hub.clock();
+  const MonoTime started = clock.Now();
+  // As AcquireWithWakeups: a waiter registered after a refusal, looking
+  // again at once if a release was announced in between.
+  std::optional<WakeupHub::Waiter> waiter;
+  std::string waiting_on;
+  while (true) {
+    if (cancel.IsCancelled()) return WaitCancelledError(parts[0].name);
+    const uint64_t notifications_before = hub.notifications();
+    const MonoTime sent = clock.Now();
+    absl::StatusOr<AllAttempt> result = attempt();
+    if (!result.ok()) return result.status();
+    if (!result->acquired.empty()) {
+      std::vector<Grant> grants;
+      for (const Acquired& a : result->acquired) {
+        grants.push_back(Grant{.fencing_token = a.fencing_token,
+                               .hold_count = a.hold_count,
+                               .sent = sent});
+      }
+      return grants;
+    }
+    const absl::string_view refused = parts[result->refused].name;
+    const MonoTime now = clock.Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("lock '", refused, "' is held by another owner (waited ",
+                       absl::FormatDuration(now - started), ")"));
+    }
+    if (!waiter.has_value() || waiting_on != refused) {
+      waiting_on = std::string(refused);
+      waiter.emplace(hub, waiting_on);
+      if (hub.notifications() != notifications_before) continue;
+    }
+    const absl::Duration nap =
+        std::clamp(result->refusal.holder_lease_left + absl::Milliseconds(1),
+                   absl::Milliseconds(1), fallback_poll);
+    waiter->Wait(std::min(deadline, now + nap), cancel);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -27,21 +28,33 @@ struct Hold {
   bool held_at_release = true;
   int64_t told = -1;  // the first lost notice for it
   int told_count = 0;
+  // A read-write lock's reader: readers may hold together (C23).
+  bool shared = false;
+  int64_t asked = 0;  // when the acquire that granted it began
 };
+
+// Whether two holds may not be believed at once.
+bool Exclude(const Hold& a, const Hold& b) {
+  return *a.owner != *b.owner && !(a.shared && b.shared);
+}
 
 std::vector<Hold> HoldsOf(const std::vector<WorkerHistory>& workers) {
   std::vector<Hold> holds;
   for (size_t w = 0; w < workers.size(); ++w) {
     size_t first = holds.size();
     int64_t current = -1;  // index into holds of the open hold
+    int64_t asked = 0;
     for (const WorkerEvent& e : workers[w].events) {
+      if (e.kind == "attempt") asked = e.at_ns;
       if (e.kind == "grant") {
         current = static_cast<int64_t>(holds.size());
         holds.push_back(Hold{.worker = w,
                              .owner = &workers[w].owner,
                              .token = e.token,
                              .granted = e.at_ns,
-                             .believed_until = e.at_ns});
+                             .believed_until = e.at_ns,
+                             .shared = absl::EndsWith(e.detail, " read"),
+                             .asked = asked});
       } else if (e.kind == "held" && current >= 0 &&
                  holds[current].token == e.token) {
         holds[current].believed_until = e.at_ns;
@@ -68,6 +81,21 @@ std::vector<Hold> HoldsOf(const std::vector<WorkerHistory>& workers) {
   std::sort(holds.begin(), holds.end(),
             [](const Hold& a, const Hold& b) { return a.granted < b.granted; });
   return holds;
+}
+
+// The most holds believed at one instant (concurrent holds of one owner,
+// C6, count apart).
+int MaxBelievedAtOnce(const std::vector<Hold>& holds) {
+  std::vector<std::pair<int64_t, int>> edges;  // (time, +1 | -1)
+  for (const Hold& h : holds) {
+    if (h.believed_until <= h.granted) continue;
+    edges.push_back({h.granted, 1});
+    edges.push_back({h.believed_until, -1});
+  }
+  std::sort(edges.begin(), edges.end());  // ends before starts at a tie
+  int now = 0, most = holds.empty() ? 0 : 1;
+  for (const auto& [at, change] : edges) most = std::max(most, now += change);
+  return most;
 }
 
 std::string Ms(int64_t ns) {
@@ -116,10 +144,13 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
       const Hold& b = holds[j];  // granted no earlier than a
       // Holds are sorted by grant: none later can overlap `a` either.
       if (b.granted >= a.believed_until) break;
-      if (*a.owner == *b.owner) continue;
       const int64_t overlap =
           std::min(a.believed_until, b.believed_until) - b.granted;
-      if (overlap <= 0) continue;
+      if (overlap <= 0 || *a.owner == *b.owner) continue;
+      if (!Exclude(a, b)) {
+        ++report.shared_overlaps;
+        continue;
+      }
       ++report.overlaps;
       report.max_overlap_ns = std::max(report.max_overlap_ns, overlap);
       problem(absl::StrCat("worker ", workers[a.worker].id, " (token ", a.token,
@@ -140,10 +171,10 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
   for (const RegisterWrite& w : writes) {
     const uint64_t seen = largest_accepted;
     if (w.accepted) largest_accepted = std::max(largest_accepted, w.token);
-    uint64_t granted_before = 0;
+    uint64_t granted_before = 0;  // to a holder that writes
     for (const Hold& h : holds) {
       if (h.granted >= w.at_ns) break;
-      granted_before = std::max(granted_before, h.token);
+      if (!h.shared) granted_before = std::max(granted_before, h.token);
     }
     if (w.token >= granted_before) continue;
     if (!w.accepted) {
@@ -179,7 +210,7 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
     const Hold& h = holds[i];
     const Hold* next = nullptr;
     for (size_t j = i + 1; j < holds.size() && next == nullptr; ++j) {
-      if (*holds[j].owner != *h.owner) next = &holds[j];
+      if (Exclude(holds[j], h)) next = &holds[j];
     }
     if (next == nullptr) continue;
     // Given up before the next grant: a release the backend confirmed, or
@@ -219,6 +250,7 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
         next->token));
   }
 
+  report.max_believed_at_once = MaxBelievedAtOnce(holds);
   for (const WorkerHistory& w : workers) {
     if (w.killed_at_ns < 0) continue;
     for (const Hold& h : holds) {
@@ -250,6 +282,112 @@ HistoryReport CheckHistory(const std::vector<WorkerHistory>& workers,
   return report;
 }
 
+namespace {
+
+// The cell a grant names in its detail ("<holds> slot <s>").
+int SlotOf(const WorkerEvent& grant) {
+  const size_t at = grant.detail.find(" slot ");
+  int slot = -1;
+  if (at == std::string::npos ||
+      !absl::SimpleAtoi(grant.detail.substr(at + 6), &slot)) {
+    return -1;
+  }
+  return slot;
+}
+
+// The worker's events about holds of `slot`.
+WorkerHistory SlotView(const WorkerHistory& worker, int slot) {
+  WorkerHistory view = worker;
+  view.events.clear();
+  std::vector<uint64_t> tokens;
+  for (const WorkerEvent& e : worker.events) {
+    if (e.kind == "grant" && SlotOf(e) == slot) tokens.push_back(e.token);
+    if (e.token != 0 &&
+        std::find(tokens.begin(), tokens.end(), e.token) != tokens.end()) {
+      view.events.push_back(e);
+    }
+  }
+  return view;
+}
+
+// Grants whose token is below one granted before their acquire began: a
+// regression whatever the order in which concurrent grants were logged
+// (a semaphore's holders are granted side by side).
+int ProvableTokenRegressions(const std::vector<WorkerHistory>& workers) {
+  const std::vector<Hold> holds = HoldsOf(workers);  // by grant time
+  int regressions = 0;
+  for (const Hold& g : holds) {
+    uint64_t before = 0;
+    for (const Hold& h : holds) {
+      if (h.granted >= g.asked) break;
+      before = std::max(before, h.token);
+    }
+    if (g.token < before) ++regressions;
+  }
+  return regressions;
+}
+
+// Adds one slot's findings to the semaphore's report.
+void AddSlot(const HistoryReport& slot, HistoryReport& total) {
+  total.overlaps += slot.overlaps;
+  total.max_overlap_ns = std::max(total.max_overlap_ns, slot.max_overlap_ns);
+  total.stale_writes_accepted += slot.stale_writes_accepted;
+  total.unfenced_writes_accepted += slot.unfenced_writes_accepted;
+  total.stale_writes_refused += slot.stale_writes_refused;
+  total.increments += slot.increments;
+  total.lost_updates += slot.lost_updates;
+  total.holds_superseded += slot.holds_superseded;
+  total.notices_late += slot.notices_late;
+  total.max_notice_lateness_ns =
+      std::max(total.max_notice_lateness_ns, slot.max_notice_lateness_ns);
+  total.min_notice_lead_ns =
+      std::min(total.min_notice_lead_ns, slot.min_notice_lead_ns);
+  total.notices_after_pause += slot.notices_after_pause;
+  total.notices_repeated += slot.notices_repeated;
+  total.token_regressions += slot.token_regressions;
+  // A killed holder's permit: the next grant of its slot to another.
+  total.max_recovery_ns = std::max(total.max_recovery_ns, slot.max_recovery_ns);
+  for (const std::string& p : slot.problems) {
+    if (total.problems.size() < kMaxProblems) total.problems.push_back(p);
+  }
+}
+
+}  // namespace
+
+HistoryReport CheckKeyedHistory(
+    const std::vector<WorkerHistory>& workers,
+    const std::vector<RegisterWrite>& writes,
+    const std::vector<std::pair<int64_t, int64_t>>& counters,
+    int64_t healed_at_ns, bool tokens_across_cells, ReleaseRule release_rule) {
+  // The object as a whole: its grants, tokens, holders at once, and who got
+  // it after the heal. Its mutex findings are not the object's: holders of
+  // different slots overlap by design.
+  const HistoryReport whole =
+      CheckHistory(workers, {}, 0, 0, healed_at_ns, release_rule);
+  HistoryReport total;
+  total.grants = whole.grants;
+  if (tokens_across_cells) {
+    total.token_regressions = ProvableTokenRegressions(workers);
+  }
+  total.max_believed_at_once = whole.max_believed_at_once;
+  total.grants_after_heal = whole.grants_after_heal;
+  total.all_granted_after_heal_ns = whole.all_granted_after_heal_ns;
+  for (size_t slot = 0; slot < counters.size(); ++slot) {
+    std::vector<WorkerHistory> views;
+    for (const WorkerHistory& w : workers) {
+      views.push_back(SlotView(w, static_cast<int>(slot)));
+    }
+    std::vector<RegisterWrite> slot_writes;
+    for (const RegisterWrite& w : writes) {
+      if (w.key == static_cast<int>(slot)) slot_writes.push_back(w);
+    }
+    AddSlot(CheckHistory(views, slot_writes, counters[slot].first,
+                         counters[slot].second, healed_at_ns, release_rule),
+            total);
+  }
+  return total;
+}
+
 bool HistoryReport::AllBackAfterHeal() const {
   return std::find(grants_after_heal.begin(), grants_after_heal.end(), 0) ==
          grants_after_heal.end();
@@ -257,12 +395,16 @@ bool HistoryReport::AllBackAfterHeal() const {
 
 std::string HistoryReport::Summary() const {
   std::string out = absl::StrCat(
-      "grants ", grants, ", overlaps ", overlaps, " (max ", Ms(max_overlap_ns),
+      "grants ", grants, ", believed at once at most ", max_believed_at_once,
+      ", overlaps ", overlaps, " (max ", Ms(max_overlap_ns),
       "), stale writes accepted ", stale_writes_accepted, " / unfenced ",
       unfenced_writes_accepted, " / refused ", stale_writes_refused,
       ", token regressions ", token_regressions, ", lost updates ",
       lost_updates, " of ", increments, ", superseded holds ", holds_superseded,
       ", late notices ", notices_late, ", repeated notices ", notices_repeated);
+  if (shared_overlaps > 0) {
+    absl::StrAppend(&out, ", readers together ", shared_overlaps);
+  }
   if (notices_after_pause > 0) {
     absl::StrAppend(&out, ", told on resume ", notices_after_pause);
   }

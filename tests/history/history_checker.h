@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -21,6 +22,9 @@ struct WorkerEvent {
   int64_t at_ns = 0;
   std::string kind;  // attempt, grant, held, not_held, lost, released, ...
   uint64_t token = 0;
+  // A grant's: "<holds>" for a lock's writer or a leadership, "<holds> read"
+  // for a reader, "<holds> slot <s>" for a semaphore's permit or a
+  // multi-lock's name (one grant event per name).
   std::string detail;
 };
 
@@ -40,9 +44,16 @@ absl::StatusOr<std::vector<WorkerEvent>> ReadEvents(const std::string& path);
 
 struct HistoryReport {
   int grants = 0;
+  // The most holds believed at one instant: 1 for a lock, at most N for a
+  // semaphore of N (C22).
+  int max_believed_at_once = 0;
+  // Pairs of readers of a read-write lock believed at once (C23 lets them):
+  // a workload of readers that never overlapped proves nothing.
+  int shared_overlaps = 0;
   // Pairs of holds of different owners believed at once, and the longest
   // such stretch: from the later grant to the earlier holder's last
   // "held" observation.
+  // Readers together are not overlaps; a writer beside anyone is.
   int overlaps = 0;
   int64_t max_overlap_ns = 0;
   // Writes the register accepted from a holder after a grant of a larger
@@ -107,6 +118,23 @@ HistoryReport CheckHistory(
     const std::vector<WorkerHistory>& workers,
     const std::vector<RegisterWrite>& writes, int64_t counter,
     int64_t counter_sets, int64_t healed_at_ns,
+    ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld);
+
+// A history whose grants each name a cell ("<holds> slot <s>"): a
+// semaphore's (C22), a grant per permit, its slot the cell; or multi-locks'
+// (C25), a grant per name taken, the name's index the cell. Each cell is
+// checked as a lock of its own, against its cell of the register (key = s;
+// `counters[s]` is that cell's counter and sets), and the findings are
+// added up. Grants, holders at once and the heal are judged over the whole;
+// tokens increase per cell, and with `tokens_across_cells` (a semaphore's,
+// whose tokens increase per grant) over the whole too (a multi-lock's
+// tokens are per name): a grant's token must exceed every token granted
+// before its acquire began (concurrent grants are logged in any order).
+HistoryReport CheckKeyedHistory(
+    const std::vector<WorkerHistory>& workers,
+    const std::vector<RegisterWrite>& writes,
+    const std::vector<std::pair<int64_t, int64_t>>& counters,
+    int64_t healed_at_ns, bool tokens_across_cells,
     ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld);
 
 }  // namespace dlock::test

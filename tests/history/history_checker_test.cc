@@ -133,5 +133,172 @@ TEST(HistoryChecker, WriteBelowATokenTheRegisterAcceptedIsStale) {
   EXPECT_EQ(report.unfenced_writes_accepted, 0) << report.Summary();
 }
 
+// The register keeps a fenced cell per key: a larger token in one cell
+// fences nothing in another (each permit slot has its own holders).
+TEST(HistoryRegister, CellsAreFencedApart) {
+  absl::StatusOr<std::unique_ptr<RegisterServer>> server =
+      RegisterServer::Start();
+  ASSERT_OK(server);
+  RegisterClient client((*server)->port());
+  ASSERT_OK(client.Write(5, 0, /*key=*/1));
+  absl::StatusOr<bool> other_cell = client.Write(3, 1, /*key=*/0);
+  ASSERT_OK(other_cell);
+  EXPECT_TRUE(*other_cell);
+  absl::StatusOr<bool> same_cell = client.Write(4, 1, /*key=*/1);
+  ASSERT_OK(same_cell);
+  EXPECT_FALSE(*same_cell);
+  ASSERT_OK(client.Set(7, /*key=*/1));
+  EXPECT_EQ((*server)->counter(1), 7);
+  EXPECT_EQ((*server)->sets(1), 1);
+  EXPECT_EQ((*server)->counter(0), 0);
+  EXPECT_EQ((*server)->max_token(1), 5u);
+  EXPECT_EQ((*server)->last_writer(0), 1);
+  EXPECT_EQ((*server)->Writes().back().key, 1);
+}
+
+// Readers believed together are what a read-write lock allows (C23); a
+// writer beside a reader is an overlap, and so is a reader told of its
+// loss only after a writer's grant.
+TEST(HistoryChecker, ReadersTogetherAreNoOverlapAWriterBesideOneIs) {
+  const std::vector<WorkerHistory> readers_only = {
+      Worker(0,
+             {{.at_ns = 100, .kind = "grant", .token = 1, .detail = "1 read"},
+              {.at_ns = 300, .kind = "held", .token = 1},
+              {.at_ns = 310, .kind = "released", .token = 1}}),
+      Worker(1,
+             {{.at_ns = 200, .kind = "grant", .token = 2, .detail = "1 read"},
+              {.at_ns = 400, .kind = "held", .token = 2},
+              {.at_ns = 410, .kind = "released", .token = 2}})};
+  HistoryReport together = CheckHistory(readers_only, {}, 0, 0, 0);
+  EXPECT_EQ(together.overlaps, 0) << together.Summary();
+  EXPECT_EQ(together.shared_overlaps, 1) << together.Summary();
+  EXPECT_EQ(together.notices_late, 0) << together.Summary();
+
+  std::vector<WorkerHistory> with_writer = readers_only;
+  with_writer.push_back(
+      Worker(2, {{.at_ns = 350, .kind = "grant", .token = 3, .detail = "1"},
+                 {.at_ns = 355, .kind = "held", .token = 3},
+                 {.at_ns = 360, .kind = "released", .token = 3}}));
+  HistoryReport beside = CheckHistory(with_writer, {}, 0, 0, 0);
+  EXPECT_EQ(beside.overlaps, 1) << beside.Summary();  // reader 1 until 400
+  EXPECT_EQ(beside.notices_late, 1) << beside.Summary();
+  EXPECT_EQ(beside.shared_overlaps, 1) << beside.Summary();
+}
+
+// A reader's token does not fence a writer: a writer's write with a token
+// below a later reader's grant is neither stale nor unfenced.
+TEST(HistoryChecker, ReadersTokensDoNotFenceWriters) {
+  const std::vector<RegisterWrite> writes = {
+      {.at_ns = 250, .token = 1, .worker = 0, .accepted = true}};
+  HistoryReport report = CheckHistory(
+      {Worker(0, {{.at_ns = 100, .kind = "grant", .token = 1, .detail = "1"},
+                  {.at_ns = 260, .kind = "released", .token = 1}}),
+       Worker(
+           1,
+           {{.at_ns = 300, .kind = "grant", .token = 2, .detail = "1 read"}})},
+      writes, 0, 0, 0);
+  EXPECT_EQ(report.unfenced_writes_accepted, 0) << report.Summary();
+  EXPECT_EQ(report.stale_writes_accepted, 0) << report.Summary();
+}
+
+// A semaphore of 2: holders of different slots overlap by design; two
+// believed holders of one slot, or three at once, do not.
+TEST(HistoryChecker, PermitsAreCheckedPerSlotAndCountedOverAll) {
+  auto grant = [](int64_t at, uint64_t token, int slot) {
+    return WorkerEvent{.at_ns = at,
+                       .kind = "grant",
+                       .token = token,
+                       .detail = absl::StrCat("1 slot ", slot)};
+  };
+  auto held = [](int64_t at, uint64_t token) {
+    return WorkerEvent{.at_ns = at, .kind = "held", .token = token};
+  };
+  auto released = [](int64_t at, uint64_t token) {
+    return WorkerEvent{.at_ns = at, .kind = "released", .token = token};
+  };
+  const std::vector<std::pair<int64_t, int64_t>> cells = {{0, 0}, {0, 0}};
+  const std::vector<WorkerHistory> two_slots = {
+      Worker(0, {grant(100, 1, 0), held(300, 1), released(310, 1)}),
+      Worker(1, {grant(150, 2, 1), held(350, 2), released(360, 2)}),
+      Worker(2, {grant(320, 3, 0), held(400, 3), released(410, 3)})};
+  HistoryReport fine = CheckKeyedHistory(two_slots, {}, cells, 0, true);
+  EXPECT_EQ(fine.max_believed_at_once, 2) << fine.Summary();
+  EXPECT_EQ(fine.overlaps, 0) << fine.Summary();
+  EXPECT_EQ(fine.grants, 3) << fine.Summary();
+
+  // Worker 2 granted slot 1 while worker 1 still believes it: an overlap
+  // within the slot, and three believed at once.
+  std::vector<WorkerHistory> shared_slot = two_slots;
+  shared_slot[2] =
+      Worker(2, {grant(200, 3, 1), held(400, 3), released(410, 3)});
+  HistoryReport bad = CheckKeyedHistory(shared_slot, {}, cells, 0, true);
+  EXPECT_EQ(bad.overlaps, 1) << bad.Summary();
+  EXPECT_EQ(bad.max_believed_at_once, 3) << bad.Summary();
+  EXPECT_EQ(bad.notices_late, 1) << bad.Summary();
+
+  // The fence is per slot: slot 1's writes are judged by slot 1's grants.
+  const std::vector<RegisterWrite> writes = {
+      {.at_ns = 330, .token = 1, .worker = 0, .accepted = true, .key = 0},
+      {.at_ns = 340, .token = 2, .worker = 1, .accepted = true, .key = 1}};
+  HistoryReport fenced = CheckKeyedHistory(two_slots, writes, cells, 0, true);
+  EXPECT_EQ(fenced.unfenced_writes_accepted, 1) << fenced.Summary();
+}
+
+// A multi-lock's names may carry one token: each name's view holds only
+// the grant of that name, and the notices of the whole hold.
+TEST(HistoryChecker, MultiLockNamesSharingATokenAreCheckedApart) {
+  auto grant = [](int64_t at, uint64_t token, int name) {
+    return WorkerEvent{.at_ns = at,
+                       .kind = "grant",
+                       .token = token,
+                       .detail = absl::StrCat("1 slot ", name)};
+  };
+  const std::vector<std::pair<int64_t, int64_t>> cells = {{0, 0}, {0, 0}};
+  const std::vector<WorkerHistory> workers = {
+      Worker(0, {grant(100, 7, 0),
+                 grant(100, 7, 1),
+                 {.at_ns = 200, .kind = "held", .token = 7},
+                 {.at_ns = 210, .kind = "released", .token = 7}}),
+      Worker(1, {grant(300, 9, 0),
+                 grant(301, 8, 1),
+                 {.at_ns = 400, .kind = "held", .token = 8},
+                 {.at_ns = 400, .kind = "held", .token = 9},
+                 {.at_ns = 410, .kind = "lost", .token = 8},
+                 {.at_ns = 410, .kind = "lost", .token = 9}})};
+  HistoryReport report = CheckKeyedHistory(workers, {}, cells, 0, false);
+  EXPECT_EQ(report.grants, 4) << report.Summary();
+  EXPECT_EQ(report.overlaps, 0) << report.Summary();
+  EXPECT_EQ(report.notices_repeated, 0) << report.Summary();
+  // Name 0 went 7 then 9, name 1 7 then 8: in order per name, though 9
+  // came before 8 across them.
+  EXPECT_EQ(report.token_regressions, 0) << report.Summary();
+}
+
+// Permits granted side by side are logged in any order: a smaller token
+// logged after a larger one is a regression only when its acquire began
+// after the larger was granted.
+TEST(HistoryChecker, ConcurrentPermitGrantsLoggedOutOfOrderAreNoRegression) {
+  auto attempt = [](int64_t at) {
+    return WorkerEvent{.at_ns = at, .kind = "attempt"};
+  };
+  auto grant = [](int64_t at, uint64_t token, int slot) {
+    return WorkerEvent{.at_ns = at,
+                       .kind = "grant",
+                       .token = token,
+                       .detail = absl::StrCat("1 slot ", slot)};
+  };
+  const std::vector<std::pair<int64_t, int64_t>> cells = {{0, 0}, {0, 0}};
+  // Worker 0 got token 5 first but logged it after worker 1's token 6.
+  std::vector<WorkerHistory> workers = {
+      Worker(0, {attempt(100), grant(130, 5, 0)}),
+      Worker(1, {attempt(110), grant(120, 6, 1)})};
+  EXPECT_EQ(CheckKeyedHistory(workers, {}, cells, 0, true).token_regressions,
+            0);
+  // Asked after token 6 was granted, and got 5: a regression.
+  workers[0] = Worker(0, {attempt(125), grant(130, 5, 0)});
+  EXPECT_EQ(CheckKeyedHistory(workers, {}, cells, 0, true).token_regressions,
+            1);
+}
+
 }  // namespace
 }  // namespace dlock::test

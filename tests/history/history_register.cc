@@ -98,27 +98,38 @@ void RegisterServer::Serve() {
 
 std::string RegisterServer::Handle(const std::string& line) {
   std::vector<std::string> words = absl::StrSplit(line, ' ');
+  // The key is the optional last word of every request.
+  auto key_at = [&](size_t i, int& key) {
+    key = 0;
+    return words.size() == i ||
+           (words.size() == i + 1 && absl::SimpleAtoi(words[i], &key));
+  };
+  int key = 0;
   absl::MutexLock lock(&mu_);
-  if (words.size() == 3 && words[0] == "W") {
-    RegisterWrite w{.at_ns = MonoNs()};
+  if (words[0] == "W" && words.size() >= 3 && key_at(3, key)) {
+    RegisterWrite w{.at_ns = MonoNs(), .key = key};
     if (!absl::SimpleAtoi(words[1], &w.token) ||
         !absl::SimpleAtoi(words[2], &w.worker)) {
       return "ERR";
     }
-    w.accepted = w.token >= max_token_;
+    Cell& cell = cells_[key];
+    w.accepted = w.token >= cell.max_token;
     if (w.accepted) {
-      max_token_ = w.token;
-      last_writer_ = w.worker;
+      cell.max_token = w.token;
+      cell.last_writer = w.worker;
     }
     writes_.push_back(w);
     return w.accepted ? "OK" : "STALE";
   }
-  if (words.size() == 1 && words[0] == "G") return absl::StrCat(counter_);
+  if (words[0] == "G" && key_at(1, key)) {
+    return absl::StrCat(cells_[key].counter);
+  }
   int64_t value = 0;
-  if (words.size() == 2 && words[0] == "S" &&
+  if (words[0] == "S" && words.size() >= 2 && key_at(2, key) &&
       absl::SimpleAtoi(words[1], &value)) {
-    counter_ = value;
-    ++sets_;
+    Cell& cell = cells_[key];
+    cell.counter = value;
+    ++cell.sets;
     return "OK";
   }
   return "ERR";
@@ -129,24 +140,19 @@ std::vector<RegisterWrite> RegisterServer::Writes() const {
   return writes_;
 }
 
-int64_t RegisterServer::counter() const {
+RegisterServer::Cell RegisterServer::CellOf(int key) const {
   absl::MutexLock lock(&mu_);
-  return counter_;
+  auto it = cells_.find(key);
+  return it == cells_.end() ? Cell{} : it->second;
 }
 
-int64_t RegisterServer::sets() const {
-  absl::MutexLock lock(&mu_);
-  return sets_;
+int64_t RegisterServer::counter(int key) const { return CellOf(key).counter; }
+int64_t RegisterServer::sets(int key) const { return CellOf(key).sets; }
+uint64_t RegisterServer::max_token(int key) const {
+  return CellOf(key).max_token;
 }
-
-uint64_t RegisterServer::max_token() const {
-  absl::MutexLock lock(&mu_);
-  return max_token_;
-}
-
-int RegisterServer::last_writer() const {
-  absl::MutexLock lock(&mu_);
-  return last_writer_;
+int RegisterServer::last_writer(int key) const {
+  return CellOf(key).last_writer;
 }
 
 RegisterClient::~RegisterClient() {
@@ -192,15 +198,16 @@ absl::StatusOr<std::string> RegisterClient::Call(const std::string& request) {
   return absl::UnavailableError("the history register cannot be reached");
 }
 
-absl::StatusOr<bool> RegisterClient::Write(uint64_t token, int worker) {
+absl::StatusOr<bool> RegisterClient::Write(uint64_t token, int worker,
+                                           int key) {
   absl::StatusOr<std::string> reply =
-      Call(absl::StrCat("W ", token, " ", worker));
+      Call(absl::StrCat("W ", token, " ", worker, " ", key));
   if (!reply.ok()) return reply.status();
   return *reply == "OK";
 }
 
-absl::StatusOr<int64_t> RegisterClient::Get() {
-  absl::StatusOr<std::string> reply = Call("G");
+absl::StatusOr<int64_t> RegisterClient::Get(int key) {
+  absl::StatusOr<std::string> reply = Call(absl::StrCat("G ", key));
   int64_t value = 0;
   if (!reply.ok()) return reply.status();
   if (!absl::SimpleAtoi(*reply, &value)) {
@@ -209,8 +216,8 @@ absl::StatusOr<int64_t> RegisterClient::Get() {
   return value;
 }
 
-absl::Status RegisterClient::Set(int64_t value) {
-  absl::StatusOr<std::string> reply = Call(absl::StrCat("S ", value));
+absl::Status RegisterClient::Set(int64_t value, int key) {
+  absl::StatusOr<std::string> reply = Call(absl::StrCat("S ", value, " ", key));
   return reply.ok() ? absl::OkStatus() : reply.status();
 }
 

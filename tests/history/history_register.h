@@ -8,13 +8,18 @@
 // reachable whatever happens to the lock service. A worker stopped with
 // SIGSTOP in the middle of a request holds nothing up.
 //
-// Protocol, one line each way: "W <token> <worker>" -> "OK" | "STALE";
-// "G" -> "<value>"; "S <value>" -> "OK".
+// It keeps several such cells, one per key: a semaphore's workers guard one
+// per permit slot (a slot has one holder at a time, C22), a lock's use key 0.
+//
+// Protocol, one line each way, the key last and optional (0):
+// "W <token> <worker> [key]" -> "OK" | "STALE"; "G [key]" -> "<value>";
+// "S <value> [key]" -> "OK".
 #ifndef DLOCK_TESTS_HISTORY_HISTORY_REGISTER_H_
 #define DLOCK_TESTS_HISTORY_HISTORY_REGISTER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -33,6 +38,7 @@ struct RegisterWrite {
   uint64_t token = 0;
   int worker = 0;
   bool accepted = false;
+  int key = 0;  // which cell
 };
 
 class RegisterServer {
@@ -42,16 +48,17 @@ class RegisterServer {
   ~RegisterServer();
 
   int port() const { return port_; }
+  // Every cell's writes, in the order the register decided them.
   std::vector<RegisterWrite> Writes() const;
-  int64_t counter() const;
+  int64_t counter(int key = 0) const;
   // Counter writes applied. Counted here, not from the workers' logs: a
   // worker killed with SIGKILL can have its write applied and die before
   // it logs it.
-  int64_t sets() const;
-  uint64_t max_token() const;
+  int64_t sets(int key = 0) const;
+  uint64_t max_token(int key = 0) const;
   // The worker whose write was accepted last (-1 before any): who holds the
   // lock as far as the resource can tell.
-  int last_writer() const;
+  int last_writer(int key = 0) const;
 
  private:
   RegisterServer() = default;
@@ -63,11 +70,17 @@ class RegisterServer {
   int stop_fd_ = -1;
   int port_ = 0;
   std::thread thread_;
+  // One fenced register and counter.
+  struct Cell {
+    uint64_t max_token = 0;
+    int64_t counter = 0;
+    int64_t sets = 0;
+    int last_writer = -1;
+  };
+  Cell CellOf(int key) const;
+
   mutable absl::Mutex mu_;
-  uint64_t max_token_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t counter_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t sets_ ABSL_GUARDED_BY(mu_) = 0;
-  int last_writer_ ABSL_GUARDED_BY(mu_) = -1;
+  std::map<int, Cell> cells_ ABSL_GUARDED_BY(mu_);
   std::vector<RegisterWrite> writes_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -77,9 +90,9 @@ class RegisterClient {
   explicit RegisterClient(int port) : port_(port) {}
   ~RegisterClient();
   // true: accepted; false: refused as stale.
-  absl::StatusOr<bool> Write(uint64_t token, int worker);
-  absl::StatusOr<int64_t> Get();
-  absl::Status Set(int64_t value);
+  absl::StatusOr<bool> Write(uint64_t token, int worker, int key = 0);
+  absl::StatusOr<int64_t> Get(int key = 0);
+  absl::Status Set(int64_t value, int key = 0);
 
  private:
   absl::StatusOr<std::string> Call(const std::string& request);

@@ -9,7 +9,10 @@
 #include <fstream>
 #include <random>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
 namespace dlock::test {
@@ -36,6 +39,32 @@ std::string EventsPath(const std::string& dir, int i) {
 }
 
 }  // namespace
+
+HistoryProfile CurrentHistoryProfile() {
+  const char* p = std::getenv("DLOCK_HISTORY_PROFILE");
+  if (p != nullptr && std::string(p) == "long") {
+    return HistoryProfile{.workers = 5,
+                          .rounds = 3,
+                          .fault = absl::Seconds(4),
+                          .long_profile = true};
+  }
+  return HistoryProfile{};
+}
+
+int RunOptions::Cells() const {
+  std::vector<absl::string_view> spec = absl::StrSplit(primitive, ':');
+  int cells = 0;
+  if (spec.size() < 2 || (spec[0] != "semaphore" && spec[0] != "multi") ||
+      !absl::SimpleAtoi(spec[1], &cells)) {
+    return 0;
+  }
+  return cells;
+}
+
+std::string RunOptions::PrimitiveOf(int i) const {
+  if (primitive != "rw") return primitive;
+  return i < readers ? "read" : "write";
+}
 
 int64_t MonoNowNs() {
   timespec ts;
@@ -124,7 +153,9 @@ absl::StatusOr<std::unique_ptr<HistoryRun>> HistoryRun::Start(
                              "--pause",
                              absl::FormatDuration(o.pause),
                              "--seconds",
-                             "600s"});
+                             "600s",
+                             "--primitive",
+                             o.PrimitiveOf(i)});
     if (o.explicit_lease) argv.push_back("--explicit-lease");
     if (i < o.shared_token_workers) {
       argv.insert(argv.end(), {"--owner-token", "shared-owner"});
@@ -172,6 +203,29 @@ absl::StatusOr<int> HistoryRun::WaitForHolder(absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   return absl::DeadlineExceededError("no worker held the lock");
+}
+
+absl::StatusOr<int> HistoryRun::FaultHolder(HolderFault fault,
+                                            absl::Duration duration) {
+  absl::StatusOr<int> h = WaitForHolder(absl::Seconds(10));
+  if (!h.ok()) return h.status();
+  switch (fault) {
+    case HolderFault::kKill:
+      Kill(*h);
+      absl::SleepFor(duration);
+      break;
+    case HolderFault::kPause:
+      Pause(*h);
+      absl::SleepFor(duration);
+      Resume(*h);
+      break;
+    case HolderFault::kPartition:
+      if (absl::Status s = proxy(*h).Partition(); !s.ok()) return s;
+      absl::SleepFor(duration);
+      if (absl::Status s = proxy(*h).Heal(); !s.ok()) return s;
+      break;
+  }
+  return h;
 }
 
 int64_t HistoryRun::WaitForGrantToOthers(int other_than, int64_t since_ns,
@@ -292,9 +346,21 @@ HistoryReport HistoryRun::Finish() {
           FileTail(absl::StrCat(dir_, "/worker-", w.id, ".log"), 600)));
     }
   }
-  HistoryReport report = CheckHistory(
-      histories, register_->Writes(), register_->counter(), register_->sets(),
-      healed_at_ == 0 ? MonoNowNs() : healed_at_, options_.release_rule);
+  const int64_t healed = healed_at_ == 0 ? MonoNowNs() : healed_at_;
+  HistoryReport report;
+  if (const int keys = options_.Cells(); keys > 0) {
+    std::vector<std::pair<int64_t, int64_t>> cells;
+    for (int slot = 0; slot < keys; ++slot) {
+      cells.push_back({register_->counter(slot), register_->sets(slot)});
+    }
+    report =
+        CheckKeyedHistory(histories, register_->Writes(), cells, healed,
+                          absl::StartsWith(options_.primitive, "semaphore:"),
+                          options_.release_rule);
+  } else {
+    report = CheckHistory(histories, register_->Writes(), register_->counter(),
+                          register_->sets(), healed, options_.release_rule);
+  }
   for (std::string& p : exit_problems) {
     report.exit_problems.push_back(std::move(p));
   }

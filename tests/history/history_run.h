@@ -43,6 +43,35 @@ struct RunOptions {
   bool fake_wall_clock_of_worker0 = false;
   // What gives a hold up for the checker's notice rule.
   ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld;
+  // What the workers contend for (issue 24): "lock"; "semaphore:N" (one
+  // permit each, a register cell per slot); "election"; "multi:M:K" (K of M
+  // locks at once, a cell per lock); or "rw", a read-write lock, workers
+  // [0, readers) readers and the rest writers.
+  std::string primitive = "lock";
+  int readers = 0;  // with primitive "rw"
+
+  // The register cells a workload guards (a semaphore's N, a multi-lock's
+  // M), 0 for one lock.
+  int Cells() const;
+  // Worker `i`'s --primitive.
+  std::string PrimitiveOf(int i) const;
+};
+
+// DLOCK_HISTORY_PROFILE=long runs each scenario longer, with more workers,
+// three times; the default short profile is what CI runs.
+struct HistoryProfile {
+  int workers = 3;
+  int rounds = 1;
+  absl::Duration fault = absl::Seconds(2.5);  // a stall or pause, ~2.5 leases
+  bool long_profile = false;
+};
+HistoryProfile CurrentHistoryProfile();
+
+// What a scenario does to a worker that holds.
+enum class HolderFault {
+  kKill,       // SIGKILL
+  kPause,      // SIGSTOP, then SIGCONT
+  kPartition,  // its proxy cut both ways, then healed
 };
 
 class HistoryRun {
@@ -67,6 +96,11 @@ class HistoryRun {
   // `since_ns` (MonoNowNs()), waiting up to `timeout` for it; -1 if none was.
   int64_t WaitForGrantToOthers(int other_than, int64_t since_ns,
                                absl::Duration timeout) const;
+
+  // Hits a worker that holds now (waiting up to 10 s for one) with
+  // `fault`, lasting `duration` (after a kill: waits that long); returns
+  // which worker.
+  absl::StatusOr<int> FaultHolder(HolderFault fault, absl::Duration duration);
 
   void Kill(int worker);    // SIGKILL, recorded for the checker
   void Pause(int worker);   // SIGSTOP

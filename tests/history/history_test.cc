@@ -34,20 +34,6 @@
 namespace dlock::test {
 namespace {
 
-struct Profile {
-  int workers = 3;
-  int rounds = 1;
-  absl::Duration fault = absl::Seconds(2.5);  // a stall or pause, ~2.5 leases
-};
-
-Profile CurrentProfile() {
-  const char* p = std::getenv("DLOCK_HISTORY_PROFILE");
-  if (p != nullptr && std::string(p) == "long") {
-    return Profile{.workers = 5, .rounds = 3, .fault = absl::Seconds(4)};
-  }
-  return Profile{};
-}
-
 constexpr absl::Duration kLease = absl::Seconds(1);
 constexpr absl::Duration kWarmUp = absl::Seconds(20);
 // How long a run waits, once the faults healed, for every worker to have
@@ -169,35 +155,20 @@ bool IsLiveness(Scenario s) {
 // `takeover_ns`: for the liveness scenarios, from the fault to another
 // worker's grant (-1 if none came within kLivenessLookFor).
 absl::Status Inject(const Case& c, HistoryRun& run, HistoryBackend& backend,
-                    const Profile& profile, int64_t& takeover_ns) {
+                    const HistoryProfile& profile, int64_t& takeover_ns) {
   std::mt19937 random(std::random_device{}());
   auto holder = [&]() { return run.WaitForHolder(absl::Seconds(10)); };
   switch (c.scenario) {
-    case Scenario::kHolderKilled: {
-      absl::StatusOr<int> h = holder();
-      if (!h.ok()) return h.status();
-      run.Kill(*h);
-      absl::SleepFor(2 * kLease);
-      return absl::OkStatus();
-    }
-    case Scenario::kHolderPaused: {
-      absl::StatusOr<int> h = holder();
-      if (!h.ok()) return h.status();
-      run.Pause(*h);
-      absl::SleepFor(profile.fault);
-      run.Resume(*h);
-      return absl::OkStatus();
-    }
+    case Scenario::kHolderKilled:
+      return run.FaultHolder(HolderFault::kKill, 2 * kLease).status();
+    case Scenario::kHolderPaused:
+      return run.FaultHolder(HolderFault::kPause, profile.fault).status();
     case Scenario::kHolderPartitioned:
-    case Scenario::kSessionExpired: {
-      absl::StatusOr<int> h = holder();
-      if (!h.ok()) return h.status();
-      if (absl::Status s = run.proxy(*h).Partition(); !s.ok()) return s;
-      // A session expiry needs the partition to outlast the session (2 s).
-      absl::SleepFor(c.scenario == Scenario::kSessionExpired ? absl::Seconds(4)
-                                                             : profile.fault);
-      return run.proxy(*h).Heal();
-    }
+      return run.FaultHolder(HolderFault::kPartition, profile.fault).status();
+    case Scenario::kSessionExpired:
+      // The partition outlasts the session (2 s).
+      return run.FaultHolder(HolderFault::kPartition, absl::Seconds(4))
+          .status();
     case Scenario::kSlowReplies: {
       for (int i = 0; i < run.options().workers; ++i) {
         run.proxy(i).SetFault(Direction::kReplies,
@@ -347,7 +318,7 @@ class History : public ::testing::TestWithParam<Case> {};
 
 TEST_P(History, ContractHoldsUnderTheFault) {
   const Case& c = GetParam();
-  const Profile profile = CurrentProfile();
+  const HistoryProfile profile = CurrentHistoryProfile();
   absl::StatusOr<HistoryBackend*> backend = SharedBackend(c.backend);
   ASSERT_OK(backend);
   for (int round = 0; round < profile.rounds; ++round) {

@@ -8,5 +8,5 @@ local h = decode_holder(raw)
 local _, down = clock()
 if h.token ~= tonumber(ARGV[2]) or holder_gone(h, down) then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3])
-redis.call('PUBLISH', ARGV[4], ARGV[5])
+announce(ARGV[4], ARGV[5])
 return 1

@@ -1,6 +1,6 @@
 -- Objects with many holders (docs/design/primitives.md): a semaphore's
--- permits, a lock's readers, an election's leader. Appended to prelude.lua
--- when wired. Each object is one hash, dlock:<kind>{<ns>:<name>}, in the
+-- permits, a lock's readers, an election's leader. Follows prelude.lua in
+-- the library and in each holders script (redis_scripts.cc). Each object is one hash, dlock:<kind>{<ns>:<name>}, in the
 -- slot of the lock of the same name. One field per holder, named by its
 -- owner id (always "c:..." or "t:...", so the second byte is ':'):
 --   <token> <holds> <permits> <lease> <since> <expires> <alive> <slots>

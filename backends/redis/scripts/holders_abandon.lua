@@ -8,5 +8,5 @@ local c = load_claim(redis.call('HGET', KEYS[1], ARGV[2]), down)
 if not c or c.owner ~= ARGV[1] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 if redis.call('HLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end
-redis.call('PUBLISH', ARGV[3], ARGV[4])
+announce(ARGV[3], ARGV[4])
 return 1

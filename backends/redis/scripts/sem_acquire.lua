@@ -24,8 +24,8 @@ local q = load_claim(o.meta.q, down)
 if o.count == 0 and not q then s.limit = limit end
 if s.limit ~= limit then return {-2, s.limit} end
 
-local function announce()
-  if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[9]) end
+local function tell()
+  if ARGV[8] ~= '' then announce(ARGV[8], ARGV[9]) end
 end
 
 local h = o.holders[owner]
@@ -36,7 +36,7 @@ if h then
   o.latest = math.max(o.latest, h.expires)
   if election and o.meta.v ~= ARGV[11] then
     redis.call('HSET', key, 'v', ARGV[11])  -- a new value is proclaimed
-    announce()
+    tell()
   end
   expire_object(key, o, q and q.until_ms)
   return {1, h.token, h.holds, h.slots}
@@ -61,7 +61,7 @@ if o.used + permits + reserved <= s.limit then
   save_state(key, s)
   if election then
     redis.call('HSET', key, 'v', ARGV[11])
-    announce()
+    tell()
   end
   expire_object(key, o, q and q.until_ms)
   return {1, token, 1, h.slots}

@@ -25,5 +25,5 @@ else
   save_state(key, s)
   expire_object(key, o, q and q.until_ms)
 end
-if tell then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+if tell then announce(ARGV[3], ARGV[4]) end
 return 0

@@ -151,7 +151,11 @@ TEST(RedisAcl, TheLineAllowsExactlyTheCommandsDlockSends) {
        {&scripts.acquire, &scripts.release, &scripts.renew,
         &scripts.refresh_liveness, &scripts.inspect, &scripts.force_unlock,
         &scripts.force_unlock_if_token, &scripts.raise_token,
-        &scripts.layout_guard}) {
+        &scripts.layout_guard, &scripts.sem_acquire, &scripts.sem_release,
+        &scripts.sem_renew, &scripts.holder_refresh_liveness,
+        &scripts.holders_inspect, &scripts.holders_abandon,
+        &scripts.holders_force_unlock, &scripts.election_proclaim,
+        &scripts.multi_acquire}) {
     const std::set<std::string> called = redis::CommandsCalledBy(script->body);
     EXPECT_FALSE(called.empty()) << script->name;
     sent.insert(called.begin(), called.end());

@@ -67,7 +67,8 @@ TEST(RedisBackend, PasswordAuthWorksAndNeverShowsThePassword) {
   absl::StatusOr<std::unique_ptr<LockClient>> none =
       Connect(absl::StrCat("redis://", base));
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated)
+      << none.status();
 }
 
 TEST(RedisBackend, AclUserAndPassword) {
@@ -151,6 +152,36 @@ TEST(RedisBackend, LeavesOnlyTheLayoutMarkBehind) {
   EXPECT_EQ(*server->RawCommand({"DBSIZE"}), ":1\r\n");
   EXPECT_EQ(*server->RawCommand({"GET", "dlock:layout:fence"}),
             "$36\r\ndlock-v3 layout; no 0.2 locks remain\r\n");
+}
+
+// A semaphore's and an election's hash lives only while something holds
+// or waits (docs/redis.md, semaphores and elections): a waiter that gives
+// up takes its place with it, and the last release deletes the hash.
+TEST(RedisBackend, SemaphoresAndElectionsLeaveNoKeyBehind) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  auto holder = ConnectOrDie(server->Uri("objects"));
+  auto waiter = ConnectOrDie(server->Uri("objects"));
+  ASSERT_NE(holder, nullptr);
+  ASSERT_NE(waiter, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto held, holder->GetSemaphore("pool", 2));
+  ASSERT_OK_AND_ASSIGN(auto wanted, waiter->GetSemaphore("pool", 2));
+  ASSERT_OK_AND_ASSIGN(Permit both, held->Acquire(2, {}));
+  AcquireOptions brief;
+  brief.wait = absl::Milliseconds(200);
+  EXPECT_EQ(wanted->Acquire(1, brief).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(*server->RawCommand({"HEXISTS", "dlock:s{objects:pool}", "q"}),
+            ":0\r\n")
+      << "the waiter that gave up left its place";
+  ASSERT_OK_AND_ASSIGN(auto election, holder->GetElection("leader"));
+  ASSERT_OK_AND_ASSIGN(Leadership leading, election->Campaign("host-a"));
+  EXPECT_EQ(*server->RawCommand({"HGET", "dlock:e{objects:leader}", "v"}),
+            "$6\r\nhost-a\r\n");
+  EXPECT_OK(both.Release());
+  EXPECT_OK(leading.Resign());
+  EXPECT_EQ(*server->RawCommand({"DBSIZE"}), ":1\r\n")
+      << "only the layout mark should be left";
 }
 
 // INFO commandstats' count of `command` since the last CONFIG RESETSTAT.

@@ -102,6 +102,23 @@ absl::StatusOr<Grant> AcquireWithWakeups(
     const AcquireCall& call, WakeupHub& hub, absl::Duration fallback_poll,
     absl::FunctionRef<absl::StatusOr<Attempt>()> attempt);
 
+// One atomic attempt of a multi-lock (Backend::AcquireAll): every part
+// taken, or which part another owner holds and the hint of its Attempt.
+struct AllAttempt {
+  std::vector<Acquired> acquired;  // one per part when all were taken
+  size_t refused = 0;
+  Attempt refusal;
+};
+
+// AcquireWithWakeups for a multi-lock's parts: nothing is held between
+// attempts, and a refused attempt waits on the name that refused it, woken
+// by its release (C9, C25). One Grant per part, each with the send time of
+// the attempt that won.
+absl::StatusOr<std::vector<Grant>> AcquireAllWithWakeups(
+    absl::Span<const AcquireCall> parts, MonoTime deadline,
+    const CancelToken& cancel, WakeupHub& hub, absl::Duration fallback_poll,
+    absl::FunctionRef<absl::StatusOr<AllAttempt>()> attempt);
+
 }  // namespace dlock
 
 #endif  // DLOCK_BACKEND_WAKEUP_H_

@@ -1,0 +1,220 @@
+#include "redis_holder_ops.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "dlock/errors.h"
+
+namespace dlock::redis {
+namespace {
+
+char KindLetter(ObjectKind kind) {
+  return kind == ObjectKind::kElection ? 'e' : 's';
+}
+
+std::string KeyOf(const Keyspace& keys, ObjectKind kind,
+                  absl::string_view name) {
+  return keys.ObjectKey(KindLetter(kind), name);
+}
+
+const char* ElectionFlag(ObjectKind kind) {
+  return kind == ObjectKind::kElection ? "1" : "0";
+}
+
+absl::string_view Text(const redisReply* r) {
+  return r->type == REDIS_REPLY_STRING ? absl::string_view(r->str, r->len)
+                                       : absl::string_view();
+}
+
+// "0,2" as {0, 2}; nullopt when it is not a list of slots.
+std::optional<std::vector<int64_t>> ParseSlots(absl::string_view text) {
+  std::vector<int64_t> slots;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t slot = 0;
+    if (!absl::SimpleAtoi(part, &slot)) return std::nullopt;
+    slots.push_back(slot);
+  }
+  return slots;
+}
+
+bool AllIntegers(const redisReply* r, size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i) {
+    if (r->element[i]->type != REDIS_REPLY_INTEGER) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ObjectMessage(ObjectKind kind, absl::string_view name) {
+  const char marked[] = {'\x1f', KindLetter(kind)};
+  return absl::StrCat(absl::string_view(marked, 2), name);
+}
+
+ScriptCall HolderAcquireScript(const Master& master, const Keyspace& keys,
+                               const Liveness& liveness,
+                               const AcquireCall& call, bool will_wait,
+                               absl::Duration place) {
+  const bool election = call.shape.kind == ObjectKind::kElection;
+  return ScriptCall{
+      &master.scripts().sem_acquire,
+      {KeyOf(keys, call.shape.kind, call.name)},
+      {std::string(call.owner), absl::StrCat(LeaseMillis(call.lease)),
+       will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms),
+       absl::StrCat(election ? 1 : call.shape.limit),
+       absl::StrCat(election ? 1 : call.shape.permits),
+       absl::StrCat(absl::ToInt64Milliseconds(place)),
+       keys.ReleaseChannel(call.name),
+       ObjectMessage(call.shape.kind, call.name), ElectionFlag(call.shape.kind),
+       std::string(call.value)}};
+}
+
+absl::StatusOr<HolderAcquireReply> ParseHolderAcquire(
+    const redisReply* r, const AcquireCall& call, absl::string_view endpoint) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+      !AllIntegers(r, 0, 2)) {
+    return Malformed("acquire", endpoint);
+  }
+  const int64_t verdict = r->element[0]->integer;
+  const int64_t number = r->element[1]->integer;
+  HolderAcquireReply out;
+  switch (verdict) {
+    case 1: {
+      if (r->elements != 4 || r->element[2]->type != REDIS_REPLY_INTEGER) {
+        return Malformed("acquire", endpoint);
+      }
+      std::optional<std::vector<int64_t>> slots =
+          ParseSlots(Text(r->element[3]));
+      if (!slots.has_value()) return Malformed("acquire", endpoint);
+      out.attempt.acquired =
+          Acquired{static_cast<uint64_t>(number), r->element[2]->integer};
+      // A leadership holds no permit slot of its own to show.
+      if (call.shape.kind == ObjectKind::kSemaphore) out.slots = *slots;
+      return out;
+    }
+    case 0:
+      out.attempt.holder_lease_left =
+          absl::Milliseconds(std::max<int64_t>(number, 0));
+      return out;
+    case -2:
+      return LimitMismatchError(call.name, number, call.shape.limit);
+    case -3:
+      return PermitsMismatchError(call.name, number, call.shape.permits);
+    default:
+      return Malformed("acquire", endpoint);
+  }
+}
+
+ScriptCall HolderReleaseScript(const Master& master, const Keyspace& keys,
+                               ObjectKind kind, absl::string_view name,
+                               absl::string_view owner, int64_t holds) {
+  return ScriptCall{
+      &master.scripts().sem_release,
+      {KeyOf(keys, kind, name)},
+      {std::string(owner), absl::StrCat(holds), keys.ReleaseChannel(name),
+       ObjectMessage(kind, name), ElectionFlag(kind)}};
+}
+
+ScriptCall HolderRenewScript(const Master& master, const Keyspace& keys,
+                             const Liveness& liveness, ObjectKind kind,
+                             absl::string_view name, absl::string_view owner,
+                             absl::Duration lease) {
+  return ScriptCall{&master.scripts().sem_renew,
+                    {KeyOf(keys, kind, name)},
+                    {std::string(owner), absl::StrCat(LeaseMillis(lease)),
+                     absl::StrCat(liveness.ttl_ms)}};
+}
+
+ScriptCall HolderRefreshLivenessScript(const Master& master,
+                                       const Keyspace& keys,
+                                       const Liveness& liveness,
+                                       ObjectKind kind, absl::string_view name,
+                                       absl::string_view owner,
+                                       uint64_t token) {
+  return ScriptCall{
+      &master.scripts().holder_refresh_liveness,
+      {KeyOf(keys, kind, name)},
+      {std::string(owner), absl::StrCat(token), absl::StrCat(liveness.ttl_ms)}};
+}
+
+ScriptCall HolderAbandonScript(const Master& master, const Keyspace& keys,
+                               ObjectKind kind, absl::string_view name,
+                               absl::string_view owner) {
+  return ScriptCall{&master.scripts().holders_abandon,
+                    {KeyOf(keys, kind, name)},
+                    {std::string(owner), "q", keys.ReleaseChannel(name),
+                     ObjectMessage(kind, name)}};
+}
+
+ScriptCall HoldersInspectScript(const Master& master, const Keyspace& keys,
+                                ObjectKind kind, absl::string_view name) {
+  return ScriptCall{
+      &master.scripts().holders_inspect, {KeyOf(keys, kind, name)}, {}};
+}
+
+absl::StatusOr<ObjectInfo> ParseHoldersInspect(const redisReply* r,
+                                               ObjectKind kind,
+                                               absl::string_view name,
+                                               absl::string_view endpoint) {
+  constexpr size_t kHead = 4;
+  constexpr size_t kPerHolder = 8;
+  ObjectInfo info{.kind = kind, .name = std::string(name), .limit = 1};
+  if (kind == ObjectKind::kSemaphore) info.limit = 0;  // none in force
+  if (r->type != REDIS_REPLY_ARRAY) return Malformed("inspect", endpoint);
+  if (r->elements == 0) return info;
+  if (r->elements < kHead || (r->elements - kHead) % kPerHolder != 0 ||
+      r->element[0]->type != REDIS_REPLY_INTEGER ||
+      r->element[2]->type != REDIS_REPLY_INTEGER) {
+    return Malformed("inspect", endpoint);
+  }
+  if (kind == ObjectKind::kSemaphore) info.limit = r->element[0]->integer;
+  if (absl::string_view waiter = Text(r->element[1]); !waiter.empty()) {
+    info.waiter = WaiterInfo{.owner = std::string(waiter),
+                             .permits = r->element[2]->integer};
+  }
+  info.value = std::string(Text(r->element[3]));
+  for (size_t i = kHead; i < r->elements; i += kPerHolder) {
+    redisReply* const* h = r->element + i;
+    if (!AllIntegers(r, i + 1, i + 7)) return Malformed("inspect", endpoint);
+    std::optional<std::vector<int64_t>> slots = ParseSlots(Text(h[7]));
+    if (!slots.has_value()) return Malformed("inspect", endpoint);
+    HolderInfo holder{.owner = std::string(Text(h[0])),
+                      .hold_count = h[1]->integer,
+                      .fencing_token = static_cast<uint64_t>(h[3]->integer),
+                      .remaining_lease = absl::Milliseconds(h[5]->integer),
+                      .since = absl::FromUnixMillis(h[4]->integer)};
+    if (kind == ObjectKind::kSemaphore) holder.slots = *std::move(slots);
+    if (h[6]->integer >= 0) holder.holder_live = h[6]->integer == 1;
+    info.holders.push_back(std::move(holder));
+  }
+  // Oldest first, as the other backends list them.
+  std::sort(info.holders.begin(), info.holders.end(),
+            [](const HolderInfo& a, const HolderInfo& b) {
+              return a.fencing_token < b.fencing_token;
+            });
+  return info;
+}
+
+ScriptCall HoldersForceUnlockScript(const Master& master, const Keyspace& keys,
+                                    ObjectKind kind, absl::string_view name,
+                                    std::optional<uint64_t> fencing_token) {
+  return ScriptCall{
+      &master.scripts().holders_force_unlock,
+      {KeyOf(keys, kind, name)},
+      {fencing_token.has_value() ? absl::StrCat(*fencing_token) : "",
+       keys.ReleaseChannel(name), ObjectMessage(kind, name),
+       ElectionFlag(kind)}};
+}
+
+ScriptCall ElectionProclaimScript(const Master& master, const Keyspace& keys,
+                                  const ProclaimCall& call) {
+  return ScriptCall{&master.scripts().election_proclaim,
+                    {KeyOf(keys, ObjectKind::kElection, call.name)},
+                    {std::string(call.owner), absl::StrCat(call.term),
+                     std::string(call.value), keys.ReleaseChannel(call.name),
+                     ObjectMessage(ObjectKind::kElection, call.name)}};
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,83 @@
+// Copyright dlock authors. The operations on a holders hash (a semaphore's
+// permits, an election's leadership; issue 24) as script calls on one
+// master, and what their replies mean (docs/redis.md, keys and scripts).
+#ifndef DLOCK_BACKENDS_REDIS_REDIS_HOLDER_OPS_H_
+#define DLOCK_BACKENDS_REDIS_REDIS_HOLDER_OPS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/backend/backend.h"
+#include "dlock/backend/wakeup.h"
+#include "redis_lock_ops.h"
+
+namespace dlock::redis {
+
+// Where the changes of a semaphore or an election are announced: the
+// lock's release channel, with "\x1f" + letter + name ("\x1fs", "\x1fe"),
+// which is also the name its waiters and watchers wait on in the hub. No
+// lock name holds a control character (C15): never a lock's message.
+std::string ObjectMessage(ObjectKind kind, absl::string_view name);
+
+// A semaphore's permits or a leadership (sem_acquire.lua). `will_wait`
+// marks the object so that releases are announced, and keeps the first
+// waiter's place for `place` (the semaphore's head waiter).
+ScriptCall HolderAcquireScript(const Master& master, const Keyspace& keys,
+                               const Liveness& liveness,
+                               const AcquireCall& call, bool will_wait,
+                               absl::Duration place);
+struct HolderAcquireReply {
+  Attempt attempt;
+  std::vector<int64_t> slots;  // of a grant
+};
+// LimitMismatchError or PermitsMismatchError for the script's refusals.
+absl::StatusOr<HolderAcquireReply> ParseHolderAcquire(
+    const redisReply* reply, const AcquireCall& call,
+    absl::string_view endpoint);
+
+// Returns the holds left; ParseRelease() reads it.
+ScriptCall HolderReleaseScript(const Master& master, const Keyspace& keys,
+                               ObjectKind kind, absl::string_view name,
+                               absl::string_view owner, int64_t holds);
+// ParseRenew() reads the reply.
+ScriptCall HolderRenewScript(const Master& master, const Keyspace& keys,
+                             const Liveness& liveness, ObjectKind kind,
+                             absl::string_view name, absl::string_view owner,
+                             absl::Duration lease);
+// ParseRefreshLiveness() reads the reply.
+ScriptCall HolderRefreshLivenessScript(const Master& master,
+                                       const Keyspace& keys,
+                                       const Liveness& liveness,
+                                       ObjectKind kind, absl::string_view name,
+                                       absl::string_view owner, uint64_t token);
+// A waiter that gives up takes its place with it (C9).
+ScriptCall HolderAbandonScript(const Master& master, const Keyspace& keys,
+                               ObjectKind kind, absl::string_view name,
+                               absl::string_view owner);
+
+ScriptCall HoldersInspectScript(const Master& master, const Keyspace& keys,
+                                ObjectKind kind, absl::string_view name);
+absl::StatusOr<ObjectInfo> ParseHoldersInspect(const redisReply* reply,
+                                               ObjectKind kind,
+                                               absl::string_view name,
+                                               absl::string_view endpoint);
+
+// Every holder, or only the one with `fencing_token`;
+// ParseForceUnlockIfToken() reads whether one was removed.
+ScriptCall HoldersForceUnlockScript(const Master& master, const Keyspace& keys,
+                                    ObjectKind kind, absl::string_view name,
+                                    std::optional<uint64_t> fencing_token);
+
+// The leader's new value, while it leads with `term`; ParseRenew() reads
+// the reply (GONE when it no longer leads).
+ScriptCall ElectionProclaimScript(const Master& master, const Keyspace& keys,
+                                  const ProclaimCall& call);
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_BACKENDS_REDIS_REDIS_HOLDER_OPS_H_

@@ -1,0 +1,237 @@
+// Copyright dlock authors. The history checker on the primitives beyond the
+// mutex (issue 24, docs/design/primitives.md "History-checker workloads"):
+// worker processes contend for a semaphore's permits, a read-write lock's
+// two sides, or an election, while a fault hits a holder. Pass criteria, as
+// the mutex's (history_test.cc), per object:
+// - semaphore of N: never more than N holders believed at once (and N
+//   reached), no two believed holders of one permit slot, the fence of each
+//   slot's resource accepted nothing stale, a killed holder's permit granted
+//   again within its lease (C22);
+// - read-write lock: no writer believed beside any holder, readers seen
+//   together (C23);
+// - election: never two believed leaders, terms increasing, a deposed
+//   leader told before its successor's election (C24);
+// - multi-lock: workers taking 3 of 4 locks at once in random orders: no
+//   deadlock (every worker keeps getting them), no two believed holders of
+//   one lock, each lock's fence kept (C25);
+// and every loss told once and in time, every worker back after the fault.
+// Each result is printed as a line "HISTORY <backend> <workload> <fault>".
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "history_backends.h"
+#include "history_run.h"
+#include "status_testing.h"
+
+namespace dlock::test {
+namespace {
+
+constexpr absl::Duration kLease = absl::Seconds(1);
+constexpr absl::Duration kWarmUp = absl::Seconds(20);
+// Once the fault healed, every worker must have held again within this:
+// holds last a second, and no backend but ZooKeeper queues fairly.
+constexpr absl::Duration kRecover = absl::Seconds(30);
+constexpr int kPermits = 2;
+// A hold: steps of 40 ms, each with a write and an increment.
+constexpr int kStepsPerHold = 25;
+constexpr absl::Duration kStepAtMost = absl::Milliseconds(50);
+
+enum class Workload { kSemaphore, kReadWrite, kElection, kMulti };
+
+struct Case {
+  std::string backend;
+  Workload workload;
+  HolderFault fault;
+};
+
+std::string Name(Workload w) {
+  switch (w) {
+    case Workload::kSemaphore:
+      return "semaphore";
+    case Workload::kReadWrite:
+      return "rw";
+    case Workload::kElection:
+      return "election";
+    case Workload::kMulti:
+      return "multi";
+  }
+  return "?";
+}
+
+std::string Name(HolderFault f) {
+  switch (f) {
+    case HolderFault::kKill:
+      return "holder_killed";
+    case HolderFault::kPause:
+      return "holder_paused";
+    case HolderFault::kPartition:
+      return "holder_partitioned";
+  }
+  return "?";
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return absl::StrCat(info.param.backend, "_", Name(info.param.workload), "_",
+                      Name(info.param.fault));
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.backend << " " << Name(c.workload) << " " << Name(c.fault);
+}
+
+// The workers of a workload: K > N for a semaphore, readers beside two
+// writers, three campaigners, more multi-lock workers than fit at once.
+RunOptions WorkloadOptions(Workload w, const HistoryProfile& profile) {
+  RunOptions options;
+  options.lease = kLease;
+  switch (w) {
+    case Workload::kSemaphore:
+      options.primitive = absl::StrCat("semaphore:", kPermits);
+      options.workers = profile.workers + 1;
+      break;
+    case Workload::kReadWrite:
+      options.primitive = "rw";
+      options.workers = profile.workers + 1;
+      options.readers = options.workers - 2;
+      break;
+    case Workload::kElection:
+      options.primitive = "election";
+      options.workers = profile.workers;
+      break;
+    case Workload::kMulti:
+      options.primitive = "multi:4:3";
+      options.workers = profile.workers + 1;
+      break;
+  }
+  // Faults land in the middle of a hold; a kill's recovery is measured
+  // either way.
+  options.steps = kStepsPerHold;
+  return options;
+}
+
+void ExpectWorkloadKept(const Case& c, const HistoryReport& report,
+                        HistoryBackend& backend) {
+  EXPECT_EQ(report.overlaps, 0) << report.Summary();
+  EXPECT_EQ(report.stale_writes_accepted, 0) << report.Summary();
+  EXPECT_EQ(report.unfenced_writes_accepted, 0) << report.Summary();
+  EXPECT_EQ(report.token_regressions, 0) << report.Summary();
+  EXPECT_EQ(report.notices_late, 0) << report.Summary();
+  EXPECT_EQ(report.notices_repeated, 0) << report.Summary();
+  EXPECT_TRUE(report.exit_problems.empty()) << report.Summary();
+  EXPECT_TRUE(report.AllBackAfterHeal())
+      << "a worker never held again after the fault: " << report.Summary();
+  EXPECT_LT(report.all_granted_after_heal_ns,
+            absl::ToInt64Nanoseconds(kRecover))
+      << report.Summary();
+  // A worker paused in the middle of its read-modify-write finishes it
+  // after its lease: only the fence (above) can stop that.
+  if (c.fault != HolderFault::kPause) {
+    EXPECT_EQ(report.lost_updates, 0) << report.Summary();
+  }
+  if (c.fault == HolderFault::kKill) {
+    // A multi-lock worker waiting for the dead holder's names may also
+    // wait for a live worker's hold of another of the names it asks.
+    const absl::Duration bound =
+        backend.KilledHolderBound(kLease) + (c.workload == Workload::kMulti
+                                                 ? kStepsPerHold * kStepAtMost
+                                                 : absl::ZeroDuration());
+    EXPECT_GE(report.max_recovery_ns, 0) << report.Summary();
+    EXPECT_LT(report.max_recovery_ns, absl::ToInt64Nanoseconds(bound))
+        << "the killed holder's grant came back late: " << report.Summary();
+  }
+  switch (c.workload) {
+    case Workload::kSemaphore:
+      EXPECT_EQ(report.max_believed_at_once, kPermits)
+          << "more holders than permits, or never all permits in use: "
+          << report.Summary();
+      break;
+    case Workload::kReadWrite:
+      EXPECT_GT(report.shared_overlaps, 0)
+          << "readers never held together: " << report.Summary();
+      break;
+    case Workload::kElection:
+      EXPECT_EQ(report.max_believed_at_once, 1) << report.Summary();
+      break;
+    case Workload::kMulti:
+      break;  // per lock, above; no deadlock: every worker came back
+  }
+}
+
+class PrimitivesHistory : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PrimitivesHistory, ContractHoldsUnderTheFault) {
+  const Case& c = GetParam();
+  const HistoryProfile profile = CurrentHistoryProfile();
+  absl::StatusOr<HistoryBackend*> backend = SharedBackend(c.backend);
+  ASSERT_OK(backend);
+  for (int round = 0; round < profile.rounds; ++round) {
+    RunOptions options = WorkloadOptions(c.workload, profile);
+    options.upstream_port = (*backend)->port();
+    options.uri = [&](int port, const std::string& ns, int i) {
+      return (*backend)->Uri(ns, i, WorkerUri{.proxy_port = port});
+    };
+    absl::StatusOr<std::unique_ptr<HistoryRun>> run = HistoryRun::Start(
+        absl::StrCat(c.backend, "-", Name(c.workload), "-", Name(c.fault)),
+        options);
+    ASSERT_OK(run);
+    ASSERT_OK((*run)->WaitForWrites(5, kWarmUp))
+        << "the workers never got going";
+    const absl::Duration lasting =
+        c.fault == HolderFault::kKill ? 2 * kLease : profile.fault;
+    ASSERT_OK((*run)->FaultHolder(c.fault, lasting).status());
+    (*run)->Healed(kRecover);
+    const HistoryReport report = (*run)->Finish();
+    std::cout << "HISTORY " << c.backend << " " << Name(c.workload) << " "
+              << Name(c.fault) << ": " << report.Summary() << std::endl;
+    ExpectWorkloadKept(c, report, **backend);
+  }
+}
+
+// The backends that offer each primitive (docs/backends.md, "Declared
+// primitives"), and the faults CI runs on them; the long profile runs
+// every fault on every workload.
+std::vector<Case> Cases() {
+  const std::vector<std::string> built = BuiltBackends();
+  const bool all = CurrentHistoryProfile().long_profile;
+  using W = Workload;
+  using F = HolderFault;
+  struct Offer {
+    std::string backend;
+    std::vector<W> workloads;
+  };
+  // Multi-locks work on every backend (taken in one global order where a
+  // backend has no atomic form).
+  const std::vector<Offer> offers = {
+      {"redis", {W::kMulti, W::kSemaphore, W::kElection}},
+      {"postgres_lease", {W::kMulti}},
+      {"zookeeper", {W::kMulti}},
+      {"etcd", {W::kMulti}}};
+  std::vector<Case> cases;
+  for (const Offer& offer : offers) {
+    if (std::find(built.begin(), built.end(), offer.backend) == built.end()) {
+      continue;
+    }
+    for (W w : offer.workloads) {
+      for (F f : {F::kKill, F::kPause, F::kPartition}) {
+        // CI: a killed holder for every workload, a partitioned one for
+        // the semaphore and the election.
+        const bool short_case =
+            f == F::kKill ||
+            (f == F::kPartition && (w == W::kSemaphore || w == W::kElection));
+        if (all || short_case) cases.push_back({offer.backend, w, f});
+      }
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PrimitivesHistory,
+                         ::testing::ValuesIn(Cases()), CaseName);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PrimitivesHistory);
+
+}  // namespace
+}  // namespace dlock::test
