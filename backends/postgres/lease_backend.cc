@@ -72,27 +72,14 @@ class LeaseBackend : public PgBackendBase {
                                   MillisParam(parts[0].lease),
                                   liveness_id_,
                                   liveness_ttl_ms_};
-    AcquireCall whole = parts[0];
-    whole.deadline = deadline;
-    whole.cancel = cancel;
-    absl::flat_hash_map<std::string, Acquired> taken;
-    absl::StatusOr<Grant> all = AcquireWithWakeups(
-        whole, shared().hub(), shared().fallback_poll(),
-        [&]() -> absl::StatusOr<Attempt> {
+    return AcquireAllWithWakeups(
+        parts, deadline, cancel, shared().hub(), shared().fallback_poll(),
+        [&]() -> absl::StatusOr<AllAttempt> {
           absl::StatusOr<PgResult> r = shared().RunPooled(
               shared().sql().primitives.acquire_all, params, false);
           if (!r.ok()) return r.status();
-          return ToAllAttempt(r->get(), names, taken);
+          return ToAllAttempt(r->get(), names);
         });
-    if (!all.ok()) return all.status();
-    std::vector<Grant> grants;
-    for (const std::string& name : names) {
-      const Acquired& got = taken[name];
-      grants.push_back(Grant{.fencing_token = got.fencing_token,
-                             .hold_count = got.hold_count,
-                             .sent = all->sent});
-    }
-    return grants;
   }
 
   absl::Status Proclaim(const ProclaimCall& call) override {
@@ -168,27 +155,30 @@ class LeaseBackend : public PgBackendBase {
   const std::string liveness_ttl_ms_;  // "0": liveness off
   const HolderLiveness holders_;
 
-  // acquire_all's answer: every name's hold into `taken`, or the refusal.
-  static Attempt ToAllAttempt(
-      const PGresult* r, const std::vector<std::string>& names,
-      absl::flat_hash_map<std::string, Acquired>& taken) {
-    Attempt attempt;  // holder_lease_left: unknown
+  // acquire_all's answer: a hold per name in the order of `names`, or the
+  // name that refused and its holder's hint. An answer that is neither
+  // says nothing (look again after the fallback poll).
+  static AllAttempt ToAllAttempt(const PGresult* r,
+                                 const std::vector<std::string>& names) {
+    AllAttempt attempt;
     if (PQntuples(r) == 1 && GetInt(r, 0, 0) == 0) {
       const int64_t index = GetInt(r, 0, 1);
       if (index >= 1 && index <= static_cast<int64_t>(names.size())) {
-        attempt.wait_on = names[index - 1];
+        attempt.refused = static_cast<size_t>(index - 1);
       }
-      attempt.holder_lease_left = absl::Milliseconds(GetInt(r, 0, 2));
+      attempt.refusal.holder_lease_left = absl::Milliseconds(GetInt(r, 0, 2));
       return attempt;
     }
-    taken.clear();
+    absl::flat_hash_map<std::string, Acquired> taken;
     for (int row = 0; row < PQntuples(r); ++row) {
       taken[GetText(r, row, 3)] =
           Acquired{.fencing_token = static_cast<uint64_t>(GetInt(r, row, 4)),
                    .hold_count = GetInt(r, row, 5)};
     }
-    // Every name or none: anything else says nothing (look again).
-    if (taken.size() == names.size()) attempt.acquired = taken.begin()->second;
+    if (taken.size() != names.size()) return attempt;
+    for (const std::string& name : names) {
+      attempt.acquired.push_back(taken[name]);
+    }
     return attempt;
   }
 

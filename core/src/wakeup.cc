@@ -69,13 +69,12 @@ absl::StatusOr<Grant> AcquireWithWakeups(
   // and registering takes the hub's one lock twice (every thread of the
   // client contends for it) and a map entry. A release announced between
   // the failed attempt and the registration moved the count read here.
+  const uint64_t notifications_before = hub.notifications();
   std::optional<WakeupHub::Waiter> waiter;
-  std::string waiting_on;
   while (true) {
     if (call.cancel.IsCancelled()) {
       return WaitCancelledError(call.name);
     }
-    const uint64_t notifications_before = hub.notifications();
     const MonoTime sent = clock.Now();
     absl::StatusOr<Attempt> result = attempt();
     if (!result.ok()) return result.status();
@@ -84,19 +83,16 @@ absl::StatusOr<Grant> AcquireWithWakeups(
                    .hold_count = result->acquired->hold_count,
                    .sent = sent};
     }
-    const absl::string_view refused =
-        result->wait_on.empty() ? call.name : result->wait_on;
     const MonoTime now = clock.Now();
     if (now >= call.deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("lock '", refused, "' is held by another owner (waited ",
-                       absl::FormatDuration(now - started), ")"));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "lock '", call.name, "' is held by another owner (waited ",
+          absl::FormatDuration(now - started), ")"));
     }
     // The holder's lease end is when the lock frees itself without any
     // announcement; 1ms past it, so that the backend has expired it.
-    if (!waiter.has_value() || waiting_on != refused) {
-      waiting_on = std::string(refused);
-      waiter.emplace(hub, waiting_on);
+    if (!waiter.has_value()) {
+      waiter.emplace(hub, call.name);
       if (hub.notifications() != notifications_before) continue;
     }
     absl::Duration nap =

@@ -197,48 +197,6 @@ TEST(AcquireWithWakeups, NotifyTriggersTheNextAttempt) {
       << "waited for the fallback poll, not the notification";
 }
 
-// An attempt refused by another name than the call's (one name of a
-// multi-lock, C25) waits for that name's announcement, and a refusal by a
-// different name moves the wait there.
-TEST(AcquireWithWakeups, WaitsForTheNameThatRefused) {
-  WakeupHub hub(Clock::Real());
-  std::atomic<int> attempts{0};
-  std::thread releaser([&] {
-    absl::SleepFor(absl::Milliseconds(100));
-    hub.Notify("lock");  // not the refusing name: no attempt
-    absl::SleepFor(absl::Milliseconds(100));
-    hub.Notify("b");
-    absl::SleepFor(absl::Milliseconds(100));
-    hub.Notify("c");
-  });
-  const MonoTime start = Now();
-  absl::StatusOr<Grant> acquired =
-      AcquireWithWakeups(CallUntil(Now() + kLong), hub, kLong, [&] {
-        const int n = ++attempts;
-        Attempt refused = Held();
-        refused.wait_on = n == 1 ? "b" : "c";
-        return absl::StatusOr<Attempt>(n <= 2 ? refused : Granted());
-      });
-  releaser.join();
-  ASSERT_OK(acquired);
-  EXPECT_EQ(attempts.load(), 3);
-  EXPECT_LT(Now() - start, kPrompt + absl::Milliseconds(300))
-      << "waited for the fallback poll, not the refusing name's release";
-}
-
-TEST(AcquireWithWakeups, DeadlineNamesTheNameThatRefused) {
-  WakeupHub hub(Clock::Real());
-  absl::StatusOr<Grant> acquired =
-      AcquireWithWakeups(CallUntil(MonoTime::InfinitePast()), hub, kLong, [&] {
-        Attempt refused = Held();
-        refused.wait_on = "second";
-        return absl::StatusOr<Attempt>(refused);
-      });
-  EXPECT_EQ(acquired.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(absl::StrContains(acquired.status().message(), "'second'"))
-      << acquired.status();
-}
-
 // The waiter registers only after its first attempt failed; a release
 // announced between that attempt's reply and the registration must still
 // bring the next attempt at once, not after the fallback poll.

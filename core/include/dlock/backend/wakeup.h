@@ -88,14 +88,10 @@ class WakeupHub::Waiter {
 struct Attempt {
   std::optional<Acquired> acquired;
   absl::Duration holder_lease_left = absl::InfiniteDuration();
-  // The name whose announcements to wait for, when it is not the call's:
-  // the one name that refused an attempt of several (a multi-lock, C25).
-  std::string wait_on;
 };
 
-// Attempts, then sleeps until a wake-up (of call.name, or of the refusal's
-// wait_on), the holder's lease end, the fallback poll or the deadline, and
-// attempts again. Returns the grant with the send
+// Attempts, then sleeps until a wake-up, the holder's lease end, the fallback
+// poll or the deadline, and attempts again. Returns the grant with the send
 // time of the attempt that won. DeadlineExceeded or Cancelled when the wait
 // ends without the lock; an attempt's error is returned as is.
 absl::StatusOr<Grant> AcquireWithWakeups(
