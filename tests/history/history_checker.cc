@@ -301,7 +301,10 @@ WorkerHistory SlotView(const WorkerHistory& worker, int slot) {
   view.events.clear();
   std::vector<uint64_t> tokens;
   for (const WorkerEvent& e : worker.events) {
-    if (e.kind == "grant" && SlotOf(e) == slot) tokens.push_back(e.token);
+    // A multi-lock's names may share a token: another name's grant is not
+    // a hold of this one.
+    if (e.kind == "grant" && SlotOf(e) != slot) continue;
+    if (e.kind == "grant") tokens.push_back(e.token);
     if (e.token != 0 &&
         std::find(tokens.begin(), tokens.end(), e.token) != tokens.end()) {
       view.events.push_back(e);
