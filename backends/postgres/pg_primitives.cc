@@ -93,19 +93,6 @@ absl::StatusOr<std::vector<ObjectInfo>> ReadLeaders(PgShared& shared,
   return ToLeaders(r->get());
 }
 
-// A watch is a hub waiter on the object's row name, which the listener
-// wakes with that row's announcements.
-class HubWatch : public ObjectWatch {
- public:
-  HubWatch(WakeupHub& hub, absl::string_view row) : waiter_(hub, row) {}
-  bool Wait(MonoTime until, const CancelToken& cancel) override {
-    return waiter_.Wait(until, cancel);
-  }
-
- private:
-  WakeupHub::Waiter waiter_;
-};
-
 }  // namespace
 
 std::string SemaphoreRow(absl::string_view name) {
