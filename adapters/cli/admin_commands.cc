@@ -3,14 +3,19 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "dlock/adapters/job_guard.h"
+#include "dlock/election.h"
+#include "dlock/rw_lock.h"
+#include "dlock/semaphore.h"
 #include "lock_table.h"
 #include "nlohmann/json.hpp"
+#include "object_text.h"
 
 namespace dlock::cli {
 namespace {
@@ -91,6 +96,125 @@ absl::StatusOr<std::vector<LockInfo>> JobSlots(LockClient& client,
   return client.Admin().List(absl::StrCat(JobRunLockName(name, ""), "@"));
 }
 
+// The object of `kind` under `name` as the backend sees it now; an
+// election as its leader.
+absl::StatusOr<ObjectInfo> InspectKind(LockClient& client, ObjectKind kind,
+                                       const std::string& name) {
+  switch (kind) {
+    case ObjectKind::kLock: {
+      auto rw = client.GetReadWriteLock(name);
+      if (!rw.ok()) return rw.status();
+      return (*rw)->Inspect();
+    }
+    case ObjectKind::kSemaphore: {
+      // Inspect reads the N in force, whatever N the handle was made with.
+      auto semaphore = client.GetSemaphore(name, 1);
+      if (!semaphore.ok()) return semaphore.status();
+      return (*semaphore)->Inspect();
+    }
+    case ObjectKind::kElection:
+      break;
+  }
+  auto election = client.GetElection(name);
+  if (!election.ok()) return election.status();
+  absl::StatusOr<LeaderInfo> leader = (*election)->Leader();
+  if (!leader.ok()) return leader.status();
+  ObjectInfo info{.kind = ObjectKind::kElection, .name = name, .limit = 1};
+  if (leader->has_leader) {
+    info.holders.push_back(
+        HolderInfo{.owner = leader->owner,
+                   .hold_count = 1,
+                   .fencing_token = leader->term,
+                   .remaining_lease = leader->remaining_lease,
+                   .since = leader->since,
+                   .holder_live = leader->leader_live});
+    info.value = leader->value;
+  }
+  return info;
+}
+
+// The objects beyond a lock's writer under `name` that hold or wait now:
+// its readers, a semaphore, an election. Kinds the backend does not offer
+// are left out (Unimplemented), as are free objects.
+std::vector<ObjectInfo> OtherObjectsNamed(LockClient& client,
+                                          const std::string& name) {
+  std::vector<ObjectInfo> out;
+  for (ObjectKind kind :
+       {ObjectKind::kLock, ObjectKind::kSemaphore, ObjectKind::kElection}) {
+    absl::StatusOr<ObjectInfo> info = InspectKind(client, kind, name);
+    if (!info.ok() || (info->holders.empty() && !info->waiter.has_value())) {
+      continue;
+    }
+    // A writer is the lock's, shown as such already.
+    if (kind == ObjectKind::kLock && !info->holders.empty() &&
+        !info->holders[0].shared) {
+      continue;
+    }
+    if (info->name.empty()) info->name = name;
+    out.push_back(*std::move(info));
+  }
+  return out;
+}
+
+std::string LockRows(const std::vector<LockInfo>& locks) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "FENCING-TOKEN", "LEASE-LEFT", "LIVE", "HOLDER"}};
+  bool any_takeable = false;
+  for (const LockInfo& info : locks) {
+    rows.push_back({info.name, absl::StrCat(info.fencing_token),
+                    ShortDuration(info.remaining_lease), LiveText(info),
+                    HolderText(info)});
+    any_takeable = any_takeable || Takeable(info);
+  }
+  std::string out = AlignColumns(rows);
+  if (any_takeable) {
+    absl::StrAppend(&out,
+                    "LIVE no: the holder is gone, and the next acquire takes "
+                    "the lock over; no need for unlock --force\n");
+  }
+  return out;
+}
+
+std::string ObjectRows(const std::vector<ObjectInfo>& objects) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "KIND", "HOLDERS", "FENCING-TOKEN", "LEASE-LEFT"}};
+  for (const ObjectInfo& info : objects) {
+    uint64_t token = 0;
+    absl::Duration lease = absl::ZeroDuration();
+    for (const HolderInfo& h : info.holders) {
+      token = std::max(token, h.fencing_token);
+      lease = std::max(lease, h.remaining_lease);
+    }
+    rows.push_back({info.name, KindColumn(info), HoldersSummary(info),
+                    token == 0 ? "-" : absl::StrCat(token),
+                    ShortDuration(lease)});
+  }
+  return AlignColumns(rows);
+}
+
+// `status` in words: the lock (or a scheduled job's slots), then the other
+// objects under the name.
+std::string StatusWords(const std::string& name, const LockInfo& info,
+                        const std::vector<LockInfo>& slots,
+                        const std::vector<ObjectInfo>& others) {
+  std::string out;
+  if (!slots.empty()) {
+    out = absl::StrCat(name, ": free as a lock; as a scheduled job:\n");
+    for (const LockInfo& slot : slots) {
+      absl::StrAppend(&out, "  slot ",
+                      slot.name.substr(slot.name.find('@') + 1), ": ",
+                      SlotState(slot), "\n");
+    }
+  } else if (info.locked || others.empty()) {
+    // "free" only when nothing else is under the name.
+    out = StatusText(info);
+  }
+  for (const ObjectInfo& object : others) {
+    absl::StrAppend(&out, ObjectStatusText(object));
+  }
+  return out;
+}
+
 }  // namespace
 
 int StatusCommand(const BackendFlags& flags, const std::string& name) {
@@ -105,39 +229,71 @@ int StatusCommand(const BackendFlags& flags, const std::string& name) {
     if (!found.ok()) return Fail(found.status());
     slots = *std::move(found);
   }
-  if (flags.json) {
-    Json out = InfoJson(*info);
-    if (!slots.empty()) {
-      Json& jobs = out["job_slots"] = Json::array();
-      for (const LockInfo& slot : slots) {
-        Json one = InfoJson(slot);
-        one["slot_state"] = slot.kept_after_release ? "ran"
-                            : Takeable(slot)        ? "free"
-                                                    : "running";
-        jobs.push_back(std::move(one));
-      }
+  const std::vector<ObjectInfo> others = OtherObjectsNamed(*client, name);
+  if (!flags.json) {
+    Print(StatusWords(name, *info, slots, others));
+    return kOk;
+  }
+  Json out = InfoJson(*info);
+  if (!slots.empty()) {
+    Json& jobs = out["job_slots"] = Json::array();
+    for (const LockInfo& slot : slots) {
+      Json one = InfoJson(slot);
+      one["slot_state"] = slot.kept_after_release ? "ran"
+                          : Takeable(slot)        ? "free"
+                                                  : "running";
+      jobs.push_back(std::move(one));
     }
-    Print(DumpJson(out) + "\n");
-    return kOk;
   }
-  if (slots.empty()) {
-    Print(StatusText(*info));
-    return kOk;
+  if (!others.empty()) {
+    Json& objects = out["objects"] = Json::array();
+    for (const ObjectInfo& object : others)
+      objects.push_back(ObjectJson(object));
   }
-  std::string out =
-      absl::StrCat(name, ": free as a lock; as a scheduled job:\n");
-  for (const LockInfo& slot : slots) {
-    absl::StrAppend(&out, "  slot ", slot.name.substr(slot.name.find('@') + 1),
-                    ": ", SlotState(slot), "\n");
-  }
-  Print(out);
+  Print(DumpJson(out) + "\n");
   return kOk;
 }
 
-int ListCommand(const BackendFlags& flags, const std::string& prefix) {
+// `list --kind K`: the objects of one kind, with their HOLDERS.
+int ListKind(LockClient& client, const std::string& prefix, ObjectKind kind,
+             bool json) {
+  absl::StatusOr<std::vector<ObjectInfo>> objects =
+      ListObjectsBeyondWriters(client, prefix, kind);
+  if (!objects.ok()) {
+    if (absl::IsUnimplemented(objects.status())) {
+      return Fail(kFailed, absl::StrCat("this backend cannot list ",
+                                        ObjectKindName(kind), "s (",
+                                        objects.status().message(), ")"));
+    }
+    return Fail(objects.status());
+  }
+  if (json) {
+    Json out = Json::array();
+    for (const ObjectInfo& info : *objects) out.push_back(ObjectJson(info));
+    Print(DumpJson(out) + "\n");
+  } else if (objects->empty()) {
+    Print(absl::StrCat(
+        "no ", ObjectKindName(kind), "s held",
+        prefix.empty() ? "" : absl::StrCat(" starting with '", prefix, "'"),
+        "\n"));
+  } else {
+    Print(ObjectRows(*objects));
+  }
+  return kOk;
+}
+
+int ListCommand(const BackendFlags& flags, const std::string& prefix,
+                const std::string& kind) {
+  std::optional<ObjectKind> only;
+  if (!kind.empty()) {
+    absl::StatusOr<ObjectKind> parsed = ParseKind(kind);
+    if (!parsed.ok()) return Fail(parsed.status());
+    only = *parsed;
+  }
   int code = kOk;
   std::unique_ptr<LockClient> client = ConnectOrFail(flags, code);
   if (client == nullptr) return code;
+  if (only.has_value()) return ListKind(*client, prefix, *only, flags.json);
   absl::StatusOr<std::vector<LockInfo>> locks = client->Admin().List(prefix);
   if (!locks.ok()) {
     if (locks.status().code() == absl::StatusCode::kUnimplemented) {
@@ -146,47 +302,85 @@ int ListCommand(const BackendFlags& flags, const std::string& prefix) {
     }
     return Fail(locks.status());
   }
+  absl::StatusOr<std::vector<ObjectInfo>> others =
+      ListObjectsBeyondWriters(*client, prefix, std::nullopt);
+  if (!others.ok()) return Fail(others.status());
   if (flags.json) {
     Json out = Json::array();
     for (const LockInfo& info : *locks) out.push_back(InfoJson(info));
+    for (const ObjectInfo& info : *others) out.push_back(ObjectJson(info));
     Print(DumpJson(out) + "\n");
     return kOk;
   }
-  if (locks->empty()) {
+  if (locks->empty() && others->empty()) {
     Print(prefix.empty()
               ? "no locks held\n"
               : absl::StrCat("no locks held starting with '", prefix, "'\n"));
     return kOk;
   }
-  std::vector<std::vector<std::string>> rows = {
-      {"NAME", "FENCING-TOKEN", "LEASE-LEFT", "LIVE", "HOLDER"}};
-  bool any_takeable = false;
-  for (const LockInfo& info : *locks) {
-    rows.push_back({info.name, absl::StrCat(info.fencing_token),
-                    ShortDuration(info.remaining_lease), LiveText(info),
-                    HolderText(info)});
-    any_takeable = any_takeable || Takeable(info);
-  }
-  std::string out = AlignColumns(rows);
-  if (any_takeable) {
-    absl::StrAppend(&out,
-                    "LIVE no: the holder is gone, and the next acquire takes "
-                    "the lock over; no need for unlock --force\n");
+  std::string out = locks->empty() ? "" : LockRows(*locks);
+  // Readers, semaphores and elections: a table of their own, so that the
+  // lock table stays as scripts read it.
+  if (!others->empty()) {
+    absl::StrAppend(&out, out.empty() ? "" : "\n", ObjectRows(*others));
   }
   Print(out);
   return kOk;
 }
 
+namespace {
+
+// `unlock --force --kind K NAME [--token N]`: every hold of the object, or
+// the one that carries token N (ForceUnlockObject).
+int UnlockObject(LockClient& client, const std::string& name, uint64_t token,
+                 ObjectKind kind, bool json) {
+  // Only to tell the operator whom they unlocked; the removal is one atomic
+  // operation either way (C12).
+  absl::StatusOr<ObjectInfo> before = InspectKind(client, kind, name);
+  if (!before.ok()) return Fail(before.status());
+  std::optional<uint64_t> only;
+  if (token != 0) only = token;
+  if (absl::Status s = client.Admin().ForceUnlockObject(kind, name, only);
+      !s.ok()) {
+    return Fail(s);
+  }
+  if (json) {
+    Print(DumpJson({{"name", name},
+                    {"kind", std::string(ObjectKindName(kind))},
+                    {"unlocked", true},
+                    {"before", ObjectJson(*before)}}) +
+          "\n");
+  } else {
+    Print(absl::StrCat(name, ": unlocked ", ObjectKindName(kind),
+                       token != 0
+                           ? absl::StrCat(" hold with fencing token ", token)
+                           : std::string(),
+                       " (was ", HoldersSummary(*before), ")\n"));
+  }
+  return kOk;
+}
+
+}  // namespace
+
 int UnlockCommand(const BackendFlags& flags, const std::string& name,
-                  bool force, uint64_t token) {
+                  bool force, uint64_t token, const std::string& kind) {
   if (!force) {
     return Fail(kUsage,
                 "unlock removes the lock whoever holds it; say so with "
                 "--force (see dlock unlock --help)");
   }
+  std::optional<ObjectKind> object_kind;
+  if (!kind.empty()) {
+    absl::StatusOr<ObjectKind> parsed = ParseKind(kind);
+    if (!parsed.ok()) return Fail(parsed.status());
+    object_kind = *parsed;
+  }
   int code = kOk;
   std::unique_ptr<LockClient> client = ConnectOrFail(flags, code);
   if (client == nullptr) return code;
+  if (object_kind.has_value()) {
+    return UnlockObject(*client, name, token, *object_kind, flags.json);
+  }
   LockAdmin& admin = client->Admin();
   // Only to tell the operator whom they unlocked; the removal is one atomic
   // operation either way (C12).

@@ -68,22 +68,40 @@ std::vector<std::string> SecretVariables(
 
 // The environment of the command: ours, less what is withheld, plus the
 // lock's name and token.
+namespace {
+
+// What any mode of `dlock run` or `dlock elect` may set (docs/cli.md).
+constexpr absl::string_view kDlockVariables[] = {
+    "DLOCK_LOCK_NAME",   "DLOCK_FENCING_TOKEN",  "DLOCK_PERMIT_SLOTS",
+    "DLOCK_LOCK_NAMES",  "DLOCK_FENCING_TOKENS", "DLOCK_ELECTION",
+    "DLOCK_LEADER_TERM", "DLOCK_LEADER_VALUE",   "DLOCK_JOB_SLOT"};
+
+}  // namespace
+
 std::vector<std::string> ChildEnvironment(
-    const std::string& name, uint64_t token,
-    const std::vector<std::string>& withheld) {
+    const std::vector<EnvVar>& set, const std::vector<std::string>& withheld) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const absl::string_view entry(*e);
     const absl::string_view variable = entry.substr(0, entry.find('='));
-    if (variable == "DLOCK_FENCING_TOKEN" || variable == "DLOCK_LOCK_NAME" ||
+    if (absl::c_linear_search(kDlockVariables, variable) ||
         absl::c_linear_search(withheld, variable)) {
       continue;
     }
     env.emplace_back(entry);
   }
-  env.push_back(absl::StrCat("DLOCK_FENCING_TOKEN=", token));
-  env.push_back(absl::StrCat("DLOCK_LOCK_NAME=", name));
+  for (const EnvVar& var : set) {
+    env.push_back(absl::StrCat(var.name, "=", var.value));
+  }
   return env;
+}
+
+std::vector<std::string> ChildEnvironment(
+    const std::string& name, uint64_t token,
+    const std::vector<std::string>& withheld) {
+  return ChildEnvironment(
+      {{"DLOCK_FENCING_TOKEN", absl::StrCat(token)}, {"DLOCK_LOCK_NAME", name}},
+      withheld);
 }
 
 namespace {

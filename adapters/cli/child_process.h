@@ -27,8 +27,18 @@ absl::StatusOr<std::string> ResolveCommand(const std::string& command);
 std::vector<std::string> SecretVariables(
     const Profile& profile, const std::vector<std::string>& passed = {});
 
-// Our environment without the variables named in `withheld`, plus
-// DLOCK_LOCK_NAME and DLOCK_FENCING_TOKEN.
+// A variable dlock sets for the command: DLOCK_LOCK_NAME and the rest.
+struct EnvVar {
+  std::string name;
+  std::string value;
+};
+
+// Our environment without the variables named in `withheld` and without
+// any that an outer dlock set (DLOCK_LOCK_NAME, DLOCK_PERMIT_SLOTS, ...: a
+// nested run must not see its parent's), plus `set`.
+std::vector<std::string> ChildEnvironment(
+    const std::vector<EnvVar>& set, const std::vector<std::string>& withheld);
+// The variables of a lock's hold: DLOCK_LOCK_NAME and DLOCK_FENCING_TOKEN.
 std::vector<std::string> ChildEnvironment(
     const std::string& name, uint64_t token,
     const std::vector<std::string>& withheld);

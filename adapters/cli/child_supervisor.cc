@@ -76,9 +76,9 @@ SupervisedExit SuperviseChild(const Spawned& child,
     if (waitpid(child.pid, &exit.wait_status, WNOHANG) == child.pid) break;
     if (!exit.lost && lost()) {
       exit.lost = true;
-      Fail(0, absl::StrCat("lock '", options.lock_name, "' ", options.lost_why,
-                           "; sending SIG", sigabbrev_np(options.lost_signal),
-                           " to the command"));
+      Fail(0,
+           absl::StrCat(options.what, " ", options.lost_why, "; sending SIG",
+                        sigabbrev_np(options.lost_signal), " to the command"));
       kill(-child.pid, options.lost_signal);
       kill_at = absl::Now() + options.kill_after;
     }

@@ -44,7 +44,7 @@ struct SupervisedExit {
 };
 
 struct SupervisionOptions {
-  std::string lock_name;  // for messages
+  std::string what;  // what is held, for messages: "lock 'x'"
   int lost_signal = SIGTERM;
   absl::Duration kill_after = absl::Seconds(10);
   // Why the lock counts as lost, in the message.

@@ -46,6 +46,9 @@ int ExitCodeFor(const absl::Status& status) {
   // A code of its own, so that a retry loop stops: a wrong password stays
   // wrong.
   if (IsAccessRefused(status)) return kRefused;
+  // Refused by the object's configuration (a semaphore's N in force): no
+  // retry with the same flags gets in either.
+  if (IsLimitMismatch(status)) return kRefused;
   switch (status.code()) {
     case absl::StatusCode::kOk:
       return kOk;

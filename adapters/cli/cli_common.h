@@ -30,7 +30,7 @@ enum ExitCode : int {
   kInternal = 70,     // a system call failed (fork, pipe)
   kNotAcquired = 75,  // run: not had within --wait; a job: another runs it
   kLost = 76,         // run: the lock was lost while the command ran
-  kRefused = 77,      // credentials or a right refused (EX_NOPERM)
+  kRefused = 77,      // credentials, a right or a semaphore's N refused
   kAlreadyRan = 79,   // run (a job): the slot already ran (--at-least-for)
   kCannotExecute = 126,
   kCommandNotFound = 127,

@@ -28,6 +28,7 @@
 #include "dlock/uri.h"
 #include "lock_table.h"
 #include "monitor_state.h"
+#include "object_text.h"
 
 namespace dlock::cli {
 namespace {
@@ -214,7 +215,27 @@ class Monitor {
       }
     }
     metrics_.ScanSucceeded(locks->size(), tracker_.over_threshold());
-    if (flags_.unlock_dead) UnlockDead(*locks);
+    if (flags_.unlock_dead) {
+      UnlockDead(*locks);
+      UnlockDeadObjectHolders();
+    }
+  }
+
+  // The dead readers, permit holders and leaders, where the backend lists
+  // them: each hold by its token (ForceUnlockObject), never the object.
+  void UnlockDeadObjectHolders() {
+    absl::StatusOr<std::vector<ObjectInfo>> objects =
+        ListObjectsBeyondWriters(client_, flags_.prefix, std::nullopt);
+    if (!objects.ok()) return;  // the lock scan reports the backend's state
+    for (const DeadObjectHolder& dead : DeadObjectHolders(*objects)) {
+      const std::string facts = absl::StrCat(
+          " kind=", ObjectKindName(dead.kind), " name=", JsonString(dead.name),
+          " owner=", JsonString(dead.owner),
+          " fencing_token=", dead.fencing_token);
+      LogUnlockDead(client_.Admin().ForceUnlockObject(dead.kind, dead.name,
+                                                      dead.fencing_token),
+                    facts);
+    }
   }
 
   void UnlockDead(const std::vector<LockInfo>& locks) {
@@ -222,19 +243,22 @@ class Monitor {
       const std::string facts = absl::StrCat(
           " name=", JsonString(dead.name), " owner=", JsonString(dead.owner),
           " fencing_token=", dead.fencing_token);
-      absl::Status s =
-          client_.Admin().ForceUnlock(dead.name, dead.fencing_token);
-      if (s.ok()) {
-        metrics_.ForceUnlocked();
-        Log(absl::StrCat(Stamp(), " unlocked-dead-holder", facts));
-      } else if (absl::IsFailedPrecondition(s)) {
-        // Released or taken over since the listing: nothing to do.
-        Log(absl::StrCat(Stamp(), " unlock-dead-skipped", facts,
-                         " reason=\"no longer held with that token\""));
-      } else {
-        Log(absl::StrCat(Stamp(), " unlock-dead-failed", facts,
-                         " error=", JsonString(s.message())));
-      }
+      LogUnlockDead(client_.Admin().ForceUnlock(dead.name, dead.fencing_token),
+                    facts);
+    }
+  }
+
+  void LogUnlockDead(const absl::Status& s, const std::string& facts) {
+    if (s.ok()) {
+      metrics_.ForceUnlocked();
+      Log(absl::StrCat(Stamp(), " unlocked-dead-holder", facts));
+    } else if (absl::IsFailedPrecondition(s)) {
+      // Released or taken over since the listing: nothing to do.
+      Log(absl::StrCat(Stamp(), " unlock-dead-skipped", facts,
+                       " reason=\"no longer held with that token\""));
+    } else {
+      Log(absl::StrCat(Stamp(), " unlock-dead-failed", facts,
+                       " error=", JsonString(s.message())));
     }
   }
 

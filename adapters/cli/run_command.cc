@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "child_process.h"
 #include "child_supervisor.h"
@@ -21,7 +22,6 @@
 #include "dlock/clock.h"
 #include "dlock/errors.h"
 #include "dlock/uri.h"
-#include "lock_table.h"
 #include "run_job.h"
 
 namespace dlock::cli {
@@ -84,30 +84,22 @@ absl::StatusOr<ParsedRun> ParseRunFlags(const RunFlags& run,
   return parsed;
 }
 
-// Who holds `name` now, for people: "t:dlock-run:host:41:9f (fencing token
-// 7)"; "another owner" when it cannot be read.
-std::string HolderOf(LockClient& client, const std::string& name) {
-  absl::StatusOr<LockInfo> info = client.Admin().Inspect(name);
-  if (!info.ok() || !info->locked) return "another owner";
-  return absl::StrCat(HolderText(*info), " (fencing token ",
-                      info->fencing_token, ")");
-}
-
-// One try; if another owner holds the lock (or the backend is unavailable)
-// and the wait allows more, says once on stderr what it waits for and who
-// holds it, then waits the rest.
-absl::StatusOr<Hold> AcquireSayingWhy(LockClient& client, DistributedLock& lock,
+// One try; if it is busy (or the backend is unavailable) and the wait
+// allows more, says once on stderr what it waits for and why, then waits
+// the rest.
+absl::StatusOr<Held> AcquireSayingWhy(const RunMode& mode, RunTarget& target,
                                       AcquireOptions options, bool quiet) {
-  if (options.wait == absl::ZeroDuration()) return lock.Acquire(options);
+  if (options.wait == absl::ZeroDuration()) return target.acquire(options);
   const absl::Time start = absl::Now();
-  absl::StatusOr<Hold> first = lock.TryAcquire(options);
+  AcquireOptions once = options;
+  once.wait = absl::ZeroDuration();
+  absl::StatusOr<Held> first = target.acquire(once);
   const bool held = IsHeldByAnother(first.status());
   // Unavailable: a failover under way, which the wait rides out.
   if (!held && !absl::IsUnavailable(first.status())) return first;
   if (held && !quiet) {
     Fail(0,
-         absl::StrCat("waiting for lock '", lock.name(), "', held by ",
-                      HolderOf(client, lock.name()),
+         absl::StrCat("waiting for ", mode.what, ", ", target.busy(),
                       options.wait == absl::InfiniteDuration()
                           ? ", until it is free (--wait forever)"
                           : absl::StrCat(", for up to ",
@@ -116,20 +108,20 @@ absl::StatusOr<Hold> AcquireSayingWhy(LockClient& client, DistributedLock& lock,
   }
   options.wait =
       std::max(options.wait - (absl::Now() - start), absl::ZeroDuration());
-  return lock.Acquire(options);
+  return target.acquire(options);
 }
 
 // Acquires on a helper thread so that the main thread can keep waiting for
 // signals: SIGINT/SIGTERM while waiting cancel the wait (nothing is left on
 // the backend, C9) and dlock exits with 128 + the signal.
-absl::StatusOr<Hold> AcquireInterruptibly(LockClient& client,
-                                          DistributedLock& lock,
+absl::StatusOr<Held> AcquireInterruptibly(const RunMode& mode,
+                                          RunTarget& target,
                                           const AcquireOptions& options,
                                           bool quiet, int& interrupted_by) {
   std::atomic<bool> done{false};
-  absl::StatusOr<Hold> result;
+  absl::StatusOr<Held> result;
   std::thread acquirer([&] {
-    result = AcquireSayingWhy(client, lock, options, quiet);
+    result = AcquireSayingWhy(mode, target, options, quiet);
     done = true;
     kill(getpid(), kWakeSignal);
   });
@@ -175,9 +167,120 @@ absl::StatusOr<std::unique_ptr<LockClient>> ConnectWithin(
   }
 }
 
+// The mode the flags ask for; InvalidArgument for flags that contradict
+// each other.
+absl::StatusOr<RunMode> ModeOf(const RunFlags& run) {
+  const int modes = int{run.shared} + int{run.permits > 0} + int{run.all} +
+                    int{IsScheduledJob(run)};
+  if (modes > 1) {
+    return absl::InvalidArgumentError(
+        "--shared, --permits, --all and the scheduled-job flags (--once-per, "
+        "--slot, --at-least-for, --at-most-for) exclude each other");
+  }
+  if (run.take != 0 && run.permits == 0) {
+    return absl::InvalidArgumentError(
+        "--take says how many of a semaphore's permits to take: give "
+        "--permits N too");
+  }
+  if (run.take > run.permits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--take ", run.take, " asks more than the semaphore's ",
+                     run.permits, " permits (--permits)"));
+  }
+  if (run.names.size() > 1 && !run.all) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        run.names.size(), " lock names given ('",
+        absl::StrJoin(run.names, "', '"),
+        "'): to take them all at once add --all; otherwise put -- right "
+        "after the one name"));
+  }
+  if (run.all && !run.double_dash) {
+    return absl::InvalidArgumentError(
+        "--all takes the names up to --: write dlock run --all NAME1 NAME2 "
+        "-- CMD [ARGS...]");
+  }
+  if (run.shared) return ReadMode(run.name);
+  if (run.permits > 0) {
+    return PermitMode(run.name, run.permits, run.take == 0 ? 1 : run.take);
+  }
+  if (run.all) return AllMode(run.names);
+  return LockMode(run.name);
+}
+
+// A run's acquisition: its own owner token, and `lost` set (and the main
+// thread woken) when the hold is lost. No lease: the watchdog renews it at
+// a third of --lease (C7).
+AcquireOptions RunAcquireOptions(absl::Duration wait,
+                                 std::shared_ptr<std::atomic<bool>> lost) {
+  AcquireOptions acquire;
+  acquire.wait = wait;
+  acquire.owner_token = OwnerToken();
+  acquire.on_lost = [lost](const LockLostEvent&) {
+    *lost = true;
+    kill(getpid(), kWakeSignal);
+  };
+  return acquire;
+}
+
+// The message of a grant not had within --wait.
+int NotAcquired(const RunMode& mode, RunTarget& target, absl::Duration wait) {
+  if (wait == absl::ZeroDuration()) {
+    return Fail(kNotAcquired, absl::StrCat(mode.what, " is ", target.busy(),
+                                           "; --wait 0 tries once"));
+  }
+  return Fail(kNotAcquired,
+              absl::StrCat(mode.what, " not acquired within ",
+                           FormatDurationForPeople(wait), "; ", target.busy()));
+}
+
+// Runs the command under `held` until it exits or `held` is lost.
+int RunHeld(const RunFlags& run, const RunMode& mode, const ParsedRun& parsed,
+            const std::string& path, const Profile& profile, Held& held,
+            const std::atomic<bool>& lost) {
+  Spawned child =
+      Spawn(path, run.command,
+            ChildEnvironment(held.env, SecretVariables(profile, run.pass_env)),
+            parsed.lost_signal);
+  if (child.pid < 0) {
+    held.release().IgnoreError();
+    return child.exit_code;
+  }
+  const SupervisedExit exit = SuperviseChild(
+      child, [&] { return lost || held.lost(); },
+      SupervisionOptions{.what = mode.what,
+                         .lost_signal = parsed.lost_signal,
+                         .kill_after = parsed.kill_after});
+  const int child_code = ExitCodeOfChild(exit.wait_status);
+  if (exit.lost) {
+    held.release().IgnoreError();  // forgets the lost hold
+    return kLost;
+  }
+  absl::Status released = held.release();
+  if (released.code() == absl::StatusCode::kFailedPrecondition) {
+    // Lost between the last check and the end of the command: the backend
+    // no longer had the hold when the command ended.
+    return Fail(kLost, absl::StrCat(mode.what,
+                                    " was lost while the command ran: it "
+                                    "expired, was force-unlocked or was "
+                                    "taken over"));
+  }
+  if (!released.ok()) {
+    Fail(0, absl::StrCat("releasing ", mode.what, " failed (",
+                         released.message(), "); it expires with its lease"));
+  }
+  return child_code;
+}
+
 }  // namespace
 
 int RunCommand(const BackendFlags& flags, const RunFlags& run) {
+  absl::StatusOr<RunMode> mode = ModeOf(run);
+  if (!mode.ok()) return Fail(mode.status());
+  return RunUnder(flags, run, *mode);
+}
+
+int RunUnder(const BackendFlags& flags, const RunFlags& run,
+             const RunMode& mode) {
   absl::StatusOr<Profile> profile = ResolveProfile(flags);
   if (!profile.ok()) return Fail(profile.status());
   absl::StatusOr<ParsedRun> parsed = ParseRunFlags(run, *profile);
@@ -209,94 +312,37 @@ int RunCommand(const BackendFlags& flags, const RunFlags& run) {
   absl::StatusOr<std::unique_ptr<LockClient>> client =
       ConnectWithin(*profile, flags, parsed->wait, interrupted_by, retried);
   if (interrupted_by != 0) {
-    Fail(0, absl::StrCat("interrupted while waiting for lock '", run.name,
-                         "' (connecting)"));
+    Fail(0, absl::StrCat("interrupted while waiting for ", mode.what,
+                         " (connecting)"));
     return 128 + interrupted_by;
   }
   if (!client.ok()) return Fail(client.status());
-  absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
-      (*client)->GetLock(run.name);
-  if (!lock.ok()) return Fail(lock.status());
+  absl::StatusOr<RunTarget> target = mode.target(**client);
+  if (!target.ok()) return Fail(target.status());
 
-  const std::string owner = OwnerToken();
   // Shared with the callback, which runs on the watchdog's thread and may
   // outlive this frame until the client closes.
   auto lost = std::make_shared<std::atomic<bool>>(false);
-  AcquireOptions acquire;
-  acquire.wait = parsed->wait;
   // What riding out the connection left of the wait.
-  if (retried) {
-    acquire.wait = std::max(absl::ZeroDuration(),
-                            parsed->wait - (Clock::Real().Now() - connecting));
-  }
-  acquire.owner_token = owner;
-  // No lease: the watchdog renews it at a third of --lease (C7).
-  acquire.on_lost = [lost](const LockLostEvent&) {
-    *lost = true;
-    kill(getpid(), kWakeSignal);
-  };
-  absl::StatusOr<Hold> acquired = AcquireInterruptibly(
-      **client, **lock, acquire, run.quiet, interrupted_by);
+  const absl::Duration wait =
+      retried ? std::max(absl::ZeroDuration(),
+                         parsed->wait - (Clock::Real().Now() - connecting))
+              : parsed->wait;
+  absl::StatusOr<Held> acquired = AcquireInterruptibly(
+      mode, *target, RunAcquireOptions(wait, lost), run.quiet, interrupted_by);
   if (acquired.ok() && interrupted_by != 0) {
-    // The signal came as the lock was granted: honour the signal.
-    acquired->Release().IgnoreError();
+    // The signal came as it was granted: honour the signal.
+    acquired->release().IgnoreError();
   }
-  if (!acquired.ok() || interrupted_by != 0) {
-    if (interrupted_by != 0) {
-      Fail(0,
-           absl::StrCat("interrupted while waiting for lock '", run.name, "'"));
-      return 128 + interrupted_by;
-    }
-    if (acquired.status().code() == absl::StatusCode::kDeadlineExceeded) {
-      const std::string holder = HolderOf(**client, run.name);
-      if (parsed->wait == absl::ZeroDuration()) {
-        return Fail(kNotAcquired,
-                    absl::StrCat("lock '", run.name, "' is held by ", holder,
-                                 "; --wait 0 tries once"));
-      }
-      return Fail(kNotAcquired,
-                  absl::StrCat("lock '", run.name, "' not acquired within ",
-                               FormatDurationForPeople(parsed->wait),
-                               "; held by ", holder));
-    }
-    return Fail(acquired.status());
+  if (interrupted_by != 0) {
+    Fail(0, absl::StrCat("interrupted while waiting for ", mode.what));
+    return 128 + interrupted_by;
   }
-
-  Hold& hold = *acquired;
-  Spawned child =
-      Spawn(*path, run.command,
-            ChildEnvironment(run.name, hold.fencing_token(),
-                             SecretVariables(*profile, run.pass_env)),
-            parsed->lost_signal);
-  if (child.pid < 0) {
-    hold.Release().IgnoreError();
-    return child.exit_code;
+  if (acquired.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    return NotAcquired(mode, *target, parsed->wait);
   }
-
-  const SupervisedExit exit = SuperviseChild(
-      child, [&] { return *lost || hold.lost(); },
-      SupervisionOptions{.lock_name = run.name,
-                         .lost_signal = parsed->lost_signal,
-                         .kill_after = parsed->kill_after});
-  const int child_code = ExitCodeOfChild(exit.wait_status);
-  if (exit.lost) {
-    hold.Release().IgnoreError();  // forgets the lost hold
-    return kLost;
-  }
-  absl::Status released = hold.Release();
-  if (released.code() == absl::StatusCode::kFailedPrecondition) {
-    // Lost between the last check and the end of the command: the backend
-    // no longer had the hold when the command ended.
-    return Fail(kLost, absl::StrCat("lock '", run.name,
-                                    "' was lost while the command ran: it "
-                                    "expired, was force-unlocked or was "
-                                    "taken over"));
-  }
-  if (!released.ok()) {
-    Fail(0, absl::StrCat("releasing lock '", run.name, "' failed (",
-                         released.message(), "); it expires with its lease"));
-  }
-  return child_code;
+  if (!acquired.ok()) return Fail(acquired.status());
+  return RunHeld(run, mode, *parsed, *path, *profile, *acquired, *lost);
 }
 
 }  // namespace dlock::cli

@@ -2,15 +2,19 @@
 #ifndef DLOCK_ADAPTERS_CLI_RUN_COMMAND_H_
 #define DLOCK_ADAPTERS_CLI_RUN_COMMAND_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "cli_common.h"
+#include "run_modes.h"
 
 namespace dlock::cli {
 
 struct RunFlags {
-  std::string name;
+  std::string name;  // the first of `names`
+  // The names given before `--`: one, or several with --all.
+  std::vector<std::string> names;
   std::vector<std::string> command;
   std::string wait;   // empty: the profile's default_wait
   std::string lease;  // empty: the profile's default_lease
@@ -26,9 +30,22 @@ struct RunFlags {
   std::string at_most_for;   // the longest a run may keep others out
   bool quiet_skip = false;   // skips exit 0 and print nothing
   bool quiet = false;        // no notice while waiting for the lock
+  // Beyond the mutex (docs/cli.md): at most one of these, and none with a
+  // scheduled job.
+  bool shared = false;       // --shared: a reader of the lock
+  int64_t permits = 0;       // --permits N: permits of a semaphore of N
+  int64_t take = 0;          // --take K: how many of them (unset: 1)
+  bool all = false;          // --all: every name or none
+  bool double_dash = false;  // the command came after `--`
 };
 
 int RunCommand(const BackendFlags& flags, const RunFlags& run);
+
+// Takes what `mode` names, runs run.command under it and stops the command
+// if it is lost, with run's --wait, --lease and loss flags: what `dlock
+// run` does in each mode, and `dlock elect`.
+int RunUnder(const BackendFlags& flags, const RunFlags& run,
+             const RunMode& mode);
 
 }  // namespace dlock::cli
 

@@ -170,7 +170,8 @@ int RunScheduledJob(const BackendFlags& flags, const RunFlags& run,
     exit = SuperviseChild(
         child, [&] { return context.cancel.IsCancelled(); },
         SupervisionOptions{
-            .lock_name = JobRunLockName(run.name, plan->slot),
+            .what = absl::StrCat("lock '", JobRunLockName(run.name, plan->slot),
+                                 "'"),
             .lost_signal = lost_signal,
             .kill_after = kill_after,
             .lost_why = absl::StrCat("ended: the run outlived --at-most-for (",

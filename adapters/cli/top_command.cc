@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "dlock/uri.h"
 #include "lock_table.h"
+#include "object_text.h"
 
 namespace dlock::cli {
 namespace {
@@ -110,6 +111,15 @@ class Top {
     }
     screen_.status.clear();
     screen_.locks = *std::move(locks);
+    // Readers, semaphores and elections, where the backend lists them: a
+    // row each, their kind after the name.
+    absl::StatusOr<std::vector<ObjectInfo>> others =
+        ListObjectsBeyondWriters(client_, flags_.prefix, std::nullopt);
+    if (others.ok()) {
+      for (const ObjectInfo& info : *others) {
+        screen_.locks.push_back(ObjectAsLockRow(info));
+      }
+    }
     Sort();
     return true;
   }

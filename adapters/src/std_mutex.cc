@@ -24,7 +24,9 @@ DistributedMutex::DistributedMutex(LockClient& client, absl::string_view name,
 
 DistributedMutex::DistributedMutex(std::unique_ptr<DistributedLock> lock,
                                    MutexOptions options)
-    : lock_(std::move(lock)), options_(std::move(options)) {}
+    : lock_(std::move(lock)),
+      options_(std::move(options)),
+      holds_(/*shared_owner=*/!options_.owner_token.empty()) {}
 
 absl::StatusOr<std::unique_ptr<DistributedMutex>> DistributedMutex::Create(
     LockClient& client, absl::string_view name, MutexOptions options) {
@@ -43,34 +45,13 @@ AcquireOptions DistributedMutex::MakeAcquireOptions(absl::Duration wait) const {
   return acquire;
 }
 
-std::vector<Hold>* DistributedMutex::StackOfCaller() {
-  if (!options_.owner_token.empty()) return &by_token_;
-  auto it = by_thread_.find(std::this_thread::get_id());
-  return it == by_thread_.end() ? nullptr : &it->second;
-}
-
-const std::vector<Hold>* DistributedMutex::StackOfCaller() const {
-  if (!options_.owner_token.empty()) return &by_token_;
-  auto it = by_thread_.find(std::this_thread::get_id());
-  return it == by_thread_.end() ? nullptr : &it->second;
-}
-
-void DistributedMutex::Push(Hold hold) {
-  absl::MutexLock lock(&mu_);
-  if (!options_.owner_token.empty()) {
-    by_token_.push_back(std::move(hold));
-  } else {
-    by_thread_[std::this_thread::get_id()].push_back(std::move(hold));
-  }
-}
-
 void DistributedMutex::lock() {
   absl::StatusOr<Hold> hold =
       lock_->Acquire(MakeAcquireOptions(options_.lock_wait));
   if (!hold.ok()) {
     throw MakeSystemError(hold.status(), "dlock: lock() failed");
   }
-  Push(*std::move(hold));
+  holds_.Push(*std::move(hold));
 }
 
 bool DistributedMutex::try_lock() { return TryLockFor(absl::ZeroDuration()); }
@@ -78,7 +59,7 @@ bool DistributedMutex::try_lock() { return TryLockFor(absl::ZeroDuration()); }
 bool DistributedMutex::TryLockFor(absl::Duration wait) {
   absl::StatusOr<Hold> hold = lock_->Acquire(MakeAcquireOptions(wait));
   if (hold.ok()) {
-    Push(*std::move(hold));
+    holds_.Push(*std::move(hold));
     return true;
   }
   // "Held by another owner until the wait ran out" is the false of try_lock;
@@ -90,20 +71,9 @@ bool DistributedMutex::TryLockFor(absl::Duration wait) {
 }
 
 void DistributedMutex::unlock() noexcept {
-  Hold innermost;
-  {
-    absl::MutexLock lock(&mu_);
-    std::vector<Hold>* stack = StackOfCaller();
-    if (stack != nullptr && !stack->empty()) {
-      innermost = std::move(stack->back());
-      stack->pop_back();
-      if (stack->empty() && options_.owner_token.empty()) {
-        by_thread_.erase(std::this_thread::get_id());
-      }
-    }
-  }
-  // Released without mu_: the release is a round trip, and other threads'
-  // lock() and unlock() need not wait for it.
+  Hold innermost = holds_.Pop();
+  // Released outside the stacks' lock: the release is a round trip, and other
+  // threads' lock() and unlock() need not wait for it.
   absl::Status released =
       innermost.active()
           ? innermost.Release()
@@ -116,23 +86,9 @@ void DistributedMutex::unlock() noexcept {
 }
 
 absl::StatusOr<uint64_t> DistributedMutex::fencing_token() const {
-  absl::MutexLock lock(&mu_);
-  const std::vector<Hold>* stack = StackOfCaller();
-  if (stack == nullptr || stack->empty()) {
-    return WithContext(NotOwnerError(lock_->name()),
-                       "this owner holds nothing through this mutex");
-  }
-  const Hold& current = stack->back();
-  if (current.state() == LockState::kHeld) return current.fencing_token();
-  absl::Status why = current.lost_reason();
-  return why.ok() ? NotOwnerError(lock_->name()) : why;
+  return holds_.FencingToken(lock_->name());
 }
 
-LockState DistributedMutex::state() const {
-  absl::MutexLock lock(&mu_);
-  const std::vector<Hold>* stack = StackOfCaller();
-  if (stack == nullptr || stack->empty()) return LockState::kNotHeld;
-  return stack->back().state();
-}
+LockState DistributedMutex::state() const { return holds_.State(); }
 
 }  // namespace dlock

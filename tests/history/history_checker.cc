@@ -295,16 +295,17 @@ int SlotOf(const WorkerEvent& grant) {
   return slot;
 }
 
-// The worker's events about holds of `slot`.
+// The worker's events about holds of `slot`. A multi-lock's names may share
+// a token: a grant belongs to the slot it names, the rest to its token.
 WorkerHistory SlotView(const WorkerHistory& worker, int slot) {
   WorkerHistory view = worker;
   view.events.clear();
   std::vector<uint64_t> tokens;
   for (const WorkerEvent& e : worker.events) {
-    // A multi-lock's names may share a token: another name's grant is not
-    // a hold of this one.
-    if (e.kind == "grant" && SlotOf(e) != slot) continue;
-    if (e.kind == "grant") tokens.push_back(e.token);
+    if (e.kind == "grant") {
+      if (SlotOf(e) != slot) continue;
+      tokens.push_back(e.token);
+    }
     if (e.token != 0 &&
         std::find(tokens.begin(), tokens.end(), e.token) != tokens.end()) {
       view.events.push_back(e);

@@ -269,8 +269,7 @@ TEST(HistoryChecker, MultiLockNamesSharingATokenAreCheckedApart) {
   EXPECT_EQ(report.grants, 4) << report.Summary();
   EXPECT_EQ(report.overlaps, 0) << report.Summary();
   EXPECT_EQ(report.notices_repeated, 0) << report.Summary();
-  // Worker 0 released token 7 (both names) before worker 1's grants: one
-  // hold per name, given up in time, not a hold per name per name.
+  // Worker 0 released both names before worker 1 was granted them.
   EXPECT_EQ(report.holds_superseded, 0) << report.Summary();
   EXPECT_EQ(report.notices_late, 0) << report.Summary();
   // Name 0 went 7 then 9, name 1 7 then 8: in order per name, though 9

@@ -6,7 +6,8 @@
 _dlock() {
   local cur=${COMP_WORDS[COMP_CWORD]}
   local prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local subcommands="run status list unlock top monitor bench setup help version"
+  local subcommands="run elect leader status list unlock top monitor bench setup help
+    version"
   local backend="--backend --profile --config --namespace --help"
   local flags i
   if ((COMP_CWORD == 1)); then
@@ -29,6 +30,9 @@ _dlock() {
     --on-lost-signal)
       COMPREPLY=($(compgen -W "TERM INT HUP QUIT KILL USR1 USR2" -- "$cur"))
       return ;;
+    --kind)
+      COMPREPLY=($(compgen -W "lock semaphore election" -- "$cur"))
+      return ;;
     --sort)
       COMPREPLY=($(compgen -W "name held-for lease-left token" -- "$cur"))
       return ;;
@@ -40,10 +44,13 @@ _dlock() {
   case ${COMP_WORDS[1]} in
     run) flags="$backend --wait --lease --on-lost-signal --kill-after
       --once-per --slot --at-least-for --at-most-for --pass-env --quiet-skip
-      --quiet" ;;
+      --quiet --shared --permits --take --all" ;;
+    elect) flags="$backend --wait --lease --on-lost-signal --kill-after
+      --pass-env --quiet --value" ;;
+    leader) flags="$backend --json --watch" ;;
     status) flags="$backend --json" ;;
-    list) flags="$backend --json --prefix" ;;
-    unlock) flags="$backend --json --force --token" ;;
+    list) flags="$backend --json --prefix --kind" ;;
+    unlock) flags="$backend --json --force --token --kind" ;;
     top) flags="$backend --prefix --interval --sort --once" ;;
     monitor) flags="$backend --prefix --interval --held-longer-than
       --on-held-too-long --hook-timeout --unlock-dead --metrics-listen" ;;

@@ -28,6 +28,7 @@
 #include "dlock/adapters/metrics.h"
 #include "dlock/adapters/metrics_http.h"
 #include "dlock/adapters/std_mutex.h"
+#include "dlock/adapters/std_shared_mutex.h"
 #endif
 
 #endif  // DLOCK_DLOCK_H_

@@ -8,16 +8,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
-#include <unordered_map>
-#include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dlock/adapters/errors.h"
+#include "dlock/adapters/hold_stacks.h"
 #include "dlock/client.h"
 #include "dlock/hold.h"
 #include "dlock/lock.h"
@@ -88,11 +84,11 @@ class DistributedMutex {
 
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return TryLockFor(ToAbsl(timeout));
+    return TryLockFor(internal::ToAbsl(timeout));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& when) {
-    return TryLockFor(ToAbsl(when - Clock::now()));
+    return TryLockFor(internal::ToAbsl(when - Clock::now()));
   }
 
   // The fencing token of the current (innermost) hold of this owner (C8):
@@ -103,32 +99,14 @@ class DistributedMutex {
   LockState state() const;
 
  private:
-  template <class Rep, class Period>
-  static absl::Duration ToAbsl(const std::chrono::duration<Rep, Period>& d) {
-    using Nanos = std::chrono::duration<double, std::nano>;
-    const double nanos = std::chrono::duration_cast<Nanos>(d).count();
-    if (nanos <= 0) return absl::ZeroDuration();
-    // Saturate instead of overflowing (duration::max() means "forever").
-    if (nanos >= 9e18) return absl::InfiniteDuration();
-    return absl::Nanoseconds(static_cast<int64_t>(nanos));
-  }
-
   bool TryLockFor(absl::Duration wait);
   AcquireOptions MakeAcquireOptions(absl::Duration wait) const;
-  // The stack of the caller's owner, or null when it has none.
-  std::vector<Hold>* StackOfCaller() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  const std::vector<Hold>* StackOfCaller() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Push(Hold hold);
 
   const std::unique_ptr<DistributedLock> lock_;
   const MutexOptions options_;
-  mutable absl::Mutex mu_;
   // The holds of each owner, innermost last: per thread for the default
   // owner, or the one stack of options_.owner_token.
-  std::unordered_map<std::thread::id, std::vector<Hold>> by_thread_
-      ABSL_GUARDED_BY(mu_);
-  std::vector<Hold> by_token_ ABSL_GUARDED_BY(mu_);
+  internal::HoldStacks holds_;
 };
 
 }  // namespace dlock
