@@ -7,6 +7,7 @@
 #define DLOCK_BACKENDS_POSTGRES_PG_COMMON_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,18 @@ class PgBackendBase : public Backend {
     return shared_.ServerMemoryUse();
   }
   void Shutdown() override { shared_.Stop(); }
+  // A semaphore's and an election's in both modes (pg_primitives.cc); a
+  // lock's as Backend's.
+  absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
+                                           absl::string_view name) override;
+  absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
+      ObjectKind kind, absl::string_view prefix) override;
+  absl::Status ForceUnlockObject(
+      ObjectKind kind, absl::string_view name,
+      std::optional<uint64_t> fencing_token) override;
+  // A hub waiter on the object's row name (pg_primitives.cc).
+  std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
+                                           absl::string_view name) override;
 
  protected:
   PgShared& shared() { return shared_; }

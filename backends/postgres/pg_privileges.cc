@@ -29,11 +29,28 @@ std::vector<Grant> NeededGrants(const std::string& table, Mode mode) {
       {"USAGE", "SEQUENCE", Quoted(table + "_fencing")},
       {"EXECUTE", "FUNCTION", Quoted(fn + "next_token") + "()"},
       {"EXECUTE", "FUNCTION", Quoted(fn + "any_live") + "(text[])"},
+      // Version 7: semaphores and elections, both modes.
+      {"SELECT, INSERT, UPDATE, DELETE", "TABLE", Quoted(table + "_holders")},
   };
+  for (const char* f :
+       {"alive\"(bigint)", "purge\"(text, text)", "lock_row\"(text, text)",
+        "holders_left\"(text, text)",
+        "hold\"(text, text, text, bigint, bigint, bigint, text, bigint, "
+        "bigint, boolean, bigint)",
+        "sem_acquire\"(text, text, text, bigint, boolean, text, bigint, "
+        "bigint, bigint, bigint, boolean, boolean, bigint)",
+        "sem_release\"(text, text, text, bigint, text, boolean)",
+        "holder_renew\"(text, text, text, bigint, boolean)",
+        "holders_force\"(text, text, bigint, text)",
+        "campaign\"(text, text, text, bigint, text, bigint, bytea, text)",
+        "s_campaign\"(text, text, text, bigint, boolean, bigint, bytea, "
+        "text)",
+        "acquire_all\"(text, text[], text, bigint, text, bigint)"}) {
+    out.push_back({"EXECUTE", "FUNCTION", absl::StrCat("\"", fn, f)});
+  }
   if (mode == Mode::kSession) {
     for (const char* f :
-         {"alive\"(bigint)",
-          "acquire\"(text, text, text, bigint, boolean, bigint)",
+         {"acquire\"(text, text, text, bigint, boolean, bigint)",
           "owned\"(text, text, text, boolean)",
           "release\"(text, text, text, bigint, boolean, boolean, text, bigint)",
           "renew\"(text, text, text, bigint, boolean)"}) {

@@ -34,6 +34,9 @@ namespace {
 //
 // Version 6 draws fencing tokens with the function next_token (below), so
 // that they keep increasing across a failover.
+//
+// Version 7 adds semaphores (pg_primitives_sql.cc): the lock table's mode,
+// claim and limit columns, the holders table and their functions.
 constexpr char kCreate[] = R"sql(
 BEGIN;
 SELECT pg_advisory_xact_lock(7238085217420861440);
@@ -296,8 +299,12 @@ BEGIN
 END
 $fn$;
 
-INSERT INTO {M} SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM {M});
-UPDATE {M} SET version = 6 WHERE version < 6;
+)sql";
+
+// After version 7's part (kPrimitivesSchema), in the same transaction.
+constexpr char kCreateEnd[] = R"sql(
+INSERT INTO {M} SELECT 7 WHERE NOT EXISTS (SELECT 1 FROM {M});
+UPDATE {M} SET version = 7 WHERE version < 7;
 COMMIT;
 )sql";
 
@@ -395,23 +402,6 @@ WHERE l.namespace = $1 AND l.name = $2 AND l.owner = $3
 RETURNING 1
 )sql";
 
-// The watchdog's batch: every due renewal of a client in one statement.
-constexpr char kRenewMany[] = R"sql(
-WITH c AS (
-  SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[])
-      WITH ORDINALITY AS c(name, owner, lease_ms, i)),
-u AS (
-  UPDATE {T} AS l SET
-    kept_lease_ms = GREATEST(l.kept_lease_ms, c.lease_ms),
-    expires_at = GREATEST(l.expires_at, clock_timestamp()
-        + GREATEST(l.kept_lease_ms, c.lease_ms) * interval '1 millisecond')
-  FROM c
-  WHERE l.namespace = $1 AND l.name = c.name AND l.owner = c.owner
-    AND l.expires_at > clock_timestamp()
-  RETURNING c.i)
-SELECT i FROM u
-)sql";
-
 // A session-mode row counts only while a session holds its advisory lock.
 constexpr char kLive[] =
     "l.expires_at > clock_timestamp() AND CASE WHEN l.session_key IS NULL "
@@ -451,16 +441,46 @@ std::string Quote(absl::string_view identifier) {
 
 }  // namespace
 
+// The watchdog's batch: every due renewal of a client in one statement.
+extern const char kRenewMany[] = R"sql(
+WITH c AS (
+  SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[])
+      WITH ORDINALITY AS c(name, owner, lease_ms, i)),
+u AS (
+  UPDATE {R} AS l SET
+    kept_lease_ms = GREATEST(l.kept_lease_ms, c.lease_ms),
+    expires_at = GREATEST(l.expires_at, clock_timestamp()
+        + GREATEST(l.kept_lease_ms, c.lease_ms) * interval '1 millisecond')
+  FROM c
+  WHERE l.namespace = $1 AND l.name = c.name AND l.owner = c.owner
+    AND l.expires_at > clock_timestamp() {X}
+  RETURNING c.i)
+SELECT i FROM u
+)sql";
+
+void ByNameAndPrefix(const std::string& sql, const std::string& name,
+                     Statement& exact, Statement& prefixed) {
+  exact = {name + "_inspect",
+           absl::StrReplaceAll(sql, {{"{W}", "l.name = $2"}})};
+  prefixed = {name + "_list",
+              absl::StrReplaceAll(sql, {{"{W}", "starts_with(l.name, $2)"}})};
+}
+
 Sql::Sql(const std::string& table) {
   const std::string t = Quote(table);
   const std::string m = Quote(table + "_meta");
   const std::string s = Quote(table + "_fencing");
   const std::string v = Quote(table + "_liveness");
+  const std::string h = Quote(table + "_holders");
   // {F}acquire" -> "<table>_s_acquire"
   const std::string f = absl::StrCat("\"", table, "_s_");
   auto fill = [&](absl::string_view text) {
-    return absl::StrReplaceAll(
-        text, {{"{T}", t}, {"{M}", m}, {"{S}", s}, {"{F}", f}, {"{V}", v}});
+    return absl::StrReplaceAll(text, {{"{T}", t},
+                                      {"{M}", m},
+                                      {"{S}", s},
+                                      {"{F}", f},
+                                      {"{V}", v},
+                                      {"{H}", h}});
   };
   channel = table + "_released";
   listen = absl::StrCat("LISTEN ", Quote(channel));
@@ -468,7 +488,9 @@ Sql::Sql(const std::string& table) {
   release = {"dlock_release", fill(kRelease)};
   renew = {"dlock_renew", fill(kRenew)};
   liveness = {"dlock_liveness", fill(kLiveness)};
-  renew_many = {"dlock_renew_many", fill(kRenewMany)};
+  renew_many = {
+      "dlock_renew_many",
+      fill(absl::StrReplaceAll(kRenewMany, {{"{R}", "{T}"}, {"{X}", ""}}))};
   inspect = {"dlock_inspect",
              fill(absl::StrCat("SELECT ", kColumns,
                                " FROM {T} l WHERE "
@@ -477,16 +499,21 @@ Sql::Sql(const std::string& table) {
   list = {"dlock_list",
           fill(absl::StrCat("SELECT l.name, ", kColumns,
                             " FROM {T} l WHERE l.namespace = $1 AND "
-                            "starts_with(l.name, $2) AND ",
+                            "starts_with(l.name, $2) AND NOT "
+                            "starts_with(l.name, E'\\x1f') AND ",
                             kLive, " ORDER BY l.name"))};
   force = {"dlock_force", fill(kForce)};
   force_if_token = {"dlock_force_if_token",
                     fill(absl::StrReplaceAll(kForceIfToken, {{"{L}", kLive}}))};
   sweep = {"dlock_sweep",
            fill("WITH v AS (DELETE FROM {V} WHERE live_until < "
-                "clock_timestamp() - interval '10 minutes') "
-                "DELETE FROM {T} WHERE expires_at < clock_timestamp() - "
-                "interval '10 minutes'")};
+                "clock_timestamp() - interval '10 minutes'), "
+                "hd AS (DELETE FROM {H} WHERE expires_at < clock_timestamp() - "
+                "interval '10 minutes') "
+                "DELETE FROM {T} l WHERE l.expires_at < clock_timestamp() - "
+                "interval '10 minutes' AND NOT EXISTS (SELECT 1 FROM {H} h "
+                "WHERE h.namespace = l.namespace AND h.name = l.name AND "
+                "h.expires_at >= clock_timestamp() - interval '10 minutes')")};
   // The name is a validated identifier: no quote can end the literal.
   memory = {"dlock_memory",
             fill("SELECT pg_total_relation_size('{T}'::regclass)")};
@@ -497,7 +524,9 @@ Sql::Sql(const std::string& table) {
                fill("SELECT {F}release\"($1, $2, $3, $4, $5, $6, $7, $8)")};
   s_renew = {"dlock_s_renew", fill("SELECT {F}renew\"($1, $2, $3, $4, $5)")};
   schema_version = fill("SELECT max(version) FROM {M}");
-  create_schema = fill(kCreate);
+  create_schema = fill(
+      absl::StrCat(kCreate, kPrimitivesSchema, kElectionSchema, kCreateEnd));
+  primitives = PrimitiveSql(fill);
 }
 
 absl::Status EnsureSchema(PgConn& conn, const Sql& sql) {

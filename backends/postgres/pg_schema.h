@@ -4,6 +4,7 @@
 #ifndef DLOCK_BACKENDS_POSTGRES_PG_SCHEMA_H_
 #define DLOCK_BACKENDS_POSTGRES_PG_SCHEMA_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -22,7 +23,71 @@ namespace dlock::postgres {
 // (ReleaseCall::keep_for).
 // 6: fencing tokens carry the server's timeline (function next_token), so
 // that they keep increasing across a failover.
-inline constexpr int kSchemaVersion = 6;
+// 7: semaphores (issue 24): the holders table and its functions
+// (pg_primitives_sql.cc).
+inline constexpr int kSchemaVersion = 7;
+
+// The watchdog's batch of renewals over the rows of {R} (as `l`), with the
+// extra condition {X} (pg_schema.cc).
+extern const char kRenewMany[];
+// `sql` with {W} the condition on one name ($2), as `<name>_inspect`, and on
+// a prefix, as `<name>_list`.
+void ByNameAndPrefix(const std::string& sql, const std::string& name,
+                     Statement& exact, Statement& prefixed);
+
+// Version 7's parts of the schema script (pg_primitives_sql.cc,
+// pg_election_sql.cc).
+extern const char kPrimitivesSchema[];
+extern const char kElectionSchema[];
+
+// The statements of semaphores (C22) and elections (C24), both modes. $1
+// namespace, $2 the qualified name ("\x1fs" + name), $3 owner, then as noted.
+struct PrimitiveSql {
+  PrimitiveSql() = default;
+  // `fill` puts the quoted identifiers in.
+  explicit PrimitiveSql(
+      const std::function<std::string(absl::string_view)>& fill);
+
+  // $4 lease ms, $5 wait, $6 liveness id, $7 its ttl ms, $8 N, $9 permits,
+  // $10 the place's ms, $11 session mode, $12 have, $13 grace ms
+  //   -> (code, token, holds, left ms, slots)
+  Statement sem_acquire;
+  // $4 holds, $5 channel, $6 have -> holds left (NULL: not the owner's)
+  Statement sem_release;
+  Statement holder_renew;       // $4 lease ms, $5 have -> bool
+  Statement holder_renew_many;  // as Sql::renew_many
+  Statement give_up_place;      // $4 channel
+  // $1, $2, $3 token ('': every holder), $4 channel -> bool
+  Statement holders_force;
+  // $1, $2 the qualified name (or its prefix) -> (name, N, place owner,
+  // place permits, then a holder: owner, holds, token, left us, since us,
+  // slots, live), a row per holder, ordered by name.
+  Statement holders_inspect;
+  Statement holders_list;
+
+  // Elections (C24), on the lock's row of "\x1fe" + name; renewed and
+  // released as a lock. Lease mode: $4 lease ms, $5 liveness id, $6 its ttl
+  // ms, $7 value (hex), $8 channel -> as acquire.
+  Statement campaign;
+  // Session mode: $4 lease ms, $5 have, $6 grace ms, $7 value (hex), $8
+  // channel -> as acquire.
+  Statement s_campaign;
+  // $4 value (hex), $5 term, $6 channel -> one row when proclaimed
+  Statement proclaim;
+  // $1, $2 the qualified name (or its prefix) -> (name, owner, holds,
+  // token, left us, since us, value hex, live)
+  Statement leader_inspect;
+  Statement leader_list;
+
+  // Multi-locks (C25), lease mode: $2 the names (an array), $3 owner, $4
+  // lease ms, $5 liveness id, $6 its ttl ms -> a row per name when all
+  // were taken, or the one that refused (acquire_all in
+  // pg_primitives_sql.cc).
+  Statement acquire_all;
+
+ private:
+  void FillElections(const std::function<std::string(absl::string_view)>& fill);
+};
 
 struct Sql {
   explicit Sql(const std::string& table);
@@ -57,6 +122,8 @@ struct Sql {
   Statement s_release;
   Statement s_renew;  // $4 lease ms, $5 has-session -> bool
   Statement ping;     // no parameters: confirms a session is alive
+
+  PrimitiveSql primitives;
 
   std::string schema_version;  // SELECT the version (42P01 when missing)
   std::string create_schema;   // one transaction, idempotent

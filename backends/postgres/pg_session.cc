@@ -7,9 +7,10 @@ namespace dlock::postgres {
 
 std::shared_ptr<Session> Sessions::Install(absl::string_view name,
                                            absl::string_view owner,
+                                           const HoldShape& shape,
                                            PgPool::Handle conn, MonoTime sent,
                                            absl::Duration lease) {
-  auto s = std::make_shared<Session>(name, owner, std::move(conn));
+  auto s = std::make_shared<Session>(name, owner, shape, std::move(conn));
   s->Confirm(sent);
   {
     absl::MutexLock lock(&s->mu);

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "dlock/backend/backend.h"
 #include "dlock/clock.h"
 #include "pg_pool.h"
 
@@ -26,11 +27,17 @@ namespace dlock::postgres {
 
 // One hold of this client, with the connection whose session keeps it.
 struct Session {
-  Session(absl::string_view name, absl::string_view owner, PgPool::Handle held)
-      : name(name), owner(owner), fd(held->socket()), conn(std::move(held)) {}
+  Session(absl::string_view name, absl::string_view owner,
+          const HoldShape& shape, PgPool::Handle held)
+      : name(name),
+        owner(owner),
+        shape(shape),
+        fd(held->socket()),
+        conn(std::move(held)) {}
 
   const std::string name;  // for the keeper's and the watcher's reports
   const std::string owner;
+  const HoldShape shape;  // a lock's writer, or a semaphore's holder
   const int fd;
   absl::Mutex mu;
   // Holds the shared advisory lock; empty once the hold ended here.
@@ -87,7 +94,8 @@ class Sessions {
   // The session of a hold granted on `conn` by a statement sent at `sent`,
   // with `lease`: registered live.
   std::shared_ptr<Session> Install(absl::string_view name,
-                                   absl::string_view owner, PgPool::Handle conn,
+                                   absl::string_view owner,
+                                   const HoldShape& shape, PgPool::Handle conn,
                                    MonoTime sent, absl::Duration lease)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The live sessions now (for the keeper, the watcher and Shutdown()).

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pg_primitives.h"
 
 namespace dlock::postgres {
 namespace {
@@ -20,6 +21,7 @@ const char* Bool(bool b) { return b ? "true" : "false"; }
 SessionBackend::SessionBackend(PgOptions options, const BackendConfig& config)
     : PgBackendBase(std::move(options), config),
       grace_(shared().options().session_grace),
+      holders_{.session = true, .grace_ms = MillisParam(grace_)},
       sessions_pool_(shared().options(), shared().options().max_sessions,
                      "session"),
       sessions_(shared().clock(), shared().options().endpoint),
@@ -42,7 +44,10 @@ BackendTraits SessionBackend::Traits() const {
   return BackendTraits{.holds_tied_to_session = true,
                        .fencing = FencingStrength::kDurable,
                        .can_list = true,
-                       .keeps_after_release = true};
+                       .keeps_after_release = true,
+                       .semaphores = true,
+                       .elections = true,
+                       .semaphore_order = WaiterOrder::kHeadReserved};
 }
 
 absl::StatusOr<Grant> SessionBackend::Acquire(const AcquireCall& call) {
@@ -50,8 +55,9 @@ absl::StatusOr<Grant> SessionBackend::Acquire(const AcquireCall& call) {
   if (call.held != nullptr) {
     SessionRecord& held = SessionRecord::Of(call.held);
     const MonoTime sent = shared().clock().Now();
+    std::vector<int64_t> slots;
     absl::StatusOr<std::optional<Acquired>> again =
-        Reenter(held.session(), call, conn);
+        Reenter(held.session(), call, conn, slots);
     if (!again.ok()) return again.status();
     if (again->has_value()) {
       // The record goes back even though null would keep it: a grant the
@@ -60,7 +66,8 @@ absl::StatusOr<Grant> SessionBackend::Acquire(const AcquireCall& call) {
       return Grant{.fencing_token = (*again)->fencing_token,
                    .hold_count = (*again)->hold_count,
                    .sent = sent,
-                   .record = held.shared_from_this()};
+                   .record = held.shared_from_this(),
+                   .slots = std::move(slots)};
     }
   }
   if (!conn) {
@@ -73,38 +80,65 @@ absl::StatusOr<Grant> SessionBackend::Acquire(const AcquireCall& call) {
 
 absl::StatusOr<Grant> SessionBackend::AcquireOn(const AcquireCall& call,
                                                 PgPool::Handle conn) {
-  const auto params = AcquireParams(call, /*have=*/false);
-  absl::StatusOr<Grant> acquired =
-      AcquireWithWakeups(call, shared().hub(), shared().fallback_poll(),
-                         [&]() -> absl::StatusOr<Attempt> {
-                           absl::StatusOr<PgResult> r =
-                               conn->Run(shared().sql().s_acquire, params);
-                           if (!r.ok()) return r.status();
-                           return ToAttempt(r->get());
-                         });
+  absl::StatusOr<Grant> acquired;
+  if (call.shape.kind == ObjectKind::kSemaphore) {
+    acquired = AcquirePermits(
+        shared(), call, holders_, /*have=*/false,
+        [&](absl::Span<const std::string> params) {
+          return conn->Run(shared().sql().primitives.sem_acquire, params);
+        });
+  } else {
+    // A lock, or an election on its row.
+    const std::vector<std::string> params = AcquireParams(call, false);
+    AcquireCall waiting = call;
+    waiting.name = params[1];
+    acquired =
+        AcquireWithWakeups(waiting, shared().hub(), shared().fallback_poll(),
+                           [&]() -> absl::StatusOr<Attempt> {
+                             absl::StatusOr<PgResult> r = conn->Run(
+                                 AcquireStatement(call.shape), params);
+                             if (!r.ok()) return r.status();
+                             return ToAttempt(r->get());
+                           });
+  }
   if (!acquired.ok()) return acquired.status();
-  std::shared_ptr<Session> s = sessions_.Install(
-      call.name, call.owner, std::move(conn), acquired->sent, call.lease);
+  // A new leader: this process's observers learn it at once.
+  if (call.shape.kind == ObjectKind::kElection) {
+    shared().hub().Notify(ObjectRow(call.shape.kind, call.name));
+  }
+  std::shared_ptr<Session> s =
+      sessions_.Install(call.name, call.owner, call.shape, std::move(conn),
+                        acquired->sent, call.lease);
   shared().notifications().Wake();  // watch the new session's socket
   acquired->record = std::make_shared<SessionRecord>(std::move(s), &keeper_);
   return acquired;
 }
 
 absl::StatusOr<std::optional<Acquired>> SessionBackend::Reenter(
-    Session& s, const AcquireCall& call, PgPool::Handle& reuse) {
+    Session& s, const AcquireCall& call, PgPool::Handle& reuse,
+    std::vector<int64_t>& slots) {
   absl::MutexLock lock(&s.mu);
   if (!s.conn) return std::optional<Acquired>();
   const MonoTime sent = shared().clock().Now();
-  absl::StatusOr<PgResult> r = sessions_.RunOn(
-      s, shared().sql().s_acquire, AcquireParams(call, /*have=*/true));
+  const bool permits = call.shape.kind == ObjectKind::kSemaphore;
+  absl::StatusOr<PgResult> r =
+      permits ? sessions_.RunOn(s, shared().sql().primitives.sem_acquire,
+                                SemAcquireParams(shared(), call, holders_,
+                                                 /*wait=*/false, /*have=*/true))
+              : sessions_.RunOn(s, AcquireStatement(call.shape),
+                                AcquireParams(call, /*have=*/true));
   if (!r.ok()) {
     if (!s.conn->broken()) return r.status();
     // The session is gone, and with it the hold: start afresh.
     absl::Status lost = sessions_.Dropped(s, r.status());
-    shared().listener()->OnHoldLost(call.name, call.owner, lost);
+    shared().listener()->OnHoldLost(call.name, call.owner, call.shape, lost);
     return std::optional<Acquired>();
   }
-  Attempt attempt = ToAttempt(r->get());
+  // A mismatch (C22) leaves the hold as it was.
+  absl::StatusOr<Attempt> answer =
+      permits ? ToPermitAttempt(r->get(), call, slots) : ToAttempt(r->get());
+  if (!answer.ok()) return answer.status();
+  Attempt& attempt = *answer;
   if (attempt.acquired.has_value()) {
     s.Extended(sent, call.lease);
     return attempt.acquired;
@@ -114,20 +148,25 @@ absl::StatusOr<std::optional<Acquired>> SessionBackend::Reenter(
   return std::optional<Acquired>();
 }
 
+absl::Status SessionBackend::Proclaim(const ProclaimCall& call) {
+  return ProclaimValue(shared(), call);
+}
+
 absl::StatusOr<int64_t> SessionBackend::Release(const ReleaseCall& call) {
   if (call.record == nullptr) {
     // A hold taken elsewhere under an explicit owner token (C6).
-    absl::StatusOr<PgResult> r = shared().RunPooled(
-        shared().sql().s_release, ReleaseParams(call, /*have=*/false), false);
-    return Released(call.name, r);
+    absl::StatusOr<PgResult> r =
+        shared().RunPooled(ReleaseStatement(call.shape),
+                           ReleaseParams(call, /*have=*/false), false);
+    return Released(call, r);
   }
   Session& s = SessionRecord::Of(call.record).session();
   absl::MutexLock lock(&s.mu);
   if (!s.conn) return NotOwnerError(call.name);
   absl::StatusOr<PgResult> r = sessions_.RunOn(
-      s, shared().sql().s_release, ReleaseParams(call, /*have=*/true));
+      s, ReleaseStatement(call.shape), ReleaseParams(call, /*have=*/true));
   if (!r.ok()) return sessions_.Dropped(s, r.status());
-  absl::StatusOr<int64_t> left = Released(call.name, r);
+  absl::StatusOr<int64_t> left = Released(call, r);
   // At zero, or not the owner's: the function let go of the shared lock.
   if (!left.ok() || *left == 0) sessions_.End(s, Leave::kToPool);
   if (left.ok()) s.released_leaving_holds = *left > 0;
@@ -137,7 +176,7 @@ absl::StatusOr<int64_t> SessionBackend::Release(const ReleaseCall& call) {
 absl::Status SessionBackend::Renew(const RenewCall& call) {
   if (call.record == nullptr) {
     absl::StatusOr<PgResult> r = shared().RunPooled(
-        shared().sql().s_renew, RenewParams(call, /*have=*/false), true);
+        RenewStatement(call.shape), RenewParams(call, /*have=*/false), true);
     if (!r.ok()) return r.status();
     return IsRenewed(r->get()) ? absl::OkStatus() : NotOwnerError(call.name);
   }
@@ -146,7 +185,7 @@ absl::Status SessionBackend::Renew(const RenewCall& call) {
   if (!s.conn) return NotOwnerError(call.name);
   const MonoTime sent = shared().clock().Now();
   return Renewed(s, call, sent,
-                 sessions_.RunOn(s, shared().sql().s_renew,
+                 sessions_.RunOn(s, RenewStatement(call.shape),
                                  RenewParams(call, /*have=*/true)));
 }
 
@@ -187,7 +226,7 @@ std::vector<SessionBackend::InFlight> SessionBackend::SendRenewals(
       continue;
     }
     const MonoTime sent = shared().clock().Now();
-    if (absl::Status st = sessions_.SendOn(*s, shared().sql().s_renew,
+    if (absl::Status st = sessions_.SendOn(*s, RenewStatement(calls[i].shape),
                                            RenewParams(calls[i], true));
         !st.ok()) {
       results[i] = Renewed(*s, calls[i], sent, st);
@@ -210,7 +249,8 @@ void SessionBackend::ReadRenewals(
     Session& s = *f.session;
     results[f.call] =
         Renewed(s, calls[f.call], f.sent,
-                sessions_.AwaitOn(s, shared().sql().s_renew, f.sent, deadline));
+                sessions_.AwaitOn(s, RenewStatement(calls[f.call].shape),
+                                  f.sent, deadline));
     s.mu.Unlock();
   };
   std::vector<pollfd> waiting;
@@ -253,13 +293,17 @@ bool SessionBackend::IsRenewed(const PGresult* r) {
 }
 
 absl::StatusOr<int64_t> SessionBackend::Released(
-    absl::string_view name, const absl::StatusOr<PgResult>& r) {
+    const ReleaseCall& call, const absl::StatusOr<PgResult>& r) {
+  const absl::string_view name = call.name;
+  if (call.shape.kind == ObjectKind::kSemaphore) {
+    return SemReleased(shared(), name, r);
+  }
   if (!r.ok()) return r.status();
   if (PQntuples(r->get()) != 1 || PQgetisnull(r->get(), 0, 0)) {
     return NotOwnerError(name);
   }
   const int64_t left = GetInt(r->get(), 0, 0);
-  if (left == 0) shared().hub().Notify(name);
+  if (left == 0) shared().hub().Notify(ObjectRow(call.shape.kind, name));
   return left;
 }
 
@@ -294,7 +338,9 @@ void SessionBackend::OnReadable(int fd) {
     if (!alive) lost = sessions_.Dropped(*s, absl::OkStatus());
     const bool tell = !alive && !s->retired;
     s->mu.Unlock();
-    if (tell) shared().listener()->OnHoldLost(s->name, s->owner, lost);
+    if (tell) {
+      shared().listener()->OnHoldLost(s->name, s->owner, s->shape, lost);
+    }
   }
 }
 
@@ -306,20 +352,36 @@ void SessionBackend::CloseSessions() {
   }
 }
 
-std::array<std::string, 6> SessionBackend::AcquireParams(
-    const AcquireCall& call, bool have) const {
-  return {shared().ns(),
-          std::string(call.name),
-          std::string(call.owner),
-          MillisParam(call.lease),
-          Bool(have),
-          MillisParam(grace_)};
+std::vector<std::string> SessionBackend::AcquireParams(const AcquireCall& call,
+                                                       bool have) const {
+  std::vector<std::string> params = {shared().ns(),
+                                     ObjectRow(call.shape.kind, call.name),
+                                     std::string(call.owner),
+                                     MillisParam(call.lease),
+                                     Bool(have),
+                                     MillisParam(grace_)};
+  if (call.shape.kind == ObjectKind::kElection) {
+    params.push_back(ValueParam(call.value));
+    params.push_back(shared().sql().channel);
+  }
+  return params;
 }
 
-std::array<std::string, 8> SessionBackend::ReleaseParams(
-    const ReleaseCall& call, bool have) const {
+const Statement& SessionBackend::AcquireStatement(
+    const HoldShape& shape) const {
+  return shape.kind == ObjectKind::kElection
+             ? shared().sql().primitives.s_campaign
+             : shared().sql().s_acquire;
+}
+
+std::vector<std::string> SessionBackend::ReleaseParams(const ReleaseCall& call,
+                                                       bool have) const {
+  if (call.shape.kind == ObjectKind::kSemaphore) {
+    const auto params = SemReleaseParams(shared(), call, have);
+    return {params.begin(), params.end()};
+  }
   return {shared().ns(),
-          std::string(call.name),
+          ObjectRow(call.shape.kind, call.name),
           std::string(call.owner),
           absl::StrCat(call.CountToSubtract()),
           Bool(have),
@@ -328,10 +390,27 @@ std::array<std::string, 8> SessionBackend::ReleaseParams(
           absl::StrCat(KeepMillis(call.keep_for))};
 }
 
-std::array<std::string, 5> SessionBackend::RenewParams(const RenewCall& call,
-                                                       bool have) const {
-  return {shared().ns(), std::string(call.name), std::string(call.owner),
-          MillisParam(call.lease), Bool(have)};
+std::vector<std::string> SessionBackend::RenewParams(const RenewCall& call,
+                                                     bool have) const {
+  if (call.shape.kind == ObjectKind::kSemaphore) {
+    const auto params = HolderRenewParams(shared(), call, have);
+    return {params.begin(), params.end()};
+  }
+  return {shared().ns(), ObjectRow(call.shape.kind, call.name),
+          std::string(call.owner), MillisParam(call.lease), Bool(have)};
+}
+
+const Statement& SessionBackend::ReleaseStatement(
+    const HoldShape& shape) const {
+  return shape.kind == ObjectKind::kSemaphore
+             ? shared().sql().primitives.sem_release
+             : shared().sql().s_release;
+}
+
+const Statement& SessionBackend::RenewStatement(const HoldShape& shape) const {
+  return shape.kind == ObjectKind::kSemaphore
+             ? shared().sql().primitives.holder_renew
+             : shared().sql().s_renew;
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> NewSessionBackend(

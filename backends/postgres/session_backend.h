@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "pg_common.h"
+#include "pg_primitives.h"
 #include "pg_session.h"
 #include "session_keeper.h"
 
@@ -50,6 +51,8 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override;
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override;
   absl::Status Renew(const RenewCall& call) override;
+  // The leader's new value (C24), on a pooled connection.
+  absl::Status Proclaim(const ProclaimCall& call) override;
   // Every hold has a session of its own, so renewing them one after another
   // would cost a round trip per hold: the renewals are sent on all sessions
   // first and each answer is read as it arrives (session_backend.cc).
@@ -83,23 +86,29 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   // the statement runs on the hold's own session, which holds the shared
   // lock; without it (a pooled connection) the holder's session must be
   // alive.
-  std::array<std::string, 6> AcquireParams(const AcquireCall& call,
-                                           bool have) const;
+  // A lock's, or an election's on its row (with its value).
+  std::vector<std::string> AcquireParams(const AcquireCall& call,
+                                         bool have) const;
+  const Statement& AcquireStatement(const HoldShape& shape) const;
   // p_keep is `have`: the session keeps its shared lock while the row counts
   // holds of the owner. When this client's last hold goes and others remain
   // (an owner token held from elsewhere too), the session lets go once the
   // core drops the record (SessionKeeper::Retire).
-  std::array<std::string, 8> ReleaseParams(const ReleaseCall& call,
-                                           bool have) const;
-  std::array<std::string, 5> RenewParams(const RenewCall& call,
+  // A semaphore's holder's (pg_primitives.h) or a lock's, by call.shape.
+  std::vector<std::string> ReleaseParams(const ReleaseCall& call,
                                          bool have) const;
+  std::vector<std::string> RenewParams(const RenewCall& call, bool have) const;
+  const Statement& ReleaseStatement(const HoldShape& shape) const;
+  const Statement& RenewStatement(const HoldShape& shape) const;
 
   // Re-entry on the session that already holds. Returns nothing when the
   // hold turned out to be lost; the function then let go of the session's
   // advisory lock, and `reuse` gets the connection for a fresh attempt.
+  // A semaphore's re-entry puts its slots into `slots`.
   absl::StatusOr<std::optional<Acquired>> Reenter(Session& s,
                                                   const AcquireCall& call,
-                                                  PgPool::Handle& reuse);
+                                                  PgPool::Handle& reuse,
+                                                  std::vector<int64_t>& slots);
   // A fresh acquisition on `conn` (a session connection), waiting.
   absl::StatusOr<Grant> AcquireOn(const AcquireCall& call, PgPool::Handle conn);
   // The answer to a renewal sent at `sent` on the session's connection.
@@ -107,7 +116,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
                        const absl::StatusOr<PgResult>& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   static bool IsRenewed(const PGresult* r);
-  absl::StatusOr<int64_t> Released(absl::string_view name,
+  absl::StatusOr<int64_t> Released(const ReleaseCall& call,
                                    const absl::StatusOr<PgResult>& r);
   // RenewMany's halves: the sends, each session tried and locked (the
   // others go `one_by_one`), then every answer as it arrives.
@@ -122,6 +131,7 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   void CloseSessions();
 
   const absl::Duration grace_;
+  const HolderLiveness holders_;  // a semaphore's holders: key and grace
   PgPool sessions_pool_;
   Sessions sessions_;
   SessionKeeper keeper_;

@@ -96,7 +96,7 @@ bool SessionKeeper::Ping(Session& s) {
   }
   const bool tell = !lost.ok() && !s.retired;
   s.mu.Unlock();
-  if (tell) listener_->OnHoldLost(s.name, s.owner, lost);
+  if (tell) listener_->OnHoldLost(s.name, s.owner, s.shape, lost);
   return true;
 }
 

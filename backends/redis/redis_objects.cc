@@ -6,21 +6,6 @@
 #include "redis_holder_ops.h"
 
 namespace dlock::redis {
-namespace {
-
-// A watch is a hub waiter on the object's message.
-class HubWatch : public ObjectWatch {
- public:
-  HubWatch(WakeupHub& hub, absl::string_view message) : waiter_(hub, message) {}
-  bool Wait(MonoTime until, const CancelToken& cancel) override {
-    return waiter_.Wait(until, cancel);
-  }
-
- private:
-  WakeupHub::Waiter waiter_;
-};
-
-}  // namespace
 
 Routed HolderObjects::RunOne(absl::string_view name,
                              std::function<ScriptCall(const Master&)> build) {

@@ -75,7 +75,25 @@ class PostgresPrivilegesTest : public PostgresSuite {
       EXPECT_GT(next.fencing_token(), hold.fencing_token());
       EXPECT_OK(one->Admin().ForceUnlock("shared " + mode));
       EXPECT_FALSE(next.Release().ok());
+      SemaphoreWorks(*one, *two, "permits " + mode);
     }
+  }
+
+  // The same for a semaphore of one permit (schema version 7's holders).
+  void SemaphoreWorks(LockClient& one, LockClient& two,
+                      const std::string& name) {
+    ASSERT_OK_AND_ASSIGN(auto first, one.GetSemaphore(name, 1));
+    ASSERT_OK_AND_ASSIGN(auto second, two.GetSemaphore(name, 1));
+    ASSERT_OK_AND_ASSIGN(Permit permit, first->Acquire());
+    EXPECT_TRUE(IsHeldByAnother(second->TryAcquire().status()));
+    ASSERT_OK_AND_ASSIGN(ObjectInfo info, second->Inspect());
+    ASSERT_EQ(info.holders.size(), 1u);
+    EXPECT_EQ(info.holders[0].fencing_token, permit.fencing_token());
+    EXPECT_OK(permit.Release());
+    ASSERT_OK_AND_ASSIGN(Permit next, second->TryAcquire());
+    EXPECT_GT(next.fencing_token(), permit.fencing_token());
+    EXPECT_OK(one.Admin().ForceUnlockObject(ObjectKind::kSemaphore, name));
+    EXPECT_FALSE(next.Release().ok());
   }
 };
 

@@ -1,10 +1,12 @@
 // Copyright dlock authors. A lock table made by dlock 0.1 (schema version 1)
 // keeps working: the first client of this version migrates it in place (to
-// version 5, through the columns of versions 2 to 4), and
+// version 7, through the columns of versions 2 to 6, and version 7's
+// semaphore holders), and
 // a session-mode row held by a 0.1 client, which believed in its hold until
 // its lease ended, is not taken over before then.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dlock/dlock.h"
@@ -51,7 +53,7 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
   absl::StatusOr<std::string> version =
       server_->Psql("SELECT max(version) FROM old_locks_meta;");
   ASSERT_OK(version);
-  EXPECT_EQ(*version, "6");
+  EXPECT_EQ(*version, "7");
   absl::StatusOr<std::string> columns = server_->Psql(
       "SELECT string_agg(column_name, ',' ORDER BY column_name) FROM "
       "information_schema.columns WHERE table_name = 'old_locks' AND "
@@ -84,6 +86,12 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
     ASSERT_OK(got);
     EXPECT_EQ(got->state(), LockState::kHeld);
     EXPECT_OK(got->Release());
+    // Version 7: semaphores (their holders table and functions).
+    auto sem = *(*c)->GetSemaphore("after the migration " + mode, 2);
+    absl::StatusOr<Permit> permits = sem->Acquire(2, AcquireOptions());
+    ASSERT_OK(permits);
+    EXPECT_EQ(permits->slots(), (std::vector<int64_t>{0, 1}));
+    EXPECT_OK(permits->Release());
   }
 
   // The 0.1 holder's session is gone, but it knew no grace: the row waits

@@ -207,7 +207,7 @@ std::vector<Case> Cases() {
   // backend has no atomic form).
   const std::vector<Offer> offers = {
       {"redis", {W::kMulti, W::kSemaphore, W::kElection}},
-      {"postgres_lease", {W::kMulti}},
+      {"postgres_lease", {W::kMulti, W::kSemaphore, W::kElection}},
       {"zookeeper", {W::kMulti, W::kSemaphore, W::kElection}},
       {"etcd", {W::kMulti}}};
   std::vector<Case> cases;

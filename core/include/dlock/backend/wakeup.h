@@ -83,6 +83,20 @@ class WakeupHub::Waiter {
   uint64_t seen_global_ = 0;
 };
 
+// Backend::WatchObject for a backend whose announcements wake a WakeupHub:
+// a waiter on the hub name of the object's announcements, registered when
+// made (so before the caller reads the object).
+class HubWatch : public ObjectWatch {
+ public:
+  HubWatch(WakeupHub& hub, absl::string_view name) : waiter_(hub, name) {}
+  bool Wait(MonoTime until, const CancelToken& cancel) override {
+    return waiter_.Wait(until, cancel);
+  }
+
+ private:
+  WakeupHub::Waiter waiter_;
+};
+
 // One atomic attempt: the hold, or when another owner holds the lock, how
 // long its lease has left (a hint for when to look again).
 struct Attempt {
