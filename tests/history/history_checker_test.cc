@@ -185,6 +185,23 @@ TEST(HistoryChecker, ReadersTogetherAreNoOverlapAWriterBesideOneIs) {
   EXPECT_EQ(beside.shared_overlaps, 1) << beside.Summary();
 }
 
+// Readers granted side by side log their grants in any order: a reader's
+// smaller token logged after another reader's is no regression; a writer's
+// below an earlier reader's is.
+TEST(HistoryChecker, ReadersTokensAreNotOrderedAmongThemselves) {
+  std::vector<WorkerHistory> workers = {
+      Worker(0,
+             {{.at_ns = 100, .kind = "grant", .token = 6, .detail = "1 read"},
+              {.at_ns = 150, .kind = "released", .token = 6}}),
+      Worker(1,
+             {{.at_ns = 110, .kind = "grant", .token = 5, .detail = "1 read"},
+              {.at_ns = 160, .kind = "released", .token = 5}})};
+  EXPECT_EQ(CheckHistory(workers, {}, 0, 0, 0).token_regressions, 0);
+  workers.push_back(
+      Worker(2, {{.at_ns = 200, .kind = "grant", .token = 4, .detail = "1"}}));
+  EXPECT_EQ(CheckHistory(workers, {}, 0, 0, 0).token_regressions, 1);
+}
+
 // A reader's token does not fence a writer: a writer's write with a token
 // below a later reader's grant is neither stale nor unfenced.
 TEST(HistoryChecker, ReadersTokensDoNotFenceWriters) {

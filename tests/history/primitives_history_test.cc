@@ -208,7 +208,7 @@ std::vector<Case> Cases() {
   const std::vector<Offer> offers = {
       {"redis", {W::kMulti, W::kSemaphore, W::kElection}},
       {"postgres_lease", {W::kMulti, W::kSemaphore, W::kElection}},
-      {"zookeeper", {W::kMulti, W::kSemaphore, W::kElection}},
+      {"zookeeper", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
       {"etcd", {W::kMulti}}};
   std::vector<Case> cases;
   for (const Offer& offer : offers) {
