@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "etcd_server_suite.h"
 #include "gtest/gtest.h"
+#include "history_expect.h"
 #include "history_run.h"
 #include "status_testing.h"
 
@@ -83,25 +84,8 @@ class EtcdHistory : public EtcdServerSuite<EtcdHistory> {
   }
 };
 
-// What every scenario must show once its faults healed. `paused`: a worker
-// was stopped in the middle of its read-modify-write of the unfenced
-// counter, which it finishes after its lease (only the fence can stop it).
 void ExpectSafe(const HistoryReport& report, bool paused = false) {
-  EXPECT_EQ(report.overlaps, 0) << report.Summary();
-  EXPECT_EQ(report.stale_writes_accepted, 0) << report.Summary();
-  EXPECT_EQ(report.unfenced_writes_accepted, 0) << report.Summary();
-  EXPECT_EQ(report.token_regressions, 0) << report.Summary();
-  EXPECT_EQ(report.notices_late, 0) << report.Summary();
-  EXPECT_EQ(report.notices_repeated, 0) << report.Summary();
-  if (!paused) {
-    EXPECT_EQ(report.lost_updates, 0) << report.Summary();
-  }
-  EXPECT_TRUE(report.exit_problems.empty()) << report.Summary();
-  EXPECT_TRUE(report.AllBackAfterHeal())
-      << "a worker never got the lock after the fault: " << report.Summary();
-  EXPECT_LT(report.all_granted_after_heal_ns,
-            absl::ToInt64Nanoseconds(kAllGrantedBound))
-      << report.Summary();
+  ExpectContractKept(report, paused, kAllGrantedBound);
 }
 
 // 1. The leader killed (kill -9) while a worker holds; started again once

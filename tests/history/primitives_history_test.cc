@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "history_backends.h"
+#include "history_expect.h"
 #include "history_run.h"
 #include "status_testing.h"
 
@@ -115,23 +116,9 @@ RunOptions WorkloadOptions(Workload w, const HistoryProfile& profile) {
 
 void ExpectWorkloadKept(const Case& c, const HistoryReport& report,
                         HistoryBackend& backend) {
-  EXPECT_EQ(report.overlaps, 0) << report.Summary();
-  EXPECT_EQ(report.stale_writes_accepted, 0) << report.Summary();
-  EXPECT_EQ(report.unfenced_writes_accepted, 0) << report.Summary();
-  EXPECT_EQ(report.token_regressions, 0) << report.Summary();
-  EXPECT_EQ(report.notices_late, 0) << report.Summary();
-  EXPECT_EQ(report.notices_repeated, 0) << report.Summary();
-  EXPECT_TRUE(report.exit_problems.empty()) << report.Summary();
-  EXPECT_TRUE(report.AllBackAfterHeal())
-      << "a worker never held again after the fault: " << report.Summary();
-  EXPECT_LT(report.all_granted_after_heal_ns,
-            absl::ToInt64Nanoseconds(kRecover))
-      << report.Summary();
   // A worker paused in the middle of its read-modify-write finishes it
-  // after its lease: only the fence (above) can stop that.
-  if (c.fault != HolderFault::kPause) {
-    EXPECT_EQ(report.lost_updates, 0) << report.Summary();
-  }
+  // after its lease: only the fence can stop that.
+  ExpectContractKept(report, c.fault == HolderFault::kPause, kRecover);
   if (c.fault == HolderFault::kKill) {
     // A multi-lock worker waiting for the dead holder's names may also
     // wait for a live worker's hold of another of the names it asks.
