@@ -365,7 +365,7 @@ HistoryReport CheckKeyedHistory(
     const std::vector<WorkerHistory>& workers,
     const std::vector<RegisterWrite>& writes,
     const std::vector<std::pair<int64_t, int64_t>>& counters,
-    int64_t healed_at_ns, bool tokens_across_cells, ReleaseRule release_rule) {
+    int64_t healed_at_ns, KeyedObject object, ReleaseRule release_rule) {
   // The object as a whole: its grants, tokens, holders at once, and who got
   // it after the heal. Its mutex findings are not the object's: holders of
   // different slots overlap by design.
@@ -373,7 +373,7 @@ HistoryReport CheckKeyedHistory(
       CheckHistory(workers, {}, 0, 0, healed_at_ns, release_rule);
   HistoryReport total;
   total.grants = whole.grants;
-  if (tokens_across_cells) {
+  if (object == KeyedObject::kSemaphore) {
     total.token_regressions = ProvableTokenRegressions(workers);
   }
   total.max_believed_at_once = whole.max_believed_at_once;
@@ -391,6 +391,9 @@ HistoryReport CheckKeyedHistory(
     AddSlot(CheckHistory(views, slot_writes, counters[slot].first,
                          counters[slot].second, healed_at_ns, release_rule),
             total);
+  }
+  if (object == KeyedObject::kMultiLock) {
+    total.max_recovery_ns = whole.max_recovery_ns;
   }
   return total;
 }

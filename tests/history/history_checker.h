@@ -126,15 +126,20 @@ HistoryReport CheckHistory(
 // checked as a lock of its own, against its cell of the register (key = s;
 // `counters[s]` is that cell's counter and sets), and the findings are
 // added up. Grants, holders at once and the heal are judged over the whole;
-// tokens increase per cell, and with `tokens_across_cells` (a semaphore's,
-// whose tokens increase per grant) over the whole too (a multi-lock's
-// tokens are per name): a grant's token must exceed every token granted
-// before its acquire began (concurrent grants are logged in any order).
+// tokens increase per cell, and for a semaphore (whose tokens increase per
+// grant) over the whole too (a multi-lock's tokens are per name): a grant's
+// token must exceed every token granted before its acquire began
+// (concurrent grants are logged in any order). Recovery after a kill: for
+// a semaphore, the dead holder's slot granted again; for a multi-lock, the
+// next grant to another owner (an ordered taker logs the names it took only
+// once it has them all, so a name's next grant also counts the live holds
+// the taker queued behind for its other names).
+enum class KeyedObject { kSemaphore, kMultiLock };
 HistoryReport CheckKeyedHistory(
     const std::vector<WorkerHistory>& workers,
     const std::vector<RegisterWrite>& writes,
     const std::vector<std::pair<int64_t, int64_t>>& counters,
-    int64_t healed_at_ns, bool tokens_across_cells,
+    int64_t healed_at_ns, KeyedObject object,
     ReleaseRule release_rule = ReleaseRule::kStartedWhileHeld);
 
 }  // namespace dlock::test

@@ -238,7 +238,8 @@ TEST(HistoryChecker, PermitsAreCheckedPerSlotAndCountedOverAll) {
       Worker(0, {grant(100, 1, 0), held(300, 1), released(310, 1)}),
       Worker(1, {grant(150, 2, 1), held(350, 2), released(360, 2)}),
       Worker(2, {grant(320, 3, 0), held(400, 3), released(410, 3)})};
-  HistoryReport fine = CheckKeyedHistory(two_slots, {}, cells, 0, true);
+  HistoryReport fine =
+      CheckKeyedHistory(two_slots, {}, cells, 0, KeyedObject::kSemaphore);
   EXPECT_EQ(fine.max_believed_at_once, 2) << fine.Summary();
   EXPECT_EQ(fine.overlaps, 0) << fine.Summary();
   EXPECT_EQ(fine.grants, 3) << fine.Summary();
@@ -248,7 +249,8 @@ TEST(HistoryChecker, PermitsAreCheckedPerSlotAndCountedOverAll) {
   std::vector<WorkerHistory> shared_slot = two_slots;
   shared_slot[2] =
       Worker(2, {grant(200, 3, 1), held(400, 3), released(410, 3)});
-  HistoryReport bad = CheckKeyedHistory(shared_slot, {}, cells, 0, true);
+  HistoryReport bad =
+      CheckKeyedHistory(shared_slot, {}, cells, 0, KeyedObject::kSemaphore);
   EXPECT_EQ(bad.overlaps, 1) << bad.Summary();
   EXPECT_EQ(bad.max_believed_at_once, 3) << bad.Summary();
   EXPECT_EQ(bad.notices_late, 1) << bad.Summary();
@@ -257,7 +259,8 @@ TEST(HistoryChecker, PermitsAreCheckedPerSlotAndCountedOverAll) {
   const std::vector<RegisterWrite> writes = {
       {.at_ns = 330, .token = 1, .worker = 0, .accepted = true, .key = 0},
       {.at_ns = 340, .token = 2, .worker = 1, .accepted = true, .key = 1}};
-  HistoryReport fenced = CheckKeyedHistory(two_slots, writes, cells, 0, true);
+  HistoryReport fenced =
+      CheckKeyedHistory(two_slots, writes, cells, 0, KeyedObject::kSemaphore);
   EXPECT_EQ(fenced.unfenced_writes_accepted, 1) << fenced.Summary();
 }
 
@@ -282,7 +285,8 @@ TEST(HistoryChecker, MultiLockNamesSharingATokenAreCheckedApart) {
                  {.at_ns = 400, .kind = "held", .token = 9},
                  {.at_ns = 410, .kind = "lost", .token = 8},
                  {.at_ns = 410, .kind = "lost", .token = 9}})};
-  HistoryReport report = CheckKeyedHistory(workers, {}, cells, 0, false);
+  HistoryReport report =
+      CheckKeyedHistory(workers, {}, cells, 0, KeyedObject::kMultiLock);
   EXPECT_EQ(report.grants, 4) << report.Summary();
   EXPECT_EQ(report.overlaps, 0) << report.Summary();
   EXPECT_EQ(report.notices_repeated, 0) << report.Summary();
@@ -312,11 +316,13 @@ TEST(HistoryChecker, ConcurrentPermitGrantsLoggedOutOfOrderAreNoRegression) {
   std::vector<WorkerHistory> workers = {
       Worker(0, {attempt(100), grant(130, 5, 0)}),
       Worker(1, {attempt(110), grant(120, 6, 1)})};
-  EXPECT_EQ(CheckKeyedHistory(workers, {}, cells, 0, true).token_regressions,
+  EXPECT_EQ(CheckKeyedHistory(workers, {}, cells, 0, KeyedObject::kSemaphore)
+                .token_regressions,
             0);
   // Asked after token 6 was granted, and got 5: a regression.
   workers[0] = Worker(0, {attempt(125), grant(130, 5, 0)});
-  EXPECT_EQ(CheckKeyedHistory(workers, {}, cells, 0, true).token_regressions,
+  EXPECT_EQ(CheckKeyedHistory(workers, {}, cells, 0, KeyedObject::kSemaphore)
+                .token_regressions,
             1);
 }
 

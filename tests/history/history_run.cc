@@ -355,7 +355,9 @@ HistoryReport HistoryRun::Finish() {
     }
     report =
         CheckKeyedHistory(histories, register_->Writes(), cells, healed,
-                          absl::StartsWith(options_.primitive, "semaphore:"),
+                          absl::StartsWith(options_.primitive, "semaphore:")
+                              ? KeyedObject::kSemaphore
+                              : KeyedObject::kMultiLock,
                           options_.release_rule);
   } else {
     report = CheckHistory(histories, register_->Writes(), register_->counter(),
