@@ -66,6 +66,10 @@ Scripts::Scripts()
       election_proclaim(
           MakeHoldersScript("election_proclaim", lua::kElectionProclaim)),
       multi_acquire(MakeScript("multi_acquire", lua::kMultiAcquire)),
+      read_acquire(MakeHoldersScript("read_acquire", lua::kReadAcquire)),
+      read_release(MakeHoldersScript("read_release", lua::kReadRelease)),
+      read_renew(MakeHoldersScript("read_renew", lua::kReadRenew)),
+      write_acquire(MakeHoldersScript("write_acquire", lua::kWriteAcquire)),
       layout_guard(MakeScript("layout_guard", lua::kLayoutGuard)) {}
 
 namespace {
@@ -90,7 +94,11 @@ auto LibraryScripts(Self& s) -> std::vector<decltype(&s.acquire)> {
           &s.holders_abandon,
           &s.holders_force_unlock,
           &s.election_proclaim,
-          &s.multi_acquire};
+          &s.multi_acquire,
+          &s.read_acquire,
+          &s.read_release,
+          &s.read_renew,
+          &s.write_acquire};
 }
 
 }  // namespace
