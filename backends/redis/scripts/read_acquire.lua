@@ -16,7 +16,7 @@ local function refuse(left, holder)
   return {0, math.max(left, 0), holder}
 end
 
-if v and v.owner == owner then
+if v and v.owner == owner and not lapsed(v, down) then
   -- The writer takes the read lock too: a read hold with its token, and
   -- waited set so that its write release keeps the read (a downgrade).
   local o = load_holders(readers, down)
