@@ -312,8 +312,7 @@ class RedisBackend : public Backend {
   absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
                                            absl::string_view name) override {
     if (kind != ObjectKind::kLock) return objects_.Inspect(kind, name);
-    return objects_.InspectLock(
-        name, [&] { return Backend::InspectObject(kind, name); });
+    return objects_.InspectLock(name);
   }
 
   absl::StatusOr<std::vector<ObjectInfo>> ListObjects(

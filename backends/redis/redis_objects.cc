@@ -202,17 +202,29 @@ void HolderObjects::DropIntent(absl::string_view name,
   });
 }
 
-absl::StatusOr<ObjectInfo> HolderObjects::InspectLock(
-    absl::string_view name,
-    const std::function<absl::StatusOr<ObjectInfo>()>& writer) {
-  absl::StatusOr<ObjectInfo> info = writer();
-  if (!info.ok()) return info.status();
-  absl::StatusOr<ObjectInfo> readers = Inspect(ObjectKind::kLock, name);
-  if (!readers.ok()) return readers.status();
-  for (HolderInfo& reader : readers->holders) {
-    info->holders.push_back(std::move(reader));
+absl::StatusOr<ObjectInfo> HolderObjects::InspectLock(absl::string_view name) {
+  Routed routed = RunOne(name, [&](const Master& m) {
+    ScriptCall inspect = InspectScript(m, c_.keys, name);
+    AddReadersKey(c_.keys, name, inspect);
+    return inspect;
+  });
+  const Routed::Answer& answer = routed.answers[0];
+  if (!answer.reply.ok()) return answer.reply.status();
+  const redisReply* r = answer.reply->get();
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+    return Malformed("inspect", answer.endpoint());
   }
-  info->waiter = std::move(readers->waiter);
+  absl::StatusOr<LockInfo> writer =
+      ParseInspect(r->element[0], name, answer.endpoint());
+  if (!writer.ok()) return writer.status();
+  absl::StatusOr<ObjectInfo> readers = ParseHoldersInspect(
+      r->element[1], ObjectKind::kLock, name, answer.endpoint());
+  if (!readers.ok()) return readers.status();
+  ObjectInfo info = LockObject(*writer);
+  for (HolderInfo& reader : readers->holders) {
+    info.holders.push_back(std::move(reader));
+  }
+  info.waiter = std::move(readers->waiter);
   return info;
 }
 

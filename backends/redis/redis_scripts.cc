@@ -47,7 +47,8 @@ Scripts::Scripts()
       release(MakeScript("release", lua::kRelease)),
       renew(MakeScript("renew", lua::kRenew)),
       refresh_liveness(MakeScript("refresh_liveness", lua::kRefreshLiveness)),
-      inspect(MakeScript("inspect", lua::kInspect)),
+      // With a lock's readers too (holders.lua).
+      inspect(MakeHoldersScript("inspect", lua::kInspect)),
       force_unlock(MakeScript("force_unlock", lua::kForceUnlock)),
       force_unlock_if_token(
           MakeScript("force_unlock_if_token", lua::kForceUnlockIfToken)),

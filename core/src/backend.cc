@@ -5,7 +5,13 @@
 namespace dlock {
 namespace {
 
-// A lock as ObjectInfo: its writer (a backend without readers has none).
+absl::Status KindNotOffered(ObjectKind kind) {
+  return absl::UnimplementedError(
+      absl::StrCat("this backend keeps no ", ObjectKindName(kind), " objects"));
+}
+
+}  // namespace
+
 ObjectInfo LockObject(const LockInfo& lock) {
   ObjectInfo info{.kind = ObjectKind::kLock, .name = lock.name, .limit = 1};
   if (lock.kept_after_release) {
@@ -21,13 +27,6 @@ ObjectInfo LockObject(const LockInfo& lock) {
   }
   return info;
 }
-
-absl::Status KindNotOffered(ObjectKind kind) {
-  return absl::UnimplementedError(
-      absl::StrCat("this backend keeps no ", ObjectKindName(kind), " objects"));
-}
-
-}  // namespace
 
 std::vector<absl::Status> Backend::RenewMany(
     absl::Span<const RenewCall> calls) {
