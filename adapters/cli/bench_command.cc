@@ -32,8 +32,8 @@ namespace {
 
 constexpr char kDefaultNamespace[] = "dlock-bench";
 const std::set<std::string> kScenarios = {
-    "uncontended", "contention", "watchdog", "memory",
-    "semaphore",   "shared",     "election"};
+    "uncontended", "contention", "watchdog",  "memory",
+    "semaphore",   "shared",     "exclusive", "election"};
 
 // SIGINT, SIGTERM and SIGHUP stop the run instead of killing the process,
 // so that what it holds is released rather than left until its lease ends.
@@ -247,7 +247,8 @@ void AddBenchFlags(CLI::App& command, BenchFlags& flags) {
   };
   setting("--scenarios", flags.scenarios,
           "Comma-separated: uncontended, contention, watchdog, memory; and "
-          "the primitives: semaphore, shared (read locks), election");
+          "the primitives: semaphore, shared (read locks), exclusive (write "
+          "locks), election");
   setting("--threads", flags.threads,
           "Uncontended: threads of one client, each on its own lock");
   setting("--duration", flags.duration, "How long each measurement runs");
@@ -318,8 +319,8 @@ int BenchCommand(const BenchFlags& given) {
   plan->settings.stop = stop;
   int per_backend = 0;
   for (const std::string& s : plan->scenarios) {
-    const bool per_threads =
-        s == "uncontended" || s == "semaphore" || s == "shared";
+    const bool per_threads = s == "uncontended" || s == "semaphore" ||
+                             s == "shared" || s == "exclusive";
     per_backend += per_threads ? static_cast<int>(plan->threads.size()) : 1;
   }
   const int steps = static_cast<int>(plan->profiles.size()) * per_backend;

@@ -151,8 +151,8 @@ void NotOffered(const std::string& scenario, const std::string& note,
                       note));
 }
 
-// The permits per second of a semaphore (permits 0: as many as threads)
-// or of a read-write lock's readers, at each of --threads.
+// The permits per second of a semaphore (permits 0: as many as threads),
+// of a read-write lock's readers or of its writers, at each of --threads.
 absl::Status RunPermits(const std::string& scenario, const BenchPlan& plan,
                         const BenchFlags& flags,
                         const bench::Settings& settings, Report& report,
@@ -160,21 +160,22 @@ absl::Status RunPermits(const std::string& scenario, const BenchPlan& plan,
   absl::StatusOr<bench::Offered> offered = bench::PrimitivesOffered(settings);
   if (!offered.ok()) return offered.status();
   const bool semaphore = scenario == "semaphore";
+  const bool exclusive = scenario == "exclusive";
   if (!(semaphore ? offered->semaphores : offered->read_write_locks)) {
     NotOffered(scenario, offered->note, report);
     return absl::OkStatus();
   }
   for (int threads : plan.threads) {
     const int64_t permits = flags.permits > 0 ? flags.permits : threads;
-    const std::string what =
-        semaphore
-            ? absl::StrCat("semaphore of ", permits, ", ",
-                           Plural(threads, "thread", "threads"))
-            : absl::StrCat("read lock, ", Plural(threads, "reader", "readers"));
-    progress(what, settings.warmup + settings.duration);
+    const std::string who =
+        semaphore   ? absl::StrCat("N=", permits, ", ", threads, " thr")
+        : exclusive ? Plural(threads, "writer", "writers")
+                    : Plural(threads, "reader", "readers");
+    progress(absl::StrCat(scenario, ", ", who),
+             settings.warmup + settings.duration);
     absl::StatusOr<bench::Uncontended> r =
         semaphore ? bench::RunSemaphore(settings, threads, permits)
-                  : bench::RunShared(settings, threads);
+                  : bench::RunReadWrite(settings, threads, exclusive);
     if (!r.ok()) return r.status();
     Json fields = {{"scenario", scenario},
                    {"concurrency", threads},
@@ -184,13 +185,11 @@ absl::Status RunPermits(const std::string& scenario, const BenchPlan& plan,
                    {"release_us", PercentilesJson(r->release_us)}};
     if (semaphore) fields["permits"] = permits;
     Add(report, fields,
-        absl::StrFormat(
-            "  %-11s %12s %10.0f permits/s  acquire us "
-            "p50/p99/p99.9 %s   release %s",
-            scenario,
-            semaphore ? absl::StrCat("N=", permits, ", ", threads, " thr")
-                      : Plural(threads, "reader", "readers"),
-            r->pairs_per_sec, Us(r->acquire_us), Us(r->release_us)));
+        absl::StrFormat("  %-11s %12s %10.0f %s/s  acquire us "
+                        "p50/p99/p99.9 %s   release %s",
+                        scenario, who, r->pairs_per_sec,
+                        semaphore ? "permits" : "holds", Us(r->acquire_us),
+                        Us(r->release_us)));
   }
   return absl::OkStatus();
 }
@@ -249,7 +248,8 @@ absl::Status RunScenario(const std::string& scenario, const BenchPlan& plan,
   if (scenario == "contention") {
     return RunContention(flags, settings, report, progress);
   }
-  if (scenario == "semaphore" || scenario == "shared") {
+  if (scenario == "semaphore" || scenario == "shared" ||
+      scenario == "exclusive") {
     return RunPermits(scenario, plan, flags, settings, report, progress);
   }
   if (scenario == "election") {

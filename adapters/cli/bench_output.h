@@ -45,7 +45,7 @@ inline constexpr char kJainLegend[] =
     "client got the lock as often, 1/N when one client got it every time.\n";
 
 // Runs `scenario` ("uncontended", "contention", "watchdog", "memory",
-// "semaphore", "shared", "election") and
+// "semaphore", "shared", "exclusive", "election") and
 // adds its records and lines to `report`.
 absl::Status RunScenario(const std::string& scenario, const BenchPlan& plan,
                          const BenchFlags& flags,

@@ -166,12 +166,17 @@ absl::StatusOr<Uncontended> RunSemaphore(const Settings& settings, int threads,
       });
 }
 
-absl::StatusOr<Uncontended> RunShared(const Settings& settings, int threads) {
-  const std::string name = absl::StrCat(settings.name_prefix, "r", threads);
+absl::StatusOr<Uncontended> RunReadWrite(const Settings& settings, int threads,
+                                         bool exclusive) {
+  const std::string name =
+      absl::StrCat(settings.name_prefix, exclusive ? "w" : "r", threads);
   return MeasureOn<ReadWriteLock>(
       settings, [&](LockClient& c) { return c.GetReadWriteLock(name); },
       threads,
-      [&](ReadWriteLock& rw) { return rw.AcquireRead(PairOptions(settings)); });
+      [&](ReadWriteLock& rw) {
+        return exclusive ? rw.AcquireWrite(PairOptions(settings))
+                         : rw.AcquireRead(PairOptions(settings));
+      });
 }
 
 absl::StatusOr<Handover> RunElection(const Settings& settings, int resigns,

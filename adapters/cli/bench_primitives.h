@@ -34,8 +34,11 @@ absl::StatusOr<Uncontended> RunSemaphore(const Settings& settings, int threads,
 
 // `threads` threads of one client on ONE read-write lock, each taking the
 // read lock (a 10 s lease) and releasing it as fast as it can: readers run
-// together, so nobody waits.
-absl::StatusOr<Uncontended> RunShared(const Settings& settings, int threads);
+// together, so nobody waits. With `exclusive`, the write lock instead:
+// writers take turns, so with more than one thread they wait for each
+// other.
+absl::StatusOr<Uncontended> RunReadWrite(const Settings& settings, int threads,
+                                         bool exclusive);
 
 // Two campaigners (a client each, as two machines would have) on one
 // election: the leader steps down and the other, already campaigning, is

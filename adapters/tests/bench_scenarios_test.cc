@@ -170,9 +170,12 @@ TEST(BenchPrimitives, PermitsAndHandOversAreMeasuredAndNothingIsLeftHeld) {
   EXPECT_EQ(semaphore->threads, 4);
   EXPECT_GT(semaphore->pairs_per_sec, 0);
   EXPECT_GT(semaphore->acquire_us.p50, 0);
-  absl::StatusOr<Uncontended> shared = RunShared(settings, 4);
+  absl::StatusOr<Uncontended> shared = RunReadWrite(settings, 4, false);
   ASSERT_OK(shared);
   EXPECT_GT(shared->pairs_per_sec, 0);
+  absl::StatusOr<Uncontended> exclusive = RunReadWrite(settings, 4, true);
+  ASSERT_OK(exclusive);
+  EXPECT_GT(exclusive->pairs_per_sec, 0);
 
   absl::StatusOr<Handover> election =
       RunElection(settings, 3, 1, absl::Seconds(1));

@@ -90,7 +90,7 @@ TEST_P(CliBenchBackendTest, ThePrimitivesAreMeasuredWhereTheTraitsOfferThem) {
                                "--backend",
                                uri,
                                "--scenarios",
-                               "semaphore,shared,election",
+                               "semaphore,shared,exclusive,election",
                                "--threads",
                                "2",
                                "--permits",
@@ -113,7 +113,8 @@ TEST_P(CliBenchBackendTest, ThePrimitivesAreMeasuredWhereTheTraitsOfferThem) {
 
   for (auto [scenario, offered] :
        {std::pair{"semaphore", traits.semaphores},
-        std::pair{"shared", traits.read_write_locks}}) {
+        std::pair{"shared", traits.read_write_locks},
+        std::pair{"exclusive", traits.read_write_locks}}) {
     std::vector<std::string> records = BenchRecordsOf(r.out, scenario);
     ASSERT_EQ(records.size(), 1u) << scenario << r.out;
     if (!offered) {

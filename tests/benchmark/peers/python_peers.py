@@ -1,7 +1,7 @@
 """The Python peers of the comparative report (scripts/bench_report.py).
 
     /usr/bin/python3 python_peers.py --library LIB --target TARGET \
-        --scenario uncontended|contention|semaphore|shared|election \
+        --scenario uncontended|contention|semaphore|shared|exclusive|election \
         --concurrency N --seconds S [--warmup S] [--permits P] [--handovers K]
     /usr/bin/python3 python_peers.py --serve [LIB]
 
@@ -32,7 +32,7 @@ prints for dlock, with "library" where dlock's has "backend":
     next holder's acquire returning), each client's share of the
     acquisitions, Jain's fairness index and the longest wait in acquire.
 
-  semaphore, shared (kazoo) and election (kazoo, tooz-zookeeper): the
+  semaphore, shared, exclusive (kazoo) and election (kazoo, tooz-zookeeper): the
     primitives, as python_primitives.py says.
 
 With --serve instead, runs one slice per line of standard input, each line
@@ -439,7 +439,8 @@ def slice_record(argv):
                                  "tooz-postgresql", "python-etcd3", "tooz-etcd3gw"])
     parser.add_argument("--target", required=True)
     parser.add_argument("--scenario", required=True,
-                        choices=["uncontended", "contention", "semaphore", "shared", "election"])
+                        choices=["uncontended", "contention", "semaphore", "shared", "exclusive",
+                                 "election"])
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=1)
     parser.add_argument("--warmup", type=float, default=0.2)

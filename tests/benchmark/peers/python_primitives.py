@@ -1,5 +1,5 @@
 """The Python peers of the primitives (issue 24) in the comparative report,
-used by python_peers.py (its --scenario semaphore, shared and election):
+used by python_peers.py (its --scenario semaphore, shared, exclusive and election):
 
   semaphore  kazoo's Semaphore recipe: N threads of one KazooClient, each
              with a Semaphore object of its own on ONE path with
@@ -7,6 +7,7 @@ used by python_peers.py (its --scenario semaphore, shared and election):
              (acquire+release pairs, as `dlock bench --scenarios semaphore`)
   shared     kazoo's ReadLock recipe: N threads of one KazooClient, each
              with a ReadLock of its own on ONE path
+  exclusive  kazoo's WriteLock recipe, as shared: the writers take turns
   election   a resign hand-over: two campaigners (a client each), the leader
              steps down while the other campaigns; from the step-down call
              to the other's election. kazoo's Election recipe (run(func)
@@ -48,7 +49,8 @@ def kazoo_close(client):
 
 def pairs_lib(library, scenario, target, permits, prefix):
     """(make_lock, make_client, close), as python_peers.library(), whose
-    locks are all on ONE path: a semaphore of `permits`, or read locks."""
+    locks are all on ONE path: a semaphore of `permits`, read locks or
+    write locks."""
     if library != "kazoo":
         raise SystemExit("%s has no %s here; kazoo has" % (library, scenario))
     path = "/kazoo-bench/%s-%s" % (prefix, scenario)
@@ -56,8 +58,10 @@ def pairs_lib(library, scenario, target, permits, prefix):
     def make_lock(client, _name):
         if scenario == "semaphore":
             lock = client.Semaphore(path, uuid.uuid4().hex, max_leases=permits)
-        else:
+        elif scenario == "shared":
             lock = client.ReadLock(path, uuid.uuid4().hex)
+        else:
+            lock = client.WriteLock(path, uuid.uuid4().hex)
         return lock.acquire, lock.release
 
     return make_lock, lambda: kazoo_client(target), kazoo_close
