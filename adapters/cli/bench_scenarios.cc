@@ -23,9 +23,6 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 using Instant = SteadyClock::time_point;
 
-// An Acquire() that should not wait at all still gets a bound, so that a
-// backend that stops answering fails the run instead of hanging it.
-constexpr absl::Duration kUncontendedWait = absl::Seconds(30);
 // Pairs (uncontended, contention) take an explicit lease, as the peers of
 // the comparative report do: no watchdog, so that what is compared is the
 // acquire and the release. The watchdog has a scenario of its own.
@@ -125,7 +122,7 @@ absl::StatusOr<std::vector<Hold>> HoldAll(
   RunThreads(threads, [&](int t) {
     for (size_t i = t; i < locks.size() && !error.failed(); i += threads) {
       absl::StatusOr<Hold> held = locks[i]->Acquire(
-          {.wait = kUncontendedWait, .cancel = settings.stop});
+          {.wait = settings.unanswered_bound, .cancel = settings.stop});
       if (!held.ok()) return error.Note(held.status());
       holds[i] = *std::move(held);
     }
@@ -207,7 +204,7 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
     end = After(start, settings.duration);
   });
   auto pair = [&](DistributedLock& lock) -> std::optional<Instant> {
-    absl::StatusOr<Hold> held = lock.Acquire({.wait = kUncontendedWait,
+    absl::StatusOr<Hold> held = lock.Acquire({.wait = settings.unanswered_bound,
                                               .lease = kPairLease,
                                               .cancel = settings.stop});
     const Instant t1 = SteadyClock::now();
@@ -292,7 +289,7 @@ absl::StatusOr<Contention> RunContention(const Settings& settings,
   const Instant end = After(start, settings.duration);
   // A waiter may queue behind every other client for the whole run.
   const absl::Duration wait =
-      settings.duration + settings.warmup + absl::Seconds(30);
+      settings.duration + settings.warmup + settings.unanswered_bound;
   RunThreads(clients, [&](int c) {
     for (Instant t0 = SteadyClock::now();
          t0 < end && !error.failed() && !settings.stop.IsCancelled();
@@ -444,8 +441,8 @@ absl::StatusOr<Memory> RunMemory(const Settings& settings, int locks,
       absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
           c.GetLock(absl::StrCat(prefix, done));
       if (!lock.ok()) return lock.status();
-      absl::StatusOr<Hold> held =
-          (*lock)->Acquire({.wait = kUncontendedWait, .cancel = settings.stop});
+      absl::StatusOr<Hold> held = (*lock)->Acquire(
+          {.wait = settings.unanswered_bound, .cancel = settings.stop});
       if (!held.ok()) return held.status();
       if (absl::Status s = held->Release(); !s.ok()) return s;
     }
