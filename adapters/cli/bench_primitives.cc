@@ -48,8 +48,9 @@ absl::StatusOr<Uncontended> MeasureOn(
 }
 
 AcquireOptions PairOptions(const Settings& settings) {
-  return {
-      .wait = kUncontendedWait, .lease = kPairLease, .cancel = settings.stop};
+  return {.wait = settings.unanswered_bound,
+          .lease = kPairLease,
+          .cancel = settings.stop};
 }
 
 // A Campaign() in a thread of its own, and when it returned.
@@ -91,9 +92,10 @@ absl::StatusOr<int64_t> LapseHandover(const Settings& settings, Election& stays,
                                       absl::Duration lease) {
   if (absl::Status s = leader.Resign(); !s.ok()) return s;
   const Instant asked_at = SteadyClock::now();
-  absl::StatusOr<Leadership> lapsed = lapsing.Campaign(
-      "lapsing",
-      {.wait = kUncontendedWait, .lease = lease, .cancel = settings.stop});
+  absl::StatusOr<Leadership> lapsed =
+      lapsing.Campaign("lapsing", {.wait = settings.unanswered_bound,
+                                   .lease = lease,
+                                   .cancel = settings.stop});
   if (!lapsed.ok()) return lapsed.status();
   AcquireOptions waiting = PairOptions(settings);
   waiting.wait += lease;

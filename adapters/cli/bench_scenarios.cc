@@ -113,7 +113,7 @@ absl::StatusOr<std::vector<Hold>> HoldAll(
   RunThreads(threads, [&](int t) {
     for (size_t i = t; i < locks.size() && !error.failed(); i += threads) {
       absl::StatusOr<Hold> held = locks[i]->Acquire(
-          {.wait = kUncontendedWait, .cancel = settings.stop});
+          {.wait = settings.unanswered_bound, .cancel = settings.stop});
       if (!held.ok()) return error.Note(held.status());
       holds[i] = *std::move(held);
     }
@@ -249,7 +249,7 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
                  threads);
   if (!locks.ok()) return CloseAfter(**client, locks.status());
   absl::StatusOr<Uncontended> out = MeasurePairs(settings, threads, [&](int t) {
-    return (*locks)[t]->Acquire({.wait = kUncontendedWait,
+    return (*locks)[t]->Acquire({.wait = settings.unanswered_bound,
                                  .lease = kPairLease,
                                  .cancel = settings.stop});
   });
@@ -290,7 +290,7 @@ absl::StatusOr<Contention> RunContention(const Settings& settings,
   const Instant end = After(start, settings.duration);
   // A waiter may queue behind every other client for the whole run.
   const absl::Duration wait =
-      settings.duration + settings.warmup + absl::Seconds(30);
+      settings.duration + settings.warmup + settings.unanswered_bound;
   RunThreads(clients, [&](int c) {
     for (Instant t0 = SteadyClock::now();
          t0 < end && !error.failed() && !settings.stop.IsCancelled();
@@ -442,8 +442,8 @@ absl::StatusOr<Memory> RunMemory(const Settings& settings, int locks,
       absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
           c.GetLock(absl::StrCat(prefix, done));
       if (!lock.ok()) return lock.status();
-      absl::StatusOr<Hold> held =
-          (*lock)->Acquire({.wait = kUncontendedWait, .cancel = settings.stop});
+      absl::StatusOr<Hold> held = (*lock)->Acquire(
+          {.wait = settings.unanswered_bound, .cancel = settings.stop});
       if (!held.ok()) return held.status();
       if (absl::Status s = held->Release(); !s.ok()) return s;
     }

@@ -30,14 +30,15 @@ struct Settings {
   std::string name_prefix;
   absl::Duration duration = absl::Seconds(2);       // what is measured
   absl::Duration warmup = absl::Milliseconds(200);  // before, not counted
+  // An Acquire() that should not wait at all still gets a bound, so that a
+  // backend that stops answering (or keeps answering Unavailable, which the
+  // core retries) fails the run instead of hanging it.
+  absl::Duration unanswered_bound = absl::Seconds(30);
   // Cancelled: every scenario stops at once (waits included), releases what
   // it holds and returns Cancelled.
   CancelToken stop;
 };
 
-// An Acquire() that should not wait at all still gets a bound, so that a
-// backend that stops answering fails the run instead of hanging it.
-inline constexpr absl::Duration kUncontendedWait = absl::Seconds(30);
 // Pairs (uncontended, contention, the primitives') take an explicit lease,
 // as the peers of the comparative report do: no watchdog, so that what is
 // compared is the acquire and the release. The watchdog has a scenario of
