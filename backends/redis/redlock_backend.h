@@ -193,6 +193,12 @@ class RedlockBackend : public Backend {
     return out;
   }
 
+  // The names `scan` finds on each master (SCAN), each once; Unavailable
+  // unless a quorum answered (List, ListObjects).
+  absl::StatusOr<std::vector<std::string>> ScanEveryMaster(
+      absl::FunctionRef<absl::StatusOr<std::vector<std::string>>(Master&)>
+          scan);
+
   // A force unlock's replies (ParseForceUnlockIfToken's) counted: removed
   // from a quorum, or with no token, done on a quorum.
   absl::Status ForceUnlockVerdict(const Replies& replies,

@@ -198,12 +198,27 @@ absl::StatusOr<LockInfo> RedlockBackend::Inspect(absl::string_view name) {
 
 absl::StatusOr<std::vector<LockInfo>> RedlockBackend::List(
     absl::string_view prefix) {
+  absl::StatusOr<std::vector<std::string>> names = ScanEveryMaster(
+      [&](Master& m) { return ScanLockNames(m, keys_, prefix); });
+  if (!names.ok()) return names.status();
+  std::vector<LockInfo> out;
+  for (const std::string& name : *names) {
+    absl::StatusOr<LockInfo> info = Inspect(name);
+    if (!info.ok()) return info.status();
+    if (info->locked) out.push_back(*std::move(info));
+  }
+  return out;
+}
+
+// Each name once, from a quorum of masters at least: a name on fewer than a
+// quorum is held by nobody, and Inspect says so.
+absl::StatusOr<std::vector<std::string>> RedlockBackend::ScanEveryMaster(
+    absl::FunctionRef<absl::StatusOr<std::vector<std::string>>(Master&)> scan) {
   std::vector<std::string> names;
   size_t answered = 0;
   absl::Status error;
   for (const std::unique_ptr<Master>& m : masters_) {
-    absl::StatusOr<std::vector<std::string>> some =
-        ScanLockNames(*m, keys_, prefix);
+    absl::StatusOr<std::vector<std::string>> some = scan(*m);
     if (!some.ok()) {
       if (error.ok()) error = some.status();
       continue;
@@ -214,13 +229,7 @@ absl::StatusOr<std::vector<LockInfo>> RedlockBackend::List(
   if (answered < quorum_) return NoQuorum("list", answered, error);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
-  std::vector<LockInfo> out;
-  for (const std::string& name : names) {
-    absl::StatusOr<LockInfo> info = Inspect(name);
-    if (!info.ok()) return info.status();
-    if (info->locked) out.push_back(*std::move(info));
-  }
-  return out;
+  return names;
 }
 
 absl::Status RedlockBackend::ForceUnlock(absl::string_view name) {

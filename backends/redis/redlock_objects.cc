@@ -159,24 +159,12 @@ absl::StatusOr<ObjectInfo> RedlockBackend::InspectObject(
 absl::StatusOr<std::vector<ObjectInfo>> RedlockBackend::ListObjects(
     ObjectKind kind, absl::string_view prefix) {
   if (kind != ObjectKind::kElection) return Backend::ListObjects(kind, prefix);
-  std::vector<std::string> names;
-  size_t answered = 0;
-  absl::Status error;
-  for (const std::unique_ptr<Master>& m : masters_) {
-    absl::StatusOr<std::vector<std::string>> some =
-        ScanNames(*m, ObjectNamesPrefix(keys_, kind), prefix);
-    if (!some.ok()) {
-      if (error.ok()) error = some.status();
-      continue;
-    }
-    ++answered;
-    names.insert(names.end(), some->begin(), some->end());
-  }
-  if (answered < quorum_) return NoQuorum("list", answered, error);
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
+  const std::string key_prefix = ObjectNamesPrefix(keys_, kind);
+  absl::StatusOr<std::vector<std::string>> names = ScanEveryMaster(
+      [&](Master& m) { return ScanNames(m, key_prefix, prefix); });
+  if (!names.ok()) return names.status();
   std::vector<ObjectInfo> out;
-  for (const std::string& name : names) {
+  for (const std::string& name : *names) {
     absl::StatusOr<ObjectInfo> info = InspectObject(kind, name);
     if (!info.ok()) return info.status();
     if (!info->holders.empty()) out.push_back(*std::move(info));
