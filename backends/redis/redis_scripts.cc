@@ -66,6 +66,8 @@ Scripts::Scripts()
           MakeHoldersScript("holders_force_unlock", lua::kHoldersForceUnlock)),
       election_proclaim(
           MakeHoldersScript("election_proclaim", lua::kElectionProclaim)),
+      holder_raise_token(
+          MakeHoldersScript("holder_raise_token", lua::kHolderRaiseToken)),
       multi_acquire(MakeScript("multi_acquire", lua::kMultiAcquire)),
       read_acquire(MakeHoldersScript("read_acquire", lua::kReadAcquire)),
       read_release(MakeHoldersScript("read_release", lua::kReadRelease)),
@@ -95,6 +97,7 @@ auto LibraryScripts(Self& s) -> std::vector<decltype(&s.acquire)> {
           &s.holders_abandon,
           &s.holders_force_unlock,
           &s.election_proclaim,
+          &s.holder_raise_token,
           &s.multi_acquire,
           &s.read_acquire,
           &s.read_release,
