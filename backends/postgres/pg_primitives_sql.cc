@@ -380,6 +380,10 @@ BEGIN
       since = CASE WHEN d.again THEN l.since ELSE v_now END,
       session_key = CASE WHEN d.again THEN l.session_key END,
       wanted = d.again AND l.wanted,
+      -- A read-write lock's mode and intent end with a lapsed hold taken.
+      mode = CASE WHEN d.again THEN l.mode END,
+      claim_owner = CASE WHEN d.again THEN l.claim_owner END,
+      claim_until = CASE WHEN d.again THEN l.claim_until END,
       live_ids = CASE WHEN p_ttl_ms = 0 THEN NULL
                       WHEN NOT d.again THEN ARRAY[p_live]
                       WHEN l.live_ids IS NULL OR p_live = ANY(l.live_ids)
@@ -419,10 +423,13 @@ ORDER BY l.name, h.fencing_token
 )sql";
 
 // A waiter that gives up leaves no place behind, and the next waiter looks
-// again.
+// again; a lock handed over to a writer that gave up is free.
 constexpr char kGiveUpPlace[] = R"sql(
 WITH g AS (
-  UPDATE {T} AS l SET claim_owner = NULL, claim_until = NULL, claim_num = NULL
+  UPDATE {T} AS l SET claim_owner = NULL, claim_until = NULL, claim_num = NULL,
+    expires_at = CASE WHEN l.mode = 'v' THEN clock_timestamp()
+                      ELSE l.expires_at END,
+    mode = CASE WHEN l.mode = 'v' THEN NULL ELSE l.mode END
   WHERE l.namespace = $1 AND l.name = $2 AND l.claim_owner = $3
   RETURNING 1)
 SELECT pg_notify($4, $1 || ':' || $2)::text FROM g
@@ -452,6 +459,7 @@ PrimitiveSql::PrimitiveSql(
                    fill("SELECT {F}holders_force\"($1, $2, "
                         "NULLIF($3, '')::bigint, $4)")};
   FillElections(fill);
+  FillReadWrite(fill);
   acquire_all = {"dlock_acquire_all",
                  fill("SELECT * FROM {F}acquire_all\"($1, $2::text[], $3, $4, "
                       "$5, $6)")};

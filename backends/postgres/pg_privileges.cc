@@ -45,7 +45,16 @@ std::vector<Grant> NeededGrants(const std::string& table, Mode mode) {
         "campaign\"(text, text, text, bigint, text, bigint, bytea, text)",
         "s_campaign\"(text, text, text, bigint, boolean, bigint, bytea, "
         "text)",
-        "acquire_all\"(text, text[], text, bigint, text, bigint)"}) {
+        "acquire_all\"(text, text[], text, bigint, text, bigint)",
+        // Version 8: read-write locks.
+        "mark_readers\"(text, text)",
+        "read_acquire\"(text, text, text, bigint, boolean, text, bigint, "
+        "boolean, boolean, bigint)",
+        "read_release\"(text, text, text, bigint, text, boolean)",
+        "read_renew\"(text, text, text, bigint, boolean)",
+        "write_acquire\"(text, text, text, bigint, boolean, text, bigint, "
+        "bigint)",
+        "write_release\"(text, text, text, bigint, text)"}) {
     out.push_back({"EXECUTE", "FUNCTION", absl::StrCat("\"", fn, f)});
   }
   if (mode == Mode::kSession) {

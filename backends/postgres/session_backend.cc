@@ -47,6 +47,10 @@ BackendTraits SessionBackend::Traits() const {
                        .keeps_after_release = true,
                        .semaphores = true,
                        .elections = true,
+                       .primitives_note =
+                           "read-write locks are not wired in PostgreSQL's "
+                           "session mode yet; lease mode offers them (issue "
+                           "24; docs/postgres.md)",
                        .semaphore_order = WaiterOrder::kHeadReserved};
 }
 

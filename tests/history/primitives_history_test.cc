@@ -191,7 +191,8 @@ std::vector<Case> Cases() {
   // backend has no atomic form).
   const std::vector<Offer> offers = {
       {"redis", {W::kMulti, W::kSemaphore, W::kElection}},
-      {"postgres_lease", {W::kMulti, W::kSemaphore, W::kElection}},
+      {"postgres_lease",
+       {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
       {"zookeeper", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
       {"etcd", {W::kMulti}}};
   std::vector<Case> cases;
