@@ -47,7 +47,11 @@ class LeaseBackend : public PgBackendBase {
     }
     if (call.shape.kind == ObjectKind::kElection) return Campaign(call);
     if (call.shape.mode == HoldMode::kShared) {
-      return AcquireRead(shared(), call, holders_);
+      return AcquireRead(
+          shared(), call, holders_, [&](absl::Span<const std::string> params) {
+            return shared().RunPooled(shared().sql().primitives.read_acquire,
+                                      params, false);
+          });
     }
     const std::string params[] = {shared().ns(),
                                   std::string(call.name),

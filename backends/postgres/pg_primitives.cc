@@ -9,8 +9,6 @@
 namespace dlock::postgres {
 namespace {
 
-const char* Bool(bool b) { return b ? "true" : "false"; }
-
 std::vector<int64_t> ParseSlots(absl::string_view text) {
   std::vector<int64_t> slots;
   text = absl::StripPrefix(absl::StripSuffix(text, "}"), "{");

@@ -239,15 +239,14 @@ BEGIN
 END
 $fn$;
 
--- Takes p_holds holds of p_owner off (more than held: all). Returns the
--- holds left, NULL when the owner holds nothing live here (C4). A release
--- with waiters is announced. p_have: the holder's session, which lets go
--- of its key with its last hold (or a hold found gone).
-CREATE OR REPLACE FUNCTION {F}sem_release"(p_ns text, p_name text,
-    p_owner text, p_holds bigint, p_channel text, p_have boolean)
+-- Takes p_holds holds of p_owner off one object's holders (more than held:
+-- all), once the caller locked its row: the holds left, NULL when the owner
+-- holds nothing live there; at zero its holder row is gone, and its session
+-- (p_have) lets go of its key. Semaphores' and readers' releases.
+CREATE OR REPLACE FUNCTION {F}take_off"(p_ns text, p_name text,
+    p_owner text, p_holds bigint, p_have boolean)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_row {T} := {F}lock_row"(p_ns, p_name);
   v_left bigint;
 BEGIN
   PERFORM {F}purge"(p_ns, p_name);
@@ -262,6 +261,21 @@ BEGIN
     PERFORM pg_advisory_unlock_shared(
         hashtextextended(p_ns || '/' || p_name || '/' || p_owner, 0));
   END IF;
+  RETURN v_left;
+END
+$fn$;
+
+-- Takes p_holds holds of p_owner off (more than held: all). Returns the
+-- holds left, NULL when the owner holds nothing live here (C4). A release
+-- with waiters is announced. p_have: the holder's session, which lets go
+-- of its key with its last hold (or a hold found gone).
+CREATE OR REPLACE FUNCTION {F}sem_release"(p_ns text, p_name text,
+    p_owner text, p_holds bigint, p_channel text, p_have boolean)
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_row {T} := {F}lock_row"(p_ns, p_name);
+  v_left bigint := {F}take_off"(p_ns, p_name, p_owner, p_holds, p_have);
+BEGIN
   IF v_left IS DISTINCT FROM 0 THEN
     RETURN v_left;  -- NULL: the owner holds nothing live here
   END IF;

@@ -53,7 +53,8 @@ std::vector<Grant> NeededGrants(const std::string& table, Mode mode) {
         "read_release\"(text, text, text, bigint, text, boolean)",
         "read_renew\"(text, text, text, bigint, boolean)",
         "write_acquire\"(text, text, text, bigint, boolean, text, bigint, "
-        "bigint)",
+        "bigint, bigint, bigint)",
+        "take_off\"(text, text, text, bigint, boolean)",
         "write_release\"(text, text, text, bigint, text)"}) {
     out.push_back({"EXECUTE", "FUNCTION", absl::StrCat("\"", fn, f)});
   }
@@ -62,7 +63,11 @@ std::vector<Grant> NeededGrants(const std::string& table, Mode mode) {
          {"acquire\"(text, text, text, bigint, boolean, bigint)",
           "owned\"(text, text, text, boolean)",
           "release\"(text, text, text, bigint, boolean, boolean, text, bigint)",
-          "renew\"(text, text, text, bigint, boolean)"}) {
+          "renew\"(text, text, text, bigint, boolean)",
+          "s_write_acquire\"(text, text, text, bigint, boolean, bigint, "
+          "boolean, bigint)",
+          "s_write_release\"(text, text, text, bigint, boolean, boolean, "
+          "text, bigint)"}) {
       out.push_back({"EXECUTE", "FUNCTION", absl::StrCat("\"", fn, f)});
     }
   }

@@ -3,11 +3,8 @@
 #include "absl/strings/str_cat.h"
 
 namespace dlock::postgres {
-namespace {
+namespace {}  // namespace
 
-const char* Bool(bool b) { return b ? "true" : "false"; }
-
-// read_acquire's and write_acquire's answer (code, token, holds, left ms).
 absl::StatusOr<Attempt> ToModeAttempt(const PGresult* r,
                                       absl::string_view name) {
   Attempt attempt;  // holder_lease_left: unknown
@@ -28,6 +25,8 @@ absl::StatusOr<Attempt> ToModeAttempt(const PGresult* r,
   }
 }
 
+namespace {
+
 // A function's single value: the holds left, GONE when NULL (not the
 // owner's); at zero this process's waiters are woken.
 absl::StatusOr<int64_t> HoldsLeft(PgShared& shared, absl::string_view name,
@@ -43,24 +42,33 @@ absl::StatusOr<int64_t> HoldsLeft(PgShared& shared, absl::string_view name,
 
 }  // namespace
 
+std::array<std::string, 10> ReadAcquireParams(const PgShared& shared,
+                                              const AcquireCall& call,
+                                              const HolderLiveness& liveness,
+                                              bool wait, bool have) {
+  return {shared.ns(),
+          std::string(call.name),
+          std::string(call.owner),
+          MillisParam(call.lease),
+          Bool(wait),
+          liveness.live_id,
+          liveness.ttl_ms,
+          Bool(liveness.session),
+          Bool(have),
+          liveness.grace_ms};
+}
+
 absl::StatusOr<Grant> AcquireRead(PgShared& shared, const AcquireCall& call,
-                                  const HolderLiveness& liveness) {
+                                  const HolderLiveness& liveness,
+                                  absl::FunctionRef<absl::StatusOr<PgResult>(
+                                      absl::Span<const std::string> params)>
+                                      run) {
   const bool wait = call.deadline > shared.clock().Now();
-  const std::string params[] = {shared.ns(),
-                                std::string(call.name),
-                                std::string(call.owner),
-                                MillisParam(call.lease),
-                                Bool(wait),
-                                liveness.live_id,
-                                liveness.ttl_ms,
-                                Bool(liveness.session),
-                                Bool(false),
-                                liveness.grace_ms};
+  const std::array<std::string, 10> params =
+      ReadAcquireParams(shared, call, liveness, wait, /*have=*/false);
   return AcquireWithWakeups(call, shared.hub(), shared.fallback_poll(),
                             [&]() -> absl::StatusOr<Attempt> {
-                              absl::StatusOr<PgResult> r = shared.RunPooled(
-                                  shared.sql().primitives.read_acquire, params,
-                                  false);
+                              absl::StatusOr<PgResult> r = run(params);
                               if (!r.ok()) return r.status();
                               return ToModeAttempt(r->get(), call.name);
                             });
@@ -95,13 +103,20 @@ absl::StatusOr<Attempt> WriterAttempt(PgShared& shared, const AcquireCall& call,
   return ToModeAttempt(w->get(), call.name);
 }
 
+std::array<std::string, 6> ReadReleaseParams(const PgShared& shared,
+                                             const ReleaseCall& call,
+                                             bool have) {
+  return {shared.ns(),
+          std::string(call.name),
+          std::string(call.owner),
+          absl::StrCat(call.CountToSubtract()),
+          shared.sql().channel,
+          Bool(have)};
+}
+
 absl::StatusOr<int64_t> ReleaseRead(PgShared& shared, const ReleaseCall& call) {
-  const std::string params[] = {shared.ns(),
-                                std::string(call.name),
-                                std::string(call.owner),
-                                absl::StrCat(call.CountToSubtract()),
-                                shared.sql().channel,
-                                Bool(false)};
+  const std::array<std::string, 6> params =
+      ReadReleaseParams(shared, call, /*have=*/false);
   return HoldsLeft(
       shared, call.name,
       shared.RunPooled(shared.sql().primitives.read_release, params, false));

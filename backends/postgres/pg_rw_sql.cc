@@ -108,20 +108,8 @@ CREATE OR REPLACE FUNCTION {F}read_release"(p_ns text, p_name text,
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
   v_row {T} := {F}lock_row"(p_ns, p_name);
-  v_left bigint;
+  v_left bigint := {F}take_off"(p_ns, p_name, p_owner, p_holds, p_have);
 BEGIN
-  PERFORM {F}purge"(p_ns, p_name);
-  UPDATE {H} h SET holds = h.holds - p_holds
-    WHERE h.namespace = p_ns AND h.name = p_name AND h.owner = p_owner
-    RETURNING GREATEST(h.holds, 0) INTO v_left;
-  IF v_left = 0 THEN
-    DELETE FROM {H} h
-      WHERE h.namespace = p_ns AND h.name = p_name AND h.owner = p_owner;
-  END IF;
-  IF p_have AND COALESCE(v_left, 0) = 0 THEN
-    PERFORM pg_advisory_unlock_shared(
-        hashtextextended(p_ns || '/' || p_name || '/' || p_owner, 0));
-  END IF;
   IF v_left IS DISTINCT FROM 0 THEN
     RETURN v_left;
   END IF;
@@ -176,10 +164,12 @@ $fn$;
 -- or 'v' asks here (one round trip more, only then): the hand-off, the
 -- upgrade refusal, and the intent that stops new readers (p_intent_ms,
 -- renewed by each attempt of the wait). o_code 1 granted, 0 refused
--- (o_left), -4 the owner reads this lock (no upgrade).
+-- (o_left), -4 the owner reads this lock (no upgrade). Session mode
+-- (s_write_acquire): p_key, the key the writer's session then holds, and
+-- its grace.
 CREATE OR REPLACE FUNCTION {F}write_acquire"(p_ns text, p_name text,
     p_owner text, p_lease_ms bigint, p_wait boolean, p_live text,
-    p_ttl_ms bigint, p_intent_ms bigint)
+    p_ttl_ms bigint, p_intent_ms bigint, p_key bigint, p_grace_ms bigint)
 RETURNS TABLE (o_code int, o_token bigint, o_holds bigint, o_left bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -229,12 +219,16 @@ BEGIN
   UPDATE {T} l SET owner = p_owner, holds = 1, mode = NULL,
       fencing_token = {F}next_token"(), kept_lease_ms = p_lease_ms,
       expires_at = v_now + p_lease_ms * interval '1 millisecond',
-      since = v_now, session_key = NULL, dead_since = NULL,
+      since = v_now, session_key = p_key, dead_since = NULL,
+      grace_ms = p_grace_ms,
       wanted = COALESCE(l.mode = 'v' AND l.claim_num > 0, false),
       claim_owner = NULL, claim_until = NULL, claim_num = NULL,
       live_ids = CASE WHEN p_ttl_ms > 0 THEN ARRAY[p_live] END
     WHERE l.namespace = p_ns AND l.name = p_name
     RETURNING l.fencing_token INTO v_token;
+  IF p_key IS NOT NULL THEN
+    PERFORM pg_advisory_lock_shared(p_key);
+  END IF;
   IF p_ttl_ms > 0 THEN
     INSERT INTO {V} (client, live_until)
       VALUES (p_live, v_now + p_ttl_ms * interval '1 millisecond')
@@ -272,6 +266,74 @@ BEGIN
   END IF;
   PERFORM pg_notify(p_channel, p_ns || ':' || p_name);
   RETURN 0;
+END
+$fn$;
+
+-- Session mode: the writer's acquire. On a read-held or handed-over row,
+-- write_acquire with the writer's session key (its row then belongs to its
+-- session, as s_acquire's); on a row of a writer that reads ('w'), its
+-- readers must be gone first; otherwise s_acquire. The answer as
+-- write_acquire's.
+CREATE OR REPLACE FUNCTION {F}s_write_acquire"(p_ns text, p_name text,
+    p_owner text, p_lease_ms bigint, p_have boolean, p_grace_ms bigint,
+    p_wait boolean, p_intent_ms bigint)
+RETURNS TABLE (o_code int, o_token bigint, o_holds bigint, o_left bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_row {T} := {F}lock_row"(p_ns, p_name);
+  v_key bigint := hashtextextended(p_ns || '/' || p_name, 0);
+BEGIN
+  IF v_row.mode = 'w' AND v_row.owner <> p_owner THEN
+    PERFORM {F}purge"(p_ns, p_name);
+    IF EXISTS (SELECT 1 FROM {H} h
+               WHERE h.namespace = p_ns AND h.name = p_name) THEN
+      IF p_wait THEN
+        UPDATE {T} l SET wanted = true
+          WHERE l.namespace = p_ns AND l.name = p_name;
+      END IF;
+      RETURN QUERY SELECT 0, 0::bigint, 0::bigint,
+          {F}holders_left"(p_ns, p_name);
+      RETURN;
+    END IF;
+    UPDATE {T} l SET mode = NULL WHERE l.namespace = p_ns AND l.name = p_name;
+  END IF;
+  IF v_row.mode IS DISTINCT FROM 'r' AND v_row.mode IS DISTINCT FROM 'v' THEN
+    RETURN QUERY SELECT CASE WHEN a.o_got THEN 1 ELSE 0 END, a.o_token,
+        a.o_holds, a.o_left
+      FROM {F}acquire"(p_ns, p_name, p_owner, p_lease_ms, p_have,
+                       p_grace_ms) a;
+    RETURN;
+  END IF;
+  IF p_have THEN
+    -- Our session's lock is stale (readers hold the row now).
+    PERFORM pg_advisory_unlock_shared(v_key);
+  END IF;
+  RETURN QUERY SELECT * FROM {F}write_acquire"(p_ns, p_name, p_owner,
+      p_lease_ms, p_wait, '', 0, p_intent_ms, v_key, p_grace_ms);
+END
+$fn$;
+
+-- Session mode: the writer's release; one that also reads keeps its read
+-- (write_release), and its session lets go of the row's key as s_release
+-- does.
+CREATE OR REPLACE FUNCTION {F}s_write_release"(p_ns text, p_name text,
+    p_owner text, p_holds bigint, p_have boolean, p_keep boolean,
+    p_channel text, p_keep_ms bigint)
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_row {T} := {F}lock_row"(p_ns, p_name);
+  v_left bigint;
+BEGIN
+  IF v_row.mode IS DISTINCT FROM 'w' OR v_row.owner <> p_owner THEN
+    RETURN {F}release"(p_ns, p_name, p_owner, p_holds, p_have, p_keep,
+                       p_channel, p_keep_ms);
+  END IF;
+  v_left := {F}write_release"(p_ns, p_name, p_owner, p_holds, p_channel);
+  IF p_have AND (COALESCE(v_left, 0) = 0 OR NOT p_keep) THEN
+    PERFORM pg_advisory_unlock_shared(
+        hashtextextended(p_ns || '/' || p_name, 0));
+  END IF;
+  RETURN v_left;
 END
 $fn$;
 )sql";
@@ -324,10 +386,16 @@ void PrimitiveSql::FillReadWrite(
                 fill("SELECT {F}read_renew\"($1, $2, $3, $4, $5)")};
   write_acquire = {"dlock_write_acquire",
                    fill("SELECT * FROM {F}write_acquire\"($1, $2, $3, $4, $5, "
-                        "$6, $7, $8)")};
+                        "$6, $7, $8, NULL, NULL)")};
   write_release = {"dlock_write_release",
                    fill("SELECT {F}write_release\"($1, $2, $3, $4, $5)")};
   readers_inspect = {"dlock_readers_inspect", fill(kReaders)};
+  s_write_acquire = {"dlock_s_write_acquire",
+                     fill("SELECT * FROM {F}s_write_acquire\"($1, $2, $3, $4, "
+                          "$5, $6, $7, $8)")};
+  s_write_release = {"dlock_s_write_release",
+                     fill("SELECT {F}s_write_release\"($1, $2, $3, $4, $5, "
+                          "$6, $7, $8)")};
 }
 
 }  // namespace dlock::postgres

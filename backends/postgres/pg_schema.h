@@ -92,7 +92,7 @@ struct PrimitiveSql {
   // pg_primitives_sql.cc).
   Statement acquire_all;
 
-  // Read-write locks (C23), lease mode, on the lock's own row ($2 the
+  // Read-write locks (C23), on the lock's own row ($2 the
   // plain name). $4 lease ms, $5 wait, $6 liveness id, $7 its ttl ms, $8
   // session mode, $9 have, $10 grace ms -> (code, token, holds, left ms)
   Statement read_acquire;
@@ -107,6 +107,10 @@ struct PrimitiveSql {
   Statement write_release;
   // $1, $2 -> the writer's columns, then a reader per row (pg_rw_sql.cc)
   Statement readers_inspect;
+  // Session mode's writer: s_acquire's parameters, then $7 wait, $8 the
+  // intent's ms -> as write_acquire; its release: s_release's.
+  Statement s_write_acquire;
+  Statement s_write_release;
 
  private:
   void FillElections(const std::function<std::string(absl::string_view)>& fill);

@@ -93,7 +93,7 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
     EXPECT_EQ(permits->slots(), (std::vector<int64_t>{0, 1}));
     EXPECT_OK(permits->Release());
     if (!(*c)->traits().read_write_locks) continue;
-    // Version 8: read-write locks (lease mode).
+    // Version 8: read-write locks.
     auto rw = *(*c)->GetReadWriteLock("after the migration " + mode);
     absl::StatusOr<Hold> read = rw->AcquireRead(AcquireOptions());
     ASSERT_OK(read);
