@@ -3,11 +3,18 @@
 # (apt packages, the node peers), builds dlock and the benchmark binaries
 # into build/report (Release), then runs scripts/bench_report.py, which
 # starts throwaway servers, measures dlock, each backend's ceiling and the
-# peers in alternating slices and writes docs/benchmarks.md with its charts.
+# peers in alternating slices, then the primitives (semaphores, read-write
+# locks, elections) beside theirs, and writes docs/benchmarks.md with its
+# charts.
 #
-#   scripts/bench-report.sh                  about 10 minutes; writes docs/
+#   scripts/bench-report.sh                  about 15 minutes; writes docs/
 #   scripts/bench-report.sh --quick --out DIR
-#                                            about half a minute; writes DIR
+#                                            about a minute; writes DIR
+#   scripts/bench-report.sh --primitives-only
+#                                            about 5 minutes: measures the
+#                                            primitives' section alone and
+#                                            writes it into docs/ beside the
+#                                            other sections' records
 #
 # Other arguments go to bench_report.py (--rounds, --slice, --warmup).
 set -euo pipefail

@@ -2,6 +2,7 @@
 """Writes docs/benchmarks.md: dlock against its ceilings and its peers.
 
     /usr/bin/python3 scripts/bench_report.py [--quick] [--out DIR] [--build DIR]
+        [--primitives-only]
 
 Run through scripts/bench-report.sh, which installs the dependencies and
 builds what this needs into build/report first. Starts a redis-server, a
@@ -10,8 +11,9 @@ library that runs slice after slice (its --serve mode), then, round after
 round, runs one short slice each of dlock (`dlock bench --json`), of each
 backend's ceiling and of each peer, in an order shuffled afresh for each
 round by a seeded generator (--seed; the seed is recorded), so that load that comes and goes on a shared machine hits all of them
-alike. The watchdog and memory scenarios run once per backend at the end,
-while the charts are drawn. Rates and latencies are medians over the
+alike. The primitives follow, in rounds of their own
+(bench_report_primitives.py). The watchdog and memory scenarios run once
+per backend at the end, while the charts are drawn. Rates and latencies are medians over the
 rounds; a ratio is the median of the per-round ratios, with their spread. Writes DIR/benchmarks.md (DIR: docs/
 unless --out), its charts as SVG in DIR/benchmarks/ (matplotlib) and every
 record it measured in DIR/benchmarks/records.json. The measuring is in
@@ -38,6 +40,7 @@ from bench_report_measure import (  # noqa: E402
     Measurer, Servers, Tools, close, dlocks,
     measure, measure_once, reap, start_workers)
 from bench_report_render import machine, targets, versions, write_report  # noqa: E402
+import bench_report_primitives as primitives  # noqa: E402
 
 # Who is measured, for tests/benchmark/bench_report_quick_test.py too.
 __all__ = ["CEILINGS", "CLUSTER_MASTERS", "CLUSTER_PEERS", "CONTENDERS", "PEERS", "THREADS",
@@ -64,6 +67,10 @@ def main():
                         "a random one; records.json and the report say which)")
     parser.add_argument("--warmup", type=float, help="warm-up seconds per slice (default 0.2; "
                         "--quick: 0.05)")
+    parser.add_argument("--primitives-only", action="store_true",
+                        help="measure the primitives' section alone (semaphores, read locks, "
+                        "elections and their peers) and write it into OUT/benchmarks.md beside "
+                        "the records OUT/benchmarks/records.json has already")
     parser.add_argument("--rerender", action="store_true",
                         help="measure nothing: write OUT/benchmarks.md again from the records "
                         "of OUT/benchmarks/records.json (after a change to the report's text)")
@@ -81,6 +88,8 @@ def main():
 
     children = []  # stopped in the background; waited for at the end
     try:
+        if args.primitives_only:
+            return primitives_only(args, children)
         return report(args, children)
     finally:
         for child in children:
@@ -109,9 +118,66 @@ def rerender(args):
     args.warmup = run.get("warmup", 0.2)
     args.quick = run.get("quick", False)
     path = os.path.join(out_dir, "benchmarks.md")
-    write_report(path, "benchmarks", records, saved["once"], meta, args)
+    write_report(path, "benchmarks", records, saved["once"], meta, args,
+                 int_keys(saved.get("primitives")))
     log("wrote %s from %s/benchmarks/records.json" % (path, out_dir))
     return 0
+
+
+def shuffler(seed):
+    """shuffled(items): a copy in an order drawn from a generator seeded
+    with `seed`."""
+    rng = random.Random(seed)
+
+    def shuffled(items):
+        items = list(items)
+        rng.shuffle(items)
+        return items
+
+    return shuffled
+
+
+def measure_primitives(measurer, args, started_at, load_start):
+    """The primitives' records with how they were measured."""
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    records = primitives.measure(measurer, args.rounds, args.quick, log,
+                                 shuffler(args.seed + 1))
+    return {"meta": {"date": date, "rounds": args.rounds, "slice": args.slice,
+                     "warmup": args.warmup, "seed": args.seed + 1, "quick": args.quick,
+                     "load_start": load_start, "load_end": load_average(),
+                     "took": time.monotonic() - started_at},
+            "records": records}
+
+
+def primitives_only(args, children):
+    """Measures the primitives alone and writes them into the report whose
+    records OUT/benchmarks/records.json holds (the other sections keep their
+    figures and their date)."""
+    started = time.monotonic()
+    load_start = load_average()
+    out_dir = os.path.abspath(args.out)
+    records_path = os.path.join(out_dir, "benchmarks", "records.json")
+    tools = Tools(os.path.abspath(args.build), args.dlock and os.path.abspath(args.dlock))
+    try:
+        with open(records_path) as f:
+            saved = json.load(f)
+        tools.check()
+        workers = start_workers(tools, primitives.peer_libraries())
+        children += [w.process for w in workers.values()]
+        servers = Servers(tools)
+        children.append(servers.process)
+        measurer = Measurer(tools, servers, args.slice, args.warmup, workers)
+        saved["primitives"] = measure_primitives(measurer, args, started, load_start)
+    except (Failure, OSError) as e:
+        log("bench_report: %s" % e)
+        return 1
+    finally:
+        for child in children:
+            close(child)
+    with open(records_path, "w") as f:
+        json.dump(saved, f, indent=1, default=str)
+    args.rerender = True
+    return rerender(args)
 
 
 def log(message):
@@ -134,6 +200,7 @@ def report(args, children):
         children.append(servers.process)
         measurer = Measurer(tools, servers, args.slice, args.warmup, workers)
         records = measure(measurer, args.rounds, args.quick, log, args.seed)
+        prims = measure_primitives(measurer, args, time.monotonic(), load_average())
         for worker in workers.values():
             close(worker.process)
         dlock_version = records["redis"]["uncontended"][1]["dlock"][0].get("version")
@@ -164,10 +231,10 @@ def report(args, children):
         with open(os.path.join(charts_dir, name), "w") as f:
             f.write(svg)
     with open(os.path.join(charts_dir, "records.json"), "w") as f:
-        json.dump({"meta": meta, "uncontended_and_contention": records, "once": once}, f,
-                  indent=1, default=str)
+        json.dump({"meta": meta, "uncontended_and_contention": records, "once": once,
+                   "primitives": prims}, f, indent=1, default=str)
     path = os.path.join(out_dir, "benchmarks.md")
-    write_report(path, "benchmarks", records, once, meta, args)
+    write_report(path, "benchmarks", records, once, meta, args, prims)
     log("wrote %s and %d charts in %s (%.0f s)" % (path, len(svgs), charts_dir,
                                                    time.monotonic() - started))
     print("\n".join(targets(records)))

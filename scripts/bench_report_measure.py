@@ -397,11 +397,13 @@ class Measurer:
              "--warmup", "%g" % self.warmup_s], self.timeout())
 
 
-def start_workers(tools):
-    """A worker per peer library, started before the servers so that their
-    start-ups overlap."""
+def start_workers(tools, libraries=None):
+    """A worker per peer library (default: every one the report runs),
+    started before the servers so that their start-ups overlap."""
     workers = {}
-    for library in [p for peers in PEERS.values() for p in peers] + CLUSTER_PEERS:
+    if libraries is None:
+        libraries = [p for peers in PEERS.values() for p in peers] + CLUSTER_PEERS
+    for library in libraries:
         if library in NODE_PEERS:
             cmd = ["node", os.path.join(PEERS_DIR, "node_peer", "node_peers.js"),
                    tools.node_modules]

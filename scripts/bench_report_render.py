@@ -10,6 +10,7 @@ import re
 import statistics
 import subprocess
 
+import bench_report_primitives as primitives
 from bench_report_measure import (CEILINGS, CLUSTER_MASTERS, CLUSTER_PEERS, CLUSTER_THREADS,
                                   CONTENDERS, PEERS, REPO, THREADS, dlocks)
 
@@ -449,7 +450,7 @@ def machine():
     return model, os.cpu_count(), platform.release()
 
 
-def write_report(path, charts_rel, records, once, meta, args):
+def write_report(path, charts_rel, records, once, meta, args, prims=None):
     L = []
     L.append("# Benchmarks: dlock against its ceilings and its peers")
     L.append("")
@@ -587,6 +588,7 @@ def write_report(path, charts_rel, records, once, meta, args):
     else:
         L += ["", "Not in these records (measured before the cluster was): "
               "`scripts/bench-report.sh` measures it."]
+    L += primitives.section(prims)
     L.append("")
     L.append("## Watchdog and memory (dlock, once per backend)")
     L += once_table(once)

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "bench_output.h"
 #include "bench_scenarios.h"
+#include "dlock/semaphore.h"
 #include "dlock/uri.h"
 
 #ifndef DLOCK_VERSION
@@ -30,8 +31,9 @@ namespace dlock::cli {
 namespace {
 
 constexpr char kDefaultNamespace[] = "dlock-bench";
-const std::set<std::string> kScenarios = {"uncontended", "contention",
-                                          "watchdog", "memory"};
+const std::set<std::string> kScenarios = {
+    "uncontended", "contention", "watchdog",  "memory",
+    "semaphore",   "shared",     "exclusive", "election"};
 
 // SIGINT, SIGTERM and SIGHUP stop the run instead of killing the process,
 // so that what it holds is released rather than left until its lease ends.
@@ -118,6 +120,8 @@ BenchFlags WithQuickDefaults(BenchFlags flags) {
   if (!given("--locks")) flags.locks = 100;
   if (!given("--names")) flags.names = 500;
   if (!given("--lease")) flags.lease = "1s";
+  if (!given("--handovers")) flags.handovers = 5;
+  if (!given("--lapses")) flags.lapses = 1;
   return flags;
 }
 
@@ -139,7 +143,11 @@ absl::StatusOr<BenchPlan> Plan(const BenchFlags& flags) {
   for (auto [value, flag, min, max] :
        {std::tuple{flags.clients, "--clients", 2, 256},
         std::tuple{flags.locks, "--locks", 1, 1000000},
-        std::tuple{flags.names, "--names", 1, 10000000}}) {
+        std::tuple{flags.names, "--names", 1, 10000000},
+        std::tuple{flags.permits, "--permits", 0,
+                   static_cast<int>(kMaxSemaphorePermits)},
+        std::tuple{flags.handovers, "--handovers", 1, 10000},
+        std::tuple{flags.lapses, "--lapses", 0, 1000}}) {
     if (absl::Status s = CheckRange(value, flag, min, max); !s.ok()) return s;
   }
   absl::StatusOr<absl::Duration> duration =
@@ -227,7 +235,8 @@ void AddBenchFlags(CLI::App& command, BenchFlags& flags) {
   command.add_flag("--quick", flags.quick,
                    "A first look in a few seconds per backend: --threads 1,8 "
                    "--duration 500ms --warmup 100ms --clients 4 --locks 100 "
-                   "--names 500 --lease 1s, unless given");
+                   "--names 500 --lease 1s --handovers 5 --lapses 1, unless "
+                   "given");
   // The measurement's settings show their defaults in --help.
   auto setting = [&](const char* flag, auto& value, const char* help) {
     command.add_option(flag, value, help)
@@ -237,7 +246,9 @@ void AddBenchFlags(CLI::App& command, BenchFlags& flags) {
         });
   };
   setting("--scenarios", flags.scenarios,
-          "Comma-separated: uncontended, contention, watchdog, memory");
+          "Comma-separated: uncontended, contention, watchdog, memory; and "
+          "the primitives: semaphore, shared (read locks), exclusive (write "
+          "locks), election");
   setting("--threads", flags.threads,
           "Uncontended: threads of one client, each on its own lock");
   setting("--duration", flags.duration, "How long each measurement runs");
@@ -248,7 +259,16 @@ void AddBenchFlags(CLI::App& command, BenchFlags& flags) {
   setting("--names", flags.names,
           "Memory: distinct names taken and released one by one");
   setting("--lease", flags.lease,
-          "Watchdog: the lease renewed at a third of it");
+          "Watchdog: the lease renewed at a third of it; election: the "
+          "lapsing leader's lease");
+  setting("--permits", flags.permits,
+          "Semaphore: its N, the threads (--threads) sharing it; 0: as many "
+          "as the threads");
+  setting("--handovers", flags.handovers,
+          "Election: hand-overs after the leader resigns");
+  setting("--lapses", flags.lapses,
+          "Election: hand-overs after the leader's lease lapses (each takes "
+          "the lease)");
 }
 
 namespace {
@@ -299,8 +319,9 @@ int BenchCommand(const BenchFlags& given) {
   plan->settings.stop = stop;
   int per_backend = 0;
   for (const std::string& s : plan->scenarios) {
-    per_backend +=
-        s == "uncontended" ? static_cast<int>(plan->threads.size()) : 1;
+    const bool per_threads = s == "uncontended" || s == "semaphore" ||
+                             s == "shared" || s == "exclusive";
+    per_backend += per_threads ? static_cast<int>(plan->threads.size()) : 1;
   }
   const int steps = static_cast<int>(plan->profiles.size()) * per_backend;
   int step = 0;

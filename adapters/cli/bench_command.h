@@ -26,6 +26,10 @@ struct BenchFlags {
   int locks = 1000;
   int names = 10000;
   std::string lease = "3s";
+  // Semaphore: its N; 0, as many as the threads of each run.
+  int permits = 0;
+  int handovers = 20;  // election: resign hand-overs measured
+  int lapses = 3;      // election: lease-lapse hand-overs measured
   // --quick: a first look in a few seconds per backend; the settings not
   // given on the command line take kQuick's values.
   bool quick = false;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench_primitives.h"
 #include "dlock/duration.h"
 
 namespace dlock::cli {
@@ -141,6 +142,100 @@ absl::Status RunMemory(const BenchFlags& flags, const bench::Settings& settings,
   return absl::OkStatus();
 }
 
+// Adds a record and a line saying that the backend does not offer what
+// `scenario` measures, and why (BackendTraits::primitives_note).
+void NotOffered(const std::string& scenario, const std::string& note,
+                Report& report) {
+  Add(report, {{"scenario", scenario}, {"offered", false}, {"note", note}},
+      absl::StrFormat("  %-11s not offered by this backend: %s", scenario,
+                      note));
+}
+
+// The permits per second of a semaphore (permits 0: as many as threads),
+// of a read-write lock's readers or of its writers, at each of --threads.
+absl::Status RunPermits(const std::string& scenario, const BenchPlan& plan,
+                        const BenchFlags& flags,
+                        const bench::Settings& settings, Report& report,
+                        const Progress& progress) {
+  absl::StatusOr<bench::Offered> offered = bench::PrimitivesOffered(settings);
+  if (!offered.ok()) return offered.status();
+  const bool semaphore = scenario == "semaphore";
+  const bool exclusive = scenario == "exclusive";
+  if (!(semaphore ? offered->semaphores : offered->read_write_locks)) {
+    NotOffered(scenario, offered->note, report);
+    return absl::OkStatus();
+  }
+  for (int threads : plan.threads) {
+    const int64_t permits = flags.permits > 0 ? flags.permits : threads;
+    const std::string who =
+        semaphore   ? absl::StrCat("N=", permits, ", ", threads, " thr")
+        : exclusive ? Plural(threads, "writer", "writers")
+                    : Plural(threads, "reader", "readers");
+    progress(absl::StrCat(scenario, ", ", who),
+             settings.warmup + settings.duration);
+    absl::StatusOr<bench::Uncontended> r =
+        semaphore ? bench::RunSemaphore(settings, threads, permits)
+                  : bench::RunReadWrite(settings, threads, exclusive);
+    if (!r.ok()) return r.status();
+    Json fields = {{"scenario", scenario},
+                   {"concurrency", threads},
+                   {"seconds", r->seconds},
+                   {"pairs_per_sec", r->pairs_per_sec},
+                   {"acquire_us", PercentilesJson(r->acquire_us)},
+                   {"release_us", PercentilesJson(r->release_us)}};
+    if (semaphore) fields["permits"] = permits;
+    Add(report, fields,
+        absl::StrFormat("  %-11s %12s %10.0f %s/s  acquire us "
+                        "p50/p99/p99.9 %s   release %s",
+                        scenario, who, r->pairs_per_sec,
+                        semaphore ? "permits" : "holds", Us(r->acquire_us),
+                        Us(r->release_us)));
+  }
+  return absl::OkStatus();
+}
+
+std::string Ms(const bench::Percentiles& p) {
+  return absl::StrFormat("%.1f / %.1f ms", p.p50 / 1e3, p.p99 / 1e3);
+}
+
+absl::Status RunElection(const BenchPlan& plan, const BenchFlags& flags,
+                         const bench::Settings& settings, Report& report,
+                         const Progress& progress) {
+  absl::StatusOr<bench::Offered> offered = bench::PrimitivesOffered(settings);
+  if (!offered.ok()) return offered.status();
+  if (!offered->elections) {
+    NotOffered("election", offered->note, report);
+    return absl::OkStatus();
+  }
+  progress(
+      absl::StrCat("election, ", Plural(flags.handovers, "resign", "resigns"),
+                   ", ", Plural(flags.lapses, "lapse", "lapses"), " of a ",
+                   FormatDurationForPeople(plan.lease), " lease"),
+      (flags.handovers + 1) * absl::Milliseconds(100) +
+          flags.lapses * (plan.lease + absl::Seconds(2)));
+  absl::StatusOr<bench::Handover> r =
+      bench::RunElection(settings, flags.handovers, flags.lapses, plan.lease);
+  if (!r.ok()) return r.status();
+  Json fields = {
+      {"scenario", "election"},
+      {"resigns", r->resigns},
+      {"resign_handover_us", PercentilesJson(r->resign_us)},
+      {"lapses", r->lapses},
+      {"lease_ms", absl::ToInt64Milliseconds(r->lease)},
+      {"lapse_handover_us",
+       r->lapses > 0 ? PercentilesJson(r->lapse_us) : Json(nullptr)}};
+  std::string line =
+      absl::StrFormat("  election    hand-over p50/p99 after a resign %s (%d)",
+                      Ms(r->resign_us), r->resigns);
+  if (r->lapses > 0) {
+    absl::StrAppend(&line, absl::StrFormat(", after a %s lease lapsed %s (%d)",
+                                           FormatDurationForPeople(r->lease),
+                                           Ms(r->lapse_us), r->lapses));
+  }
+  Add(report, fields, line);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunScenario(const std::string& scenario, const BenchPlan& plan,
@@ -152,6 +247,13 @@ absl::Status RunScenario(const std::string& scenario, const BenchPlan& plan,
   }
   if (scenario == "contention") {
     return RunContention(flags, settings, report, progress);
+  }
+  if (scenario == "semaphore" || scenario == "shared" ||
+      scenario == "exclusive") {
+    return RunPermits(scenario, plan, flags, settings, report, progress);
+  }
+  if (scenario == "election") {
+    return RunElection(plan, flags, settings, report, progress);
   }
   if (scenario == "watchdog") {
     return RunWatchdog(plan, flags, settings, report, progress);

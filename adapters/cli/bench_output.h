@@ -44,7 +44,8 @@ inline constexpr char kJainLegend[] =
     "Jain's fairness index of the acquisitions per client: 1 when every "
     "client got the lock as often, 1/N when one client got it every time.\n";
 
-// Runs `scenario` ("uncontended", "contention", "watchdog", "memory") and
+// Runs `scenario` ("uncontended", "contention", "watchdog", "memory",
+// "semaphore", "shared", "exclusive", "election") and
 // adds its records and lines to `report`.
 absl::Status RunScenario(const std::string& scenario, const BenchPlan& plan,
                          const BenchFlags& flags,

@@ -23,14 +23,6 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 using Instant = SteadyClock::time_point;
 
-// An Acquire() that should not wait at all still gets a bound, so that a
-// backend that stops answering fails the run instead of hanging it.
-constexpr absl::Duration kUncontendedWait = absl::Seconds(30);
-// Pairs (uncontended, contention) take an explicit lease, as the peers of
-// the comparative report do: no watchdog, so that what is compared is the
-// acquire and the release. The watchdog has a scenario of its own.
-constexpr absl::Duration kPairLease = absl::Seconds(10);
-
 int64_t NanosBetween(Instant from, Instant to) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(to - from)
       .count();
@@ -110,10 +102,6 @@ int64_t HeapInUse() {
   return static_cast<int64_t>(info.uordblks + info.hblkhd);
 }
 
-absl::Status Interrupted() {
-  return absl::CancelledError("interrupted; what was held is released");
-}
-
 // Takes the locks (spread over a few threads, since a round trip each would
 // take long on a slow backend) and keeps their holds.
 absl::StatusOr<std::vector<Hold>> HoldAll(
@@ -125,7 +113,7 @@ absl::StatusOr<std::vector<Hold>> HoldAll(
   RunThreads(threads, [&](int t) {
     for (size_t i = t; i < locks.size() && !error.failed(); i += threads) {
       absl::StatusOr<Hold> held = locks[i]->Acquire(
-          {.wait = kUncontendedWait, .cancel = settings.stop});
+          {.wait = settings.unanswered_bound, .cancel = settings.stop});
       if (!held.ok()) return error.Note(held.status());
       holds[i] = *std::move(held);
     }
@@ -169,28 +157,23 @@ absl::StatusOr<std::vector<std::unique_ptr<DistributedLock>>> LocksNamed(
   return locks;
 }
 
-// Closes the client; the first error of the run wins over Close()'s.
+}  // namespace
+
+absl::Status Interrupted() {
+  return absl::CancelledError("interrupted; what was held is released");
+}
+
 absl::Status CloseAfter(LockClient& client, absl::Status run) {
   absl::Status closed = client.Close();
   return run.ok() ? closed : run;
 }
 
-}  // namespace
-
 absl::Duration MemoryNamesBudget(const Settings& settings) {
   return std::max(10 * settings.duration, absl::Seconds(30));
 }
 
-absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
-                                           int threads) {
-  absl::StatusOr<std::unique_ptr<LockClient>> client = settings.connect({});
-  if (!client.ok()) return client.status();
-  absl::StatusOr<std::vector<std::unique_ptr<DistributedLock>>> locks =
-      LocksNamed(**client,
-                 absl::StrCat(settings.name_prefix, "u", threads, "-"),
-                 threads);
-  if (!locks.ok()) return CloseAfter(**client, locks.status());
-
+absl::StatusOr<Uncontended> MeasurePairs(const Settings& settings, int threads,
+                                         const PairAcquire& acquire_for) {
   std::vector<LatencyHistogram> acquire(threads), release(threads);
   std::vector<int64_t> pairs(threads, 0);
   std::vector<Instant> last_end(threads);
@@ -206,10 +189,8 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
     start = SteadyClock::now();
     end = After(start, settings.duration);
   });
-  auto pair = [&](DistributedLock& lock) -> std::optional<Instant> {
-    absl::StatusOr<Hold> held = lock.Acquire({.wait = kUncontendedWait,
-                                              .lease = kPairLease,
-                                              .cancel = settings.stop});
+  auto pair = [&](int t) -> std::optional<Instant> {
+    absl::StatusOr<Hold> held = acquire_for(t);
     const Instant t1 = SteadyClock::now();
     absl::Status s = held.ok() ? held->Release() : held.status();
     if (!s.ok()) {
@@ -219,9 +200,8 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
     return t1;
   };
   RunThreads(threads, [&](int t) {
-    DistributedLock& lock = *(*locks)[t];
     do {
-      if (error.failed() || settings.stop.IsCancelled() || !pair(lock)) {
+      if (error.failed() || settings.stop.IsCancelled() || !pair(t)) {
         return warmed_up.arrive_and_drop();  // the others must not wait
       }
     } while (SteadyClock::now() < warm_until);
@@ -229,7 +209,7 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
     for (Instant t0 = SteadyClock::now();
          t0 < end && !error.failed() && !settings.stop.IsCancelled();
          t0 = SteadyClock::now()) {
-      const std::optional<Instant> t1 = pair(lock);
+      const std::optional<Instant> t1 = pair(t);
       if (!t1) return;
       const Instant t2 = SteadyClock::now();
       acquire[t].Add(NanosBetween(t0, *t1));
@@ -238,9 +218,8 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
       last_end[t] = t2;
     }
   });
-  if (settings.stop.IsCancelled()) return CloseAfter(**client, Interrupted());
-  if (error.failed()) return CloseAfter(**client, error.status());
-  if (absl::Status s = (*client)->Close(); !s.ok()) return s;
+  if (settings.stop.IsCancelled()) return Interrupted();
+  if (error.failed()) return error.status();
 
   Uncontended out;
   out.threads = threads;
@@ -257,6 +236,25 @@ absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
   out.pairs_per_sec = static_cast<double>(total) / out.seconds;
   out.acquire_us = all_acquire.Get();
   out.release_us = all_release.Get();
+  return out;
+}
+
+absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
+                                           int threads) {
+  absl::StatusOr<std::unique_ptr<LockClient>> client = settings.connect({});
+  if (!client.ok()) return client.status();
+  absl::StatusOr<std::vector<std::unique_ptr<DistributedLock>>> locks =
+      LocksNamed(**client,
+                 absl::StrCat(settings.name_prefix, "u", threads, "-"),
+                 threads);
+  if (!locks.ok()) return CloseAfter(**client, locks.status());
+  absl::StatusOr<Uncontended> out = MeasurePairs(settings, threads, [&](int t) {
+    return (*locks)[t]->Acquire({.wait = settings.unanswered_bound,
+                                 .lease = kPairLease,
+                                 .cancel = settings.stop});
+  });
+  absl::Status closed = CloseAfter(**client, out.status());
+  if (!closed.ok()) return closed;
   return out;
 }
 
@@ -292,7 +290,7 @@ absl::StatusOr<Contention> RunContention(const Settings& settings,
   const Instant end = After(start, settings.duration);
   // A waiter may queue behind every other client for the whole run.
   const absl::Duration wait =
-      settings.duration + settings.warmup + absl::Seconds(30);
+      settings.duration + settings.warmup + settings.unanswered_bound;
   RunThreads(clients, [&](int c) {
     for (Instant t0 = SteadyClock::now();
          t0 < end && !error.failed() && !settings.stop.IsCancelled();
@@ -444,8 +442,8 @@ absl::StatusOr<Memory> RunMemory(const Settings& settings, int locks,
       absl::StatusOr<std::unique_ptr<DistributedLock>> lock =
           c.GetLock(absl::StrCat(prefix, done));
       if (!lock.ok()) return lock.status();
-      absl::StatusOr<Hold> held =
-          (*lock)->Acquire({.wait = kUncontendedWait, .cancel = settings.stop});
+      absl::StatusOr<Hold> held = (*lock)->Acquire(
+          {.wait = settings.unanswered_bound, .cancel = settings.stop});
       if (!held.ok()) return held.status();
       if (absl::Status s = held->Release(); !s.ok()) return s;
     }

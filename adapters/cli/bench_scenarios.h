@@ -30,10 +30,25 @@ struct Settings {
   std::string name_prefix;
   absl::Duration duration = absl::Seconds(2);       // what is measured
   absl::Duration warmup = absl::Milliseconds(200);  // before, not counted
+  // An Acquire() that should not wait at all still gets a bound, so that a
+  // backend that stops answering (or keeps answering Unavailable, which the
+  // core retries) fails the run instead of hanging it.
+  absl::Duration unanswered_bound = absl::Seconds(30);
   // Cancelled: every scenario stops at once (waits included), releases what
   // it holds and returns Cancelled.
   CancelToken stop;
 };
+
+// Pairs (uncontended, contention, the primitives') take an explicit lease,
+// as the peers of the comparative report do: no watchdog, so that what is
+// compared is the acquire and the release. The watchdog has a scenario of
+// its own.
+inline constexpr absl::Duration kPairLease = absl::Seconds(10);
+
+// What a stopped run returns.
+absl::Status Interrupted();
+// Closes the client; the first error of the run wins over Close()'s.
+absl::Status CloseAfter(LockClient& client, absl::Status run);
 
 // How long the memory scenario's distinct names may take: ten times the
 // duration, at least 30 s.
@@ -50,6 +65,14 @@ struct Uncontended {
 };
 absl::StatusOr<Uncontended> RunUncontended(const Settings& settings,
                                            int threads);
+
+// Thread `t`'s acquisition of a pair (its release is the Hold's).
+using PairAcquire = std::function<absl::StatusOr<Hold>(int t)>;
+// `threads` threads run acquire+release pairs through `acquire` as fast as
+// they can: after a warm-up (each thread's warm-up and first pair), over
+// the duration. What RunUncontended() and the primitives' pairs measure.
+absl::StatusOr<Uncontended> MeasurePairs(const Settings& settings, int threads,
+                                         const PairAcquire& acquire);
 
 // `clients` clients (a connection each, as separate machines would have)
 // take (with a 10 s lease) and release one name. A hand-off is the next

@@ -10,8 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "bench_primitives.h"
 #include "dlock/backend/forwarding_backend.h"
 #include "dlock/dlock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "status_testing.h"
 
@@ -137,6 +139,73 @@ class LeaseRecorder : public ForwardingBackend {
   const std::shared_ptr<Leases> leases_;
 };
 
+// Every object of every kind in the namespace, by name.
+std::vector<std::string> ObjectsIn(const std::string& instance) {
+  absl::StatusOr<std::unique_ptr<LockClient>> observer =
+      Connect(absl::StrCat("memory://", instance, "?namespace=bench"));
+  EXPECT_OK(observer);
+  std::vector<std::string> out;
+  if (!observer.ok()) return out;
+  for (ObjectKind kind :
+       {ObjectKind::kLock, ObjectKind::kSemaphore, ObjectKind::kElection}) {
+    absl::StatusOr<std::vector<ObjectInfo>> held =
+        (*observer)->Admin().ListObjects(kind);
+    EXPECT_OK(held);
+    if (!held.ok()) continue;
+    for (const ObjectInfo& o : *held) out.push_back(o.name);
+  }
+  return out;
+}
+
+TEST(BenchPrimitives, PermitsAndHandOversAreMeasuredAndNothingIsLeftHeld) {
+  const Settings settings = MemorySettings("primitives", 1 << 30);
+  absl::StatusOr<Offered> offered = PrimitivesOffered(settings);
+  ASSERT_OK(offered);
+  EXPECT_TRUE(offered->semaphores && offered->read_write_locks &&
+              offered->elections);
+
+  // Fewer permits than threads: the threads wait for each other's.
+  absl::StatusOr<Uncontended> semaphore = RunSemaphore(settings, 4, 2);
+  ASSERT_OK(semaphore);
+  EXPECT_EQ(semaphore->threads, 4);
+  EXPECT_GT(semaphore->pairs_per_sec, 0);
+  EXPECT_GT(semaphore->acquire_us.p50, 0);
+  absl::StatusOr<Uncontended> shared = RunReadWrite(settings, 4, false);
+  ASSERT_OK(shared);
+  EXPECT_GT(shared->pairs_per_sec, 0);
+  absl::StatusOr<Uncontended> exclusive = RunReadWrite(settings, 4, true);
+  ASSERT_OK(exclusive);
+  EXPECT_GT(exclusive->pairs_per_sec, 0);
+
+  absl::StatusOr<Handover> election =
+      RunElection(settings, 3, 1, absl::Seconds(1));
+  ASSERT_OK(election);
+  EXPECT_EQ(election->resigns, 3);
+  EXPECT_GT(election->resign_us.p50, 0);
+  EXPECT_EQ(election->lapses, 1);
+  EXPECT_EQ(election->lease, absl::Seconds(1));
+  // A lapse hand-over runs from the lease's end, not from its start: on
+  // memory:// it is far below the lease.
+  EXPECT_GT(election->lapse_us.p50, 0);
+  EXPECT_LT(election->lapse_us.p50, 1e6);
+  EXPECT_THAT(ObjectsIn("primitives"), ::testing::IsEmpty());
+}
+
+TEST(BenchPrimitives, AStopEndsAnElectionAndLeavesNoLeader) {
+  Settings settings = MemorySettings("stopped-election", 1 << 30);
+  std::thread stopper([stop = settings.stop] {
+    absl::SleepFor(absl::Milliseconds(200));
+    stop.Cancel();
+  });
+  const absl::Time start = absl::Now();
+  // Lapses of an hour's lease: only the stop ends them.
+  absl::StatusOr<Handover> r = RunElection(settings, 1, 5, absl::Hours(1));
+  stopper.join();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));  // a hang, not a timing
+  EXPECT_THAT(ObjectsIn("stopped-election"), ::testing::IsEmpty());
+}
+
 TEST(BenchScenarios, PairsTakeATenSecondLeaseAsThePeersDo) {
   auto leases = std::make_shared<Leases>();
   Settings settings;
@@ -158,9 +227,17 @@ TEST(BenchScenarios, PairsTakeATenSecondLeaseAsThePeersDo) {
   }
 }
 
+// The injected failure is Unavailable, which the core retries until the
+// acquire's bound: a short bound keeps the test quick (it was 30 s each).
+Settings FailingSoon(const std::string& instance, int fail_after) {
+  Settings s = MemorySettings(instance, fail_after);
+  s.unanswered_bound = absl::Seconds(1);
+  return s;
+}
+
 TEST(BenchScenarios, AFailureWhileTakingManyLocksLeavesNoneHeld) {
   absl::StatusOr<Watchdog> watchdog =
-      RunWatchdog(MemorySettings("fail-watchdog", 25), 40, absl::Seconds(3));
+      RunWatchdog(FailingSoon("fail-watchdog", 25), 40, absl::Seconds(3));
   EXPECT_EQ(watchdog.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(watchdog.status().message().find("holding 40 locks at once"),
             std::string::npos)
@@ -168,7 +245,7 @@ TEST(BenchScenarios, AFailureWhileTakingManyLocksLeavesNoneHeld) {
   EXPECT_TRUE(HeldIn("fail-watchdog").empty());
 
   absl::StatusOr<Memory> memory =
-      RunMemory(MemorySettings("fail-memory", 70), 50, 100);
+      RunMemory(FailingSoon("fail-memory", 70), 50, 100);
   EXPECT_EQ(memory.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(HeldIn("fail-memory").empty());
 }

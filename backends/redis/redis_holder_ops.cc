@@ -42,9 +42,10 @@ std::string ObjectMessage(ObjectKind kind, absl::string_view name) {
 ScriptCall HolderAcquireScript(const Master& master, const Keyspace& keys,
                                const Liveness& liveness,
                                const AcquireCall& call, bool will_wait,
-                               absl::Duration place) {
+                               absl::Duration place,
+                               std::optional<uint64_t> proposed) {
   const bool election = call.shape.kind == ObjectKind::kElection;
-  return ScriptCall{
+  ScriptCall script{
       &master.scripts().sem_acquire,
       {KeyOf(keys, call.shape.kind, call.name)},
       {std::string(call.owner), absl::StrCat(LeaseMillis(call.lease)),
@@ -55,6 +56,11 @@ ScriptCall HolderAcquireScript(const Master& master, const Keyspace& keys,
        keys.ReleaseChannel(call.name),
        ObjectMessage(call.shape.kind, call.name), ElectionFlag(call.shape.kind),
        std::string(call.value)}};
+  if (proposed.has_value()) {
+    script.keys.push_back(keys.floor());
+    script.args.push_back(absl::StrCat(*proposed));
+  }
+  return script;
 }
 
 absl::StatusOr<HolderAcquireReply> ParseHolderAcquire(
@@ -83,6 +89,7 @@ absl::StatusOr<HolderAcquireReply> ParseHolderAcquire(
     case 0:
       out.attempt.holder_lease_left =
           absl::Milliseconds(std::max<int64_t>(number, 0));
+      if (r->elements == 3) out.leader = std::string(Text(r->element[2]));
       return out;
     case -2:
       return LimitMismatchError(call.name, number, call.shape.limit);
@@ -192,6 +199,21 @@ ScriptCall HoldersForceUnlockScript(const Master& master, const Keyspace& keys,
       {fencing_token.has_value() ? absl::StrCat(*fencing_token) : "",
        keys.ReleaseChannel(name), ObjectMessage(kind, name),
        ElectionFlag(kind)}};
+}
+
+ScriptCall HolderRaiseTokenScript(const Master& master, const Keyspace& keys,
+                                  ObjectKind kind, absl::string_view name,
+                                  absl::string_view owner, uint64_t token) {
+  return ScriptCall{&master.scripts().holder_raise_token,
+                    {KeyOf(keys, kind, name), keys.floor()},
+                    {std::string(owner), absl::StrCat(token)}};
+}
+
+std::string ObjectNamesPrefix(const Keyspace& keys, ObjectKind kind) {
+  std::string key_prefix = KeyOf(keys, kind, "");
+  // ObjectKey ends with the closing brace; the names come before it.
+  key_prefix.pop_back();
+  return key_prefix;
 }
 
 ScriptCall ElectionProclaimScript(const Master& master, const Keyspace& keys,

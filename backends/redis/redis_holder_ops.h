@@ -26,14 +26,18 @@ std::string ObjectMessage(ObjectKind kind, absl::string_view name);
 
 // A semaphore's permits or a leadership (sem_acquire.lua). `will_wait`
 // marks the object so that releases are announced, and keeps the first
-// waiter's place for `place` (the semaphore's head waiter).
+// waiter's place for `place` (the semaphore's head waiter). Redlock
+// `proposes` a fresh grant's token, which the master's floor may raise
+// (AcquireScript's `proposed`).
 ScriptCall HolderAcquireScript(const Master& master, const Keyspace& keys,
                                const Liveness& liveness,
                                const AcquireCall& call, bool will_wait,
-                               absl::Duration place);
+                               absl::Duration place,
+                               std::optional<uint64_t> proposed = {});
 struct HolderAcquireReply {
   Attempt attempt;
   std::vector<int64_t> slots;  // of a grant
+  std::string leader;          // an election's, when refused
 };
 // LimitMismatchError or PermitsMismatchError for the script's refusals.
 absl::StatusOr<HolderAcquireReply> ParseHolderAcquire(
@@ -72,6 +76,16 @@ absl::StatusOr<ObjectInfo> ParseHoldersInspect(const redisReply* reply,
 ScriptCall HoldersForceUnlockScript(const Master& master, const Keyspace& keys,
                                     ObjectKind kind, absl::string_view name,
                                     std::optional<uint64_t> fencing_token);
+
+// Redlock: writes the term a quorum agreed on into the leader's entry and
+// raises the floor to it (RaiseTokenScript's); ParseRenew() reads the reply.
+ScriptCall HolderRaiseTokenScript(const Master& master, const Keyspace& keys,
+                                  ObjectKind kind, absl::string_view name,
+                                  absl::string_view owner, uint64_t token);
+
+// What the keys of the objects of `kind` start with, the name following
+// (ScanNames' `key_prefix`).
+std::string ObjectNamesPrefix(const Keyspace& keys, ObjectKind kind);
 
 // The leader's new value, while it leads with `term`; ParseRenew() reads
 // the reply (GONE when it no longer leads).

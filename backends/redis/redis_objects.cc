@@ -125,13 +125,8 @@ absl::StatusOr<ObjectInfo> HolderObjects::Inspect(ObjectKind kind,
 // A SCAN per master, then each object read in one step (C11).
 absl::StatusOr<std::vector<ObjectInfo>> HolderObjects::List(
     ObjectKind kind, absl::string_view prefix) {
-  const std::string key_prefix =
-      c_.keys.ObjectKey(kind == ObjectKind::kElection ? 'e' : 's', "");
-  // ObjectKey ends with the closing brace; the names come before it.
-  const absl::string_view names_after =
-      absl::string_view(key_prefix).substr(0, key_prefix.size() - 1);
   absl::StatusOr<std::vector<std::string>> names =
-      ScanEveryMaster(c_.router, names_after, prefix);
+      ScanEveryMaster(c_.router, ObjectNamesPrefix(c_.keys, kind), prefix);
   if (!names.ok()) return names.status();
   std::vector<ObjectInfo> out;
   for (const std::string& name : *names) {

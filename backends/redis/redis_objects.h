@@ -1,5 +1,6 @@
 // Copyright dlock authors. Semaphores and elections on every Redis
-// topology but Redlock (issue 24; docs/redis.md): one hash of holders per
+// topology but Redlock (issue 24; docs/redis.md; Redlock's elections are
+// redlock_objects.cc's, over the same scripts): one hash of holders per
 // object in the lock's slot, on the master the Router finds, waiters and
 // watchers woken by the release channel's messages.
 #ifndef DLOCK_BACKENDS_REDIS_REDIS_OBJECTS_H_

@@ -26,6 +26,7 @@ extern const char kHoldersInspect[];
 extern const char kHoldersAbandon[];
 extern const char kHoldersForceUnlock[];
 extern const char kElectionProclaim[];
+extern const char kHolderRaiseToken[];
 extern const char kMultiAcquire[];
 
 }  // namespace dlock::redis::lua

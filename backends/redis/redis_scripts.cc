@@ -65,6 +65,8 @@ Scripts::Scripts()
           MakeHoldersScript("holders_force_unlock", lua::kHoldersForceUnlock)),
       election_proclaim(
           MakeHoldersScript("election_proclaim", lua::kElectionProclaim)),
+      holder_raise_token(
+          MakeHoldersScript("holder_raise_token", lua::kHolderRaiseToken)),
       multi_acquire(MakeScript("multi_acquire", lua::kMultiAcquire)),
       layout_guard(MakeScript("layout_guard", lua::kLayoutGuard)) {}
 
@@ -90,6 +92,7 @@ auto LibraryScripts(Self& s) -> std::vector<decltype(&s.acquire)> {
           &s.holders_abandon,
           &s.holders_force_unlock,
           &s.election_proclaim,
+          &s.holder_raise_token,
           &s.multi_acquire};
 }
 

@@ -58,6 +58,8 @@ struct Scripts {
   Script holders_abandon;
   Script holders_force_unlock;
   Script election_proclaim;
+  // Redlock: raise_token for an election's leader.
+  Script holder_raise_token;
   // A multi-lock's names all or nothing, on one master (C25).
   Script multi_acquire;
   // The rolling upgrade's check (scripts/layout_guard.lua), sent with EVAL.

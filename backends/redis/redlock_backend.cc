@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "dlock/backend/backend.h"
 #include "dlock/backend/wakeup.h"
+#include "redis_holder_ops.h"
 #include "redis_lock_ops.h"
 #include "redis_master.h"
 #include "redis_uri.h"
@@ -94,8 +95,15 @@ absl::Status RedlockBackend::Start() {
 absl::StatusOr<Grant> RedlockBackend::Acquire(const AcquireCall& call) {
   const bool will_wait = call.deadline > clock_.Now();
   std::shared_ptr<RedlockLockHold> record;
+  // An election's campaigners sleep on its message, not on the lock's name.
+  std::string message;
+  AcquireCall waiting = call;
+  if (!call.shape.IsLockWriter()) {
+    message = ObjectMessage(call.shape.kind, call.name);
+    waiting.name = message;
+  }
   absl::StatusOr<Grant> grant =
-      AcquireWithWakeups(call, releases_, fallback_poll_,
+      AcquireWithWakeups(waiting, releases_, fallback_poll_,
                          [&]() { return TryRound(call, will_wait, &record); });
   if (grant.ok()) grant->record = std::move(record);
   return grant;
@@ -133,12 +141,10 @@ absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
   // One proposal for every master: those whose floors lie below it agree.
   const uint64_t proposed = absl::ToUnixMicros(absl::Now());
   std::vector<MonoTime> replied;
-  Replies replies = OnEach(
-      [&](const Master& m, size_t) {
-        return AcquireScript(m, keys_, liveness_, call.name, call.owner,
-                             call.lease, will_wait, proposed);
-      },
-      &replied);
+  Replies replies =
+      OnEach([&](const Master& m,
+                 size_t) { return RoundScript(m, call, will_wait, proposed); },
+             &replied);
   std::vector<std::optional<Acquired>> granted(masters_.size());
   // The holders' leases left, by holder.
   absl::flat_hash_map<std::string, std::vector<absl::Duration>> refused_by;
@@ -146,10 +152,7 @@ absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
   size_t refusals = 0;
   absl::Status error;
   for (size_t i = 0; i < replies.size(); ++i) {
-    absl::StatusOr<AcquireReply> a =
-        Parse(replies[i], [&](const redisReply* reply) {
-          return ParseAcquire(reply, masters_[i]->endpoint());
-        });
+    absl::StatusOr<AcquireReply> a = ParseRound(replies[i], i, call);
     if (!a.ok()) {
       if (error.ok()) error = a.status();
     } else if (a->acquired.has_value()) {
@@ -168,8 +171,9 @@ absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
       auto* hold = static_cast<RedlockLockHold*>(held);
       if (won->fresh || held == nullptr) {
         *record = std::make_shared<RedlockLockHold>(
-            call.name, call.owner, won->acquired.fencing_token, valid_until,
-            masters_.size(), absl::Milliseconds(liveness_.ttl_ms), drift_);
+            call.name, call.owner, call.shape.kind, won->acquired.fencing_token,
+            valid_until, masters_.size(), absl::Milliseconds(liveness_.ttl_ms),
+            drift_);
         hold = record->get();
         if (KeepsLiveness()) held_.Add(*record);
       } else {
@@ -256,7 +260,7 @@ std::optional<RedlockBackend::Agreed> RedlockBackend::AgreeOnToken(
         if (!granted[i].has_value() || granted[i]->fencing_token == token) {
           return std::nullopt;
         }
-        return RaiseTokenScript(m, keys_, call.name, call.owner, token);
+        return RaiseScript(m, call, token);
       });
   for (size_t i = 0; i < raised.size(); ++i) {
     if (raised[i].has_value() && raised[i]->ok() &&
@@ -297,7 +301,7 @@ void RedlockBackend::GiveBack(
     const std::vector<std::optional<Acquired>>& granted) {
   (void)OnEach([&](const Master& m, size_t i) -> std::optional<ScriptCall> {
     if (!granted[i].has_value()) return std::nullopt;
-    return ReleaseScript(m, keys_, call.name, call.owner, 1);
+    return GiveBackScript(m, call);
   });
 }
 

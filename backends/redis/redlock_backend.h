@@ -1,9 +1,10 @@
 // Copyright dlock authors. The redlock:// backend (redlock_backend.cc has
 // the algorithm, redlock_calls.cc the calls on a hold after its grant and
-// the admin calls). Private to backends/redis.
+// the admin calls, redlock_objects.cc elections). Private to backends/redis.
 #ifndef DLOCK_BACKENDS_REDIS_REDLOCK_BACKEND_H_
 #define DLOCK_BACKENDS_REDIS_REDLOCK_BACKEND_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,12 +41,13 @@ class RedlockBackend : public Backend {
         .fencing = FencingStrength::kServerMemory,
         .can_list = true,
         .keeps_after_release = true,
+        .elections = true,
         // docs/design/primitives.md, "Redlock: not offered".
         .primitives_note =
             "semaphores: a count kept on independent masters can exceed N "
             "(with N=2 on three masters, holders of {m1,m2}, {m2,m3} and "
-            "{m1,m3} each have a quorum); read-write locks and elections "
-            "are not wired on Redlock (issue 24)"};
+            "{m1,m3} each have a quorum); read-write locks are not wired on "
+            "Redlock yet (issue 24)"};
   }
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override;
@@ -82,6 +84,20 @@ class RedlockBackend : public Backend {
 
   // Every master's, summed: each keeps its own copy of the locks.
   absl::StatusOr<ServerMemory> ServerMemoryUse() override;
+
+  // Elections (redlock_objects.cc): the one-master scripts on every master,
+  // counted against the quorum as a lock's calls are; a campaign is a
+  // round of TryRound. Semaphores and readers: Backend's Unimplemented.
+  absl::Status Proclaim(const ProclaimCall& call) override;
+  std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
+                                           absl::string_view name) override;
+  absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
+                                           absl::string_view name) override;
+  absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
+      ObjectKind kind, absl::string_view prefix) override;
+  absl::Status ForceUnlockObject(
+      ObjectKind kind, absl::string_view name,
+      std::optional<uint64_t> fencing_token) override;
 
   void Shutdown() override {
     for (const std::unique_ptr<Master>& m : masters_) m->Shutdown();
@@ -126,6 +142,68 @@ class RedlockBackend : public Backend {
                   const std::vector<MonoTime>& replied);
 
   bool KeepsLiveness() const { return liveness_.ttl_ms > 0; }
+
+  // A round's script on one master, for a lock's writer or an election's
+  // leadership (no head waiter's place: one per master would let three
+  // campaigners split three masters until the places lapse), and what its
+  // reply says; what gives the round back, and what writes the agreed
+  // token (redlock_objects.cc).
+  ScriptCall RoundScript(const Master& m, const AcquireCall& call,
+                         bool will_wait, uint64_t proposed) const;
+  absl::StatusOr<AcquireReply> ParseRound(
+      const std::optional<absl::StatusOr<Reply>>& reply, size_t master,
+      const AcquireCall& call) const;
+  ScriptCall GiveBackScript(const Master& m, const AcquireCall& call) const;
+  ScriptCall RaiseScript(const Master& m, const AcquireCall& call,
+                         uint64_t token) const;
+
+  // The answers of the masters to a call on a hold: how many did it, how
+  // many said the owner holds nothing there, the first error.
+  struct Tally {
+    size_t done = 0;
+    size_t gone = 0;
+    absl::Status error;
+    void Add(const absl::Status& s);
+  };
+
+  // What a quorum says of one holder, from the copies of the masters that
+  // hold it for that owner (nullopt: fewer than a quorum): held until the
+  // quorum-th longest lease left ends, live while live on `blocking_`.
+  template <typename Info>
+  std::optional<Info> QuorumHolder(std::vector<Info> copies) const {
+    if (copies.size() < quorum_) return std::nullopt;
+    std::sort(copies.begin(), copies.end(), [](const Info& a, const Info& b) {
+      return a.remaining_lease > b.remaining_lease;
+    });
+    Info out = copies[quorum_ - 1];
+    size_t live = 0;
+    bool told = false;
+    for (const Info& info : copies) {
+      out.hold_count = std::max(out.hold_count, info.hold_count);
+      out.fencing_token = std::max(out.fencing_token, info.fencing_token);
+      out.since = std::min(out.since, info.since);
+      // Unset: a holder with liveness off, whose hold only its lease ends.
+      if (info.holder_live != std::optional<bool>(false)) ++live;
+      told = told || info.holder_live.has_value();
+    }
+    // A waiter can take over once the holder is live on too few masters to
+    // keep every quorum from granting it.
+    out.holder_live =
+        told ? std::optional<bool>(live >= blocking_) : std::nullopt;
+    return out;
+  }
+
+  // The names `scan` finds on each master (SCAN), each once; Unavailable
+  // unless a quorum answered (List, ListObjects).
+  absl::StatusOr<std::vector<std::string>> ScanEveryMaster(
+      absl::FunctionRef<absl::StatusOr<std::vector<std::string>>(Master&)>
+          scan);
+
+  // A force unlock's replies (ParseForceUnlockIfToken's) counted: removed
+  // from a quorum, or with no token, done on a quorum.
+  absl::Status ForceUnlockVerdict(const Replies& replies,
+                                  absl::string_view name,
+                                  std::optional<uint64_t> fencing_token) const;
 
   // Undoes a failed round on every master at once: where a master granted,
   // it takes back the one hold this round added (a fresh key goes, a

@@ -9,12 +9,17 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "redis_holder_ops.h"
 #include "redlock_backend.h"
 
 namespace dlock::redis {
 
 absl::StatusOr<int64_t> RedlockBackend::Release(const ReleaseCall& call) {
   Replies replies = OnEach([&](const Master& m, size_t) {
+    if (!call.shape.IsLockWriter()) {
+      return HolderReleaseScript(m, keys_, call.shape.kind, call.name,
+                                 call.owner, call.CountToSubtract());
+    }
     return ReleaseScript(m, keys_, call.name, call.owner,
                          call.CountToSubtract(), call.keep_for);
   });
@@ -56,8 +61,12 @@ std::vector<absl::Status> RedlockBackend::RenewMany(
   for (const std::unique_ptr<Master>& m : masters_) {
     std::vector<ScriptCall> scripts;
     for (const RenewCall& call : calls) {
-      scripts.push_back(
-          RenewScript(*m, keys_, liveness_, call.name, call.owner, call.lease));
+      scripts.push_back(call.shape.IsLockWriter()
+                            ? RenewScript(*m, keys_, liveness_, call.name,
+                                          call.owner, call.lease)
+                            : HolderRenewScript(*m, keys_, liveness_,
+                                                call.shape.kind, call.name,
+                                                call.owner, call.lease));
     }
     pending.push_back(m->Submit(std::move(scripts)));
   }
@@ -66,9 +75,7 @@ std::vector<absl::Status> RedlockBackend::RenewMany(
   std::vector<absl::Status> results;
   for (size_t j = 0; j < calls.size(); ++j) {
     const RenewCall& call = calls[j];
-    size_t renewed = 0;
-    size_t gone = 0;
-    absl::Status error;
+    Tally tally;
     auto* hold = static_cast<RedlockHold*>(call.record);
     const MonoTime valid_until = sent + call.lease - drift_.Of(call.lease);
     for (size_t i = 0; i < masters_.size(); ++i) {
@@ -76,28 +83,23 @@ std::vector<absl::Status> RedlockBackend::RenewMany(
                            ? ParseRenew(replies[i][j]->get(), call.name,
                                         masters_[i]->endpoint())
                            : replies[i][j].status();
-      if (s.ok()) {
-        ++renewed;
-        if (hold != nullptr) hold->Renewed(i, valid_until);
-      } else if (IsGone(s)) {
-        ++gone;
-        if (hold != nullptr) hold->GoneFrom(i);
-      } else if (error.ok()) {
-        error = s;
-      }
+      tally.Add(s);
+      if (hold == nullptr) continue;
+      if (s.ok()) hold->Renewed(i, valid_until);
+      if (IsGone(s)) hold->GoneFrom(i);
     }
-    if (renewed >= quorum_ && clock_.Now() < valid_until) {
+    if (tally.done >= quorum_ && clock_.Now() < valid_until) {
       if (hold != nullptr) hold->Extend(valid_until);
       results.push_back(absl::OkStatus());
-    } else if (gone > masters_.size() - quorum_) {
+    } else if (tally.gone > masters_.size() - quorum_) {
       // No quorum can hold it for this owner any more.
       results.push_back(NotOwnerError(call.name));
-    } else if (renewed >= quorum_) {
+    } else if (tally.done >= quorum_) {
       results.push_back(absl::UnavailableError(absl::StrCat(
           "renewing ", call.name, " on a quorum of redlock masters took ",
           "longer than the lease left after drift")));
     } else {
-      results.push_back(NoQuorum("renew", renewed, error));
+      results.push_back(NoQuorum("renew", tally.done, tally.error));
     }
   }
   return results;
@@ -128,8 +130,13 @@ absl::Status RedlockBackend::RenewLiveness(absl::Duration) {
   for (const std::unique_ptr<Master>& m : masters_) {
     std::vector<ScriptCall> scripts;
     for (const std::shared_ptr<RedlockLockHold>& hold : holds) {
-      scripts.push_back(RefreshLivenessScript(
-          *m, keys_, liveness_, hold->name(), hold->owner(), hold->token()));
+      scripts.push_back(
+          hold->kind() == ObjectKind::kLock
+              ? RefreshLivenessScript(*m, keys_, liveness_, hold->name(),
+                                      hold->owner(), hold->token())
+              : HolderRefreshLivenessScript(*m, keys_, liveness_, hold->kind(),
+                                            hold->name(), hold->owner(),
+                                            hold->token()));
     }
     pending.push_back(m->Submit(std::move(scripts)));
   }
@@ -182,40 +189,36 @@ absl::StatusOr<LockInfo> RedlockBackend::Inspect(absl::string_view name) {
   LockInfo out;
   out.name = std::string(name);
   for (auto& [owner, infos] : by_owner) {
-    if (infos.size() < quorum_) continue;
-    // Held while a quorum of its keys lives: until the quorum-th longest
-    // lease left ends.
-    std::sort(infos.begin(), infos.end(),
-              [](const LockInfo& a, const LockInfo& b) {
-                return a.remaining_lease > b.remaining_lease;
-              });
-    out = infos[quorum_ - 1];
-    size_t live = 0;
-    bool told = false;
-    for (const LockInfo& info : infos) {
-      out.hold_count = std::max(out.hold_count, info.hold_count);
-      out.fencing_token = std::max(out.fencing_token, info.fencing_token);
-      out.since = std::min(out.since, info.since);
-      // Unset: a holder with liveness off, whose hold only its lease ends.
-      if (info.holder_live != std::optional<bool>(false)) ++live;
-      told = told || info.holder_live.has_value();
+    if (std::optional<LockInfo> agreed = QuorumHolder(std::move(infos))) {
+      out = *std::move(agreed);
     }
-    // The quorum's view: a waiter can take over once the holder is live
-    // on too few masters to keep every quorum from granting it.
-    out.holder_live =
-        told ? std::optional<bool>(live >= blocking_) : std::nullopt;
   }
   return out;
 }
 
 absl::StatusOr<std::vector<LockInfo>> RedlockBackend::List(
     absl::string_view prefix) {
+  absl::StatusOr<std::vector<std::string>> names = ScanEveryMaster(
+      [&](Master& m) { return ScanLockNames(m, keys_, prefix); });
+  if (!names.ok()) return names.status();
+  std::vector<LockInfo> out;
+  for (const std::string& name : *names) {
+    absl::StatusOr<LockInfo> info = Inspect(name);
+    if (!info.ok()) return info.status();
+    if (info->locked) out.push_back(*std::move(info));
+  }
+  return out;
+}
+
+// Each name once, from a quorum of masters at least: a name on fewer than a
+// quorum is held by nobody, and Inspect says so.
+absl::StatusOr<std::vector<std::string>> RedlockBackend::ScanEveryMaster(
+    absl::FunctionRef<absl::StatusOr<std::vector<std::string>>(Master&)> scan) {
   std::vector<std::string> names;
   size_t answered = 0;
   absl::Status error;
   for (const std::unique_ptr<Master>& m : masters_) {
-    absl::StatusOr<std::vector<std::string>> some =
-        ScanLockNames(*m, keys_, prefix);
+    absl::StatusOr<std::vector<std::string>> some = scan(*m);
     if (!some.ok()) {
       if (error.ok()) error = some.status();
       continue;
@@ -226,13 +229,7 @@ absl::StatusOr<std::vector<LockInfo>> RedlockBackend::List(
   if (answered < quorum_) return NoQuorum("list", answered, error);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
-  std::vector<LockInfo> out;
-  for (const std::string& name : names) {
-    absl::StatusOr<LockInfo> info = Inspect(name);
-    if (!info.ok()) return info.status();
-    if (info->locked) out.push_back(*std::move(info));
-  }
-  return out;
+  return names;
 }
 
 absl::Status RedlockBackend::ForceUnlock(absl::string_view name) {
@@ -261,6 +258,12 @@ absl::Status RedlockBackend::ForceUnlockIfToken(absl::string_view name,
   Replies replies = OnEach([&](const Master& m, size_t) {
     return ForceUnlockIfTokenScript(m, keys_, name, fencing_token);
   });
+  return ForceUnlockVerdict(replies, name, fencing_token);
+}
+
+absl::Status RedlockBackend::ForceUnlockVerdict(
+    const Replies& replies, absl::string_view name,
+    std::optional<uint64_t> fencing_token) const {
   size_t answered = 0;
   size_t removed = 0;
   absl::Status error;
@@ -276,15 +279,18 @@ absl::Status RedlockBackend::ForceUnlockIfToken(absl::string_view name,
     if (*r) ++removed;
   }
   if (answered < quorum_) {
-    return NoQuorum("force unlock on a token", answered, error);
+    return NoQuorum(
+        fencing_token.has_value() ? "force unlock on a token" : "force unlock",
+        answered, error);
   }
-  if (removed == 0) return TokenMismatchError(name, fencing_token);
+  if (!fencing_token.has_value()) return absl::OkStatus();
+  if (removed == 0) return TokenMismatchError(name, *fencing_token);
   // A master that kept its copy may hold it for the same owner under
   // another token (counters that disagreed at the grant): only removal from
   // a quorum leaves the owner short of one.
   if (removed < quorum_) {
     return absl::UnavailableError(absl::StrCat(
-        "force unlock of lock '", name, "' on token ", fencing_token,
+        "force unlock of '", name, "' on token ", *fencing_token,
         " removed it from ", removed, " of ", masters_.size(),
         " redlock masters, fewer than a quorum (", quorum_,
         "): its holder may still hold it; inspect it and try again"));

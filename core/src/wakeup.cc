@@ -60,22 +60,70 @@ bool WakeupHub::Waiter::Wait(MonoTime until, const CancelToken& cancel) {
   }
 }
 
+namespace {
+
+// What both wait loops do between attempts. The waiter is registered only
+// once an attempt was refused: most acquires succeed at once, and registering
+// takes the hub's one lock twice (every thread of the client contends for it)
+// and a map entry. A release announced between the refused attempt and the
+// registration moved the count read before the attempt: look again at once.
+class WaitBetweenAttempts {
+ public:
+  WaitBetweenAttempts(WakeupHub& hub, absl::Duration fallback_poll,
+                      MonoTime deadline, const CancelToken& cancel)
+      : hub_(hub),
+        fallback_poll_(fallback_poll),
+        deadline_(deadline),
+        cancel_(cancel),
+        started_(hub.clock().Now()) {}
+
+  void BeforeAttempt() { notifications_before_ = hub_.notifications(); }
+
+  // After `name` refused the attempt: DeadlineExceeded once the deadline has
+  // passed; otherwise waits (on `name`) until a wake-up, the holder's lease
+  // end (1 ms past it, so that the backend has expired it), the fallback
+  // poll or the deadline, and returns OK: attempt again.
+  absl::Status AfterRefusal(absl::string_view name,
+                            absl::Duration holder_lease_left) {
+    const MonoTime now = hub_.clock().Now();
+    if (now >= deadline_) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("lock '", name, "' is held by another owner (waited ",
+                       absl::FormatDuration(now - started_), ")"));
+    }
+    if (!waiter_.has_value() || waiter_->name() != name) {
+      waiter_.emplace(hub_, name);
+      if (hub_.notifications() != notifications_before_) {
+        return absl::OkStatus();
+      }
+    }
+    const absl::Duration nap =
+        std::clamp(holder_lease_left + absl::Milliseconds(1),
+                   absl::Milliseconds(1), fallback_poll_);
+    waiter_->Wait(std::min(deadline_, now + nap), cancel_);
+    return absl::OkStatus();
+  }
+
+ private:
+  WakeupHub& hub_;
+  const absl::Duration fallback_poll_;
+  const MonoTime deadline_;
+  const CancelToken& cancel_;
+  const MonoTime started_;
+  uint64_t notifications_before_ = 0;
+  std::optional<WakeupHub::Waiter> waiter_;
+};
+
+}  // namespace
+
 absl::StatusOr<Grant> AcquireWithWakeups(
     const AcquireCall& call, WakeupHub& hub, absl::Duration fallback_poll,
     absl::FunctionRef<absl::StatusOr<Attempt>()> attempt) {
-  const Clock& clock = hub.clock();
-  const MonoTime started = clock.Now();
-  // Registered only once an attempt failed: most acquires succeed at once,
-  // and registering takes the hub's one lock twice (every thread of the
-  // client contends for it) and a map entry. A release announced between
-  // the failed attempt and the registration moved the count read here.
-  const uint64_t notifications_before = hub.notifications();
-  std::optional<WakeupHub::Waiter> waiter;
+  WaitBetweenAttempts wait(hub, fallback_poll, call.deadline, call.cancel);
   while (true) {
-    if (call.cancel.IsCancelled()) {
-      return WaitCancelledError(call.name);
-    }
-    const MonoTime sent = clock.Now();
+    if (call.cancel.IsCancelled()) return WaitCancelledError(call.name);
+    wait.BeforeAttempt();
+    const MonoTime sent = hub.clock().Now();
     absl::StatusOr<Attempt> result = attempt();
     if (!result.ok()) return result.status();
     if (result->acquired.has_value()) {
@@ -83,22 +131,11 @@ absl::StatusOr<Grant> AcquireWithWakeups(
                    .hold_count = result->acquired->hold_count,
                    .sent = sent};
     }
-    const MonoTime now = clock.Now();
-    if (now >= call.deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "lock '", call.name, "' is held by another owner (waited ",
-          absl::FormatDuration(now - started), ")"));
+    if (absl::Status s =
+            wait.AfterRefusal(call.name, result->holder_lease_left);
+        !s.ok()) {
+      return s;
     }
-    // The holder's lease end is when the lock frees itself without any
-    // announcement; 1ms past it, so that the backend has expired it.
-    if (!waiter.has_value()) {
-      waiter.emplace(hub, call.name);
-      if (hub.notifications() != notifications_before) continue;
-    }
-    absl::Duration nap =
-        std::clamp(result->holder_lease_left + absl::Milliseconds(1),
-                   absl::Milliseconds(1), fallback_poll);
-    waiter->Wait(std::min(call.deadline, now + nap), call.cancel);
   }
 }
 
@@ -106,16 +143,12 @@ absl::StatusOr<std::vector<Grant>> AcquireAllWithWakeups(
     absl::Span<const AcquireCall> parts, MonoTime deadline,
     const CancelToken& cancel, WakeupHub& hub, absl::Duration fallback_poll,
     absl::FunctionRef<absl::StatusOr<AllAttempt>()> attempt) {
-  const Clock& clock = hub.clock();
-  const MonoTime started = clock.Now();
-  // As AcquireWithWakeups: a waiter registered after a refusal, looking
-  // again at once if a release was announced in between.
-  std::optional<WakeupHub::Waiter> waiter;
-  std::string waiting_on;
+  // A refused attempt waits on the part that refused it.
+  WaitBetweenAttempts wait(hub, fallback_poll, deadline, cancel);
   while (true) {
     if (cancel.IsCancelled()) return WaitCancelledError(parts[0].name);
-    const uint64_t notifications_before = hub.notifications();
-    const MonoTime sent = clock.Now();
+    wait.BeforeAttempt();
+    const MonoTime sent = hub.clock().Now();
     absl::StatusOr<AllAttempt> result = attempt();
     if (!result.ok()) return result.status();
     if (!result->acquired.empty()) {
@@ -127,22 +160,11 @@ absl::StatusOr<std::vector<Grant>> AcquireAllWithWakeups(
       }
       return grants;
     }
-    const absl::string_view refused = parts[result->refused].name;
-    const MonoTime now = clock.Now();
-    if (now >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("lock '", refused, "' is held by another owner (waited ",
-                       absl::FormatDuration(now - started), ")"));
+    if (absl::Status s = wait.AfterRefusal(parts[result->refused].name,
+                                           result->refusal.holder_lease_left);
+        !s.ok()) {
+      return s;
     }
-    if (!waiter.has_value() || waiting_on != refused) {
-      waiting_on = std::string(refused);
-      waiter.emplace(hub, waiting_on);
-      if (hub.notifications() != notifications_before) continue;
-    }
-    const absl::Duration nap =
-        std::clamp(result->refusal.holder_lease_left + absl::Milliseconds(1),
-                   absl::Milliseconds(1), fallback_poll);
-    waiter->Wait(std::min(deadline, now + nap), cancel);
   }
 }
 

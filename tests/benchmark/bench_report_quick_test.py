@@ -15,6 +15,29 @@ import sys
 import tempfile
 
 
+def primitives_problems(primitives, report, out):
+    """dlock and every peer measured each primitive of the quick run, or
+    dlock said its backend does not offer it."""
+    problems = []
+    if primitives.HEADING not in report:
+        problems.append("benchmarks.md has no primitives section")
+    with open(os.path.join(out, "benchmarks", "records.json")) as f:
+        prims = json.load(f).get("primitives", {}).get("records", {})
+    for backend, scenario, key in primitives.cells(quick=True):
+        cell = prims.get(backend, {}).get(scenario, {})
+        if primitives.not_offered(cell):
+            if primitives.PEERS.get((backend, scenario)):
+                problems.append("dlock on %s says it has no %s, which its peers have" % (
+                    backend, scenario))
+            continue
+        for who in ["dlock"] + primitives.PEERS.get((backend, scenario), []):
+            recs = cell.get(str(key), {}).get(who, [])
+            figure = ("resign_handover_us" if scenario == "election" else "pairs_per_sec")
+            if not recs or not all(r.get(figure) for r in recs):
+                problems.append("%s on %s, %s %s: no figure" % (who, backend, scenario, key))
+    return problems
+
+
 def main():
     source, build = sys.argv[1], sys.argv[2]
     sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -63,6 +86,7 @@ def main():
                 if not rates or not all(isinstance(x, (int, float)) and x > 0 for x in rates):
                     problems.append("%s on the Redis Cluster of %d masters: no rate" % (
                         who, masters))
+        problems += primitives_problems(bench_report.primitives, report, out)
         if "## Redis Cluster" not in report:
             problems.append("benchmarks.md has no Redis Cluster section")
         if problems:

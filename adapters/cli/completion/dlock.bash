@@ -37,8 +37,8 @@ _dlock() {
       COMPREPLY=($(compgen -W "name held-for lease-left token" -- "$cur"))
       return ;;
     --scenarios)
-      COMPREPLY=($(compgen -W "uncontended contention watchdog memory" \
-        -- "$cur"))
+      COMPREPLY=($(compgen -W "uncontended contention watchdog memory
+        semaphore shared election" -- "$cur"))
       return ;;
   esac
   case ${COMP_WORDS[1]} in
@@ -55,7 +55,8 @@ _dlock() {
     monitor) flags="$backend --prefix --interval --held-longer-than
       --on-held-too-long --hook-timeout --unlock-dead --metrics-listen" ;;
     bench) flags="$backend --json --quiet --quick --scenarios --threads
-      --duration --warmup --clients --locks --names --lease" ;;
+      --duration --warmup --clients --locks --names --lease --permits
+      --handovers --lapses" ;;
     setup) flags="$backend --grant-to" ;;
     help)
       COMPREPLY=($(compgen -W "$subcommands --man --help" -- "$cur"))

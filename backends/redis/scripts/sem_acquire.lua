@@ -1,15 +1,18 @@
 -- A semaphore's permits, or an election's leadership (a semaphore of one
 -- that carries the leader's value and announces every change).
--- KEYS[1] the object (dlock:s{<ns>:<name>} or dlock:e{<ns>:<name>}).
+-- KEYS[1] the object (dlock:s{<ns>:<name>} or dlock:e{<ns>:<name>});
+-- KEYS[2] (Redlock only) the namespace's token floor on this master.
 -- ARGV[1] owner, ARGV[2] lease (ms), ARGV[3] '1' when the caller will wait,
 -- ARGV[4] liveness TTL (ms; '0': none), ARGV[5] the N the caller expects,
 -- ARGV[6] permits asked (1..N), ARGV[7] how long a waiter's reservation
 -- lasts without a retry (ms; '0': no reservation, as Redlock asks),
 -- ARGV[8] channel to announce grants on (''
 -- for none), ARGV[9] its message, ARGV[10] '1' for an election, ARGV[11]
--- the campaigner's value.
+-- the campaigner's value, ARGV[12] (Redlock only) the token the client
+-- proposes, as acquire.lua's ARGV[6].
 -- Returns {1, token, holds, slots ("0,2")} when granted; {0, ms until a
--- holder may end, ''} when refused; {-2, N in force} when another N is in force (C22);
+-- holder may end, the leader (an election's; '' for a semaphore)} when
+-- refused; {-2, N in force} when another N is in force (C22);
 -- {-3, permits held} for a re-entry asking other permits.
 local owner, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local limit, permits = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -49,6 +52,13 @@ local reserved = 0
 if q and q.owner ~= owner then reserved = q.num end
 if o.used + permits + reserved <= s.limit then
   local token = next_token(us, s.last)
+  if KEYS[2] then
+    -- Redlock: not the server's clock but the proposal, above the floor,
+    -- so that the masters agree in one round (docs/redis.md).
+    token = math.max(tonumber(ARGV[12]), s.last + 1,
+                     tonumber(redis.call('GET', KEYS[2]) or '0') + 1)
+    redis.call('SET', KEYS[2], string.format('%d', token))
+  end
   h = new_holder(token, permits, free_slots(o, permits, s.limit), lease, up,
                  ttl)
   redis.call('HSET', key, owner, encode_holder(h))
@@ -80,4 +90,6 @@ if ARGV[3] == '1' then
 end
 local left = soonest_end(o, down)
 if q and q.owner ~= owner then left = math.min(left, q.until_ms - down) end
-return {0, math.max(left, 0), ''}
+-- Redlock tells a leader that holds a quorum from a split vote by it.
+local leader = election and next(o.holders) or ''
+return {0, math.max(left, 0), leader}

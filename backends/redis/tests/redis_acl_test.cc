@@ -155,7 +155,7 @@ TEST(RedisAcl, TheLineAllowsExactlyTheCommandsDlockSends) {
         &scripts.sem_renew, &scripts.holder_refresh_liveness,
         &scripts.holders_inspect, &scripts.holders_abandon,
         &scripts.holders_force_unlock, &scripts.election_proclaim,
-        &scripts.multi_acquire}) {
+        &scripts.holder_raise_token, &scripts.multi_acquire}) {
     const std::set<std::string> called = redis::CommandsCalledBy(script->body);
     EXPECT_FALSE(called.empty()) << script->name;
     sent.insert(called.begin(), called.end());

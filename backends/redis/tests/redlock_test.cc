@@ -1,6 +1,7 @@
 // Redlock-specific behaviour the shared conformance suite cannot see: the
 // quorum at Connect, the masters asked at once, token agreement across
-// masters whose counters differ, the configurable drift, and URI errors.
+// masters whose counters differ (a lock's token, an election's term),
+// split votes, the configurable drift, and URI errors.
 // The fault histories are in tests/history/redlock_history_test.cc.
 #include <memory>
 #include <string>
@@ -318,6 +319,87 @@ TEST_P(Redlock, SplitVoteIsNotReportedAsHeld) {
   ASSERT_OK(hold.status());
   EXPECT_EQ(hold->hold_count(), 1);
   EXPECT_OK(hold->Release());
+}
+
+// The term of an election's leader on a master (its entry's first number;
+// docs/redis.md, semaphores and elections); -1 when the master has none.
+int64_t TermOn(test::RedisServer& server, const std::string& key) {
+  absl::StatusOr<std::string> reply = server.RawCommand(
+      {"EVAL",
+       "local f = redis.call('HGETALL', KEYS[1]) "
+       "for i = 1, #f, 2 do if string.sub(f[i], 2, 2) == ':' then "
+       "return tonumber(string.match(f[i + 1], '^(%d+) ')) end end "
+       "return -1",
+       "1", key});
+  EXPECT_OK(reply);
+  return reply.ok() ? RespInteger(*reply) : -1;
+}
+
+// An election's term is agreed as a lock's token: a master whose floor ran
+// ahead sets it, and the others are raised to it (holder_raise_token)
+// before the campaign returns, so that a proclaim, conditional on the term,
+// reaches a quorum, and the next term exceeds it wherever its quorum is.
+TEST_P(Redlock, ElectionTermIsTheQuorumsLargestAndIsWrittenBack) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
+  ASSERT_NE(group, nullptr);
+  constexpr int64_t kAhead = int64_t{1} << 52;
+  ASSERT_OK(
+      group->server(0)
+          .RawCommand({"SET", "dlock:terms:floor", absl::StrCat(kAhead - 1)})
+          .status());
+  ASSERT_OK_AND_ASSIGN(auto client,
+                       Connect(RedlockUri(*group, {}, "namespace=terms")));
+  ASSERT_OK_AND_ASSIGN(auto election, client->GetElection("leader"));
+  ASSERT_OK_AND_ASSIGN(Leadership first, election->Campaign("a"));
+  EXPECT_EQ(first.term(), static_cast<uint64_t>(kAhead));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(FloorOn(group->server(i), "terms"), kAhead) << "master " << i;
+    EXPECT_EQ(TermOn(group->server(i), "dlock:e{terms:leader}"), kAhead)
+        << "master " << i;
+  }
+  ASSERT_OK(first.Proclaim("b"));
+  ASSERT_OK_AND_ASSIGN(LeaderInfo info, election->Leader());
+  EXPECT_EQ(info.term, static_cast<uint64_t>(kAhead));
+  EXPECT_EQ(info.value, "b");
+  ASSERT_OK(first.Resign());
+
+  ASSERT_OK(group->server(0).Restart());
+  ASSERT_OK_AND_ASSIGN(Leadership second,
+                       election->Campaign("c", {.wait = absl::Seconds(5)}));
+  EXPECT_GT(second.term(), static_cast<uint64_t>(kAhead));
+  EXPECT_OK(second.Resign());
+}
+
+// Two masters of three hold leaders of two other owners, each a minority
+// (campaigners that split a vote): nobody leads, so a campaign that does
+// not wait is not told that another does; it runs again after a random
+// delay and wins once they lapse. (A refusal that did not name the leader
+// there counted both as one holder with a quorum.)
+TEST_P(Redlock, ElectionSplitVoteIsNotReportedAsLed) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
+  ASSERT_NE(group, nullptr);
+  ASSERT_OK_AND_ASSIGN(
+      auto client,
+      Connect(RedlockUri(*group, {}, "namespace=split&retry_delay=200ms")));
+  ASSERT_OK_AND_ASSIGN(auto election, client->GetElection("leader"));
+  for (int i = 0; i < 2; ++i) {
+    // Token 1, one hold, lease 30 ms from the server's now, no liveness.
+    ASSERT_OK(
+        group->server(i)
+            .RawCommand({"EVAL",
+                         "local t = redis.call('TIME') "
+                         "local ms = t[1] * 1000 + math.floor(t[2] / 1000) "
+                         "redis.call('HSET', KEYS[1], ARGV[1], "
+                         "string.format('1 1 1 30 %d %d -1 0', ms, ms + 30)) "
+                         "return redis.call('PEXPIRE', KEYS[1], 30)",
+                         "1", "dlock:e{split:leader}",
+                         absl::StrCat("c:other-", i)})
+            .status());
+  }
+  absl::StatusOr<Leadership> me =
+      election->Campaign("me", {.wait = absl::ZeroDuration()});
+  ASSERT_OK(me.status());
+  EXPECT_OK(me->Resign());
 }
 
 TEST(RedlockUris, ErrorsSayWhatToFix) {

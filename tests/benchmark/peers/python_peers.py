@@ -1,8 +1,8 @@
 """The Python peers of the comparative report (scripts/bench_report.py).
 
     /usr/bin/python3 python_peers.py --library LIB --target TARGET \
-        --scenario uncontended|contention --concurrency N --seconds S \
-        [--warmup S]
+        --scenario uncontended|contention|semaphore|shared|exclusive|election \
+        --concurrency N --seconds S [--warmup S] [--permits P] [--handovers K]
     /usr/bin/python3 python_peers.py --serve [LIB]
 
 LIB and TARGET:
@@ -31,6 +31,9 @@ prints for dlock, with "library" where dlock's has "backend":
     per second, the hand-off latency (from the holder's release call to the
     next holder's acquire returning), each client's share of the
     acquisitions, Jain's fairness index and the longest wait in acquire.
+
+  semaphore, shared, exclusive (kazoo) and election (kazoo, tooz-zookeeper): the
+    primitives, as python_primitives.py says.
 
 With --serve instead, runs one slice per line of standard input, each line
 a JSON list of the arguments above, and prints each slice's record as it
@@ -70,6 +73,8 @@ import sys
 import threading
 import time
 import uuid
+
+import python_primitives
 
 LEASE_SECONDS = 10  # redis-py's; as dlock's pairs: an explicit 10 s lease
 
@@ -433,10 +438,14 @@ def slice_record(argv):
                         choices=["redis-py", "redis-py-cluster", "kazoo", "tooz-zookeeper",
                                  "tooz-postgresql", "python-etcd3", "tooz-etcd3gw"])
     parser.add_argument("--target", required=True)
-    parser.add_argument("--scenario", required=True, choices=["uncontended", "contention"])
-    parser.add_argument("--concurrency", type=int, required=True)
-    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--scenario", required=True,
+                        choices=["uncontended", "contention", "semaphore", "shared", "exclusive",
+                                 "election"])
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=1)
     parser.add_argument("--warmup", type=float, default=0.2)
+    parser.add_argument("--permits", type=int, help="semaphore: N (default: --concurrency)")
+    parser.add_argument("--handovers", type=int, default=20, help="election: resigns measured")
     args = parser.parse_args(argv)
     lib = loaded(args.library, args.target)
     # A prefix of its own per slice: slices never meet another's names.
@@ -444,8 +453,18 @@ def slice_record(argv):
     try:
         if args.scenario == "uncontended":
             record = uncontended(lib, args, prefix)
-        else:
+        elif args.scenario == "contention":
             record = contention(lib, args, prefix)
+        elif args.scenario == "election":
+            record = python_primitives.handovers(args.library, args.target, args.handovers,
+                                                 prefix, percentiles_us)
+        else:
+            permits = args.permits or args.concurrency
+            record = uncontended(python_primitives.pairs_lib(
+                args.library, args.scenario, args.target, permits, prefix), args, prefix)
+            record.update(scenario=args.scenario)
+            if args.scenario == "semaphore":
+                record["permits"] = permits
     except Exception as e:
         sys.exit("%s %s failed: %s: %s" % (args.library, args.scenario, type(e).__name__, e))
     return dict({"library": args.library, "target": args.target}, **record)

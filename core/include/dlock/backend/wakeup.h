@@ -75,6 +75,8 @@ class WakeupHub::Waiter {
   // the hub's clock), or cancellation. Returns true when notified.
   bool Wait(MonoTime until, const CancelToken& cancel);
 
+  absl::string_view name() const { return name_; }
+
  private:
   WakeupHub& hub_;
   std::string name_;

@@ -7,8 +7,8 @@
 //
 //   node node_peers.js <install-dir>
 //       --library redis-semaphore|node-redlock|ioredis-cluster-redlock|node-etcd3
-//       --target host:port --scenario uncontended|contention
-//       --concurrency N --seconds S [--warmup S]
+//       --target host:port --scenario uncontended|contention|semaphore
+//       --concurrency N --seconds S [--warmup S] [--permits P]
 //   node node_peers.js <install-dir> --serve [LIB]
 //
 // <install-dir> is where scripts/install-deps.sh ran `npm ci` for this
@@ -28,6 +28,10 @@
 //     second, their latency (from the holder's release call to another
 //     client's acquire returning), each client's share of the acquisitions,
 //     Jain's index over them and the longest wait in acquire.
+//   semaphore (redis-semaphore only): as uncontended, but every loop has a
+//     Semaphore object of its own on ONE key with P permits (default N),
+//     each taking one permit (lockTimeout 10 s) and giving it back: permits
+//     per second, as `dlock bench --scenarios semaphore`.
 //
 // With `node node_peers.js <install-dir> --serve` instead, runs one slice per
 // line of standard input, each line a JSON list of the arguments above, and
@@ -79,6 +83,7 @@ function parseArgs(argv) {
   args.concurrency = Number(args.concurrency);
   args.seconds = Number(args.seconds);
   args.warmup = Number(args.warmup);
+  args.permits = Number(args.permits || args.concurrency);
   return args;
 }
 
@@ -148,9 +153,13 @@ function library(args) {
   const close = (client) => client.quit();
 
   if (args.library === "redis-semaphore") {
-    const { Mutex } = requireInstalled("redis-semaphore");
+    const { Mutex, Semaphore } = requireInstalled("redis-semaphore");
     return {
       connect,
+      semaphoreFor(client, name, permits) {
+        const semaphore = new Semaphore(client, name, permits, { lockTimeout: kLeaseMs });
+        return { acquire: () => semaphore.acquire(), release: () => semaphore.release() };
+      },
       lockFor(client, name, contended) {
         const mutex = new Mutex(client, name, {
           lockTimeout: kLeaseMs,
@@ -218,10 +227,11 @@ function etcd3(requireInstalled, args) {
   };
 }
 
-async function uncontended(lib, args, prefix) {
+// lockOf(client, i): loop i's lock; a name of its own each by default.
+async function uncontended(lib, args, prefix, lockOf) {
   const client = await lib.connect();
-  const locks = Array.from({ length: args.concurrency },
-                           (_, i) => lib.lockFor(client, `${prefix}-uncontended-${i}`, false));
+  const lockFor = lockOf || ((c, i) => lib.lockFor(c, `${prefix}-uncontended-${i}`, false));
+  const locks = Array.from({ length: args.concurrency }, (_, i) => lockFor(client, i));
   const warmUntil = now() + BigInt(Math.round(args.warmup * 1e9));
   await Promise.all(locks.map(async (l) => {
     do {
@@ -318,6 +328,12 @@ async function sliceRecord(argv) {
     record = await uncontended(lib, args, prefix);
   } else if (args.scenario === "contention") {
     record = await contention(lib, args, prefix);
+  } else if (args.scenario === "semaphore" && lib.semaphoreFor) {
+    const name = `${prefix}-semaphore`;
+    record = await uncontended(lib, args, prefix,
+                               (c) => lib.semaphoreFor(c, name, args.permits));
+    record.scenario = "semaphore";
+    record.permits = args.permits;
   } else {
     console.error(`unknown scenario ${args.scenario}`);
     process.exit(2);
