@@ -195,7 +195,8 @@ std::vector<Case> Cases() {
   const std::vector<Offer> offers = {
       {"redis", {W::kMulti, W::kSemaphore, W::kElection}},
       {"redlock3", {W::kElection}, /*partitions=*/false},
-      {"postgres_lease", {W::kMulti, W::kSemaphore, W::kElection}},
+      {"postgres_lease",
+       {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
       {"zookeeper", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
       {"etcd", {W::kMulti}}};
   std::vector<Case> cases;
