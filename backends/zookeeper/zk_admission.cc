@@ -116,6 +116,10 @@ LockQueue::Next LockQueue::ReadQueue(Turn& t, std::vector<std::string>& paths,
   for (size_t i = 0; i < paths.size(); ++i) {
     calls.push_back(session_.Get(paths[i], i + 1 == paths.size()));
   }
+  // Ours only when the read costs no round trip of its own, or a multi
+  // found it changed: a node admitted by another fails our next multi.
+  if (paths.empty() && !t.reread_own) return std::nullopt;
+  t.reread_own = false;
   Call own = session_.Get(t.own.path, false);
   std::vector<std::string> present;
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -204,7 +208,9 @@ LockQueue::Next LockQueue::WriteAdmission(
     const std::vector<Session::VersionedWrite>& writes, NodeData next) {
   // The admission write starts our lease (C2) and is what a successor
   // waits to see.
-  Call set = session_.SetAll(writes);
+  Call set = writes.size() == 1 ? session_.Set(writes[0].path, writes[0].data,
+                                               writes[0].version)
+                                : session_.SetAll(writes);
   Reply r = set.Wait(writer_.CallDeadline());
   if (r.rc == ZOK) {
     t.own.data = std::move(next);
@@ -217,6 +223,7 @@ LockQueue::Next LockQueue::WriteAdmission(
   // released): read the same queue again, no listing needed, since nodes
   // only join behind ours and a node gone reads as gone.
   if (r.rc == ZBADVERSION || r.rc == ZNONODE) {
+    t.reread_own = true;
     t.children = queue;
     t.watched = false;
     return std::nullopt;

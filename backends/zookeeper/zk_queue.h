@@ -84,6 +84,8 @@ class LockQueue {
     // (their nodes refuse our writes: another identity's ACL): admitted only
     // once the nodes ahead admitted themselves.
     bool admit_alone = false;
+    // Whether our node may have changed since we last read or wrote it.
+    bool reread_own = false;
     // Nodes named like kept-lock nodes whose data is not ours: they keep
     // nothing, and are looked past from then on.
     std::vector<std::string> foreign_kept;
