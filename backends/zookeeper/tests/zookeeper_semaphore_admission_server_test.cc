@@ -9,10 +9,13 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "dlock/client.h"
 #include "dlock/semaphore.h"
 #include "gtest/gtest.h"
@@ -122,6 +125,49 @@ TEST(ZooKeeperSemaphoreAdmission, RoomAheadAdmitsWithoutWaitingForTheWaiters) {
             static_cast<uint64_t>(ahead->second.czxid));
   EXPECT_EQ(data->owner, "c:stalled:1") << "its owner's data is kept";
   EXPECT_TRUE(permit->Release().ok());
+  EXPECT_TRUE((*client)->Close().ok());
+}
+
+TEST(ZooKeeperSemaphoreAdmission, SixteenAtOnceAllFitAndNoneWaits) {
+  absl::StatusOr<test::TestBackend> backend =
+      test::FindTestBackend("zookeeper");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  absl::StatusOr<std::string> uri =
+      backend->uri({.ns = "semaphore-admission-16"});
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(*uri);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<std::unique_ptr<Semaphore>> semaphore =
+      (*client)->GetSemaphore("sixteen", kLimit);
+  ASSERT_TRUE(semaphore.ok()) << semaphore.status();
+  constexpr int kThreads = 16;
+  for (int round = 0; round < 3; ++round) {
+    // Each thread (an owner of its own) makes one attempt, all at once:
+    // 16 of 1000 permits always fit, so every attempt is granted. Before,
+    // a node whose predecessor was not admitted yet was refused.
+    std::vector<std::optional<absl::StatusOr<Permit>>> permits(kThreads);
+    absl::Notification go;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        go.WaitForNotification();
+        permits[i].emplace((*semaphore)->TryAcquire(1));
+      });
+    }
+    go.Notify();
+    for (std::thread& thread : threads) thread.join();
+    std::set<int64_t> slots;
+    for (int i = 0; i < kThreads; ++i) {
+      ASSERT_TRUE(permits[i]->ok()) << "round " << round << ", thread " << i
+                                    << ": " << permits[i]->status();
+      ASSERT_EQ((*permits[i])->slots().size(), 1u);
+      slots.insert((*permits[i])->slots()[0]);
+    }
+    EXPECT_EQ(slots.size(), static_cast<size_t>(kThreads)) << "one slot each";
+    for (int i = 0; i < kThreads; ++i) {
+      EXPECT_TRUE((*permits[i])->Release().ok());
+    }
+  }
   EXPECT_TRUE((*client)->Close().ok());
 }
 
