@@ -89,7 +89,11 @@ BackendTraits EtcdBackend::Traits() const {
                        .fencing = FencingStrength::kDurable,
                        .can_list = true,
                        .shared_across_processes = true,
-                       .keeps_after_release = true};
+                       .keeps_after_release = true,
+                       .elections = true,
+                       .primitives_note =
+                           "etcd: semaphores and read-write locks are not "
+                           "built yet on this backend (issue 24)"};
 }
 
 std::string EtcdBackend::NewWriteId() {
@@ -105,7 +109,11 @@ void EtcdBackend::OnWatch(const WatchUpdate& update) {
   for (const mvccpb::Event& event : update.events) {
     std::optional<absl::string_view> name = layout_.NameOf(event.kv().key());
     if (!name.has_value()) continue;
-    bool wake = event.type() == mvccpb::Event::DELETE;
+    // Observers of an election learn of every write: a new leader, a
+    // proclaimed value (C24).
+    std::optional<NamedObject> object = ParseObjectName(*name);
+    bool wake = event.type() == mvccpb::Event::DELETE ||
+                (object.has_value() && object->kind == ObjectKind::kElection);
     if (!wake) {
       // A lock kept after its release: its waiters learn when it ends.
       std::optional<HoldValue> value = Decode(event.kv().value());
@@ -116,6 +124,12 @@ void EtcdBackend::OnWatch(const WatchUpdate& update) {
 }
 
 absl::StatusOr<Grant> EtcdBackend::Acquire(const AcquireCall& call) {
+  if (call.shape.kind == ObjectKind::kElection) {
+    // A leadership is a lock's writer on the election's own key, carrying
+    // the value (etcd_election.cc).
+    const std::string object = ObjectName(call.shape.kind, call.name);
+    return Acquire(AsLeadership(call, object));
+  }
   const std::string key = layout_.Key(call.name);
   if (call.held != nullptr) {
     std::optional<absl::StatusOr<Grant>> again =
@@ -201,6 +215,7 @@ HoldValue EtcdBackend::FreshHold(
                   .lease_ms = LeaseMillis(call.lease),
                   .since_ms = NowUnixMillis(),
                   .write_id = NewWriteId(),
+                  .value = std::string(call.value),
                   .owner = std::string(call.owner)};
   AddLiveness(value, LiveId(live), /*fresh=*/true);
   return value;
@@ -323,6 +338,7 @@ absl::StatusOr<std::optional<EtcdBackend::Reentered>> EtcdBackend::AddHold(
   }
   value.holds += 1;
   value.lease_ms = std::max(value.lease_ms, LeaseMillis(call.lease));
+  value.value = std::string(call.value);  // a leader's re-entry proclaims it
   AddLiveness(value, LiveId(live), /*fresh=*/false);
   if (call.lease > lease.ttl) {
     absl::StatusOr<std::optional<LeaseState>> moved =
@@ -389,6 +405,10 @@ absl::StatusOr<std::optional<LeaseState>> EtcdBackend::MoveToLongerLease(
 }
 
 absl::Status EtcdBackend::Renew(const RenewCall& call) {
+  if (call.shape.kind == ObjectKind::kElection) {
+    const std::string object = ObjectName(call.shape.kind, call.name);
+    return Renew(AsLeadership(call, object));
+  }
   EtcdHold* record =
       call.record == nullptr ? nullptr : EtcdHold::Of(call.record);
   if (record != nullptr) {

@@ -76,6 +76,18 @@ class EtcdBackend : public Backend {
   // The database size in use that the member answering reports
   // (Maintenance.Status dbSizeInUse): bbolt pages, so it moves in steps.
   absl::StatusOr<ServerMemory> ServerMemoryUse() override;
+  // etcd_election.cc: an election's leadership is the lock writer of the
+  // election's own key (ObjectName), whose value carries the leader's.
+  absl::Status Proclaim(const ProclaimCall& call) override;
+  std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
+                                           absl::string_view name) override;
+  absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
+                                           absl::string_view name) override;
+  absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
+      ObjectKind kind, absl::string_view prefix) override;
+  absl::Status ForceUnlockObject(
+      ObjectKind kind, absl::string_view name,
+      std::optional<uint64_t> fencing_token) override;
   void Shutdown() override;
 
  private:
@@ -186,6 +198,14 @@ class EtcdBackend : public Backend {
   absl::StatusOr<LockInfo> Describe(
       absl::string_view name, const mvccpb::KeyValue& kv,
       const absl::flat_hash_set<std::string>& live);
+  // A held key as Inspect and List show it, with an election's value.
+  struct Described {
+    LockInfo info;  // named by the key's object name (ObjectName)
+    std::string value;
+  };
+  // Every held key whose object name starts with `object_prefix`.
+  absl::StatusOr<std::vector<Described>> DescribeFrom(
+      absl::string_view object_prefix);
   // Revokes the lease of the lock's key (if it has `token`, when given).
   absl::Status RevokeHolder(absl::string_view name,
                             std::optional<uint64_t> token);

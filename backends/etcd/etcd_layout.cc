@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "dlock/backend/rules.h"
 
 namespace dlock::etcd {
 namespace {
@@ -45,6 +46,24 @@ std::optional<absl::string_view> Layout::NameOf(absl::string_view key) const {
   return key;
 }
 
+std::string ObjectName(ObjectKind kind, absl::string_view name) {
+  if (kind == ObjectKind::kLock) return std::string(name);
+  return absl::StrCat("\x1f", std::string(1, KindLetter(kind)), name);
+}
+
+std::optional<NamedObject> ParseObjectName(absl::string_view object_name) {
+  if (!absl::ConsumePrefix(&object_name, "\x1f")) {
+    return NamedObject{ObjectKind::kLock, object_name};
+  }
+  for (ObjectKind kind : {ObjectKind::kElection}) {
+    if (absl::ConsumePrefix(&object_name, absl::string_view(std::string(
+                                              1, KindLetter(kind))))) {
+      return NamedObject{kind, object_name};
+    }
+  }
+  return std::nullopt;
+}
+
 std::string LivenessKey(absl::string_view liveness_id) {
   return absl::StrCat(kLivenessPrefix, liveness_id);
 }
@@ -64,8 +83,10 @@ std::string Encode(const HoldValue& value) {
   return absl::StrCat(
       kMagic, " ", value.holds, " ", value.lease_ms, " ", value.since_ms, " ",
       value.write_id, " ",
-      value.live.empty() ? kNoLiveness : absl::StrJoin(value.live, ","), "\n",
-      value.owner);
+      value.live.empty() ? kNoLiveness : absl::StrJoin(value.live, ","),
+      // A lock's value has no value field: as written before elections.
+      value.value.empty() ? "" : absl::StrCat(" ", value.value.size()), "\n",
+      value.value, value.owner);
 }
 
 std::optional<HoldValue> Decode(absl::string_view text) {
@@ -74,17 +95,21 @@ std::optional<HoldValue> Decode(absl::string_view text) {
   const std::vector<absl::string_view> fields =
       absl::StrSplit(text.substr(0, newline), ' ');
   HoldValue value;
-  if (fields.size() != 6 || fields[0] != kMagic ||
+  size_t value_size = 0;
+  if ((fields.size() != 6 && fields.size() != 7) || fields[0] != kMagic ||
       !absl::SimpleAtoi(fields[1], &value.holds) ||
       !absl::SimpleAtoi(fields[2], &value.lease_ms) ||
-      !absl::SimpleAtoi(fields[3], &value.since_ms) || value.holds < 0) {
+      !absl::SimpleAtoi(fields[3], &value.since_ms) ||
+      (fields.size() == 7 && !absl::SimpleAtoi(fields[6], &value_size)) ||
+      value.holds < 0 || value_size > text.size() - newline - 1) {
     return std::nullopt;
   }
   value.write_id = std::string(fields[4]);
   if (fields[5] != kNoLiveness) {
     value.live = absl::StrSplit(fields[5], ',', absl::SkipEmpty());
   }
-  value.owner = std::string(text.substr(newline + 1));
+  value.value = std::string(text.substr(newline + 1, value_size));
+  value.owner = std::string(text.substr(newline + 1 + value_size));
   return value;
 }
 

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "dlock/backend/backend.h"
+#include "dlock/object_info.h"
 
 namespace dlock::etcd {
 
@@ -32,6 +34,29 @@ class Layout {
  private:
   std::string prefix_;
 };
+
+// The name under which an object of `kind` lives in the namespace: a lock's
+// own name, or "\x1f", the kind's letter (KindLetter) and the name for the
+// other kinds (an election's leadership is one key, as a lock's writer).
+// No valid name holds a control byte (C15): the kinds never meet.
+std::string ObjectName(ObjectKind kind, absl::string_view name);
+// The kind and plain name of a name ObjectName() made; nullopt for a name
+// of a kind this backend does not keep as one key.
+struct NamedObject {
+  ObjectKind kind;
+  absl::string_view name;
+};
+std::optional<NamedObject> ParseObjectName(absl::string_view object_name);
+
+// A call on an election's leadership as the call on the lock writer of its
+// own key: the call names `object` (ObjectName), which must outlive it.
+template <typename Call>
+Call AsLeadership(const Call& call, const std::string& object) {
+  Call leadership = call;
+  leadership.name = object;
+  leadership.shape = HoldShape{};
+  return leadership;
+}
 
 // Every client's liveness key starts with it, whatever its namespace.
 inline constexpr absl::string_view kLivenessPrefix = "/dlock/%live/";
@@ -52,6 +77,9 @@ struct HoldValue {
   // liveness keys is gone. Empty: its lease alone ends it (a client with
   // liveness off took or re-entered it, or it is kept).
   std::vector<std::string> live;
+  // An election's leader's value (C24); empty for a lock. Any byte: stored
+  // with its length before the owner.
+  std::string value;
   std::string owner;  // opaque, last: it may hold any byte
 
   bool kept() const { return owner.empty(); }

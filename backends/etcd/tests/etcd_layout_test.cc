@@ -81,6 +81,40 @@ TEST(EtcdLayout, AHoldIsProtectedByTheLivenessOfEveryClientItIsHeldThrough) {
   EXPECT_TRUE(value.live.empty());
 }
 
+// An election's leadership carries the leader's value (C24), any bytes.
+TEST(EtcdLayout, ALeadersValueRoundTripsBesideItsOwner) {
+  const HoldValue value{.holds = 1,
+                        .lease_ms = 5000,
+                        .since_ms = 17,
+                        .write_id = "w-1",
+                        .value = std::string("host:1 \n\x1f", 9),
+                        .owner = "t:o\nx"};
+  std::optional<HoldValue> back = Decode(Encode(value));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->value, value.value);
+  EXPECT_EQ(back->owner, value.owner);
+  EXPECT_EQ(back->holds, 1);
+  // A lock's value is written as before elections, without the field.
+  EXPECT_EQ(Encode(HoldValue{.write_id = "w", .owner = "o"}),
+            "dlock-etcd1 0 0 0 w -\no");
+  // A value field longer than what follows is no value of ours.
+  EXPECT_EQ(Decode("dlock-etcd1 1 2 3 w - 9\nab"), std::nullopt);
+}
+
+TEST(EtcdLayout, KindsOfObjectsNeverShareAName) {
+  EXPECT_EQ(ObjectName(ObjectKind::kLock, "jobs"), "jobs");
+  const std::string election = ObjectName(ObjectKind::kElection, "jobs");
+  EXPECT_NE(election, "jobs");
+  std::optional<NamedObject> parsed = ParseObjectName(election);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->kind, ObjectKind::kElection);
+  EXPECT_EQ(parsed->name, "jobs");
+  parsed = ParseObjectName("jobs");
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->kind, ObjectKind::kLock);
+  EXPECT_EQ(ParseObjectName("\x1fzjobs"), std::nullopt);
+}
+
 TEST(EtcdLayout, ForeignValuesAreRefused) {
   EXPECT_EQ(Decode(""), std::nullopt);
   EXPECT_EQ(Decode("hello"), std::nullopt);
