@@ -90,10 +90,12 @@ BackendTraits EtcdBackend::Traits() const {
                        .can_list = true,
                        .shared_across_processes = true,
                        .keeps_after_release = true,
+                       .semaphores = true,
                        .elections = true,
                        .primitives_note =
-                           "etcd: semaphores and read-write locks are not "
-                           "built yet on this backend (issue 24)"};
+                           "etcd: read-write locks are not built yet on this "
+                           "backend (issue 24)",
+                       .semaphore_order = WaiterOrder::kHeadReserved};
 }
 
 std::string EtcdBackend::NewWriteId() {
@@ -119,17 +121,31 @@ void EtcdBackend::OnWatch(const WatchUpdate& update) {
       std::optional<HoldValue> value = Decode(event.kv().value());
       wake = value.has_value() && value->kept();
     }
-    if (wake) hub_.Notify(*name);
+    // A permit holder's or place's end wakes its semaphore's waiters.
+    if (wake) {
+      hub_.Notify(object.has_value() ? ObjectName(object->kind, object->name)
+                                     : std::string(*name));
+    }
   }
 }
 
 absl::StatusOr<Grant> EtcdBackend::Acquire(const AcquireCall& call) {
-  if (call.shape.kind == ObjectKind::kElection) {
-    // A leadership is a lock's writer on the election's own key, carrying
-    // the value (etcd_election.cc).
-    const std::string object = ObjectName(call.shape.kind, call.name);
-    return Acquire(AsLeadership(call, object));
+  switch (call.shape.kind) {
+    case ObjectKind::kLock:
+      break;
+    case ObjectKind::kElection: {
+      // A leadership is a lock's writer on the election's own key, carrying
+      // the value (etcd_election.cc).
+      const std::string object = ObjectName(call.shape.kind, call.name);
+      return AcquireWriter(OnKey(call, object));
+    }
+    case ObjectKind::kSemaphore:
+      return AcquirePermits(call);
   }
+  return AcquireWriter(call);
+}
+
+absl::StatusOr<Grant> EtcdBackend::AcquireWriter(const AcquireCall& call) {
   const std::string key = layout_.Key(call.name);
   if (call.held != nullptr) {
     std::optional<absl::StatusOr<Grant>> again =
@@ -149,15 +165,19 @@ absl::StatusOr<Grant> EtcdBackend::Acquire(const AcquireCall& call) {
     }
   }
   if (!grant.ok()) return grant.status();
+  return Granted(call, a, *std::move(grant));
+}
+
+Grant EtcdBackend::Granted(const AcquireCall& call, Acquiring& a, Grant grant) {
   // The core counts the hold's lease and this client's liveness from
   // Grant::sent: the attempt's sending, if both were kept alive since (a
   // waiter's were last kept alive before its wait); else from when they
   // last were.
   const absl::Duration slack = Slack(call.lease);
-  grant->sent = std::min({grant->sent,
-                          HoldCountsFrom(*a.record, a.sent, grant->sent, slack),
-                          liveness_.CountsFrom(a.live, grant->sent, slack)});
-  grant->record = std::move(a.record);
+  grant.sent = std::min({grant.sent,
+                         HoldCountsFrom(*a.record, a.sent, grant.sent, slack),
+                         liveness_.CountsFrom(a.live, grant.sent, slack)});
+  grant.record = std::move(a.record);
   return grant;
 }
 
@@ -338,7 +358,9 @@ absl::StatusOr<std::optional<EtcdBackend::Reentered>> EtcdBackend::AddHold(
   }
   value.holds += 1;
   value.lease_ms = std::max(value.lease_ms, LeaseMillis(call.lease));
-  value.value = std::string(call.value);  // a leader's re-entry proclaims it
+  if (call.shape.kind == ObjectKind::kElection) {
+    value.value = std::string(call.value);  // a leader's re-entry proclaims it
+  }
   AddLiveness(value, LiveId(live), /*fresh=*/false);
   if (call.lease > lease.ttl) {
     absl::StatusOr<std::optional<LeaseState>> moved =
@@ -405,10 +427,15 @@ absl::StatusOr<std::optional<LeaseState>> EtcdBackend::MoveToLongerLease(
 }
 
 absl::Status EtcdBackend::Renew(const RenewCall& call) {
-  if (call.shape.kind == ObjectKind::kElection) {
-    const std::string object = ObjectName(call.shape.kind, call.name);
-    return Renew(AsLeadership(call, object));
+  if (call.shape.kind != ObjectKind::kLock) {
+    const std::string object =
+        HoldObjectName(call.shape.kind, call.name, call.owner);
+    return RenewWriter(OnKey(call, object));
   }
+  return RenewWriter(call);
+}
+
+absl::Status EtcdBackend::RenewWriter(const RenewCall& call) {
   EtcdHold* record =
       call.record == nullptr ? nullptr : EtcdHold::Of(call.record);
   if (record != nullptr) {

@@ -108,6 +108,10 @@ class EtcdBackend : public Backend {
     KeptSeen kept;
     // The liveness record the winning attempt named.
     std::optional<ClientLiveness::Record> live;
+    // A semaphore's: the slots granted, and the lease of the head waiter's
+    // place this acquisition put (0: none).
+    std::vector<int64_t> slots;
+    int64_t place_lease = 0;
   };
   // The owner's hold after a re-entry.
   struct Reentered {
@@ -140,7 +144,12 @@ class EtcdBackend : public Backend {
                                  const mvccpb::KeyValue& kv, HoldValue value,
                                  int64_t lease);
 
-  // etcd_backend.cc
+  // etcd_backend.cc: a lock's writer, on the key of call.name (an
+  // election's and a permit holder's calls name their own key, OnKey).
+  absl::StatusOr<Grant> AcquireWriter(const AcquireCall& call);
+  absl::Status RenewWriter(const RenewCall& call);
+  // The grant of a won acquisition, counted from what it may count from.
+  Grant Granted(const AcquireCall& call, Acquiring& a, Grant grant);
   absl::StatusOr<Attempt> TryOnce(const AcquireCall& call,
                                   const std::string& key, Acquiring& a);
   // How much older than a grant the confirmations it counts from may be
@@ -188,7 +197,23 @@ class EtcdBackend : public Backend {
       const std::string& key, const mvccpb::KeyValue& kv, HoldValue value,
       absl::Duration lease);
 
+  // etcd_semaphore.cc (C22)
+  absl::StatusOr<Grant> AcquirePermits(const AcquireCall& call);
+  // `holder`: the call on the owner's own grant key (OnKey).
+  absl::StatusOr<Attempt> TryPermitsOnce(const AcquireCall& call,
+                                         const AcquireCall& holder,
+                                         Acquiring& a);
+  // Keeps (or puts) the head waiter's place for `call`'s permits.
+  absl::Status KeepPlace(const AcquireCall& call, const mvccpb::KeyValue* place,
+                         Acquiring& a);
+  absl::StatusOr<ObjectInfo> InspectSemaphore(absl::string_view name);
+  absl::StatusOr<std::vector<ObjectInfo>> ListSemaphores(
+      absl::string_view prefix);
+  absl::Status ForceUnlockSemaphore(absl::string_view name,
+                                    std::optional<uint64_t> fencing_token);
+
   // etcd_release.cc
+  absl::StatusOr<int64_t> ReleaseWriter(const ReleaseCall& call);
   absl::StatusOr<std::optional<int64_t>> ReleaseOnce(const ReleaseCall& call,
                                                      const std::string& key,
                                                      const EtcdHold* record);

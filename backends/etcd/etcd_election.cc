@@ -1,7 +1,8 @@
-// The etcd:// backend's elections (C24), following clientv3 concurrency's
-// Election: the leadership is one key, the election's own (ObjectName),
-// taken, re-entered, renewed and released as a lock's writer (so it rides
-// the hold's lease, the client's liveness key and the watch that wakes
+// The etcd:// backend's elections (C24), and the admin calls of every
+// kind of object (a semaphore's: etcd_semaphore.cc), following clientv3
+// concurrency's Election: the leadership is one key, the election's own
+// (ObjectName), taken, re-entered, renewed and released as a lock's writer (so
+// it rides the hold's lease, the client's liveness key and the watch that wakes
 // waiters). Its value carries the leader's value; the term is the key's
 // create revision, which only grows. Proclaim is a Txn comparing the key's
 // create revision (the term) and mod revision, so a deposed leader never
@@ -29,11 +30,6 @@ ObjectInfo AsObject(ObjectKind kind, absl::string_view name,
                                    .holder_live = info.holder_live});
   out.value = std::move(value);
   return out;
-}
-
-absl::Status NotAnElectionKind(ObjectKind kind) {
-  return absl::UnimplementedError(
-      absl::StrCat("etcd: no ", ObjectKindName(kind), "s on this backend"));
 }
 
 }  // namespace
@@ -70,7 +66,7 @@ std::unique_ptr<ObjectWatch> EtcdBackend::WatchObject(ObjectKind kind,
 absl::StatusOr<ObjectInfo> EtcdBackend::InspectObject(ObjectKind kind,
                                                       absl::string_view name) {
   if (kind == ObjectKind::kLock) return Backend::InspectObject(kind, name);
-  if (kind != ObjectKind::kElection) return NotAnElectionKind(kind);
+  if (kind == ObjectKind::kSemaphore) return InspectSemaphore(name);
   const std::string object = ObjectName(kind, name);
   absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(layout_.Key(object));
   if (!kv.ok()) return kv.status();
@@ -87,7 +83,7 @@ absl::StatusOr<ObjectInfo> EtcdBackend::InspectObject(ObjectKind kind,
 absl::StatusOr<std::vector<ObjectInfo>> EtcdBackend::ListObjects(
     ObjectKind kind, absl::string_view prefix) {
   if (kind == ObjectKind::kLock) return Backend::ListObjects(kind, prefix);
-  if (kind != ObjectKind::kElection) return NotAnElectionKind(kind);
+  if (kind == ObjectKind::kSemaphore) return ListSemaphores(prefix);
   absl::StatusOr<std::vector<Described>> held =
       DescribeFrom(ObjectName(kind, prefix));
   if (!held.ok()) return held.status();
@@ -106,7 +102,9 @@ absl::Status EtcdBackend::ForceUnlockObject(
   if (kind == ObjectKind::kLock) {
     return Backend::ForceUnlockObject(kind, name, fencing_token);
   }
-  if (kind != ObjectKind::kElection) return NotAnElectionKind(kind);
+  if (kind == ObjectKind::kSemaphore) {
+    return ForceUnlockSemaphore(name, fencing_token);
+  }
   absl::Status status = RevokeHolder(ObjectName(kind, name), fencing_token);
   if (IsTokenMismatch(status)) {
     return TokenMismatchError(name, *fencing_token);  // named plainly

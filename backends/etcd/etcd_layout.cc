@@ -55,13 +55,49 @@ std::optional<NamedObject> ParseObjectName(absl::string_view object_name) {
   if (!absl::ConsumePrefix(&object_name, "\x1f")) {
     return NamedObject{ObjectKind::kLock, object_name};
   }
-  for (ObjectKind kind : {ObjectKind::kElection}) {
-    if (absl::ConsumePrefix(&object_name, absl::string_view(std::string(
-                                              1, KindLetter(kind))))) {
-      return NamedObject{kind, object_name};
+  for (ObjectKind kind : {ObjectKind::kElection, ObjectKind::kSemaphore}) {
+    const char letter[] = {KindLetter(kind), '\0'};
+    if (absl::ConsumePrefix(&object_name, letter)) {
+      // A semaphore's keys go on after its name (HoldObjectName).
+      return NamedObject{kind, object_name.substr(0, object_name.find('\x1f'))};
     }
   }
   return std::nullopt;
+}
+
+std::string HoldObjectName(ObjectKind kind, absl::string_view name,
+                           absl::string_view owner) {
+  if (kind != ObjectKind::kSemaphore) return ObjectName(kind, name);
+  return absl::StrCat(SemaphorePrefix(name), "h", owner);
+}
+
+std::string PlaceName(absl::string_view semaphore) {
+  return absl::StrCat(SemaphorePrefix(semaphore), "p");
+}
+
+std::string SemaphorePrefix(absl::string_view semaphore) {
+  return absl::StrCat(ObjectName(ObjectKind::kSemaphore, semaphore), "\x1f");
+}
+
+std::string EncodePermits(const PermitsValue& permits) {
+  return absl::StrCat(permits.limit, " ", permits.permits, " ",
+                      permits.slots.empty() ? "-" : FormatSlots(permits.slots));
+}
+
+std::optional<PermitsValue> DecodePermits(absl::string_view text) {
+  const std::vector<absl::string_view> fields = absl::StrSplit(text, ' ');
+  PermitsValue out;
+  if (fields.size() != 3 || !absl::SimpleAtoi(fields[0], &out.limit) ||
+      !absl::SimpleAtoi(fields[1], &out.permits) || out.limit < 1 ||
+      out.permits < 1) {
+    return std::nullopt;
+  }
+  if (fields[2] != "-") {
+    std::optional<std::vector<int64_t>> slots = ParseSlots(fields[2]);
+    if (!slots.has_value()) return std::nullopt;
+    out.slots = *std::move(slots);
+  }
+  return out;
 }
 
 std::string LivenessKey(absl::string_view liveness_id) {

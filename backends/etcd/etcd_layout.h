@@ -48,15 +48,35 @@ struct NamedObject {
 };
 std::optional<NamedObject> ParseObjectName(absl::string_view object_name);
 
-// A call on an election's leadership as the call on the lock writer of its
-// own key: the call names `object` (ObjectName), which must outlive it.
+// The key name of one hold of an object: the object's name (ObjectName),
+// or for a semaphore the key of `owner`'s grant under it, one per owner
+// (C5): "\x1fs<name>\x1fh<owner>". A semaphore's head waiter's place is
+// "\x1fs<name>\x1fp".
+std::string HoldObjectName(ObjectKind kind, absl::string_view name,
+                           absl::string_view owner);
+std::string PlaceName(absl::string_view semaphore);
+// Every key name of the semaphore's grants and place starts with it.
+std::string SemaphorePrefix(absl::string_view semaphore);
+
+// A call about one hold of an object as the call on the lock writer of the
+// hold's own key (HoldObjectName): the call names `key_name`, which must
+// outlive it; the shape stays, so that a leader's re-entry proclaims.
 template <typename Call>
-Call AsLeadership(const Call& call, const std::string& object) {
-  Call leadership = call;
-  leadership.name = object;
-  leadership.shape = HoldShape{};
-  return leadership;
+Call OnKey(const Call& call, const std::string& key_name) {
+  Call on_key = call;
+  on_key.name = key_name;
+  return on_key;
 }
+
+// What a semaphore's grant (or its head waiter's place) adds to its
+// HoldValue, in HoldValue::value: "<N> <permits> <slots>".
+struct PermitsValue {
+  int64_t limit = 0;
+  int64_t permits = 0;
+  std::vector<int64_t> slots;  // empty for a place
+};
+std::string EncodePermits(const PermitsValue& permits);
+std::optional<PermitsValue> DecodePermits(absl::string_view text);
 
 // Every client's liveness key starts with it, whatever its namespace.
 inline constexpr absl::string_view kLivenessPrefix = "/dlock/%live/";

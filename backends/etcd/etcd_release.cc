@@ -7,10 +7,19 @@
 
 namespace dlock::etcd {
 absl::StatusOr<int64_t> EtcdBackend::Release(const ReleaseCall& call) {
-  if (call.shape.kind == ObjectKind::kElection) {
-    const std::string object = ObjectName(call.shape.kind, call.name);
-    return Release(AsLeadership(call, object));
+  if (call.shape.kind == ObjectKind::kLock) return ReleaseWriter(call);
+  const std::string object =
+      HoldObjectName(call.shape.kind, call.name, call.owner);
+  absl::StatusOr<int64_t> left = ReleaseWriter(OnKey(call, object));
+  // A permit holder's key is its own: its semaphore's waiters wait on the
+  // semaphore's name (the watch tells other clients').
+  if (left.ok() && *left == 0 && call.shape.kind == ObjectKind::kSemaphore) {
+    hub_.Notify(ObjectName(call.shape.kind, call.name));
   }
+  return left;
+}
+
+absl::StatusOr<int64_t> EtcdBackend::ReleaseWriter(const ReleaseCall& call) {
   const EtcdHold* record =
       call.record == nullptr ? nullptr : EtcdHold::Of(call.record);
   if (record != nullptr && call.all_holds &&

@@ -194,7 +194,9 @@ std::vector<Case> Cases() {
       {"redis", {W::kMulti, W::kSemaphore, W::kElection}},
       {"postgres_lease", {W::kMulti, W::kSemaphore, W::kElection}},
       {"zookeeper", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
-      {"etcd", {W::kMulti, W::kElection}, /*ci_kill_only=*/true}};
+      {"etcd",
+       {W::kMulti, W::kSemaphore, W::kElection},
+       /*ci_kill_only=*/true}};
   std::vector<Case> cases;
   for (const Offer& offer : offers) {
     if (std::find(built.begin(), built.end(), offer.backend) == built.end()) {

@@ -115,6 +115,43 @@ TEST(EtcdLayout, KindsOfObjectsNeverShareAName) {
   EXPECT_EQ(ParseObjectName("\x1fzjobs"), std::nullopt);
 }
 
+// One key per owner's grant under the semaphore's own prefix, and the head
+// waiter's place beside them; owners may hold any byte (C6, C22).
+TEST(EtcdLayout, ASemaphoresKeysShareItsPrefixAndNoOthers) {
+  const std::string owner = std::string("t:a\x1fh", 6);
+  const std::string grant =
+      HoldObjectName(ObjectKind::kSemaphore, "jobs", owner);
+  EXPECT_TRUE(grant.starts_with(SemaphorePrefix("jobs")));
+  EXPECT_TRUE(PlaceName("jobs").starts_with(SemaphorePrefix("jobs")));
+  EXPECT_NE(grant, PlaceName("jobs"));
+  // "jobs" is no prefix of "jobs2"'s keys.
+  EXPECT_FALSE(HoldObjectName(ObjectKind::kSemaphore, "jobs2", "o")
+                   .starts_with(SemaphorePrefix("jobs")));
+  for (const std::string& name : {grant, PlaceName("jobs")}) {
+    std::optional<NamedObject> parsed = ParseObjectName(name);
+    ASSERT_TRUE(parsed.has_value());
+    EXPECT_EQ(parsed->kind, ObjectKind::kSemaphore);
+    EXPECT_EQ(parsed->name, "jobs");
+  }
+  EXPECT_EQ(HoldObjectName(ObjectKind::kElection, "jobs", owner),
+            ObjectName(ObjectKind::kElection, "jobs"));
+}
+
+TEST(EtcdLayout, PermitsRoundTrip) {
+  const PermitsValue grant{.limit = 4, .permits = 2, .slots = {0, 3}};
+  std::optional<PermitsValue> back = DecodePermits(EncodePermits(grant));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->limit, 4);
+  EXPECT_EQ(back->permits, 2);
+  EXPECT_EQ(back->slots, (std::vector<int64_t>{0, 3}));
+  back = DecodePermits(EncodePermits(PermitsValue{.limit = 3, .permits = 1}));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(back->slots.empty());  // a place
+  EXPECT_EQ(DecodePermits("3 0 -"), std::nullopt);
+  EXPECT_EQ(DecodePermits("3 1"), std::nullopt);
+  EXPECT_EQ(DecodePermits("3 1 x"), std::nullopt);
+}
+
 TEST(EtcdLayout, ForeignValuesAreRefused) {
   EXPECT_EQ(Decode(""), std::nullopt);
   EXPECT_EQ(Decode("hello"), std::nullopt);
