@@ -156,16 +156,20 @@ absl::StatusOr<Grant> EtcdBackend::AcquireWriter(const AcquireCall& call) {
   absl::StatusOr<Grant> grant =
       AcquireWithWakeups(call, hub_, settings_.fallback_poll,
                          [&] { return TryOnce(call, key, a); });
-  if (a.spare.has_value()) {
-    // Never on a key: another acquisition may use it (etcd_spares.h).
-    if (a.spare_maybe_used) {
-      RevokeQuietly(a.spare->id);
-    } else {
-      spares_.Return(call.lease, *a.spare);
-    }
-  }
+  PutSpareBack(call.lease, a);
   if (!grant.ok()) return grant.status();
   return Granted(call, a, *std::move(grant));
+}
+
+void EtcdBackend::PutSpareBack(absl::Duration lease, Acquiring& a) {
+  if (!a.spare.has_value()) return;
+  // Never on a key: another acquisition may use it (etcd_spares.h).
+  if (a.spare_maybe_used) {
+    RevokeQuietly(a.spare->id);
+  } else {
+    spares_.Return(lease, *a.spare);
+  }
+  a.spare.reset();
 }
 
 Grant EtcdBackend::Granted(const AcquireCall& call, Acquiring& a, Grant grant) {

@@ -137,6 +137,9 @@ class EtcdBackend : public Backend {
   // What etcd knows of the lease a key lives on; NotFound when it is gone.
   absl::StatusOr<LeaseState> LeaseOf(const mvccpb::KeyValue& kv);
   void RevokeQuietly(int64_t lease);
+  // Every key that starts with `prefix`, read in one revision.
+  absl::StatusOr<etcdserverpb::RangeResponse> RangeOf(const std::string& prefix,
+                                                      bool keys_only = false);
   // Puts `value` over `kv` if the key is still that write of it (its create
   // and mod revisions), on `lease` (0: the key's own). False when the key
   // changed meanwhile.
@@ -148,6 +151,8 @@ class EtcdBackend : public Backend {
   // election's and a permit holder's calls name their own key, OnKey).
   absl::StatusOr<Grant> AcquireWriter(const AcquireCall& call);
   absl::Status RenewWriter(const RenewCall& call);
+  // An acquisition's spare lease, put on no key, after its wait.
+  void PutSpareBack(absl::Duration lease, Acquiring& a);
   // The grant of a won acquisition, counted from what it may count from.
   Grant Granted(const AcquireCall& call, Acquiring& a, Grant grant);
   absl::StatusOr<Attempt> TryOnce(const AcquireCall& call,

@@ -22,12 +22,7 @@ ObjectInfo AsObject(ObjectKind kind, absl::string_view name,
                     const LockInfo& info, std::string value) {
   ObjectInfo out{.kind = kind, .name = std::string(name), .limit = 1};
   if (!info.locked || info.kept_after_release) return out;
-  out.holders.push_back(HolderInfo{.owner = info.owner,
-                                   .hold_count = info.hold_count,
-                                   .fencing_token = info.fencing_token,
-                                   .remaining_lease = info.remaining_lease,
-                                   .since = info.since,
-                                   .holder_live = info.holder_live});
+  out.holders.push_back(HolderOf(info));
   out.value = std::move(value);
   return out;
 }

@@ -69,6 +69,15 @@ absl::StatusOr<LeaseState> EtcdBackend::LeaseOf(const mvccpb::KeyValue& kv) {
                     .alive_until = sent + absl::Seconds(known->ttl())};
 }
 
+absl::StatusOr<etcdserverpb::RangeResponse> EtcdBackend::RangeOf(
+    const std::string& prefix, bool keys_only) {
+  etcdserverpb::RangeRequest range;
+  range.set_key(prefix);
+  range.set_range_end(PrefixEnd(prefix));
+  range.set_keys_only(keys_only);
+  return client_->Range(range);
+}
+
 void EtcdBackend::RevokeQuietly(int64_t lease) {
   // Unused or emptied: if this fails it expires by itself.
   (void)client_->LeaseRevoke(lease);

@@ -171,10 +171,7 @@ absl::StatusOr<std::vector<LockInfo>> EtcdBackend::List(
 absl::StatusOr<std::vector<EtcdBackend::Described>> EtcdBackend::DescribeFrom(
     absl::string_view object_prefix) {
   const std::string from = layout_.Key(object_prefix);
-  etcdserverpb::RangeRequest range;
-  range.set_key(from);
-  range.set_range_end(PrefixEnd(from));
-  absl::StatusOr<etcdserverpb::RangeResponse> response = client_->Range(range);
+  absl::StatusOr<etcdserverpb::RangeResponse> response = RangeOf(from);
   if (!response.ok()) return response.status();
   // The liveness of every holder, in one read.
   std::vector<std::string> ids;

@@ -91,13 +91,7 @@ absl::StatusOr<Grant> EtcdBackend::AcquirePermits(const AcquireCall& call) {
   absl::StatusOr<Grant> grant =
       AcquireWithWakeups(OnKey(call, semaphore), hub_, settings_.fallback_poll,
                          [&] { return TryPermitsOnce(call, holder, a); });
-  if (a.spare.has_value()) {
-    if (a.spare_maybe_used) {
-      RevokeQuietly(a.spare->id);
-    } else {
-      spares_.Return(call.lease, *a.spare);
-    }
-  }
+  PutSpareBack(call.lease, a);
   // A place left behind would hold back every later caller.
   if (a.place_lease != 0) RevokeQuietly(a.place_lease);
   if (!grant.ok()) return grant.status();
@@ -118,11 +112,7 @@ absl::StatusOr<Attempt> EtcdBackend::TryPermitsOnce(const AcquireCall& call,
         liveness_.ForGrant();
     if (!live.ok()) return live.status();
     a.live = *std::move(live);
-    etcdserverpb::RangeRequest range;
-    range.set_key(prefix);
-    range.set_range_end(PrefixEnd(prefix));
-    absl::StatusOr<etcdserverpb::RangeResponse> response =
-        client_->Range(range);
+    absl::StatusOr<etcdserverpb::RangeResponse> response = RangeOf(prefix);
     if (!response.ok()) return response.status();
     const SemaphoreRead read = Sort(*response, place_key);
     int64_t used = 0;
@@ -239,10 +229,7 @@ absl::Status EtcdBackend::KeepPlace(const AcquireCall& call,
 absl::StatusOr<ObjectInfo> EtcdBackend::InspectSemaphore(
     absl::string_view name) {
   const std::string prefix = layout_.Key(SemaphorePrefix(name));
-  etcdserverpb::RangeRequest range;
-  range.set_key(prefix);
-  range.set_range_end(PrefixEnd(prefix));
-  absl::StatusOr<etcdserverpb::RangeResponse> response = client_->Range(range);
+  absl::StatusOr<etcdserverpb::RangeResponse> response = RangeOf(prefix);
   if (!response.ok()) return response.status();
   const SemaphoreRead read = Sort(*response, layout_.Key(PlaceName(name)));
   std::vector<std::string> ids;
@@ -262,13 +249,8 @@ absl::StatusOr<ObjectInfo> EtcdBackend::InspectSemaphore(
     if (!one.ok()) return one.status();
     if (!one->locked) continue;  // its lease ended as we read it
     info.limit = held->permits.limit;
-    info.holders.push_back(HolderInfo{.owner = one->owner,
-                                      .hold_count = one->hold_count,
-                                      .fencing_token = one->fencing_token,
-                                      .slots = held->permits.slots,
-                                      .remaining_lease = one->remaining_lease,
-                                      .since = one->since,
-                                      .holder_live = one->holder_live});
+    info.holders.push_back(HolderOf(*one));
+    info.holders.back().slots = held->permits.slots;
   }
   if (std::optional<Parsed> place = Parse(read.place)) {
     info.limit = place->permits.limit;
@@ -282,11 +264,8 @@ absl::StatusOr<std::vector<ObjectInfo>> EtcdBackend::ListSemaphores(
     absl::string_view prefix) {
   const std::string from =
       layout_.Key(ObjectName(ObjectKind::kSemaphore, prefix));
-  etcdserverpb::RangeRequest range;
-  range.set_key(from);
-  range.set_range_end(PrefixEnd(from));
-  range.set_keys_only(true);
-  absl::StatusOr<etcdserverpb::RangeResponse> response = client_->Range(range);
+  absl::StatusOr<etcdserverpb::RangeResponse> response =
+      RangeOf(from, /*keys_only=*/true);
   if (!response.ok()) return response.status();
   std::set<std::string> names;  // in name order
   for (const mvccpb::KeyValue& kv : response->kvs()) {
@@ -312,10 +291,7 @@ absl::Status EtcdBackend::ForceUnlockSemaphore(
     absl::string_view name, std::optional<uint64_t> fencing_token) {
   const std::string prefix = layout_.Key(SemaphorePrefix(name));
   const std::string place_key = layout_.Key(PlaceName(name));
-  etcdserverpb::RangeRequest range;
-  range.set_key(prefix);
-  range.set_range_end(PrefixEnd(prefix));
-  absl::StatusOr<etcdserverpb::RangeResponse> response = client_->Range(range);
+  absl::StatusOr<etcdserverpb::RangeResponse> response = RangeOf(prefix);
   if (!response.ok()) return response.status();
   bool found = false;
   for (const mvccpb::KeyValue* kv : Sort(*response, place_key).holders) {
