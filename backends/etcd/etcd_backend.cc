@@ -91,10 +91,8 @@ BackendTraits EtcdBackend::Traits() const {
                        .shared_across_processes = true,
                        .keeps_after_release = true,
                        .semaphores = true,
+                       .read_write_locks = true,
                        .elections = true,
-                       .primitives_note =
-                           "etcd: read-write locks are not built yet on this "
-                           "backend (issue 24)",
                        .semaphore_order = WaiterOrder::kHeadReserved};
 }
 
@@ -132,6 +130,7 @@ void EtcdBackend::OnWatch(const WatchUpdate& update) {
 absl::StatusOr<Grant> EtcdBackend::Acquire(const AcquireCall& call) {
   switch (call.shape.kind) {
     case ObjectKind::kLock:
+      if (call.shape.mode == HoldMode::kShared) return AcquireRead(call);
       break;
     case ObjectKind::kElection: {
       // A leadership is a lock's writer on the election's own key, carrying
@@ -157,6 +156,8 @@ absl::StatusOr<Grant> EtcdBackend::AcquireWriter(const AcquireCall& call) {
       AcquireWithWakeups(call, hub_, settings_.fallback_poll,
                          [&] { return TryOnce(call, key, a); });
   PutSpareBack(call.lease, a);
+  // The intent, if this writer put one and did not end it by its grant.
+  if (a.place_lease != 0) RevokeQuietly(a.place_lease);
   if (!grant.ok()) return grant.status();
   return Granted(call, a, *std::move(grant));
 }
@@ -258,9 +259,11 @@ absl::StatusOr<Attempt> EtcdBackend::TryOnce(const AcquireCall& call,
     a.live = *std::move(live);
     // Idempotent: a retry that finds the key on our spare lease (unique to
     // this hold) knows that its first attempt created it.
-    absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(
-        CreateIfAbsent(key, Encode(FreshHold(call, a.live)), a.spare->id),
-        {.idempotent = true});
+    etcdserverpb::TxnRequest create =
+        CreateIfAbsent(key, Encode(FreshHold(call, a.live)), a.spare->id);
+    if (call.shape.IsLockWriter()) AddNoReaders(call.name, a, create);
+    absl::StatusOr<etcdserverpb::TxnResponse> response =
+        client_->Txn(create, {.idempotent = true});
     if (!response.ok()) {
       a.spare_maybe_used = true;
       return response.status();
@@ -278,6 +281,13 @@ absl::StatusOr<Attempt> EtcdBackend::TryOnce(const AcquireCall& call,
     }
     // A compare that failed reads the key in the same revision.
     if (kv == nullptr) {
+      if (!call.shape.IsLockWriter()) {
+        return Attempt{.holder_lease_left = absl::ZeroDuration()};
+      }
+      absl::StatusOr<std::optional<Attempt>> readers = ReadersInTheWay(call, a);
+      if (!readers.ok()) return readers.status();
+      if (readers->has_value()) return **readers;
+      if (pass < kRounds) continue;
       return Attempt{.holder_lease_left = absl::ZeroDuration()};
     }
     std::optional<HoldValue> held = Decode(kv->value());
@@ -407,7 +417,7 @@ std::optional<absl::StatusOr<Grant>> EtcdBackend::ReenterKnown(
     if (!reentered->has_value()) continue;
     record.Update((*reentered)->lease);
     return absl::StatusOr<Grant>(
-        Grant{.fencing_token = static_cast<uint64_t>(record.create_revision()),
+        Grant{.fencing_token = record.fencing_token(),
               .hold_count = (*reentered)->holds,
               .sent = std::min(
                   sent, liveness_.CountsFrom(*live, sent, Slack(call.lease)))});
@@ -431,12 +441,9 @@ absl::StatusOr<std::optional<LeaseState>> EtcdBackend::MoveToLongerLease(
 }
 
 absl::Status EtcdBackend::Renew(const RenewCall& call) {
-  if (call.shape.kind != ObjectKind::kLock) {
-    const std::string object =
-        HoldObjectName(call.shape.kind, call.name, call.owner);
-    return RenewWriter(OnKey(call, object));
-  }
-  return RenewWriter(call);
+  if (call.shape.IsLockWriter()) return RenewWriter(call);
+  const std::string object = HoldObjectName(call.shape, call.name, call.owner);
+  return RenewWriter(OnKey(call, object));
 }
 
 absl::Status EtcdBackend::RenewWriter(const RenewCall& call) {

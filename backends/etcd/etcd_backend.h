@@ -112,6 +112,9 @@ class EtcdBackend : public Backend {
     // place this acquisition put (0: none).
     std::vector<int64_t> slots;
     int64_t place_lease = 0;
+    // A lock's writer: the mod revision of its own intent once the last
+    // reader left (0: it expects none).
+    int64_t intent_mod = 0;
   };
   // The owner's hold after a re-entry.
   struct Reentered {
@@ -216,6 +219,24 @@ class EtcdBackend : public Backend {
       absl::string_view prefix);
   absl::Status ForceUnlockSemaphore(absl::string_view name,
                                     std::optional<uint64_t> fencing_token);
+
+  // etcd_rwlock.cc (C23)
+  absl::StatusOr<Grant> AcquireRead(const AcquireCall& call);
+  // `reader`: the call on the owner's own reader key (OnKey).
+  absl::StatusOr<Attempt> TryReadOnce(const AcquireCall& reader, Acquiring& a);
+  // A writer's create also asks that no reader holds the lock and that no
+  // other writer's intent waits (a.intent_mod: its own).
+  void AddNoReaders(absl::string_view lock, const Acquiring& a,
+                    etcdserverpb::TxnRequest& txn);
+  // A writer's create failed with the lock's key absent: readers hold it
+  // (the Attempt to wait, after putting or keeping the intent), or nothing
+  // does any longer (nullopt: try again now). UpgradeRefused when the
+  // owner reads it.
+  absl::StatusOr<std::optional<Attempt>> ReadersInTheWay(
+      const AcquireCall& call, Acquiring& a);
+  absl::Status PutIntent(const AcquireCall& call, Acquiring& a);
+  // The writer, the readers and the intent.
+  absl::StatusOr<ObjectInfo> InspectLock(absl::string_view name);
 
   // etcd_release.cc
   absl::StatusOr<int64_t> ReleaseWriter(const ReleaseCall& call);

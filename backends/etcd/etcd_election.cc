@@ -60,7 +60,7 @@ std::unique_ptr<ObjectWatch> EtcdBackend::WatchObject(ObjectKind kind,
 
 absl::StatusOr<ObjectInfo> EtcdBackend::InspectObject(ObjectKind kind,
                                                       absl::string_view name) {
-  if (kind == ObjectKind::kLock) return Backend::InspectObject(kind, name);
+  if (kind == ObjectKind::kLock) return InspectLock(name);
   if (kind == ObjectKind::kSemaphore) return InspectSemaphore(name);
   const std::string object = ObjectName(kind, name);
   absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(layout_.Key(object));

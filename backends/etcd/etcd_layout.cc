@@ -15,6 +15,8 @@ namespace dlock::etcd {
 namespace {
 
 constexpr absl::string_view kMagic = "dlock-etcd1";
+// Marks a lock's readers' keys (KindLetter has none for a lock).
+constexpr absl::string_view kReaderLetter = "r";
 // The liveness field of a hold that its lease alone ends.
 constexpr absl::string_view kNoLiveness = "-";
 
@@ -55,6 +57,11 @@ std::optional<NamedObject> ParseObjectName(absl::string_view object_name) {
   if (!absl::ConsumePrefix(&object_name, "\x1f")) {
     return NamedObject{ObjectKind::kLock, object_name};
   }
+  if (absl::ConsumePrefix(&object_name, kReaderLetter)) {
+    return NamedObject{ObjectKind::kLock,
+                       object_name.substr(0, object_name.find('\x1f')),
+                       /*readers=*/true};
+  }
   for (ObjectKind kind : {ObjectKind::kElection, ObjectKind::kSemaphore}) {
     const char letter[] = {KindLetter(kind), '\0'};
     if (absl::ConsumePrefix(&object_name, letter)) {
@@ -65,10 +72,21 @@ std::optional<NamedObject> ParseObjectName(absl::string_view object_name) {
   return std::nullopt;
 }
 
-std::string HoldObjectName(ObjectKind kind, absl::string_view name,
+std::string HoldObjectName(const HoldShape& shape, absl::string_view name,
                            absl::string_view owner) {
-  if (kind != ObjectKind::kSemaphore) return ObjectName(kind, name);
+  if (shape.kind == ObjectKind::kLock && shape.mode == HoldMode::kShared) {
+    return absl::StrCat(ReadersPrefix(name), owner);
+  }
+  if (shape.kind != ObjectKind::kSemaphore) return ObjectName(shape.kind, name);
   return absl::StrCat(SemaphorePrefix(name), "h", owner);
+}
+
+std::string ReadersPrefix(absl::string_view lock) {
+  return absl::StrCat("\x1f", kReaderLetter, lock, "\x1fh");
+}
+
+std::string IntentName(absl::string_view lock) {
+  return absl::StrCat("\x1f", kReaderLetter, lock, "\x1fp");
 }
 
 std::string PlaceName(absl::string_view semaphore) {

@@ -45,6 +45,7 @@ std::string ObjectName(ObjectKind kind, absl::string_view name);
 struct NamedObject {
   ObjectKind kind;
   absl::string_view name;
+  bool readers = false;  // a lock's reader or writer's intent (kLock)
 };
 std::optional<NamedObject> ParseObjectName(absl::string_view object_name);
 
@@ -52,8 +53,13 @@ std::optional<NamedObject> ParseObjectName(absl::string_view object_name);
 // or for a semaphore the key of `owner`'s grant under it, one per owner
 // (C5): "\x1fs<name>\x1fh<owner>". A semaphore's head waiter's place is
 // "\x1fs<name>\x1fp".
-std::string HoldObjectName(ObjectKind kind, absl::string_view name,
+// A lock's reader is a key of its own in the same way, "\x1fr<name>\x1fh
+// <owner>", and the waiting writer's intent is "\x1fr<name>\x1fp".
+std::string HoldObjectName(const HoldShape& shape, absl::string_view name,
                            absl::string_view owner);
+// Every reader's key name of the lock starts with it (not the intent's).
+std::string ReadersPrefix(absl::string_view lock);
+std::string IntentName(absl::string_view lock);
 std::string PlaceName(absl::string_view semaphore);
 // Every key name of the semaphore's grants and place starts with it.
 std::string SemaphorePrefix(absl::string_view semaphore);

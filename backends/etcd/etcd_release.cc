@@ -7,13 +7,12 @@
 
 namespace dlock::etcd {
 absl::StatusOr<int64_t> EtcdBackend::Release(const ReleaseCall& call) {
-  if (call.shape.kind == ObjectKind::kLock) return ReleaseWriter(call);
-  const std::string object =
-      HoldObjectName(call.shape.kind, call.name, call.owner);
+  if (call.shape.IsLockWriter()) return ReleaseWriter(call);
+  const std::string object = HoldObjectName(call.shape, call.name, call.owner);
   absl::StatusOr<int64_t> left = ReleaseWriter(OnKey(call, object));
-  // A permit holder's key is its own: its semaphore's waiters wait on the
-  // semaphore's name (the watch tells other clients').
-  if (left.ok() && *left == 0 && call.shape.kind == ObjectKind::kSemaphore) {
+  // A permit holder's or reader's key is its own: its waiters wait on the
+  // semaphore's or lock's name (the watch tells other clients').
+  if (left.ok() && *left == 0 && call.shape.kind != ObjectKind::kElection) {
     hub_.Notify(ObjectName(call.shape.kind, call.name));
   }
   return left;
@@ -161,7 +160,8 @@ absl::StatusOr<std::vector<LockInfo>> EtcdBackend::List(
   for (Described& one : *held) {
     // Elections' keys sort among the locks' (etcd_layout.h).
     std::optional<NamedObject> object = ParseObjectName(one.info.name);
-    if (object.has_value() && object->kind == ObjectKind::kLock) {
+    if (object.has_value() && object->kind == ObjectKind::kLock &&
+        !object->readers) {
       out.push_back(std::move(one.info));
     }
   }

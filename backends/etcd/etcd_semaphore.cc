@@ -74,8 +74,7 @@ std::vector<int64_t> FreeSlots(const std::set<int64_t>& taken, int64_t limit,
 }  // namespace
 
 absl::StatusOr<Grant> EtcdBackend::AcquirePermits(const AcquireCall& call) {
-  const std::string object =
-      HoldObjectName(call.shape.kind, call.name, call.owner);
+  const std::string object = HoldObjectName(call.shape, call.name, call.owner);
   const AcquireCall holder = OnKey(call, object);
   if (call.held != nullptr) {
     // The core knows its grant: its slots stay (C22), and it refused

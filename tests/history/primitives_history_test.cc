@@ -195,7 +195,7 @@ std::vector<Case> Cases() {
       {"postgres_lease", {W::kMulti, W::kSemaphore, W::kElection}},
       {"zookeeper", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
       {"etcd",
-       {W::kMulti, W::kSemaphore, W::kElection},
+       {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite},
        /*ci_kill_only=*/true}};
   std::vector<Case> cases;
   for (const Offer& offer : offers) {

@@ -120,21 +120,43 @@ TEST(EtcdLayout, KindsOfObjectsNeverShareAName) {
 TEST(EtcdLayout, ASemaphoresKeysShareItsPrefixAndNoOthers) {
   const std::string owner = std::string("t:a\x1fh", 6);
   const std::string grant =
-      HoldObjectName(ObjectKind::kSemaphore, "jobs", owner);
+      HoldObjectName(HoldShape{.kind = ObjectKind::kSemaphore}, "jobs", owner);
   EXPECT_TRUE(grant.starts_with(SemaphorePrefix("jobs")));
   EXPECT_TRUE(PlaceName("jobs").starts_with(SemaphorePrefix("jobs")));
   EXPECT_NE(grant, PlaceName("jobs"));
   // "jobs" is no prefix of "jobs2"'s keys.
-  EXPECT_FALSE(HoldObjectName(ObjectKind::kSemaphore, "jobs2", "o")
-                   .starts_with(SemaphorePrefix("jobs")));
+  EXPECT_FALSE(
+      HoldObjectName(HoldShape{.kind = ObjectKind::kSemaphore}, "jobs2", "o")
+          .starts_with(SemaphorePrefix("jobs")));
   for (const std::string& name : {grant, PlaceName("jobs")}) {
     std::optional<NamedObject> parsed = ParseObjectName(name);
     ASSERT_TRUE(parsed.has_value());
     EXPECT_EQ(parsed->kind, ObjectKind::kSemaphore);
     EXPECT_EQ(parsed->name, "jobs");
   }
-  EXPECT_EQ(HoldObjectName(ObjectKind::kElection, "jobs", owner),
-            ObjectName(ObjectKind::kElection, "jobs"));
+  EXPECT_EQ(
+      HoldObjectName(HoldShape{.kind = ObjectKind::kElection}, "jobs", owner),
+      ObjectName(ObjectKind::kElection, "jobs"));
+}
+
+// A lock's readers and its writer's intent are keys of their own beside
+// the lock's, which listing locks must tell apart.
+TEST(EtcdLayout, ReadersKeysAreTheirLocksAndNoLock) {
+  const HoldShape read{.mode = HoldMode::kShared};
+  const std::string reader = HoldObjectName(read, "cat", "t:o");
+  EXPECT_TRUE(reader.starts_with(ReadersPrefix("cat")));
+  EXPECT_FALSE(IntentName("cat").starts_with(ReadersPrefix("cat")));
+  EXPECT_FALSE(
+      HoldObjectName(read, "cat2", "o").starts_with(ReadersPrefix("cat")));
+  for (const std::string& name : {reader, IntentName("cat")}) {
+    std::optional<NamedObject> parsed = ParseObjectName(name);
+    ASSERT_TRUE(parsed.has_value());
+    EXPECT_EQ(parsed->kind, ObjectKind::kLock);
+    EXPECT_EQ(parsed->name, "cat");
+    EXPECT_TRUE(parsed->readers);
+  }
+  EXPECT_FALSE(ParseObjectName("cat")->readers);
+  EXPECT_EQ(HoldObjectName(HoldShape{}, "cat", "o"), "cat");
 }
 
 TEST(EtcdLayout, PermitsRoundTrip) {
