@@ -237,6 +237,14 @@ class EtcdBackend : public Backend {
   absl::Status PutIntent(const AcquireCall& call, Acquiring& a);
   // The writer, the readers and the intent.
   absl::StatusOr<ObjectInfo> InspectLock(absl::string_view name);
+  // The writer and every reader (with the token: those that carry it).
+  absl::Status ForceUnlockLock(absl::string_view name,
+                               std::optional<uint64_t> fencing_token);
+  // Revokes the lease of every hold's key under `prefix` but `except` (with
+  // `fencing_token`: those that carry it); whether any was.
+  absl::StatusOr<bool> RevokeUnder(const std::string& prefix,
+                                   const std::string& except,
+                                   std::optional<uint64_t> fencing_token);
 
   // etcd_release.cc
   absl::StatusOr<int64_t> ReleaseWriter(const ReleaseCall& call);

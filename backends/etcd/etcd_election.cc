@@ -94,9 +94,7 @@ absl::StatusOr<std::vector<ObjectInfo>> EtcdBackend::ListObjects(
 absl::Status EtcdBackend::ForceUnlockObject(
     ObjectKind kind, absl::string_view name,
     std::optional<uint64_t> fencing_token) {
-  if (kind == ObjectKind::kLock) {
-    return Backend::ForceUnlockObject(kind, name, fencing_token);
-  }
+  if (kind == ObjectKind::kLock) return ForceUnlockLock(name, fencing_token);
   if (kind == ObjectKind::kSemaphore) {
     return ForceUnlockSemaphore(name, fencing_token);
   }

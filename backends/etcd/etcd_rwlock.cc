@@ -267,4 +267,44 @@ absl::StatusOr<ObjectInfo> EtcdBackend::InspectLock(absl::string_view name) {
   return info;
 }
 
+absl::StatusOr<bool> EtcdBackend::RevokeUnder(
+    const std::string& prefix, const std::string& except,
+    std::optional<uint64_t> fencing_token) {
+  absl::StatusOr<etcdserverpb::RangeResponse> range = RangeOf(prefix);
+  if (!range.ok()) return range.status();
+  bool found = false;
+  for (const mvccpb::KeyValue& kv : range->kvs()) {
+    if (kv.key() == except) continue;
+    if (fencing_token.has_value()) {
+      std::optional<HoldValue> value = Decode(kv.value());
+      const bool carries =
+          static_cast<uint64_t>(kv.create_revision()) == *fencing_token ||
+          (value.has_value() && TokenIn(*value) == *fencing_token);
+      if (!carries) continue;
+    }
+    // Each hold's lease carries its key alone: its holder's renewals fail
+    // from now on.
+    absl::Status revoked = client_->LeaseRevoke(kv.lease());
+    if (!revoked.ok() && !absl::IsNotFound(revoked)) return revoked;
+    found = true;
+  }
+  return found;
+}
+
+absl::Status EtcdBackend::ForceUnlockLock(
+    absl::string_view name, std::optional<uint64_t> fencing_token) {
+  absl::Status writer = fencing_token.has_value()
+                            ? ForceUnlockIfToken(name, *fencing_token)
+                            : ForceUnlock(name);
+  if (!writer.ok() && !IsTokenMismatch(writer)) return writer;
+  // Its readers too (with the token: the reader that carries it, or the
+  // writer's own read).
+  absl::StatusOr<bool> readers =
+      RevokeUnder(layout_.Key(ReadersPrefix(name)), "", fencing_token);
+  if (!readers.ok()) return readers.status();
+  hub_.Notify(name);
+  if (!writer.ok() && !*readers) return writer;  // nothing carries the token
+  return absl::OkStatus();
+}
+
 }  // namespace dlock::etcd

@@ -288,23 +288,11 @@ absl::StatusOr<std::vector<ObjectInfo>> EtcdBackend::ListSemaphores(
 
 absl::Status EtcdBackend::ForceUnlockSemaphore(
     absl::string_view name, std::optional<uint64_t> fencing_token) {
-  const std::string prefix = layout_.Key(SemaphorePrefix(name));
-  const std::string place_key = layout_.Key(PlaceName(name));
-  absl::StatusOr<etcdserverpb::RangeResponse> response = RangeOf(prefix);
-  if (!response.ok()) return response.status();
-  bool found = false;
-  for (const mvccpb::KeyValue* kv : Sort(*response, place_key).holders) {
-    if (fencing_token.has_value() &&
-        static_cast<uint64_t>(kv->create_revision()) != *fencing_token) {
-      continue;
-    }
-    // Each grant's lease carries its key alone: its holder's renewals
-    // fail from now on.
-    absl::Status revoked = client_->LeaseRevoke(kv->lease());
-    if (!revoked.ok() && !absl::IsNotFound(revoked)) return revoked;
-    found = true;
-  }
-  if (fencing_token.has_value() && !found) {
+  absl::StatusOr<bool> found =
+      RevokeUnder(layout_.Key(SemaphorePrefix(name)),
+                  layout_.Key(PlaceName(name)), fencing_token);
+  if (!found.ok()) return found.status();
+  if (fencing_token.has_value() && !*found) {
     return TokenMismatchError(name, *fencing_token);
   }
   hub_.Notify(ObjectName(ObjectKind::kSemaphore, name));
