@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "dlock/backend/backend.h"
 #include "dlock/backend/wakeup.h"
 #include "etcd_client.h"
@@ -154,6 +155,23 @@ class EtcdBackend : public Backend {
   // election's and a permit holder's calls name their own key, OnKey).
   absl::StatusOr<Grant> AcquireWriter(const AcquireCall& call);
   absl::Status RenewWriter(const RenewCall& call);
+  // Before an attempt: a spare lease ready, and the liveness record the
+  // grant names.
+  absl::Status ReadyAttempt(absl::Duration lease, Acquiring& a);
+  // Sends a Txn that creates the hold's key on the spare lease (idempotent).
+  absl::StatusOr<etcdserverpb::TxnResponse> SendCreate(
+      const etcdserverpb::TxnRequest& txn, Acquiring& a);
+  // The hold, when the create Txn `put` (its failure reading the key) put
+  // the key on the spare lease, also in a first attempt whose reply was
+  // lost; `token`: the hold's, when not the key's create revision.
+  std::optional<Attempt> Won(const etcdserverpb::TxnResponse& put, Acquiring& a,
+                             uint64_t token = 0);
+  // A hold on a key of the owner's own (a reader's, a permit holder's):
+  // re-entry of the known hold, else attempts woken on `wait_on`.
+  absl::StatusOr<Grant> AcquireOwnKey(
+      const AcquireCall& call, absl::string_view wait_on,
+      absl::FunctionRef<absl::StatusOr<Attempt>(const AcquireCall&, Acquiring&)>
+          attempt);
   // An acquisition's spare lease, put on no key, after its wait.
   void PutSpareBack(absl::Duration lease, Acquiring& a);
   // The grant of a won acquisition, counted from what it may count from.

@@ -43,22 +43,12 @@ uint64_t TokenIn(const HoldValue& reader) {
 }  // namespace
 
 absl::StatusOr<Grant> EtcdBackend::AcquireRead(const AcquireCall& call) {
-  const std::string object = HoldObjectName(call.shape, call.name, call.owner);
-  const AcquireCall reader = OnKey(call, object);
-  if (call.held != nullptr) {
-    std::optional<absl::StatusOr<Grant>> again =
-        ReenterKnown(reader, layout_.Key(object), *EtcdHold::Of(call.held));
-    if (again.has_value()) return *std::move(again);
-  }
-  Acquiring a;
   // Waiters wait on the lock's name: the writer's end, a reader's and the
   // intent's are announced on it.
-  absl::StatusOr<Grant> grant =
-      AcquireWithWakeups(call, hub_, settings_.fallback_poll,
-                         [&] { return TryReadOnce(reader, a); });
-  PutSpareBack(call.lease, a);
-  if (!grant.ok()) return grant.status();
-  return Granted(reader, a, *std::move(grant));
+  return AcquireOwnKey(call, call.name,
+                       [&](const AcquireCall& reader, Acquiring& a) {
+                         return TryReadOnce(reader, a);
+                       });
 }
 
 absl::StatusOr<Attempt> EtcdBackend::TryReadOnce(const AcquireCall& reader,
@@ -68,11 +58,7 @@ absl::StatusOr<Attempt> EtcdBackend::TryReadOnce(const AcquireCall& reader,
   const std::string writer_key = layout_.Key(lock);
   const std::string intent_key = layout_.Key(IntentName(lock));
   for (int pass = 0; pass < kRounds; ++pass) {
-    if (absl::Status s = ReadySpare(reader.lease, a); !s.ok()) return s;
-    absl::StatusOr<std::optional<ClientLiveness::Record>> live =
-        liveness_.ForGrant();
-    if (!live.ok()) return live.status();
-    a.live = *std::move(live);
+    if (absl::Status s = ReadyAttempt(reader.lease, a); !s.ok()) return s;
     // The writer, this owner's read and the intent, in one revision.
     etcdserverpb::TxnRequest look;
     *look.add_success() = RangeOp(writer_key);
@@ -132,21 +118,9 @@ absl::StatusOr<Attempt> EtcdBackend::TryReadOnce(const AcquireCall& reader,
         CompareCreateRevision(key, etcdserverpb::Compare::EQUAL, 0);
     *txn.add_success() = PutOp(key, Encode(value), a.spare->id);
     *txn.add_failure() = RangeOp(key);
-    absl::StatusOr<etcdserverpb::TxnResponse> put =
-        client_->Txn(txn, {.idempotent = true});
-    if (!put.ok()) {
-      a.spare_maybe_used = true;
-      return put.status();
-    }
-    const mvccpb::KeyValue* now = ReadKey(*put);
-    if (put->succeeded() || (now != nullptr && now->lease() == a.spare->id)) {
-      const int64_t revision =
-          put->succeeded() ? put->header().revision() : now->create_revision();
-      a.record = std::make_shared<EtcdHold>(revision, *a.spare, token);
-      a.sent = a.spare->alive_until - a.spare->ttl;
-      a.spare.reset();
-      return Attempt{.acquired = Acquired{a.record->fencing_token(), 1}};
-    }
+    absl::StatusOr<etcdserverpb::TxnResponse> put = SendCreate(txn, a);
+    if (!put.ok()) return put.status();
+    if (std::optional<Attempt> won = Won(*put, a, token)) return *won;
   }
   return Attempt{.holder_lease_left = absl::ZeroDuration()};
 }

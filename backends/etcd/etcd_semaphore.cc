@@ -74,28 +74,13 @@ std::vector<int64_t> FreeSlots(const std::set<int64_t>& taken, int64_t limit,
 }  // namespace
 
 absl::StatusOr<Grant> EtcdBackend::AcquirePermits(const AcquireCall& call) {
-  const std::string object = HoldObjectName(call.shape, call.name, call.owner);
-  const AcquireCall holder = OnKey(call, object);
-  if (call.held != nullptr) {
-    // The core knows its grant: its slots stay (C22), and it refused
-    // another count itself.
-    std::optional<absl::StatusOr<Grant>> again =
-        ReenterKnown(holder, layout_.Key(object), *EtcdHold::Of(call.held));
-    if (again.has_value()) return *std::move(again);
-  }
   // Waiters wait on the semaphore's name, which every end of a grant (and
   // of the place) announces.
   const std::string semaphore = ObjectName(call.shape.kind, call.name);
-  Acquiring a;
-  absl::StatusOr<Grant> grant =
-      AcquireWithWakeups(OnKey(call, semaphore), hub_, settings_.fallback_poll,
-                         [&] { return TryPermitsOnce(call, holder, a); });
-  PutSpareBack(call.lease, a);
-  // A place left behind would hold back every later caller.
-  if (a.place_lease != 0) RevokeQuietly(a.place_lease);
-  if (!grant.ok()) return grant.status();
-  grant->slots = a.slots;
-  return Granted(holder, a, *std::move(grant));
+  return AcquireOwnKey(call, semaphore,
+                       [&](const AcquireCall& holder, Acquiring& a) {
+                         return TryPermitsOnce(call, holder, a);
+                       });
 }
 
 absl::StatusOr<Attempt> EtcdBackend::TryPermitsOnce(const AcquireCall& call,
@@ -106,11 +91,7 @@ absl::StatusOr<Attempt> EtcdBackend::TryPermitsOnce(const AcquireCall& call,
   const std::string place_key = layout_.Key(PlaceName(call.name));
   const int64_t limit = call.shape.limit, permits = call.shape.permits;
   for (int pass = 0; pass < kRounds; ++pass) {
-    if (absl::Status s = ReadySpare(call.lease, a); !s.ok()) return s;
-    absl::StatusOr<std::optional<ClientLiveness::Record>> live =
-        liveness_.ForGrant();
-    if (!live.ok()) return live.status();
-    a.live = *std::move(live);
+    if (absl::Status s = ReadyAttempt(call.lease, a); !s.ok()) return s;
     absl::StatusOr<etcdserverpb::RangeResponse> response = RangeOf(prefix);
     if (!response.ok()) return response.status();
     const SemaphoreRead read = Sort(*response, place_key);
@@ -173,23 +154,11 @@ absl::StatusOr<Attempt> EtcdBackend::TryPermitsOnce(const AcquireCall& call,
     *txn.add_success() = PutOp(key, Encode(value), a.spare->id);
     if (mine) *txn.add_success() = DeleteOp(place_key);
     *txn.add_failure() = RangeOp(key);
-    absl::StatusOr<etcdserverpb::TxnResponse> put =
-        client_->Txn(txn, {.idempotent = true});
-    if (!put.ok()) {
-      a.spare_maybe_used = true;
-      return put.status();
-    }
-    const mvccpb::KeyValue* now = ReadKey(*put);
-    // Ours, also when a retry after a lost reply finds its first attempt's
-    // key on the spare lease (unique to this grant).
-    if (put->succeeded() || (now != nullptr && now->lease() == a.spare->id)) {
-      const int64_t token =
-          put->succeeded() ? put->header().revision() : now->create_revision();
-      a.record = std::make_shared<EtcdHold>(token, *a.spare);
-      a.sent = a.spare->alive_until - a.spare->ttl;
-      a.spare.reset();
+    absl::StatusOr<etcdserverpb::TxnResponse> put = SendCreate(txn, a);
+    if (!put.ok()) return put.status();
+    if (std::optional<Attempt> won = Won(*put, a)) {
       a.slots = slots;
-      return Attempt{.acquired = Acquired{static_cast<uint64_t>(token), 1}};
+      return *won;
     }
   }
   return Attempt{.holder_lease_left = absl::ZeroDuration()};
