@@ -155,8 +155,8 @@ class EtcdBackend : public Backend {
   // election's and a permit holder's calls name their own key, OnKey).
   absl::StatusOr<Grant> AcquireWriter(const AcquireCall& call);
   absl::Status RenewWriter(const RenewCall& call);
-  // Before an attempt: a spare lease ready, and the liveness record the
-  // grant names.
+  // etcd_leases.cc, shared by every recipe's acquisition. Before an
+  // attempt: a spare lease ready, and the liveness record the grant names.
   absl::Status ReadyAttempt(absl::Duration lease, Acquiring& a);
   // Sends a Txn that creates the hold's key on the spare lease (idempotent).
   absl::StatusOr<etcdserverpb::TxnResponse> SendCreate(
