@@ -12,12 +12,7 @@ ObjectInfo LockObject(const LockInfo& lock) {
     info.kept_after_release = true;
     info.kept_remaining = lock.remaining_lease;
   } else if (lock.locked) {
-    info.holders.push_back(HolderInfo{.owner = lock.owner,
-                                      .hold_count = lock.hold_count,
-                                      .fencing_token = lock.fencing_token,
-                                      .remaining_lease = lock.remaining_lease,
-                                      .since = lock.since,
-                                      .holder_live = lock.holder_live});
+    info.holders.push_back(HolderOf(lock));
   }
   return info;
 }
@@ -28,6 +23,15 @@ absl::Status KindNotOffered(ObjectKind kind) {
 }
 
 }  // namespace
+
+HolderInfo HolderOf(const LockInfo& lock) {
+  return HolderInfo{.owner = lock.owner,
+                    .hold_count = lock.hold_count,
+                    .fencing_token = lock.fencing_token,
+                    .remaining_lease = lock.remaining_lease,
+                    .since = lock.since,
+                    .holder_live = lock.holder_live};
+}
 
 std::vector<absl::Status> Backend::RenewMany(
     absl::Span<const RenewCall> calls) {
