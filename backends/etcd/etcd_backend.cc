@@ -89,7 +89,11 @@ BackendTraits EtcdBackend::Traits() const {
                        .fencing = FencingStrength::kDurable,
                        .can_list = true,
                        .shared_across_processes = true,
-                       .keeps_after_release = true};
+                       .keeps_after_release = true,
+                       .semaphores = true,
+                       .read_write_locks = true,
+                       .elections = true,
+                       .semaphore_order = WaiterOrder::kHeadReserved};
 }
 
 std::string EtcdBackend::NewWriteId() {
@@ -105,17 +109,42 @@ void EtcdBackend::OnWatch(const WatchUpdate& update) {
   for (const mvccpb::Event& event : update.events) {
     std::optional<absl::string_view> name = layout_.NameOf(event.kv().key());
     if (!name.has_value()) continue;
-    bool wake = event.type() == mvccpb::Event::DELETE;
+    // Observers of an election learn of every write: a new leader, a
+    // proclaimed value (C24).
+    std::optional<NamedObject> object = ParseObjectName(*name);
+    bool wake = event.type() == mvccpb::Event::DELETE ||
+                (object.has_value() && object->kind == ObjectKind::kElection);
     if (!wake) {
       // A lock kept after its release: its waiters learn when it ends.
       std::optional<HoldValue> value = Decode(event.kv().value());
       wake = value.has_value() && value->kept();
     }
-    if (wake) hub_.Notify(*name);
+    // A permit holder's or place's end wakes its semaphore's waiters.
+    if (wake) {
+      hub_.Notify(object.has_value() ? ObjectName(object->kind, object->name)
+                                     : std::string(*name));
+    }
   }
 }
 
 absl::StatusOr<Grant> EtcdBackend::Acquire(const AcquireCall& call) {
+  switch (call.shape.kind) {
+    case ObjectKind::kLock:
+      if (call.shape.mode == HoldMode::kShared) return AcquireRead(call);
+      break;
+    case ObjectKind::kElection: {
+      // A leadership is a lock's writer on the election's own key, carrying
+      // the value (etcd_election.cc).
+      const std::string object = ObjectName(call.shape.kind, call.name);
+      return AcquireWriter(OnKey(call, object));
+    }
+    case ObjectKind::kSemaphore:
+      return AcquirePermits(call);
+  }
+  return AcquireWriter(call);
+}
+
+absl::StatusOr<Grant> EtcdBackend::AcquireWriter(const AcquireCall& call) {
   const std::string key = layout_.Key(call.name);
   if (call.held != nullptr) {
     std::optional<absl::StatusOr<Grant>> again =
@@ -126,24 +155,34 @@ absl::StatusOr<Grant> EtcdBackend::Acquire(const AcquireCall& call) {
   absl::StatusOr<Grant> grant =
       AcquireWithWakeups(call, hub_, settings_.fallback_poll,
                          [&] { return TryOnce(call, key, a); });
-  if (a.spare.has_value()) {
-    // Never on a key: another acquisition may use it (etcd_spares.h).
-    if (a.spare_maybe_used) {
-      RevokeQuietly(a.spare->id);
-    } else {
-      spares_.Return(call.lease, *a.spare);
-    }
-  }
+  PutSpareBack(call.lease, a);
+  // The intent, if this writer put one and did not end it by its grant.
+  if (a.place_lease != 0) RevokeQuietly(a.place_lease);
   if (!grant.ok()) return grant.status();
+  return Granted(call, a, *std::move(grant));
+}
+
+void EtcdBackend::PutSpareBack(absl::Duration lease, Acquiring& a) {
+  if (!a.spare.has_value()) return;
+  // Never on a key: another acquisition may use it (etcd_spares.h).
+  if (a.spare_maybe_used) {
+    RevokeQuietly(a.spare->id);
+  } else {
+    spares_.Return(lease, *a.spare);
+  }
+  a.spare.reset();
+}
+
+Grant EtcdBackend::Granted(const AcquireCall& call, Acquiring& a, Grant grant) {
   // The core counts the hold's lease and this client's liveness from
   // Grant::sent: the attempt's sending, if both were kept alive since (a
   // waiter's were last kept alive before its wait); else from when they
   // last were.
   const absl::Duration slack = Slack(call.lease);
-  grant->sent = std::min({grant->sent,
-                          HoldCountsFrom(*a.record, a.sent, grant->sent, slack),
-                          liveness_.CountsFrom(a.live, grant->sent, slack)});
-  grant->record = std::move(a.record);
+  grant.sent = std::min({grant.sent,
+                         HoldCountsFrom(*a.record, a.sent, grant.sent, slack),
+                         liveness_.CountsFrom(a.live, grant.sent, slack)});
+  grant.record = std::move(a.record);
   return grant;
 }
 
@@ -201,6 +240,7 @@ HoldValue EtcdBackend::FreshHold(
                   .lease_ms = LeaseMillis(call.lease),
                   .since_ms = NowUnixMillis(),
                   .write_id = NewWriteId(),
+                  .value = std::string(call.value),
                   .owner = std::string(call.owner)};
   AddLiveness(value, LiveId(live), /*fresh=*/true);
   return value;
@@ -212,33 +252,23 @@ absl::StatusOr<Attempt> EtcdBackend::TryOnce(const AcquireCall& call,
   // Another pass only after ending a stale hold of the same thread, or a
   // hold whose clients' liveness lapsed.
   for (int pass = 0;; ++pass) {
-    if (absl::Status s = ReadySpare(call.lease, a); !s.ok()) return s;
-    absl::StatusOr<std::optional<ClientLiveness::Record>> live =
-        liveness_.ForGrant();
-    if (!live.ok()) return live.status();
-    a.live = *std::move(live);
-    // Idempotent: a retry that finds the key on our spare lease (unique to
-    // this hold) knows that its first attempt created it.
-    absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(
-        CreateIfAbsent(key, Encode(FreshHold(call, a.live)), a.spare->id),
-        {.idempotent = true});
-    if (!response.ok()) {
-      a.spare_maybe_used = true;
-      return response.status();
-    }
-    const mvccpb::KeyValue* kv = ReadKey(*response);
-    if (response->succeeded() ||
-        (kv != nullptr && kv->lease() == a.spare->id)) {
-      const int64_t token = response->succeeded()
-                                ? response->header().revision()
-                                : kv->create_revision();
-      a.record = std::make_shared<EtcdHold>(token, *a.spare);
-      a.sent = a.spare->alive_until - a.spare->ttl;
-      a.spare.reset();
-      return Attempt{.acquired = Acquired{static_cast<uint64_t>(token), 1}};
-    }
+    if (absl::Status s = ReadyAttempt(call.lease, a); !s.ok()) return s;
+    etcdserverpb::TxnRequest create =
+        CreateIfAbsent(key, Encode(FreshHold(call, a.live)), a.spare->id);
+    if (call.shape.IsLockWriter()) AddNoReaders(call.name, a, create);
+    absl::StatusOr<etcdserverpb::TxnResponse> response = SendCreate(create, a);
+    if (!response.ok()) return response.status();
+    if (std::optional<Attempt> won = Won(*response, a)) return *won;
     // A compare that failed reads the key in the same revision.
+    const mvccpb::KeyValue* kv = ReadKey(*response);
     if (kv == nullptr) {
+      if (!call.shape.IsLockWriter()) {
+        return Attempt{.holder_lease_left = absl::ZeroDuration()};
+      }
+      absl::StatusOr<std::optional<Attempt>> readers = ReadersInTheWay(call, a);
+      if (!readers.ok()) return readers.status();
+      if (readers->has_value()) return **readers;
+      if (pass < kRounds) continue;
       return Attempt{.holder_lease_left = absl::ZeroDuration()};
     }
     std::optional<HoldValue> held = Decode(kv->value());
@@ -323,6 +353,9 @@ absl::StatusOr<std::optional<EtcdBackend::Reentered>> EtcdBackend::AddHold(
   }
   value.holds += 1;
   value.lease_ms = std::max(value.lease_ms, LeaseMillis(call.lease));
+  if (call.shape.kind == ObjectKind::kElection) {
+    value.value = std::string(call.value);  // a leader's re-entry proclaims it
+  }
   AddLiveness(value, LiveId(live), /*fresh=*/false);
   if (call.lease > lease.ttl) {
     absl::StatusOr<std::optional<LeaseState>> moved =
@@ -365,7 +398,7 @@ std::optional<absl::StatusOr<Grant>> EtcdBackend::ReenterKnown(
     if (!reentered->has_value()) continue;
     record.Update((*reentered)->lease);
     return absl::StatusOr<Grant>(
-        Grant{.fencing_token = static_cast<uint64_t>(record.create_revision()),
+        Grant{.fencing_token = record.fencing_token(),
               .hold_count = (*reentered)->holds,
               .sent = std::min(
                   sent, liveness_.CountsFrom(*live, sent, Slack(call.lease)))});
@@ -389,6 +422,12 @@ absl::StatusOr<std::optional<LeaseState>> EtcdBackend::MoveToLongerLease(
 }
 
 absl::Status EtcdBackend::Renew(const RenewCall& call) {
+  if (call.shape.IsLockWriter()) return RenewWriter(call);
+  const std::string object = HoldObjectName(call.shape, call.name, call.owner);
+  return RenewWriter(OnKey(call, object));
+}
+
+absl::Status EtcdBackend::RenewWriter(const RenewCall& call) {
   EtcdHold* record =
       call.record == nullptr ? nullptr : EtcdHold::Of(call.record);
   if (record != nullptr) {

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "dlock/backend/backend.h"
 #include "dlock/backend/wakeup.h"
 #include "etcd_client.h"
@@ -76,6 +77,18 @@ class EtcdBackend : public Backend {
   // The database size in use that the member answering reports
   // (Maintenance.Status dbSizeInUse): bbolt pages, so it moves in steps.
   absl::StatusOr<ServerMemory> ServerMemoryUse() override;
+  // etcd_election.cc: an election's leadership is the lock writer of the
+  // election's own key (ObjectName), whose value carries the leader's.
+  absl::Status Proclaim(const ProclaimCall& call) override;
+  std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
+                                           absl::string_view name) override;
+  absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
+                                           absl::string_view name) override;
+  absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
+      ObjectKind kind, absl::string_view prefix) override;
+  absl::Status ForceUnlockObject(
+      ObjectKind kind, absl::string_view name,
+      std::optional<uint64_t> fencing_token) override;
   void Shutdown() override;
 
  private:
@@ -96,6 +109,13 @@ class EtcdBackend : public Backend {
     KeptSeen kept;
     // The liveness record the winning attempt named.
     std::optional<ClientLiveness::Record> live;
+    // A semaphore's: the slots granted, and the lease of the head waiter's
+    // place this acquisition put (0: none).
+    std::vector<int64_t> slots;
+    int64_t place_lease = 0;
+    // A lock's writer: the mod revision of its own intent once the last
+    // reader left (0: it expects none).
+    int64_t intent_mod = 0;
   };
   // The owner's hold after a re-entry.
   struct Reentered {
@@ -121,6 +141,9 @@ class EtcdBackend : public Backend {
   // What etcd knows of the lease a key lives on; NotFound when it is gone.
   absl::StatusOr<LeaseState> LeaseOf(const mvccpb::KeyValue& kv);
   void RevokeQuietly(int64_t lease);
+  // Every key that starts with `prefix`, read in one revision.
+  absl::StatusOr<etcdserverpb::RangeResponse> RangeOf(const std::string& prefix,
+                                                      bool keys_only = false);
   // Puts `value` over `kv` if the key is still that write of it (its create
   // and mod revisions), on `lease` (0: the key's own). False when the key
   // changed meanwhile.
@@ -128,7 +151,31 @@ class EtcdBackend : public Backend {
                                  const mvccpb::KeyValue& kv, HoldValue value,
                                  int64_t lease);
 
-  // etcd_backend.cc
+  // etcd_backend.cc: a lock's writer, on the key of call.name (an
+  // election's and a permit holder's calls name their own key, OnKey).
+  absl::StatusOr<Grant> AcquireWriter(const AcquireCall& call);
+  absl::Status RenewWriter(const RenewCall& call);
+  // etcd_leases.cc, shared by every recipe's acquisition. Before an
+  // attempt: a spare lease ready, and the liveness record the grant names.
+  absl::Status ReadyAttempt(absl::Duration lease, Acquiring& a);
+  // Sends a Txn that creates the hold's key on the spare lease (idempotent).
+  absl::StatusOr<etcdserverpb::TxnResponse> SendCreate(
+      const etcdserverpb::TxnRequest& txn, Acquiring& a);
+  // The hold, when the create Txn `put` (its failure reading the key) put
+  // the key on the spare lease, also in a first attempt whose reply was
+  // lost; `token`: the hold's, when not the key's create revision.
+  std::optional<Attempt> Won(const etcdserverpb::TxnResponse& put, Acquiring& a,
+                             uint64_t token = 0);
+  // A hold on a key of the owner's own (a reader's, a permit holder's):
+  // re-entry of the known hold, else attempts woken on `wait_on`.
+  absl::StatusOr<Grant> AcquireOwnKey(
+      const AcquireCall& call, absl::string_view wait_on,
+      absl::FunctionRef<absl::StatusOr<Attempt>(const AcquireCall&, Acquiring&)>
+          attempt);
+  // An acquisition's spare lease, put on no key, after its wait.
+  void PutSpareBack(absl::Duration lease, Acquiring& a);
+  // The grant of a won acquisition, counted from what it may count from.
+  Grant Granted(const AcquireCall& call, Acquiring& a, Grant grant);
   absl::StatusOr<Attempt> TryOnce(const AcquireCall& call,
                                   const std::string& key, Acquiring& a);
   // How much older than a grant the confirmations it counts from may be
@@ -176,7 +223,49 @@ class EtcdBackend : public Backend {
       const std::string& key, const mvccpb::KeyValue& kv, HoldValue value,
       absl::Duration lease);
 
+  // etcd_semaphore.cc (C22)
+  absl::StatusOr<Grant> AcquirePermits(const AcquireCall& call);
+  // `holder`: the call on the owner's own grant key (OnKey).
+  absl::StatusOr<Attempt> TryPermitsOnce(const AcquireCall& call,
+                                         const AcquireCall& holder,
+                                         Acquiring& a);
+  // Keeps (or puts) the head waiter's place for `call`'s permits.
+  absl::Status KeepPlace(const AcquireCall& call, const mvccpb::KeyValue* place,
+                         Acquiring& a);
+  absl::StatusOr<ObjectInfo> InspectSemaphore(absl::string_view name);
+  absl::StatusOr<std::vector<ObjectInfo>> ListSemaphores(
+      absl::string_view prefix);
+  absl::Status ForceUnlockSemaphore(absl::string_view name,
+                                    std::optional<uint64_t> fencing_token);
+
+  // etcd_rwlock.cc (C23)
+  absl::StatusOr<Grant> AcquireRead(const AcquireCall& call);
+  // `reader`: the call on the owner's own reader key (OnKey).
+  absl::StatusOr<Attempt> TryReadOnce(const AcquireCall& reader, Acquiring& a);
+  // A writer's create also asks that no reader holds the lock and that no
+  // other writer's intent waits (a.intent_mod: its own).
+  void AddNoReaders(absl::string_view lock, const Acquiring& a,
+                    etcdserverpb::TxnRequest& txn);
+  // A writer's create failed with the lock's key absent: readers hold it
+  // (the Attempt to wait, after putting or keeping the intent), or nothing
+  // does any longer (nullopt: try again now). UpgradeRefused when the
+  // owner reads it.
+  absl::StatusOr<std::optional<Attempt>> ReadersInTheWay(
+      const AcquireCall& call, Acquiring& a);
+  absl::Status PutIntent(const AcquireCall& call, Acquiring& a);
+  // The writer, the readers and the intent.
+  absl::StatusOr<ObjectInfo> InspectLock(absl::string_view name);
+  // The writer and every reader (with the token: those that carry it).
+  absl::Status ForceUnlockLock(absl::string_view name,
+                               std::optional<uint64_t> fencing_token);
+  // Revokes the lease of every hold's key under `prefix` but `except` (with
+  // `fencing_token`: those that carry it); whether any was.
+  absl::StatusOr<bool> RevokeUnder(const std::string& prefix,
+                                   const std::string& except,
+                                   std::optional<uint64_t> fencing_token);
+
   // etcd_release.cc
+  absl::StatusOr<int64_t> ReleaseWriter(const ReleaseCall& call);
   absl::StatusOr<std::optional<int64_t>> ReleaseOnce(const ReleaseCall& call,
                                                      const std::string& key,
                                                      const EtcdHold* record);
@@ -186,6 +275,14 @@ class EtcdBackend : public Backend {
   absl::StatusOr<LockInfo> Describe(
       absl::string_view name, const mvccpb::KeyValue& kv,
       const absl::flat_hash_set<std::string>& live);
+  // A held key as Inspect and List show it, with an election's value.
+  struct Described {
+    LockInfo info;  // named by the key's object name (ObjectName)
+    std::string value;
+  };
+  // Every held key whose object name starts with `object_prefix`.
+  absl::StatusOr<std::vector<Described>> DescribeFrom(
+      absl::string_view object_prefix);
   // Revokes the lease of the lock's key (if it has `token`, when given).
   absl::Status RevokeHolder(absl::string_view name,
                             std::optional<uint64_t> token);

@@ -30,8 +30,12 @@ struct LeaseState {
 // moved to a longer lease by a re-entry (read the key then).
 class EtcdHold final : public HoldRecord {
  public:
-  EtcdHold(int64_t create_revision, const LeaseState& lease)
-      : create_revision_(create_revision), lease_(lease) {}
+  // `token`: the hold's fencing token when not its key's create revision
+  // (a writer's own read carries the writer's, C23); 0: that revision.
+  EtcdHold(int64_t create_revision, const LeaseState& lease, uint64_t token = 0)
+      : create_revision_(create_revision),
+        token_(token != 0 ? token : static_cast<uint64_t>(create_revision)),
+        lease_(lease) {}
 
   // Only records this backend made come back to it.
   static EtcdHold* Of(HoldRecord* record) {
@@ -39,6 +43,7 @@ class EtcdHold final : public HoldRecord {
   }
 
   int64_t create_revision() const { return create_revision_; }
+  uint64_t fencing_token() const { return token_; }
   LeaseState lease() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return lease_;
@@ -53,6 +58,7 @@ class EtcdHold final : public HoldRecord {
 
  private:
   const int64_t create_revision_;
+  const uint64_t token_;
   mutable absl::Mutex mu_;
   LeaseState lease_ ABSL_GUARDED_BY(mu_);
 };

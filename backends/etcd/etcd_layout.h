@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "dlock/backend/backend.h"
+#include "dlock/object_info.h"
 
 namespace dlock::etcd {
 
@@ -32,6 +34,55 @@ class Layout {
  private:
   std::string prefix_;
 };
+
+// The name under which an object of `kind` lives in the namespace: a lock's
+// own name, or "\x1f", the kind's letter (KindLetter) and the name for the
+// other kinds (an election's leadership is one key, as a lock's writer).
+// No valid name holds a control byte (C15): the kinds never meet.
+std::string ObjectName(ObjectKind kind, absl::string_view name);
+// The kind and plain name of a name ObjectName() made; nullopt for a name
+// of a kind this backend does not keep as one key.
+struct NamedObject {
+  ObjectKind kind;
+  absl::string_view name;
+  bool readers = false;  // a lock's reader or writer's intent (kLock)
+};
+std::optional<NamedObject> ParseObjectName(absl::string_view object_name);
+
+// The key name of one hold of an object: the object's name (ObjectName),
+// or for a semaphore the key of `owner`'s grant under it, one per owner
+// (C5): "\x1fs<name>\x1fh<owner>". A semaphore's head waiter's place is
+// "\x1fs<name>\x1fp".
+// A lock's reader is a key of its own in the same way, "\x1fr<name>\x1fh
+// <owner>", and the waiting writer's intent is "\x1fr<name>\x1fp".
+std::string HoldObjectName(const HoldShape& shape, absl::string_view name,
+                           absl::string_view owner);
+// Every reader's key name of the lock starts with it (not the intent's).
+std::string ReadersPrefix(absl::string_view lock);
+std::string IntentName(absl::string_view lock);
+std::string PlaceName(absl::string_view semaphore);
+// Every key name of the semaphore's grants and place starts with it.
+std::string SemaphorePrefix(absl::string_view semaphore);
+
+// A call about one hold of an object as the call on the lock writer of the
+// hold's own key (HoldObjectName): the call names `key_name`, which must
+// outlive it; the shape stays, so that a leader's re-entry proclaims.
+template <typename Call>
+Call OnKey(const Call& call, const std::string& key_name) {
+  Call on_key = call;
+  on_key.name = key_name;
+  return on_key;
+}
+
+// What a semaphore's grant (or its head waiter's place) adds to its
+// HoldValue, in HoldValue::value: "<N> <permits> <slots>".
+struct PermitsValue {
+  int64_t limit = 0;
+  int64_t permits = 0;
+  std::vector<int64_t> slots;  // empty for a place
+};
+std::string EncodePermits(const PermitsValue& permits);
+std::optional<PermitsValue> DecodePermits(absl::string_view text);
 
 // Every client's liveness key starts with it, whatever its namespace.
 inline constexpr absl::string_view kLivenessPrefix = "/dlock/%live/";
@@ -52,6 +103,9 @@ struct HoldValue {
   // liveness keys is gone. Empty: its lease alone ends it (a client with
   // liveness off took or re-entered it, or it is kept).
   std::vector<std::string> live;
+  // An election's leader's value (C24); empty for a lock. Any byte: stored
+  // with its length before the owner.
+  std::string value;
   std::string owner;  // opaque, last: it may hold any byte
 
   bool kept() const { return owner.empty(); }

@@ -69,6 +69,15 @@ absl::StatusOr<LeaseState> EtcdBackend::LeaseOf(const mvccpb::KeyValue& kv) {
                     .alive_until = sent + absl::Seconds(known->ttl())};
 }
 
+absl::StatusOr<etcdserverpb::RangeResponse> EtcdBackend::RangeOf(
+    const std::string& prefix, bool keys_only) {
+  etcdserverpb::RangeRequest range;
+  range.set_key(prefix);
+  range.set_range_end(PrefixEnd(prefix));
+  range.set_keys_only(keys_only);
+  return client_->Range(range);
+}
+
 void EtcdBackend::RevokeQuietly(int64_t lease) {
   // Unused or emptied: if this fails it expires by itself.
   (void)client_->LeaseRevoke(lease);
@@ -99,6 +108,65 @@ absl::StatusOr<bool> EtcdBackend::Overwrite(const std::string& key,
   if (now == nullptr) return false;
   std::optional<HoldValue> found = Decode(now->value());
   return found.has_value() && found->write_id == value.write_id;
+}
+
+absl::Status EtcdBackend::ReadyAttempt(absl::Duration lease, Acquiring& a) {
+  if (absl::Status s = ReadySpare(lease, a); !s.ok()) return s;
+  absl::StatusOr<std::optional<ClientLiveness::Record>> live =
+      liveness_.ForGrant();
+  if (!live.ok()) return live.status();
+  a.live = *std::move(live);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<etcdserverpb::TxnResponse> EtcdBackend::SendCreate(
+    const etcdserverpb::TxnRequest& txn, Acquiring& a) {
+  absl::StatusOr<etcdserverpb::TxnResponse> response =
+      client_->Txn(txn, {.idempotent = true});
+  // Unanswered, it may have put a key on the spare lease.
+  if (!response.ok()) a.spare_maybe_used = true;
+  return response;
+}
+
+std::optional<Attempt> EtcdBackend::Won(const etcdserverpb::TxnResponse& put,
+                                        Acquiring& a, uint64_t token) {
+  // Idempotent: a retry that finds the key on our spare lease (unique to
+  // this hold) knows that its first attempt created it.
+  const mvccpb::KeyValue* kv = ReadKey(put);
+  if (!put.succeeded() && (kv == nullptr || kv->lease() != a.spare->id)) {
+    return std::nullopt;
+  }
+  const int64_t revision =
+      put.succeeded() ? put.header().revision() : kv->create_revision();
+  a.record = std::make_shared<EtcdHold>(revision, *a.spare, token);
+  a.sent = a.spare->alive_until - a.spare->ttl;
+  a.spare.reset();
+  return Attempt{.acquired = Acquired{a.record->fencing_token(), 1}};
+}
+
+absl::StatusOr<Grant> EtcdBackend::AcquireOwnKey(
+    const AcquireCall& call, absl::string_view wait_on,
+    absl::FunctionRef<absl::StatusOr<Attempt>(const AcquireCall&, Acquiring&)>
+        attempt) {
+  const std::string object = HoldObjectName(call.shape, call.name, call.owner);
+  const AcquireCall own = OnKey(call, object);
+  if (call.held != nullptr) {
+    // The core knows its hold (a semaphore's slots stay, C22).
+    std::optional<absl::StatusOr<Grant>> again =
+        ReenterKnown(own, layout_.Key(object), *EtcdHold::Of(call.held));
+    if (again.has_value()) return *std::move(again);
+  }
+  Acquiring a;
+  AcquireCall waiting = call;
+  waiting.name = wait_on;
+  absl::StatusOr<Grant> grant = AcquireWithWakeups(
+      waiting, hub_, settings_.fallback_poll, [&] { return attempt(own, a); });
+  PutSpareBack(call.lease, a);
+  // A place (or intent) left behind would hold back every later caller.
+  if (a.place_lease != 0) RevokeQuietly(a.place_lease);
+  if (!grant.ok()) return grant.status();
+  grant->slots = a.slots;
+  return Granted(own, a, *std::move(grant));
 }
 
 }  // namespace dlock::etcd

@@ -7,6 +7,18 @@
 
 namespace dlock::etcd {
 absl::StatusOr<int64_t> EtcdBackend::Release(const ReleaseCall& call) {
+  if (call.shape.IsLockWriter()) return ReleaseWriter(call);
+  const std::string object = HoldObjectName(call.shape, call.name, call.owner);
+  absl::StatusOr<int64_t> left = ReleaseWriter(OnKey(call, object));
+  // A permit holder's or reader's key is its own: its waiters wait on the
+  // semaphore's or lock's name (the watch tells other clients').
+  if (left.ok() && *left == 0 && call.shape.kind != ObjectKind::kElection) {
+    hub_.Notify(ObjectName(call.shape.kind, call.name));
+  }
+  return left;
+}
+
+absl::StatusOr<int64_t> EtcdBackend::ReleaseWriter(const ReleaseCall& call) {
   const EtcdHold* record =
       call.record == nullptr ? nullptr : EtcdHold::Of(call.record);
   if (record != nullptr && call.all_holds &&
@@ -142,11 +154,24 @@ absl::StatusOr<LockInfo> EtcdBackend::Inspect(absl::string_view name) {
 
 absl::StatusOr<std::vector<LockInfo>> EtcdBackend::List(
     absl::string_view prefix) {
-  const std::string from = layout_.Key(prefix);
-  etcdserverpb::RangeRequest range;
-  range.set_key(from);
-  range.set_range_end(PrefixEnd(from));
-  absl::StatusOr<etcdserverpb::RangeResponse> response = client_->Range(range);
+  absl::StatusOr<std::vector<Described>> held = DescribeFrom(prefix);
+  if (!held.ok()) return held.status();
+  std::vector<LockInfo> out;
+  for (Described& one : *held) {
+    // Elections' keys sort among the locks' (etcd_layout.h).
+    std::optional<NamedObject> object = ParseObjectName(one.info.name);
+    if (object.has_value() && object->kind == ObjectKind::kLock &&
+        !object->readers) {
+      out.push_back(std::move(one.info));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<EtcdBackend::Described>> EtcdBackend::DescribeFrom(
+    absl::string_view object_prefix) {
+  const std::string from = layout_.Key(object_prefix);
+  absl::StatusOr<etcdserverpb::RangeResponse> response = RangeOf(from);
   if (!response.ok()) return response.status();
   // The liveness of every holder, in one read.
   std::vector<std::string> ids;
@@ -158,13 +183,15 @@ absl::StatusOr<std::vector<LockInfo>> EtcdBackend::List(
   absl::StatusOr<absl::flat_hash_set<std::string>> live =
       liveness_.LiveAmong(ids);
   if (!live.ok()) return live.status();
-  std::vector<LockInfo> out;
+  std::vector<Described> out;
   for (const mvccpb::KeyValue& kv : response->kvs()) {
     std::optional<absl::string_view> name = layout_.NameOf(kv.key());
     if (!name.has_value()) continue;
     absl::StatusOr<LockInfo> info = Describe(*name, kv, *live);
     if (!info.ok()) return info.status();
-    if (info->locked) out.push_back(*std::move(info));
+    if (!info->locked) continue;
+    std::optional<HoldValue> value = Decode(kv.value());
+    out.push_back({*std::move(info), value.has_value() ? value->value : ""});
   }
   return out;  // etcd answers in key order, which is name order
 }

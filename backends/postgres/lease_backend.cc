@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "pg_common.h"
 #include "pg_primitives.h"
+#include "pg_rw.h"
 
 namespace dlock::postgres {
 namespace {
@@ -30,6 +31,7 @@ class LeaseBackend : public PgBackendBase {
                          .can_list = true,
                          .keeps_after_release = true,
                          .semaphores = true,
+                         .read_write_locks = true,
                          .elections = true,
                          .semaphore_order = WaiterOrder::kHeadReserved,
                          .multi_lock = MultiLockMode::kAtomic};
@@ -44,19 +46,33 @@ class LeaseBackend : public PgBackendBase {
                             });
     }
     if (call.shape.kind == ObjectKind::kElection) return Campaign(call);
+    if (call.shape.mode == HoldMode::kShared) {
+      return AcquireRead(
+          shared(), call, holders_, [&](absl::Span<const std::string> params) {
+            return shared().RunPooled(shared().sql().primitives.read_acquire,
+                                      params, false);
+          });
+    }
     const std::string params[] = {shared().ns(),
                                   std::string(call.name),
                                   std::string(call.owner),
                                   MillisParam(call.lease),
                                   liveness_id_,
                                   liveness_ttl_ms_};
-    return AcquireWithWakeups(call, shared().hub(), shared().fallback_poll(),
-                              [&]() -> absl::StatusOr<Attempt> {
-                                absl::StatusOr<PgResult> r = shared().RunPooled(
-                                    shared().sql().acquire, params, false);
-                                if (!r.ok()) return r.status();
-                                return ToAttempt(r->get());
-                              });
+    // The writer: one statement, and a second only when readers refused it.
+    bool intent = false;
+    absl::StatusOr<Grant> grant = AcquireWithWakeups(
+        call, shared().hub(), shared().fallback_poll(),
+        [&]() -> absl::StatusOr<Attempt> {
+          absl::StatusOr<PgResult> r =
+              shared().RunPooled(shared().sql().acquire, params, false);
+          if (!r.ok()) return r.status();
+          return WriterAttempt(shared(), call, holders_, r->get(), intent);
+        });
+    if (!grant.ok() && intent) {
+      GiveUpPlace(shared(), std::string(call.name), call.owner);
+    }
+    return grant;
   }
 
   // One function call per attempt takes every name or none (C25); a
@@ -98,6 +114,9 @@ class LeaseBackend : public PgBackendBase {
           shared().RunPooled(shared().sql().primitives.sem_release,
                              SemReleaseParams(shared(), call, false), false));
     }
+    if (call.shape.mode == HoldMode::kShared) {
+      return ReleaseRead(shared(), call);
+    }
     // A lock's, or an election's on its row.
     const std::string name = ObjectRow(call.shape.kind, call.name);
     const absl::string_view owner = call.owner;
@@ -108,7 +127,13 @@ class LeaseBackend : public PgBackendBase {
     absl::StatusOr<PgResult> r =
         shared().RunPooled(shared().sql().release, params, false);
     if (!r.ok()) return r.status();
-    if (PQntuples(r->get()) == 0) return NotOwnerError(call.name);
+    if (PQntuples(r->get()) == 0) {
+      // Not the owner's, or a writer that also reads (a downgrade).
+      if (call.shape.IsLockWriter()) {
+        return ReleaseWriterThatReads(shared(), call);
+      }
+      return NotOwnerError(call.name);
+    }
     const int64_t left = GetInt(r->get(), 0, 0);
     // Local waiters need not wait for NOTIFY (of a kept lock too: they look
     // again and sleep until it expires).
@@ -118,12 +143,17 @@ class LeaseBackend : public PgBackendBase {
 
   // One statement for every due renewal of each kind: a client with many
   // locks and permits costs the server at most two round trips per
-  // watchdog round, not one per hold.
+  // watchdog round, not one per hold. A reader renews on its own: its
+  // statement locks the lock's row before its holder row.
   std::vector<absl::Status> RenewMany(
       absl::Span<const RenewCall> calls) override {
     std::vector<absl::Status> out(calls.size());
     std::vector<size_t> locks, holders;
     for (size_t i = 0; i < calls.size(); ++i) {
+      if (calls[i].shape.mode == HoldMode::kShared) {
+        out[i] = RenewRead(shared(), calls[i]);
+        continue;
+      }
       (calls[i].shape.kind == ObjectKind::kSemaphore ? holders : locks)
           .push_back(i);
     }
@@ -140,6 +170,7 @@ class LeaseBackend : public PgBackendBase {
           shared().RunPooled(shared().sql().primitives.holder_renew,
                              HolderRenewParams(shared(), call, false), true));
     }
+    if (call.shape.mode == HoldMode::kShared) return RenewRead(shared(), call);
     const std::string params[] = {
         shared().ns(), ObjectRow(call.shape.kind, call.name),
         std::string(call.owner), MillisParam(call.lease)};

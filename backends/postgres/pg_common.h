@@ -128,6 +128,9 @@ inline std::string MillisParam(absl::Duration d) {
   return absl::StrCat(LeaseMillis(d));
 }
 
+// A boolean as a statement parameter.
+inline const char* Bool(bool b) { return b ? "true" : "false"; }
+
 // What one acquire statement answered (both modes' functions return the
 // same columns: granted, holds, fencing token, the holder's lease left in
 // ms). No row says nothing of a holder: the attempt then waits for a

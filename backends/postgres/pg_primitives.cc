@@ -4,11 +4,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "pg_rw.h"
 
 namespace dlock::postgres {
 namespace {
-
-const char* Bool(bool b) { return b ? "true" : "false"; }
 
 std::vector<int64_t> ParseSlots(absl::string_view text) {
   std::vector<int64_t> slots;
@@ -18,17 +17,6 @@ std::vector<int64_t> ParseSlots(absl::string_view text) {
     if (absl::SimpleAtoi(part, &slot)) slots.push_back(slot);
   }
   return slots;
-}
-
-// A waiter that gave up leaves no place behind (C22); the place lapses by
-// itself if this fails.
-void GiveUpPlace(PgShared& shared, const std::string& row,
-                 absl::string_view owner) {
-  const std::string params[] = {shared.ns(), row, std::string(owner),
-                                shared.sql().channel};
-  absl::StatusOr<PgResult> r =
-      shared.RunPooled(shared.sql().primitives.give_up_place, params, true);
-  if (r.ok() && PQntuples(r->get()) > 0) shared.hub().Notify(row);
 }
 
 // The rows of holders_inspect/holders_list, grouped by object.
@@ -94,6 +82,15 @@ absl::StatusOr<std::vector<ObjectInfo>> ReadLeaders(PgShared& shared,
 }
 
 }  // namespace
+
+void GiveUpPlace(PgShared& shared, const std::string& row,
+                 absl::string_view owner) {
+  const std::string params[] = {shared.ns(), row, std::string(owner),
+                                shared.sql().channel};
+  absl::StatusOr<PgResult> r =
+      shared.RunPooled(shared.sql().primitives.give_up_place, params, true);
+  if (r.ok() && PQntuples(r->get()) > 0) shared.hub().Notify(row);
+}
 
 std::string SemaphoreRow(absl::string_view name) {
   return ObjectRow(ObjectKind::kSemaphore, name);
@@ -294,7 +291,7 @@ absl::Status ForceSemaphore(PgShared& shared, absl::string_view name,
 absl::StatusOr<ObjectInfo> PgBackendBase::InspectObject(
     ObjectKind kind, absl::string_view name) {
   if (kind == ObjectKind::kSemaphore) return InspectSemaphore(shared_, name);
-  if (kind != ObjectKind::kElection) return Backend::InspectObject(kind, name);
+  if (kind == ObjectKind::kLock) return InspectLock(shared_, name);
   absl::StatusOr<std::vector<ObjectInfo>> found =
       ReadLeaders(shared_, shared_.sql().primitives.leader_inspect, name);
   if (!found.ok()) return found.status();

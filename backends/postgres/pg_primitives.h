@@ -64,6 +64,12 @@ std::array<std::string, 5> HolderRenewParams(const PgShared& shared,
 absl::Status HolderRenewed(absl::string_view name,
                            const absl::StatusOr<PgResult>& r);
 
+// A waiter that gave up leaves no place behind (a semaphore's head waiter,
+// a writer's intent, a lock handed over to it); the place lapses by itself
+// if this fails.
+void GiveUpPlace(PgShared& shared, const std::string& row,
+                 absl::string_view owner);
+
 // The admin calls of a semaphore (both modes), each one statement.
 absl::StatusOr<ObjectInfo> InspectSemaphore(PgShared& shared,
                                             absl::string_view name);

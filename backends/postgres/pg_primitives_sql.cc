@@ -239,15 +239,14 @@ BEGIN
 END
 $fn$;
 
--- Takes p_holds holds of p_owner off (more than held: all). Returns the
--- holds left, NULL when the owner holds nothing live here (C4). A release
--- with waiters is announced. p_have: the holder's session, which lets go
--- of its key with its last hold (or a hold found gone).
-CREATE OR REPLACE FUNCTION {F}sem_release"(p_ns text, p_name text,
-    p_owner text, p_holds bigint, p_channel text, p_have boolean)
+-- Takes p_holds holds of p_owner off one object's holders (more than held:
+-- all), once the caller locked its row: the holds left, NULL when the owner
+-- holds nothing live there; at zero its holder row is gone, and its session
+-- (p_have) lets go of its key. Semaphores' and readers' releases.
+CREATE OR REPLACE FUNCTION {F}take_off"(p_ns text, p_name text,
+    p_owner text, p_holds bigint, p_have boolean)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_row {T} := {F}lock_row"(p_ns, p_name);
   v_left bigint;
 BEGIN
   PERFORM {F}purge"(p_ns, p_name);
@@ -262,6 +261,21 @@ BEGIN
     PERFORM pg_advisory_unlock_shared(
         hashtextextended(p_ns || '/' || p_name || '/' || p_owner, 0));
   END IF;
+  RETURN v_left;
+END
+$fn$;
+
+-- Takes p_holds holds of p_owner off (more than held: all). Returns the
+-- holds left, NULL when the owner holds nothing live here (C4). A release
+-- with waiters is announced. p_have: the holder's session, which lets go
+-- of its key with its last hold (or a hold found gone).
+CREATE OR REPLACE FUNCTION {F}sem_release"(p_ns text, p_name text,
+    p_owner text, p_holds bigint, p_channel text, p_have boolean)
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_row {T} := {F}lock_row"(p_ns, p_name);
+  v_left bigint := {F}take_off"(p_ns, p_name, p_owner, p_holds, p_have);
+BEGIN
   IF v_left IS DISTINCT FROM 0 THEN
     RETURN v_left;  -- NULL: the owner holds nothing live here
   END IF;
@@ -380,6 +394,10 @@ BEGIN
       since = CASE WHEN d.again THEN l.since ELSE v_now END,
       session_key = CASE WHEN d.again THEN l.session_key END,
       wanted = d.again AND l.wanted,
+      -- A read-write lock's mode and intent end with a lapsed hold taken.
+      mode = CASE WHEN d.again THEN l.mode END,
+      claim_owner = CASE WHEN d.again THEN l.claim_owner END,
+      claim_until = CASE WHEN d.again THEN l.claim_until END,
       live_ids = CASE WHEN p_ttl_ms = 0 THEN NULL
                       WHEN NOT d.again THEN ARRAY[p_live]
                       WHEN l.live_ids IS NULL OR p_live = ANY(l.live_ids)
@@ -419,10 +437,13 @@ ORDER BY l.name, h.fencing_token
 )sql";
 
 // A waiter that gives up leaves no place behind, and the next waiter looks
-// again.
+// again; a lock handed over to a writer that gave up is free.
 constexpr char kGiveUpPlace[] = R"sql(
 WITH g AS (
-  UPDATE {T} AS l SET claim_owner = NULL, claim_until = NULL, claim_num = NULL
+  UPDATE {T} AS l SET claim_owner = NULL, claim_until = NULL, claim_num = NULL,
+    expires_at = CASE WHEN l.mode = 'v' THEN clock_timestamp()
+                      ELSE l.expires_at END,
+    mode = CASE WHEN l.mode = 'v' THEN NULL ELSE l.mode END
   WHERE l.namespace = $1 AND l.name = $2 AND l.claim_owner = $3
   RETURNING 1)
 SELECT pg_notify($4, $1 || ':' || $2)::text FROM g
@@ -452,6 +473,7 @@ PrimitiveSql::PrimitiveSql(
                    fill("SELECT {F}holders_force\"($1, $2, "
                         "NULLIF($3, '')::bigint, $4)")};
   FillElections(fill);
+  FillReadWrite(fill);
   acquire_all = {"dlock_acquire_all",
                  fill("SELECT * FROM {F}acquire_all\"($1, $2::text[], $3, $4, "
                       "$5, $6)")};

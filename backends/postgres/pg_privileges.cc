@@ -45,7 +45,17 @@ std::vector<Grant> NeededGrants(const std::string& table, Mode mode) {
         "campaign\"(text, text, text, bigint, text, bigint, bytea, text)",
         "s_campaign\"(text, text, text, bigint, boolean, bigint, bytea, "
         "text)",
-        "acquire_all\"(text, text[], text, bigint, text, bigint)"}) {
+        "acquire_all\"(text, text[], text, bigint, text, bigint)",
+        // Version 8: read-write locks.
+        "mark_readers\"(text, text)",
+        "read_acquire\"(text, text, text, bigint, boolean, text, bigint, "
+        "boolean, boolean, bigint)",
+        "read_release\"(text, text, text, bigint, text, boolean)",
+        "read_renew\"(text, text, text, bigint, boolean)",
+        "write_acquire\"(text, text, text, bigint, boolean, text, bigint, "
+        "bigint, bigint, bigint)",
+        "take_off\"(text, text, text, bigint, boolean)",
+        "write_release\"(text, text, text, bigint, text)"}) {
     out.push_back({"EXECUTE", "FUNCTION", absl::StrCat("\"", fn, f)});
   }
   if (mode == Mode::kSession) {
@@ -53,7 +63,11 @@ std::vector<Grant> NeededGrants(const std::string& table, Mode mode) {
          {"acquire\"(text, text, text, bigint, boolean, bigint)",
           "owned\"(text, text, text, boolean)",
           "release\"(text, text, text, bigint, boolean, boolean, text, bigint)",
-          "renew\"(text, text, text, bigint, boolean)"}) {
+          "renew\"(text, text, text, bigint, boolean)",
+          "s_write_acquire\"(text, text, text, bigint, boolean, bigint, "
+          "boolean, bigint)",
+          "s_write_release\"(text, text, text, bigint, boolean, boolean, "
+          "text, bigint)"}) {
       out.push_back({"EXECUTE", "FUNCTION", absl::StrCat("\"", fn, f)});
     }
   }

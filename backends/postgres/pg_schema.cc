@@ -36,7 +36,9 @@ namespace {
 // that they keep increasing across a failover.
 //
 // Version 7 adds semaphores (pg_primitives_sql.cc): the lock table's mode,
-// claim and limit columns, the holders table and their functions.
+// claim and limit columns, the holders table and their functions. Version 8
+// read-write locks (pg_rw_sql.cc), and the changes to the acquire and
+// release statements below that readers need.
 constexpr char kCreate[] = R"sql(
 BEGIN;
 SELECT pg_advisory_xact_lock(7238085217420861440);
@@ -108,203 +110,12 @@ RETURNS bigint LANGUAGE sql VOLATILE AS $fn$
       ::bit(32)::bigint << 48) + nextval('{S}')
 $fn$;
 
--- Whether some session still holds the shared advisory lock on p_key: the
--- exclusive try fails exactly when another session does. A shared lock held
--- by this very session counts as alive too: it cannot be told from the
--- holder's behind a transaction-pooling proxy, and in direct use no caller
--- runs this while holding one.
-CREATE OR REPLACE FUNCTION {F}alive"(p_key bigint)
-RETURNS boolean LANGUAGE sql AS $fn$
-  SELECT NOT pg_try_advisory_xact_lock(p_key) OR EXISTS (
-    SELECT 1 FROM pg_locks
-    WHERE locktype = 'advisory' AND pid = pg_backend_pid()
-      AND mode = 'ShareLock' AND granted AND objsubid = 1
-      AND classid = ((p_key >> 32) & 4294967295)::oid
-      AND objid = (p_key & 4294967295)::oid)
-$fn$;
-
--- Why the grace is safe (C19): the holder believes in a hold only until the
--- send time of the last statement the server answered on its session, plus
--- the grace, less a margin for clock rates (SessionBackend::HeldUntil). That
--- statement ran before the session died, and the session died no later than
--- an acquirer first found it gone (dead_since); the takeover waits until
--- dead_since + grace on the server's clock. So the holder's belief ends
--- before (death + grace) <= (dead_since + grace) <= the takeover.
-CREATE OR REPLACE FUNCTION {F}acquire"(p_ns text, p_name text, p_owner text,
-    p_lease_ms bigint, p_have boolean, p_grace_ms bigint)
-RETURNS TABLE (o_got boolean, o_holds bigint, o_token bigint, o_left bigint)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-  v_key bigint := hashtextextended(p_ns || '/' || p_name, 0);
-  v_lease interval := p_lease_ms * interval '1 millisecond';
-  v_row record;
-  v_now timestamptz;
-  v_until timestamptz;
-BEGIN
-  LOOP
-    SELECT l.owner, l.expires_at, l.session_key, l.dead_since, l.grace_ms
-      INTO v_row FROM {T} l
-      WHERE l.namespace = p_ns AND l.name = p_name FOR UPDATE;
-    v_now := clock_timestamp();
-    IF NOT FOUND THEN
-      INSERT INTO {T} AS l (namespace, name, owner, holds, fencing_token,
-          kept_lease_ms, expires_at, since, session_key, grace_ms)
-        VALUES (p_ns, p_name, p_owner, 1, {F}next_token"(), p_lease_ms,
-          v_now + v_lease, v_now, v_key, p_grace_ms)
-        ON CONFLICT DO NOTHING RETURNING l.fencing_token INTO o_token;
-      IF NOT FOUND THEN
-        CONTINUE;  -- a concurrent insert won; look at its row
-      END IF;
-      IF NOT p_have THEN
-        PERFORM pg_advisory_lock_shared(v_key);
-      END IF;
-      RETURN QUERY SELECT true, 1::bigint, o_token, 0::bigint;
-      RETURN;
-    END IF;
-    -- Re-entry: ours and live (our own session's lock, or anybody's). The
-    -- row keeps the longest grace of its sessions' holders; a version-1
-    -- holder's NULL stays.
-    IF v_row.owner = p_owner AND v_row.expires_at > v_now AND (p_have
-        OR v_row.session_key IS NULL OR {F}alive"(v_row.session_key)) THEN
-      UPDATE {T} l SET holds = l.holds + 1,
-          kept_lease_ms = GREATEST(l.kept_lease_ms, p_lease_ms),
-          expires_at = GREATEST(l.expires_at, v_now + v_lease),
-          dead_since = NULL,
-          grace_ms = CASE WHEN l.grace_ms IS NULL THEN NULL
-                          ELSE GREATEST(l.grace_ms, p_grace_ms) END
-        WHERE l.namespace = p_ns AND l.name = p_name
-        RETURNING l.holds, l.fencing_token INTO o_holds, o_token;
-      IF NOT p_have THEN
-        PERFORM pg_advisory_lock_shared(v_key);
-      END IF;
-      RETURN QUERY SELECT true, o_holds, o_token, 0::bigint;
-      RETURN;
-    END IF;
-    -- Our session's lock is stale (the hold was lost): let go of it first,
-    -- so that the liveness test below sees only other sessions.
-    IF p_have THEN
-      PERFORM pg_advisory_unlock_shared(v_key);
-      p_have := false;
-    END IF;
-    IF v_row.expires_at > v_now THEN
-      v_until := v_row.expires_at;
-      IF v_row.session_key IS NULL OR {F}alive"(v_row.session_key) THEN
-        v_row.dead_since := NULL;
-      ELSIF v_row.grace_ms IS NOT NULL THEN
-        -- The holder's session is gone: it may still believe in its hold
-        -- for up to its grace after it died; wait that long.
-        v_row.dead_since := COALESCE(v_row.dead_since, v_now);
-        v_until := LEAST(v_until,
-            v_row.dead_since + v_row.grace_ms * interval '1 millisecond');
-      END IF;
-      IF v_until > v_now THEN
-        -- A waiter now: the holder's release must announce itself.
-        UPDATE {T} l SET wanted = true, dead_since = v_row.dead_since
-          WHERE l.namespace = p_ns AND l.name = p_name;
-        RETURN QUERY SELECT false, 0::bigint, 0::bigint, GREATEST(0,
-            ceil(extract(epoch FROM v_until - v_now) * 1000))::bigint;
-        RETURN;
-      END IF;
-    END IF;
-    -- Free, expired, or its holder's session gone for the grace: take it.
-    UPDATE {T} l SET owner = p_owner, holds = 1,
-        fencing_token = {F}next_token"(), kept_lease_ms = p_lease_ms,
-        expires_at = v_now + v_lease, since = v_now, session_key = v_key,
-        wanted = false, dead_since = NULL, grace_ms = p_grace_ms,
-        live_ids = NULL
-      WHERE l.namespace = p_ns AND l.name = p_name
-      RETURNING l.fencing_token INTO o_token;
-    PERFORM pg_advisory_lock_shared(v_key);
-    RETURN QUERY SELECT true, 1::bigint, o_token, 0::bigint;
-    RETURN;
-  END LOOP;
-END
-$fn$;
-
-CREATE OR REPLACE FUNCTION {F}owned"(p_ns text, p_name text, p_owner text,
-    p_have boolean)
-RETURNS {T} LANGUAGE plpgsql AS $fn$
-DECLARE
-  v_row {T};
-BEGIN
-  SELECT * INTO v_row FROM {T} l
-    WHERE l.namespace = p_ns AND l.name = p_name FOR UPDATE;
-  IF NOT FOUND OR v_row.owner <> p_owner
-      OR v_row.expires_at <= clock_timestamp()
-      OR (NOT p_have AND v_row.session_key IS NOT NULL
-          AND NOT {F}alive"(v_row.session_key)) THEN
-    IF p_have THEN
-      PERFORM pg_advisory_unlock_shared(hashtextextended(p_ns || '/' || p_name, 0));
-    END IF;
-    RETURN NULL;
-  END IF;
-  RETURN v_row;
-END
-$fn$;
-
-CREATE OR REPLACE FUNCTION {F}release"(p_ns text, p_name text, p_owner text,
-    p_holds bigint, p_have boolean, p_keep boolean, p_channel text,
-    p_keep_ms bigint)
-RETURNS bigint LANGUAGE plpgsql AS $fn$
-DECLARE
-  v_row {T} := {F}owned"(p_ns, p_name, p_owner, p_have);
-  v_left bigint;
-BEGIN
-  IF v_row.name IS NULL THEN
-    RETURN NULL;
-  END IF;
-  v_left := GREATEST(v_row.holds - p_holds, 0);
-  IF v_left = 0 THEN
-    IF p_keep_ms > 0 THEN
-      -- Kept after release: nobody's, no session's, expiring by itself.
-      UPDATE {T} l SET owner = '', holds = 0, session_key = NULL,
-          dead_since = NULL, live_ids = NULL,
-          expires_at = clock_timestamp() + p_keep_ms * interval '1 millisecond'
-        WHERE l.namespace = p_ns AND l.name = p_name;
-    ELSE
-      UPDATE {T} l SET owner = '', holds = 0, expires_at = clock_timestamp()
-        WHERE l.namespace = p_ns AND l.name = p_name;
-    END IF;
-    -- A kept lock is announced too: its waiters look again and sleep until
-    -- it expires. A notifying commit takes a cluster-wide lock and wakes every
-    -- listener: only when a waiter marked the row.
-    IF v_row.wanted THEN
-      PERFORM pg_notify(p_channel, p_ns || ':' || p_name);
-    END IF;
-  ELSE
-    UPDATE {T} l SET holds = v_left
-      WHERE l.namespace = p_ns AND l.name = p_name;
-  END IF;
-  IF p_have AND (v_left = 0 OR NOT p_keep) THEN
-    PERFORM pg_advisory_unlock_shared(hashtextextended(p_ns || '/' || p_name, 0));
-  END IF;
-  RETURN v_left;
-END
-$fn$;
-
-CREATE OR REPLACE FUNCTION {F}renew"(p_ns text, p_name text, p_owner text,
-    p_lease_ms bigint, p_have boolean)
-RETURNS boolean LANGUAGE plpgsql AS $fn$
-DECLARE
-  v_row {T} := {F}owned"(p_ns, p_name, p_owner, p_have);
-BEGIN
-  IF v_row.name IS NULL THEN
-    RETURN false;
-  END IF;
-  UPDATE {T} l SET kept_lease_ms = GREATEST(l.kept_lease_ms, p_lease_ms),
-      expires_at = GREATEST(l.expires_at, clock_timestamp()
-          + GREATEST(l.kept_lease_ms, p_lease_ms) * interval '1 millisecond')
-    WHERE l.namespace = p_ns AND l.name = p_name;
-  RETURN true;
-END
-$fn$;
-
 )sql";
 
-// After version 7's part (kPrimitivesSchema), in the same transaction.
+// After versions 7's and 8's parts, in the same transaction.
 constexpr char kCreateEnd[] = R"sql(
-INSERT INTO {M} SELECT 7 WHERE NOT EXISTS (SELECT 1 FROM {M});
-UPDATE {M} SET version = 7 WHERE version < 7;
+INSERT INTO {M} SELECT 8 WHERE NOT EXISTS (SELECT 1 FROM {M});
+UPDATE {M} SET version = 8 WHERE version < 8;
 COMMIT;
 )sql";
 
@@ -315,7 +126,9 @@ COMMIT;
 // uncontended releases announce nothing (C9). The last column is how long
 // until the holder's lease or liveness may end, when to look again. $5 the
 // caller's liveness id, $6 its TTL in ms (0: none): a grant records it on
-// the row and refreshes its liveness row in the same statement.
+// the row and refreshes its liveness row in the same statement. A taken row
+// drops a read-write lock's mode and intent (pg_rw_sql.cc); the mode is
+// answered, so that a writer refused by readers asks write_acquire.
 constexpr char kAcquire[] = R"sql(
 WITH a AS (
 INSERT INTO {T} AS l (namespace, name, owner, holds, fencing_token,
@@ -325,7 +138,7 @@ VALUES ($1, $2, $3, 1, {F}next_token"(), $4::bigint,
     clock_timestamp(), CASE WHEN $6::bigint > 0 THEN ARRAY[$5::text] END)
 ON CONFLICT (namespace, name) DO UPDATE SET
   (owner, holds, fencing_token, kept_lease_ms, expires_at, since, session_key,
-   wanted, live_ids) =
+   wanted, live_ids, mode, claim_owner, claim_until) =
   (SELECT
      CASE WHEN d.take THEN $3 ELSE l.owner END,
      CASE WHEN d.again THEN l.holds + 1 WHEN d.take THEN 1 ELSE l.holds END,
@@ -345,7 +158,10 @@ ON CONFLICT (namespace, name) DO UPDATE SET
           WHEN NOT d.again THEN ARRAY[$5::text]
           WHEN l.live_ids IS NULL OR $5::text = ANY(l.live_ids)
             THEN l.live_ids
-          ELSE l.live_ids || $5::text END
+          ELSE l.live_ids || $5::text END,
+     CASE WHEN d.take AND NOT d.again THEN NULL ELSE l.mode END,
+     CASE WHEN d.take THEN NULL ELSE l.claim_owner END,
+     CASE WHEN d.take THEN NULL ELSE l.claim_until END
    FROM (SELECT l.owner = $3 AND l.expires_at > clock_timestamp() AS again,
                 l.owner = $3 OR l.expires_at <= clock_timestamp()
                   OR (l.live_ids IS NOT NULL
@@ -354,7 +170,7 @@ ON CONFLICT (namespace, name) DO UPDATE SET
 RETURNING l.owner = $3 AS got, l.holds, l.fencing_token, GREATEST(0, ceil(
     extract(epoch FROM LEAST(l.expires_at, (SELECT max(v.live_until)
         FROM {V} v WHERE v.client = ANY(l.live_ids)))
-      - clock_timestamp()) * 1000))::bigint AS left_ms),
+      - clock_timestamp()) * 1000))::bigint AS left_ms, l.mode),
 v AS (
 INSERT INTO {V} (client, live_until)
 SELECT $5, clock_timestamp() + $6::bigint * interval '1 millisecond'
@@ -374,6 +190,7 @@ ON CONFLICT (client) DO UPDATE SET live_until = EXCLUDED.live_until
 // only when a waiter marked the row (`wanted`). $6: ms to keep the lock
 // after its last hold (0: free it); a kept row is owner '' until expires_at.
 // Announced all the same: woken waiters look again and sleep until then.
+// A writer that also reads ('w') is left to write_release (pg_rw_sql.cc).
 constexpr char kRelease[] = R"sql(
 WITH r AS (
   UPDATE {T} AS l SET
@@ -385,7 +202,7 @@ WITH r AS (
     -- A kept lock is nobody's: no client's liveness may end it early.
     live_ids = CASE WHEN l.holds > $4::bigint THEN l.live_ids END
   WHERE l.namespace = $1 AND l.name = $2 AND l.owner = $3
-    AND l.expires_at > clock_timestamp()
+    AND l.expires_at > clock_timestamp() AND l.mode IS DISTINCT FROM 'w'
   RETURNING l.holds, l.wanted)
 SELECT holds,
   CASE WHEN holds = 0 AND wanted THEN pg_notify($5, $1 || ':' || $2)::text END
@@ -402,9 +219,11 @@ WHERE l.namespace = $1 AND l.name = $2 AND l.owner = $3
 RETURNING 1
 )sql";
 
-// A session-mode row counts only while a session holds its advisory lock.
+// A session-mode row counts only while a session holds its advisory lock;
+// a read-held or handed-over row (mode 'r', 'v') is no writer's, nor kept.
 constexpr char kLive[] =
-    "l.expires_at > clock_timestamp() AND CASE WHEN l.session_key IS NULL "
+    "l.expires_at > clock_timestamp() AND (l.owner <> '' OR l.mode IS NULL) "
+    "AND CASE WHEN l.session_key IS NULL "
     "THEN true ELSE {F}alive\"(l.session_key) END";
 
 // The last column: whether the holder is live (a session-mode row is, while
@@ -417,11 +236,17 @@ constexpr char kColumns[] =
     "WHEN l.live_ids IS NOT NULL THEN EXISTS (SELECT 1 FROM {V} v WHERE "
     "v.client = ANY(l.live_ids) AND v.live_until > clock_timestamp()) END";
 
+// A lock's readers go with it; the row is locked first (the delete reads
+// `f`), as every function locks it before holder rows.
 constexpr char kForce[] = R"sql(
 WITH f AS (
-  UPDATE {T} AS l SET owner = '', holds = 0, expires_at = clock_timestamp()
+  UPDATE {T} AS l SET owner = '', holds = 0, expires_at = clock_timestamp(),
+    mode = NULL, claim_owner = NULL, claim_until = NULL, claim_num = NULL
   WHERE l.namespace = $1 AND l.name = $2 AND l.expires_at > clock_timestamp()
-  RETURNING 1)
+  RETURNING 1),
+r AS (
+  DELETE FROM {H} h WHERE h.namespace = $1 AND h.name = $2
+    AND EXISTS (SELECT 1 FROM f))
 SELECT pg_notify($3, $1 || ':' || $2)::text FROM f
 )sql";
 
@@ -524,8 +349,9 @@ Sql::Sql(const std::string& table) {
                fill("SELECT {F}release\"($1, $2, $3, $4, $5, $6, $7, $8)")};
   s_renew = {"dlock_s_renew", fill("SELECT {F}renew\"($1, $2, $3, $4, $5)")};
   schema_version = fill("SELECT max(version) FROM {M}");
-  create_schema = fill(
-      absl::StrCat(kCreate, kPrimitivesSchema, kElectionSchema, kCreateEnd));
+  create_schema =
+      fill(absl::StrCat(kCreate, kSessionSchema, kPrimitivesSchema,
+                        kElectionSchema, kReadWriteSchema, kCreateEnd));
   primitives = PrimitiveSql(fill);
 }
 

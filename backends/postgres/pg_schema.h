@@ -25,7 +25,10 @@ namespace dlock::postgres {
 // that they keep increasing across a failover.
 // 7: semaphores (issue 24): the holders table and its functions
 // (pg_primitives_sql.cc).
-inline constexpr int kSchemaVersion = 7;
+// 8: read-write locks (pg_rw_sql.cc); the acquire statement resets a taken
+// row's mode and claim and answers the mode, the release statement leaves a
+// writer that also reads to write_release.
+inline constexpr int kSchemaVersion = 8;
 
 // The watchdog's batch of renewals over the rows of {R} (as `l`), with the
 // extra condition {X} (pg_schema.cc).
@@ -35,10 +38,14 @@ extern const char kRenewMany[];
 void ByNameAndPrefix(const std::string& sql, const std::string& name,
                      Statement& exact, Statement& prefixed);
 
+// Session mode's functions (pg_session_sql.cc).
+extern const char kSessionSchema[];
 // Version 7's parts of the schema script (pg_primitives_sql.cc,
 // pg_election_sql.cc).
 extern const char kPrimitivesSchema[];
 extern const char kElectionSchema[];
+// Version 8's (pg_rw_sql.cc).
+extern const char kReadWriteSchema[];
 
 // The statements of semaphores (C22) and elections (C24), both modes. $1
 // namespace, $2 the qualified name ("\x1fs" + name), $3 owner, then as noted.
@@ -85,8 +92,29 @@ struct PrimitiveSql {
   // pg_primitives_sql.cc).
   Statement acquire_all;
 
+  // Read-write locks (C23), on the lock's own row ($2 the
+  // plain name). $4 lease ms, $5 wait, $6 liveness id, $7 its ttl ms, $8
+  // session mode, $9 have, $10 grace ms -> (code, token, holds, left ms)
+  Statement read_acquire;
+  // $4 holds, $5 channel, $6 have -> holds left (NULL: not the owner's)
+  Statement read_release;
+  Statement read_renew;  // $4 lease ms, $5 have -> bool
+  // A writer refused on a read-held or handed-over row: $4 lease ms, $5
+  // wait, $6 liveness id, $7 its ttl ms, $8 the intent's ms -> (code:
+  // 1 granted, 0 refused, -4 upgrade refused; token, holds, left ms)
+  Statement write_acquire;
+  // $4 holds, $5 channel -> write holds left (NULL: not the owner's)
+  Statement write_release;
+  // $1, $2 -> the writer's columns, then a reader per row (pg_rw_sql.cc)
+  Statement readers_inspect;
+  // Session mode's writer: s_acquire's parameters, then $7 wait, $8 the
+  // intent's ms -> as write_acquire; its release: s_release's.
+  Statement s_write_acquire;
+  Statement s_write_release;
+
  private:
   void FillElections(const std::function<std::string(absl::string_view)>& fill);
+  void FillReadWrite(const std::function<std::string(absl::string_view)>& fill);
 };
 
 struct Sql {

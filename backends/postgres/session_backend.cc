@@ -10,13 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "pg_primitives.h"
+#include "pg_rw.h"
 
 namespace dlock::postgres {
-namespace {
-
-const char* Bool(bool b) { return b ? "true" : "false"; }
-
-}  // namespace
+namespace {}  // namespace
 
 SessionBackend::SessionBackend(PgOptions options, const BackendConfig& config)
     : PgBackendBase(std::move(options), config),
@@ -46,6 +43,7 @@ BackendTraits SessionBackend::Traits() const {
                        .can_list = true,
                        .keeps_after_release = true,
                        .semaphores = true,
+                       .read_write_locks = true,
                        .elections = true,
                        .semaphore_order = WaiterOrder::kHeadReserved};
 }
@@ -87,8 +85,13 @@ absl::StatusOr<Grant> SessionBackend::AcquireOn(const AcquireCall& call,
         [&](absl::Span<const std::string> params) {
           return conn->Run(shared().sql().primitives.sem_acquire, params);
         });
+  } else if (call.shape.mode == HoldMode::kShared) {
+    acquired = AcquireRead(
+        shared(), call, holders_, [&](absl::Span<const std::string> params) {
+          return conn->Run(shared().sql().primitives.read_acquire, params);
+        });
   } else {
-    // A lock, or an election on its row.
+    // A lock's writer, or an election on its row.
     const std::vector<std::string> params = AcquireParams(call, false);
     AcquireCall waiting = call;
     waiting.name = params[1];
@@ -98,8 +101,12 @@ absl::StatusOr<Grant> SessionBackend::AcquireOn(const AcquireCall& call,
                              absl::StatusOr<PgResult> r = conn->Run(
                                  AcquireStatement(call.shape), params);
                              if (!r.ok()) return r.status();
-                             return ToAttempt(r->get());
+                             return ToWriterAttempt(call, r->get());
                            });
+    // A writer that waited in vain leaves no intent behind (C23).
+    if (!acquired.ok() && call.shape.IsLockWriter() && params[6] == "true") {
+      GiveUpPlace(shared(), params[1], call.owner);
+    }
   }
   if (!acquired.ok()) return acquired.status();
   // A new leader: this process's observers learn it at once.
@@ -121,10 +128,14 @@ absl::StatusOr<std::optional<Acquired>> SessionBackend::Reenter(
   if (!s.conn) return std::optional<Acquired>();
   const MonoTime sent = shared().clock().Now();
   const bool permits = call.shape.kind == ObjectKind::kSemaphore;
+  const bool read = call.shape.mode == HoldMode::kShared;
   absl::StatusOr<PgResult> r =
       permits ? sessions_.RunOn(s, shared().sql().primitives.sem_acquire,
                                 SemAcquireParams(shared(), call, holders_,
                                                  /*wait=*/false, /*have=*/true))
+      : read  ? sessions_.RunOn(s, shared().sql().primitives.read_acquire,
+                                ReadAcquireParams(shared(), call, holders_,
+                                                  /*wait=*/false, /*have=*/true))
               : sessions_.RunOn(s, AcquireStatement(call.shape),
                                 AcquireParams(call, /*have=*/true));
   if (!r.ok()) {
@@ -135,8 +146,10 @@ absl::StatusOr<std::optional<Acquired>> SessionBackend::Reenter(
     return std::optional<Acquired>();
   }
   // A mismatch (C22) leaves the hold as it was.
-  absl::StatusOr<Attempt> answer =
-      permits ? ToPermitAttempt(r->get(), call, slots) : ToAttempt(r->get());
+  absl::StatusOr<Attempt> answer = permits
+                                       ? ToPermitAttempt(r->get(), call, slots)
+                                   : read ? ToModeAttempt(r->get(), call.name)
+                                          : ToWriterAttempt(call, r->get());
   if (!answer.ok()) return answer.status();
   Attempt& attempt = *answer;
   if (attempt.acquired.has_value()) {
@@ -363,6 +376,11 @@ std::vector<std::string> SessionBackend::AcquireParams(const AcquireCall& call,
   if (call.shape.kind == ObjectKind::kElection) {
     params.push_back(ValueParam(call.value));
     params.push_back(shared().sql().channel);
+  } else {
+    // A writer's wait and the intent that stops new readers meanwhile
+    // (s_write_acquire); it outlives a fallback poll or two.
+    params.push_back(Bool(!have && call.deadline > shared().clock().Now()));
+    params.push_back(MillisParam(3 * shared().fallback_poll()));
   }
   return params;
 }
@@ -371,13 +389,24 @@ const Statement& SessionBackend::AcquireStatement(
     const HoldShape& shape) const {
   return shape.kind == ObjectKind::kElection
              ? shared().sql().primitives.s_campaign
-             : shared().sql().s_acquire;
+             : shared().sql().primitives.s_write_acquire;
+}
+
+absl::StatusOr<Attempt> SessionBackend::ToWriterAttempt(const AcquireCall& call,
+                                                        const PGresult* r) {
+  return call.shape.kind == ObjectKind::kElection
+             ? absl::StatusOr<Attempt>(ToAttempt(r))
+             : ToModeAttempt(r, call.name);
 }
 
 std::vector<std::string> SessionBackend::ReleaseParams(const ReleaseCall& call,
                                                        bool have) const {
   if (call.shape.kind == ObjectKind::kSemaphore) {
     const auto params = SemReleaseParams(shared(), call, have);
+    return {params.begin(), params.end()};
+  }
+  if (call.shape.mode == HoldMode::kShared) {
+    const auto params = ReadReleaseParams(shared(), call, have);
     return {params.begin(), params.end()};
   }
   return {shared().ns(),
@@ -402,15 +431,20 @@ std::vector<std::string> SessionBackend::RenewParams(const RenewCall& call,
 
 const Statement& SessionBackend::ReleaseStatement(
     const HoldShape& shape) const {
-  return shape.kind == ObjectKind::kSemaphore
-             ? shared().sql().primitives.sem_release
-             : shared().sql().s_release;
+  const PrimitiveSql& primitives = shared().sql().primitives;
+  if (shape.kind == ObjectKind::kSemaphore) return primitives.sem_release;
+  if (shape.mode == HoldMode::kShared) return primitives.read_release;
+  // A writer that also reads keeps its read (s_write_release).
+  return shape.IsLockWriter() ? primitives.s_write_release
+                              : shared().sql().s_release;
 }
 
+// A reader's renewal takes s_renew's parameters.
 const Statement& SessionBackend::RenewStatement(const HoldShape& shape) const {
-  return shape.kind == ObjectKind::kSemaphore
-             ? shared().sql().primitives.holder_renew
-             : shared().sql().s_renew;
+  const PrimitiveSql& primitives = shared().sql().primitives;
+  if (shape.kind == ObjectKind::kSemaphore) return primitives.holder_renew;
+  return shape.mode == HoldMode::kShared ? primitives.read_renew
+                                         : shared().sql().s_renew;
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> NewSessionBackend(

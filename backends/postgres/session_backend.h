@@ -90,6 +90,10 @@ class SessionBackend : public PgBackendBase, public PgListener::Watcher {
   std::vector<std::string> AcquireParams(const AcquireCall& call,
                                          bool have) const;
   const Statement& AcquireStatement(const HoldShape& shape) const;
+  // The answer of AcquireStatement: an election's as a lock's acquire, a
+  // writer's as write_acquire's (UpgradeRefused included).
+  static absl::StatusOr<Attempt> ToWriterAttempt(const AcquireCall& call,
+                                                 const PGresult* r);
   // p_keep is `have`: the session keeps its shared lock while the row counts
   // holds of the owner. When this client's last hold goes and others remain
   // (an owner token held from elsewhere too), the session lets go once the

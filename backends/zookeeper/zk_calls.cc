@@ -4,6 +4,7 @@
 // session alive when the request was read (Liveness, C19).
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "zk_session.h"
@@ -233,6 +234,47 @@ Call Session::CreateAndDelete(const std::string& create_path,
     zoo_delete_op_init(&context->ops[1], context->delete_path.c_str(), version);
     const int rc =
         zoo_amulti(zh, 2, context->ops, context->results, &OnMulti, context);
+    if (rc != ZOK) delete context;
+    return rc;
+  });
+}
+
+namespace {
+
+// SetAll()'s multi until its completion, which copies the last write's stat
+// into the reply.
+struct SetAllContext {
+  void* holder;
+  std::vector<Session::VersionedWrite> writes;
+  std::vector<zoo_op_t> ops;
+  std::vector<zoo_op_result_t> results;
+  Stat last{};
+};
+
+void OnSetAll(int rc, const void* data) {
+  auto* context = static_cast<SetAllContext*>(const_cast<void*>(data));
+  void* holder = context->holder;
+  const Stat last = context->last;
+  delete context;
+  Complete(holder, rc, [&](Reply& r) { r.stat = last; });
+}
+
+}  // namespace
+
+Call Session::SetAll(const std::vector<VersionedWrite>& writes) {
+  return Submit([&](zhandle_t* zh, void* holder) {
+    auto* context = new SetAllContext{.holder = holder, .writes = writes};
+    const size_t n = context->writes.size();
+    context->ops.resize(n);
+    context->results.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const VersionedWrite& w = context->writes[i];
+      zoo_set_op_init(&context->ops[i], w.path.c_str(), w.data.data(),
+                      static_cast<int>(w.data.size()), w.version,
+                      i + 1 == n ? &context->last : nullptr);
+    }
+    const int rc = zoo_amulti(zh, static_cast<int>(n), context->ops.data(),
+                              context->results.data(), &OnSetAll, context);
     if (rc != ZOK) delete context;
     return rc;
   });

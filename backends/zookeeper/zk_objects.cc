@@ -30,15 +30,6 @@ class ParentWatch : public ObjectWatch {
   WakeupHub::Waiter waiter_;
 };
 
-HolderInfo HolderOf(const LockInfo& lock) {
-  return HolderInfo{.owner = lock.owner,
-                    .hold_count = lock.hold_count,
-                    .fencing_token = lock.fencing_token,
-                    .remaining_lease = lock.remaining_lease,
-                    .since = lock.since,
-                    .holder_live = lock.holder_live};
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<ZkBackend::Holder>> ZkBackend::ReadQueue(

@@ -80,10 +80,20 @@ class LockQueue {
     // first.
     bool waited = false;
     bool checked_holder = false;
+    // A semaphore's node that cannot admit the waiters ahead with itself
+    // (their nodes refuse our writes: another identity's ACL): admitted only
+    // once the nodes ahead admitted themselves.
+    bool admit_alone = false;
+    // Whether our node may have changed since we last read or wrote it.
+    bool reread_own = false;
     // Nodes named like kept-lock nodes whose data is not ours: they keep
     // nothing, and are looked past from then on.
     std::vector<std::string> foreign_kept;
     MonoTime next_refresh;
+    // When the latest read that found our semaphore node waiting was sent:
+    // admitted after it, by a node behind ours, its lease on ZooKeeper
+    // started no earlier.
+    MonoTime seen_waiting = MonoTime::InfinitePast();
   };
   // What a step of the wait decided: nothing (look at the queue again), or
   // the acquisition's end.
@@ -128,18 +138,34 @@ class LockQueue {
   // Gives our node up and ends the acquisition with `status`.
   Next Fail(Turn& t, absl::Status status);
 
-  // zk_admission.cc: a semaphore's queue (C22). Admitted in queue order
-  // when the permits ahead plus ours fit in N and the predecessor is
-  // admitted; a waiter behind a waiter watches it, the head waiter watches
-  // the queue and removes holders whose lease ended.
+  // zk_admission.cc: a semaphore's queue (C22). A node is admitted when
+  // the permits ahead plus its own fit in N, together with the waiters
+  // ahead (one multi), so admissions stay in queue order; a waiter behind a
+  // waiter watches it, the head waiter watches the queue and removes
+  // holders whose lease ended.
   absl::StatusOr<Grant> WaitAdmission(Turn& t);
   // One look at the queue, listed in `children`: the acquisition's end, or
   // nothing (look again).
   Next Admission(Turn& t, WakeupHub::Waiter& waiter,
                  std::vector<std::string> children);
-  // Admitted: the lowest slots that `ahead` (all admitted) do not hold,
-  // written with the admission, which starts the lease.
-  Next Admit(Turn& t, const std::vector<Reply>& ahead);
+  // Admitted: our node and every waiting node ahead, each given the lowest
+  // slots no node before it holds, in one multi; our write starts our
+  // lease.
+  Next Admit(Turn& t, const std::vector<std::string>& queue,
+             const std::vector<std::string>& paths,
+             const std::vector<Reply>& ahead);
+  // The nodes at `paths` (ahead of ours) into `ahead`, and ours into t.own;
+  // the nodes gone meanwhile leave `paths`.
+  Next ReadQueue(Turn& t, std::vector<std::string>& paths,
+                 std::vector<Reply>& ahead);
+  // The multi of Admit(); a conflict reads `queue` (the listing) again.
+  Next WriteAdmission(Turn& t, const std::vector<std::string>& queue,
+                      const std::vector<Session::VersionedWrite>& writes,
+                      NodeData next);
+  // Our node was admitted by a node behind it: the hold counts from our
+  // latest read that found it waiting (its lease started later), or, when
+  // that is a third of the lease ago, from a write of ours (C2, C19).
+  Next AdmittedByAnother(Turn& t);
   // The head waiter, no room: deletes the holders ahead whose lease is
   // over, else sleeps until the first lease ends or the queue changes.
   Next WaitForRoom(Turn& t, WakeupHub::Waiter& waiter,

@@ -110,6 +110,15 @@ class Session {
   Call CreateAndDelete(const std::string& create_path, absl::string_view data,
                        int mode, const std::string& delete_path, int version);
 
+  // One multi of versioned writes, all or none. The reply's rc is the first
+  // failing write's; its stat, on success, the last write's.
+  struct VersionedWrite {
+    std::string path;
+    std::string data;
+    int version = -1;
+  };
+  Call SetAll(const std::vector<VersionedWrite>& writes);
+
   // Blocks until the session is connected or `until` passes.
   bool WaitConnected(MonoTime until);
   uint64_t generation() const;

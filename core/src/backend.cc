@@ -12,18 +12,22 @@ absl::Status KindNotOffered(ObjectKind kind) {
 
 }  // namespace
 
+HolderInfo HolderOf(const LockInfo& lock) {
+  return HolderInfo{.owner = lock.owner,
+                    .hold_count = lock.hold_count,
+                    .fencing_token = lock.fencing_token,
+                    .remaining_lease = lock.remaining_lease,
+                    .since = lock.since,
+                    .holder_live = lock.holder_live};
+}
+
 ObjectInfo LockObject(const LockInfo& lock) {
   ObjectInfo info{.kind = ObjectKind::kLock, .name = lock.name, .limit = 1};
   if (lock.kept_after_release) {
     info.kept_after_release = true;
     info.kept_remaining = lock.remaining_lease;
   } else if (lock.locked) {
-    info.holders.push_back(HolderInfo{.owner = lock.owner,
-                                      .hold_count = lock.hold_count,
-                                      .fencing_token = lock.fencing_token,
-                                      .remaining_lease = lock.remaining_lease,
-                                      .since = lock.since,
-                                      .holder_live = lock.holder_live});
+    info.holders.push_back(HolderOf(lock));
   }
   return info;
 }

@@ -7,6 +7,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dlock/cancel.h"
 #include "fault_backend.h"
 #include "primitives_fixture.h"
 
@@ -265,14 +268,30 @@ TEST_P(Conformance, C23_LapsedReadersFreeTheLock) {
   constexpr absl::Duration kLease = absl::Milliseconds(500);
   ASSERT_OK_AND_ASSIGN(auto rw, reader->GetReadWriteLock(kName));
   ASSERT_OK_AND_ASSIGN(auto write_rw, writer->GetReadWriteLock(kName));
+  // As C2 measures a lock's lease: the server counts the lease from its own
+  // grant, which comes after the request was sent and before the reply is
+  // in, so the earliest a writer may enter is counted from the send.
+  const absl::Time before_grant = absl::Now();
   ASSERT_OK_AND_ASSIGN(Hold read, rw->AcquireRead(WithLease(kLease)));
-  const absl::Time taken = absl::Now();
+  const absl::Time after_grant = absl::Now();
+  absl::Mutex mu;
+  absl::Time told = absl::InfiniteFuture();
+  ScopedCancelCallback on_lost(read.lost_token(), [&] {
+    absl::MutexLock lock(&mu);
+    told = absl::Now();
+  });
   // Never released: only its lease ends it.
   ASSERT_OK_AND_ASSIGN(Hold write, write_rw->AcquireWrite(Waiting()));
-  EXPECT_GE(absl::Now() - taken, kLease - absl::Milliseconds(50));
-  EXPECT_LE(absl::Now() - taken,
+  const absl::Time granted = absl::Now();
+  EXPECT_GE(granted - before_grant, kLease - absl::Milliseconds(50))
+      << "a writer got in before the reader's lease ran out";
+  EXPECT_LE(granted - after_grant,
             kLease + ClientOptions().fallback_poll + kPromptly);
   EXPECT_EQ(read.state(), LockState::kLost);
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_LE(told, granted) << "the reader was told after the writer got in";
+  }
   EXPECT_OK(write.Release());
 }
 

@@ -9,7 +9,8 @@
 //   - a waiter whose watch missed the release wakes at its fallback re-check;
 //   - holder liveness: a client's lapsed liveness key is never named again,
 //     a waiter whose watch missed its deletion takes the hold over at its
-//     fallback re-check, and a closed client leaves no key behind.
+//     fallback re-check, and a closed client leaves no key behind;
+//   - the primitives' keys (issue 24) are no locks to the lock admin.
 #include <memory>
 #include <string>
 #include <thread>
@@ -400,6 +401,43 @@ TEST_F(EtcdBackendFaultTest, AClosedClientLeavesNoLivenessKey) {
   EXPECT_EQ(LivenessKeys(), before + 1);
   ASSERT_OK(client->Close());
   EXPECT_EQ(LivenessKeys(), before);
+}
+
+// The primitives' keys sit beside the locks' in the namespace (etcd.md,
+// Layout): listing locks shows none of them, and a force unlock of a lock
+// ends its readers too, so that a writer gets in at once.
+TEST_F(EtcdBackendFaultTest,
+       PrimitivesKeysAreNoLocksAndForceUnlockEndsReaders) {
+  ASSERT_OK_AND_ASSIGN(auto client, Connect(Uri()));
+  ASSERT_OK_AND_ASSIGN(auto other, Connect(Uri()));
+  ASSERT_OK_AND_ASSIGN(auto rw, client->GetReadWriteLock("a"));
+  ASSERT_OK_AND_ASSIGN(auto sem, client->GetSemaphore("a", 2));
+  ASSERT_OK_AND_ASSIGN(auto election, client->GetElection("a"));
+  ASSERT_OK_AND_ASSIGN(Hold read, rw->AcquireRead());
+  ASSERT_OK_AND_ASSIGN(Permit permit, sem->Acquire());
+  ASSERT_OK_AND_ASSIGN(Leadership leader, election->Campaign("v"));
+  ASSERT_OK_AND_ASSIGN(std::vector<LockInfo> locks, other->Admin().List(""));
+  EXPECT_TRUE(locks.empty())
+      << locks.size() << " listed, first " << locks[0].name;
+  for (ObjectKind kind : {ObjectKind::kSemaphore, ObjectKind::kElection}) {
+    ASSERT_OK_AND_ASSIGN(std::vector<ObjectInfo> objects,
+                         other->Admin().ListObjects(kind));
+    ASSERT_EQ(objects.size(), 1u) << ObjectKindName(kind);
+    EXPECT_EQ(objects[0].name, "a");
+  }
+
+  ASSERT_OK(
+      other->Admin().ForceUnlockObject(ObjectKind::kLock, "a", std::nullopt));
+  ASSERT_OK_AND_ASSIGN(ObjectInfo lock, rw->Inspect());
+  EXPECT_TRUE(lock.holders.empty());
+  ASSERT_OK_AND_ASSIGN(auto write, other->GetLock("a"));
+  ASSERT_OK_AND_ASSIGN(Hold written, write->TryAcquire());
+  EXPECT_OK(written.Release());
+  // The other kinds of "a" are untouched.
+  ASSERT_OK_AND_ASSIGN(ObjectInfo permits, sem->Inspect());
+  EXPECT_EQ(permits.holders.size(), 1u);
+  EXPECT_OK(permit.Release());
+  EXPECT_OK(leader.Resign());
 }
 
 }  // namespace

@@ -76,7 +76,25 @@ class PostgresPrivilegesTest : public PostgresSuite {
       EXPECT_OK(one->Admin().ForceUnlock("shared " + mode));
       EXPECT_FALSE(next.Release().ok());
       SemaphoreWorks(*one, *two, "permits " + mode);
+      if (one->traits().read_write_locks) {
+        ReadWriteWorks(*one, *two, "readers " + mode);
+      }
     }
+  }
+
+  // Readers and a writer (schema version 8's functions).
+  void ReadWriteWorks(LockClient& one, LockClient& two,
+                      const std::string& name) {
+    ASSERT_OK_AND_ASSIGN(auto first, one.GetReadWriteLock(name));
+    ASSERT_OK_AND_ASSIGN(auto second, two.GetReadWriteLock(name));
+    ASSERT_OK_AND_ASSIGN(Hold read, first->AcquireRead());
+    ASSERT_OK_AND_ASSIGN(Hold other_read, second->TryAcquireRead());
+    EXPECT_OK(other_read.Release());
+    EXPECT_TRUE(IsHeldByAnother(second->TryAcquireWrite().status()));
+    EXPECT_OK(read.Release());
+    ASSERT_OK_AND_ASSIGN(Hold write, second->TryAcquireWrite());
+    EXPECT_GT(write.fencing_token(), read.fencing_token());
+    EXPECT_OK(write.Release());
   }
 
   // The same for a semaphore of one permit (schema version 7's holders).

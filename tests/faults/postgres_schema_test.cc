@@ -1,7 +1,7 @@
 // Copyright dlock authors. A lock table made by dlock 0.1 (schema version 1)
 // keeps working: the first client of this version migrates it in place (to
-// version 7, through the columns of versions 2 to 6, and version 7's
-// semaphore holders), and
+// version 8, through the columns of versions 2 to 6, version 7's
+// semaphore holders and version 8's read-write locks), and
 // a session-mode row held by a 0.1 client, which believed in its hold until
 // its lease ended, is not taken over before then.
 #include <memory>
@@ -53,7 +53,7 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
   absl::StatusOr<std::string> version =
       server_->Psql("SELECT max(version) FROM old_locks_meta;");
   ASSERT_OK(version);
-  EXPECT_EQ(*version, "7");
+  EXPECT_EQ(*version, "8");
   absl::StatusOr<std::string> columns = server_->Psql(
       "SELECT string_agg(column_name, ',' ORDER BY column_name) FROM "
       "information_schema.columns WHERE table_name = 'old_locks' AND "
@@ -92,6 +92,19 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
     ASSERT_OK(permits);
     EXPECT_EQ(permits->slots(), (std::vector<int64_t>{0, 1}));
     EXPECT_OK(permits->Release());
+    if (!(*c)->traits().read_write_locks) continue;
+    // Version 8: read-write locks.
+    auto rw = *(*c)->GetReadWriteLock("after the migration " + mode);
+    absl::StatusOr<Hold> read = rw->AcquireRead(AcquireOptions());
+    ASSERT_OK(read);
+    absl::StatusOr<std::unique_ptr<LockClient>> writer =
+        Connect(server_->Uri("migrate", "table=old_locks&mode=" + mode));
+    ASSERT_OK(writer);
+    EXPECT_TRUE(
+        IsHeldByAnother((*(*writer)->GetLock("after the migration " + mode))
+                            ->TryAcquire()
+                            .status()));
+    EXPECT_OK(read->Release());
   }
 
   // The 0.1 holder's session is gone, but it knew no grace: the row waits
@@ -101,6 +114,40 @@ TEST_F(PostgresSchemaTest, Version1TableIsMigratedAndKeepsWorking) {
   wait.wait = absl::Seconds(5);  // the default grace (3s) and a poll
   EXPECT_EQ(old_row->Acquire(wait).status().code(),
             absl::StatusCode::kDeadlineExceeded);
+}
+
+// The upgrade from the version before (7, semaphores and elections) to 8
+// (read-write locks): a version-7 table, marked so, gets the read-write
+// functions and keeps its holds.
+TEST_F(PostgresSchemaTest, Version7TableGainsReadWriteLocks) {
+  const std::string uri = server_->Uri("upgrade", "table=v7_locks");
+  {
+    absl::StatusOr<std::unique_ptr<LockClient>> made = Connect(uri);
+    ASSERT_OK(made);
+  }
+  // Back to what version 7 had: its meta row, no read-write functions.
+  ASSERT_OK(server_->Psql(
+      "UPDATE v7_locks_meta SET version = 7; "
+      "DROP FUNCTION \"v7_locks_s_read_acquire\", \"v7_locks_s_read_release\", "
+      "\"v7_locks_s_read_renew\", \"v7_locks_s_write_acquire\", "
+      "\"v7_locks_s_write_release\", \"v7_locks_s_mark_readers\";"));
+  absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(uri);
+  ASSERT_OK(client);
+  absl::StatusOr<std::string> version =
+      server_->Psql("SELECT max(version) FROM v7_locks_meta;");
+  ASSERT_OK(version);
+  EXPECT_EQ(*version, "8");
+  auto rw = *(*client)->GetReadWriteLock("after the upgrade");
+  absl::StatusOr<Hold> read = rw->AcquireRead(AcquireOptions());
+  ASSERT_OK(read);
+  absl::StatusOr<std::unique_ptr<LockClient>> other = Connect(uri);
+  ASSERT_OK(other);
+  auto other_rw = *(*other)->GetReadWriteLock("after the upgrade");
+  EXPECT_TRUE(IsHeldByAnother(other_rw->TryAcquireWrite().status()));
+  EXPECT_OK(read->Release());
+  absl::StatusOr<Hold> write = other_rw->TryAcquireWrite();
+  ASSERT_OK(write);
+  EXPECT_OK(write->Release());
 }
 
 }  // namespace

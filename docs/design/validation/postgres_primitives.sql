@@ -1,3 +1,11 @@
+-- THE VALIDATION COPY. Everything below is now in the product (schema
+-- versions 7 and 8: backends/postgres/pg_primitives_sql.cc,
+-- pg_election_sql.cc, pg_rw_sql.cc), adapted to version 6's tokens and to
+-- session mode; the product is the reference. This draft stays as the
+-- input of postgres_primitives.py, the evidence the design rests on; keep
+-- it in step only where a fix changes what was validated (as the NULL-safe
+-- hand-off test of write_acquire below).
+--
 -- Schema version 6 for issue 24 (docs/design/primitives.md, PostgreSQL):
 -- lease mode's functions for semaphores, read-write locks, elections and
 -- multi-locks, with the placeholders of backends/postgres/pg_schema.cc
@@ -417,7 +425,8 @@ BEGIN
     v_live := EXISTS (SELECT 1 FROM {H} h
                       WHERE h.namespace = p_ns AND h.name = p_name);
   END IF;
-  IF v_live AND NOT (v_row.mode = 'v' AND v_row.claim_owner = p_owner) THEN
+  IF v_live AND NOT COALESCE(v_row.mode = 'v' AND v_row.claim_owner = p_owner,
+                             false) THEN
     IF p_wait AND v_row.mode = 'r' AND (v_row.claim_until IS NULL
         OR v_row.claim_until <= v_now OR v_row.claim_owner = p_owner) THEN
       UPDATE {T} l SET wanted = true, claim_owner = p_owner,

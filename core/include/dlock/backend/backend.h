@@ -210,6 +210,10 @@ struct ReleaseCall {
   }
 };
 
+// The holder of a held (not kept) lock as ObjectInfo shows it: for a
+// backend whose other objects' holds are described as locks are.
+HolderInfo HolderOf(const LockInfo& lock);
+
 // How a backend tells the core about holds it learned are gone on its own
 // (a session that expired, a connection that dropped).
 class BackendListener {
