@@ -53,10 +53,8 @@ class RedisBackend : public Backend {
                          .can_list = true,
                          .keeps_after_release = true,
                          .semaphores = true,
+                         .read_write_locks = true,
                          .elections = true,
-                         .primitives_note =
-                             "read-write locks are not wired on Redis yet "
-                             "(issue 24; docs/backends.md)",
                          .semaphore_order = WaiterOrder::kHeadReserved,
                          // One master runs a script over keys of any slot; a
                          // cluster's names are taken in order by the core.
@@ -69,19 +67,22 @@ class RedisBackend : public Backend {
     if (!call.shape.IsLockWriter()) return objects_.Acquire(call);
     const bool will_wait = call.deadline > clock_.Now();
     std::string fresh_prefix;  // of the attempt that took the lock free
+    bool intent_left = false;  // this writer's, among the readers (C23)
     absl::StatusOr<Grant> grant = AcquireWithWakeups(
         call, releases_, fallback_poll_,
         [&]() -> absl::StatusOr<::dlock::Attempt> {
           absl::StatusOr<::dlock::Attempt> attempt =
-              TryOnce(call, will_wait, fresh_prefix);
+              TryOnce(call, will_wait, fresh_prefix, intent_left);
           // The first wait on this lock may subscribe only now (a
           // cluster's slot): a release just before it was not heard.
           if (will_wait && attempt.ok() && !attempt->acquired.has_value() &&
               router_->Watch(call.name)) {
-            attempt = TryOnce(call, will_wait, fresh_prefix);
+            attempt = TryOnce(call, will_wait, fresh_prefix, intent_left);
           }
           return attempt;
         });
+    // Readers wait behind an intent until it ends: it goes with the wait.
+    if (intent_left) objects_.DropIntent(call.name, call.owner);
     if (grant.ok()) NoteGrant(call, *grant, std::move(fresh_prefix));
     return grant;
   }
@@ -92,9 +93,11 @@ class RedisBackend : public Backend {
     if (!call.shape.IsLockWriter()) return objects_.Release(call);
     const auto* hold = static_cast<const RedisHold*>(call.record);
     Routed routed = RunOne(call.name, [&](const Master& m) {
-      return ReleaseScript(m, keys_, call.name, call.owner,
-                           call.CountToSubtract(), call.keep_for,
-                           hold != nullptr ? hold->fresh_prefix() : "");
+      ScriptCall release = ReleaseScript(
+          m, keys_, call.name, call.owner, call.CountToSubtract(),
+          call.keep_for, hold != nullptr ? hold->fresh_prefix() : "");
+      AddReadersKey(keys_, call.name, release);  // a downgrade (C23)
+      return release;
     });
     const Routed::Answer& answer = routed.answers[0];
     if (!answer.reply.ok()) return answer.reply.status();
@@ -114,7 +117,7 @@ class RedisBackend : public Backend {
       scripts.push_back(LockCall{
           call.name, [&](const Master& m) {
             if (!call.shape.IsLockWriter()) {
-              return HolderRenewScript(m, keys_, liveness_, call.shape.kind,
+              return HolderRenewScript(m, keys_, liveness_, call.shape,
                                        call.name, call.owner, call.lease);
             }
             return RenewScript(m, keys_, liveness_, call.name, call.owner,
@@ -184,9 +187,9 @@ class RedisBackend : public Backend {
     for (const std::shared_ptr<RedisHold>& hold : holds) {
       scripts.push_back(LockCall{
           hold->name(), [&](const Master& m) {
-            if (hold->kind() != ObjectKind::kLock) {
+            if (!hold->shape().IsLockWriter()) {
               return HolderRefreshLivenessScript(m, keys_, liveness_,
-                                                 hold->kind(), hold->name(),
+                                                 hold->shape(), hold->name(),
                                                  hold->owner(), hold->token());
             }
             return RefreshLivenessScript(m, keys_, liveness_, hold->name(),
@@ -249,7 +252,9 @@ class RedisBackend : public Backend {
   absl::Status ForceUnlock(absl::string_view name) override {
     return RunOne(name,
                   [&](const Master& m) {
-                    return ForceUnlockScript(m, keys_, name);
+                    ScriptCall force = ForceUnlockScript(m, keys_, name);
+                    AddReadersKey(keys_, name, force);
+                    return force;
                   })
         .answers[0]
         .reply.status();
@@ -258,7 +263,10 @@ class RedisBackend : public Backend {
   absl::Status ForceUnlockIfToken(absl::string_view name,
                                   uint64_t fencing_token) override {
     Routed routed = RunOne(name, [&](const Master& m) {
-      return ForceUnlockIfTokenScript(m, keys_, name, fencing_token);
+      ScriptCall force =
+          ForceUnlockIfTokenScript(m, keys_, name, fencing_token);
+      AddReadersKey(keys_, name, force);
+      return force;
     });
     const Routed::Answer& answer = routed.answers[0];
     if (!answer.reply.ok()) return answer.reply.status();
@@ -303,23 +311,30 @@ class RedisBackend : public Backend {
 
   absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
                                            absl::string_view name) override {
-    if (kind == ObjectKind::kLock) return Backend::InspectObject(kind, name);
-    return objects_.Inspect(kind, name);
+    if (kind != ObjectKind::kLock) return objects_.Inspect(kind, name);
+    return objects_.InspectLock(name);
   }
 
   absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
       ObjectKind kind, absl::string_view prefix) override {
-    if (kind == ObjectKind::kLock) return Backend::ListObjects(kind, prefix);
-    return objects_.List(kind, prefix);
+    if (kind != ObjectKind::kLock) return objects_.List(kind, prefix);
+    return objects_.ListLocks(prefix, [&](absl::string_view name) {
+      return InspectObject(kind, name);
+    });
   }
 
   absl::Status ForceUnlockObject(
       ObjectKind kind, absl::string_view name,
       std::optional<uint64_t> fencing_token) override {
-    if (kind == ObjectKind::kLock) {
-      return Backend::ForceUnlockObject(kind, name, fencing_token);
+    if (kind != ObjectKind::kLock) {
+      return objects_.ForceUnlock(kind, name, fencing_token);
     }
-    return objects_.ForceUnlock(kind, name, fencing_token);
+    absl::Status writer = Backend::ForceUnlockObject(kind, name, fencing_token);
+    // Not the writer's token: perhaps a reader's.
+    if (fencing_token.has_value() && IsTokenMismatch(writer)) {
+      return objects_.ForceUnlock(kind, name, fencing_token);
+    }
+    return writer;
   }
 
   void Shutdown() override { router_->Shutdown(); }
@@ -344,7 +359,8 @@ class RedisBackend : public Backend {
   // free lock taken leaves what it wrote before the owner in `fresh_prefix`.
   absl::StatusOr<::dlock::Attempt> TryOnce(const AcquireCall& call,
                                            bool will_wait,
-                                           std::string& fresh_prefix) {
+                                           std::string& fresh_prefix,
+                                           bool& intent_left) {
     Routed routed = RunOne(call.name, [&](const Master& m) {
       return AcquireScript(m, keys_, liveness_, call.name, call.owner,
                            call.lease, will_wait);
@@ -355,7 +371,12 @@ class RedisBackend : public Backend {
         ParseAcquire(answer.reply->get(), answer.endpoint());
     if (!parsed.ok()) return parsed.status();
     ::dlock::Attempt attempt = parsed->ToAttempt();
-    if (!attempt.acquired.has_value()) return attempt;
+    if (!attempt.acquired.has_value()) {
+      // Held by nobody: kept, or by readers, whom the writer's side of a
+      // read-write lock looks at (C23); the usual refusal otherwise.
+      if (!parsed->holder.empty()) return attempt;
+      return objects_.WriterMeetsReaders(call, will_wait, intent_left);
+    }
     if (absl::Status s =
             routed.Replicated({true}, replication_, "grant", call.name)[0];
         !s.ok()) {

@@ -11,9 +11,15 @@
 namespace dlock::redis {
 namespace {
 
+// A lock's holders hash is its readers'.
 std::string KeyOf(const Keyspace& keys, ObjectKind kind,
                   absl::string_view name) {
-  return keys.ObjectKey(KindLetter(kind), name);
+  return keys.ObjectKey(kind == ObjectKind::kLock ? 'r' : KindLetter(kind),
+                        name);
+}
+
+bool IsRead(const HoldShape& shape) {
+  return shape.kind == ObjectKind::kLock && shape.mode == HoldMode::kShared;
 }
 
 const char* ElectionFlag(ObjectKind kind) {
@@ -35,6 +41,7 @@ bool AllIntegers(const redisReply* r, size_t from, size_t to) {
 }  // namespace
 
 std::string ObjectMessage(ObjectKind kind, absl::string_view name) {
+  if (kind == ObjectKind::kLock) return std::string(name);
   const char marked[] = {'\x1f', KindLetter(kind)};
   return absl::StrCat(absl::string_view(marked, 2), name);
 }
@@ -100,9 +107,23 @@ absl::StatusOr<HolderAcquireReply> ParseHolderAcquire(
   }
 }
 
+absl::StatusOr<HolderAcquireReply> ParseReadAcquire(
+    const redisReply* reply, absl::string_view endpoint) {
+  absl::StatusOr<AcquireReply> parsed = ParseAcquire(reply, endpoint);
+  if (!parsed.ok()) return parsed.status();
+  return HolderAcquireReply{.attempt = parsed->ToAttempt()};
+}
+
 ScriptCall HolderReleaseScript(const Master& master, const Keyspace& keys,
-                               ObjectKind kind, absl::string_view name,
+                               const HoldShape& shape, absl::string_view name,
                                absl::string_view owner, int64_t holds) {
+  const ObjectKind kind = shape.kind;
+  if (IsRead(shape)) {
+    return ScriptCall{&master.scripts().read_release,
+                      {keys.LockKey(name), KeyOf(keys, kind, name)},
+                      {std::string(owner), absl::StrCat(holds),
+                       keys.ReleaseChannel(name), std::string(name)}};
+  }
   return ScriptCall{
       &master.scripts().sem_release,
       {KeyOf(keys, kind, name)},
@@ -111,25 +132,32 @@ ScriptCall HolderReleaseScript(const Master& master, const Keyspace& keys,
 }
 
 ScriptCall HolderRenewScript(const Master& master, const Keyspace& keys,
-                             const Liveness& liveness, ObjectKind kind,
+                             const Liveness& liveness, const HoldShape& shape,
                              absl::string_view name, absl::string_view owner,
                              absl::Duration lease) {
+  if (IsRead(shape)) {
+    return ScriptCall{&master.scripts().read_renew,
+                      {keys.LockKey(name), KeyOf(keys, shape.kind, name)},
+                      {std::string(owner), absl::StrCat(LeaseMillis(lease)),
+                       absl::StrCat(liveness.ttl_ms)}};
+  }
   return ScriptCall{&master.scripts().sem_renew,
-                    {KeyOf(keys, kind, name)},
+                    {KeyOf(keys, shape.kind, name)},
                     {std::string(owner), absl::StrCat(LeaseMillis(lease)),
                      absl::StrCat(liveness.ttl_ms)}};
 }
 
-ScriptCall HolderRefreshLivenessScript(const Master& master,
-                                       const Keyspace& keys,
-                                       const Liveness& liveness,
-                                       ObjectKind kind, absl::string_view name,
-                                       absl::string_view owner,
-                                       uint64_t token) {
-  return ScriptCall{
+ScriptCall HolderRefreshLivenessScript(
+    const Master& master, const Keyspace& keys, const Liveness& liveness,
+    const HoldShape& shape, absl::string_view name, absl::string_view owner,
+    uint64_t token) {
+  ScriptCall call{
       &master.scripts().holder_refresh_liveness,
-      {KeyOf(keys, kind, name)},
+      {KeyOf(keys, shape.kind, name)},
       {std::string(owner), absl::StrCat(token), absl::StrCat(liveness.ttl_ms)}};
+  // A read keeps its writer's deadline no earlier than its own.
+  if (IsRead(shape)) call.keys.push_back(keys.LockKey(name));
+  return call;
 }
 
 ScriptCall HolderAbandonScript(const Master& master, const Keyspace& keys,
@@ -137,8 +165,8 @@ ScriptCall HolderAbandonScript(const Master& master, const Keyspace& keys,
                                absl::string_view owner) {
   return ScriptCall{&master.scripts().holders_abandon,
                     {KeyOf(keys, kind, name)},
-                    {std::string(owner), "q", keys.ReleaseChannel(name),
-                     ObjectMessage(kind, name)}};
+                    {std::string(owner), kind == ObjectKind::kLock ? "w" : "q",
+                     keys.ReleaseChannel(name), ObjectMessage(kind, name)}};
 }
 
 ScriptCall HoldersInspectScript(const Master& master, const Keyspace& keys,
@@ -164,8 +192,10 @@ absl::StatusOr<ObjectInfo> ParseHoldersInspect(const redisReply* r,
   }
   if (kind == ObjectKind::kSemaphore) info.limit = r->element[0]->integer;
   if (absl::string_view waiter = Text(r->element[1]); !waiter.empty()) {
-    info.waiter = WaiterInfo{.owner = std::string(waiter),
-                             .permits = r->element[2]->integer};
+    // A lock's waiter is a writer's intent (its number: readers refused).
+    info.waiter = WaiterInfo{
+        .owner = std::string(waiter),
+        .permits = kind == ObjectKind::kLock ? 1 : r->element[2]->integer};
   }
   info.value = std::string(Text(r->element[3]));
   for (size_t i = kHead; i < r->elements; i += kPerHolder) {
@@ -180,6 +210,7 @@ absl::StatusOr<ObjectInfo> ParseHoldersInspect(const redisReply* r,
                       .since = absl::FromUnixMillis(h[4]->integer)};
     if (kind == ObjectKind::kSemaphore) holder.slots = *std::move(slots);
     if (h[6]->integer >= 0) holder.holder_live = h[6]->integer == 1;
+    holder.shared = kind == ObjectKind::kLock;  // a lock's readers
     info.holders.push_back(std::move(holder));
   }
   // Oldest first, as the other backends list them.
@@ -199,6 +230,38 @@ ScriptCall HoldersForceUnlockScript(const Master& master, const Keyspace& keys,
       {fencing_token.has_value() ? absl::StrCat(*fencing_token) : "",
        keys.ReleaseChannel(name), ObjectMessage(kind, name),
        ElectionFlag(kind)}};
+}
+
+ScriptCall ReadAcquireScript(const Master& master, const Keyspace& keys,
+                             const Liveness& liveness, const AcquireCall& call,
+                             bool will_wait) {
+  return ScriptCall{
+      &master.scripts().read_acquire,
+      {keys.LockKey(call.name), KeyOf(keys, ObjectKind::kLock, call.name)},
+      {std::string(call.owner), absl::StrCat(LeaseMillis(call.lease)),
+       will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms)}};
+}
+
+ScriptCall WriteAcquireScript(const Master& master, const Keyspace& keys,
+                              const Liveness& liveness, const AcquireCall& call,
+                              bool will_wait, absl::Duration intent) {
+  return ScriptCall{
+      &master.scripts().write_acquire,
+      {keys.LockKey(call.name), KeyOf(keys, ObjectKind::kLock, call.name)},
+      {std::string(call.owner), absl::StrCat(LeaseMillis(call.lease)),
+       will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms),
+       absl::StrCat(absl::ToInt64Milliseconds(intent))}};
+}
+
+bool IsUpgradeRefusal(const redisReply* r) {
+  return r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+         r->element[0]->type == REDIS_REPLY_INTEGER &&
+         r->element[0]->integer == -4;
+}
+
+void AddReadersKey(const Keyspace& keys, absl::string_view name,
+                   ScriptCall& call) {
+  call.keys.push_back(KeyOf(keys, ObjectKind::kLock, name));
 }
 
 ScriptCall HolderRaiseTokenScript(const Master& master, const Keyspace& keys,

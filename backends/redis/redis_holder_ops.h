@@ -21,7 +21,8 @@ namespace dlock::redis {
 // Where the changes of a semaphore or an election are announced: the
 // lock's release channel, with "\x1f" + letter + name ("\x1fs", "\x1fe"),
 // which is also the name its waiters and watchers wait on in the hub. No
-// lock name holds a control character (C15): never a lock's message.
+// lock name holds a control character (C15): never a lock's message. A
+// lock's readers and writers share the lock's own message, its name.
 std::string ObjectMessage(ObjectKind kind, absl::string_view name);
 
 // A semaphore's permits or a leadership (sem_acquire.lua). `will_wait`
@@ -44,22 +45,45 @@ absl::StatusOr<HolderAcquireReply> ParseHolderAcquire(
     const redisReply* reply, const AcquireCall& call,
     absl::string_view endpoint);
 
-// Returns the holds left; ParseRelease() reads it.
+// A lock's read: ReadAcquireScript's reply.
+absl::StatusOr<HolderAcquireReply> ParseReadAcquire(const redisReply* reply,
+                                                    absl::string_view endpoint);
+
+// Returns the holds left; ParseRelease() reads it. `shape`: a semaphore's
+// permits, a leadership or a lock's read (its readers hash and the lock).
 ScriptCall HolderReleaseScript(const Master& master, const Keyspace& keys,
-                               ObjectKind kind, absl::string_view name,
+                               const HoldShape& shape, absl::string_view name,
                                absl::string_view owner, int64_t holds);
 // ParseRenew() reads the reply.
 ScriptCall HolderRenewScript(const Master& master, const Keyspace& keys,
-                             const Liveness& liveness, ObjectKind kind,
+                             const Liveness& liveness, const HoldShape& shape,
                              absl::string_view name, absl::string_view owner,
                              absl::Duration lease);
 // ParseRefreshLiveness() reads the reply.
 ScriptCall HolderRefreshLivenessScript(const Master& master,
                                        const Keyspace& keys,
                                        const Liveness& liveness,
-                                       ObjectKind kind, absl::string_view name,
+                                       const HoldShape& shape,
+                                       absl::string_view name,
                                        absl::string_view owner, uint64_t token);
-// A waiter that gives up takes its place with it (C9).
+// A lock's read (C23; read_acquire.lua): ParseAcquire() reads the reply.
+ScriptCall ReadAcquireScript(const Master& master, const Keyspace& keys,
+                             const Liveness& liveness, const AcquireCall& call,
+                             bool will_wait);
+// A lock's writer once acquire.lua refused it a lock held by nobody (kept,
+// or read-held): ParseAcquire() reads the reply, unless IsUpgradeRefusal.
+// A waiting writer's intent lives `intent` past each of its attempts.
+ScriptCall WriteAcquireScript(const Master& master, const Keyspace& keys,
+                              const Liveness& liveness, const AcquireCall& call,
+                              bool will_wait, absl::Duration intent);
+// The writer's owner reads the lock (UpgradeRefusedError).
+bool IsUpgradeRefusal(const redisReply* reply);
+// The lock's release and force unlocks take its readers' hash along
+// (release.lua's downgrade, force_unlock*.lua).
+void AddReadersKey(const Keyspace& keys, absl::string_view name,
+                   ScriptCall& call);
+// A waiter that gives up takes its place with it (C9): a semaphore's head
+// place, or (kind kLock) a writer's intent.
 ScriptCall HolderAbandonScript(const Master& master, const Keyspace& keys,
                                ObjectKind kind, absl::string_view name,
                                absl::string_view owner);

@@ -34,7 +34,7 @@ void RecordGrant(const AcquireCall& call, Grant& grant,
   if (fresh_prefix.empty() && !liveness) return;
   auto hold =
       std::make_shared<RedisHold>(call.name, call.owner, grant.fencing_token,
-                                  std::move(fresh_prefix), call.shape.kind);
+                                  std::move(fresh_prefix), call.shape);
   if (liveness) {
     hold->Confirmed(grant.sent, ttl, drift);
     held.Add(hold);

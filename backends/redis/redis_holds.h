@@ -34,19 +34,20 @@ struct Drift {
 // One hold on one master (redis://, Sentinel): its lock, owner and token,
 // what its fresh grant wrote before the owner (empty for a re-entry), and
 // until when its liveness deadline is known to lie ahead.
-// `kind`: a lock's hold, or one in a semaphore's or an election's hash.
+// `shape`: a lock's writer, or a hold in a holders hash (a lock's read, a
+// semaphore's permits, a leadership).
 class RedisHold : public HoldRecord {
  public:
   RedisHold(absl::string_view name, absl::string_view owner, uint64_t token,
-            std::string fresh_prefix, ObjectKind kind = ObjectKind::kLock)
+            std::string fresh_prefix, HoldShape shape = HoldShape{})
       : name_(name),
         owner_(owner),
         token_(token),
         fresh_prefix_(std::move(fresh_prefix)),
-        kind_(kind) {}
+        shape_(shape) {}
 
   const std::string& name() const { return name_; }
-  ObjectKind kind() const { return kind_; }
+  const HoldShape& shape() const { return shape_; }
   const std::string& owner() const { return owner_; }
   uint64_t token() const { return token_; }
   // What the release sends back (ReleaseScript's fresh_prefix).
@@ -65,7 +66,7 @@ class RedisHold : public HoldRecord {
   const std::string owner_;
   const uint64_t token_;
   const std::string fresh_prefix_;
-  const ObjectKind kind_;
+  const HoldShape shape_;
   // Nanoseconds since the clock's origin; the minimum: never confirmed.
   std::atomic<int64_t> live_until_ns_{std::numeric_limits<int64_t>::min()};
 };

@@ -199,9 +199,16 @@ absl::StatusOr<LockInfo> ParseInspect(const redisReply* r,
   if (r->type != REDIS_REPLY_ARRAY) return Malformed("inspect", endpoint);
   if (r->elements == 0) return info;
   if (r->elements != 6) return Malformed("inspect", endpoint);
-  info.locked = true;
   info.owner.assign(r->element[0]->str, r->element[0]->len);
   info.hold_count = r->element[1]->integer;
+  // Held by nobody with a count: the marker of readers (C23), who are not
+  // the lock's writer; HolderObjects::InspectLock shows them.
+  if (info.owner.empty() && info.hold_count > 0) {
+    LockInfo free;
+    free.name = info.name;
+    return free;
+  }
+  info.locked = true;
   info.fencing_token = static_cast<uint64_t>(r->element[2]->integer);
   info.since = absl::FromUnixMillis(r->element[3]->integer);
   info.remaining_lease =

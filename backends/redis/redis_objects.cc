@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/backend/rules.h"
+#include "dlock/errors.h"
 #include "redis_holder_ops.h"
 
 namespace dlock::redis {
@@ -16,7 +18,7 @@ Routed HolderObjects::RunOne(absl::string_view name,
 
 absl::StatusOr<Grant> HolderObjects::Acquire(const AcquireCall& call) {
   const bool will_wait = call.deadline > c_.clock.Now();
-  // Waiters sleep on the object's message, not on the lock's name.
+  // Waiters sleep on the object's message (a reader on the lock's name).
   const std::string message = ObjectMessage(call.shape.kind, call.name);
   AcquireCall waiting = call;
   waiting.name = message;
@@ -33,8 +35,8 @@ absl::StatusOr<Grant> HolderObjects::Acquire(const AcquireCall& call) {
       });
   if (!grant.ok()) {
     // A waiter that gives up takes its place with it (C9); refused on
-    // the spot, it kept none.
-    if (will_wait) {
+    // the spot, it kept none; a reader keeps none.
+    if (will_wait && call.shape.kind != ObjectKind::kLock) {
       (void)RunOne(call.name, [&](const Master& m) {
         return HolderAbandonScript(m, c_.keys, call.shape.kind, call.name,
                                    call.owner);
@@ -57,13 +59,17 @@ absl::StatusOr<Attempt> HolderObjects::TryOnce(const AcquireCall& call,
   // The head waiter keeps its place across its retries, which come at
   // least every fallback poll (docs/design/primitives.md, semaphore).
   const absl::Duration place = 3 * c_.fallback_poll;
+  const bool read = call.shape.kind == ObjectKind::kLock;
   Routed routed = RunOne(call.name, [&](const Master& m) {
-    return HolderAcquireScript(m, c_.keys, c_.liveness, call, will_wait, place);
+    return read ? ReadAcquireScript(m, c_.keys, c_.liveness, call, will_wait)
+                : HolderAcquireScript(m, c_.keys, c_.liveness, call, will_wait,
+                                      place);
   });
   const Routed::Answer& answer = routed.answers[0];
   if (!answer.reply.ok()) return answer.reply.status();
   absl::StatusOr<HolderAcquireReply> parsed =
-      ParseHolderAcquire(answer.reply->get(), call, answer.endpoint());
+      read ? ParseReadAcquire(answer.reply->get(), answer.endpoint())
+           : ParseHolderAcquire(answer.reply->get(), call, answer.endpoint());
   if (!parsed.ok()) return parsed.status();
   if (!parsed->attempt.acquired.has_value()) return parsed->attempt;
   if (absl::Status s =
@@ -72,8 +78,8 @@ absl::StatusOr<Attempt> HolderObjects::TryOnce(const AcquireCall& call,
     // Not on enough replicas: a failover could count it free. Given back
     // (a re-entry's one hold only); the caller may try again.
     (void)RunOne(call.name, [&](const Master& m) {
-      return HolderReleaseScript(m, c_.keys, call.shape.kind, call.name,
-                                 call.owner, 1);
+      return HolderReleaseScript(m, c_.keys, call.shape, call.name, call.owner,
+                                 1);
     });
     return s;
   }
@@ -84,8 +90,8 @@ absl::StatusOr<Attempt> HolderObjects::TryOnce(const AcquireCall& call,
 // Not waited for with wait_replicas, as a lock's release (C21).
 absl::StatusOr<int64_t> HolderObjects::Release(const ReleaseCall& call) {
   Routed routed = RunOne(call.name, [&](const Master& m) {
-    return HolderReleaseScript(m, c_.keys, call.shape.kind, call.name,
-                               call.owner, call.CountToSubtract());
+    return HolderReleaseScript(m, c_.keys, call.shape, call.name, call.owner,
+                               call.CountToSubtract());
   });
   const Routed::Answer& answer = routed.answers[0];
   if (!answer.reply.ok()) return answer.reply.status();
@@ -151,6 +157,90 @@ absl::Status HolderObjects::ForceUnlock(ObjectKind kind, absl::string_view name,
   if (!removed.ok()) return removed.status();
   if (*removed || !fencing_token.has_value()) return absl::OkStatus();
   return TokenMismatchError(name, *fencing_token);
+}
+
+absl::StatusOr<Attempt> HolderObjects::WriterMeetsReaders(
+    const AcquireCall& call, bool will_wait, bool& intent_left) {
+  // The intent lives across the writer's retries, which come at least
+  // every fallback poll (docs/design/primitives.md).
+  const absl::Duration intent = 3 * c_.fallback_poll;
+  Routed routed = RunOne(call.name, [&](const Master& m) {
+    return WriteAcquireScript(m, c_.keys, c_.liveness, call, will_wait, intent);
+  });
+  const Routed::Answer& answer = routed.answers[0];
+  if (!answer.reply.ok()) return answer.reply.status();
+  if (IsUpgradeRefusal(answer.reply->get())) {
+    return UpgradeRefusedError(call.name);
+  }
+  absl::StatusOr<AcquireReply> parsed =
+      ParseAcquire(answer.reply->get(), answer.endpoint());
+  if (!parsed.ok()) return parsed.status();
+  // A grant took the readers' hash, and the intent in it, along.
+  intent_left = !parsed->acquired.has_value() && will_wait;
+  if (!parsed->acquired.has_value()) return parsed->ToAttempt();
+  if (absl::Status s =
+          routed.Replicated({true}, c_.replication, "grant", call.name)[0];
+      !s.ok()) {
+    (void)RunOne(call.name, [&](const Master& m) {
+      ScriptCall release = ReleaseScript(m, c_.keys, call.name, call.owner, 1);
+      AddReadersKey(c_.keys, call.name, release);
+      return release;
+    });
+    return s;
+  }
+  return parsed->ToAttempt();
+}
+
+void HolderObjects::DropIntent(absl::string_view name,
+                               absl::string_view owner) {
+  (void)RunOne(name, [&](const Master& m) {
+    return HolderAbandonScript(m, c_.keys, ObjectKind::kLock, name, owner);
+  });
+}
+
+absl::StatusOr<ObjectInfo> HolderObjects::InspectLock(absl::string_view name) {
+  Routed routed = RunOne(name, [&](const Master& m) {
+    ScriptCall inspect = InspectScript(m, c_.keys, name);
+    AddReadersKey(c_.keys, name, inspect);
+    return inspect;
+  });
+  const Routed::Answer& answer = routed.answers[0];
+  if (!answer.reply.ok()) return answer.reply.status();
+  const redisReply* r = answer.reply->get();
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+    return Malformed("inspect", answer.endpoint());
+  }
+  absl::StatusOr<LockInfo> writer =
+      ParseInspect(r->element[0], name, answer.endpoint());
+  if (!writer.ok()) return writer.status();
+  absl::StatusOr<ObjectInfo> readers = ParseHoldersInspect(
+      r->element[1], ObjectKind::kLock, name, answer.endpoint());
+  if (!readers.ok()) return readers.status();
+  ObjectInfo info = LockObject(*writer);
+  for (HolderInfo& reader : readers->holders) {
+    info.holders.push_back(std::move(reader));
+  }
+  info.waiter = std::move(readers->waiter);
+  return info;
+}
+
+absl::StatusOr<std::vector<ObjectInfo>> HolderObjects::ListLocks(
+    absl::string_view prefix,
+    const std::function<absl::StatusOr<ObjectInfo>(absl::string_view)>&
+        inspect) {
+  // Every lock with readers has its key (their marker).
+  absl::StatusOr<std::vector<std::string>> names =
+      ScanEveryMaster(c_.router, c_.keys.lock_prefix(), prefix);
+  if (!names.ok()) return names.status();
+  std::vector<ObjectInfo> out;
+  for (const std::string& name : *names) {
+    absl::StatusOr<ObjectInfo> info = inspect(name);
+    if (!info.ok()) return info.status();
+    if (!info->holders.empty() || info->kept_after_release) {
+      out.push_back(*std::move(info));
+    }
+  }
+  return out;
 }
 
 }  // namespace dlock::redis

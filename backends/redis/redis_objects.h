@@ -7,8 +7,10 @@
 #define DLOCK_BACKENDS_REDIS_REDIS_OBJECTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -50,6 +52,23 @@ class HolderObjects {
                                                absl::string_view prefix);
   absl::Status ForceUnlock(ObjectKind kind, absl::string_view name,
                            std::optional<uint64_t> fencing_token);
+
+  // A lock's writer refused by acquire.lua with the lock held by nobody
+  // (kept, or read-held: C23): write_acquire.lua's answer, replicated like
+  // a grant; UpgradeRefusedError when the owner reads it. `intent_left`
+  // says whether a writer's intent of the owner may remain after it.
+  absl::StatusOr<Attempt> WriterMeetsReaders(const AcquireCall& call,
+                                             bool will_wait, bool& intent_left);
+  // The owner's writer intent goes (a wait given up, or ended by a grant
+  // that did not take it along), waking the readers it held back.
+  void DropIntent(absl::string_view name, absl::string_view owner);
+  // A lock with its writer and its readers, read in one step (C11), and
+  // the locks held, kept or read.
+  absl::StatusOr<ObjectInfo> InspectLock(absl::string_view name);
+  absl::StatusOr<std::vector<ObjectInfo>> ListLocks(
+      absl::string_view prefix,
+      const std::function<absl::StatusOr<ObjectInfo>(absl::string_view)>&
+          inspect);
 
  private:
   absl::StatusOr<Attempt> TryOnce(const AcquireCall& call, bool will_wait,

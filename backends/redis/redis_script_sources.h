@@ -28,6 +28,11 @@ extern const char kHoldersForceUnlock[];
 extern const char kElectionProclaim[];
 extern const char kHolderRaiseToken[];
 extern const char kMultiAcquire[];
+// A lock's readers (C23) and its writer's side of them.
+extern const char kReadAcquire[];
+extern const char kReadRelease[];
+extern const char kReadRenew[];
+extern const char kWriteAcquire[];
 
 }  // namespace dlock::redis::lua
 

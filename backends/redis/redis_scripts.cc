@@ -47,7 +47,8 @@ Scripts::Scripts()
       release(MakeScript("release", lua::kRelease)),
       renew(MakeScript("renew", lua::kRenew)),
       refresh_liveness(MakeScript("refresh_liveness", lua::kRefreshLiveness)),
-      inspect(MakeScript("inspect", lua::kInspect)),
+      // With a lock's readers too (holders.lua).
+      inspect(MakeHoldersScript("inspect", lua::kInspect)),
       force_unlock(MakeScript("force_unlock", lua::kForceUnlock)),
       force_unlock_if_token(
           MakeScript("force_unlock_if_token", lua::kForceUnlockIfToken)),
@@ -68,6 +69,10 @@ Scripts::Scripts()
       holder_raise_token(
           MakeHoldersScript("holder_raise_token", lua::kHolderRaiseToken)),
       multi_acquire(MakeScript("multi_acquire", lua::kMultiAcquire)),
+      read_acquire(MakeHoldersScript("read_acquire", lua::kReadAcquire)),
+      read_release(MakeHoldersScript("read_release", lua::kReadRelease)),
+      read_renew(MakeHoldersScript("read_renew", lua::kReadRenew)),
+      write_acquire(MakeHoldersScript("write_acquire", lua::kWriteAcquire)),
       layout_guard(MakeScript("layout_guard", lua::kLayoutGuard)) {}
 
 namespace {
@@ -93,7 +98,11 @@ auto LibraryScripts(Self& s) -> std::vector<decltype(&s.acquire)> {
           &s.holders_force_unlock,
           &s.election_proclaim,
           &s.holder_raise_token,
-          &s.multi_acquire};
+          &s.multi_acquire,
+          &s.read_acquire,
+          &s.read_release,
+          &s.read_renew,
+          &s.write_acquire};
 }
 
 }  // namespace

@@ -16,14 +16,14 @@ namespace dlock::redis {
 
 // The library's name; a new layout or new semantics takes a new number, so
 // that clients of two versions never replace each other's functions.
-inline constexpr char kLibrary[] = "dlock_v4";
+inline constexpr char kLibrary[] = "dlock_v5";
 
 // A script: its name, its body for EVAL (the shared prelude and its own
 // file), the function that runs it and its SHA1 (SCRIPT LOAD).
 struct Script {
   std::string name;
   std::string body;
-  std::string function;  // "dlock_v4_<name>"
+  std::string function;  // "dlock_v5_<name>"
   std::string sha;
   // The length of body's shared part (the prelude, and holders.lua for the
   // scripts of objects with many holders), which the library holds once.
@@ -62,6 +62,12 @@ struct Scripts {
   Script holder_raise_token;
   // A multi-lock's names all or nothing, on one master (C25).
   Script multi_acquire;
+  // A lock's readers (C23), and its writer's look at them once acquire
+  // refused it a lock held by nobody.
+  Script read_acquire;
+  Script read_release;
+  Script read_renew;
+  Script write_acquire;
   // The rolling upgrade's check (scripts/layout_guard.lua), sent with EVAL.
   Script layout_guard;
   Mode mode = Mode::kEval;

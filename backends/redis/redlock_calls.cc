@@ -17,8 +17,8 @@ namespace dlock::redis {
 absl::StatusOr<int64_t> RedlockBackend::Release(const ReleaseCall& call) {
   Replies replies = OnEach([&](const Master& m, size_t) {
     if (!call.shape.IsLockWriter()) {
-      return HolderReleaseScript(m, keys_, call.shape.kind, call.name,
-                                 call.owner, call.CountToSubtract());
+      return HolderReleaseScript(m, keys_, call.shape, call.name, call.owner,
+                                 call.CountToSubtract());
     }
     return ReleaseScript(m, keys_, call.name, call.owner,
                          call.CountToSubtract(), call.keep_for);
@@ -65,7 +65,7 @@ std::vector<absl::Status> RedlockBackend::RenewMany(
                             ? RenewScript(*m, keys_, liveness_, call.name,
                                           call.owner, call.lease)
                             : HolderRenewScript(*m, keys_, liveness_,
-                                                call.shape.kind, call.name,
+                                                call.shape, call.name,
                                                 call.owner, call.lease));
     }
     pending.push_back(m->Submit(std::move(scripts)));
@@ -134,9 +134,9 @@ absl::Status RedlockBackend::RenewLiveness(absl::Duration) {
           hold->kind() == ObjectKind::kLock
               ? RefreshLivenessScript(*m, keys_, liveness_, hold->name(),
                                       hold->owner(), hold->token())
-              : HolderRefreshLivenessScript(*m, keys_, liveness_, hold->kind(),
-                                            hold->name(), hold->owner(),
-                                            hold->token()));
+              : HolderRefreshLivenessScript(
+                    *m, keys_, liveness_, HoldShape{.kind = hold->kind()},
+                    hold->name(), hold->owner(), hold->token()));
     }
     pending.push_back(m->Submit(std::move(scripts)));
   }

@@ -53,8 +53,7 @@ ScriptCall RedlockBackend::GiveBackScript(const Master& m,
   if (call.shape.IsLockWriter()) {
     return ReleaseScript(m, keys_, call.name, call.owner, 1);
   }
-  return HolderReleaseScript(m, keys_, call.shape.kind, call.name, call.owner,
-                             1);
+  return HolderReleaseScript(m, keys_, call.shape, call.name, call.owner, 1);
 }
 
 ScriptCall RedlockBackend::RaiseScript(const Master& m, const AcquireCall& call,

@@ -5,18 +5,6 @@
 namespace dlock {
 namespace {
 
-// A lock as ObjectInfo: its writer (a backend without readers has none).
-ObjectInfo LockObject(const LockInfo& lock) {
-  ObjectInfo info{.kind = ObjectKind::kLock, .name = lock.name, .limit = 1};
-  if (lock.kept_after_release) {
-    info.kept_after_release = true;
-    info.kept_remaining = lock.remaining_lease;
-  } else if (lock.locked) {
-    info.holders.push_back(HolderOf(lock));
-  }
-  return info;
-}
-
 absl::Status KindNotOffered(ObjectKind kind) {
   return absl::UnimplementedError(
       absl::StrCat("this backend keeps no ", ObjectKindName(kind), " objects"));
@@ -31,6 +19,17 @@ HolderInfo HolderOf(const LockInfo& lock) {
                     .remaining_lease = lock.remaining_lease,
                     .since = lock.since,
                     .holder_live = lock.holder_live};
+}
+
+ObjectInfo LockObject(const LockInfo& lock) {
+  ObjectInfo info{.kind = ObjectKind::kLock, .name = lock.name, .limit = 1};
+  if (lock.kept_after_release) {
+    info.kept_after_release = true;
+    info.kept_remaining = lock.remaining_lease;
+  } else if (lock.locked) {
+    info.holders.push_back(HolderOf(lock));
+  }
+  return info;
 }
 
 std::vector<absl::Status> Backend::RenewMany(

@@ -194,7 +194,7 @@ std::vector<Case> Cases() {
   // Multi-locks work on every backend (taken in one global order where a
   // backend has no atomic form).
   const std::vector<Offer> offers = {
-      {"redis", {W::kMulti, W::kSemaphore, W::kElection}},
+      {"redis", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
       {"redlock3", {W::kElection}, /*partitions=*/false},
       {"postgres_lease",
        {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},

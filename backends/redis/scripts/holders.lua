@@ -15,8 +15,9 @@
 --      once a refused caller went on waiting, the last token granted.
 --   q  "<until> <permits> <owner>": the head waiter's reservation; nobody
 --      else is granted what would leave it short (a semaphore's FIFO head).
---   w  "<until> <refused> <owner>": a waiting writer's intent (readers
---      only); no new reader is admitted while it lives.
+--   w  "<until> <refused> <owner>": a waiting writer's intent (a lock's
+--      readers, dlock:r{<ns>:<name>}); no new reader is admitted while it
+--      lives; refused 1 once a reader was turned away for it.
 --   v  the leader's value (an election).
 
 local function decode_holder(raw)
@@ -201,4 +202,47 @@ local function renew_holder(key, owner, lease, ttl, down, up)
     redis.call('PEXPIREAT', key, h.expires)
   end
   return h
+end
+
+-- The hash as holders_inspect.lua answers it: {limit, head waiter or '',
+-- its permits, value or false, then per live holder: owner, holds,
+-- permits, token, since, ms left, live, slots} (live: 1 while its liveness
+-- deadline lies ahead, -1 when it has none); {} when nothing is held or
+-- waiting.
+local function describe_holders(key, now_down, now_up)
+  local o = load_holders(key, now_down)
+  local q = load_claim(o.meta.q or o.meta.w, now_down)
+  if o.count == 0 and not q then return {} end
+  local s = load_state(o, 0)
+  local out = {s.limit, q and q.owner or '', q and q.num or 0,
+               o.meta.v or false}
+  for owner, h in pairs(o.holders) do
+    local live = -1
+    if h.alive >= 0 then live = 1 end
+    for _, x in ipairs({owner, h.holds, h.permits, h.token, h.since,
+                        math.max(h.expires - now_up, 0), live, h.slots}) do
+      out[#out + 1] = x
+    end
+  end
+  return out
+end
+
+-- A read-write lock (C23): while readers hold, the lock's own key holds a
+-- marker, so that a writer's SET NX (acquire.lua) fails on it and a client
+-- of an older layout waits as for a kept lock. A marker is a lock value with
+-- owner '' (as a kept lock's) told apart by its hold count:
+--   0 kept after release (release.lua)
+--   1 read-held: the readers are in dlock:r{<ns>:<name>}; its token is the
+--     last reader's, its expiry the latest reader's lease end
+--   2 handed by the last reader to the writer whose intent ('w') waits,
+--     until that intent's end; refused to everyone else
+local kReadHeld, kHandedOver = 1, 2
+
+local function marker_of(token, since, expires, holds, waited)
+  return {token = token, holds = holds, lease = 0, since = since,
+          expires = expires, alive = -1, waited = waited, owner = ''}
+end
+
+local function is_marker(v, holds)
+  return v and v.owner == '' and v.holds == holds
 end

@@ -16,7 +16,7 @@ local function refuse(left, holder)
   return {0, math.max(left, 0), holder}
 end
 
-if v and v.owner == owner then
+if v and v.owner == owner and not lapsed(v, down) then
   -- The writer takes the read lock too: a read hold with its token, and
   -- waited set so that its write release keeps the read (a downgrade).
   local o = load_holders(readers, down)
@@ -29,21 +29,24 @@ if v and v.owner == owner then
   redis.call('HSET', readers, owner, encode_holder(h))
   o.latest = math.max(o.latest, h.expires)
   expire_object(readers, o)
-  -- The write hold's key lives as long as this read, so that no writer
-  -- comes in while it lasts (its lease alone could end before).
+  -- The write hold's key outlives this read whatever happens to the write:
+  -- its expiry, kept lease (renew.lua counts from it) and liveness deadline
+  -- never below the read's, so that no writer comes in while it lasts.
   v.waited = '1'
+  v.lease = math.max(v.lease, h.lease)
   v.expires = math.max(v.expires, h.expires)
+  if v.alive >= 0 and h.alive >= 0 then v.alive = math.max(v.alive, h.alive) end
   redis.call('SET', lock, encode(v), 'PXAT', v.expires)
   return {1, v.token, h.holds}
 end
 if v and v.owner ~= '' and not lapsed(v, down) then
   return refuse(time_left(v, down), v.owner)  -- a writer holds it
 end
-if v and v.owner == '' and v.alive ~= -2 then
+if v and v.owner == '' and v.holds ~= kReadHeld then
   return refuse(time_left(v, down), '')  -- kept, or handed to a writer
 end
 
--- Free, read-held, or a lapsed writer's (whose live reads stay readers).
+-- Free, read-held, or a lapsed writer's (whose reads lapsed with it).
 local o = load_holders(readers, down)
 local s = load_state(o, 0)
 local w = load_claim(o.meta.w, down)
@@ -72,8 +75,8 @@ save_state(readers, s)
 o.latest = math.max(o.latest, h.expires)
 expire_object(readers, o, w and w.until_ms)
 local since, waited = up, '0'
-if v and v.alive == -2 then since = v.since end
+if is_marker(v, kReadHeld) then since = v.since end
 if v then waited = v.waited end
-local m = marker_of(s.last, since, o.latest, -2, waited)
+local m = marker_of(s.last, since, o.latest, kReadHeld, waited)
 redis.call('SET', lock, encode(m), 'PXAT', m.expires)
 return {1, h.token, h.holds}

@@ -28,12 +28,12 @@ if w then
   -- else gets it while that writer's intent lives.
   local token = 0
   if v then token = v.token end
-  local m = marker_of(token, up, w.until_ms, -3, '1')
+  local m = marker_of(token, up, w.until_ms, kHandedOver, '1')
   redis.call('SET', lock, encode(m), 'PXAT', m.expires)
   expire_object(readers, o, w.until_ms)
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
+  announce(ARGV[3], ARGV[4])
   return 0
 end
 redis.call('DEL', lock, readers)
-if v and v.waited == '1' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+if v and v.waited == '1' then announce(ARGV[3], ARGV[4]) end
 return 0

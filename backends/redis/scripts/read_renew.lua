@@ -8,11 +8,12 @@ local h = renew_holder(readers, owner, tonumber(ARGV[2]), tonumber(ARGV[3]),
                        down, up)
 if not h then return 0 end
 -- The lock's key (the marker, or the owner's own write hold) lives as
--- long as its latest read.
+-- long as its latest read; a write hold keeps a lease no shorter.
 local v = decode(redis.call('GET', lock))
-if v and (v.owner == owner or (v.owner == '' and v.alive == -2)) and
-    v.expires < h.expires then
-  v.expires = h.expires
+if v and (v.owner == owner or is_marker(v, kReadHeld)) and
+    (v.expires < h.expires or (v.owner == owner and v.lease < h.lease)) then
+  v.expires = math.max(v.expires, h.expires)
+  if v.owner == owner then v.lease = math.max(v.lease, h.lease) end
   redis.call('SET', lock, encode(v), 'PXAT', v.expires)
 end
 return 1

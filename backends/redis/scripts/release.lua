@@ -1,7 +1,8 @@
--- KEYS[1] the lock. ARGV[1] the value the owner's fresh grant wrote ('' when
--- the caller has none, or keeps the lock), ARGV[2] owner, ARGV[3] holds to
--- take off, ARGV[4] the release channel, ARGV[5] the lock name (the
--- message), ARGV[6] ms to keep the lock after the last hold ('0': free it).
+-- KEYS[1] the lock; KEYS[2] (not Redlock's) its readers. ARGV[1] the value
+-- the owner's fresh grant wrote ('' when the caller has none, or keeps the
+-- lock), ARGV[2] owner, ARGV[3] holds to take off, ARGV[4] the release
+-- channel, ARGV[5] the lock name (the message), ARGV[6] ms to keep the lock
+-- after the last hold ('0': free it).
 -- A kept lock has owner '' and holds 0: nobody can release or renew it,
 -- every acquire is refused until it expires, and its waiters are told all
 -- the same, so that they look again and sleep until it ends.
@@ -30,6 +31,14 @@ if left > 0 then
   v.holds = left
   redis.call('SET', KEYS[1], encode(v), 'PXAT', v.expires)
   return left
+end
+if KEYS[2] and v.waited == '1' and redis.call('HGET', KEYS[2], ARGV[2]) then
+  -- The owner reads it too (read_acquire.lua, which kept this key from
+  -- ending before the read): the read keeps it read-held, a downgrade.
+  v.holds, v.lease, v.alive, v.waited, v.owner = 1, 0, -1, '0', ''
+  redis.call('SET', KEYS[1], encode(v), 'PXAT', v.expires)
+  announce(ARGV[4], ARGV[5])
+  return 0
 end
 local keep = tonumber(ARGV[6])
 if keep > 0 then

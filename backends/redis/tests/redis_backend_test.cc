@@ -2,6 +2,7 @@
 // ACL users, SELECT, the script cache, the key layout (nothing left behind),
 // what a pair costs the server, one subscription per client, and URI errors.
 #include <memory>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -182,6 +183,54 @@ TEST(RedisBackend, SemaphoresAndElectionsLeaveNoKeyBehind) {
   EXPECT_OK(leading.Resign());
   EXPECT_EQ(*server->RawCommand({"DBSIZE"}), ":1\r\n")
       << "only the layout mark should be left";
+}
+
+// While readers hold, the lock's key is a marker a writer's SET NX fails on
+// (owner '', hold count 1: read-held); a writer that reads too and releases
+// its write keeps its read (a downgrade), even when it reads through
+// another client under an owner token, which no core can see; a force
+// unlock takes the readers along, and nothing outlives the holds.
+TEST(RedisBackend, ReadersKeepAMarkerInTheLocksKeyAndLeaveNoKeyBehind) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  auto writing = ConnectOrDie(server->Uri("rw"));
+  auto reading = ConnectOrDie(server->Uri("rw"));
+  auto other = ConnectOrDie(server->Uri("rw"));
+  ASSERT_NE(writing, nullptr);
+  ASSERT_NE(reading, nullptr);
+  ASSERT_NE(other, nullptr);
+  AcquireOptions job;
+  job.owner_token = "job-7";
+  job.wait = absl::Seconds(5);
+  ASSERT_OK_AND_ASSIGN(auto lock, writing->GetLock("doc"));
+  ASSERT_OK_AND_ASSIGN(auto rw, reading->GetReadWriteLock("doc"));
+  ASSERT_OK_AND_ASSIGN(auto other_rw, other->GetReadWriteLock("doc"));
+  ASSERT_OK_AND_ASSIGN(Hold write, lock->Acquire(job));
+  ASSERT_OK_AND_ASSIGN(Hold read, rw->AcquireRead(job));
+  EXPECT_EQ(read.fencing_token(), write.fencing_token());
+  EXPECT_OK(write.Release());
+  absl::StatusOr<std::string> marker =
+      server->RawCommand({"GET", "dlock:{rw:doc}"});
+  ASSERT_OK(marker);
+  // v4 <sec> <usec> <holds 1> <lease 0> <since> <expires> <alive -1> <waited>
+  // and the empty owner.
+  EXPECT_TRUE(std::regex_match(
+      *marker, std::regex(R"(\$\d+\r\nv4 \d+ \d+ 1 0 -?\d+ -?\d+ -1 0 \r\n)")))
+      << *marker << ": the writer's release left no read-held marker";
+  EXPECT_EQ(other_rw->TryAcquireWrite({}).status().code(),
+            absl::StatusCode::kDeadlineExceeded)
+      << "a writer came in beside the downgraded read";
+  ASSERT_OK_AND_ASSIGN(Hold shared, other_rw->TryAcquireRead({}));
+  ASSERT_OK_AND_ASSIGN(ObjectInfo info, other_rw->Inspect());
+  EXPECT_EQ(info.holders.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(std::vector<ObjectInfo> listed,
+                       other->Admin().ListObjects(ObjectKind::kLock, "do"));
+  EXPECT_EQ(listed.size(), 1u) << "a read-held lock is listed";
+  EXPECT_OK(other->Admin().ForceUnlock("doc"));
+  EXPECT_EQ(*server->RawCommand({"DBSIZE"}), ":1\r\n")
+      << "the readers outlived the force unlock";
+  EXPECT_FALSE(shared.Release().ok());
+  EXPECT_FALSE(read.Release().ok());
 }
 
 // INFO commandstats' count of `command` since the last CONFIG RESETSTAT.

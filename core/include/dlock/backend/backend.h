@@ -251,6 +251,10 @@ class ObjectWatch {
   virtual bool Wait(MonoTime until, const CancelToken& cancel) = 0;
 };
 
+// A lock as ObjectInfo: its writer, or its keep (a backend adds its readers,
+// if it has any).
+ObjectInfo LockObject(const LockInfo& lock);
+
 class Backend {
  public:
   virtual ~Backend() = default;
