@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "dlock/dlock.h"
 #include "gmock/gmock.h"
@@ -231,6 +232,76 @@ TEST(RedisBackend, ReadersKeepAMarkerInTheLocksKeyAndLeaveNoKeyBehind) {
       << "the readers outlived the force unlock";
   EXPECT_FALSE(shared.Release().ok());
   EXPECT_FALSE(read.Release().ok());
+}
+
+// The space-separated fields of a bulk string reply ("$N\r\n<text>\r\n").
+std::vector<std::string> FieldsOf(const absl::StatusOr<std::string>& reply) {
+  EXPECT_OK(reply);
+  if (!reply.ok()) return {};
+  const size_t start = reply->find("\r\n");
+  const size_t end = reply->rfind("\r\n");
+  if (start == std::string::npos || end <= start) return {};
+  return absl::StrSplit(reply->substr(start + 2, end - start - 2), ' ');
+}
+
+// A lock value's liveness deadline in ms since the epoch, -1 for none:
+// "v4 <sec> <usec> <holds> <lease> <since> <expires> <alive> ...", the
+// deadlines in ms after the token's time (sec, usec).
+int64_t WriteAlive(const std::vector<std::string>& v) {
+  if (v.size() < 8) return -2;
+  const int64_t alive = std::stoll(v[7]);
+  if (alive == -1) return -1;
+  return std::stoll(v[1]) * 1000 + std::stoll(v[2]) / 1000 + alive;
+}
+
+// A writer's own read must not outlive the write's liveness deadline on the
+// server: once the write's key lapses, another writer's SET comes in while
+// the read is still believed (C23). The read's renewal raised only the
+// read's deadline; a read without liveness (another client of the same
+// owner token, liveness off) left the write's deadline in place.
+TEST(RedisBackend, AWritersOwnReadKeepsTheWriteAliveAsLongAsItself) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  auto writing = ConnectOrDie(server->Uri("alive"));  // liveness: 10 s
+  ASSERT_NE(writing, nullptr);
+  AcquireOptions job;
+  job.owner_token = "job-9";
+  job.lease = absl::Seconds(60);
+  ASSERT_OK_AND_ASSIGN(auto lock, writing->GetLock("doc"));
+  ASSERT_OK_AND_ASSIGN(auto rw, writing->GetReadWriteLock("doc"));
+  ASSERT_OK_AND_ASSIGN(Hold write, lock->Acquire(job));
+  ASSERT_OK_AND_ASSIGN(Hold read, rw->AcquireRead(job));
+  // The read renewed with a liveness TTL far beyond the write's heartbeat,
+  // as the watchdog sends it (lease 60 s, TTL 600 s).
+  EXPECT_EQ(*server->RawCommand({"FCALL", "dlock_v5_read_renew", "2",
+                                 "dlock:{alive:doc}", "dlock:r{alive:doc}",
+                                 "t:job-9", "60000", "600000"}),
+            ":1\r\n");
+  // A reader's entry: <token> <holds> <permits> <lease> <since> <expires>
+  // <alive> <slots>, in ms since the epoch.
+  const std::vector<std::string> reader =
+      FieldsOf(server->RawCommand({"HGET", "dlock:r{alive:doc}", "t:job-9"}));
+  ASSERT_EQ(reader.size(), 8u);
+  const int64_t read_alive = std::stoll(reader[6]);
+  EXPECT_GT(read_alive, absl::ToUnixMillis(absl::Now()) + 300000);
+  EXPECT_GE(
+      WriteAlive(FieldsOf(server->RawCommand({"GET", "dlock:{alive:doc}"}))),
+      read_alive)
+      << "the write may lapse while its owner's read is believed";
+
+  // The same owner token reading through a client without liveness.
+  auto unwatched =
+      ConnectOrDie(absl::StrCat(server->Uri("alive"), "&liveness_ttl=off"));
+  ASSERT_NE(unwatched, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto other_rw, unwatched->GetReadWriteLock("doc"));
+  EXPECT_OK(read.Release());
+  ASSERT_OK_AND_ASSIGN(Hold unwatched_read, other_rw->AcquireRead(job));
+  EXPECT_EQ(
+      WriteAlive(FieldsOf(server->RawCommand({"GET", "dlock:{alive:doc}"}))),
+      -1)
+      << "a read without a liveness deadline left the write one";
+  EXPECT_OK(unwatched_read.Release());
+  EXPECT_OK(write.Release());
 }
 
 // INFO commandstats' count of `command` since the last CONFIG RESETSTAT.
