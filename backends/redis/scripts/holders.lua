@@ -189,6 +189,18 @@ end
 -- the kept maximum from now, a live caller's liveness refreshed, the hash
 -- never expiring before it. Returns the entry, or nil when the owner holds
 -- nothing live here.
+-- A write hold's key outlives its owner's read of it: its liveness deadline
+-- never below the read's, and none when the read has none. Otherwise the
+-- write could lapse while the read is still believed, and another writer's
+-- SET would come in beside the read. Returns whether `v` changed.
+local function keep_write_alive_for_read(v, h)
+  if v.alive < 0 then return false end
+  local alive = h.alive < 0 and -1 or math.max(v.alive, h.alive)
+  if alive == v.alive then return false end
+  v.alive = alive
+  return true
+end
+
 local function renew_holder(key, owner, lease, ttl, down, up)
   local raw = redis.call('HGET', key, owner)
   if not raw then return nil end

@@ -35,7 +35,7 @@ if v and v.owner == owner and not lapsed(v, down) then
   v.waited = '1'
   v.lease = math.max(v.lease, h.lease)
   v.expires = math.max(v.expires, h.expires)
-  if v.alive >= 0 and h.alive >= 0 then v.alive = math.max(v.alive, h.alive) end
+  keep_write_alive_for_read(v, h)
   redis.call('SET', lock, encode(v), 'PXAT', v.expires)
   return {1, v.token, h.holds}
 end
