@@ -189,7 +189,6 @@ std::vector<Case> Cases() {
     // A worker's proxy stands before one server: on Redlock it would cut
     // one master of three (its partitions: redlock_history_test.cc).
     bool partitions = true;
-    bool ci_kill_only = false;  // CI: a killed holder only, for every workload
   };
   // Multi-locks work on every backend (taken in one global order where a
   // backend has no atomic form).
@@ -203,9 +202,7 @@ std::vector<Case> Cases() {
       // under the waiting writers' intents (3, 1 and 0 times in three runs,
       // the last failing its "readers together" check; no overlap of a
       // writer in any): out of CI until that is understood.
-      {"etcd",
-       {W::kMulti, W::kSemaphore, W::kElection},
-       /*ci_kill_only=*/true}};
+      {"etcd", {W::kMulti, W::kSemaphore, W::kElection}}};
   std::vector<Case> cases;
   for (const Offer& offer : offers) {
     if (std::find(built.begin(), built.end(), offer.backend) == built.end()) {
@@ -216,8 +213,8 @@ std::vector<Case> Cases() {
         // CI: a killed holder for every workload, a partitioned one for
         // the semaphore and the election.
         const bool short_case =
-            f == F::kKill || (f == F::kPartition && !offer.ci_kill_only &&
-                              (w == W::kSemaphore || w == W::kElection));
+            f == F::kKill ||
+            (f == F::kPartition && (w == W::kSemaphore || w == W::kElection));
         if (f == F::kPartition && !offer.partitions) continue;
         if (all || short_case) cases.push_back({offer.backend, w, f});
       }
