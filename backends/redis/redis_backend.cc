@@ -237,16 +237,7 @@ class RedisBackend : public Backend {
   // A SCAN per master (a cluster's locks are spread over them).
   absl::StatusOr<std::vector<LockInfo>> List(
       absl::string_view prefix) override {
-    absl::StatusOr<std::vector<std::string>> names =
-        ScanEveryMaster(*router_, keys_.lock_prefix(), prefix);
-    if (!names.ok()) return names.status();
-    std::vector<LockInfo> out;
-    for (const std::string& name : *names) {
-      absl::StatusOr<LockInfo> info = Inspect(name);
-      if (!info.ok()) return info.status();
-      if (info->locked) out.push_back(*std::move(info));
-    }
-    return out;
+    return InspectHeld(ScanEveryMaster(*router_, keys_.lock_prefix(), prefix));
   }
 
   absl::Status ForceUnlock(absl::string_view name) override {

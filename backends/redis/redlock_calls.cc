@@ -198,16 +198,8 @@ absl::StatusOr<LockInfo> RedlockBackend::Inspect(absl::string_view name) {
 
 absl::StatusOr<std::vector<LockInfo>> RedlockBackend::List(
     absl::string_view prefix) {
-  absl::StatusOr<std::vector<std::string>> names = ScanEveryMaster(
-      [&](Master& m) { return ScanLockNames(m, keys_, prefix); });
-  if (!names.ok()) return names.status();
-  std::vector<LockInfo> out;
-  for (const std::string& name : *names) {
-    absl::StatusOr<LockInfo> info = Inspect(name);
-    if (!info.ok()) return info.status();
-    if (info->locked) out.push_back(*std::move(info));
-  }
-  return out;
+  return InspectHeld(ScanEveryMaster(
+      [&](Master& m) { return ScanLockNames(m, keys_, prefix); }));
 }
 
 // Each name once, from a quorum of masters at least: a name on fewer than a

@@ -138,16 +138,7 @@ absl::StatusOr<std::vector<std::string>> ZkBackend::NamesOf(
 
 absl::StatusOr<std::vector<LockInfo>> ZkBackend::List(
     absl::string_view prefix) {
-  absl::StatusOr<std::vector<std::string>> names =
-      NamesOf(ObjectKind::kLock, prefix);
-  if (!names.ok()) return names.status();
-  std::vector<LockInfo> out;
-  for (const std::string& name : *names) {
-    absl::StatusOr<LockInfo> info = Inspect(name);
-    if (!info.ok()) return info.status();
-    if (info->locked) out.push_back(*std::move(info));
-  }
-  return out;
+  return InspectHeld(NamesOf(ObjectKind::kLock, prefix));
 }
 
 absl::StatusOr<ServerMemory> ZkBackend::ServerMemoryUse() {

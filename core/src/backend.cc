@@ -53,6 +53,18 @@ absl::StatusOr<std::vector<LockInfo>> Backend::List(absl::string_view) {
   return absl::UnimplementedError("this backend cannot list its locks");
 }
 
+absl::StatusOr<std::vector<LockInfo>> Backend::InspectHeld(
+    const absl::StatusOr<std::vector<std::string>>& names) {
+  if (!names.ok()) return names.status();
+  std::vector<LockInfo> out;
+  for (const std::string& name : *names) {
+    absl::StatusOr<LockInfo> info = Inspect(name);
+    if (!info.ok()) return info.status();
+    if (info->locked) out.push_back(*std::move(info));
+  }
+  return out;
+}
+
 absl::Status Backend::ForceUnlockIfToken(absl::string_view, uint64_t) {
   return absl::UnimplementedError(
       "this backend cannot force-unlock on a fencing token");

@@ -381,6 +381,13 @@ class Backend {
   // Stops background work and closes connections. Called once, after the
   // core has released what the client held; no call follows it.
   virtual void Shutdown() = 0;
+
+ protected:
+  // List() for a backend that finds lock names by scanning: each name
+  // inspected, the held ones kept; the scan's or an inspection's error is
+  // the answer.
+  absl::StatusOr<std::vector<LockInfo>> InspectHeld(
+      const absl::StatusOr<std::vector<std::string>>& names);
 };
 
 // What a backend factory gets. `params` holds the URI's query parameters
