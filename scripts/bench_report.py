@@ -176,7 +176,6 @@ def primitives_only(args, children):
             close(child)
     with open(records_path, "w") as f:
         json.dump(saved, f, indent=1, default=str)
-    args.rerender = True
     return rerender(args)
 
 

@@ -342,8 +342,6 @@ Sql::Sql(const std::string& table) {
   // The name is a validated identifier: no quote can end the literal.
   memory = {"dlock_memory",
             fill("SELECT pg_total_relation_size('{T}'::regclass)")};
-  s_acquire = {"dlock_s_acquire",
-               fill("SELECT * FROM {F}acquire\"($1, $2, $3, $4, $5, $6)")};
   ping = {"dlock_ping", "SELECT 1"};
   s_release = {"dlock_s_release",
                fill("SELECT {F}release\"($1, $2, $3, $4, $5, $6, $7, $8)")};

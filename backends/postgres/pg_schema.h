@@ -107,8 +107,8 @@ struct PrimitiveSql {
   Statement write_release;
   // $1, $2 -> the writer's columns, then a reader per row (pg_rw_sql.cc)
   Statement readers_inspect;
-  // Session mode's writer: s_acquire's parameters, then $7 wait, $8 the
-  // intent's ms -> as write_acquire; its release: s_release's.
+  // Session mode's writer: $4 lease ms, $5 has-session, $6 grace ms, $7
+  // wait, $8 the intent's ms -> as write_acquire; its release: s_release's.
   Statement s_write_acquire;
   Statement s_write_release;
 
@@ -144,8 +144,6 @@ struct Sql {
   Statement sweep;   // no parameters: deletes rows free for 10 minutes
   Statement memory;  // no parameters: the lock table's bytes, with indexes
   // Session mode: calls of the functions the schema defines.
-  // $4 lease ms, $5 has-session, $6 grace ms -> like acquire
-  Statement s_acquire;
   // $4 holds, $5 has-session, $6 keep session, $7 channel, $8 keep ms
   Statement s_release;
   Statement s_renew;  // $4 lease ms, $5 has-session -> bool

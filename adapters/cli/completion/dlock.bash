@@ -38,7 +38,7 @@ _dlock() {
       return ;;
     --scenarios)
       COMPREPLY=($(compgen -W "uncontended contention watchdog memory
-        semaphore shared election" -- "$cur"))
+        semaphore shared exclusive election" -- "$cur"))
       return ;;
   esac
   case ${COMP_WORDS[1]} in

@@ -14,8 +14,7 @@ h.alive = math.max(h.alive, up + tonumber(ARGV[3]))
 redis.call('HSET', KEYS[1], ARGV[1], encode_holder(h))
 if KEYS[2] then
   local v = decode(redis.call('GET', KEYS[2]))
-  if v and v.owner == ARGV[1] and v.alive >= 0 and v.alive < h.alive then
-    v.alive = h.alive
+  if v and v.owner == ARGV[1] and keep_write_alive_for_read(v, h) then
     redis.call('SET', KEYS[2], encode(v), 'KEEPTTL')
   end
 end

@@ -185,10 +185,6 @@ local function take_off_holder(key, o, owner, n)
   return 0
 end
 
--- A holder's renewal (C5, C7): the lease to the larger of the one asked and
--- the kept maximum from now, a live caller's liveness refreshed, the hash
--- never expiring before it. Returns the entry, or nil when the owner holds
--- nothing live here.
 -- A write hold's key outlives its owner's read of it: its liveness deadline
 -- never below the read's, and none when the read has none. Otherwise the
 -- write could lapse while the read is still believed, and another writer's
@@ -201,6 +197,10 @@ local function keep_write_alive_for_read(v, h)
   return true
 end
 
+-- A holder's renewal (C5, C7): the lease to the larger of the one asked and
+-- the kept maximum from now, a live caller's liveness refreshed, the hash
+-- never expiring before it. Returns the entry, or nil when the owner holds
+-- nothing live here.
 local function renew_holder(key, owner, lease, ttl, down, up)
   local raw = redis.call('HGET', key, owner)
   if not raw then return nil end
