@@ -16,9 +16,9 @@ from bench_report_measure import Failure, dlock_results, run
 # every one that offers a primitive today; one that does not says so in its
 # `dlock bench` record, and the section shows its traits' note.
 BACKENDS = {"redis": "redis", "redis-cluster": "redis_cluster3", "zookeeper": "zookeeper",
-            "postgres": "postgres"}
+            "postgres": "postgres", "etcd": "etcd"}
 TITLES = {"redis": "Redis", "redis-cluster": "Redis Cluster (3 masters)",
-          "zookeeper": "ZooKeeper", "postgres": "PostgreSQL (lease)"}
+          "zookeeper": "ZooKeeper", "postgres": "PostgreSQL (lease)", "etcd": "etcd"}
 SCENARIOS = ["semaphore", "shared", "exclusive", "election"]
 THREADS = [1, 16]
 # Quick mode (the bench_report_quick test, a CI cost): 16 threads, and
