@@ -135,17 +135,26 @@ TEST_P(Redlock, AsksEveryMasterAtOnce) {
 // or its clock is ahead) sets the token; the others are raised to it before
 // the grant returns, so the next token exceeds it wherever the next quorum
 // is.
+// Far ahead of any server's clock in microseconds (2^52).
+constexpr int64_t kAhead = int64_t{1} << 52;
+
+// A client in namespace `ns` of masters whose master 0 has its floor one
+// below kAhead: its grants there set the token the others are raised to.
+absl::StatusOr<std::unique_ptr<LockClient>> ConnectWithAFloorAhead(
+    RedisGroup& group, const std::string& ns) {
+  absl::Status set =
+      group.server(0)
+          .RawCommand({"SET", absl::StrCat("dlock:", ns, ":floor"),
+                       absl::StrCat(kAhead - 1)})
+          .status();
+  if (!set.ok()) return set;
+  return Connect(RedlockUri(group, {}, absl::StrCat("namespace=", ns)));
+}
+
 TEST_P(Redlock, TokenIsTheQuorumsLargestAndIsWrittenBack) {
   std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
-  // Far ahead of any server's clock in microseconds (2^52).
-  constexpr int64_t kAhead = int64_t{1} << 52;
-  ASSERT_OK(
-      group->server(0)
-          .RawCommand({"SET", "dlock:tokens:floor", absl::StrCat(kAhead - 1)})
-          .status());
-  ASSERT_OK_AND_ASSIGN(auto client,
-                       Connect(RedlockUri(*group, {}, "namespace=tokens")));
+  ASSERT_OK_AND_ASSIGN(auto client, ConnectWithAFloorAhead(*group, "tokens"));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   ASSERT_OK_AND_ASSIGN(Hold first, lock->TryAcquire());
   EXPECT_EQ(first.fencing_token(), static_cast<uint64_t>(kAhead));
@@ -343,13 +352,7 @@ int64_t TermOn(test::RedisServer& server, const std::string& key) {
 TEST_P(Redlock, ElectionTermIsTheQuorumsLargestAndIsWrittenBack) {
   std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
-  constexpr int64_t kAhead = int64_t{1} << 52;
-  ASSERT_OK(
-      group->server(0)
-          .RawCommand({"SET", "dlock:terms:floor", absl::StrCat(kAhead - 1)})
-          .status());
-  ASSERT_OK_AND_ASSIGN(auto client,
-                       Connect(RedlockUri(*group, {}, "namespace=terms")));
+  ASSERT_OK_AND_ASSIGN(auto client, ConnectWithAFloorAhead(*group, "terms"));
   ASSERT_OK_AND_ASSIGN(auto election, client->GetElection("leader"));
   ASSERT_OK_AND_ASSIGN(Leadership first, election->Campaign("a"));
   EXPECT_EQ(first.term(), static_cast<uint64_t>(kAhead));
@@ -411,13 +414,7 @@ TEST_P(Redlock, ElectionSplitVoteIsNotReportedAsLed) {
 TEST_P(Redlock, ReadTokenIsTheQuorumsLargestAndTheNextWritersExceedsIt) {
   std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
-  constexpr int64_t kAhead = int64_t{1} << 52;
-  ASSERT_OK(
-      group->server(0)
-          .RawCommand({"SET", "dlock:reads:floor", absl::StrCat(kAhead - 1)})
-          .status());
-  ASSERT_OK_AND_ASSIGN(auto client,
-                       Connect(RedlockUri(*group, {}, "namespace=reads")));
+  ASSERT_OK_AND_ASSIGN(auto client, ConnectWithAFloorAhead(*group, "reads"));
   ASSERT_OK_AND_ASSIGN(auto rw, client->GetReadWriteLock("doc"));
   ASSERT_OK_AND_ASSIGN(Hold read, rw->TryAcquireRead());
   EXPECT_EQ(read.fencing_token(), static_cast<uint64_t>(kAhead));
