@@ -63,10 +63,7 @@ ScriptCall HolderAcquireScript(const Master& master, const Keyspace& keys,
        keys.ReleaseChannel(call.name),
        ObjectMessage(call.shape.kind, call.name), ElectionFlag(call.shape.kind),
        std::string(call.value)}};
-  if (proposed.has_value()) {
-    script.keys.push_back(keys.floor());
-    script.args.push_back(absl::StrCat(*proposed));
-  }
+  AddFloorAndProposal(keys, proposed, script);
   return script;
 }
 
@@ -221,6 +218,20 @@ absl::StatusOr<ObjectInfo> ParseHoldersInspect(const redisReply* r,
   return info;
 }
 
+absl::StatusOr<LockWithReaders> ParseInspectWithReaders(
+    const redisReply* r, absl::string_view name, absl::string_view endpoint) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+    return Malformed("inspect", endpoint);
+  }
+  absl::StatusOr<LockInfo> writer = ParseInspect(r->element[0], name, endpoint);
+  if (!writer.ok()) return writer.status();
+  absl::StatusOr<ObjectInfo> readers =
+      ParseHoldersInspect(r->element[1], ObjectKind::kLock, name, endpoint);
+  if (!readers.ok()) return readers.status();
+  return LockWithReaders{.writer = *std::move(writer),
+                         .readers = *std::move(readers)};
+}
+
 ScriptCall HoldersForceUnlockScript(const Master& master, const Keyspace& keys,
                                     ObjectKind kind, absl::string_view name,
                                     std::optional<uint64_t> fencing_token) {
@@ -234,23 +245,28 @@ ScriptCall HoldersForceUnlockScript(const Master& master, const Keyspace& keys,
 
 ScriptCall ReadAcquireScript(const Master& master, const Keyspace& keys,
                              const Liveness& liveness, const AcquireCall& call,
-                             bool will_wait) {
-  return ScriptCall{
+                             bool will_wait, std::optional<uint64_t> proposed) {
+  ScriptCall script{
       &master.scripts().read_acquire,
       {keys.LockKey(call.name), KeyOf(keys, ObjectKind::kLock, call.name)},
       {std::string(call.owner), absl::StrCat(LeaseMillis(call.lease)),
        will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms)}};
+  AddFloorAndProposal(keys, proposed, script);
+  return script;
 }
 
 ScriptCall WriteAcquireScript(const Master& master, const Keyspace& keys,
                               const Liveness& liveness, const AcquireCall& call,
-                              bool will_wait, absl::Duration intent) {
-  return ScriptCall{
+                              bool will_wait, absl::Duration intent,
+                              std::optional<uint64_t> proposed) {
+  ScriptCall script{
       &master.scripts().write_acquire,
       {keys.LockKey(call.name), KeyOf(keys, ObjectKind::kLock, call.name)},
       {std::string(call.owner), absl::StrCat(LeaseMillis(call.lease)),
        will_wait ? "1" : "0", absl::StrCat(liveness.ttl_ms),
        absl::StrCat(absl::ToInt64Milliseconds(intent))}};
+  AddFloorAndProposal(keys, proposed, script);
+  return script;
 }
 
 bool IsUpgradeRefusal(const redisReply* r) {

@@ -67,15 +67,19 @@ ScriptCall HolderRefreshLivenessScript(const Master& master,
                                        absl::string_view name,
                                        absl::string_view owner, uint64_t token);
 // A lock's read (C23; read_acquire.lua): ParseAcquire() reads the reply.
+// Redlock `proposes` a fresh read's token (HolderAcquireScript's).
 ScriptCall ReadAcquireScript(const Master& master, const Keyspace& keys,
                              const Liveness& liveness, const AcquireCall& call,
-                             bool will_wait);
+                             bool will_wait,
+                             std::optional<uint64_t> proposed = {});
 // A lock's writer once acquire.lua refused it a lock held by nobody (kept,
 // or read-held): ParseAcquire() reads the reply, unless IsUpgradeRefusal.
 // A waiting writer's intent lives `intent` past each of its attempts.
+// Redlock `proposes` the grant's token (HolderAcquireScript's).
 ScriptCall WriteAcquireScript(const Master& master, const Keyspace& keys,
                               const Liveness& liveness, const AcquireCall& call,
-                              bool will_wait, absl::Duration intent);
+                              bool will_wait, absl::Duration intent,
+                              std::optional<uint64_t> proposed = {});
 // The writer's owner reads the lock (UpgradeRefusedError).
 bool IsUpgradeRefusal(const redisReply* reply);
 // The lock's release and force unlocks take its readers' hash along
@@ -87,6 +91,16 @@ void AddReadersKey(const Keyspace& keys, absl::string_view name,
 ScriptCall HolderAbandonScript(const Master& master, const Keyspace& keys,
                                ObjectKind kind, absl::string_view name,
                                absl::string_view owner);
+
+// A lock's inspect given its readers' key (AddReadersKey): its writer's
+// fields and its readers', read in one step (C11).
+struct LockWithReaders {
+  LockInfo writer;
+  ObjectInfo readers;
+};
+absl::StatusOr<LockWithReaders> ParseInspectWithReaders(
+    const redisReply* reply, absl::string_view name,
+    absl::string_view endpoint);
 
 ScriptCall HoldersInspectScript(const Master& master, const Keyspace& keys,
                                 ObjectKind kind, absl::string_view name);

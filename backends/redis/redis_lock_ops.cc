@@ -65,11 +65,16 @@ ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
       {std::string(owner), absl::StrCat(lease_ms), absl::StrCat(lease_ms + 1),
        will_wait ? "1" : "0",
        liveness.ttl_ms > 0 ? absl::StrCat(liveness.ttl_ms + 1) : "-1"}};
-  if (proposed_token.has_value()) {
-    call.keys.push_back(keys.floor());
-    call.args.push_back(absl::StrCat(*proposed_token));
-  }
+  AddFloorAndProposal(keys, proposed_token, call);
   return call;
+}
+
+void AddFloorAndProposal(const Keyspace& keys,
+                         std::optional<uint64_t> proposed_token,
+                         ScriptCall& call) {
+  if (!proposed_token.has_value()) return;
+  call.keys.push_back(keys.floor());
+  call.args.push_back(absl::StrCat(*proposed_token));
 }
 
 ScriptCall RefreshLivenessScript(const Master& master, const Keyspace& keys,

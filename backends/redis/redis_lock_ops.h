@@ -99,6 +99,13 @@ ScriptCall AcquireScript(const Master& master, const Keyspace& keys,
                          bool will_wait,
                          std::optional<uint64_t> proposed_token = std::nullopt);
 
+// Redlock: the master's floor (Keyspace::floor()) as the script's last key
+// and the round's proposed token as its last argument, for the scripts
+// that take them (acquire, sem_acquire, read_acquire, write_acquire).
+void AddFloorAndProposal(const Keyspace& keys,
+                         std::optional<uint64_t> proposed_token,
+                         ScriptCall& call);
+
 // The heartbeat of one hold: refreshes its liveness deadline while it is
 // still the hold with `token`. ParseRefreshLiveness reads the reply: true
 // while the hold is this one.

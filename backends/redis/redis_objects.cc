@@ -206,21 +206,14 @@ absl::StatusOr<ObjectInfo> HolderObjects::InspectLock(absl::string_view name) {
   });
   const Routed::Answer& answer = routed.answers[0];
   if (!answer.reply.ok()) return answer.reply.status();
-  const redisReply* r = answer.reply->get();
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-    return Malformed("inspect", answer.endpoint());
-  }
-  absl::StatusOr<LockInfo> writer =
-      ParseInspect(r->element[0], name, answer.endpoint());
-  if (!writer.ok()) return writer.status();
-  absl::StatusOr<ObjectInfo> readers = ParseHoldersInspect(
-      r->element[1], ObjectKind::kLock, name, answer.endpoint());
-  if (!readers.ok()) return readers.status();
-  ObjectInfo info = LockObject(*writer);
-  for (HolderInfo& reader : readers->holders) {
+  absl::StatusOr<LockWithReaders> lock =
+      ParseInspectWithReaders(answer.reply->get(), name, answer.endpoint());
+  if (!lock.ok()) return lock.status();
+  ObjectInfo info = LockObject(lock->writer);
+  for (HolderInfo& reader : lock->readers.holders) {
     info.holders.push_back(std::move(reader));
   }
-  info.waiter = std::move(readers->waiter);
+  info.waiter = std::move(lock->readers.waiter);
   return info;
 }
 

@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "dlock/backend/backend.h"
 #include "dlock/backend/wakeup.h"
+#include "dlock/errors.h"
 #include "redis_holder_ops.h"
 #include "redis_lock_ops.h"
 #include "redis_master.h"
@@ -94,18 +95,18 @@ absl::Status RedlockBackend::Start() {
 
 absl::StatusOr<Grant> RedlockBackend::Acquire(const AcquireCall& call) {
   const bool will_wait = call.deadline > clock_.Now();
-  std::shared_ptr<RedlockLockHold> record;
-  // An election's campaigners sleep on its message, not on the lock's name.
-  std::string message;
+  Rounds rounds;
+  // An election's campaigners sleep on its message, not on the lock's name
+  // (a lock's readers and writers on its name).
+  const std::string message = ObjectMessage(call.shape.kind, call.name);
   AcquireCall waiting = call;
-  if (!call.shape.IsLockWriter()) {
-    message = ObjectMessage(call.shape.kind, call.name);
-    waiting.name = message;
-  }
+  waiting.name = message;
   absl::StatusOr<Grant> grant =
       AcquireWithWakeups(waiting, releases_, fallback_poll_,
-                         [&]() { return TryRound(call, will_wait, &record); });
-  if (grant.ok()) grant->record = std::move(record);
+                         [&]() { return TryRound(call, will_wait, &rounds); });
+  // Readers wait behind an intent until it ends: it goes with the wait.
+  if (rounds.intent_left) DropIntent(call);
+  if (grant.ok()) grant->record = std::move(rounds.record);
   return grant;
 }
 
@@ -116,13 +117,12 @@ absl::StatusOr<Grant> RedlockBackend::Acquire(const AcquireCall& call) {
 // empty-handed, each told that another holds it (C3). A waiting caller
 // runs again through the wait loop.
 absl::StatusOr<::dlock::Attempt> RedlockBackend::TryRound(
-    const AcquireCall& call, bool will_wait,
-    std::shared_ptr<RedlockLockHold>* record) {
+    const AcquireCall& call, bool will_wait, Rounds* rounds) {
   constexpr int kSplitRetries = 4;
   for (int splits = 0;; ++splits) {
     bool split = false;
     absl::StatusOr<::dlock::Attempt> attempt =
-        OneRound(call, will_wait, record, &split);
+        OneRound(call, will_wait, rounds, &split);
     if (!split || will_wait || splits == kSplitRetries ||
         call.cancel.IsCancelled()) {
       return attempt;
@@ -135,8 +135,7 @@ absl::StatusOr<::dlock::Attempt> RedlockBackend::TryRound(
 // quorum within the lease, the agreed token; otherwise what the round
 // took is given back. `*split` says whether no owner holds a quorum.
 absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
-    const AcquireCall& call, bool will_wait,
-    std::shared_ptr<RedlockLockHold>* record, bool* split) {
+    const AcquireCall& call, bool will_wait, Rounds* rounds, bool* split) {
   const MonoTime sent = clock_.Now();
   // One proposal for every master: those whose floors lie below it agree.
   const uint64_t proposed = absl::ToUnixMicros(absl::Now());
@@ -145,15 +144,21 @@ absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
       OnEach([&](const Master& m,
                  size_t) { return RoundScript(m, call, will_wait, proposed); },
              &replied);
+  if (call.shape.IsLockWriter()) {
+    MeetReaders(call, will_wait, proposed, replies, replied, rounds);
+  }
   std::vector<std::optional<Acquired>> granted(masters_.size());
   // The holders' leases left, by holder.
   absl::flat_hash_map<std::string, std::vector<absl::Duration>> refused_by;
   size_t grants = 0;
   size_t refusals = 0;
   absl::Status error;
+  absl::Status upgrade;  // the owner reads the lock there (C23)
   for (size_t i = 0; i < replies.size(); ++i) {
     absl::StatusOr<AcquireReply> a = ParseRound(replies[i], i, call);
-    if (!a.ok()) {
+    if (IsUpgradeRefused(a.status())) {
+      upgrade = a.status();
+    } else if (!a.ok()) {
       if (error.ok()) error = a.status();
     } else if (a->acquired.has_value()) {
       granted[i] = a->acquired;
@@ -164,18 +169,24 @@ absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
     }
   }
   auto* held = static_cast<RedlockHold*>(call.held);
+  if (!upgrade.ok()) {
+    // Never a deadlock: refused at once, and nothing of the round kept.
+    if (grants > 0) GiveBack(call, granted);
+    return upgrade;
+  }
   if (grants >= quorum_) {
     std::optional<Agreed> won = AgreeOnToken(call, held, granted);
     const MonoTime valid_until = sent + call.lease - drift_.Of(call.lease);
     if (won.has_value() && clock_.Now() < valid_until) {
       auto* hold = static_cast<RedlockLockHold*>(held);
       if (won->fresh || held == nullptr) {
-        *record = std::make_shared<RedlockLockHold>(
-            call.name, call.owner, call.shape.kind, won->acquired.fencing_token,
+        std::shared_ptr<RedlockLockHold>& record = rounds->record;
+        record = std::make_shared<RedlockLockHold>(
+            call.name, call.owner, call.shape, won->acquired.fencing_token,
             valid_until, masters_.size(), absl::Milliseconds(liveness_.ttl_ms),
             drift_);
-        hold = record->get();
-        if (KeepsLiveness()) held_.Add(*record);
+        hold = record.get();
+        if (KeepsLiveness()) held_.Add(record);
       } else {
         held->Extend(valid_until);
       }
@@ -198,10 +209,18 @@ absl::StatusOr<::dlock::Attempt> RedlockBackend::OneRound(
   if (grants + refusals < quorum_) {
     return NoQuorum("acquire", grants + refusals, error);
   }
-  for (auto& [holder, leases] : refused_by) {
-    if (leases.size() < quorum_) continue;
+  return Refused(refused_by, error, split);
+}
+
+::dlock::Attempt RedlockBackend::Refused(
+    const absl::flat_hash_map<std::string, std::vector<absl::Duration>>&
+        refused_by,
+    const absl::Status& error, bool* split) const {
+  for (const auto& [holder, held_for] : refused_by) {
+    if (held_for.size() < quorum_) continue;
     // Held by a quorum: free once enough of its keys expire that fewer
     // than a quorum remain (a release wakes us sooner).
+    std::vector<absl::Duration> leases = held_for;
     std::sort(leases.begin(), leases.end());
     return ::dlock::Attempt{
         .acquired = std::nullopt,

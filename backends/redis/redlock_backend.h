@@ -1,6 +1,8 @@
 // Copyright dlock authors. The redlock:// backend (redlock_backend.cc has
 // the algorithm, redlock_calls.cc the calls on a hold after its grant and
-// the admin calls, redlock_objects.cc elections). Private to backends/redis.
+// the admin calls, redlock_objects.cc what elections and read-write locks
+// change in them, redlock_rw.cc the read-write lock's own). Private to
+// backends/redis.
 #ifndef DLOCK_BACKENDS_REDIS_REDLOCK_BACKEND_H_
 #define DLOCK_BACKENDS_REDIS_REDLOCK_BACKEND_H_
 
@@ -8,8 +10,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "dlock/backend/backend.h"
@@ -41,13 +45,13 @@ class RedlockBackend : public Backend {
         .fencing = FencingStrength::kServerMemory,
         .can_list = true,
         .keeps_after_release = true,
+        .read_write_locks = true,
         .elections = true,
         // docs/design/primitives.md, "Redlock: not offered".
         .primitives_note =
             "semaphores: a count kept on independent masters can exceed N "
             "(with N=2 on three masters, holders of {m1,m2}, {m2,m3} and "
-            "{m1,m3} each have a quorum); read-write locks are not wired on "
-            "Redlock yet (issue 24)"};
+            "{m1,m3} each have a quorum)"};
   }
 
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override;
@@ -85,9 +89,10 @@ class RedlockBackend : public Backend {
   // Every master's, summed: each keeps its own copy of the locks.
   absl::StatusOr<ServerMemory> ServerMemoryUse() override;
 
-  // Elections (redlock_objects.cc): the one-master scripts on every master,
-  // counted against the quorum as a lock's calls are; a campaign is a
-  // round of TryRound. Semaphores and readers: Backend's Unimplemented.
+  // Elections and a lock's readers (redlock_objects.cc, redlock_rw.cc): the
+  // one-master scripts on every master, counted against the quorum as a
+  // lock's calls are; a campaign or a read is a round of TryRound.
+  // Semaphores: Backend's Unimplemented.
   absl::Status Proclaim(const ProclaimCall& call) override;
   std::unique_ptr<ObjectWatch> WatchObject(ObjectKind kind,
                                            absl::string_view name) override;
@@ -104,22 +109,47 @@ class RedlockBackend : public Backend {
   }
 
  private:
+  // What an acquisition's rounds leave besides the grant: the hold's
+  // record, and whether a writer's intent of the owner may remain among
+  // some master's readers (C23), which goes when the wait ends (C9).
+  struct Rounds {
+    std::shared_ptr<RedlockLockHold> record;
+    bool intent_left = false;
+  };
+
   // One attempt as the core sees it. A split vote (no owner holds a quorum,
   // this one included) decides nothing: its round is given back and, for a
   // single attempt (TryAcquire), run again after a random delay, a few
   // times, so that callers racing for a free lock do not all come away
   // empty-handed, each told that another holds it (C3). A waiting caller
   // runs again through the wait loop.
-  absl::StatusOr<::dlock::Attempt> TryRound(
-      const AcquireCall& call, bool will_wait,
-      std::shared_ptr<RedlockLockHold>* record);
+  absl::StatusOr<::dlock::Attempt> TryRound(const AcquireCall& call,
+                                            bool will_wait, Rounds* rounds);
 
   // One round of the algorithm: the script on every master at once; on a
   // quorum within the lease, the agreed token; otherwise what the round
   // took is given back. `*split` says whether no owner holds a quorum.
-  absl::StatusOr<::dlock::Attempt> OneRound(
-      const AcquireCall& call, bool will_wait,
-      std::shared_ptr<RedlockLockHold>* record, bool* split);
+  absl::StatusOr<::dlock::Attempt> OneRound(const AcquireCall& call,
+                                            bool will_wait, Rounds* rounds,
+                                            bool* split);
+
+  // A round that did not win: what the refusals say (held by an owner
+  // with a quorum, a master unheard, or a split vote: `*split`).
+  ::dlock::Attempt Refused(
+      const absl::flat_hash_map<std::string, std::vector<absl::Duration>>&
+          refused_by,
+      const absl::Status& error, bool* split) const;
+
+  // A lock's writer that masters refused with the lock held by nobody
+  // (kept, or read-held: C23) asks those masters write_acquire.lua, as one
+  // master does, in a second step of the round (redlock_rw.cc); their
+  // answers and reply times replace the first step's.
+  void MeetReaders(const AcquireCall& call, bool will_wait, uint64_t proposed,
+                   Replies& replies, std::vector<MonoTime>& replied,
+                   Rounds* rounds);
+  // The owner's writer intent goes from every master, waking the readers
+  // it held back.
+  void DropIntent(const AcquireCall& call);
 
   // The grant, its token known to a quorum; nullopt when fewer than a
   // quorum could be told. A re-entry (a quorum counts more than one hold)
@@ -154,6 +184,11 @@ class RedlockBackend : public Backend {
       const std::optional<absl::StatusOr<Reply>>& reply, size_t master,
       const AcquireCall& call) const;
   ScriptCall GiveBackScript(const Master& m, const AcquireCall& call) const;
+  // A lock writer's release, with its readers' key: a writer that also
+  // reads keeps its read (a downgrade, C23).
+  ScriptCall WriterReleaseScript(const Master& m, absl::string_view name,
+                                 absl::string_view owner, int64_t holds,
+                                 absl::Duration keep_for) const;
   ScriptCall RaiseScript(const Master& m, const AcquireCall& call,
                          uint64_t token) const;
 
@@ -192,6 +227,42 @@ class RedlockBackend : public Backend {
         told ? std::optional<bool>(live >= blocking_) : std::nullopt;
     return out;
   }
+
+  // Each master's reply parsed by `parse` (given the reply and the
+  // master's endpoint), for the masters that answered; NoQuorum(what)
+  // unless a quorum did. Every master must have been asked.
+  template <typename T>
+  absl::StatusOr<std::vector<T>> QuorumAnswers(
+      const Replies& replies, absl::string_view what,
+      absl::FunctionRef<absl::StatusOr<T>(const redisReply*, absl::string_view)>
+          parse) const {
+    std::vector<T> out;
+    absl::Status error;
+    for (size_t i = 0; i < replies.size(); ++i) {
+      absl::StatusOr<T> one = Parse(replies[i], [&](const redisReply* r) {
+        return parse(r, masters_[i]->endpoint());
+      });
+      if (!one.ok()) {
+        if (error.ok()) error = one.status();
+        continue;
+      }
+      out.push_back(*std::move(one));
+    }
+    if (out.size() < quorum_) return NoQuorum(what, out.size(), error);
+    return out;
+  }
+
+  // The lock's writer as a quorum sees it, from each master's copy.
+  LockInfo AgreedLock(absl::string_view name,
+                      std::vector<LockInfo> copies) const;
+  // The holders of one holders hash (a leadership, a lock's readers) that
+  // a quorum of masters holds, from each master's reading (QuorumHolder per
+  // owner), and the waiter a quorum carries.
+  ObjectInfo AgreedHolders(ObjectKind kind, absl::string_view name,
+                           const std::vector<ObjectInfo>& copies) const;
+  // A lock with its writer and its readers as a quorum sees them
+  // (redlock_rw.cc).
+  absl::StatusOr<ObjectInfo> InspectLockObject(absl::string_view name);
 
   // The names `scan` finds on each master (SCAN), each once; Unavailable
   // unless a quorum answered (List, ListObjects).

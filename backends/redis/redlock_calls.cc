@@ -20,8 +20,8 @@ absl::StatusOr<int64_t> RedlockBackend::Release(const ReleaseCall& call) {
       return HolderReleaseScript(m, keys_, call.shape, call.name, call.owner,
                                  call.CountToSubtract());
     }
-    return ReleaseScript(m, keys_, call.name, call.owner,
-                         call.CountToSubtract(), call.keep_for);
+    return WriterReleaseScript(m, call.name, call.owner, call.CountToSubtract(),
+                               call.keep_for);
   });
   size_t answered = 0;
   size_t held_here = 0;
@@ -131,12 +131,12 @@ absl::Status RedlockBackend::RenewLiveness(absl::Duration) {
     std::vector<ScriptCall> scripts;
     for (const std::shared_ptr<RedlockLockHold>& hold : holds) {
       scripts.push_back(
-          hold->kind() == ObjectKind::kLock
+          hold->shape().IsLockWriter()
               ? RefreshLivenessScript(*m, keys_, liveness_, hold->name(),
                                       hold->owner(), hold->token())
-              : HolderRefreshLivenessScript(
-                    *m, keys_, liveness_, HoldShape{.kind = hold->kind()},
-                    hold->name(), hold->owner(), hold->token()));
+              : HolderRefreshLivenessScript(*m, keys_, liveness_, hold->shape(),
+                                            hold->name(), hold->owner(),
+                                            hold->token()));
     }
     pending.push_back(m->Submit(std::move(scripts)));
   }
@@ -170,22 +170,20 @@ absl::Status RedlockBackend::RenewLiveness(absl::Duration) {
 absl::StatusOr<LockInfo> RedlockBackend::Inspect(absl::string_view name) {
   Replies replies = OnEach(
       [&](const Master& m, size_t) { return InspectScript(m, keys_, name); });
-  size_t answered = 0;
-  absl::Status error;
+  absl::StatusOr<std::vector<LockInfo>> copies = QuorumAnswers<LockInfo>(
+      replies, "inspect", [&](const redisReply* r, absl::string_view endpoint) {
+        return ParseInspect(r, name, endpoint);
+      });
+  if (!copies.ok()) return copies.status();
+  return AgreedLock(name, *std::move(copies));
+}
+
+LockInfo RedlockBackend::AgreedLock(absl::string_view name,
+                                    std::vector<LockInfo> copies) const {
   absl::flat_hash_map<std::string, std::vector<LockInfo>> by_owner;
-  for (size_t i = 0; i < replies.size(); ++i) {
-    absl::StatusOr<LockInfo> info =
-        Parse(replies[i], [&](const redisReply* reply) {
-          return ParseInspect(reply, name, masters_[i]->endpoint());
-        });
-    if (!info.ok()) {
-      if (error.ok()) error = info.status();
-      continue;
-    }
-    ++answered;
-    if (info->locked) by_owner[info->owner].push_back(*std::move(info));
+  for (LockInfo& info : copies) {
+    if (info.locked) by_owner[info.owner].push_back(std::move(info));
   }
-  if (answered < quorum_) return NoQuorum("inspect", answered, error);
   LockInfo out;
   out.name = std::string(name);
   for (auto& [owner, infos] : by_owner) {
@@ -224,9 +222,12 @@ absl::StatusOr<std::vector<std::string>> RedlockBackend::ScanEveryMaster(
   return names;
 }
 
+// The lock's readers go with it.
 absl::Status RedlockBackend::ForceUnlock(absl::string_view name) {
   Replies replies = OnEach([&](const Master& m, size_t) {
-    return ForceUnlockScript(m, keys_, name);
+    ScriptCall force = ForceUnlockScript(m, keys_, name);
+    AddReadersKey(keys_, name, force);
+    return force;
   });
   size_t answered = 0;
   absl::Status error;
@@ -248,7 +249,9 @@ absl::Status RedlockBackend::ForceUnlock(absl::string_view name) {
 absl::Status RedlockBackend::ForceUnlockIfToken(absl::string_view name,
                                                 uint64_t fencing_token) {
   Replies replies = OnEach([&](const Master& m, size_t) {
-    return ForceUnlockIfTokenScript(m, keys_, name, fencing_token);
+    ScriptCall force = ForceUnlockIfTokenScript(m, keys_, name, fencing_token);
+    AddReadersKey(keys_, name, force);
+    return force;
   });
   return ForceUnlockVerdict(replies, name, fencing_token);
 }
@@ -256,25 +259,14 @@ absl::Status RedlockBackend::ForceUnlockIfToken(absl::string_view name,
 absl::Status RedlockBackend::ForceUnlockVerdict(
     const Replies& replies, absl::string_view name,
     std::optional<uint64_t> fencing_token) const {
-  size_t answered = 0;
-  size_t removed = 0;
-  absl::Status error;
-  for (size_t i = 0; i < replies.size(); ++i) {
-    absl::StatusOr<bool> r = Parse(replies[i], [&](const redisReply* reply) {
-      return ParseForceUnlockIfToken(reply, masters_[i]->endpoint());
-    });
-    if (!r.ok()) {
-      if (error.ok()) error = r.status();
-      continue;
-    }
-    ++answered;
-    if (*r) ++removed;
-  }
-  if (answered < quorum_) {
-    return NoQuorum(
-        fencing_token.has_value() ? "force unlock on a token" : "force unlock",
-        answered, error);
-  }
+  absl::StatusOr<std::vector<bool>> removals = QuorumAnswers<bool>(
+      replies,
+      fencing_token.has_value() ? "force unlock on a token" : "force unlock",
+      [](const redisReply* r, absl::string_view endpoint) {
+        return ParseForceUnlockIfToken(r, endpoint);
+      });
+  if (!removals.ok()) return removals.status();
+  const size_t removed = std::count(removals->begin(), removals->end(), true);
   if (!fencing_token.has_value()) return absl::OkStatus();
   if (removed == 0) return TokenMismatchError(name, *fencing_token);
   // A master that kept its copy may hold it for the same owner under

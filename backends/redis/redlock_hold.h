@@ -100,31 +100,31 @@ class RedlockHold : public HoldRecord {
   std::vector<OnMaster> masters_ ABSL_GUARDED_BY(mu_);
 };
 
-// The record the Redlock backend keeps: a hold with its lock (or
-// election) and owner, which its heartbeat needs, and the chains of its own
-// liveness deadline on each master (each lock carries its holders'
-// deadline).
+// The record the Redlock backend keeps: a hold with its lock, owner and
+// shape (a lock's writer or reader, a leadership), which its heartbeat
+// needs, and the chains of its own liveness deadline on each master (each
+// lock or entry carries its holders' deadline).
 class RedlockLockHold : public RedlockHold {
  public:
   RedlockLockHold(absl::string_view name, absl::string_view owner,
-                  ObjectKind kind, uint64_t token, MonoTime valid_until,
+                  const HoldShape& shape, uint64_t token, MonoTime valid_until,
                   size_t masters, absl::Duration ttl, Drift drift)
       : RedlockHold(token, valid_until, masters),
         name_(name),
         owner_(owner),
-        kind_(kind),
+        shape_(shape),
         chains_(masters, ttl, drift) {}
 
   const std::string& name() const { return name_; }
   const std::string& owner() const { return owner_; }
-  ObjectKind kind() const { return kind_; }
+  const HoldShape& shape() const { return shape_; }
   LivenessChains& chains() { return chains_; }
   const LivenessChains& chains() const { return chains_; }
 
  private:
   const std::string name_;
   const std::string owner_;
-  const ObjectKind kind_;
+  const HoldShape shape_;
   LivenessChains chains_;
 };
 

@@ -1,10 +1,12 @@
-// Elections on Redlock (issue 24; docs/redis.md): an election is the
-// one-master holders hash (sem_acquire.lua with N=1 and a value) on every
-// master, taken in rounds as a lock is (TryRound): a quorum must grant
-// within the lease less drift, the term is agreed from the masters' floors
-// as a lock's token, and a split vote gives its round back. What follows
-// are the calls that differ from a lock's by their scripts, and the
-// election's own: its leader as a quorum sees it, Proclaim, Watch.
+// Elections and read-write locks on Redlock (issue 24; docs/redis.md): an
+// election is the one-master holders hash (sem_acquire.lua with N=1 and a
+// value) on every master, a lock's read the one-master read_acquire.lua on
+// every master, each taken in rounds as a lock is (TryRound): a quorum
+// must grant within the lease less drift, the token is agreed from the
+// masters' floors as a lock's, and a split vote gives its round back. What
+// follows are the calls that differ from a lock writer's by their scripts,
+// what a quorum of holders hashes says, and the election's own calls:
+// Proclaim, Watch. The read-write lock's own: redlock_rw.cc.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -14,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/errors.h"
 #include "redis_holder_ops.h"
 #include "redlock_backend.h"
 
@@ -26,6 +29,9 @@ ScriptCall RedlockBackend::RoundScript(const Master& m, const AcquireCall& call,
     return AcquireScript(m, keys_, liveness_, call.name, call.owner, call.lease,
                          will_wait, proposed);
   }
+  if (call.shape.kind == ObjectKind::kLock) {
+    return ReadAcquireScript(m, keys_, liveness_, call, will_wait, proposed);
+  }
   return HolderAcquireScript(m, keys_, liveness_, call, will_wait,
                              absl::ZeroDuration(), proposed);
 }
@@ -34,9 +40,15 @@ absl::StatusOr<AcquireReply> RedlockBackend::ParseRound(
     const std::optional<absl::StatusOr<Reply>>& reply, size_t master,
     const AcquireCall& call) const {
   const std::string& endpoint = masters_[master]->endpoint();
-  if (call.shape.IsLockWriter()) {
-    return Parse(
-        reply, [&](const redisReply* r) { return ParseAcquire(r, endpoint); });
+  // A lock's writer (acquire.lua, or write_acquire.lua's answer: C23) or
+  // reader (read_acquire.lua).
+  if (call.shape.kind == ObjectKind::kLock) {
+    return Parse(reply,
+                 [&](const redisReply* r) -> absl::StatusOr<AcquireReply> {
+                   if (IsUpgradeRefusal(r))
+                     return UpgradeRefusedError(call.name);
+                   return ParseAcquire(r, endpoint);
+                 });
   }
   absl::StatusOr<HolderAcquireReply> holder =
       Parse(reply, [&](const redisReply* r) {
@@ -51,9 +63,20 @@ absl::StatusOr<AcquireReply> RedlockBackend::ParseRound(
 ScriptCall RedlockBackend::GiveBackScript(const Master& m,
                                           const AcquireCall& call) const {
   if (call.shape.IsLockWriter()) {
-    return ReleaseScript(m, keys_, call.name, call.owner, 1);
+    return WriterReleaseScript(m, call.name, call.owner, 1,
+                               absl::ZeroDuration());
   }
   return HolderReleaseScript(m, keys_, call.shape, call.name, call.owner, 1);
+}
+
+ScriptCall RedlockBackend::WriterReleaseScript(const Master& m,
+                                               absl::string_view name,
+                                               absl::string_view owner,
+                                               int64_t holds,
+                                               absl::Duration keep_for) const {
+  ScriptCall release = ReleaseScript(m, keys_, name, owner, holds, keep_for);
+  AddReadersKey(keys_, name, release);
+  return release;
 }
 
 ScriptCall RedlockBackend::RaiseScript(const Master& m, const AcquireCall& call,
@@ -103,62 +126,89 @@ std::unique_ptr<ObjectWatch> RedlockBackend::WatchObject(
   return std::make_unique<HubWatch>(releases_, ObjectMessage(kind, name));
 }
 
-// The leader a quorum of masters holds, as a lock's holder (QuorumHolder); its
-// value the one most of those masters carry (a proclaim that reached a
-// quorum is among them on every quorum).
-absl::StatusOr<ObjectInfo> RedlockBackend::InspectObject(
-    ObjectKind kind, absl::string_view name) {
-  if (kind != ObjectKind::kElection) return Backend::InspectObject(kind, name);
-  Replies replies = OnEach([&](const Master& m, size_t) {
-    return HoldersInspectScript(m, keys_, kind, name);
-  });
-  size_t answered = 0;
-  absl::Status error;
-  absl::flat_hash_map<std::string, std::vector<HolderInfo>> by_owner;
-  absl::flat_hash_map<std::string, std::vector<std::string>> values;
-  for (size_t i = 0; i < replies.size(); ++i) {
-    absl::StatusOr<ObjectInfo> info =
-        Parse(replies[i], [&](const redisReply* r) {
-          return ParseHoldersInspect(r, kind, name, masters_[i]->endpoint());
-        });
-    if (!info.ok()) {
-      if (error.ok()) error = info.status();
-      continue;
-    }
-    ++answered;
-    for (HolderInfo& holder : info->holders) {
-      values[holder.owner].push_back(info->value);
-      by_owner[holder.owner].push_back(std::move(holder));
+namespace {
+
+// The value most of the copies that hold `owner` carry (a proclaim that
+// reached a quorum is among them on every quorum).
+std::string MostCommonValue(const std::vector<ObjectInfo>& copies,
+                            absl::string_view owner) {
+  absl::flat_hash_map<std::string, size_t> seen;
+  std::string best;
+  size_t most = 0;
+  for (const ObjectInfo& copy : copies) {
+    for (const HolderInfo& holder : copy.holders) {
+      if (holder.owner != owner) continue;
+      const size_t n = ++seen[copy.value];
+      if (n > most || (n == most && copy.value < best)) {
+        most = n;
+        best = copy.value;
+      }
     }
   }
-  if (answered < quorum_) return NoQuorum("inspect", answered, error);
-  ObjectInfo out{.kind = kind, .name = std::string(name), .limit = 1};
-  for (auto& [owner, copies] : by_owner) {
-    std::optional<HolderInfo> leader = QuorumHolder(std::move(copies));
-    if (!leader.has_value()) continue;
-    std::vector<std::string>& seen = values[owner];
-    std::sort(seen.begin(), seen.end());
-    size_t best = 0;
-    for (size_t i = 0; i < seen.size();) {
-      const size_t end =
-          std::upper_bound(seen.begin() + i, seen.end(), seen[i]) -
-          seen.begin();
-      if (end - i > best) {
-        best = end - i;
-        out.value = seen[i];
-      }
-      i = end;
+  return best;
+}
+
+}  // namespace
+
+ObjectInfo RedlockBackend::AgreedHolders(
+    ObjectKind kind, absl::string_view name,
+    const std::vector<ObjectInfo>& copies) const {
+  absl::flat_hash_map<std::string, std::vector<HolderInfo>> by_owner;
+  absl::flat_hash_map<std::string, std::vector<WaiterInfo>> waiters;
+  for (const ObjectInfo& copy : copies) {
+    for (const HolderInfo& holder : copy.holders) {
+      by_owner[holder.owner].push_back(holder);
     }
-    out.holders.push_back(*std::move(leader));
+    if (copy.waiter.has_value()) {
+      waiters[copy.waiter->owner].push_back(*copy.waiter);
+    }
+  }
+  ObjectInfo out{.kind = kind, .name = std::string(name), .limit = 1};
+  for (auto& [owner, held] : by_owner) {
+    if (std::optional<HolderInfo> agreed = QuorumHolder(std::move(held))) {
+      out.holders.push_back(*std::move(agreed));
+    }
+  }
+  // Oldest first, as the other backends list them.
+  std::sort(out.holders.begin(), out.holders.end(),
+            [](const HolderInfo& a, const HolderInfo& b) {
+              return a.fencing_token < b.fencing_token;
+            });
+  for (auto& [owner, places] : waiters) {
+    if (places.size() >= quorum_) out.waiter = places.front();
   }
   return out;
 }
 
-// A SCAN of every master, then each election read as a quorum sees it.
+// The leader a quorum of masters holds, as a lock's holder (QuorumHolder);
+// its value the one most of those masters carry.
+absl::StatusOr<ObjectInfo> RedlockBackend::InspectObject(
+    ObjectKind kind, absl::string_view name) {
+  if (kind == ObjectKind::kLock) return InspectLockObject(name);
+  if (kind != ObjectKind::kElection) return Backend::InspectObject(kind, name);
+  Replies replies = OnEach([&](const Master& m, size_t) {
+    return HoldersInspectScript(m, keys_, kind, name);
+  });
+  absl::StatusOr<std::vector<ObjectInfo>> copies = QuorumAnswers<ObjectInfo>(
+      replies, "inspect", [&](const redisReply* r, absl::string_view endpoint) {
+        return ParseHoldersInspect(r, kind, name, endpoint);
+      });
+  if (!copies.ok()) return copies.status();
+  ObjectInfo out = AgreedHolders(kind, name, *copies);
+  for (const HolderInfo& leader : out.holders) {
+    out.value = MostCommonValue(*copies, leader.owner);
+  }
+  return out;
+}
+
+// A SCAN of every master, then each object read as a quorum sees it: the
+// elections led, the locks held (by a writer or readers) or kept.
 absl::StatusOr<std::vector<ObjectInfo>> RedlockBackend::ListObjects(
     ObjectKind kind, absl::string_view prefix) {
-  if (kind != ObjectKind::kElection) return Backend::ListObjects(kind, prefix);
-  const std::string key_prefix = ObjectNamesPrefix(keys_, kind);
+  if (kind == ObjectKind::kSemaphore) return Backend::ListObjects(kind, prefix);
+  const std::string key_prefix = kind == ObjectKind::kLock
+                                     ? keys_.lock_prefix()
+                                     : ObjectNamesPrefix(keys_, kind);
   absl::StatusOr<std::vector<std::string>> names = ScanEveryMaster(
       [&](Master& m) { return ScanNames(m, key_prefix, prefix); });
   if (!names.ok()) return names.status();
@@ -166,16 +216,24 @@ absl::StatusOr<std::vector<ObjectInfo>> RedlockBackend::ListObjects(
   for (const std::string& name : *names) {
     absl::StatusOr<ObjectInfo> info = InspectObject(kind, name);
     if (!info.ok()) return info.status();
-    if (!info->holders.empty()) out.push_back(*std::move(info));
+    if (!info->holders.empty() || info->kept_after_release) {
+      out.push_back(*std::move(info));
+    }
   }
   return out;
 }
 
+// A lock's writer as a lock's force unlock does (its readers with it); a
+// token that is not its writer's may be a reader's.
 absl::Status RedlockBackend::ForceUnlockObject(
     ObjectKind kind, absl::string_view name,
     std::optional<uint64_t> fencing_token) {
-  if (kind != ObjectKind::kElection) {
+  if (kind == ObjectKind::kSemaphore) {
     return Backend::ForceUnlockObject(kind, name, fencing_token);
+  }
+  if (kind == ObjectKind::kLock) {
+    absl::Status writer = Backend::ForceUnlockObject(kind, name, fencing_token);
+    if (!fencing_token.has_value() || !IsTokenMismatch(writer)) return writer;
   }
   Replies replies = OnEach([&](const Master& m, size_t) {
     return HoldersForceUnlockScript(m, keys_, kind, name, fencing_token);

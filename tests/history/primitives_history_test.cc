@@ -194,7 +194,7 @@ std::vector<Case> Cases() {
   // backend has no atomic form).
   const std::vector<Offer> offers = {
       {"redis", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
-      {"redlock3", {W::kElection}, /*partitions=*/false},
+      {"redlock3", {W::kElection, W::kReadWrite}, /*partitions=*/false},
       {"postgres_lease",
        {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
       {"zookeeper", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},

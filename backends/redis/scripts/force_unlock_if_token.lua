@@ -1,4 +1,4 @@
--- KEYS[1] the lock; KEYS[2] (not Redlock's) its readers. ARGV[1] channel,
+-- KEYS[1] the lock; KEYS[2] its readers. ARGV[1] channel,
 -- ARGV[2] name, ARGV[3] fencing token. Removes the lock, and the readers
 -- of its writer, only while its writer carries that token: returns 1 if
 -- removed, 0 when free, read-held or held with another token (left as it

@@ -134,6 +134,17 @@ local function next_token(us, last)
   return math.max(tonumber(us), last + 1)
 end
 
+-- Redlock (`floor_key` the namespace's token floor on this master): a fresh
+-- grant's token is the client's proposal unless the floor, or `above`,
+-- has passed it, so that the masters of one round agree on it; the floor
+-- rises to it (docs/redis.md, fencing over a quorum).
+local function floored_token(floor_key, proposed, above)
+  local token = math.max(tonumber(proposed), above + 1,
+                         tonumber(redis.call('GET', floor_key) or '0') + 1)
+  redis.call('SET', floor_key, string.format('%d', token))
+  return token
+end
+
 local function new_holder(token, permits, slots, lease, up, ttl)
   local alive = -1
   if ttl > 0 then alive = up + ttl end

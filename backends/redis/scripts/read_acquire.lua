@@ -1,7 +1,9 @@
 -- A read lock (C23). KEYS[1] the lock (dlock:{<ns>:<name>}), KEYS[2] its
--- readers (dlock:r{<ns>:<name>}). ARGV[1] owner, ARGV[2] lease (ms),
--- ARGV[3] '1' when the caller will wait, ARGV[4] liveness TTL (ms; '0':
--- none). Returns {1, token, holds} when granted, {0, ms until it may be
+-- readers (dlock:r{<ns>:<name>}), KEYS[3] (Redlock only) the namespace's
+-- token floor on this master. ARGV[1] owner, ARGV[2] lease (ms), ARGV[3]
+-- '1' when the caller will wait, ARGV[4] liveness TTL (ms; '0': none),
+-- ARGV[5] (Redlock only) the token the client proposes, as acquire.lua's
+-- ARGV[6]. Returns {1, token, holds} when granted, {0, ms until it may be
 -- free, holder or ''} when refused.
 local owner, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local lock, readers = KEYS[1], KEYS[2]
@@ -67,7 +69,9 @@ if h then
 else
   local floor = s.last
   if v then floor = math.max(floor, v.token) end
-  h = new_holder(next_token(us, floor), 1, '0', lease, up, ttl)
+  local token = next_token(us, floor)
+  if KEYS[3] then token = floored_token(KEYS[3], ARGV[5], floor) end
+  h = new_holder(token, 1, '0', lease, up, ttl)
   s.last = h.token
 end
 redis.call('HSET', readers, owner, encode_holder(h))

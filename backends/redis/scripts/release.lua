@@ -1,4 +1,4 @@
--- KEYS[1] the lock; KEYS[2] (not Redlock's) its readers. ARGV[1] the value
+-- KEYS[1] the lock; KEYS[2] its readers. ARGV[1] the value
 -- the owner's fresh grant wrote ('' when the caller has none, or keeps the
 -- lock), ARGV[2] owner, ARGV[3] holds to take off, ARGV[4] the release
 -- channel, ARGV[5] the lock name (the message), ARGV[6] ms to keep the lock

@@ -52,13 +52,8 @@ local reserved = 0
 if q and q.owner ~= owner then reserved = q.num end
 if o.used + permits + reserved <= s.limit then
   local token = next_token(us, s.last)
-  if KEYS[2] then
-    -- Redlock: not the server's clock but the proposal, above the floor,
-    -- so that the masters agree in one round (docs/redis.md).
-    token = math.max(tonumber(ARGV[12]), s.last + 1,
-                     tonumber(redis.call('GET', KEYS[2]) or '0') + 1)
-    redis.call('SET', KEYS[2], string.format('%d', token))
-  end
+  -- Redlock: not the server's clock but the proposal, above the floor.
+  if KEYS[2] then token = floored_token(KEYS[2], ARGV[12], s.last) end
   h = new_holder(token, permits, free_slots(o, permits, s.limit), lease, up,
                  ttl)
   redis.call('HSET', key, owner, encode_holder(h))

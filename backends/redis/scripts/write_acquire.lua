@@ -1,9 +1,11 @@
 -- The writer of a read-write lock (C23), asked after acquire.lua refused it
 -- a lock held by nobody (owner ''): kept after release, read-held, or
 -- handed over by the last reader (holders.lua, markers). KEYS[1] the lock,
--- KEYS[2] its readers. ARGV[1] owner, ARGV[2] lease (ms), ARGV[3] '1' when
--- the caller will wait, ARGV[4] liveness TTL (ms; '0': none), ARGV[5] how
--- long a waiting writer's intent lives without a retry (ms).
+-- KEYS[2] its readers, KEYS[3] (Redlock only) the namespace's token floor
+-- on this master. ARGV[1] owner, ARGV[2] lease (ms), ARGV[3] '1' when the
+-- caller will wait, ARGV[4] liveness TTL (ms; '0': none), ARGV[5] how long
+-- a waiting writer's intent lives without a retry (ms), ARGV[6] (Redlock
+-- only) the token the client proposes, as acquire.lua's ARGV[6].
 -- Returns {1, token, 1} when granted, {0, ms until it may change, holder or
 -- ''} when refused, {-4, 0, ''} when the owner reads it: no upgrade (C23).
 local owner, lock, readers = ARGV[1], KEYS[1], KEYS[2]
@@ -25,7 +27,9 @@ local function grant(waited)
   -- writer's too; waited 1 when refused readers are to be told of its end.
   local alive = -1
   if ttl > 0 then alive = up + ttl end
-  local fresh = {token = next_token(us, v.token), holds = 1, lease = lease,
+  local token = next_token(us, v.token)
+  if KEYS[3] then token = floored_token(KEYS[3], ARGV[6], v.token) end
+  local fresh = {token = token, holds = 1, lease = lease,
                  since = up, expires = up + lease, alive = alive,
                  waited = waited, owner = owner}
   redis.call('SET', lock, encode(fresh), 'PXAT', fresh.expires)

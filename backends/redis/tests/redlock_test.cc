@@ -1,7 +1,8 @@
 // Redlock-specific behaviour the shared conformance suite cannot see: the
 // quorum at Connect, the masters asked at once, token agreement across
-// masters whose counters differ (a lock's token, an election's term),
-// split votes, the configurable drift, and URI errors.
+// masters whose counters differ (a lock's token, an election's term, a
+// read's), split votes, the admin calls on a lock's readers, the
+// configurable drift, and URI errors.
 // The fault histories are in tests/history/redlock_history_test.cc.
 #include <memory>
 #include <string>
@@ -134,17 +135,26 @@ TEST_P(Redlock, AsksEveryMasterAtOnce) {
 // or its clock is ahead) sets the token; the others are raised to it before
 // the grant returns, so the next token exceeds it wherever the next quorum
 // is.
+// Far ahead of any server's clock in microseconds (2^52).
+constexpr int64_t kAhead = int64_t{1} << 52;
+
+// A client in namespace `ns` of masters whose master 0 has its floor one
+// below kAhead: its grants there set the token the others are raised to.
+absl::StatusOr<std::unique_ptr<LockClient>> ConnectWithAFloorAhead(
+    RedisGroup& group, const std::string& ns) {
+  absl::Status set =
+      group.server(0)
+          .RawCommand({"SET", absl::StrCat("dlock:", ns, ":floor"),
+                       absl::StrCat(kAhead - 1)})
+          .status();
+  if (!set.ok()) return set;
+  return Connect(RedlockUri(group, {}, absl::StrCat("namespace=", ns)));
+}
+
 TEST_P(Redlock, TokenIsTheQuorumsLargestAndIsWrittenBack) {
   std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
-  // Far ahead of any server's clock in microseconds (2^52).
-  constexpr int64_t kAhead = int64_t{1} << 52;
-  ASSERT_OK(
-      group->server(0)
-          .RawCommand({"SET", "dlock:tokens:floor", absl::StrCat(kAhead - 1)})
-          .status());
-  ASSERT_OK_AND_ASSIGN(auto client,
-                       Connect(RedlockUri(*group, {}, "namespace=tokens")));
+  ASSERT_OK_AND_ASSIGN(auto client, ConnectWithAFloorAhead(*group, "tokens"));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   ASSERT_OK_AND_ASSIGN(Hold first, lock->TryAcquire());
   EXPECT_EQ(first.fencing_token(), static_cast<uint64_t>(kAhead));
@@ -342,13 +352,7 @@ int64_t TermOn(test::RedisServer& server, const std::string& key) {
 TEST_P(Redlock, ElectionTermIsTheQuorumsLargestAndIsWrittenBack) {
   std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
   ASSERT_NE(group, nullptr);
-  constexpr int64_t kAhead = int64_t{1} << 52;
-  ASSERT_OK(
-      group->server(0)
-          .RawCommand({"SET", "dlock:terms:floor", absl::StrCat(kAhead - 1)})
-          .status());
-  ASSERT_OK_AND_ASSIGN(auto client,
-                       Connect(RedlockUri(*group, {}, "namespace=terms")));
+  ASSERT_OK_AND_ASSIGN(auto client, ConnectWithAFloorAhead(*group, "terms"));
   ASSERT_OK_AND_ASSIGN(auto election, client->GetElection("leader"));
   ASSERT_OK_AND_ASSIGN(Leadership first, election->Campaign("a"));
   EXPECT_EQ(first.term(), static_cast<uint64_t>(kAhead));
@@ -400,6 +404,66 @@ TEST_P(Redlock, ElectionSplitVoteIsNotReportedAsLed) {
       election->Campaign("me", {.wait = absl::ZeroDuration()});
   ASSERT_OK(me.status());
   EXPECT_OK(me->Resign());
+}
+
+// A read's token is agreed as a lock's: a master whose floor ran ahead
+// sets it, the others' entries in the readers' hash and their floors are
+// raised to it before the read returns, and the next writer's quorum,
+// which shares a master with the read's, grants a larger token. The
+// writer's own read carries the writer's token (C23).
+TEST_P(Redlock, ReadTokenIsTheQuorumsLargestAndTheNextWritersExceedsIt) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
+  ASSERT_NE(group, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto client, ConnectWithAFloorAhead(*group, "reads"));
+  ASSERT_OK_AND_ASSIGN(auto rw, client->GetReadWriteLock("doc"));
+  ASSERT_OK_AND_ASSIGN(Hold read, rw->TryAcquireRead());
+  EXPECT_EQ(read.fencing_token(), static_cast<uint64_t>(kAhead));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(FloorOn(group->server(i), "reads"), kAhead) << "master " << i;
+    EXPECT_EQ(TermOn(group->server(i), "dlock:r{reads:doc}"), kAhead)
+        << "master " << i;
+  }
+  ASSERT_OK_AND_ASSIGN(ObjectInfo info, rw->Inspect());
+  ASSERT_EQ(info.holders.size(), 1u);
+  EXPECT_TRUE(info.holders[0].shared);
+  EXPECT_EQ(info.holders[0].fencing_token, static_cast<uint64_t>(kAhead));
+  ASSERT_OK(read.Release());
+
+  ASSERT_OK_AND_ASSIGN(Hold write, rw->TryAcquireWrite());
+  EXPECT_GT(write.fencing_token(), static_cast<uint64_t>(kAhead));
+  ASSERT_OK_AND_ASSIGN(Hold own_read, rw->TryAcquireRead());
+  EXPECT_EQ(own_read.fencing_token(), write.fencing_token());
+  EXPECT_OK(own_read.Release());
+  EXPECT_OK(write.Release());
+}
+
+// A reader held by a quorum keeps writers out; the admin calls see it as a
+// quorum does (listed, with its token), and a force unlock on its token,
+// which is not the writer's, removes it from every master so that a writer
+// gets in.
+TEST_P(Redlock, AReaderIsListedAndForcedOffByItsToken) {
+  std::unique_ptr<RedisGroup> group = StartGroup(3, GetParam());
+  ASSERT_NE(group, nullptr);
+  const std::string uri = RedlockUri(*group, {}, "namespace=readers");
+  ASSERT_OK_AND_ASSIGN(auto reader, Connect(uri));
+  ASSERT_OK_AND_ASSIGN(auto writer, Connect(uri));
+  ASSERT_OK_AND_ASSIGN(auto rw, reader->GetReadWriteLock("doc"));
+  ASSERT_OK_AND_ASSIGN(auto write_rw, writer->GetReadWriteLock("doc"));
+  ASSERT_OK_AND_ASSIGN(Hold read,
+                       rw->TryAcquireRead({.lease = absl::Minutes(1)}));
+  EXPECT_TRUE(IsHeldByAnother(write_rw->TryAcquireWrite().status()));
+  ASSERT_OK_AND_ASSIGN(std::vector<ObjectInfo> listed,
+                       writer->Admin().ListObjects(ObjectKind::kLock));
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].name, "doc");
+  ASSERT_EQ(listed[0].holders.size(), 1u);
+  EXPECT_TRUE(listed[0].holders[0].shared);
+  EXPECT_EQ(listed[0].holders[0].fencing_token, read.fencing_token());
+  ASSERT_OK(writer->Admin().ForceUnlockObject(ObjectKind::kLock, "doc",
+                                              read.fencing_token()));
+  ASSERT_OK_AND_ASSIGN(Hold write, write_rw->TryAcquireWrite());
+  EXPECT_GT(write.fencing_token(), read.fencing_token());
+  EXPECT_OK(write.Release());
 }
 
 TEST(RedlockUris, ErrorsSayWhatToFix) {
