@@ -209,24 +209,32 @@ absl::Status EtcdBackend::RenewLiveness(absl::Duration ttl) {
 absl::Status EtcdBackend::ReadySpare(absl::Duration lease, Acquiring& a) {
   if (a.spare.has_value()) {
     const LeaseState& spare = *a.spare;
+    const MonoTime now = Now();
     // Fresh enough: the core counts the hold's lease from the lease's last
     // confirmation, so an old one would give a hold believed only briefly.
-    if (spare.alive_until - spare.ttl + spare.ttl / 4 > Now()) {
+    if (spare.alive_until - spare.ttl + spare.ttl / 4 > now) {
       return absl::OkStatus();
     }
-    absl::StatusOr<LeaseState> kept = KeepAlive(spare.id);
-    if (kept.ok()) {
-      a.spare = *kept;
-      return absl::OkStatus();
+    // etcd answers the keepalive of a lease it let run out only once it
+    // revoked it (its expiry check runs every half second): a waiter whose
+    // wait outlasted its spare would look that much late after a wake-up,
+    // and lose the lock to any caller with a fresh one. Such a spare is
+    // left to lapse (no create named it: it carries no key).
+    if (spare.alive_until - now > spare.ttl / 4 || a.spare_maybe_used) {
+      absl::StatusOr<LeaseState> kept = KeepAlive(spare.id);
+      if (kept.ok()) {
+        a.spare = *kept;
+        return absl::OkStatus();
+      }
+      if (!absl::IsNotFound(kept.status())) return kept.status();
     }
-    if (!absl::IsNotFound(kept.status())) return kept.status();
     a.spare.reset();
-  } else {
-    // A spare granted ahead: its confirmation is recent enough that the
-    // core counts the hold from it without a keepalive (HoldCountsFrom).
-    a.spare = spares_.Take(lease, Slack(lease));
-    if (a.spare.has_value()) return absl::OkStatus();
+    a.spare_maybe_used = false;
   }
+  // A spare granted ahead: its confirmation is recent enough that the core
+  // counts the hold from it without a keepalive (HoldCountsFrom).
+  a.spare = spares_.Take(lease, Slack(lease));
+  if (a.spare.has_value()) return absl::OkStatus();
   absl::StatusOr<LeaseState> granted = GrantLease(lease);
   if (!granted.ok()) return granted.status();
   a.spare = *granted;

@@ -240,8 +240,19 @@ class EtcdBackend : public Backend {
 
   // etcd_rwlock.cc (C23)
   absl::StatusOr<Grant> AcquireRead(const AcquireCall& call);
-  // `reader`: the call on the owner's own reader key (OnKey).
+  // `reader`: the call on the owner's own reader key (OnKey). One Txn
+  // grants a reader of a lock that no writer holds and no intent waits on.
   absl::StatusOr<Attempt> TryReadOnce(const AcquireCall& reader, Acquiring& a);
+  // The owner's read `mine`, found by a refused grant: re-entered through
+  // another client (C6); a thread's the core gave up, ended (nullopt).
+  absl::StatusOr<std::optional<Attempt>> OwnReadFound(
+      const AcquireCall& reader, const std::string& key,
+      const mvccpb::KeyValue& mine, Acquiring& a);
+  // The read of the owner whose write `writer` is (the writer's token);
+  // nullopt when that write changed meanwhile.
+  absl::StatusOr<std::optional<Attempt>> ReadOwnWrite(
+      const AcquireCall& reader, const std::string& key,
+      const mvccpb::KeyValue& writer, Acquiring& a);
   // A writer's create also asks that no reader holds the lock and that no
   // other writer's intent waits (a.intent_mod: its own).
   void AddNoReaders(absl::string_view lock, const Acquiring& a,

@@ -59,70 +59,93 @@ absl::StatusOr<Attempt> EtcdBackend::TryReadOnce(const AcquireCall& reader,
   const std::string intent_key = layout_.Key(IntentName(lock));
   for (int pass = 0; pass < kRounds; ++pass) {
     if (absl::Status s = ReadyAttempt(reader.lease, a); !s.ok()) return s;
-    // The writer, this owner's read and the intent, in one revision.
-    etcdserverpb::TxnRequest look;
-    *look.add_success() = RangeOp(writer_key);
-    *look.add_success() = RangeOp(key);
-    *look.add_success() = RangeOp(intent_key);
-    absl::StatusOr<etcdserverpb::TxnResponse> seen = client_->Txn(look);
-    if (!seen.ok()) return seen.status();
-    auto found = [&](int i) -> const mvccpb::KeyValue* {
-      const auto& kvs = seen->responses(i).response_range().kvs();
-      return kvs.empty() ? nullptr : &kvs[0];
-    };
-    const mvccpb::KeyValue* writer = found(0);
-    const mvccpb::KeyValue* mine = found(1);
-    const mvccpb::KeyValue* intent = found(2);
-    if (mine != nullptr) {
-      std::optional<HoldValue> held = Decode(mine->value());
-      if (held.has_value() && reader.owner_kind == OwnerKind::kToken) {
-        // Held through another client (C6): one hold more, its token kept.
-        absl::StatusOr<Attempt> again = Reenter(reader, key, *mine, *held, a);
-        const uint64_t token = TokenIn(*held);
-        if (again.ok() && again->acquired.has_value() && token != 0) {
-          again->acquired->fencing_token = token;
-          a.record = std::make_shared<EtcdHold>(mine->create_revision(),
-                                                a.record->lease(), token);
-        }
-        return again;
-      }
-      // A read the core gave up as lost, or whose reply never came.
-      absl::Status revoked = client_->LeaseRevoke(mine->lease());
-      if (!revoked.ok() && !absl::IsNotFound(revoked)) return revoked;
-      continue;
-    }
-    std::optional<HoldValue> write =
-        writer != nullptr ? Decode(writer->value()) : std::nullopt;
-    const bool own_write =
-        write.has_value() && !write->kept() && write->owner == reader.owner;
-    // Another writer (or a lock kept after its release), or a waiting
-    // writer's intent: wait, woken by its end.
-    if ((writer != nullptr && !own_write) ||
-        (intent != nullptr && !own_write)) {
-      return Attempt{};
-    }
-    const uint64_t token =
-        own_write ? static_cast<uint64_t>(writer->create_revision()) : 0;
-    HoldValue value = FreshHold(reader, a.live);
-    if (token != 0) value.value = absl::StrCat(token);
+    // One round trip, as a writer's create: a look before the put would let
+    // every writer woken with this reader in first, and readers would
+    // seldom get in together while writers wait on one another.
     etcdserverpb::TxnRequest txn;
-    *txn.add_compare() = own_write
-                             ? CompareMod(writer_key, writer->mod_revision())
-                             : CompareCreateRevision(
-                                   writer_key, etcdserverpb::Compare::EQUAL, 0);
-    if (!own_write) {
+    for (const std::string* absent : {&writer_key, &intent_key, &key}) {
       *txn.add_compare() =
-          CompareCreateRevision(intent_key, etcdserverpb::Compare::EQUAL, 0);
+          CompareCreateRevision(*absent, etcdserverpb::Compare::EQUAL, 0);
     }
-    *txn.add_compare() =
-        CompareCreateRevision(key, etcdserverpb::Compare::EQUAL, 0);
-    *txn.add_success() = PutOp(key, Encode(value), a.spare->id);
-    *txn.add_failure() = RangeOp(key);
+    *txn.add_success() =
+        PutOp(key, Encode(FreshHold(reader, a.live)), a.spare->id);
+    // Refused: the three in one revision, this owner's read first (Won()
+    // knows a retried grant by its key on the spare lease).
+    for (const std::string* read : {&key, &writer_key, &intent_key}) {
+      *txn.add_failure() = RangeOp(*read);
+    }
     absl::StatusOr<etcdserverpb::TxnResponse> put = SendCreate(txn, a);
     if (!put.ok()) return put.status();
-    if (std::optional<Attempt> won = Won(*put, a, token)) return *won;
+    if (std::optional<Attempt> won = Won(*put, a)) return *won;
+    auto found = [&](int i) -> const mvccpb::KeyValue* {
+      const auto& kvs = put->responses(i).response_range().kvs();
+      return kvs.empty() ? nullptr : &kvs[0];
+    };
+    const mvccpb::KeyValue* mine = found(0);
+    const mvccpb::KeyValue* writer = found(1);
+    const mvccpb::KeyValue* intent = found(2);
+    if (mine != nullptr) {
+      absl::StatusOr<std::optional<Attempt>> again =
+          OwnReadFound(reader, key, *mine, a);
+      if (!again.ok()) return again.status();
+      if (again->has_value()) return **again;
+      continue;
+    }
+    if (writer == nullptr && intent == nullptr) continue;  // gone meanwhile
+    std::optional<HoldValue> write =
+        writer != nullptr ? Decode(writer->value()) : std::nullopt;
+    // Another writer (or a lock kept after its release), or a waiting
+    // writer's intent: wait, woken by its end.
+    if (!write.has_value() || write->kept() || write->owner != reader.owner) {
+      return Attempt{};
+    }
+    absl::StatusOr<std::optional<Attempt>> own =
+        ReadOwnWrite(reader, key, *writer, a);
+    if (!own.ok()) return own.status();
+    if (own->has_value()) return **own;
   }
   return Attempt{.holder_lease_left = absl::ZeroDuration()};
+}
+
+absl::StatusOr<std::optional<Attempt>> EtcdBackend::OwnReadFound(
+    const AcquireCall& reader, const std::string& key,
+    const mvccpb::KeyValue& mine, Acquiring& a) {
+  std::optional<HoldValue> held = Decode(mine.value());
+  if (held.has_value() && reader.owner_kind == OwnerKind::kToken) {
+    // Held through another client (C6): one hold more, its token kept.
+    absl::StatusOr<Attempt> again = Reenter(reader, key, mine, *held, a);
+    if (!again.ok()) return again.status();
+    const uint64_t token = TokenIn(*held);
+    if (again->acquired.has_value() && token != 0) {
+      again->acquired->fencing_token = token;
+      a.record = std::make_shared<EtcdHold>(mine.create_revision(),
+                                            a.record->lease(), token);
+    }
+    return *again;
+  }
+  // A read the core gave up as lost, or whose reply never came: ended.
+  absl::Status revoked = client_->LeaseRevoke(mine.lease());
+  if (!revoked.ok() && !absl::IsNotFound(revoked)) return revoked;
+  return std::nullopt;
+}
+
+absl::StatusOr<std::optional<Attempt>> EtcdBackend::ReadOwnWrite(
+    const AcquireCall& reader, const std::string& key,
+    const mvccpb::KeyValue& writer, Acquiring& a) {
+  // A writer may read, whatever intent waits, with the writer's token:
+  // granted while its write is that one still.
+  const uint64_t token = static_cast<uint64_t>(writer.create_revision());
+  HoldValue value = FreshHold(reader, a.live);
+  value.value = absl::StrCat(token);
+  etcdserverpb::TxnRequest txn;
+  *txn.add_compare() = CompareMod(writer.key(), writer.mod_revision());
+  *txn.add_compare() =
+      CompareCreateRevision(key, etcdserverpb::Compare::EQUAL, 0);
+  *txn.add_success() = PutOp(key, Encode(value), a.spare->id);
+  *txn.add_failure() = RangeOp(key);
+  absl::StatusOr<etcdserverpb::TxnResponse> put = SendCreate(txn, a);
+  if (!put.ok()) return put.status();
+  return Won(*put, a, token);
 }
 
 void EtcdBackend::AddNoReaders(absl::string_view lock, const Acquiring& a,
