@@ -159,16 +159,9 @@ absl::StatusOr<std::vector<ObjectInfo>> RedlockBackend::ListObjects(
     ObjectKind kind, absl::string_view prefix) {
   if (kind != ObjectKind::kElection) return Backend::ListObjects(kind, prefix);
   const std::string key_prefix = ObjectNamesPrefix(keys_, kind);
-  absl::StatusOr<std::vector<std::string>> names = ScanEveryMaster(
-      [&](Master& m) { return ScanNames(m, key_prefix, prefix); });
-  if (!names.ok()) return names.status();
-  std::vector<ObjectInfo> out;
-  for (const std::string& name : *names) {
-    absl::StatusOr<ObjectInfo> info = InspectObject(kind, name);
-    if (!info.ok()) return info.status();
-    if (!info->holders.empty()) out.push_back(*std::move(info));
-  }
-  return out;
+  return InspectObjectsHeld(kind, ScanEveryMaster([&](Master& m) {
+                              return ScanNames(m, key_prefix, prefix);
+                            }));
 }
 
 absl::Status RedlockBackend::ForceUnlockObject(
