@@ -266,6 +266,9 @@ class EtcdBackend : public Backend {
   absl::Status PutIntent(const AcquireCall& call, Acquiring& a);
   // The writer, the readers and the intent.
   absl::StatusOr<ObjectInfo> InspectLock(absl::string_view name);
+  // The names of the locks held by a writer, kept, or read (etcd_election.cc),
+  // sorted.
+  absl::StatusOr<std::vector<std::string>> LockNames(absl::string_view prefix);
   // The writer and every reader (with the token: those that carry it).
   absl::Status ForceUnlockLock(absl::string_view name,
                                std::optional<uint64_t> fencing_token);

@@ -9,7 +9,10 @@
 // writes over its successor, and a write retried after a lost reply
 // recognizes its first attempt (Overwrite). Observers wait on the
 // namespace's watch, which wakes them on every write of the key.
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dlock/backend/wakeup.h"
@@ -77,7 +80,9 @@ absl::StatusOr<ObjectInfo> EtcdBackend::InspectObject(ObjectKind kind,
 
 absl::StatusOr<std::vector<ObjectInfo>> EtcdBackend::ListObjects(
     ObjectKind kind, absl::string_view prefix) {
-  if (kind == ObjectKind::kLock) return Backend::ListObjects(kind, prefix);
+  if (kind == ObjectKind::kLock) {
+    return InspectObjectsHeld(kind, LockNames(prefix));
+  }
   if (kind == ObjectKind::kSemaphore) return ListSemaphores(prefix);
   absl::StatusOr<std::vector<Described>> held =
       DescribeFrom(ObjectName(kind, prefix));
@@ -89,6 +94,27 @@ absl::StatusOr<std::vector<ObjectInfo>> EtcdBackend::ListObjects(
     out.push_back(AsObject(kind, object->name, one.info, std::move(one.value)));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<std::string>> EtcdBackend::LockNames(
+    absl::string_view prefix) {
+  absl::StatusOr<std::vector<LockInfo>> writers = List(prefix);
+  if (!writers.ok()) return writers.status();
+  std::set<std::string> names;
+  for (const LockInfo& writer : *writers) names.insert(writer.name);
+  // Each reader's key (and a waiting writer's intent) names its lock.
+  absl::StatusOr<etcdserverpb::RangeResponse> readers =
+      RangeOf(layout_.Key(ReadLocksPrefix(prefix)), /*keys_only=*/true);
+  if (!readers.ok()) return readers.status();
+  for (const mvccpb::KeyValue& kv : readers->kvs()) {
+    std::optional<absl::string_view> key_name = layout_.NameOf(kv.key());
+    if (!key_name.has_value()) continue;
+    std::optional<NamedObject> object = ParseObjectName(*key_name);
+    if (object.has_value() && object->readers) {
+      names.insert(std::string(object->name));
+    }
+  }
+  return std::vector<std::string>(names.begin(), names.end());
 }
 
 absl::Status EtcdBackend::ForceUnlockObject(

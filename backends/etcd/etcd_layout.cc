@@ -82,11 +82,15 @@ std::string HoldObjectName(const HoldShape& shape, absl::string_view name,
 }
 
 std::string ReadersPrefix(absl::string_view lock) {
-  return absl::StrCat("\x1f", kReaderLetter, lock, "\x1fh");
+  return absl::StrCat(ReadLocksPrefix(lock), "\x1fh");
+}
+
+std::string ReadLocksPrefix(absl::string_view name_prefix) {
+  return absl::StrCat("\x1f", kReaderLetter, name_prefix);
 }
 
 std::string IntentName(absl::string_view lock) {
-  return absl::StrCat("\x1f", kReaderLetter, lock, "\x1fp");
+  return absl::StrCat(ReadLocksPrefix(lock), "\x1fp");
 }
 
 std::string PlaceName(absl::string_view semaphore) {

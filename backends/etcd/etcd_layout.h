@@ -60,6 +60,9 @@ std::string HoldObjectName(const HoldShape& shape, absl::string_view name,
 // Every reader's key name of the lock starts with it (not the intent's).
 std::string ReadersPrefix(absl::string_view lock);
 std::string IntentName(absl::string_view lock);
+// Every reader's and intent's key name of the locks whose names start with
+// `name_prefix` starts with it.
+std::string ReadLocksPrefix(absl::string_view name_prefix);
 std::string PlaceName(absl::string_view semaphore);
 // Every key name of the semaphore's grants and place starts with it.
 std::string SemaphorePrefix(absl::string_view semaphore);

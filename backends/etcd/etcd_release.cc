@@ -197,7 +197,7 @@ absl::StatusOr<std::vector<EtcdBackend::Described>> EtcdBackend::DescribeFrom(
 }
 
 absl::Status EtcdBackend::ForceUnlock(absl::string_view name) {
-  return RevokeHolder(name, std::nullopt);
+  return ForceUnlockLock(name, std::nullopt);  // its readers too (C23)
 }
 
 absl::Status EtcdBackend::ForceUnlockIfToken(absl::string_view name,

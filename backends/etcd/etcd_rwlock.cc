@@ -290,9 +290,7 @@ absl::StatusOr<bool> EtcdBackend::RevokeUnder(
 
 absl::Status EtcdBackend::ForceUnlockLock(
     absl::string_view name, std::optional<uint64_t> fencing_token) {
-  absl::Status writer = fencing_token.has_value()
-                            ? ForceUnlockIfToken(name, *fencing_token)
-                            : ForceUnlock(name);
+  absl::Status writer = RevokeHolder(name, fencing_token);
   if (!writer.ok() && !IsTokenMismatch(writer)) return writer;
   // Its readers too (with the token: the reader that carries it, or the
   // writer's own read).

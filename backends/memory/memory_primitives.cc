@@ -302,10 +302,7 @@ absl::StatusOr<std::vector<ObjectInfo>> MemoryBackend::ListObjects(
   for (const std::string& name : names) {
     if (!absl::StartsWith(name, prefix)) continue;
     ObjectInfo info = DescribeObject(kind, name, now);
-    if (!info.holders.empty() || info.waiter.has_value() ||
-        info.kept_after_release) {
-      out.push_back(std::move(info));
-    }
+    if (ListsAsHeld(info)) out.push_back(std::move(info));
   }
   return out;
 }

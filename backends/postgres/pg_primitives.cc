@@ -260,9 +260,7 @@ absl::StatusOr<std::vector<ObjectInfo>> ListSemaphores(
   if (!r.ok()) return r.status();
   std::vector<ObjectInfo> out;
   for (ObjectInfo& info : ToObjects(r->get())) {
-    if (!info.holders.empty() || info.waiter.has_value()) {
-      out.push_back(std::move(info));
-    }
+    if (ListsAsHeld(info)) out.push_back(std::move(info));
   }
   return out;
 }
@@ -304,6 +302,10 @@ absl::StatusOr<ObjectInfo> PgBackendBase::InspectObject(
 absl::StatusOr<std::vector<ObjectInfo>> PgBackendBase::ListObjects(
     ObjectKind kind, absl::string_view prefix) {
   if (kind == ObjectKind::kSemaphore) return ListSemaphores(shared_, prefix);
+  if (kind == ObjectKind::kLock) {
+    // Its writer, its keep, or readers alone (C23).
+    return ListLocks(shared_, prefix);
+  }
   if (kind != ObjectKind::kElection) return Backend::ListObjects(kind, prefix);
   return ReadLeaders(shared_, shared_.sql().primitives.leader_list, prefix);
 }

@@ -145,36 +145,38 @@ absl::Status RenewRead(PgShared& shared, const RenewCall& call) {
   return NotOwnerError(call.name);
 }
 
-absl::StatusOr<ObjectInfo> InspectLock(PgShared& shared,
-                                       absl::string_view name) {
-  const std::string params[] = {shared.ns(), std::string(name)};
-  absl::StatusOr<PgResult> r =
-      shared.RunPooled(shared.sql().primitives.readers_inspect, params, true);
-  if (!r.ok()) return r.status();
-  const PGresult* res = r->get();
+namespace {
+
+// One lock's rows [begin, end) of readers_inspect's or readers_list's
+// answer: its writer's columns on each, a reader per row.
+ObjectInfo ToLock(const PGresult* res, int begin, int end, std::string name) {
   ObjectInfo info{
-      .kind = ObjectKind::kLock, .name = std::string(name), .limit = 1};
-  if (PQntuples(res) == 0 || GetText(res, 0, 15) != "t") return info;
-  const std::string owner = GetText(res, 0, 0);
-  const std::string mode = GetText(res, 0, 6);
+      .kind = ObjectKind::kLock, .name = std::move(name), .limit = 1};
+  if (begin == end || GetText(res, begin, 15) != "t") return info;
+  const std::string owner = GetText(res, begin, 0);
+  const std::string mode = GetText(res, begin, 6);
   if (!owner.empty()) {
-    HolderInfo writer{.owner = owner,
-                      .hold_count = GetInt(res, 0, 1),
-                      .fencing_token = static_cast<uint64_t>(GetInt(res, 0, 2)),
-                      .remaining_lease = absl::Microseconds(GetInt(res, 0, 3)),
-                      .since = absl::FromUnixMicros(GetInt(res, 0, 4))};
-    if (!PQgetisnull(res, 0, 5)) writer.holder_live = GetText(res, 0, 5) == "t";
+    HolderInfo writer{
+        .owner = owner,
+        .hold_count = GetInt(res, begin, 1),
+        .fencing_token = static_cast<uint64_t>(GetInt(res, begin, 2)),
+        .remaining_lease = absl::Microseconds(GetInt(res, begin, 3)),
+        .since = absl::FromUnixMicros(GetInt(res, begin, 4))};
+    if (!PQgetisnull(res, begin, 5)) {
+      writer.holder_live = GetText(res, begin, 5) == "t";
+    }
     info.holders.push_back(std::move(writer));
   } else if (mode.empty()) {
     info.kept_after_release = true;
-    info.kept_remaining = absl::Microseconds(GetInt(res, 0, 3));
+    info.kept_remaining = absl::Microseconds(GetInt(res, begin, 3));
     return info;
   }
-  if (!PQgetisnull(res, 0, 7) && (mode == "r" || mode == "v")) {
-    info.waiter = WaiterInfo{
-        .owner = GetText(res, 0, 7), .permits = 1, .handed_over = mode == "v"};
+  if (!PQgetisnull(res, begin, 7) && (mode == "r" || mode == "v")) {
+    info.waiter = WaiterInfo{.owner = GetText(res, begin, 7),
+                             .permits = 1,
+                             .handed_over = mode == "v"};
   }
-  for (int row = 0; row < PQntuples(res); ++row) {
+  for (int row = begin; row < end; ++row) {
     if (PQgetisnull(res, row, 9)) continue;  // no reader
     HolderInfo reader{
         .owner = GetText(res, row, 9),
@@ -187,6 +189,35 @@ absl::StatusOr<ObjectInfo> InspectLock(PgShared& shared,
     info.holders.push_back(std::move(reader));
   }
   return info;
+}
+
+}  // namespace
+
+absl::StatusOr<ObjectInfo> InspectLock(PgShared& shared,
+                                       absl::string_view name) {
+  const std::string params[] = {shared.ns(), std::string(name)};
+  absl::StatusOr<PgResult> r =
+      shared.RunPooled(shared.sql().primitives.readers_inspect, params, true);
+  if (!r.ok()) return r.status();
+  return ToLock(r->get(), 0, PQntuples(r->get()), std::string(name));
+}
+
+absl::StatusOr<std::vector<ObjectInfo>> ListLocks(PgShared& shared,
+                                                  absl::string_view prefix) {
+  const std::string params[] = {shared.ns(), std::string(prefix)};
+  absl::StatusOr<PgResult> r =
+      shared.RunPooled(shared.sql().primitives.readers_list, params, true);
+  if (!r.ok()) return r.status();
+  const PGresult* res = r->get();
+  std::vector<ObjectInfo> out;
+  const int rows = PQntuples(res);
+  for (int begin = 0, end = 0; begin < rows; begin = end) {
+    const std::string name = GetText(res, begin, 16);
+    while (end < rows && GetText(res, end, 16) == name) ++end;
+    ObjectInfo lock = ToLock(res, begin, end, name);
+    if (ListsAsHeld(lock)) out.push_back(std::move(lock));
+  }
+  return out;
 }
 
 }  // namespace dlock::postgres

@@ -6,6 +6,7 @@
 #define DLOCK_BACKENDS_POSTGRES_PG_RW_H_
 
 #include <string>
+#include <vector>
 
 #include "pg_common.h"
 #include "pg_primitives.h"
@@ -59,6 +60,10 @@ absl::StatusOr<int64_t> ReleaseWriterThatReads(PgShared& shared,
 // The lock's writer, readers and waiting writer, read in one statement.
 absl::StatusOr<ObjectInfo> InspectLock(PgShared& shared,
                                        absl::string_view name);
+// The locks held by a writer, kept, or read (readers alone included) whose
+// names start with `prefix`, read in one statement.
+absl::StatusOr<std::vector<ObjectInfo>> ListLocks(PgShared& shared,
+                                                  absl::string_view prefix);
 
 }  // namespace dlock::postgres
 

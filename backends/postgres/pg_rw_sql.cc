@@ -2,6 +2,7 @@
 // the validated draft (docs/design/validation/postgres_primitives.sql)
 // adapted to version 7's holders (hold, purge, a reader's session key) and
 // version 6's tokens. Placeholders as in pg_schema.cc.
+#include "absl/strings/str_replace.h"
 #include "pg_schema.h"
 
 namespace dlock::postgres {
@@ -364,13 +365,14 @@ SELECT l.owner, l.holds, l.fencing_token,
        THEN true END,
   l.expires_at > clock_timestamp()
     AND (l.live_ids IS NULL OR {F}any_live"(l.live_ids))
-    AND (l.session_key IS NULL OR {F}alive"(l.session_key))
+    AND (l.session_key IS NULL OR {F}alive"(l.session_key)),
+  l.name
 FROM {T} l LEFT JOIN {H} h ON h.namespace = l.namespace AND h.name = l.name
   AND h.expires_at > clock_timestamp()
   AND (h.live_ids IS NULL OR {F}any_live"(h.live_ids))
   AND (h.session_key IS NULL OR {F}alive"(h.session_key))
-WHERE l.namespace = $1 AND l.name = $2
-ORDER BY h.fencing_token
+WHERE l.namespace = $1 AND {WHICH}
+ORDER BY l.name, h.fencing_token
 )sql";
 
 }  // namespace
@@ -389,7 +391,17 @@ void PrimitiveSql::FillReadWrite(
                         "$6, $7, $8, NULL, NULL)")};
   write_release = {"dlock_write_release",
                    fill("SELECT {F}write_release\"($1, $2, $3, $4, $5)")};
-  readers_inspect = {"dlock_readers_inspect", fill(kReaders)};
+  readers_inspect = {
+      "dlock_readers_inspect",
+      fill(absl::StrReplaceAll(kReaders, {{"{WHICH}", "l.name = $2"}}))};
+  // The locks' rows only (objects' names start with \x1f), live: a
+  // writer's, kept, read-held or handed over.
+  readers_list = {
+      "dlock_readers_list",
+      fill(absl::StrReplaceAll(
+          kReaders, {{"{WHICH}",
+                      "starts_with(l.name, $2) AND NOT starts_with(l.name, "
+                      "E'\\x1f') AND l.expires_at > clock_timestamp()"}}))};
   s_write_acquire = {"dlock_s_write_acquire",
                      fill("SELECT * FROM {F}s_write_acquire\"($1, $2, $3, $4, "
                           "$5, $6, $7, $8)")};

@@ -107,6 +107,9 @@ struct PrimitiveSql {
   Statement write_release;
   // $1, $2 -> the writer's columns, then a reader per row (pg_rw_sql.cc)
   Statement readers_inspect;
+  // $1, $2 prefix -> as readers_inspect, for every live lock row, ordered
+  // by name (its last column)
+  Statement readers_list;
   // Session mode's writer: $4 lease ms, $5 has-session, $6 grace ms, $7
   // wait, $8 the intent's ms -> as write_acquire; its release: s_release's.
   Statement s_write_acquire;

@@ -309,9 +309,9 @@ class RedisBackend : public Backend {
   absl::StatusOr<std::vector<ObjectInfo>> ListObjects(
       ObjectKind kind, absl::string_view prefix) override {
     if (kind != ObjectKind::kLock) return objects_.List(kind, prefix);
-    return objects_.ListLocks(prefix, [&](absl::string_view name) {
-      return InspectObject(kind, name);
-    });
+    // Every lock with readers has its key (their marker).
+    return InspectObjectsHeld(
+        kind, ScanEveryMaster(*router_, keys_.lock_prefix(), prefix));
   }
 
   absl::Status ForceUnlockObject(

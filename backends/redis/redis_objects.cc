@@ -217,23 +217,4 @@ absl::StatusOr<ObjectInfo> HolderObjects::InspectLock(absl::string_view name) {
   return info;
 }
 
-absl::StatusOr<std::vector<ObjectInfo>> HolderObjects::ListLocks(
-    absl::string_view prefix,
-    const std::function<absl::StatusOr<ObjectInfo>(absl::string_view)>&
-        inspect) {
-  // Every lock with readers has its key (their marker).
-  absl::StatusOr<std::vector<std::string>> names =
-      ScanEveryMaster(c_.router, c_.keys.lock_prefix(), prefix);
-  if (!names.ok()) return names.status();
-  std::vector<ObjectInfo> out;
-  for (const std::string& name : *names) {
-    absl::StatusOr<ObjectInfo> info = inspect(name);
-    if (!info.ok()) return info.status();
-    if (!info->holders.empty() || info->kept_after_release) {
-      out.push_back(*std::move(info));
-    }
-  }
-  return out;
-}
-
 }  // namespace dlock::redis

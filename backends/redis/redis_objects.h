@@ -62,13 +62,8 @@ class HolderObjects {
   // The owner's writer intent goes (a wait given up, or ended by a grant
   // that did not take it along), waking the readers it held back.
   void DropIntent(absl::string_view name, absl::string_view owner);
-  // A lock with its writer and its readers, read in one step (C11), and
-  // the locks held, kept or read.
+  // A lock with its writer and its readers, read in one step (C11).
   absl::StatusOr<ObjectInfo> InspectLock(absl::string_view name);
-  absl::StatusOr<std::vector<ObjectInfo>> ListLocks(
-      absl::string_view prefix,
-      const std::function<absl::StatusOr<ObjectInfo>(absl::string_view)>&
-          inspect);
 
  private:
   absl::StatusOr<Attempt> TryOnce(const AcquireCall& call, bool will_wait,

@@ -209,18 +209,9 @@ absl::StatusOr<std::vector<ObjectInfo>> RedlockBackend::ListObjects(
   const std::string key_prefix = kind == ObjectKind::kLock
                                      ? keys_.lock_prefix()
                                      : ObjectNamesPrefix(keys_, kind);
-  absl::StatusOr<std::vector<std::string>> names = ScanEveryMaster(
-      [&](Master& m) { return ScanNames(m, key_prefix, prefix); });
-  if (!names.ok()) return names.status();
-  std::vector<ObjectInfo> out;
-  for (const std::string& name : *names) {
-    absl::StatusOr<ObjectInfo> info = InspectObject(kind, name);
-    if (!info.ok()) return info.status();
-    if (!info->holders.empty() || info->kept_after_release) {
-      out.push_back(*std::move(info));
-    }
-  }
-  return out;
+  return InspectObjectsHeld(kind, ScanEveryMaster([&](Master& m) {
+                              return ScanNames(m, key_prefix, prefix);
+                            }));
 }
 
 // A lock's writer as a lock's force unlock does (its readers with it); a

@@ -166,6 +166,9 @@ class ZkBackend : public Backend {
       absl::string_view name, ObjectKind kind = ObjectKind::kLock,
       bool watch = false);
   absl::StatusOr<Kept> FindKept(absl::string_view name);
+  // Whether the first node of a queue (FindHolder) holds as a writer: not
+  // a lock's reader, its lease running.
+  bool WriterHolds(const std::optional<Holder>& first) const;
   LockInfo Describe(absl::string_view name, const Holder& holder) const;
   // Every node of the queue of an object of `kind`, in order, as read now
   // (nodes gone meanwhile left out; nothing when there is no queue).

@@ -109,13 +109,19 @@ absl::StatusOr<LockInfo> ZkBackend::Inspect(absl::string_view name) {
   if (kept->live.has_value()) return *std::move(kept->live);
   absl::StatusOr<std::optional<Holder>> holder = FindHolder(name);
   if (!holder.ok()) return holder.status();
-  if (!holder->has_value() ||
-      writer_->Expired((*holder)->data, (*holder)->stat)) {
+  if (!WriterHolds(*holder)) {
+    // Free, or held by readers alone: no writer (InspectObject shows them).
     LockInfo info;
     info.name = std::string(name);
     return info;
   }
   return Describe(name, **holder);
+}
+
+bool ZkBackend::WriterHolds(const std::optional<Holder>& first) const {
+  // A reader first in the queue holds with the others ahead of any writer.
+  return first.has_value() && !IsReadNode(first->path) &&
+         !writer_->Expired(first->data, first->stat);
 }
 
 absl::StatusOr<std::vector<std::string>> ZkBackend::NamesOf(
@@ -179,7 +185,9 @@ absl::Status ZkBackend::ForceUnlock(absl::string_view name) {
   // While it was kept, the first node of the queue is a waiter: it takes
   // the lock now, and is no hold to remove.
   if (kept->live.has_value()) return absl::OkStatus();
-  return DeleteHolder(ObjectKind::kLock, name, std::nullopt);
+  // The writer and every reader (C23): each one's next renewal finds its
+  // node gone.
+  return ForceUnlockHolding(ObjectKind::kLock, name, std::nullopt);
 }
 
 absl::Status ZkBackend::ForceUnlockIfToken(absl::string_view name,
@@ -204,9 +212,10 @@ absl::Status ZkBackend::DeleteHolder(ObjectKind kind, absl::string_view name,
   if (!fencing_token.has_value() && !holder->has_value()) {
     return absl::OkStatus();
   }
+  // A lock's reader is not the holder Inspect shows: ForceUnlockObject
+  // takes a reader's token.
   if (fencing_token.has_value() &&
-      (!holder->has_value() ||
-       writer_->Expired((*holder)->data, (*holder)->stat) ||
+      (!WriterHolds(*holder) ||
        static_cast<uint64_t>((*holder)->stat.czxid) != *fencing_token)) {
     return TokenMismatchError(name, *fencing_token);
   }

@@ -191,18 +191,8 @@ absl::StatusOr<ObjectInfo> ZkBackend::InspectObject(ObjectKind kind,
 
 absl::StatusOr<std::vector<ObjectInfo>> ZkBackend::ListObjects(
     ObjectKind kind, absl::string_view prefix) {
-  absl::StatusOr<std::vector<std::string>> names = NamesOf(kind, prefix);
-  if (!names.ok()) return names.status();
-  std::vector<ObjectInfo> out;
-  for (const std::string& name : *names) {
-    absl::StatusOr<ObjectInfo> info = InspectObject(kind, name);
-    if (!info.ok()) return info.status();
-    // A lock is listed for its writer, its readers, or its keep.
-    if (!info->holders.empty() || info->kept_after_release) {
-      out.push_back(*std::move(info));
-    }
-  }
-  return out;
+  // A lock is listed for its writer, its readers, or its keep.
+  return InspectObjectsHeld(kind, NamesOf(kind, prefix));
 }
 
 absl::Status ZkBackend::ForceUnlockObject(

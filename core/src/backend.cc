@@ -32,6 +32,11 @@ ObjectInfo LockObject(const LockInfo& lock) {
   return info;
 }
 
+bool ListsAsHeld(const ObjectInfo& info) {
+  return !info.holders.empty() || info.kept_after_release ||
+         info.waiter.has_value();
+}
+
 std::vector<absl::Status> Backend::RenewMany(
     absl::Span<const RenewCall> calls) {
   std::vector<absl::Status> results;
@@ -61,6 +66,18 @@ absl::StatusOr<std::vector<LockInfo>> Backend::InspectHeld(
     absl::StatusOr<LockInfo> info = Inspect(name);
     if (!info.ok()) return info.status();
     if (info->locked) out.push_back(*std::move(info));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ObjectInfo>> Backend::InspectObjectsHeld(
+    ObjectKind kind, const absl::StatusOr<std::vector<std::string>>& names) {
+  if (!names.ok()) return names.status();
+  std::vector<ObjectInfo> out;
+  for (const std::string& name : *names) {
+    absl::StatusOr<ObjectInfo> info = InspectObject(kind, name);
+    if (!info.ok()) return info.status();
+    if (ListsAsHeld(*info)) out.push_back(*std::move(info));
   }
   return out;
 }

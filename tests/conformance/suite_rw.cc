@@ -1,12 +1,16 @@
 // Copyright dlock authors. Conformance: read-write locks (C23). Each case
 // is named after the clause; a backend whose traits do not offer them is
 // checked for answering Unimplemented with its reason.
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dlock/cancel.h"
@@ -28,14 +32,28 @@ struct Side {
   std::unique_ptr<ReadWriteLock> rw;
 };
 
-TEST_P(Conformance, C23_ReadersShare) {
+// `count` clients of `new_client` with their handles of the lock; none when
+// the backend does not offer read-write locks (Offered checked it said so).
+absl::StatusOr<std::vector<Side>> NewSides(
+    int count, absl::FunctionRef<absl::StatusOr<std::unique_ptr<LockClient>>()>
+                   new_client) {
   std::vector<Side> sides;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_OK_AND_ASSIGN(auto c, NewClient());
-    if (i == 0 && !Offered(*c, Primitive::kReadWriteLock)) return;
-    ASSERT_OK_AND_ASSIGN(auto rw, c->GetReadWriteLock(kName));
-    sides.push_back(Side{std::move(c), std::move(rw)});
+  for (int i = 0; i < count; ++i) {
+    absl::StatusOr<std::unique_ptr<LockClient>> c = new_client();
+    if (!c.ok()) return c.status();
+    if (i == 0 && !Offered(**c, Primitive::kReadWriteLock)) return sides;
+    absl::StatusOr<std::unique_ptr<ReadWriteLock>> rw =
+        (*c)->GetReadWriteLock(kName);
+    if (!rw.ok()) return rw.status();
+    sides.push_back(Side{*std::move(c), *std::move(rw)});
   }
+  return sides;
+}
+
+TEST_P(Conformance, C23_ReadersShare) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Side> sides,
+                       NewSides(3, [&] { return NewClient(); }));
+  if (sides.empty()) return;
   std::vector<Hold> reads;
   for (Side& side : sides) {
     ASSERT_OK_AND_ASSIGN(
@@ -49,13 +67,9 @@ TEST_P(Conformance, C23_ReadersShare) {
 }
 
 TEST_P(Conformance, C23_WriterExcludesEveryOtherHolder) {
-  std::vector<Side> sides;
-  for (int i = 0; i < 4; ++i) {
-    ASSERT_OK_AND_ASSIGN(auto c, NewClient());
-    if (i == 0 && !Offered(*c, Primitive::kReadWriteLock)) return;
-    ASSERT_OK_AND_ASSIGN(auto rw, c->GetReadWriteLock(kName));
-    sides.push_back(Side{std::move(c), std::move(rw)});
-  }
+  ASSERT_OK_AND_ASSIGN(std::vector<Side> sides,
+                       NewSides(4, [&] { return NewClient(); }));
+  if (sides.empty()) return;
   std::atomic<int> readers{0}, writers{0}, violations{0}, most_readers{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 6; ++t) {
@@ -313,6 +327,122 @@ TEST_P(Conformance, C23_TimedOutWriterLeavesNoIntent) {
                        later_rw->TryAcquireRead(WithLease(kLongLease)));
   EXPECT_OK(next.Release());
   EXPECT_OK(read.Release());
+}
+
+// What `dlock status`, `dlock list` and `dlock unlock --force` read (C11):
+// a lock held by readers alone has no writer, so the lock's own view
+// (Inspect, List) finds none, and the object's view (the handle's Inspect,
+// ListObjects) shows each reader with its mode, its owner and its token.
+TEST_P(Conformance, C23_AdminShowsEveryReaderAndNoWriter) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Side> sides,
+                       NewSides(2, [&] { return NewClient(); }));
+  if (sides.empty()) return;
+  ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
+  std::vector<Hold> reads;
+  std::vector<std::pair<std::string, uint64_t>> expected;
+  for (Side& side : sides) {
+    ASSERT_OK_AND_ASSIGN(Hold read, side.rw->AcquireRead(Waiting()));
+    expected.emplace_back(read.owner(), read.fencing_token());
+    reads.push_back(std::move(read));
+  }
+  std::sort(expected.begin(), expected.end());
+  auto readers_of = [](const ObjectInfo& info) {
+    std::vector<std::pair<std::string, uint64_t>> seen;
+    for (const HolderInfo& h : info.holders) {
+      EXPECT_TRUE(h.shared) << h.owner << " shown as the writer";
+      seen.emplace_back(h.owner, h.fencing_token);
+    }
+    std::sort(seen.begin(), seen.end());
+    return seen;
+  };
+  ASSERT_OK_AND_ASSIGN(LockInfo lock, admin->Admin().Inspect(kName));
+  EXPECT_FALSE(lock.locked) << "a reader shown as the writer: " << lock.owner;
+  ASSERT_OK_AND_ASSIGN(ObjectInfo info, sides[0].rw->Inspect());
+  EXPECT_EQ(readers_of(info), expected);
+  if (admin->traits().can_list) {
+    ASSERT_OK_AND_ASSIGN(std::vector<LockInfo> locks, admin->Admin().List());
+    for (const LockInfo& l : locks) {
+      EXPECT_NE(l.name, kName) << "listed with a writer: " << l.owner;
+    }
+    ASSERT_OK_AND_ASSIGN(std::vector<ObjectInfo> objects,
+                         admin->Admin().ListObjects(ObjectKind::kLock));
+    auto listed =
+        std::find_if(objects.begin(), objects.end(),
+                     [](const ObjectInfo& o) { return o.name == kName; });
+    ASSERT_NE(listed, objects.end()) << "a lock held by readers is not listed";
+    EXPECT_EQ(readers_of(*listed), expected);
+  }
+  for (Hold& read : reads) EXPECT_OK(read.Release());
+}
+
+// An operator's force unlock (C12), by the lock's name or as an object,
+// ends every reader at once: a writer gets in, and each reader is told of
+// its loss once (C20).
+TEST_P(Conformance, C23_ForceUnlockEndsEveryReader) {
+  ClientOptions options;
+  options.watchdog_lease = kShortWatchdogLease;
+  ASSERT_OK_AND_ASSIGN(std::vector<Side> sides,
+                       NewSides(2, [&] { return NewClient(options); }));
+  if (sides.empty()) return;
+  ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto writer, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto write_lock, writer->GetLock(kName));
+  for (const bool as_object : {false, true}) {
+    SCOPED_TRACE(as_object ? "ForceUnlockObject" : "ForceUnlock");
+    std::vector<LostRecorder> lost(sides.size());
+    std::vector<Hold> reads;
+    for (size_t i = 0; i < sides.size(); ++i) {
+      AcquireOptions watched;
+      watched.on_lost = lost[i].Callback();
+      ASSERT_OK_AND_ASSIGN(Hold read, sides[i].rw->AcquireRead(watched));
+      reads.push_back(std::move(read));
+    }
+    ASSERT_OK(as_object
+                  ? admin->Admin().ForceUnlockObject(ObjectKind::kLock, kName)
+                  : admin->Admin().ForceUnlock(kName));
+    ASSERT_OK_AND_ASSIGN(ObjectInfo info, sides[0].rw->Inspect());
+    EXPECT_TRUE(info.holders.empty()) << info.holders.size() << " left";
+    absl::StatusOr<Hold> written =
+        write_lock->TryAcquire(WithLease(kLongLease));
+    EXPECT_OK(written) << "a reader was left holding";
+    for (size_t i = 0; i < sides.size(); ++i) {
+      ASSERT_TRUE(lost[i].WaitForEvents(1, kNoHang)) << "reader " << i;
+      EXPECT_EQ(SettledEvents(lost[i]), 1u) << "reader " << i;
+      EXPECT_TRUE(lost[i].Events()[0].shared);
+      EXPECT_TRUE(IsLost(lost[i].Events()[0].reason));
+      EXPECT_EQ(reads[i].state(), LockState::kLost);
+    }
+    if (written.ok()) EXPECT_OK(written->Release());
+  }
+}
+
+// A writer that also reads (C23_WriterMayAlsoRead) loses both holds to a
+// force unlock by the lock's name, each told once: nothing is left that
+// keeps another writer out.
+TEST_P(Conformance, C23_ForceUnlockEndsTheWriterAndItsRead) {
+  ClientOptions options;
+  options.watchdog_lease = kShortWatchdogLease;
+  LostRecorder lost;
+  options.on_lost = lost.Callback();
+  ASSERT_OK_AND_ASSIGN(auto holder, NewClient(options));
+  ASSERT_OK_AND_ASSIGN(auto admin, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto next, NewClient());
+  if (!Offered(*holder, Primitive::kReadWriteLock)) return;
+  ASSERT_OK_AND_ASSIGN(auto rw, holder->GetReadWriteLock(kName));
+  ASSERT_OK_AND_ASSIGN(auto next_rw, next->GetReadWriteLock(kName));
+  ASSERT_OK_AND_ASSIGN(Hold write, rw->AcquireWrite());
+  ASSERT_OK_AND_ASSIGN(Hold read, rw->AcquireRead());
+  ASSERT_OK(admin->Admin().ForceUnlock(kName));
+  ASSERT_OK_AND_ASSIGN(ObjectInfo info, next_rw->Inspect());
+  EXPECT_TRUE(info.holders.empty()) << info.holders.size() << " left";
+  absl::StatusOr<Hold> written =
+      next_rw->TryAcquireWrite(WithLease(kLongLease));
+  EXPECT_OK(written) << "the writer's read was left holding";
+  ASSERT_TRUE(lost.WaitForEvents(2, kNoHang)) << lost.Events().size();
+  EXPECT_EQ(SettledEvents(lost), 2u);
+  EXPECT_EQ(write.state(), LockState::kLost);
+  EXPECT_EQ(read.state(), LockState::kLost);
+  if (written.ok()) EXPECT_OK(written->Release());
 }
 
 }  // namespace

@@ -88,17 +88,21 @@ class LockAdmin {
  public:
   virtual ~LockAdmin() = default;
 
-  // The lock as the backend sees it now (C11). InvalidArgument for a bad
-  // name.
+  // The lock as the backend sees it now (C11): its writer. A lock held by
+  // readers alone is not locked here; ReadWriteLock::Inspect() and
+  // ListObjects(ObjectKind::kLock) show its readers (C23). InvalidArgument
+  // for a bad name.
   virtual absl::StatusOr<LockInfo> Inspect(absl::string_view name) = 0;
 
-  // Locks currently held in this namespace whose names start with `prefix`.
-  // Unimplemented where the backend cannot list.
+  // Locks currently held by a writer (or kept) in this namespace whose names
+  // start with `prefix`, as Inspect() shows them. Unimplemented where the
+  // backend cannot list.
   virtual absl::StatusOr<std::vector<LockInfo>> List(
       absl::string_view prefix = {}) = 0;
 
-  // Removes the lock whoever holds it (C12); waiters wake, and the former
-  // holder is told it lost the lock.
+  // Removes the lock whoever holds it, its writer and every reader (C12,
+  // C23); waiters wake, and each former holder is told once that it lost
+  // its hold.
   virtual absl::Status ForceUnlock(absl::string_view name) = 0;
 
   // Removes the lock only if it is still held with exactly `fencing_token`,

@@ -255,6 +255,10 @@ class ObjectWatch {
 // if it has any).
 ObjectInfo LockObject(const LockInfo& lock);
 
+// Whether ListObjects lists the object: held (a lock by readers alone too),
+// kept after its release, or waited for with a kept place.
+bool ListsAsHeld(const ObjectInfo& info);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -315,12 +319,16 @@ class Backend {
   // Unimplemented (no record).
   virtual absl::Status RenewLiveness(absl::Duration ttl);
 
-  // The lock as the server sees it now (C11): never from a local cache.
+  // The lock as the server sees it now (C11): never from a local cache. Its
+  // writer (or its keep): a lock held by readers alone is not locked here
+  // (InspectObject shows them, C23).
   virtual absl::StatusOr<LockInfo> Inspect(absl::string_view name) = 0;
-  // Held locks whose names start with `prefix`. Default: Unimplemented
-  // (BackendTraits::can_list false).
+  // Locks held by a writer or kept, whose names start with `prefix` (as
+  // Inspect shows them). Default: Unimplemented (BackendTraits::can_list
+  // false).
   virtual absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix);
-  // Removes the lock whoever holds it and wakes its waiters (C12). Holders
+  // Removes the lock whoever holds it, its writer and every reader, and
+  // wakes its waiters (C12, C23). Holders
   // in other clients learn it at their next renewal or release (their
   // backend answers FailedPrecondition).
   virtual absl::Status ForceUnlock(absl::string_view name) = 0;
@@ -364,7 +372,8 @@ class Backend {
                                                    absl::string_view name);
 
   // The admin calls for every kind, each read or done in one step (C11,
-  // C12). For a lock, InspectObject also shows its readers. Defaults: a
+  // C12). For a lock, InspectObject also shows its readers, and
+  // ListObjects lists a lock held by readers alone. Defaults: a
   // lock's from Inspect/List/ForceUnlock(IfToken); Unimplemented for the
   // other kinds.
   virtual absl::StatusOr<ObjectInfo> InspectObject(ObjectKind kind,
@@ -388,6 +397,12 @@ class Backend {
   // the answer.
   absl::StatusOr<std::vector<LockInfo>> InspectHeld(
       const absl::StatusOr<std::vector<std::string>>& names);
+  // ListObjects() for a backend that finds objects' names by scanning:
+  // each name inspected (InspectObject), those held, kept after release or
+  // waited for with a kept place kept (a lock held by readers alone
+  // included); the scan's or an inspection's error is the answer.
+  absl::StatusOr<std::vector<ObjectInfo>> InspectObjectsHeld(
+      ObjectKind kind, const absl::StatusOr<std::vector<std::string>>& names);
 };
 
 // What a backend factory gets. `params` holds the URI's query parameters
