@@ -33,6 +33,28 @@ int64_t PermitsAhead(const std::vector<std::string>& paths) {
   return sum;
 }
 
+// What the reads of the nodes ahead of ours say.
+struct Ahead {
+  bool last_admitted = true;  // the node right ahead (true: none)
+  bool all_admitted = true;
+  // A node whose data is not a dlock node's (another program's, or
+  // corrupted): we cannot write it into our admission, nor tell whether it
+  // is admitted or when its lease ends.
+  bool foreign = false;
+};
+
+Ahead LookAhead(const std::vector<Reply>& ahead) {
+  Ahead a;
+  for (const Reply& read : ahead) {
+    std::optional<NodeData> data = Parse(read.data);
+    a.foreign = a.foreign || !data.has_value();
+    a.last_admitted =
+        data.has_value() && AdmittedSlots(data->value).has_value();
+    a.all_admitted = a.all_admitted && a.last_admitted;
+  }
+  return a;
+}
+
 }  // namespace
 
 absl::StatusOr<Grant> LockQueue::WaitAdmission(Turn& t) {
@@ -82,18 +104,18 @@ LockQueue::Next LockQueue::Admission(Turn& t, WakeupHub::Waiter& waiter,
   if (AdmittedSlots(t.own.data.value).has_value()) {
     return AdmittedByAnother(t);
   }
-  const bool after_admitted =
-      ahead.empty() ||
-      AdmittedSlots(Parse(ahead.back().data).value_or(NodeData{}).value)
-          .has_value();
+  const Ahead state = LookAhead(ahead);
   // Room for ours behind every node ahead, admitted or not: FIFO, and no
-  // waiting for the waiters ahead to admit themselves one by one.
+  // waiting for the waiters ahead to admit themselves one by one, unless
+  // we cannot write them. A foreign node ahead is waited for as a lock's
+  // waiter waits behind one (docs/zookeeper.md): until it goes, on the
+  // watches and the fallback poll, up to the deadline.
   if (PermitsAhead(paths) + t.call.shape.permits <= limit &&
-      (after_admitted || !t.admit_alone)) {
+      (state.all_admitted || !(t.admit_alone || state.foreign))) {
     return Admit(t, queue, paths, ahead);
   }
   t.waited = true;
-  if (after_admitted) return WaitForRoom(t, waiter, paths, ahead);
+  if (state.last_admitted) return WaitForRoom(t, waiter, paths, ahead);
   // Behind a waiter: until it is admitted or leaves (its data watch, set
   // only if it was there), or its lease ends, which only a waiter that
   // stopped lets happen.

@@ -46,6 +46,9 @@ struct Case {
   std::string backend;
   Workload workload;
   HolderFault fault;
+  // Whether workers reach the servers through their proxies; a client
+  // that dials the servers a map names (Redis Cluster) reaches them itself.
+  bool proxied = true;
 };
 
 std::string Name(Workload w) {
@@ -156,7 +159,8 @@ TEST_P(PrimitivesHistory, ContractHoldsUnderTheFault) {
     RunOptions options = WorkloadOptions(c.workload, profile);
     options.upstream_port = (*backend)->port();
     options.uri = [&](int port, const std::string& ns, int i) {
-      return (*backend)->Uri(ns, i, WorkerUri{.proxy_port = port});
+      return (*backend)->Uri(ns, i,
+                             WorkerUri{.proxy_port = c.proxied ? port : 0});
     };
     absl::StatusOr<std::unique_ptr<HistoryRun>> run = HistoryRun::Start(
         absl::StrCat(c.backend, "-", Name(c.workload), "-", Name(c.fault)),
@@ -189,16 +193,36 @@ std::vector<Case> Cases() {
     // A worker's proxy stands before one server: on Redlock it would cut
     // one master of three (its partitions: redlock_history_test.cc).
     bool partitions = true;
+    // Whether workers reach the servers through their proxies (above).
+    bool proxied = true;
+    // CI: a killed holder only, for every workload (the clean clone's run
+    // has no time left for more); the long profile runs every fault.
+    bool ci_kill_only = false;
   };
+  const std::vector<W> all_four = {W::kMulti, W::kSemaphore, W::kElection,
+                                   W::kReadWrite};
   // Multi-locks work on every backend (taken in one global order where a
   // backend has no atomic form).
   const std::vector<Offer> offers = {
-      {"redis", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
-      {"redlock3", {W::kElection, W::kReadWrite}, /*partitions=*/false},
-      {"postgres_lease",
-       {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
-      {"zookeeper", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}},
-      {"etcd", {W::kMulti, W::kSemaphore, W::kElection, W::kReadWrite}}};
+      {.backend = "redis", .workloads = all_four},
+      {.backend = "redlock3",
+       .workloads = {W::kMulti, W::kElection, W::kReadWrite},
+       .partitions = false,
+       .ci_kill_only = true},
+      // A cluster client dials the masters its slot map names, past any
+      // proxy: no partitions of one worker.
+      {.backend = "redis_cluster",
+       .workloads = all_four,
+       .partitions = false,
+       .proxied = false,
+       .ci_kill_only = true},
+      {.backend = "postgres_lease", .workloads = all_four},
+      // Session mode: holds on advisory locks of sessions of their own.
+      {.backend = "postgres_session",
+       .workloads = all_four,
+       .ci_kill_only = true},
+      {.backend = "zookeeper", .workloads = all_four},
+      {.backend = "etcd", .workloads = all_four}};
   std::vector<Case> cases;
   for (const Offer& offer : offers) {
     if (std::find(built.begin(), built.end(), offer.backend) == built.end()) {
@@ -209,10 +233,12 @@ std::vector<Case> Cases() {
         // CI: a killed holder for every workload, a partitioned one for
         // the semaphore and the election.
         const bool short_case =
-            f == F::kKill ||
-            (f == F::kPartition && (w == W::kSemaphore || w == W::kElection));
+            f == F::kKill || (f == F::kPartition && !offer.ci_kill_only &&
+                              (w == W::kSemaphore || w == W::kElection));
         if (f == F::kPartition && !offer.partitions) continue;
-        if (all || short_case) cases.push_back({offer.backend, w, f});
+        if (all || short_case) {
+          cases.push_back({offer.backend, w, f, offer.proxied});
+        }
       }
     }
   }

@@ -16,10 +16,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "dlock/cancel.h"
 #include "dlock/client.h"
+#include "dlock/errors.h"
 #include "dlock/semaphore.h"
 #include "gtest/gtest.h"
 #include "test_servers.h"
+#include "zk_four_letter.h"
 #include "zk_layout.h"
 
 namespace dlock::zk {
@@ -125,6 +128,85 @@ TEST(ZooKeeperSemaphoreAdmission, RoomAheadAdmitsWithoutWaitingForTheWaiters) {
             static_cast<uint64_t>(ahead->second.czxid));
   EXPECT_EQ(data->owner, "c:stalled:1") << "its owner's data is kept";
   EXPECT_TRUE(permit->Release().ok());
+  EXPECT_TRUE((*client)->Close().ok());
+}
+
+// The requests the test's ZooKeeper has received so far (mntr).
+int64_t PacketsReceived(int port) {
+  absl::StatusOr<std::string> mntr = FourLetterWord(
+      absl::StrCat("127.0.0.1:", port), "mntr", absl::Seconds(5));
+  if (!mntr.ok()) return -1;
+  return MntrValue(*mntr, "zk_packets_received").value_or(-1);
+}
+
+// A queue node ahead whose data is not a dlock node's (another program's,
+// or a dlock node's overwritten since), with an admitted holder between it
+// and ours: we can neither admit it with ours nor tell when it ends, so, as
+// a lock's waiter behind such a node, ours waits on the watches and the
+// fallback poll, and gives up at its deadline. Before, every look at the
+// queue went straight back to another listing: the waiter spun on the
+// server, and never looked at its deadline.
+TEST(ZooKeeperSemaphoreAdmission, ForeignNodeAheadIsWaitedForUntilTheDeadline) {
+  absl::StatusOr<test::TestBackend> backend =
+      test::FindTestBackend("zookeeper");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const std::string ns = "semaphore-foreign";
+  absl::StatusOr<std::string> uri = backend->uri({.ns = ns});
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  absl::StatusOr<int> port = backend->port();
+  ASSERT_TRUE(port.ok()) << port.status();
+
+  constexpr int64_t kThree = 3;
+  RawClient raw(*port);
+  const std::string name = "foreign";
+  const std::string parent = absl::StrCat(
+      "/dlock/", ns, "/", ObjectComponent(ObjectKind::kSemaphore, name));
+  ASSERT_EQ(raw.Create("/dlock", "", ZOO_PERSISTENT), ZOK);
+  ASSERT_EQ(raw.Create(absl::StrCat("/dlock/", ns), "", ZOO_CONTAINER), ZOK);
+  ASSERT_EQ(raw.Create(parent, "", ZOO_CONTAINER), ZOK);
+  ASSERT_EQ(raw.Create(absl::StrCat(parent, "/foreign-lock-"),
+                       "not a dlock node", ZOO_EPHEMERAL_SEQUENTIAL),
+            ZOK);
+  const std::string holder_data =
+      Serialize(NodeData{.owner = "c:stopped:1",
+                         .holds = 1,
+                         .lease_ms = 600'000,
+                         .kept_ms = 600'000,
+                         .value = AdmittedValue({0})});
+  ASSERT_EQ(raw.Create(absl::StrCat(parent, "/stopped-0-0-",
+                                    PermitsTag({.permits = 1, .limit = kThree}),
+                                    "lock-"),
+                       holder_data, ZOO_EPHEMERAL_SEQUENTIAL),
+            ZOK);
+
+  absl::StatusOr<std::unique_ptr<LockClient>> client = Connect(*uri);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<std::unique_ptr<Semaphore>> semaphore =
+      (*client)->GetSemaphore(name, kThree);
+  ASSERT_TRUE(semaphore.ok()) << semaphore.status();
+
+  const int64_t packets_before = PacketsReceived(*port);
+  ASSERT_GE(packets_before, 0) << "mntr unreadable";
+  CancelToken cancel;
+  std::optional<absl::StatusOr<Permit>> permit;
+  absl::Notification done;
+  std::thread waiter([&] {
+    permit.emplace((*semaphore)
+                       ->Acquire(1, AcquireOptions{.wait = absl::Seconds(2),
+                                                   .cancel = cancel}));
+    done.Notify();
+  });
+  // A generous bound: only a waiter that ignores its deadline misses it.
+  const bool in_time = done.WaitForNotificationWithTimeout(absl::Seconds(15));
+  if (!in_time) cancel.Cancel();
+  waiter.join();
+  const int64_t packets = PacketsReceived(*port) - packets_before;
+  EXPECT_TRUE(in_time) << "the waiter did not give up at its deadline";
+  ASSERT_TRUE(permit.has_value());
+  EXPECT_TRUE(IsWaitExpired(permit->status())) << permit->status();
+  // A waiter on its watches and a 1 s fallback poll looks a few times in
+  // 2 s, a few requests a look; the spin made thousands a second.
+  EXPECT_LT(packets, 200) << "the waiter polled the server";
   EXPECT_TRUE((*client)->Close().ok());
 }
 
