@@ -386,6 +386,14 @@ int UnlockCommand(const BackendFlags& flags, const std::string& name,
   // operation either way (C12).
   absl::StatusOr<LockInfo> before = admin.Inspect(name);
   if (!before.ok()) return Fail(before.status());
+  // The lock view shows a writer only: readers alone (whom a force unlock by
+  // name ends too, C23) are in the object view.
+  std::optional<ObjectInfo> readers;
+  if (!before->locked && token == 0) {
+    absl::StatusOr<ObjectInfo> held =
+        InspectKind(client, ObjectKind::kLock, name);
+    if (held.ok() && !held->holders.empty()) readers = *std::move(held);
+  }
   if (absl::Status s =
           token != 0 ? admin.ForceUnlock(name, token) : admin.ForceUnlock(name);
       !s.ok()) {
@@ -398,10 +406,14 @@ int UnlockCommand(const BackendFlags& flags, const std::string& name,
       out["previous_owner"] = before->owner;
       out["previous_fencing_token"] = before->fencing_token;
     }
+    if (readers.has_value()) out["previous_readers"] = readers->holders.size();
     Print(DumpJson(out) + "\n");
   } else if (before->locked) {
     Print(absl::StrCat(name, ": unlocked (was held by ", HolderText(*before),
                        ", fencing token ", before->fencing_token, ")\n"));
+  } else if (readers.has_value()) {
+    Print(absl::StrCat(name, ": unlocked (was ", HoldersSummary(*readers),
+                       ")\n"));
   } else {
     Print(absl::StrCat(name, ": was not locked\n"));
   }

@@ -125,6 +125,20 @@ TEST_F(CliPrimitivesBackendTest, ReadersRunTogetherAndAWriterIsKeptOut) {
             "ran\n");
 }
 
+// `unlock --force NAME` ends the readers too (C23): the CLI says whom it
+// removed, not "was not locked" (the lock view shows a writer only).
+TEST_F(CliPrimitivesBackendTest, ForceUnlockByNameEndsTheReadersAndSaysSo) {
+  if (!traits_.read_write_locks) return;  // the case above covers the refusal
+  // Renewed every 300 ms, so that the force unlock below is found soon.
+  auto reader = Start(
+      {"run", "--shared", "--lease", "900ms", "readers", "--", "sleep", "30"});
+  AwaitOutput({"status", "readers"}, "1 reader");
+  Result unlock = Dl({"unlock", "--force", "readers"});
+  EXPECT_EQ(unlock.code, 0) << unlock.err;
+  EXPECT_THAT(unlock.out, HasSubstr("readers: unlocked (was 1 reader"));
+  EXPECT_EQ(reader->Wait(absl::Seconds(30)), 76) << reader->err();
+}
+
 TEST_F(CliPrimitivesBackendTest, ALeaderIsShownAndASecondCampaignerWaits) {
   if (!traits_.elections) {
     ExpectNotOffered({"elect", "e", "--", "echo", "ran"});
