@@ -199,7 +199,7 @@ TEST_P(Conformance, C24_ResignElectsTheNext) {
 TEST_P(Conformance, C24_DeposedLeaderIsToldBeforeTheNextIsElected) {
   CutOffHolder holder;
   ASSERT_OK_AND_ASSIGN(auto cut_off, NewClient(holder.Options()));
-  ASSERT_OK_AND_ASSIGN(auto next, NewClient());
+  ASSERT_OK_AND_ASSIGN(auto next, NewClient(SlowPollOptions()));
   if (!Offered(*next, Primitive::kElection)) return;
   ASSERT_OK_AND_ASSIGN(auto deposed, cut_off->GetElection(kName));
   ASSERT_OK_AND_ASSIGN(auto successor, next->GetElection(kName));
@@ -207,9 +207,14 @@ TEST_P(Conformance, C24_DeposedLeaderIsToldBeforeTheNextIsElected) {
       Leadership me,
       deposed->Campaign("old", holder.Watched(ObjectKind::kElection)));
   holder.Cut();
+  const absl::Time cut = absl::Now();
   ASSERT_OK_AND_ASSIGN(Leadership them, successor->Campaign("new", Waiting()));
   const absl::Time elected = absl::Now();
   EXPECT_LE(holder.told(), elected) << "the deposed leader was told after";
+  // The campaigner wakes at the leader's lease end, not at its fallback poll.
+  EXPECT_LE(elected - cut, kShortWatchdogLease + kPromptly)
+      << "the campaigner polled (every " << kSlowFallbackPoll
+      << ") instead of waking at the leader's lease end";
   EXPECT_GT(them.term(), me.term());
   EXPECT_EQ(me.state(), LockState::kLost);
   EXPECT_OK(them.Resign());
