@@ -391,7 +391,7 @@ int UnlockCommand(const BackendFlags& flags, const std::string& name,
   std::optional<ObjectInfo> readers;
   if (!before->locked && token == 0) {
     absl::StatusOr<ObjectInfo> held =
-        InspectKind(client, ObjectKind::kLock, name);
+        InspectKind(*client, ObjectKind::kLock, name);
     if (held.ok() && !held->holders.empty()) readers = *std::move(held);
   }
   if (absl::Status s =
