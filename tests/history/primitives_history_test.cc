@@ -220,6 +220,13 @@ std::vector<Case> Cases() {
        .partitions = false,
        .proxied = false,
        .ci_kill_only = true},
+      // Sentinel: the one-master scripts, found through the Sentinels
+      // (whose client dials the master they name, past any proxy).
+      {.backend = "redis_sentinel",
+       .workloads = all_four,
+       .partitions = false,
+       .proxied = false,
+       .ci_kill_only = true},
       {.backend = "postgres_lease", .workloads = all_four},
       // Session mode: holds on advisory locks of sessions of their own.
       {.backend = "postgres_session",
