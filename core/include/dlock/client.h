@@ -121,7 +121,8 @@ class LockAdmin {
   virtual absl::StatusOr<ServerMemory> ServerMemoryUse() = 0;
 
   // ---- Beyond the mutex (issue 24; docs/design/primitives.md) ----------
-  // Declared here, wired by the core later: until then, Unimplemented.
+  // Connect()'s clients implement these; the defaults answer Unimplemented
+  // for other implementations (test doubles, wrappers written before them).
 
   // Objects of `kind` held (or waited for with a kept place) in this
   // namespace whose names start with `prefix`, each read in one step (C11):
@@ -132,7 +133,8 @@ class LockAdmin {
       ObjectKind kind, absl::string_view prefix = {}) {
     (void)kind;
     (void)prefix;
-    return absl::UnimplementedError("ListObjects is not wired yet");
+    return absl::UnimplementedError(
+        "this LockAdmin does not implement ListObjects");
   }
   // Removes every hold of the object, whoever holds it (C12): a lock's
   // writer and readers, all of a semaphore's permits, the leader. Waiters
@@ -147,7 +149,8 @@ class LockAdmin {
     (void)kind;
     (void)name;
     (void)fencing_token;
-    return absl::UnimplementedError("ForceUnlockObject is not wired yet");
+    return absl::UnimplementedError(
+        "this LockAdmin does not implement ForceUnlockObject");
   }
 };
 
@@ -230,7 +233,8 @@ class LockClient {
   virtual std::string CurrentOwner() const = 0;
 
   // ---- Beyond the mutex (issue 24; docs/design/primitives.md) ----------
-  // Declared here, wired by the core later: until then, Unimplemented.
+  // Connect()'s clients implement these; the defaults answer Unimplemented
+  // for other implementations (test doubles, wrappers written before them).
   // Names are checked as GetLock()'s (C15: InvalidArgument, nothing sent);
   // each kind of object is a name space of its own (dlock/object_info.h),
   // except that a read-write lock is the lock of the same name.
@@ -242,21 +246,24 @@ class LockClient {
       absl::string_view name, int64_t permits) {
     (void)name;
     (void)permits;
-    return absl::UnimplementedError("GetSemaphore is not wired yet");
+    return absl::UnimplementedError(
+        "this LockClient does not implement GetSemaphore");
   }
 
   // The readers and writer of lock `name` (C23; dlock/rw_lock.h).
   virtual absl::StatusOr<std::unique_ptr<ReadWriteLock>> GetReadWriteLock(
       absl::string_view name) {
     (void)name;
-    return absl::UnimplementedError("GetReadWriteLock is not wired yet");
+    return absl::UnimplementedError(
+        "this LockClient does not implement GetReadWriteLock");
   }
 
   // Election `name` (C24; dlock/election.h).
   virtual absl::StatusOr<std::unique_ptr<Election>> GetElection(
       absl::string_view name) {
     (void)name;
-    return absl::UnimplementedError("GetElection is not wired yet");
+    return absl::UnimplementedError(
+        "this LockClient does not implement GetElection");
   }
 
   // Takes the locks `names` all or nothing within options.wait, and hands
@@ -273,7 +280,8 @@ class LockClient {
       absl::Span<const std::string> names, const AcquireOptions& options = {}) {
     (void)names;
     (void)options;
-    return absl::UnimplementedError("AcquireAll is not wired yet");
+    return absl::UnimplementedError(
+        "this LockClient does not implement AcquireAll");
   }
 };
 
