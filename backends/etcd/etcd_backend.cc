@@ -299,9 +299,13 @@ absl::StatusOr<Attempt> EtcdBackend::TryOnce(const AcquireCall& call,
       // A thread's holds are this client's alone, and the core believes
       // none here: this is a hold it gave up as lost (etcd restarted its
       // lease with the whole TTL) or whose grant never reached it. Ended,
-      // so that the new hold gets a token of its own.
-      absl::Status revoked = client_->LeaseRevoke(kv->lease());
-      if (!revoked.ok() && !absl::IsNotFound(revoked)) return revoked;
+      // so that the new hold gets a token of its own. Deleted first, by
+      // its create revision: a release of it racing this one may have
+      // given its lease to another hold (ReleaseWhole), then this fails.
+      absl::StatusOr<etcdserverpb::TxnResponse> ended = client_->Txn(
+          DeleteIfCreatedAt(key, kv->create_revision()), {.idempotent = true});
+      if (!ended.ok()) return ended.status();
+      if (ended->succeeded()) RevokeQuietly(kv->lease());  // carries nothing
       if (pass == 0) continue;
       return Attempt{.holder_lease_left = absl::ZeroDuration()};
     }

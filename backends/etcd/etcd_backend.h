@@ -8,10 +8,13 @@
 // leader changes and restarts, since every write goes through Raft.
 //
 // Every end of a hold is the revocation of its lease, which deletes its key
-// in the same step: a release, a force unlock, the lease running out. A
-// lease carries one generation of one key (EtcdHold), so a release retried
-// after a lost reply revokes nothing but its own hold, never a newer hold
-// of the same owner (etcd #22082). Changes to a key that stays (re-entry,
+// in the same step: a release, a force unlock, the lease running out; but
+// the release of a hold untouched since its create, which deletes its key
+// by a transaction guarded by its create revision and gives the lease back
+// to the spares. A lease carries one generation of one key at a time
+// (EtcdHold), so a release retried after a lost reply deletes or revokes
+// nothing but its own hold, never a newer hold of the same owner (etcd
+// #22082). Changes to a key that stays (re-entry,
 // a partial release, a lock kept after its release) are transactions that
 // compare its create and mod revisions and carry a write id, so a retry
 // after a lost reply is never applied twice and recognizes its first
@@ -280,6 +283,11 @@ class EtcdBackend : public Backend {
 
   // etcd_release.cc
   absl::StatusOr<int64_t> ReleaseWriter(const ReleaseCall& call);
+  // The release of a whole hold the core handed back; nullopt when the key
+  // must be read (another generation, or a lease etcd no longer knows).
+  std::optional<absl::StatusOr<int64_t>> ReleaseWhole(const ReleaseCall& call,
+                                                      const std::string& key,
+                                                      const EtcdHold& record);
   absl::StatusOr<std::optional<int64_t>> ReleaseOnce(const ReleaseCall& call,
                                                      const std::string& key,
                                                      const EtcdHold* record);

@@ -75,6 +75,9 @@ struct CallOptions {
   // For writes: true when a retry after a lost reply cannot apply it twice
   // and its answer tells what the first attempt did (RETRYING WRITES above).
   bool idempotent = false;
+  // When not null, Txn sets it to how many times it sent the request: more
+  // than one, and an earlier one may have been applied.
+  int* sends = nullptr;
 };
 
 // Thread-safe. Calls block the calling thread until their answer or their
@@ -144,6 +147,9 @@ class Client {
 std::string PrefixEnd(absl::string_view prefix);
 
 etcdserverpb::Compare CompareCreateRevision(
+    absl::string_view key, etcdserverpb::Compare::CompareResult result,
+    int64_t revision);
+etcdserverpb::Compare CompareModRevision(
     absl::string_view key, etcdserverpb::Compare::CompareResult result,
     int64_t revision);
 etcdserverpb::Compare CompareValue(absl::string_view key,

@@ -52,17 +52,24 @@ void SpareLeases::Return(absl::Duration lease, const LeaseState& spare) {
 }
 
 bool SpareLeases::Keep(Length& length, const LeaseState& spare, MonoTime now) {
-  const bool wanted =
-      !stopping_ && now - length.last_asked < limits_.demand_window &&
-      static_cast<int>(length.ready.size()) + length.busy <
-          limits_.per_length &&
-      Pooled() < limits_.total && Confirmed(spare) + length.max_age > now;
+  // One older than acquisitions accept (a hold's, given back) is kept if
+  // the thread (none before a length is acquired again) can refresh it
+  // before etcd could expire it.
+  const bool wanted = !stopping_ && thread_.joinable() &&
+                      now - length.last_asked < limits_.demand_window &&
+                      static_cast<int>(length.ready.size()) + length.busy <
+                          limits_.per_length &&
+                      Pooled() < limits_.total &&
+                      spare.alive_until > now + length.max_age;
   if (!wanted) return false;
   auto later = std::upper_bound(length.ready.begin(), length.ready.end(), spare,
                                 [](const LeaseState& a, const LeaseState& b) {
                                   return Confirmed(a) < Confirmed(b);
                                 });
   length.ready.insert(later, spare);
+  // Refreshed at half the age acquisitions accept (DueJob): sooner than
+  // the thread meant to look again, it looks now.
+  if (Confirmed(spare) + length.max_age / 2 < wake_at_) wake_.Signal();
   return true;
 }
 
@@ -87,7 +94,9 @@ std::optional<SpareLeases::Job> SpareLeases::NextJob() {
   while (!stopping_) {
     MonoTime next = MonoTime::InfiniteFuture();
     if (std::optional<Job> job = DueJob(clock_.Now(), next)) return job;
+    wake_at_ = next;
     wake_.WaitUntil(&mu_, next);
+    wake_at_ = MonoTime::InfinitePast();
   }
   return std::nullopt;
 }
