@@ -27,10 +27,18 @@ std::optional<LeaseState> SpareLeases::Take(absl::Duration lease,
   const bool again = now - length.last_asked < limits_.demand_window;
   if (!again) length.wanted = 0;
   length.last_asked = now;
-  if (!length.ready.empty() && Confirmed(length.ready.back()) + max_age > now) {
+  // The freshest; when older than `max_age` (a hold's lease given back and
+  // not refreshed yet), the acquisition keeps it alive after its grant
+  // (EtcdBackend::HoldCountsFrom): a round trip, but no Raft write.
+  if (!length.ready.empty() &&
+      (Confirmed(length.ready.back()) + max_age > now ||
+       LongAlive(length.ready.back(), now))) {
     const LeaseState spare = length.ready.back();
     length.ready.pop_back();
-    wake_.Signal();  // to replace it
+    // To replace it, if the thread should (not for every acquisition).
+    if (static_cast<int>(length.ready.size()) + length.busy < length.wanted) {
+      wake_.Signal();
+    }
     return spare;
   }
   if (again) {
@@ -54,13 +62,12 @@ void SpareLeases::Return(absl::Duration lease, const LeaseState& spare) {
 bool SpareLeases::Keep(Length& length, const LeaseState& spare, MonoTime now) {
   // One older than acquisitions accept (a hold's, given back) is kept if
   // the thread (none before a length is acquired again) can refresh it
-  // before etcd could expire it.
+  // long before etcd could expire it.
   const bool wanted = !stopping_ && thread_.joinable() &&
                       now - length.last_asked < limits_.demand_window &&
                       static_cast<int>(length.ready.size()) + length.busy <
                           limits_.per_length &&
-                      Pooled() < limits_.total &&
-                      spare.alive_until > now + length.max_age;
+                      Pooled() < limits_.total && LongAlive(spare, now);
   if (!wanted) return false;
   auto later = std::upper_bound(length.ready.begin(), length.ready.end(), spare,
                                 [](const LeaseState& a, const LeaseState& b) {

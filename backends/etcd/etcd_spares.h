@@ -38,8 +38,10 @@ namespace dlock::etcd {
 class SpareLeases {
  public:
   struct Limits {
-    int per_length = 4;  // spares of one lease length
-    int total = 16;      // of every length together
+    // Spares of one lease length: as many as threads that acquire and
+    // release back to back, whose holds' leases come back to them.
+    int per_length = 16;
+    int total = 32;  // of every length together
     // A length acquired again within this of its previous acquisition is
     // in demand; spares of a length not acquired for this long are revoked.
     absl::Duration demand_window = absl::Seconds(5);
@@ -53,8 +55,10 @@ class SpareLeases {
   SpareLeases(const SpareLeases&) = delete;
   SpareLeases& operator=(const SpareLeases&) = delete;
 
-  // A spare for a hold of `lease`, last confirmed less than `max_age` ago,
-  // if one is ready; records the demand either way.
+  // A spare for a hold of `lease`, if one is ready: last confirmed less than
+  // `max_age` ago, or else with more than half its TTL left (the hold then
+  // counts from a keepalive after its grant); records the demand either
+  // way.
   std::optional<LeaseState> Take(absl::Duration lease, absl::Duration max_age)
       ABSL_LOCKS_EXCLUDED(mu_);
   // A spare an acquisition took and put no key on (no create naming it was
@@ -87,6 +91,10 @@ class SpareLeases {
   static int64_t KeyOf(absl::Duration lease);
   static MonoTime Confirmed(const LeaseState& spare) {
     return spare.alive_until - spare.ttl;
+  }
+  // More than half its TTL left: a create sent on it now finds it.
+  static bool LongAlive(const LeaseState& spare, MonoTime now) {
+    return spare.alive_until - now > spare.ttl / 2;
   }
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for the next job; nullopt once shut down.
