@@ -290,6 +290,15 @@ etcdserverpb::TxnRequest DeleteIfCreatedAt(absl::string_view key,
   return txn;
 }
 
+etcdserverpb::TxnRequest DeleteIfWrittenAt(absl::string_view key,
+                                           int64_t create_revision,
+                                           int64_t mod_revision) {
+  etcdserverpb::TxnRequest txn = DeleteIfCreatedAt(key, create_revision);
+  *txn.add_compare() =
+      CompareModRevision(key, etcdserverpb::Compare::EQUAL, mod_revision);
+  return txn;
+}
+
 const mvccpb::KeyValue* ReadKey(const etcdserverpb::TxnResponse& response) {
   for (const etcdserverpb::ResponseOp& op : response.responses()) {
     if (op.has_response_range() && op.response_range().kvs_size() > 0) {

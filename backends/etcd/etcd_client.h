@@ -169,6 +169,11 @@ etcdserverpb::TxnRequest CreateIfAbsent(absl::string_view key,
 // otherwise reads it.
 etcdserverpb::TxnRequest DeleteIfCreatedAt(absl::string_view key,
                                            int64_t create_revision);
+// Deletes `key` if it is still the write with these create and mod
+// revisions; otherwise reads it.
+etcdserverpb::TxnRequest DeleteIfWrittenAt(absl::string_view key,
+                                           int64_t create_revision,
+                                           int64_t mod_revision);
 
 // The key a txn's first response read (a Range in `failure`), if any.
 const mvccpb::KeyValue* ReadKey(const etcdserverpb::TxnResponse& response);

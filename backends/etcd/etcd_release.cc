@@ -44,13 +44,11 @@ std::optional<absl::StatusOr<int64_t>> EtcdBackend::ReleaseWhole(
   // a hold of this client alone, on a lease no other client keeps alive:
   // deleted, it leaves that lease carrying nothing, for the next hold
   // (etcd_hold.h), one Raft write fewer than a grant.
-  etcdserverpb::TxnRequest txn =
-      DeleteIfCreatedAt(key, record.create_revision());
-  *txn.add_compare() = CompareModRevision(key, etcdserverpb::Compare::EQUAL,
-                                          record.create_revision());
   int sends = 0;
   absl::StatusOr<etcdserverpb::TxnResponse> deleted =
-      client_->Txn(txn, {.idempotent = true, .sends = &sends});
+      client_->Txn(DeleteIfWrittenAt(key, record.create_revision(),
+                                     record.create_revision()),
+                   {.idempotent = true, .sends = &sends});
   if (deleted.ok() && deleted->succeeded()) {
     hub_.Notify(call.name);
     spares_.Return(lease.ttl, lease);
@@ -115,10 +113,11 @@ absl::StatusOr<std::optional<int64_t>> EtcdBackend::ReleaseOnce(
     if (!kept.ok()) return kept.status();
     if (!*kept) return std::nullopt;
   } else {
-    absl::Status revoked = client_->LeaseRevoke((*kv)->lease());
-    // Expired or moved meanwhile: read it again.
-    if (absl::IsNotFound(revoked)) return std::nullopt;
-    if (!revoked.ok()) return revoked;
+    // By a hold this client may not know (C6): its lease may be another
+    // client's, given to that client's next hold if its release came first.
+    absl::StatusOr<bool> ended = EndHold(**kv);
+    if (!ended.ok()) return ended.status();
+    if (!*ended) return std::nullopt;  // changed meanwhile: read it again
   }
   hub_.Notify(call.name);
   return std::optional<int64_t>(0);
@@ -239,7 +238,7 @@ absl::Status EtcdBackend::ForceUnlock(absl::string_view name) {
 
 absl::Status EtcdBackend::ForceUnlockIfToken(absl::string_view name,
                                              uint64_t fencing_token) {
-  return RevokeHolder(name, fencing_token);
+  return EndHolder(name, fencing_token);
 }
 
 absl::StatusOr<bool> EtcdBackend::TakeOver(const AcquireCall& call,
@@ -292,8 +291,8 @@ absl::StatusOr<bool> EtcdBackend::TakeOver(const AcquireCall& call,
   return true;
 }
 
-absl::Status EtcdBackend::RevokeHolder(absl::string_view name,
-                                       std::optional<uint64_t> token) {
+absl::Status EtcdBackend::EndHolder(absl::string_view name,
+                                    std::optional<uint64_t> token) {
   const std::string key = layout_.Key(name);
   for (int round = 0; round < kRounds; ++round) {
     absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(key);
@@ -304,15 +303,13 @@ absl::Status EtcdBackend::RevokeHolder(absl::string_view name,
       return TokenMismatchError(name, *token);
     }
     if (!kv->has_value()) return absl::OkStatus();
-    // The lease carries this generation of the key alone (etcd_hold.h):
-    // its holder's renewals fail from now on.
-    absl::Status revoked = client_->LeaseRevoke((*kv)->lease());
-    if (revoked.ok()) {
+    absl::StatusOr<bool> ended = EndHold(**kv);
+    if (!ended.ok()) return ended.status();
+    if (*ended) {
       hub_.Notify(name);
       return absl::OkStatus();
     }
-    // Ended meanwhile: look again.
-    if (!absl::IsNotFound(revoked)) return revoked;
+    // Changed or ended meanwhile: look again.
   }
   return Contended(name, "force unlock");
 }
