@@ -2,23 +2,28 @@
 // (etcd_layout.h), created by a transaction that compares its create
 // revision with 0 (absent) and puts it on a lease of the hold's own,
 // granted for the hold's lease. etcd's lease is the only clock etcd has, so
-// it is the hold's lease (C2): a renewal is a keepalive, and a holder that
-// stops renewing (or dies) loses the key when etcd expires the lease. The
-// key's create revision is the fencing token (C8): it only grows, across
-// leader changes and restarts, since every write goes through Raft.
+// it is the hold's lease (C2): a renewal is a keepalive (then a read of the
+// key, which a force unlock may have deleted with the lease left), and a
+// holder that stops renewing (or dies) loses the key when etcd expires the
+// lease. The key's create revision is the fencing token (C8): it only
+// grows, across leader changes and restarts, since every write goes
+// through Raft.
 //
-// Every end of a hold is the revocation of its lease, which deletes its key
-// in the same step: a release, a force unlock, the lease running out; but
-// the release of a hold untouched since its create, which deletes its key
-// by a transaction guarded by its create revision and gives the lease back
-// to the spares. A lease carries one generation of one key at a time
-// (EtcdHold), so a release retried after a lost reply deletes or revokes
-// nothing but its own hold, never a newer hold of the same owner (etcd
-// #22082). Changes to a key that stays (re-entry,
-// a partial release, a lock kept after its release) are transactions that
-// compare its create and mod revisions and carry a write id, so a retry
-// after a lost reply is never applied twice and recognizes its first
-// attempt when that committed (etcd_client.h, RETRYING WRITES).
+// A lease carries one generation of one key at a time (EtcdHold). The
+// release of a hold untouched since its create deletes its key by a
+// transaction guarded by its create and mod revisions and gives the lease
+// back to the spares, to carry the client's next hold. So an end of a hold
+// that another call read (a force unlock, a release by owner token, a
+// takeover) is a delete guarded by the revisions read, and the lease is
+// revoked only after that delete succeeded (EndHold): a lease read before a
+// release may carry another hold since. Any other end revokes the hold's
+// own lease, which deletes its key in the same step. A release retried
+// after a lost reply deletes or revokes nothing but its own hold, never a
+// newer hold of the same owner (etcd #22082). Changes to a key that stays
+// (re-entry, a partial release, a lock kept after its release) are
+// transactions that compare its create and mod revisions and carry a write
+// id, so a retry after a lost reply is never applied twice and recognizes
+// its first attempt when that committed (etcd_client.h, RETRYING WRITES).
 //
 // Waiters wait on one watch per client over the namespace: a deletion (or
 // a lock kept after release) wakes the waiters of that name, and the
