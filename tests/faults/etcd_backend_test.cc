@@ -36,13 +36,6 @@ class EtcdBackendFaultTest : public EtcdServerSuite<EtcdBackendFaultTest> {
   static EtcdServer::Options ServerOptions() { return {.members = 3}; }
 
  protected:
-  void SetUp() override {
-    EtcdServerSuite::SetUp();
-    ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-
-  // Every member, directly.
-  std::string Uri() const { return server_->Uri(ns_); }
   // The first member through `proxy` (tried first), the others directly;
   // each attempt gets 500ms, so a lost reply moves the call on quickly.
   std::string UriThrough(const FaultProxy& proxy) const {
@@ -64,8 +57,6 @@ class EtcdBackendFaultTest : public EtcdServerSuite<EtcdBackendFaultTest> {
         absl::StrSplit(*keys, '\n', absl::SkipEmpty());
     return static_cast<int>(lines.size());
   }
-
-  std::string ns_;
 };
 
 // Keeps every record the backend granted, so that a test can send a call

@@ -15,7 +15,6 @@
 #include <string>
 #include <thread>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "dlock/dlock.h"
@@ -35,12 +34,6 @@ class EtcdForceUnlockTest : public EtcdServerSuite<EtcdForceUnlockTest> {
   static EtcdServer::Options ServerOptions() { return {.members = 3}; }
 
  protected:
-  void SetUp() override {
-    EtcdServerSuite::SetUp();
-    ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-
-  std::string Uri() const { return server_->Uri(ns_); }
   // The first member through `proxy` alone, with time to wait out a stall.
   std::string UriThrough(const FaultProxy& proxy) const {
     return absl::StrCat("etcd://127.0.0.1:", proxy.port(), "?namespace=", ns_,
@@ -49,29 +42,14 @@ class EtcdForceUnlockTest : public EtcdServerSuite<EtcdForceUnlockTest> {
 
   // The leases of the namespace's keys (`name`'s alone, when given), as
   // etcdctl tells them.
-  std::set<std::string> Leases(const std::string& name = "") const {
-    std::vector<std::string> args = {"get", absl::StrCat("/dlock/", ns_, "/"),
-                                     "-w", "json"};
-    if (name.empty()) {
-      args.push_back("--prefix");
-    } else {
-      args[1] += name;
-    }
-    std::set<std::string> leases;
-    absl::StatusOr<std::string> json = server_->Etcdctl(args);
-    if (!json.ok()) {
-      ADD_FAILURE() << json.status();
-      return leases;
-    }
-    const std::string lease_field = "\"lease\":";
-    for (size_t at = json->find(lease_field); at != std::string::npos;
-         at = json->find(lease_field, at + 1)) {
-      size_t end = at + lease_field.size();
-      while (end < json->size() && absl::ascii_isdigit((*json)[end])) ++end;
-      leases.insert(
-          json->substr(at + lease_field.size(), end - at - lease_field.size()));
-    }
-    return leases;
+  std::set<int64_t> Leases(const std::string& name = "") const {
+    std::vector<std::string> args = {
+        "get", absl::StrCat("/dlock/", ns_, "/", name), "-w", "json"};
+    if (name.empty()) args.push_back("--prefix");
+    absl::StatusOr<std::vector<int64_t>> leases = LeaseFields(args);
+    EXPECT_OK(leases);
+    if (!leases.ok()) return {};
+    return std::set<int64_t>(leases->begin(), leases->end());
   }
 
   // Waits until the members answered more Ranges than `before`.
@@ -103,7 +81,7 @@ class EtcdForceUnlockTest : public EtcdServerSuite<EtcdForceUnlockTest> {
     bool reused = false;
     for (int round = 0; round < 20 && !reused; ++round) {
       std::function<absl::Status()> release_first = take_first();
-      const std::set<std::string> first_leases = Leases();
+      const std::set<int64_t> first_leases = Leases();
       ASSERT_OK_AND_ASSIGN(const int64_t ranges,
                            server_->CallsHandled("Range"));
       proxy.SetFault(Direction::kReplies, Fault::Stall());
@@ -112,7 +90,7 @@ class EtcdForceUnlockTest : public EtcdServerSuite<EtcdForceUnlockTest> {
       WaitForRangesAfter(ranges);
       ASSERT_OK(release_first());
       ASSERT_OK_AND_ASSIGN(Hold next, next_lock->Acquire({.lease = kHold}));
-      const std::set<std::string> next_lease = Leases("next");
+      const std::set<int64_t> next_lease = Leases("next");
       reused =
           next_lease.size() == 1 && first_leases.contains(*next_lease.begin());
       proxy.SetFault(Direction::kReplies, Fault::Pass());
@@ -128,8 +106,6 @@ class EtcdForceUnlockTest : public EtcdServerSuite<EtcdForceUnlockTest> {
     }
     EXPECT_TRUE(reused) << "no hold went on a lease given back";
   }
-
-  std::string ns_;
 };
 
 TEST_F(EtcdForceUnlockTest, AStaleLockForceUnlockSparesTheNextHoldOnItsLease) {

@@ -8,7 +8,6 @@
 // does one that stopped acquiring.
 #include <cstdlib>
 #include <memory>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -37,25 +36,6 @@ class EtcdSparesTest : public EtcdServerSuite<EtcdSparesTest> {
   static EtcdServer::Options ServerOptions() { return {}; }
 
  protected:
-  void SetUp() override {
-    EtcdServerSuite::SetUp();
-    ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-
-  // Every `"lease":N` of etcdctl's JSON answer to `args`.
-  static absl::StatusOr<std::vector<int64_t>> LeaseFields(
-      const std::vector<std::string>& args) {
-    absl::StatusOr<std::string> json = server_->Etcdctl(args);
-    if (!json.ok()) return json.status();
-    std::vector<int64_t> leases;
-    static const std::regex kLease("\"lease\":([0-9]+)");
-    for (std::sregex_iterator it(json->begin(), json->end(), kLease), end;
-         it != end; ++it) {
-      leases.push_back(std::strtoll((*it)[1].str().c_str(), nullptr, 10));
-    }
-    return leases;
-  }
-
   // The leases etcd knows that carry none of dlock's keys: spares (every
   // other client of the suite's server is closed).
   static absl::StatusOr<std::vector<int64_t>> Spares() {
@@ -154,7 +134,6 @@ class EtcdSparesTest : public EtcdServerSuite<EtcdSparesTest> {
   static inline const AcquireOptions kTenSeconds{.lease = absl::Seconds(10)};
   std::unique_ptr<LockClient> client_;
   std::unique_ptr<DistributedLock> lock_;
-  std::string ns_;
 };
 
 TEST_F(EtcdSparesTest, ALeaseAcquiredAgainGoesOnALeaseGrantedAhead) {
