@@ -299,9 +299,10 @@ absl::StatusOr<Attempt> EtcdBackend::TryOnce(const AcquireCall& call,
       // A thread's holds are this client's alone, and the core believes
       // none here: this is a hold it gave up as lost (etcd restarted its
       // lease with the whole TTL) or whose grant never reached it. Ended,
-      // so that the new hold gets a token of its own.
-      absl::Status revoked = client_->LeaseRevoke(kv->lease());
-      if (!revoked.ok() && !absl::IsNotFound(revoked)) return revoked;
+      // so that the new hold gets a token of its own (or changed meanwhile,
+      // then looked at again).
+      absl::StatusOr<bool> ended = EndHold(*kv);
+      if (!ended.ok()) return ended.status();
       if (pass == 0) continue;
       return Attempt{.holder_lease_left = absl::ZeroDuration()};
     }
@@ -430,9 +431,62 @@ absl::StatusOr<std::optional<LeaseState>> EtcdBackend::MoveToLongerLease(
 }
 
 absl::Status EtcdBackend::Renew(const RenewCall& call) {
-  if (call.shape.IsLockWriter()) return RenewWriter(call);
-  const std::string object = HoldObjectName(call.shape, call.name, call.owner);
-  return RenewWriter(OnKey(call, object));
+  return RenewMany(absl::MakeConstSpan(&call, 1)).front();
+}
+
+std::string EtcdBackend::KeyOf(const RenewCall& call) const {
+  if (call.shape.IsLockWriter()) return layout_.Key(call.name);
+  return layout_.Key(HoldObjectName(call.shape, call.name, call.owner));
+}
+
+std::vector<absl::Status> EtcdBackend::RenewMany(
+    absl::Span<const RenewCall> calls) {
+  std::vector<absl::Status> results;
+  results.reserve(calls.size());
+  std::vector<size_t> renewed;  // known holds whose keepalive succeeded
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const RenewCall& call = calls[i];
+    results.push_back(
+        call.shape.IsLockWriter()
+            ? RenewWriter(call)
+            : RenewWriter(OnKey(
+                  call, HoldObjectName(call.shape, call.name, call.owner))));
+    if (results.back().ok() && call.record != nullptr) renewed.push_back(i);
+  }
+  for (size_t from = 0; from < renewed.size(); from += kReadsPerTxn) {
+    ConfirmKeys(calls, absl::MakeConstSpan(renewed).subspan(from, kReadsPerTxn),
+                results);
+  }
+  return results;
+}
+
+void EtcdBackend::ConfirmKeys(absl::Span<const RenewCall> calls,
+                              absl::Span<const size_t> renewed,
+                              std::vector<absl::Status>& results) {
+  // After the keepalives: a key there now was there as its lease was kept
+  // alive. A lease lives on past a force unlock that deleted its key and
+  // could not revoke it (EndHold), or a key deleted by hand.
+  etcdserverpb::TxnRequest reads;
+  for (size_t i : renewed) *reads.add_success() = RangeOp(KeyOf(calls[i]));
+  absl::StatusOr<etcdserverpb::TxnResponse> read =
+      client_->Txn(reads, {.idempotent = true});
+  for (size_t j = 0; j < renewed.size(); ++j) {
+    const RenewCall& call = calls[renewed[j]];
+    absl::Status& result = results[renewed[j]];
+    if (!read.ok()) {
+      result = read.status();  // not confirmed: renewed at the next round
+      continue;
+    }
+    const etcdserverpb::RangeResponse& range =
+        read->responses(static_cast<int>(j)).response_range();
+    // Its lease is left alone: a release racing this round may have given
+    // it to the client's next hold (ReleaseWhole).
+    if (range.kvs_size() == 0 ||
+        range.kvs(0).create_revision() !=
+            EtcdHold::Of(call.record)->create_revision()) {
+      result = NotOwnerError(call.name);
+    }
+  }
 }
 
 absl::Status EtcdBackend::RenewWriter(const RenewCall& call) {

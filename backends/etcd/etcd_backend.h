@@ -2,20 +2,28 @@
 // (etcd_layout.h), created by a transaction that compares its create
 // revision with 0 (absent) and puts it on a lease of the hold's own,
 // granted for the hold's lease. etcd's lease is the only clock etcd has, so
-// it is the hold's lease (C2): a renewal is a keepalive, and a holder that
-// stops renewing (or dies) loses the key when etcd expires the lease. The
-// key's create revision is the fencing token (C8): it only grows, across
-// leader changes and restarts, since every write goes through Raft.
+// it is the hold's lease (C2): a renewal is a keepalive (then a read of the
+// key, which a force unlock may have deleted with the lease left), and a
+// holder that stops renewing (or dies) loses the key when etcd expires the
+// lease. The key's create revision is the fencing token (C8): it only
+// grows, across leader changes and restarts, since every write goes
+// through Raft.
 //
-// Every end of a hold is the revocation of its lease, which deletes its key
-// in the same step: a release, a force unlock, the lease running out. A
-// lease carries one generation of one key (EtcdHold), so a release retried
-// after a lost reply revokes nothing but its own hold, never a newer hold
-// of the same owner (etcd #22082). Changes to a key that stays (re-entry,
-// a partial release, a lock kept after its release) are transactions that
-// compare its create and mod revisions and carry a write id, so a retry
-// after a lost reply is never applied twice and recognizes its first
-// attempt when that committed (etcd_client.h, RETRYING WRITES).
+// A lease carries one generation of one key at a time (EtcdHold). The
+// release of a hold untouched since its create deletes its key by a
+// transaction guarded by its create and mod revisions and gives the lease
+// back to the spares, to carry the client's next hold. So an end of a hold
+// that another call read (a force unlock, a release by owner token, a
+// takeover) is a delete guarded by the revisions read, and the lease is
+// revoked only after that delete succeeded (EndHold): a lease read before a
+// release may carry another hold since. Any other end revokes the hold's
+// own lease, which deletes its key in the same step. A release retried
+// after a lost reply deletes or revokes nothing but its own hold, never a
+// newer hold of the same owner (etcd #22082). Changes to a key that stays
+// (re-entry, a partial release, a lock kept after its release) are
+// transactions that compare its create and mod revisions and carry a write
+// id, so a retry after a lost reply is never applied twice and recognizes
+// its first attempt when that committed (etcd_client.h, RETRYING WRITES).
 //
 // Waiters wait on one watch per client over the namespace: a deletion (or
 // a lock kept after release) wakes the waiters of that name, and the
@@ -36,6 +44,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
 #include "dlock/backend/backend.h"
 #include "dlock/backend/wakeup.h"
 #include "etcd_client.h"
@@ -68,6 +77,12 @@ class EtcdBackend : public Backend {
   absl::StatusOr<Grant> Acquire(const AcquireCall& call) override;
   absl::StatusOr<int64_t> Release(const ReleaseCall& call) override;
   absl::Status Renew(const RenewCall& call) override;
+  // Keeps each hold's lease alive, then reads the keys of the holds
+  // renewed, a Txn of Ranges for up to kReadsPerTxn: a key deleted while
+  // its lease lives on (a force unlock that did not revoke it, a key
+  // deleted by hand) is a hold lost (NotOwnerError).
+  std::vector<absl::Status> RenewMany(
+      absl::Span<const RenewCall> calls) override;
   absl::StatusOr<LockInfo> Inspect(absl::string_view name) override;
   absl::StatusOr<std::vector<LockInfo>> List(absl::string_view prefix) override;
   absl::Status ForceUnlock(absl::string_view name) override;
@@ -141,6 +156,12 @@ class EtcdBackend : public Backend {
   // What etcd knows of the lease a key lives on; NotFound when it is gone.
   absl::StatusOr<LeaseState> LeaseOf(const mvccpb::KeyValue& kv);
   void RevokeQuietly(int64_t lease);
+  // Ends the hold `kv` another call read (a force unlock, a stale hold of a
+  // thread): deletes its key while it is that write, then revokes its
+  // lease. False when the key changed or went meanwhile (read it again).
+  // Never revokes a lease it did not see the key deleted from: a released
+  // hold's lease carries the client's next hold (etcd_hold.h).
+  absl::StatusOr<bool> EndHold(const mvccpb::KeyValue& kv);
   // Every key that starts with `prefix`, read in one revision.
   absl::StatusOr<etcdserverpb::RangeResponse> RangeOf(const std::string& prefix,
                                                       bool keys_only = false);
@@ -155,6 +176,15 @@ class EtcdBackend : public Backend {
   // election's and a permit holder's calls name their own key, OnKey).
   absl::StatusOr<Grant> AcquireWriter(const AcquireCall& call);
   absl::Status RenewWriter(const RenewCall& call);
+  // A hold's own key: its lock's, or the owner's own (OnKey).
+  std::string KeyOf(const RenewCall& call) const;
+  // Ranges in one Txn, at most: etcd's default --max-txn-ops.
+  static constexpr int kReadsPerTxn = 128;
+  // Turns the renewals `renewed` of `calls`, whose keepalives succeeded,
+  // into losses where their key is gone or of another generation.
+  void ConfirmKeys(absl::Span<const RenewCall> calls,
+                   absl::Span<const size_t> renewed,
+                   std::vector<absl::Status>& results);
   // etcd_leases.cc, shared by every recipe's acquisition. Before an
   // attempt: a spare lease ready, and the liveness record the grant names.
   absl::Status ReadyAttempt(absl::Duration lease, Acquiring& a);
@@ -272,14 +302,19 @@ class EtcdBackend : public Backend {
   // The writer and every reader (with the token: those that carry it).
   absl::Status ForceUnlockLock(absl::string_view name,
                                std::optional<uint64_t> fencing_token);
-  // Revokes the lease of every hold's key under `prefix` but `except` (with
-  // `fencing_token`: those that carry it); whether any was.
-  absl::StatusOr<bool> RevokeUnder(const std::string& prefix,
-                                   const std::string& except,
-                                   std::optional<uint64_t> fencing_token);
+  // Ends every hold's key under `prefix` but `except` (with
+  // `fencing_token`: those that carry it), by EndHold; whether any was.
+  absl::StatusOr<bool> EndHoldsUnder(const std::string& prefix,
+                                     const std::string& except,
+                                     std::optional<uint64_t> fencing_token);
 
   // etcd_release.cc
   absl::StatusOr<int64_t> ReleaseWriter(const ReleaseCall& call);
+  // The release of a whole hold the core handed back; nullopt when the key
+  // must be read (another generation, or a lease etcd no longer knows).
+  std::optional<absl::StatusOr<int64_t>> ReleaseWhole(const ReleaseCall& call,
+                                                      const std::string& key,
+                                                      const EtcdHold& record);
   absl::StatusOr<std::optional<int64_t>> ReleaseOnce(const ReleaseCall& call,
                                                      const std::string& key,
                                                      const EtcdHold* record);
@@ -297,9 +332,9 @@ class EtcdBackend : public Backend {
   // Every held key whose object name starts with `object_prefix`.
   absl::StatusOr<std::vector<Described>> DescribeFrom(
       absl::string_view object_prefix);
-  // Revokes the lease of the lock's key (if it has `token`, when given).
-  absl::Status RevokeHolder(absl::string_view name,
-                            std::optional<uint64_t> token);
+  // Ends the hold of the lock's key (if it has `token`, when given), by
+  // EndHold.
+  absl::Status EndHolder(absl::string_view name, std::optional<uint64_t> token);
 
   const BackendSettings settings_;
   const Clock& clock_;

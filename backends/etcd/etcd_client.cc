@@ -74,11 +74,17 @@ absl::StatusOr<etcdserverpb::RangeResponse> Client::Range(
 
 absl::StatusOr<etcdserverpb::TxnResponse> Client::Txn(
     const etcdserverpb::TxnRequest& request, CallOptions call) {
-  return Unary<etcdserverpb::TxnResponse>(
-      *endpoints_, WriteSpec("Txn", call),
-      [&](size_t i, grpc::ClientContext& context, auto* response) {
-        return endpoints_->connection(i)->kv->Txn(&context, request, response);
-      });
+  int sends = 0;
+  absl::StatusOr<etcdserverpb::TxnResponse> response =
+      Unary<etcdserverpb::TxnResponse>(
+          *endpoints_, WriteSpec("Txn", call),
+          [&](size_t i, grpc::ClientContext& context, auto* response) {
+            ++sends;
+            return endpoints_->connection(i)->kv->Txn(&context, request,
+                                                      response);
+          });
+  if (call.sends != nullptr) *call.sends = sends;
+  return response;
 }
 
 absl::StatusOr<etcdserverpb::PutResponse> Client::Put(
@@ -201,15 +207,33 @@ std::string PrefixEnd(absl::string_view prefix) {
   return std::string(1, '\0');  // every key: etcd's "no end"
 }
 
+namespace {
+etcdserverpb::Compare CompareRevision(
+    absl::string_view key, etcdserverpb::Compare::CompareTarget target,
+    etcdserverpb::Compare::CompareResult result, int64_t revision) {
+  etcdserverpb::Compare compare;
+  compare.set_key(std::string(key));
+  compare.set_target(target);
+  compare.set_result(result);
+  if (target == etcdserverpb::Compare::CREATE) {
+    compare.set_create_revision(revision);
+  } else {
+    compare.set_mod_revision(revision);
+  }
+  return compare;
+}
+}  // namespace
+
 etcdserverpb::Compare CompareCreateRevision(
     absl::string_view key, etcdserverpb::Compare::CompareResult result,
     int64_t revision) {
-  etcdserverpb::Compare compare;
-  compare.set_key(std::string(key));
-  compare.set_target(etcdserverpb::Compare::CREATE);
-  compare.set_result(result);
-  compare.set_create_revision(revision);
-  return compare;
+  return CompareRevision(key, etcdserverpb::Compare::CREATE, result, revision);
+}
+
+etcdserverpb::Compare CompareModRevision(
+    absl::string_view key, etcdserverpb::Compare::CompareResult result,
+    int64_t revision) {
+  return CompareRevision(key, etcdserverpb::Compare::MOD, result, revision);
 }
 
 etcdserverpb::Compare CompareValue(absl::string_view key,
@@ -263,6 +287,15 @@ etcdserverpb::TxnRequest DeleteIfCreatedAt(absl::string_view key,
       CompareCreateRevision(key, etcdserverpb::Compare::EQUAL, create_revision);
   *txn.add_success() = DeleteOp(key);
   *txn.add_failure() = RangeOp(key);
+  return txn;
+}
+
+etcdserverpb::TxnRequest DeleteIfWrittenAt(absl::string_view key,
+                                           int64_t create_revision,
+                                           int64_t mod_revision) {
+  etcdserverpb::TxnRequest txn = DeleteIfCreatedAt(key, create_revision);
+  *txn.add_compare() =
+      CompareModRevision(key, etcdserverpb::Compare::EQUAL, mod_revision);
   return txn;
 }
 

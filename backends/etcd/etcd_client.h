@@ -75,6 +75,9 @@ struct CallOptions {
   // For writes: true when a retry after a lost reply cannot apply it twice
   // and its answer tells what the first attempt did (RETRYING WRITES above).
   bool idempotent = false;
+  // When not null, Txn sets it to how many times it sent the request: more
+  // than one, and an earlier one may have been applied.
+  int* sends = nullptr;
 };
 
 // Thread-safe. Calls block the calling thread until their answer or their
@@ -146,6 +149,9 @@ std::string PrefixEnd(absl::string_view prefix);
 etcdserverpb::Compare CompareCreateRevision(
     absl::string_view key, etcdserverpb::Compare::CompareResult result,
     int64_t revision);
+etcdserverpb::Compare CompareModRevision(
+    absl::string_view key, etcdserverpb::Compare::CompareResult result,
+    int64_t revision);
 etcdserverpb::Compare CompareValue(absl::string_view key,
                                    etcdserverpb::Compare::CompareResult result,
                                    absl::string_view value);
@@ -163,6 +169,11 @@ etcdserverpb::TxnRequest CreateIfAbsent(absl::string_view key,
 // otherwise reads it.
 etcdserverpb::TxnRequest DeleteIfCreatedAt(absl::string_view key,
                                            int64_t create_revision);
+// Deletes `key` if it is still the write with these create and mod
+// revisions; otherwise reads it.
+etcdserverpb::TxnRequest DeleteIfWrittenAt(absl::string_view key,
+                                           int64_t create_revision,
+                                           int64_t mod_revision);
 
 // The key a txn's first response read (a Range in `failure`), if any.
 const mvccpb::KeyValue* ReadKey(const etcdserverpb::TxnResponse& response);

@@ -124,7 +124,7 @@ absl::Status EtcdBackend::ForceUnlockObject(
   if (kind == ObjectKind::kSemaphore) {
     return ForceUnlockSemaphore(name, fencing_token);
   }
-  absl::Status status = RevokeHolder(ObjectName(kind, name), fencing_token);
+  absl::Status status = EndHolder(ObjectName(kind, name), fencing_token);
   if (IsTokenMismatch(status)) {
     return TokenMismatchError(name, *fencing_token);  // named plainly
   }

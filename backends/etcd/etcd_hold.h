@@ -25,9 +25,18 @@ struct LeaseState {
 };
 
 // A hold's key lives on one lease, which carries that key alone and only
-// for this generation of it: so revoking the lease deletes exactly this
-// hold, and a lease etcd no longer knows means the hold is gone or was
-// moved to a longer lease by a re-entry (read the key then).
+// for this generation of it while the hold lasts: so revoking the lease
+// deletes exactly this hold, and a lease etcd no longer knows means the
+// hold is gone or was moved to a longer lease by a re-entry (read the key
+// then). A lease carries one key at a time: the release of a hold this
+// client alone knows (untouched since its create) deletes the key and
+// gives the lease, which carries nothing then, back to the client's spares
+// (etcd_spares.h) for a later hold. So a lease read with the key before
+// may carry another hold since: an end of a hold another call read deletes
+// the key first, guarded by its revisions, and revokes the lease only once
+// that delete succeeded (EtcdBackend::EndHold); every other end revokes it.
+// A lease may then outlive its key (that revocation failed, or the key was
+// deleted by hand): a renewal reads the key too.
 class EtcdHold final : public HoldRecord {
  public:
   // `token`: the hold's fencing token when not its key's create revision

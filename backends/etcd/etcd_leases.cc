@@ -83,6 +83,22 @@ void EtcdBackend::RevokeQuietly(int64_t lease) {
   (void)client_->LeaseRevoke(lease);
 }
 
+absl::StatusOr<bool> EtcdBackend::EndHold(const mvccpb::KeyValue& kv) {
+  absl::StatusOr<etcdserverpb::TxnResponse> deleted = client_->Txn(
+      DeleteIfWrittenAt(kv.key(), kv.create_revision(), kv.mod_revision()),
+      {.idempotent = true});
+  if (!deleted.ok()) return deleted.status();
+  // Changed or gone since the read: its lease may carry another hold now
+  // (a release gives it to the client's next one, ReleaseWhole). A retry
+  // after a lost reply that deleted it lands here too, and leaves the lease
+  // to its holder, whose next renewal finds the key gone.
+  if (!deleted->succeeded()) return false;
+  // Deleted by this call, so by no release: the lease went to no other
+  // hold, and carries nothing now. Its holder's renewals fail from now on.
+  RevokeQuietly(kv.lease());
+  return true;
+}
+
 absl::StatusOr<bool> EtcdBackend::Overwrite(const std::string& key,
                                             const mvccpb::KeyValue& kv,
                                             HoldValue value, int64_t lease) {

@@ -21,20 +21,13 @@ absl::StatusOr<int64_t> EtcdBackend::Release(const ReleaseCall& call) {
 absl::StatusOr<int64_t> EtcdBackend::ReleaseWriter(const ReleaseCall& call) {
   const EtcdHold* record =
       call.record == nullptr ? nullptr : EtcdHold::Of(call.record);
+  const std::string key = layout_.Key(call.name);
   if (record != nullptr && call.all_holds &&
       call.keep_for == absl::ZeroDuration()) {
-    // The whole hold: revoking its lease deletes its key and nothing else
-    // (etcd_hold.h), so a retry after a lost reply cannot touch a newer
-    // hold of the same owner.
-    absl::Status revoked = client_->LeaseRevoke(record->lease().id);
-    if (revoked.ok()) {
-      hub_.Notify(call.name);
-      return 0;
-    }
-    // Gone, or moved to a longer lease by a re-entry elsewhere: read it.
-    if (!absl::IsNotFound(revoked)) return revoked;
+    std::optional<absl::StatusOr<int64_t>> whole =
+        ReleaseWhole(call, key, *record);
+    if (whole.has_value()) return *std::move(whole);
   }
-  const std::string key = layout_.Key(call.name);
   for (int round = 0; round < kRounds; ++round) {
     absl::StatusOr<std::optional<int64_t>> left =
         ReleaseOnce(call, key, record);
@@ -42,6 +35,48 @@ absl::StatusOr<int64_t> EtcdBackend::ReleaseWriter(const ReleaseCall& call) {
     if (left->has_value()) return **left;
   }
   return Contended(call.name, "release");
+}
+
+std::optional<absl::StatusOr<int64_t>> EtcdBackend::ReleaseWhole(
+    const ReleaseCall& call, const std::string& key, const EtcdHold& record) {
+  const LeaseState lease = record.lease();
+  // A key its create alone wrote (no re-entry, move or proclaim since) is
+  // a hold of this client alone, on a lease no other client keeps alive:
+  // deleted, it leaves that lease carrying nothing, for the next hold
+  // (etcd_hold.h), one Raft write fewer than a grant.
+  int sends = 0;
+  absl::StatusOr<etcdserverpb::TxnResponse> deleted =
+      client_->Txn(DeleteIfWrittenAt(key, record.create_revision(),
+                                     record.create_revision()),
+                   {.idempotent = true, .sends = &sends});
+  if (deleted.ok() && deleted->succeeded()) {
+    hub_.Notify(call.name);
+    spares_.Return(lease.ttl, lease);
+    return absl::StatusOr<int64_t>(0);
+  }
+  if (deleted.ok()) {
+    const mvccpb::KeyValue* kv = ReadKey(*deleted);
+    // Another generation of the key, or this one's gone at the first send
+    // (ended by someone else): never revoke this hold's lease, which a
+    // newer hold may carry if a release of this one was confirmed before
+    // (#22082). Read it.
+    if (kv == nullptr ? sends == 1
+                      : kv->create_revision() != record.create_revision()) {
+      return std::nullopt;
+    }
+  }
+  // Rewritten since its create, gone after a resend (the first may have
+  // deleted it), or the outcome unknown: the lease carries this generation
+  // of the key at most, and was not given back. Revoking it deletes the key
+  // and nothing else.
+  absl::Status revoked = client_->LeaseRevoke(lease.id);
+  if (revoked.ok()) {
+    hub_.Notify(call.name);
+    return absl::StatusOr<int64_t>(0);
+  }
+  // Gone, or moved to a longer lease by a re-entry elsewhere: read it.
+  if (!absl::IsNotFound(revoked)) return absl::StatusOr<int64_t>(revoked);
+  return std::nullopt;
 }
 
 absl::StatusOr<std::optional<int64_t>> EtcdBackend::ReleaseOnce(
@@ -78,10 +113,11 @@ absl::StatusOr<std::optional<int64_t>> EtcdBackend::ReleaseOnce(
     if (!kept.ok()) return kept.status();
     if (!*kept) return std::nullopt;
   } else {
-    absl::Status revoked = client_->LeaseRevoke((*kv)->lease());
-    // Expired or moved meanwhile: read it again.
-    if (absl::IsNotFound(revoked)) return std::nullopt;
-    if (!revoked.ok()) return revoked;
+    // By a hold this client may not know (C6): its lease may be another
+    // client's, given to that client's next hold if its release came first.
+    absl::StatusOr<bool> ended = EndHold(**kv);
+    if (!ended.ok()) return ended.status();
+    if (!*ended) return std::nullopt;  // changed meanwhile: read it again
   }
   hub_.Notify(call.name);
   return std::optional<int64_t>(0);
@@ -202,7 +238,7 @@ absl::Status EtcdBackend::ForceUnlock(absl::string_view name) {
 
 absl::Status EtcdBackend::ForceUnlockIfToken(absl::string_view name,
                                              uint64_t fencing_token) {
-  return RevokeHolder(name, fencing_token);
+  return EndHolder(name, fencing_token);
 }
 
 absl::StatusOr<bool> EtcdBackend::TakeOver(const AcquireCall& call,
@@ -255,8 +291,8 @@ absl::StatusOr<bool> EtcdBackend::TakeOver(const AcquireCall& call,
   return true;
 }
 
-absl::Status EtcdBackend::RevokeHolder(absl::string_view name,
-                                       std::optional<uint64_t> token) {
+absl::Status EtcdBackend::EndHolder(absl::string_view name,
+                                    std::optional<uint64_t> token) {
   const std::string key = layout_.Key(name);
   for (int round = 0; round < kRounds; ++round) {
     absl::StatusOr<std::optional<mvccpb::KeyValue>> kv = Get(key);
@@ -267,15 +303,13 @@ absl::Status EtcdBackend::RevokeHolder(absl::string_view name,
       return TokenMismatchError(name, *token);
     }
     if (!kv->has_value()) return absl::OkStatus();
-    // The lease carries this generation of the key alone (etcd_hold.h):
-    // its holder's renewals fail from now on.
-    absl::Status revoked = client_->LeaseRevoke((*kv)->lease());
-    if (revoked.ok()) {
+    absl::StatusOr<bool> ended = EndHold(**kv);
+    if (!ended.ok()) return ended.status();
+    if (*ended) {
       hub_.Notify(name);
       return absl::OkStatus();
     }
-    // Ended meanwhile: look again.
-    if (!absl::IsNotFound(revoked)) return revoked;
+    // Changed or ended meanwhile: look again.
   }
   return Contended(name, "force unlock");
 }

@@ -123,9 +123,10 @@ absl::StatusOr<std::optional<Attempt>> EtcdBackend::OwnReadFound(
     }
     return *again;
   }
-  // A read the core gave up as lost, or whose reply never came: ended.
-  absl::Status revoked = client_->LeaseRevoke(mine.lease());
-  if (!revoked.ok() && !absl::IsNotFound(revoked)) return revoked;
+  // A read the core gave up as lost, or whose reply never came: ended
+  // (or changed meanwhile), then looked at again.
+  absl::StatusOr<bool> ended = EndHold(mine);
+  if (!ended.ok()) return ended.status();
   return std::nullopt;
 }
 
@@ -180,9 +181,10 @@ absl::StatusOr<std::optional<Attempt>> EtcdBackend::ReadersInTheWay(
     if (call.owner_kind == OwnerKind::kToken) {
       return UpgradeRefusedError(call.name);
     }
-    // A thread's read the core does not believe (lost): ended.
-    absl::Status revoked = client_->LeaseRevoke(kv.lease());
-    if (!revoked.ok() && !absl::IsNotFound(revoked)) return revoked;
+    // A thread's read the core does not believe (lost): ended (or changed
+    // meanwhile), then looked at again.
+    absl::StatusOr<bool> ended = EndHold(kv);
+    if (!ended.ok()) return ended.status();
     return std::nullopt;
   }
   const bool read = readers->kvs_size() > 0;
@@ -264,38 +266,42 @@ absl::StatusOr<ObjectInfo> EtcdBackend::InspectLock(absl::string_view name) {
   return info;
 }
 
-absl::StatusOr<bool> EtcdBackend::RevokeUnder(
+absl::StatusOr<bool> EtcdBackend::EndHoldsUnder(
     const std::string& prefix, const std::string& except,
     std::optional<uint64_t> fencing_token) {
-  absl::StatusOr<etcdserverpb::RangeResponse> range = RangeOf(prefix);
-  if (!range.ok()) return range.status();
   bool found = false;
-  for (const mvccpb::KeyValue& kv : range->kvs()) {
-    if (kv.key() == except) continue;
-    if (fencing_token.has_value()) {
-      std::optional<HoldValue> value = Decode(kv.value());
-      const bool carries =
-          static_cast<uint64_t>(kv.create_revision()) == *fencing_token ||
-          (value.has_value() && TokenIn(*value) == *fencing_token);
-      if (!carries) continue;
+  for (int round = 0; round < kRounds; ++round) {
+    absl::StatusOr<etcdserverpb::RangeResponse> range = RangeOf(prefix);
+    if (!range.ok()) return range.status();
+    bool changed = false;
+    for (const mvccpb::KeyValue& kv : range->kvs()) {
+      if (kv.key() == except) continue;
+      if (fencing_token.has_value()) {
+        std::optional<HoldValue> value = Decode(kv.value());
+        const bool carries =
+            static_cast<uint64_t>(kv.create_revision()) == *fencing_token ||
+            (value.has_value() && TokenIn(*value) == *fencing_token);
+        if (!carries) continue;
+      }
+      absl::StatusOr<bool> ended = EndHold(kv);
+      if (!ended.ok()) return ended.status();
+      // Re-entered or ended since the read: read them again.
+      changed = changed || !*ended;
+      found = found || *ended;
     }
-    // Each hold's lease carries its key alone: its holder's renewals fail
-    // from now on.
-    absl::Status revoked = client_->LeaseRevoke(kv.lease());
-    if (!revoked.ok() && !absl::IsNotFound(revoked)) return revoked;
-    found = true;
+    if (!changed) return found;
   }
-  return found;
+  return Contended(prefix, "force unlock");
 }
 
 absl::Status EtcdBackend::ForceUnlockLock(
     absl::string_view name, std::optional<uint64_t> fencing_token) {
-  absl::Status writer = RevokeHolder(name, fencing_token);
+  absl::Status writer = EndHolder(name, fencing_token);
   if (!writer.ok() && !IsTokenMismatch(writer)) return writer;
   // Its readers too (with the token: the reader that carries it, or the
   // writer's own read).
   absl::StatusOr<bool> readers =
-      RevokeUnder(layout_.Key(ReadersPrefix(name)), "", fencing_token);
+      EndHoldsUnder(layout_.Key(ReadersPrefix(name)), "", fencing_token);
   if (!readers.ok()) return readers.status();
   hub_.Notify(name);
   if (!writer.ok() && !*readers) return writer;  // nothing carries the token

@@ -104,9 +104,10 @@ absl::StatusOr<Attempt> EtcdBackend::TryPermitsOnce(const AcquireCall& call,
       if (kv->key() == key) {
         if (call.owner_kind == OwnerKind::kThread) {
           // A grant the core gave up as lost, or whose reply never came:
-          // ended, so that the new one gets a token of its own.
-          absl::Status revoked = client_->LeaseRevoke(kv->lease());
-          if (!revoked.ok() && !absl::IsNotFound(revoked)) return revoked;
+          // ended (or changed meanwhile), so that the new one gets a token
+          // of its own.
+          absl::StatusOr<bool> ended = EndHold(*kv);
+          if (!ended.ok()) return ended.status();
           ended_stale = true;
           break;
         }
@@ -258,8 +259,8 @@ absl::StatusOr<std::vector<ObjectInfo>> EtcdBackend::ListSemaphores(
 absl::Status EtcdBackend::ForceUnlockSemaphore(
     absl::string_view name, std::optional<uint64_t> fencing_token) {
   absl::StatusOr<bool> found =
-      RevokeUnder(layout_.Key(SemaphorePrefix(name)),
-                  layout_.Key(PlaceName(name)), fencing_token);
+      EndHoldsUnder(layout_.Key(SemaphorePrefix(name)),
+                    layout_.Key(PlaceName(name)), fencing_token);
   if (!found.ok()) return found.status();
   if (fencing_token.has_value() && !*found) {
     return TokenMismatchError(name, *fencing_token);

@@ -27,10 +27,18 @@ std::optional<LeaseState> SpareLeases::Take(absl::Duration lease,
   const bool again = now - length.last_asked < limits_.demand_window;
   if (!again) length.wanted = 0;
   length.last_asked = now;
-  if (!length.ready.empty() && Confirmed(length.ready.back()) + max_age > now) {
+  // The freshest; when older than `max_age` (a hold's lease given back and
+  // not refreshed yet), the acquisition keeps it alive after its grant
+  // (EtcdBackend::HoldCountsFrom): a round trip, but no Raft write.
+  if (!length.ready.empty() &&
+      (Confirmed(length.ready.back()) + max_age > now ||
+       LongAlive(length.ready.back(), now))) {
     const LeaseState spare = length.ready.back();
     length.ready.pop_back();
-    wake_.Signal();  // to replace it
+    // To replace it, if the thread should (not for every acquisition).
+    if (static_cast<int>(length.ready.size()) + length.busy < length.wanted) {
+      wake_.Signal();
+    }
     return spare;
   }
   if (again) {
@@ -52,17 +60,23 @@ void SpareLeases::Return(absl::Duration lease, const LeaseState& spare) {
 }
 
 bool SpareLeases::Keep(Length& length, const LeaseState& spare, MonoTime now) {
-  const bool wanted =
-      !stopping_ && now - length.last_asked < limits_.demand_window &&
-      static_cast<int>(length.ready.size()) + length.busy <
-          limits_.per_length &&
-      Pooled() < limits_.total && Confirmed(spare) + length.max_age > now;
+  // One older than acquisitions accept (a hold's, given back) is kept if
+  // the thread (none before a length is acquired again) can refresh it
+  // long before etcd could expire it.
+  const bool wanted = !stopping_ && thread_.joinable() &&
+                      now - length.last_asked < limits_.demand_window &&
+                      static_cast<int>(length.ready.size()) + length.busy <
+                          limits_.per_length &&
+                      Pooled() < limits_.total && LongAlive(spare, now);
   if (!wanted) return false;
   auto later = std::upper_bound(length.ready.begin(), length.ready.end(), spare,
                                 [](const LeaseState& a, const LeaseState& b) {
                                   return Confirmed(a) < Confirmed(b);
                                 });
   length.ready.insert(later, spare);
+  // Refreshed at half the age acquisitions accept (DueJob): sooner than
+  // the thread meant to look again, it looks now.
+  if (Confirmed(spare) + length.max_age / 2 < wake_at_) wake_.Signal();
   return true;
 }
 
@@ -87,7 +101,9 @@ std::optional<SpareLeases::Job> SpareLeases::NextJob() {
   while (!stopping_) {
     MonoTime next = MonoTime::InfiniteFuture();
     if (std::optional<Job> job = DueJob(clock_.Now(), next)) return job;
+    wake_at_ = next;
     wake_.WaitUntil(&mu_, next);
+    wake_at_ = MonoTime::InfinitePast();
   }
   return std::nullopt;
 }

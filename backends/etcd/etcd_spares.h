@@ -1,9 +1,11 @@
 // Copyright dlock authors. A client's spare leases (issue 25): leases
 // granted ahead of the acquisitions that will put a key on them, so that an
 // uncontended acquire sends one write through Raft (its create) where it
-// would send two (a grant, then the create). A spare has carried no key: it
-// becomes a hold's own lease when an acquisition takes it (etcd_hold.h), and
-// is never handed out twice.
+// would send two (a grant, then the create). A spare carries no key: granted
+// ahead, or given back by a release that deleted its hold's key (so that an
+// uncontended pair is two writes, the create and the delete, where it would
+// be three with a revocation). It becomes a hold's own lease when an
+// acquisition takes it (etcd_hold.h), and is never handed out twice.
 //
 // Demand-driven: nothing is granted ahead for a lease length until it is
 // acquired again within the demand window of its previous acquisition, so a
@@ -36,8 +38,10 @@ namespace dlock::etcd {
 class SpareLeases {
  public:
   struct Limits {
-    int per_length = 4;  // spares of one lease length
-    int total = 16;      // of every length together
+    // Spares of one lease length: as many as threads that acquire and
+    // release back to back, whose holds' leases come back to them.
+    int per_length = 16;
+    int total = 32;  // of every length together
     // A length acquired again within this of its previous acquisition is
     // in demand; spares of a length not acquired for this long are revoked.
     absl::Duration demand_window = absl::Seconds(5);
@@ -51,13 +55,16 @@ class SpareLeases {
   SpareLeases(const SpareLeases&) = delete;
   SpareLeases& operator=(const SpareLeases&) = delete;
 
-  // A spare for a hold of `lease`, last confirmed less than `max_age` ago,
-  // if one is ready; records the demand either way.
+  // A spare for a hold of `lease`, if one is ready: last confirmed less than
+  // `max_age` ago, or else with more than half its TTL left (the hold then
+  // counts from a keepalive after its grant); records the demand either
+  // way.
   std::optional<LeaseState> Take(absl::Duration lease, absl::Duration max_age)
       ABSL_LOCKS_EXCLUDED(mu_);
   // A spare an acquisition took and put no key on (no create naming it was
-  // sent without its answer): kept when its length is in demand and there is
-  // room, else revoked.
+  // sent without its answer), or the lease of a hold whose key its release
+  // deleted: kept when its length is in demand, there is room and it is
+  // fresh enough for the acquisitions, else revoked.
   void Return(absl::Duration lease, const LeaseState& spare)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the pool's thread and revokes every spare. Idempotent.
@@ -85,6 +92,10 @@ class SpareLeases {
   static MonoTime Confirmed(const LeaseState& spare) {
     return spare.alive_until - spare.ttl;
   }
+  // More than half its TTL left: a create sent on it now finds it.
+  static bool LongAlive(const LeaseState& spare, MonoTime now) {
+    return spare.alive_until - now > spare.ttl / 2;
+  }
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for the next job; nullopt once shut down.
   std::optional<Job> NextJob() ABSL_LOCKS_EXCLUDED(mu_);
@@ -105,6 +116,8 @@ class SpareLeases {
   absl::Mutex mu_;
   ClockCondVar wake_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // When the waiting thread looks again (InfinitePast: it is not waiting).
+  MonoTime wake_at_ ABSL_GUARDED_BY(mu_) = MonoTime::InfinitePast();
   std::map<int64_t, Length> lengths_ ABSL_GUARDED_BY(mu_);
   // Started on the first demand, so that a one-shot client has none.
   std::thread thread_ ABSL_GUARDED_BY(mu_);

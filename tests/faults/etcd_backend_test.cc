@@ -2,7 +2,7 @@
 // of etcd clients (issue 25), on a real cluster of three members started by
 // the test, with the fault proxy in front of the first member:
 //   - a release retried after its reply was lost must not delete a newer
-//     hold of the same owner (etcd #22082);
+//     hold of the same owner (etcd #22082), also one on the same lease;
 //   - an acquisition whose reply was lost is retried on another member and
 //     applied once, and reported as granted when it committed (Jepsen's
 //     jetcd analysis, 2024);
@@ -36,13 +36,6 @@ class EtcdBackendFaultTest : public EtcdServerSuite<EtcdBackendFaultTest> {
   static EtcdServer::Options ServerOptions() { return {.members = 3}; }
 
  protected:
-  void SetUp() override {
-    EtcdServerSuite::SetUp();
-    ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-
-  // Every member, directly.
-  std::string Uri() const { return server_->Uri(ns_); }
   // The first member through `proxy` (tried first), the others directly;
   // each attempt gets 500ms, so a lost reply moves the call on quickly.
   std::string UriThrough(const FaultProxy& proxy) const {
@@ -64,8 +57,6 @@ class EtcdBackendFaultTest : public EtcdServerSuite<EtcdBackendFaultTest> {
         absl::StrSplit(*keys, '\n', absl::SkipEmpty());
     return static_cast<int>(lines.size());
   }
-
-  std::string ns_;
 };
 
 // Keeps every record the backend granted, so that a test can send a call
@@ -91,15 +82,20 @@ class RecordKeeper : public ForwardingBackend {
   std::vector<std::shared_ptr<HoldRecord>> records_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST_F(EtcdBackendFaultTest, ARetriedReleaseSparesTheOwnersNewerHold) {
-  RecordKeeper* keeper = nullptr;
+// Options whose backend is wrapped in a RecordKeeper, set in `keeper`.
+ClientOptions KeepingRecords(RecordKeeper*& keeper) {
   ClientOptions options;
-  options.backend_decorator = [&](std::unique_ptr<Backend> backend) {
+  options.backend_decorator = [&keeper](std::unique_ptr<Backend> backend) {
     auto decorated = std::make_unique<RecordKeeper>(std::move(backend));
     keeper = decorated.get();
     return decorated;
   };
-  ASSERT_OK_AND_ASSIGN(auto client, Connect(Uri(), options));
+  return options;
+}
+
+TEST_F(EtcdBackendFaultTest, ARetriedReleaseSparesTheOwnersNewerHold) {
+  RecordKeeper* keeper = nullptr;
+  ASSERT_OK_AND_ASSIGN(auto client, Connect(Uri(), KeepingRecords(keeper)));
   ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
   const AcquireOptions as_job{.lease = absl::Seconds(30),
                               .owner_token = "job-1"};
@@ -129,6 +125,58 @@ TEST_F(EtcdBackendFaultTest, ARetriedReleaseSparesTheOwnersNewerHold) {
   EXPECT_EQ(info.fencing_token, second.fencing_token());
   EXPECT_EQ(info.hold_count, 1);
   EXPECT_OK(second.Release());
+}
+
+// A thread's hold untouched since its create gives its lease back to the
+// client's spares at its release, and the owner's next hold (of the same
+// lock, or another) may go on it: the first release sent again, as a late
+// retry would, must delete neither (etcd #22082 with the lease reused).
+TEST_F(EtcdBackendFaultTest, ARetriedReleaseSparesANewerHoldOnItsLease) {
+  RecordKeeper* keeper = nullptr;
+  ASSERT_OK_AND_ASSIGN(auto client, Connect(Uri(), KeepingRecords(keeper)));
+  const AcquireOptions thirty{.lease = absl::Seconds(30)};
+  // The lease the key of `name` lives on, as etcdctl tells it.
+  auto key_lease = [&](const std::string& name) -> std::string {
+    absl::StatusOr<std::string> json = server_->Etcdctl(
+        {"get", absl::StrCat("/dlock/", ns_, "/", name), "-w", "json"});
+    if (!json.ok()) return json.status().ToString();
+    const size_t at = json->find("\"lease\":");
+    return at == std::string::npos ? "none" : json->substr(at, 30);
+  };
+  size_t records = 0;
+  for (const std::string next : {"job", "other"}) {
+    ASSERT_OK_AND_ASSIGN(auto lock, client->GetLock("job"));
+    ASSERT_OK_AND_ASSIGN(auto next_lock, client->GetLock(next));
+    // Acquired back to back, the length is in demand and its spares ready;
+    // the next hold takes the freshest, not always the one given back.
+    bool reused = false;
+    for (int round = 0; round < 20 && !reused; ++round) {
+      ASSERT_OK_AND_ASSIGN(Hold first, lock->Acquire(thirty));
+      const std::shared_ptr<HoldRecord> first_record =
+          keeper->record(records++);
+      ASSERT_NE(first_record, nullptr);
+      ASSERT_OK_AND_ASSIGN(const LockInfo held, client->Admin().Inspect("job"));
+      const std::string first_lease = key_lease("job");
+      ASSERT_OK(first.Release());
+      ASSERT_OK_AND_ASSIGN(Hold second, next_lock->Acquire(thirty));
+      ++records;
+      reused = key_lease(next) == first_lease;
+      if (reused) {
+        const absl::StatusOr<int64_t> retried =
+            keeper->target().Release(ReleaseCall{.name = "job",
+                                                 .owner = held.owner,
+                                                 .all_holds = true,
+                                                 .record = first_record.get()});
+        EXPECT_TRUE(IsNotOwner(retried.status())) << retried.status();
+        ASSERT_OK_AND_ASSIGN(LockInfo info, client->Admin().Inspect(next));
+        EXPECT_TRUE(info.locked) << next;
+        EXPECT_EQ(info.fencing_token, second.fencing_token()) << next;
+      }
+      EXPECT_OK(second.Release());
+    }
+    EXPECT_TRUE(reused) << "no hold of " << next
+                        << " went on the lease given back";
+  }
 }
 
 // A waiter on its own thread: Acquire(), then Release() of what it got.
