@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "dlock/errors.h"
+#include "identity.h"
 
 namespace dlock {
 
@@ -62,6 +64,23 @@ bool WakeupHub::Waiter::Wait(MonoTime until, const CancelToken& cancel) {
 
 namespace {
 
+// Every waiter a release announcement wakes attempts again, and with no
+// queue the first attempt takes the lock. Who is first is then decided by
+// differences that stay the same from one release to the next: the order in
+// which the server tells its waiters (Redis writes a message to a channel's
+// subscribers in the order they subscribed) and each client's own path and
+// threads, tens to hundreds of microseconds apart. So one waiter could lose
+// nearly every race (a history run: one worker granted once in 30 s while
+// two others took turns). A random pause below this, longer than those
+// differences, makes each race a fair draw; it is real time (a sleep this
+// short needs no injected clock), and adds half of it on average to a lone
+// waiter's hand-off.
+constexpr int64_t kRaceSpreadNs = 1000000;  // 1 ms
+
+void PauseBeforeTheRace() {
+  absl::SleepFor(absl::Nanoseconds(internal::RandomBits() % kRaceSpreadNs));
+}
+
 // What both wait loops do between attempts. The waiter is registered only
 // once an attempt was refused: most acquires succeed at once, and registering
 // takes the hub's one lock twice (every thread of the client contends for it)
@@ -82,7 +101,8 @@ class WaitBetweenAttempts {
   // After `name` refused the attempt: DeadlineExceeded once the deadline has
   // passed; otherwise waits (on `name`) until a wake-up, the holder's lease
   // end (1 ms past it, so that the backend has expired it), the fallback
-  // poll or the deadline, and returns OK: attempt again.
+  // poll or the deadline, and returns OK: attempt again. After a wake-up,
+  // the attempt comes a random moment later (PauseBeforeTheRace).
   absl::Status AfterRefusal(absl::string_view name,
                             absl::Duration holder_lease_left) {
     const MonoTime now = hub_.clock().Now();
@@ -91,16 +111,18 @@ class WaitBetweenAttempts {
           absl::StrCat("lock '", name, "' is held by another owner (waited ",
                        absl::FormatDuration(now - started_), ")"));
     }
+    bool announced = false;
     if (!waiter_.has_value() || waiter_->name() != name) {
       waiter_.emplace(hub_, name);
-      if (hub_.notifications() != notifications_before_) {
-        return absl::OkStatus();
-      }
+      announced = hub_.notifications() != notifications_before_;
     }
-    const absl::Duration nap =
-        std::clamp(holder_lease_left + absl::Milliseconds(1),
-                   absl::Milliseconds(1), fallback_poll_);
-    waiter_->Wait(std::min(deadline_, now + nap), cancel_);
+    if (!announced) {
+      const absl::Duration nap =
+          std::clamp(holder_lease_left + absl::Milliseconds(1),
+                     absl::Milliseconds(1), fallback_poll_);
+      announced = waiter_->Wait(std::min(deadline_, now + nap), cancel_);
+    }
+    if (announced) PauseBeforeTheRace();
     return absl::OkStatus();
   }
 

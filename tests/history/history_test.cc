@@ -374,11 +374,6 @@ TEST_P(History, ContractHoldsUnderTheFault) {
         // Holds of about 3 s: the partition, five steps into one, outlasts
         // the TTL before the holder would let go on its own.
         options.steps = 75;
-        // And a rest after each, so that a worker that just let go does not
-        // race the waiters for the next turn: with 3 s turns and no queue,
-        // the healed worker could lose ten in a row (seen in CI: [1 5 5]
-        // grants after the heal, the last one 30.04 s after it).
-        options.pause = absl::Milliseconds(400);
         break;
       case Scenario::kReleasePartitioned:
         // Only a confirmed release gives a hold up: one stuck behind the

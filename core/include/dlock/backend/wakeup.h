@@ -107,7 +107,10 @@ struct Attempt {
 };
 
 // Attempts, then sleeps until a wake-up, the holder's lease end, the fallback
-// poll or the deadline, and attempts again. Returns the grant with the send
+// poll or the deadline, and attempts again; after a wake-up, at a random
+// moment within 1 ms, so that fixed differences between the waiters (the
+// order the server tells them in, their paths to it) do not decide every race
+// for the lock. Returns the grant with the send
 // time of the attempt that won. DeadlineExceeded or Cancelled when the wait
 // ends without the lock; an attempt's error is returned as is.
 absl::StatusOr<Grant> AcquireWithWakeups(
