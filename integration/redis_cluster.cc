@@ -1,5 +1,6 @@
 #include "redis_cluster.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -103,34 +104,7 @@ absl::Status RedisCluster::Form() {
           "; the cluster harness needs redis-server 7.0 or later"));
     }
   }
-  const std::string first_port = absl::StrCat(servers_[0]->port());
-  const std::string first_bus = absl::StrCat(servers_[0]->cluster_bus_port());
-  for (size_t i = 1; i < servers_.size(); ++i) {
-    absl::StatusOr<RespReply> met =
-        Query(servers_[i]->port(),
-              {"CLUSTER", "MEET", "127.0.0.1", first_port, first_bus});
-    if (!met.ok()) return met.status();
-  }
-  const std::string count = absl::StrCat(servers_.size());
-  if (absl::Status s = Settle("every node meeting every other",
-                              [&]() -> std::string {
-                                for (const auto& server : servers_) {
-                                  auto info = ClusterInfo(server->port());
-                                  if (!info.ok()) {
-                                    return std::string(info.status().message());
-                                  }
-                                  if ((*info)["cluster_known_nodes"] != count) {
-                                    return absl::StrCat(
-                                        "node ", server->port(), " knows ",
-                                        (*info)["cluster_known_nodes"],
-                                        " nodes of ", count);
-                                  }
-                                }
-                                return "";
-                              });
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = Meet(); !s.ok()) return s;
   for (size_t i = masters; i < servers_.size(); ++i) {
     absl::StatusOr<std::string> master = NodeId(servers_[i % masters]->port());
     if (!master.ok()) return master.status();
@@ -145,6 +119,61 @@ absl::Status RedisCluster::Form() {
     if (!replicated.ok()) return replicated;
   }
   return WaitUntilSettled();
+}
+
+absl::Status RedisCluster::Meet() {
+  const absl::Duration stall = options_.first_node_stalled_while_met;
+  if (stall > absl::ZeroDuration()) servers_[0]->Pause();
+  absl::Status met = MeetFirstNode();
+  if (stall > absl::ZeroDuration()) {
+    absl::SleepFor(stall);
+    servers_[0]->Resume();
+  }
+  if (!met.ok()) return met;
+  // A node forgets a handshake that did not finish within the node timeout
+  // (1 s at least), and the node it met never tells it again: a first node
+  // stalled past it (a loaded machine) knows the others, but they never
+  // learn of it, nor of each other from its gossip. So they meet it again,
+  // each time a handshake could have timed out, until every node knows
+  // every other (meeting a known node changes nothing).
+  const absl::Duration handshake_timeout =
+      std::max(options_.node_timeout, absl::Seconds(1));
+  absl::Time last_met = absl::Now();
+  return Settle("every node meeting every other", [&]() -> std::string {
+    std::string problem = UnmetProblem();
+    if (!problem.empty() && absl::Now() - last_met > handshake_timeout) {
+      if (absl::Status s = MeetFirstNode(); !s.ok()) {
+        return std::string(s.message());
+      }
+      last_met = absl::Now();
+    }
+    return problem;
+  });
+}
+
+absl::Status RedisCluster::MeetFirstNode() {
+  const std::string first_port = absl::StrCat(servers_[0]->port());
+  const std::string first_bus = absl::StrCat(servers_[0]->cluster_bus_port());
+  for (size_t i = 1; i < servers_.size(); ++i) {
+    absl::StatusOr<RespReply> met =
+        Query(servers_[i]->port(),
+              {"CLUSTER", "MEET", "127.0.0.1", first_port, first_bus});
+    if (!met.ok()) return met.status();
+  }
+  return absl::OkStatus();
+}
+
+std::string RedisCluster::UnmetProblem() {
+  const std::string count = absl::StrCat(servers_.size());
+  for (const auto& server : servers_) {
+    auto info = ClusterInfo(server->port());
+    if (!info.ok()) return std::string(info.status().message());
+    if ((*info)["cluster_known_nodes"] != count) {
+      return absl::StrCat("node ", server->port(), " knows ",
+                          (*info)["cluster_known_nodes"], " nodes of ", count);
+    }
+  }
+  return "";
 }
 
 RedisCluster::~RedisCluster() { servers_.clear(); }

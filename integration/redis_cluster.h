@@ -33,6 +33,9 @@ class RedisCluster {
     // replication included (RedisServer::Options::tls); a client needs
     // TestTlsQuery(false).
     bool tls = false;
+    // A fault for the harness's own test: the first node stopped (SIGSTOP)
+    // this long while the others meet it, as a loaded machine may stall it.
+    absl::Duration first_node_stalled_while_met = absl::ZeroDuration();
   };
 
   // Starts every node, gives each master an equal share of the 16384
@@ -131,6 +134,13 @@ class RedisCluster {
  private:
   explicit RedisCluster(const Options& options) : options_(options) {}
   absl::Status Form();
+  // Returns once every node knows every other (Form()'s first step).
+  absl::Status Meet();
+  // Every node but the first meets the first (CLUSTER MEET), whose gossip
+  // then introduces them to each other.
+  absl::Status MeetFirstNode();
+  // "" once every node knows all the nodes, else which does not.
+  std::string UnmetProblem();
   // Who serves each slot (its master's port, 0 for none), as the first
   // node that answers says.
   absl::StatusOr<std::vector<int>> CurrentSlotMasters();

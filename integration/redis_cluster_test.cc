@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "status_testing.h"
@@ -187,6 +188,24 @@ TEST_F(RedisClusterTest, AKilledMastersReplicaTakesOverAndItRejoinsInSync) {
   ASSERT_OK(replicated);
   EXPECT_EQ(replicated->text, "1");
   ASSERT_OK(cluster_->Query(promoted, {"DEL", key}));
+}
+
+// A node stalled while the others meet it (a loaded machine) past the
+// handshake timeout, after which they forget the handshake for good, is in
+// the cluster all the same.
+TEST(RedisClusterStartTest, ANodeStalledWhileMetJoinsAllTheSame) {
+  absl::StatusOr<std::unique_ptr<RedisCluster>> cluster =
+      RedisCluster::Start({.masters = 3,
+                           .replicas_per_master = 0,
+                           .first_node_stalled_while_met = absl::Seconds(2)});
+  ASSERT_OK(cluster);
+  for (int port : (*cluster)->ports()) {
+    absl::StatusOr<RespReply> info =
+        (*cluster)->Query(port, {"CLUSTER", "INFO"});
+    ASSERT_OK(info);
+    EXPECT_TRUE(absl::StrContains(info->text, "cluster_known_nodes:3"))
+        << port << ": " << info->text;
+  }
 }
 
 }  // namespace
