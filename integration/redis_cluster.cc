@@ -1,6 +1,7 @@
 #include "redis_cluster.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -66,6 +67,21 @@ absl::StatusOr<std::map<std::string, std::string>> MasterEpochs(int port) {
     epochs[fields[0]] = fields[6];
   }
   return epochs;
+}
+
+// The replicas a master's INFO replication lists, each as its fields
+// ("slave0:ip=127.0.0.1,port=7004,state=online,offset=...,lag=0").
+std::vector<std::map<std::string, std::string>> Replicas(
+    std::map<std::string, std::string>& replication) {
+  std::vector<std::map<std::string, std::string>> replicas;
+  for (int i = 0; replication.count(absl::StrCat("slave", i)) > 0; ++i) {
+    std::map<std::string, std::string>& replica = replicas.emplace_back();
+    for (absl::string_view field :
+         absl::StrSplit(replication[absl::StrCat("slave", i)], ',')) {
+      replica.insert(absl::StrSplit(field, absl::MaxSplits('=', 1)));
+    }
+  }
+  return replicas;
 }
 
 }  // namespace
@@ -410,16 +426,44 @@ absl::StatusOr<int> RedisCluster::ReplicaOf(int master_port) {
   absl::StatusOr<std::map<std::string, std::string>> info =
       RedisInfo(master_port, "replication");
   if (!info.ok()) return info.status();
-  // "slave0:ip=127.0.0.1,port=7004,state=online,offset=...,lag=0"
-  for (absl::string_view field : absl::StrSplit((*info)["slave0"], ',')) {
+  for (auto& replica : Replicas(*info)) {
     int port = 0;
-    if (absl::ConsumePrefix(&field, "port=") &&
-        absl::SimpleAtoi(field, &port)) {
-      return port;
-    }
+    if (absl::SimpleAtoi(replica["port"], &port)) return port;
   }
   return absl::NotFoundError(
       absl::StrCat("the master on port ", master_port, " has no replica"));
+}
+
+absl::Status RedisCluster::WaitForReplicasInSync(int master_port) {
+  absl::StatusOr<std::map<std::string, std::string>> info =
+      RedisInfo(master_port, "replication");
+  if (!info.ok()) return info.status();
+  const std::string written = (*info)["master_repl_offset"];
+  int64_t offset = 0;
+  if (!absl::SimpleAtoi(written, &offset)) {
+    return absl::InternalError(absl::StrCat(
+        "node ", master_port, " gave no master_repl_offset: is it a master?"));
+  }
+  return Settle(absl::StrCat("the replicas of ", master_port,
+                             " reaching offset ", written),
+                [&]() -> std::string {
+                  info = RedisInfo(master_port, "replication");
+                  if (!info.ok()) return std::string(info.status().message());
+                  std::vector<std::map<std::string, std::string>> replicas =
+                      Replicas(*info);
+                  if (replicas.empty()) return "no replica";
+                  for (auto& replica : replicas) {
+                    int64_t acknowledged = 0;
+                    if (replica["state"] != "online" ||
+                        !absl::SimpleAtoi(replica["offset"], &acknowledged) ||
+                        acknowledged < offset) {
+                      return absl::StrCat("replica ", replica["port"], " is ",
+                                          replica["state"], " at offset ",
+                                          replica["offset"]);
+                    }
+                  }
+                  return "";
+                });
 }
 
 absl::StatusOr<int> RedisCluster::FailoverLosingWrites(
@@ -432,12 +476,7 @@ absl::StatusOr<int> RedisCluster::FailoverLosingWrites(
   if (replica_server == nullptr) {
     return absl::NotFoundError(absl::StrCat("no node on port ", *replica));
   }
-  absl::StatusOr<RespReply> synced = Query(*master, {"WAIT", "1", "5000"});
-  if (!synced.ok()) return synced.status();
-  if (synced->text != "1") {
-    return absl::FailedPreconditionError(
-        absl::StrCat("replica ", *replica, " did not catch up"));
-  }
+  if (absl::Status s = WaitForReplicasInSync(*master); !s.ok()) return s;
   replica_server->Pause();
   // A stopped replica's kernel would still take the stream in.
   absl::StatusOr<RespReply> dropped =

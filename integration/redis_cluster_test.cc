@@ -170,10 +170,7 @@ TEST_F(RedisClusterTest, AKilledMastersReplicaTakesOverAndItRejoinsInSync) {
   absl::StatusOr<int> old = cluster_->MasterOfSlot(slot);
   ASSERT_OK(old);
   ASSERT_OK(cluster_->Query(*old, {"SET", key, "v"}));
-  absl::StatusOr<RespReply> synced =
-      cluster_->Query(*old, {"WAIT", "1", "5000"});
-  ASSERT_OK(synced);
-  ASSERT_EQ(synced->text, "1");
+  ASSERT_OK(cluster_->WaitForReplicasInSync(*old));
   EXPECT_CODE(cluster_->WaitForPromotion(), kFailedPrecondition);
   ASSERT_OK(cluster_->KillMasterWithKeys());
   ASSERT_OK(cluster_->WaitForPromotion());
@@ -183,10 +180,10 @@ TEST_F(RedisClusterTest, AKilledMastersReplicaTakesOverAndItRejoinsInSync) {
   absl::StatusOr<RespReply> role = cluster_->Query(*old, {"ROLE"});
   ASSERT_OK(role);
   EXPECT_EQ(role->elements[0].text, "slave");
-  absl::StatusOr<RespReply> replicated =
-      cluster_->Query(promoted, {"WAIT", "1", "1000"});
-  ASSERT_OK(replicated);
-  EXPECT_EQ(replicated->text, "1");
+  absl::StatusOr<int> replica = cluster_->ReplicaOf(promoted);
+  ASSERT_OK(replica);
+  EXPECT_EQ(*replica, *old);
+  EXPECT_OK(cluster_->WaitForReplicasInSync(promoted));
   ASSERT_OK(cluster_->Query(promoted, {"DEL", key}));
 }
 
