@@ -262,7 +262,12 @@ std::string RedisCluster::SettledProblem() {
   for (const auto& server : servers_) {
     const int port = server->port();
     absl::StatusOr<std::map<std::string, std::string>> info = ClusterInfo(port);
-    if (!info.ok()) continue;  // a killed or stopped node
+    if (!info.ok()) {
+      // A node killed or stopped is left out, but one that runs and did not
+      // answer in time (on a loaded machine) has not been seen settled.
+      if (!server->Running()) continue;
+      return std::string(info.status().message());
+    }
     if ((*info)["cluster_state"] != "ok") {
       return absl::StrCat("node ", port,
                           " has cluster_state:", (*info)["cluster_state"]);
