@@ -33,6 +33,9 @@ class RedisCluster {
     // replication included (RedisServer::Options::tls); a client needs
     // TestTlsQuery(false).
     bool tls = false;
+    // A fault for the harness's own test: the first node stopped (SIGSTOP)
+    // this long while the others meet it, as a loaded machine may stall it.
+    absl::Duration first_node_stalled_while_met = absl::ZeroDuration();
   };
 
   // Starts every node, gives each master an equal share of the 16384
@@ -85,6 +88,11 @@ class RedisCluster {
   absl::Status Restart(int port);
   // The port of the replica of the master on `master_port`.
   absl::StatusOr<int> ReplicaOf(int master_port);
+  // Returns once every replica of the master on `master_port` (one at
+  // least) is online and has acknowledged every write the master took
+  // before the call. Not WAIT, which counts the replicas that have the
+  // writes of its own connection: Query()'s are fresh ones, with none.
+  absl::Status WaitForReplicasInSync(int master_port);
 
   // Reproduces a write the master of `slot` acknowledged and a failover
   // lost: waits until the replica has every earlier write, stops it
@@ -118,11 +126,11 @@ class RedisCluster {
   // Returns once a replica serves the killed master's slot.
   absl::Status WaitForPromotion();
   // The killed master started again, empty, and back as the promoted
-  // one's replica in sync (WAIT 1 answers 1), so that it can fail over
+  // one's replica in sync (WaitForReplicasInSync()), so that it can fail over
   // again and a client's wait_replicas=1 is met.
   absl::Status RejoinAsReplica();
   // Starts the killed node on `killed` again and returns once it is the
-  // replica of the master on `promoted`, in sync (WAIT 1 answers 1).
+  // replica of the master on `promoted`, in sync (WaitForReplicasInSync()).
   absl::Status RejoinAsReplicaOf(int killed, int promoted);
   // Moves the slot with keys to another master: begun, `half_moved` of
   // clients meeting ASK, then finished.
@@ -131,6 +139,13 @@ class RedisCluster {
  private:
   explicit RedisCluster(const Options& options) : options_(options) {}
   absl::Status Form();
+  // Returns once every node knows every other (Form()'s first step).
+  absl::Status Meet();
+  // Every node but the first meets the first (CLUSTER MEET), whose gossip
+  // then introduces them to each other.
+  absl::Status MeetFirstNode();
+  // "" once every node knows all the nodes, else which does not.
+  std::string UnmetProblem();
   // Who serves each slot (its master's port, 0 for none), as the first
   // node that answers says.
   absl::StatusOr<std::vector<int>> CurrentSlotMasters();

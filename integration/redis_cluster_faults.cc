@@ -101,14 +101,7 @@ absl::Status RedisCluster::RejoinAsReplica() {
 absl::Status RedisCluster::RejoinAsReplicaOf(int killed, int promoted) {
   if (absl::Status s = Restart(killed); !s.ok()) return s;
   if (absl::Status s = WaitUntilSettled(); !s.ok()) return s;
-  return Settle(absl::StrCat("node ", killed, " replicating ", promoted),
-                [&]() -> std::string {
-                  absl::StatusOr<RespReply> synced =
-                      Query(promoted, {"WAIT", "1", "200"});
-                  if (!synced.ok())
-                    return std::string(synced.status().message());
-                  return synced->text == "1" ? "" : "WAIT 1 answered 0";
-                });
+  return WaitForReplicasInSync(promoted);
 }
 
 absl::Status RedisCluster::MigrateSlotWithKeys(absl::Duration half_moved) {

@@ -134,6 +134,8 @@ class RedisServer {
   void StopServer() { process_.Stop(); }
   absl::Status StartServer();
   void Kill() { process_.Kill(); }
+  // Neither killed nor stopped (a paused server runs).
+  bool Running() { return process_.Running(); }
   void Pause() { process_.Pause(); }
   void Resume() { process_.Resume(); }
 
