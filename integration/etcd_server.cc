@@ -245,7 +245,17 @@ absl::StatusOr<int> EtcdServer::Leader() const {
 
 absl::StatusOr<int64_t> EtcdServer::CallsHandled(
     const std::string& method) const {
-  const std::string series = "grpc_server_handled_total{";
+  return CallsCounted("grpc_server_handled_total", method);
+}
+
+absl::StatusOr<int64_t> EtcdServer::CallsStarted(
+    const std::string& method) const {
+  return CallsCounted("grpc_server_started_total", method);
+}
+
+absl::StatusOr<int64_t> EtcdServer::CallsCounted(
+    absl::string_view counter, const std::string& method) const {
+  const std::string series = absl::StrCat(counter, "{");
   const std::string label = absl::StrCat("grpc_method=\"", method, "\"");
   double calls = 0;
   for (int i = 0; i < size(); ++i) {

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server_process.h"
 #include "tls_certificates.h"
 
@@ -94,6 +95,9 @@ class EtcdServer {
   // How many calls of the gRPC method `method` ("LeaseGrant") the running
   // members have answered, by their metrics (grpc_server_handled_total).
   absl::StatusOr<int64_t> CallsHandled(const std::string& method) const;
+  // How many calls (streams: Watch) of `method` they have begun
+  // (grpc_server_started_total).
+  absl::StatusOr<int64_t> CallsStarted(const std::string& method) const;
 
   // `etcdctl` against the running members, as root when auth is on (the
   // password goes in the environment, not argv), with `input` on its
@@ -119,6 +123,9 @@ class EtcdServer {
   absl::Status WaitServing(int i, absl::Duration timeout) const;
   absl::Status SetUpAuth();
   absl::StatusOr<std::string> Metrics(int i, const std::string& path) const;
+  // The sum over running members of `counter` for `method`.
+  absl::StatusOr<int64_t> CallsCounted(absl::string_view counter,
+                                       const std::string& method) const;
 
   Options options_;
   std::string dir_;

@@ -46,11 +46,23 @@ absl::StatusOr<std::unique_ptr<Backend>> EtcdBackend::Create(
       !read.ok()) {
     return read.status();
   }
-  EtcdBackend* self = backend.get();
-  backend->watch_ = backend->client_->StartWatch(
-      {.key = prefix, .range_end = PrefixEnd(prefix)},
-      [self](const WatchUpdate& update) { self->OnWatch(update); });
   return backend;
+}
+
+void EtcdBackend::StartWatch() {
+  if (watching_.load(std::memory_order_acquire)) return;
+  absl::MutexLock lock(&watch_mu_);
+  if (shut_down_ || watch_ != nullptr) return;
+  const std::string& prefix = layout_.prefix();
+  watch_ = client_->StartWatch(
+      {.key = prefix, .range_end = PrefixEnd(prefix)},
+      [this](const WatchUpdate& update) { OnWatch(update); });
+  watching_.store(true, std::memory_order_release);
+}
+
+absl::StatusOr<Attempt> EtcdBackend::Watched(absl::StatusOr<Attempt> attempt) {
+  if (attempt.ok() && !attempt->acquired.has_value()) StartWatch();
+  return attempt;
 }
 
 EtcdBackend::EtcdBackend(BackendSettings settings,
@@ -75,8 +87,13 @@ absl::Status EtcdBackend::Contended(absl::string_view name,
 }
 
 void EtcdBackend::Shutdown() {
-  if (watch_ != nullptr) watch_->Cancel();
-  watch_.reset();
+  std::unique_ptr<Watch> watch;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    shut_down_ = true;
+    watch = std::move(watch_);
+  }
+  if (watch != nullptr) watch->Cancel();
   liveness_.Shutdown();
   spares_.Shutdown();
 }
@@ -154,7 +171,7 @@ absl::StatusOr<Grant> EtcdBackend::AcquireWriter(const AcquireCall& call) {
   Acquiring a;
   absl::StatusOr<Grant> grant =
       AcquireWithWakeups(call, hub_, settings_.fallback_poll,
-                         [&] { return TryOnce(call, key, a); });
+                         [&] { return Watched(TryOnce(call, key, a)); });
   PutSpareBack(call.lease, a);
   // The intent, if this writer put one and did not end it by its grant.
   if (a.place_lease != 0) RevokeQuietly(a.place_lease);

@@ -27,7 +27,9 @@
 //
 // Waiters wait on one watch per client over the namespace: a deletion (or
 // a lock kept after release) wakes the waiters of that name, and the
-// fallback poll bounds a lost event. Waiting is not FIFO.
+// fallback poll bounds a lost event. Waiting is not FIFO. The watch starts
+// with the client's first wait (or observer): a client that never waits is
+// sent none of its namespace's writes.
 //
 // Holder liveness (etcd_liveness.h): a hold names the liveness keys of the
 // clients it is held through, and a waiter that finds them all gone deletes
@@ -43,7 +45,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "dlock/backend/backend.h"
 #include "dlock/backend/wakeup.h"
@@ -67,8 +71,7 @@ struct BackendSettings {
 
 class EtcdBackend : public Backend {
  public:
-  // Reads once from the cluster (Unavailable when no member answers), then
-  // starts the namespace's watch.
+  // Reads once from the cluster (Unavailable when no member answers).
   static absl::StatusOr<std::unique_ptr<Backend>> Create(
       BackendSettings settings);
   ~EtcdBackend() override;
@@ -147,6 +150,15 @@ class EtcdBackend : public Backend {
   MonoTime Now() const { return clock_.Now(); }
   std::string NewWriteId();
   void OnWatch(const WatchUpdate& update);
+  // Starts the namespace's watch unless it runs (or the backend was shut
+  // down). Its start wakes every waiter (kStarted, OnWatch), so a write
+  // between a waiter's attempt and the watch is not missed: the waiter
+  // looks again. Idle clients skip it: an uncontended pair would cost
+  // etcd two more events to send, and this client two stream messages.
+  void StartWatch() ABSL_LOCKS_EXCLUDED(watch_mu_);
+  // `attempt`, after which the caller waits unless it won: the watch
+  // starts first.
+  absl::StatusOr<Attempt> Watched(absl::StatusOr<Attempt> attempt);
 
   // etcd_leases.cc: the calls on keys and leases the operations share.
   absl::StatusOr<std::optional<mvccpb::KeyValue>> Get(const std::string& key);
@@ -341,7 +353,10 @@ class EtcdBackend : public Backend {
   const Layout layout_;
   std::unique_ptr<Client> client_;
   WakeupHub hub_;
-  std::unique_ptr<Watch> watch_;
+  std::atomic<bool> watching_{false};  // set once watch_ is
+  absl::Mutex watch_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(watch_mu_) = false;
+  std::unique_ptr<Watch> watch_ ABSL_GUARDED_BY(watch_mu_);
   ClientLiveness liveness_;
   SpareLeases spares_;
   const std::string write_id_prefix_;

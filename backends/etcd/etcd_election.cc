@@ -58,7 +58,11 @@ absl::Status EtcdBackend::Proclaim(const ProclaimCall& call) {
 
 std::unique_ptr<ObjectWatch> EtcdBackend::WatchObject(ObjectKind kind,
                                                       absl::string_view name) {
-  return std::make_unique<HubWatch>(hub_, ObjectName(kind, name));
+  // Registered before the watch starts: its start wakes the observer.
+  std::unique_ptr<ObjectWatch> watch =
+      std::make_unique<HubWatch>(hub_, ObjectName(kind, name));
+  StartWatch();
+  return watch;
 }
 
 absl::StatusOr<ObjectInfo> EtcdBackend::InspectObject(ObjectKind kind,

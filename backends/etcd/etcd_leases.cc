@@ -175,8 +175,9 @@ absl::StatusOr<Grant> EtcdBackend::AcquireOwnKey(
   Acquiring a;
   AcquireCall waiting = call;
   waiting.name = wait_on;
-  absl::StatusOr<Grant> grant = AcquireWithWakeups(
-      waiting, hub_, settings_.fallback_poll, [&] { return attempt(own, a); });
+  absl::StatusOr<Grant> grant =
+      AcquireWithWakeups(waiting, hub_, settings_.fallback_poll,
+                         [&] { return Watched(attempt(own, a)); });
   PutSpareBack(call.lease, a);
   // A place (or intent) left behind would hold back every later caller.
   if (a.place_lease != 0) RevokeQuietly(a.place_lease);

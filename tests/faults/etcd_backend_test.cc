@@ -7,6 +7,7 @@
 //     applied once, and reported as granted when it committed (Jepsen's
 //     jetcd analysis, 2024);
 //   - a waiter whose watch missed the release wakes at its fallback re-check;
+//     the watch starts with a client's first wait;
 //   - holder liveness: a client's lapsed liveness key is never named again,
 //     a waiter whose watch missed its deletion takes the hold over at its
 //     fallback re-check, and a closed client leaves no key behind;
@@ -258,6 +259,42 @@ TEST_F(EtcdBackendFaultTest, AWaiterWhoseWatchMissedTheReleaseWakesAtItsPoll) {
   EXPECT_LE(waiter.done - released, kPoll + absl::Seconds(2));
   EXPECT_OK(waiter.hold->Release());
   proxy.SetFault(Direction::kReplies, Fault::Pass(), Held::kDiscard);
+}
+
+// The namespace's watch starts with a client's first wait: acquisitions
+// that wait for nothing open none (etcd would send such a client both
+// writes of every pair), and the first waiter, whose watch began after its
+// first look, is still woken by the release, not by its fallback poll.
+TEST_F(EtcdBackendFaultTest, TheNamespacesWatchStartsWithTheFirstWait) {
+  constexpr absl::Duration kPoll = absl::Seconds(15);
+  ClientOptions options;
+  options.fallback_poll = kPoll;
+  ASSERT_OK_AND_ASSIGN(const int64_t watches, server_->CallsStarted("Watch"));
+  ASSERT_OK_AND_ASSIGN(auto holder_client, Connect(Uri(), options));
+  ASSERT_OK_AND_ASSIGN(auto held, holder_client->GetLock("first-wait"));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(Hold hold, held->Acquire());
+    ASSERT_OK(hold.Release());
+  }
+  ASSERT_OK_AND_ASSIGN(Hold holder,
+                       held->Acquire({.lease = absl::Seconds(60)}));
+  ASSERT_OK_AND_ASSIGN(const int64_t watches_then,
+                       server_->CallsStarted("Watch"));
+  EXPECT_EQ(watches_then - watches, 0)
+      << "watches opened by a client that never waited";
+
+  ASSERT_OK_AND_ASSIGN(auto waiter_client, Connect(Uri(), options));
+  ASSERT_OK_AND_ASSIGN(auto wanted, waiter_client->GetLock("first-wait"));
+  Waiter waiter;
+  StartWaiter(*wanted, waiter);
+  absl::SleepFor(absl::Milliseconds(500));
+  const absl::Time released = absl::Now();
+  ASSERT_OK(holder.Release());
+  waiter.thread.join();
+  ASSERT_OK(waiter.hold);
+  // The watch's event, not the poll (15s; the wait is 20s).
+  EXPECT_LT(waiter.done - released, kPoll / 3);
+  EXPECT_OK(waiter.hold->Release());
 }
 
 // The leader killed under a renewed hold: the cluster elects another, the
