@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<PgBouncer>> PgBouncer::Start(Options options) {
   std::unique_ptr<PgBouncer> bouncer(new PgBouncer);
   bouncer->dir_ = dir->path;
   bouncer->users_ = options.users;
+  bouncer->session_alias_ = options.session_alias;
   absl::StatusOr<int> port = FreeLoopbackPort();
   if (!port.ok()) return port.status();
   bouncer->port_ = *port;
@@ -81,21 +82,27 @@ absl::StatusOr<std::unique_ptr<PgBouncer>> PgBouncer::Start(Options options) {
 }
 
 absl::Status PgBouncer::WaitServing(absl::Duration timeout) {
-  // Each user has a pool of its own, whose server logins fail and are
-  // retried apart from the others' after a restart.
+  // Each user has a pool of its own per database, whose server logins fail
+  // and are retried apart from the others' after a restart: the session
+  // alias's too (a client's LISTEN connection, refused once in CI with
+  // "server login has been failing" after the other pools served).
+  std::vector<std::string> databases = {"postgres"};
+  if (!session_alias_.empty()) databases.push_back(session_alias_);
   for (const std::string& user : users_) {
-    absl::Status last;
-    absl::Status waited = WaitUntil(
-        [&] {
-          last = QueryAs(user, "SELECT 1").status();
-          return last.ok();
-        },
-        timeout,
-        absl::StrCat("a login of ", user, " through pgbouncer on port ",
-                     port_));
-    if (!waited.ok()) {
-      return absl::Status(waited.code(),
-                          absl::StrCat(waited.message(), ": ", last.message()));
+    for (const std::string& db : databases) {
+      absl::Status last;
+      absl::Status waited = WaitUntil(
+          [&] {
+            last = QueryAs(user, "SELECT 1", db).status();
+            return last.ok();
+          },
+          timeout,
+          absl::StrCat("a login of ", user, " to ", db,
+                       " through pgbouncer on port ", port_));
+      if (!waited.ok()) {
+        return absl::Status(waited.code(), absl::StrCat(waited.message(), ": ",
+                                                        last.message()));
+      }
     }
   }
   return absl::OkStatus();
@@ -106,11 +113,12 @@ absl::StatusOr<std::string> PgBouncer::Query(const std::string& sql) {
 }
 
 absl::StatusOr<std::string> PgBouncer::QueryAs(const std::string& user,
-                                               const std::string& sql) {
+                                               const std::string& sql,
+                                               const std::string& dbname) {
   absl::StatusOr<std::string> out =
       RunCommand({"/usr/lib/postgresql/15/bin/psql", "-X", "-q", "-At", "-v",
                   "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p",
-                  absl::StrCat(port_), "-U", user, "-d", "postgres", "-c", sql},
+                  absl::StrCat(port_), "-U", user, "-d", dbname, "-c", sql},
                  "", {}, absl::Seconds(10));
   if (!out.ok()) return out.status();
   while (!out->empty() && out->back() == '\n') out->pop_back();

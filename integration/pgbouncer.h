@@ -35,9 +35,10 @@ class PgBouncer {
   ~PgBouncer();  // stops it and removes its directory
 
   int port() const { return port_; }
-  // Until a login of each user through PgBouncer reaches the server (psql):
-  // after the server restarted, PgBouncer refuses a pool's clients for
-  // server_login_retry after its failed server login.
+  // Until a login of each user to each database through PgBouncer (the
+  // server's and the session alias) reaches the server (psql): after the
+  // server restarted, PgBouncer refuses a pool's clients for
+  // server_login_retry after its failed server login, pool by pool.
   absl::Status WaitServing(absl::Duration timeout = absl::Seconds(30));
   // Runs `sql` with psql through PgBouncer as `postgres` (on whichever
   // server connection PgBouncer gives) and returns what it printed
@@ -45,7 +46,8 @@ class PgBouncer {
   absl::StatusOr<std::string> Query(const std::string& sql);
   // The same as `user`.
   absl::StatusOr<std::string> QueryAs(const std::string& user,
-                                      const std::string& sql);
+                                      const std::string& sql,
+                                      const std::string& dbname = "postgres");
   // postgres://<user>@127.0.0.1:<port>/postgres?<query>
   std::string Uri(const std::string& user, const std::string& query) const;
 
@@ -54,6 +56,7 @@ class PgBouncer {
   std::string dir_;
   int port_ = 0;
   std::vector<std::string> users_;
+  std::string session_alias_;
   ChildProcess process_;
 };
 
