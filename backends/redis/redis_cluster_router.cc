@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "redis_shard_subscriber.h"
+#include "redis_subscriber.h"
 
 namespace dlock::redis {
 
@@ -249,11 +250,12 @@ class Cluster : public Router {
     (void)node->master->Start();
     node->subscriber = std::make_unique<ShardSubscriber>(
         config,
-        ShardSubscriber::Callbacks{
-            .on_message =
-                [hub = hub_](absl::string_view name) { hub->Notify(name); },
-            .on_gap = [hub = hub_] { hub->NotifyAll(); },
-            .on_moved = [this] { RequestRefresh(); }});
+        ShardSubscriber::Callbacks{.on_message =
+                                       [hub = hub_](absl::string_view message) {
+                                         WakeOnAnnouncement(*hub, message);
+                                       },
+                                   .on_gap = [hub = hub_] { hub->NotifyAll(); },
+                                   .on_moved = [this] { RequestRefresh(); }});
     Node* out = node.get();
     nodes_.emplace(endpoint, std::move(node));
     return out;

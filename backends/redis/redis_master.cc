@@ -30,9 +30,11 @@ Master::Master(ConnectionConfig config, std::string channel, WakeupHub* hub,
   if (hub != nullptr) {
     subscriber_ = std::make_unique<Subscriber>(
         config_, std::move(channel),
-        Subscriber::Callbacks{
-            .on_message = [hub](absl::string_view name) { hub->Notify(name); },
-            .on_gap = [hub] { hub->NotifyAll(); }});
+        Subscriber::Callbacks{.on_message =
+                                  [hub](absl::string_view message) {
+                                    WakeOnAnnouncement(*hub, message);
+                                  },
+                              .on_gap = [hub] { hub->NotifyAll(); }});
   }
 }
 

@@ -11,6 +11,15 @@
 
 namespace dlock::redis {
 
+void WakeOnAnnouncement(WakeupHub& hub, absl::string_view message) {
+  if (!message.empty() && message.back() == kOneWaiterMark) {
+    message.remove_suffix(1);
+    hub.Notify(message, WakeupHub::Waking::kOne);
+  } else {
+    hub.Notify(message);
+  }
+}
+
 std::optional<absl::string_view> PublishedMessage(const redisReply* reply) {
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
       reply->element[0]->type != REDIS_REPLY_STRING ||

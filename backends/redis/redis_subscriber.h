@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "dlock/backend/wakeup.h"
 #include "redis_connection.h"
 
 namespace dlock::redis {
@@ -21,6 +22,14 @@ namespace dlock::redis {
 // (["message", channel, message]); nullopt for the rest (the confirmation
 // of SUBSCRIBE, say).
 std::optional<absl::string_view> PublishedMessage(const redisReply* reply);
+
+// Ends the announcement of a release whose hold one caller was refused
+// (scripts/prelude.lua, announce_release): its waiter races nobody.
+inline constexpr char kOneWaiterMark = '\x1e';
+
+// Wakes the waiters a release announcement names (a lock's hub name, with
+// kOneWaiterMark after it or not).
+void WakeOnAnnouncement(WakeupHub& hub, absl::string_view message);
 
 class Subscriber {
  public:

@@ -12,12 +12,13 @@
 
 namespace dlock {
 
-void WakeupHub::Notify(absl::string_view name) {
+void WakeupHub::Notify(absl::string_view name, Waking waking) {
   absl::MutexLock lock(&mu_);
   notifications_.fetch_add(1, std::memory_order_release);
   auto it = slots_.find(name);
   if (it == slots_.end()) return;
   ++it->second.generation;
+  if (waking == Waking::kSeveral) it->second.raced = it->second.generation;
   it->second.changed.Signal();
 }
 
@@ -53,6 +54,8 @@ bool WakeupHub::Waiter::Wait(MonoTime until, const CancelToken& cancel) {
   while (true) {
     if (slot_->generation != seen_generation_ ||
         hub_.global_generation_ != seen_global_) {
+      woken_for_a_race_ = slot_->raced > seen_generation_ ||
+                          hub_.global_generation_ != seen_global_;
       seen_generation_ = slot_->generation;
       seen_global_ = hub_.global_generation_;
       return true;
@@ -74,7 +77,8 @@ namespace {
 // two others took turns). A random pause below this, longer than those
 // differences, makes each race a fair draw; it is real time (a sleep this
 // short needs no injected clock), and adds half of it on average to a lone
-// waiter's hand-off.
+// waiter's hand-off: so a backend that knows its release had one waiter
+// says so (WakeupHub::Waking::kOne), and that waiter attempts at once.
 constexpr int64_t kRaceSpreadNs = 1000000;  // 1 ms
 
 void PauseBeforeTheRace() {
@@ -101,8 +105,9 @@ class WaitBetweenAttempts {
   // After `name` refused the attempt: DeadlineExceeded once the deadline has
   // passed; otherwise waits (on `name`) until a wake-up, the holder's lease
   // end (1 ms past it, so that the backend has expired it), the fallback
-  // poll or the deadline, and returns OK: attempt again. After a wake-up,
-  // the attempt comes a random moment later (PauseBeforeTheRace).
+  // poll or the deadline, and returns OK: attempt again. After a wake-up
+  // that may have woken others too, the attempt comes a random moment later
+  // (PauseBeforeTheRace).
   absl::Status AfterRefusal(absl::string_view name,
                             absl::Duration holder_lease_left) {
     const MonoTime now = hub_.clock().Now();
@@ -111,7 +116,9 @@ class WaitBetweenAttempts {
           absl::StrCat("lock '", name, "' is held by another owner (waited ",
                        absl::FormatDuration(now - started_), ")"));
     }
-    bool announced = false;
+    // An announcement that came before the waiter was registered is not
+    // known to be a lone waiter's: it is raced for.
+    bool announced = false, race = true;
     if (!waiter_.has_value() || waiter_->name() != name) {
       waiter_.emplace(hub_, name);
       announced = hub_.notifications() != notifications_before_;
@@ -121,8 +128,9 @@ class WaitBetweenAttempts {
           std::clamp(holder_lease_left + absl::Milliseconds(1),
                      absl::Milliseconds(1), fallback_poll_);
       announced = waiter_->Wait(std::min(deadline_, now + nap), cancel_);
+      race = waiter_->woken_for_a_race();
     }
-    if (announced) PauseBeforeTheRace();
+    if (announced && race) PauseBeforeTheRace();
     return absl::OkStatus();
   }
 

@@ -57,6 +57,34 @@ TEST(WakeupHub, OtherNamesDoNotWake) {
   EXPECT_FALSE(waiter.Wait(Now() + absl::Milliseconds(100), CancelToken()));
 }
 
+TEST(WakeupHub, AWakeUpIsARaceUnlessEveryAnnouncementSaidOneWaiter) {
+  WakeupHub hub(Clock::Real());
+  WakeupHub::Waiter waiter(hub, "a");
+  hub.Notify("a", WakeupHub::Waking::kOne);
+  ASSERT_TRUE(waiter.Wait(Now() + kLong, CancelToken()));
+  EXPECT_FALSE(waiter.woken_for_a_race());
+
+  hub.Notify("a");  // a backend that cannot tell: a race
+  ASSERT_TRUE(waiter.Wait(Now() + kLong, CancelToken()));
+  EXPECT_TRUE(waiter.woken_for_a_race());
+
+  // Two announcements seen in one wake-up: a race if either says so.
+  hub.Notify("a", WakeupHub::Waking::kOne);
+  hub.Notify("a");
+  hub.Notify("a", WakeupHub::Waking::kOne);
+  ASSERT_TRUE(waiter.Wait(Now() + kLong, CancelToken()));
+  EXPECT_TRUE(waiter.woken_for_a_race());
+
+  hub.Notify("b");  // another name's race is not this one's
+  hub.Notify("a", WakeupHub::Waking::kOne);
+  ASSERT_TRUE(waiter.Wait(Now() + kLong, CancelToken()));
+  EXPECT_FALSE(waiter.woken_for_a_race());
+
+  hub.NotifyAll();  // announcements may have been lost: anybody's
+  ASSERT_TRUE(waiter.Wait(Now() + kLong, CancelToken()));
+  EXPECT_TRUE(waiter.woken_for_a_race());
+}
+
 TEST(WakeupHub, NotifyWithoutWaitersIsForgotten) {
   WakeupHub hub(Clock::Real());
   hub.Notify("a");  // nobody registered: nothing to remember

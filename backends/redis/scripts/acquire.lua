@@ -60,9 +60,8 @@ if v.owner == owner then
   redis.call('SET', KEYS[1], encode(v), 'PXAT', v.expires)
   return {1, v.token, v.holds}
 end
-if ARGV[4] == '1' and v.waited == '0' then
+if ARGV[4] == '1' and mark_waiting(v) then
   -- Marked so that the holder's release is announced (and only then).
-  v.waited = 1
   redis.call('SET', KEYS[1], encode(v), 'KEEPTTL')
 end
 return {0, time_left(v, down), v.owner}

@@ -16,8 +16,8 @@ for i, key in ipairs(KEYS) do
       token = math.max(token, v.token + 1)
       v = nil  -- its holders are gone: taken over as if free
     else
-      if ARGV[3] == '1' and v.waited ~= '1' then
-        v.waited = '1'  -- its release wakes us
+      if ARGV[3] == '1' and mark_waiting(v) then
+        -- its release wakes us
         redis.call('SET', key, encode(v), 'KEEPTTL')
       end
       return {0, time_left(v, down), i}

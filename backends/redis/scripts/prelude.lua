@@ -9,8 +9,9 @@
 -- count ms from the token's ms (sec * 1000 + usec // 1000), so that a free
 -- lock is taken with a value of its caller's strings and TIME's, with no
 -- number formatted (formatting one costs more than a redis.call's share).
--- waited: 1 once a refused caller went on waiting; owner: the rest (any
--- bytes; '' for a lock kept after its release).
+-- waited: 1 once a refused caller went on waiting, 2 once a second refusal
+-- came in the same hold (mark_waiting); owner: the rest (any bytes; '' for
+-- a lock kept after its release).
 
 -- The token's ms: what the value's times count from.
 local function base_ms(sec, usec)
@@ -33,7 +34,7 @@ local function decode(raw)
   if not raw then return nil end
   local sec, usec, holds, lease, since, expires, alive, waited, owner =
     string.match(raw, '^v4 (%d+) (%d+) (%d+) (%d+) (%-?%d+) (%-?%d+) ' ..
-                 '(%-?%d+) ([01]) (.*)$')
+                 '(%-?%d+) ([012]) (.*)$')
   if not sec then
     -- Not this layout's: written by something else under dlock's prefix.
     error({err = 'dlock: a lock value of another layout: ' .. raw})
@@ -88,6 +89,15 @@ local function refreshed_alive(v, now_up, ttl)
   return math.max(v.alive, now_up + ttl)
 end
 
+-- Counts a refused caller that goes on waiting, up to two: its release is
+-- announced from then on, and told as a race (two or more woken) or not.
+-- Returns true when the value changed and must be written back.
+local function mark_waiting(v)
+  if v.waited == '2' then return false end
+  if v.waited == '0' then v.waited = '1' else v.waited = '2' end
+  return true
+end
+
 -- Tells the lock's waiters it was released. A channel that starts with a
 -- hash tag ('{') is a Redis Cluster's shard channel in the lock's slot
 -- (Keyspace::ReleaseChannel), carried by that slot's shard only (SPUBLISH);
@@ -97,5 +107,18 @@ local function announce(channel, name)
     redis.call('SPUBLISH', channel, name)
   else
     redis.call('PUBLISH', channel, name)
+  end
+end
+
+-- A release's announcement, when a refused caller waits (v.waited not '0').
+-- With one refusal in the hold, the message ends with a record separator
+-- (kOneWaiterMark in redis_subscriber.h): its waiter attempts at once. With
+-- more, the woken waiters' attempts are spread so that each race is a fair
+-- draw (core's WakeupHub), which costs a lone waiter half a millisecond.
+local function announce_release(channel, name, v)
+  if v.waited == '1' then
+    announce(channel, name .. '\30')
+  else
+    announce(channel, name)
   end
 end

@@ -11,8 +11,8 @@ local us, down, up = clock()
 local v = decode(redis.call('GET', lock))
 
 local function refuse(left, holder)
-  if ARGV[3] == '1' and v.waited ~= '1' then
-    v.waited = '1'  -- the writer's release (or the keep's end) tells us
+  if ARGV[3] == '1' and mark_waiting(v) then
+    -- the writer's release (or the keep's end) tells us
     redis.call('SET', lock, encode(v), 'KEEPTTL')
   end
   return {0, math.max(left, 0), holder}
@@ -34,7 +34,7 @@ if v and v.owner == owner and not lapsed(v, down) then
   -- The write hold's key outlives this read whatever happens to the write:
   -- its expiry, kept lease (renew.lua counts from it) and liveness deadline
   -- never below the read's, so that no writer comes in while it lasts.
-  v.waited = '1'
+  if v.waited == '0' then v.waited = '1' end
   v.lease = math.max(v.lease, h.lease)
   v.expires = math.max(v.expires, h.expires)
   keep_write_alive_for_read(v, h)

@@ -35,5 +35,5 @@ if w then
   return 0
 end
 redis.call('DEL', lock, readers)
-if v and v.waited == '1' then announce(ARGV[3], ARGV[4]) end
+if v and v.waited ~= '0' then announce(ARGV[3], ARGV[4]) end
 return 0

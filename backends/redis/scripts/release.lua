@@ -32,7 +32,7 @@ if left > 0 then
   redis.call('SET', KEYS[1], encode(v), 'PXAT', v.expires)
   return left
 end
-if KEYS[2] and v.waited == '1' and redis.call('HGET', KEYS[2], ARGV[2]) then
+if KEYS[2] and v.waited ~= '0' and redis.call('HGET', KEYS[2], ARGV[2]) then
   -- The owner reads it too (read_acquire.lua, which kept this key from
   -- ending before the read): the read keeps it read-held, a downgrade.
   v.holds, v.lease, v.alive, v.waited, v.owner = 1, 0, -1, '0', ''
@@ -48,7 +48,7 @@ if keep > 0 then
                 expires = up + keep, alive = -1, waited = 0, owner = ''}
   redis.call('SET', KEYS[1], encode(kept), 'PXAT', kept.expires)
 end
-if v.waited == '1' then
-  announce(ARGV[4], ARGV[5])
+if v.waited ~= '0' then
+  announce_release(ARGV[4], ARGV[5], v)
 end
 return 0

@@ -38,8 +38,7 @@ local function grant(waited)
 end
 
 local function mark_waited()
-  if will_wait and v.waited ~= '1' then
-    v.waited = '1'
+  if will_wait and mark_waiting(v) then
     redis.call('SET', lock, encode(v), 'KEEPTTL')
   end
 end
@@ -47,7 +46,7 @@ end
 if o.holders[owner] then return {-4, 0, ''} end
 if w and w.owner == owner and o.count == 0 then
   -- Handed over by the last reader, or its readers' leases ended: ours.
-  if w.num > 0 or v.waited == '1' then return grant('1') end
+  if w.num > 0 or v.waited ~= '0' then return grant('1') end
   return grant('0')
 end
 if w and w.owner ~= owner then

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "dlock/dlock.h"
 #include "gmock/gmock.h"
@@ -18,6 +19,7 @@
 #include "redis_master.h"
 #include "redis_scripts.h"
 #include "redis_server.h"
+#include "redis_subscriber.h"
 #include "status_testing.h"
 
 namespace dlock {
@@ -415,6 +417,67 @@ TEST(RedisBackend, ReleasesAnUntouchedHoldByComparingItsValue) {
     slow.args[0] = keep > absl::ZeroDuration() ? foreign : "";
     EXPECT_THAT(*Eval(*server, master, slow), HasSubstr("another layout"));
   }
+}
+
+// A refused caller that will wait marks the lock's value (its waited field,
+// before the owner): once, or "2" from a second refusal on. The release
+// announces itself then, and says when one caller only was refused, so that
+// its waiter attempts at once instead of pausing for a race it cannot lose.
+TEST(RedisBackend, AReleaseSaysWhenItHadOneWaiterOnly) {
+  auto server = StartOrDie();
+  ASSERT_NE(server, nullptr);
+  const redis::Master master(redis::ConnectionConfig{}, "", nullptr);
+  const redis::Keyspace keys("lone", 0);
+  const std::string key = keys.LockKey("job");
+  absl::Mutex mu;
+  std::vector<std::string> messages;  // guarded by mu
+  redis::Subscriber subscriber(
+      redis::ConnectionConfig{.host = "127.0.0.1", .port = server->port()},
+      keys.channel(),
+      {.on_message =
+           [&](absl::string_view message) {
+             absl::MutexLock lock(&mu);
+             messages.emplace_back(message);
+           },
+       .on_gap = [] {}});
+  ASSERT_OK(subscriber.Start());
+  for (int refused = 0; refused <= 3; ++refused) {
+    auto attempt = [&](const std::string& owner, bool will_wait) {
+      return Eval(*server, master,
+                  redis::AcquireScript(master, keys, redis::Liveness{}, "job",
+                                       owner, absl::Seconds(10), will_wait));
+    };
+    ASSERT_OK(attempt("me 1", false).status());
+    for (int i = 0; i < refused; ++i) {
+      ASSERT_OK_AND_ASSIGN(const std::string reply,
+                           attempt(absl::StrCat("w ", i), true));
+      EXPECT_THAT(reply, ::testing::StartsWith("*3\r\n:0\r\n")) << reply;
+    }
+    ASSERT_OK(attempt("w x", false).status());  // will not wait: no mark
+    ASSERT_OK_AND_ASSIGN(const std::string value,
+                         server->RawCommand({"GET", key}));
+    EXPECT_THAT(value, ::testing::EndsWith(absl::StrCat(
+                           " ", std::min(refused, 2), " me 1\r\n")));
+    EXPECT_EQ(*Eval(*server, master,
+                    redis::ReleaseScript(master, keys, "job", "me 1", 1)),
+              ":0\r\n");
+    if (refused == 0) continue;  // nobody to tell: no announcement
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::vector<std::string>* m) { return !m->empty(); },
+            &messages),
+        absl::Seconds(10)));
+    EXPECT_EQ(messages.front(),
+              refused == 1
+                  ? absl::StrCat("job", std::string(1, redis::kOneWaiterMark))
+                  : "job")
+        << refused;
+    messages.clear();
+  }
+  subscriber.Stop();
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(messages, ::testing::IsEmpty());
 }
 
 TEST(RedisBackend, OneSubscriptionPerClientWhateverTheWaiters) {

@@ -31,8 +31,15 @@ class WakeupHub {
   WakeupHub(const WakeupHub&) = delete;
   WakeupHub& operator=(const WakeupHub&) = delete;
 
+  // Who an announcement may wake. kOne: the backend knows that one caller
+  // at most was refused while the released hold lasted, so the woken waiter
+  // attempts at once. kSeveral, what a backend that cannot tell says: the
+  // woken waiters attempt at random moments within a millisecond, so that
+  // each race for the lock is a fair draw (core/src/wakeup.cc).
+  enum class Waking { kSeveral, kOne };
+
   // Wakes the waiters registered for `name`.
-  void Notify(absl::string_view name);
+  void Notify(absl::string_view name, Waking waking = Waking::kSeveral);
   // Wakes every waiter: after a reconnect, when announcements may be lost.
   void NotifyAll();
 
@@ -51,6 +58,7 @@ class WakeupHub {
     explicit Slot(const Clock& clock) : changed(clock) {}
     int waiters = 0;
     uint64_t generation = 0;  // bumped by Notify(name)
+    uint64_t raced = 0;       // the generation of the last kSeveral
     ClockCondVar changed;
   };
   const Clock& clock_;
@@ -74,6 +82,9 @@ class WakeupHub::Waiter {
   // Blocks until a notification newer than the last one seen, `until` (on
   // the hub's clock), or cancellation. Returns true when notified.
   bool Wait(MonoTime until, const CancelToken& cancel);
+  // After Wait() returned true: whether a notification it saw may have
+  // woken several waiters (kSeveral, or NotifyAll).
+  bool woken_for_a_race() const { return woken_for_a_race_; }
 
   absl::string_view name() const { return name_; }
 
@@ -83,6 +94,7 @@ class WakeupHub::Waiter {
   WakeupHub::Slot* slot_;
   uint64_t seen_generation_ = 0;
   uint64_t seen_global_ = 0;
+  bool woken_for_a_race_ = false;
 };
 
 // Backend::WatchObject for a backend whose announcements wake a WakeupHub:
