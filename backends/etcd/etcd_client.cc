@@ -291,11 +291,12 @@ etcdserverpb::TxnRequest DeleteIfCreatedAt(absl::string_view key,
 }
 
 etcdserverpb::TxnRequest DeleteIfWrittenAt(absl::string_view key,
-                                           int64_t create_revision,
                                            int64_t mod_revision) {
-  etcdserverpb::TxnRequest txn = DeleteIfCreatedAt(key, create_revision);
+  etcdserverpb::TxnRequest txn;
   *txn.add_compare() =
       CompareModRevision(key, etcdserverpb::Compare::EQUAL, mod_revision);
+  *txn.add_success() = DeleteOp(key);
+  *txn.add_failure() = RangeOp(key);
   return txn;
 }
 

@@ -23,7 +23,11 @@
 //        create: Compare(CREATE, key) == 0, then Put(key, unique value);
 //        change or delete of a key you created at revision R:
 //          Compare(CREATE, key) == R (and the value, if others may write
-//          it), then Put or Delete.
+//          it), then Put or Delete;
+//        change or delete of the write of a key you read at mod revision
+//          M: Compare(MOD, key) == M alone, then Put or Delete (a mod
+//          revision names one write of one generation of the key: etcd
+//          writes a key once per revision, and revisions only grow).
 //      Never guard a delete by the value alone: the same owner may have
 //      created the key again since (etcd #22082).
 //   2. Put a Range of the key in `failure`, so that a retry that finds the
@@ -169,10 +173,9 @@ etcdserverpb::TxnRequest CreateIfAbsent(absl::string_view key,
 // otherwise reads it.
 etcdserverpb::TxnRequest DeleteIfCreatedAt(absl::string_view key,
                                            int64_t create_revision);
-// Deletes `key` if it is still the write with these create and mod
-// revisions; otherwise reads it.
+// Deletes `key` if it is still the write at `mod_revision` (rule 1: one
+// compare, which also pins the key's generation); otherwise reads it.
 etcdserverpb::TxnRequest DeleteIfWrittenAt(absl::string_view key,
-                                           int64_t create_revision,
                                            int64_t mod_revision);
 
 // The key a txn's first response read (a Range in `failure`), if any.

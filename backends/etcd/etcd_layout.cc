@@ -82,7 +82,12 @@ std::string HoldObjectName(const HoldShape& shape, absl::string_view name,
 }
 
 std::string ReadersPrefix(absl::string_view lock) {
-  return absl::StrCat(ReadLocksPrefix(lock), "\x1fh");
+  return absl::StrCat(ReadersAndIntentPrefix(lock), "h");
+}
+
+std::string ReadersAndIntentPrefix(absl::string_view lock) {
+  // No valid name holds a control byte: "\x1f" ends the lock's name.
+  return absl::StrCat(ReadLocksPrefix(lock), "\x1f");
 }
 
 std::string ReadLocksPrefix(absl::string_view name_prefix) {
@@ -90,7 +95,7 @@ std::string ReadLocksPrefix(absl::string_view name_prefix) {
 }
 
 std::string IntentName(absl::string_view lock) {
-  return absl::StrCat(ReadLocksPrefix(lock), "\x1fp");
+  return absl::StrCat(ReadersAndIntentPrefix(lock), "p");
 }
 
 std::string PlaceName(absl::string_view semaphore) {

@@ -60,6 +60,9 @@ std::string HoldObjectName(const HoldShape& shape, absl::string_view name,
 // Every reader's key name of the lock starts with it (not the intent's).
 std::string ReadersPrefix(absl::string_view lock);
 std::string IntentName(absl::string_view lock);
+// Every reader's key name of the lock and its intent's start with it, and
+// no other lock's.
+std::string ReadersAndIntentPrefix(absl::string_view lock);
 // Every reader's and intent's key name of the locks whose names start with
 // `name_prefix` starts with it.
 std::string ReadLocksPrefix(absl::string_view name_prefix);

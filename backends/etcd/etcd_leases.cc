@@ -85,8 +85,7 @@ void EtcdBackend::RevokeQuietly(int64_t lease) {
 
 absl::StatusOr<bool> EtcdBackend::EndHold(const mvccpb::KeyValue& kv) {
   absl::StatusOr<etcdserverpb::TxnResponse> deleted = client_->Txn(
-      DeleteIfWrittenAt(kv.key(), kv.create_revision(), kv.mod_revision()),
-      {.idempotent = true});
+      DeleteIfWrittenAt(kv.key(), kv.mod_revision()), {.idempotent = true});
   if (!deleted.ok()) return deleted.status();
   // Changed or gone since the read: its lease may carry another hold now
   // (a release gives it to the client's next one, ReleaseWhole). A retry
@@ -103,14 +102,10 @@ absl::StatusOr<bool> EtcdBackend::Overwrite(const std::string& key,
                                             const mvccpb::KeyValue& kv,
                                             HoldValue value, int64_t lease) {
   value.write_id = NewWriteId();
+  // The mod revision alone pins the key's generation too (etcd_client.h).
   etcdserverpb::TxnRequest txn;
-  *txn.add_compare() = CompareCreateRevision(key, etcdserverpb::Compare::EQUAL,
-                                             kv.create_revision());
-  etcdserverpb::Compare& mod = *txn.add_compare();
-  mod.set_key(key);
-  mod.set_target(etcdserverpb::Compare::MOD);
-  mod.set_result(etcdserverpb::Compare::EQUAL);
-  mod.set_mod_revision(kv.mod_revision());
+  *txn.add_compare() =
+      CompareModRevision(key, etcdserverpb::Compare::EQUAL, kv.mod_revision());
   etcdserverpb::RequestOp put = PutOp(key, Encode(value), lease);
   if (lease == 0) put.mutable_request_put()->set_ignore_lease(true);
   *txn.add_success() = std::move(put);

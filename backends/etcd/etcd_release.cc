@@ -40,14 +40,14 @@ absl::StatusOr<int64_t> EtcdBackend::ReleaseWriter(const ReleaseCall& call) {
 std::optional<absl::StatusOr<int64_t>> EtcdBackend::ReleaseWhole(
     const ReleaseCall& call, const std::string& key, const EtcdHold& record) {
   const LeaseState lease = record.lease();
-  // A key its create alone wrote (no re-entry, move or proclaim since) is
+  // A key its create alone wrote (its mod revision still the create's: no
+  // re-entry, move or proclaim since) is
   // a hold of this client alone, on a lease no other client keeps alive:
   // deleted, it leaves that lease carrying nothing, for the next hold
   // (etcd_hold.h), one Raft write fewer than a grant.
   int sends = 0;
   absl::StatusOr<etcdserverpb::TxnResponse> deleted =
-      client_->Txn(DeleteIfWrittenAt(key, record.create_revision(),
-                                     record.create_revision()),
+      client_->Txn(DeleteIfWrittenAt(key, record.create_revision()),
                    {.idempotent = true, .sends = &sends});
   if (deleted.ok() && deleted->succeeded()) {
     hub_.Notify(call.name);

@@ -151,19 +151,19 @@ absl::StatusOr<std::optional<Attempt>> EtcdBackend::ReadOwnWrite(
 
 void EtcdBackend::AddNoReaders(absl::string_view lock, const Acquiring& a,
                                etcdserverpb::TxnRequest& txn) {
-  const std::string readers = layout_.Key(ReadersPrefix(lock));
+  // Expecting no intent either, one compare covers the readers and the
+  // intent (a compare less for etcd to evaluate on every uncontended grant).
+  const std::string none_under = layout_.Key(
+      a.intent_mod == 0 ? ReadersAndIntentPrefix(lock) : ReadersPrefix(lock));
   etcdserverpb::Compare& none = *txn.add_compare();
-  none.set_key(readers);
-  none.set_range_end(PrefixEnd(readers));
+  none.set_key(none_under);
+  none.set_range_end(PrefixEnd(none_under));
   none.set_target(etcdserverpb::Compare::CREATE);
   none.set_result(etcdserverpb::Compare::EQUAL);
   none.set_create_revision(0);
-  const std::string intent = layout_.Key(IntentName(lock));
-  if (a.intent_mod == 0) {
-    *txn.add_compare() =
-        CompareCreateRevision(intent, etcdserverpb::Compare::EQUAL, 0);
-  } else {
+  if (a.intent_mod != 0) {
     // This writer's own intent: the grant ends it.
+    const std::string intent = layout_.Key(IntentName(lock));
     *txn.add_compare() = CompareMod(intent, a.intent_mod);
     *txn.add_success() = DeleteOp(intent);
   }

@@ -146,6 +146,15 @@ TEST(EtcdLayout, ReadersKeysAreTheirLocksAndNoLock) {
   const std::string reader = HoldObjectName(read, "cat", "t:o");
   EXPECT_TRUE(reader.starts_with(ReadersPrefix("cat")));
   EXPECT_FALSE(IntentName("cat").starts_with(ReadersPrefix("cat")));
+  // A writer's grant compares that no key starts with it.
+  for (const std::string& name : {reader, IntentName("cat")}) {
+    EXPECT_TRUE(name.starts_with(ReadersAndIntentPrefix("cat")));
+  }
+  for (const std::string& other :
+       {HoldObjectName(read, "cat2", "o"), IntentName("cat2"),
+        HoldObjectName(read, "ca", "o"), std::string("cat")}) {
+    EXPECT_FALSE(other.starts_with(ReadersAndIntentPrefix("cat")));
+  }
   EXPECT_FALSE(
       HoldObjectName(read, "cat2", "o").starts_with(ReadersPrefix("cat")));
   for (const std::string& name : {reader, IntentName("cat")}) {
