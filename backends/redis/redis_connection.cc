@@ -141,11 +141,17 @@ std::string FormatCommand(absl::Span<const std::string> argv) {
   for (const std::string& a : argv) size += a.size() + 16;
   std::string out;
   out.reserve(size);
-  absl::StrAppend(&out, "*", argv.size(), "\r\n");
-  for (const std::string& a : argv) {
-    absl::StrAppend(&out, "$", a.size(), "\r\n", a, "\r\n");
-  }
+  AppendArrayHeader(out, argv.size());
+  for (const std::string& a : argv) AppendBulk(out, a);
   return out;
+}
+
+void AppendArrayHeader(std::string& out, size_t args) {
+  absl::StrAppend(&out, "*", args, "\r\n");
+}
+
+void AppendBulk(std::string& out, absl::string_view arg) {
+  absl::StrAppend(&out, "$", arg.size(), "\r\n", arg, "\r\n");
 }
 
 Connection::Connection(std::unique_ptr<Stream> stream,

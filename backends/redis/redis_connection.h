@@ -53,6 +53,10 @@ struct ConnectionConfig {
 
 // The RESP encoding of one command.
 std::string FormatCommand(absl::Span<const std::string> argv);
+// The same appended to `out` piece by piece, with no argument copied
+// first: the array's header for `args` arguments, then each argument.
+void AppendArrayHeader(std::string& out, size_t args);
+void AppendBulk(std::string& out, absl::string_view arg);
 
 // One connection to a server, over a Stream (redis_transport.h), with
 // hiredis's reader turning what arrives into replies. Open() sets it up;

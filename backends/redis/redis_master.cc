@@ -160,6 +160,20 @@ absl::StatusOr<std::vector<Reply>> Master::Send(
   return (*mux)->Call(std::move(commands));
 }
 
+namespace {
+
+// At least the RESP size of `call` (with ASKING, and the verb and
+// numkeys in the 64): each argument's bytes and at most 16 of framing
+// ("$<length>\r\n...\r\n").
+size_t EncodedSizeBound(const Scripts& scripts, const ScriptCall& call) {
+  size_t size = 64 + scripts.Verb(*call.script).second->size() + 16;
+  for (const std::string& key : call.keys) size += key.size() + 16;
+  for (const std::string& arg : call.args) size += arg.size() + 16;
+  return size;
+}
+
+}  // namespace
+
 Master::Pending Master::Submit(std::vector<ScriptCall> calls) {
   Pending pending;
   pending.master_ = this;
@@ -167,15 +181,25 @@ Master::Pending Master::Submit(std::vector<ScriptCall> calls) {
   if (!mux.ok()) {
     pending.failed_ = mux.status();
   } else {
-    std::vector<std::string> commands;
-    commands.reserve(calls.size());
+    // Every call encoded into one string, as the connection writes them,
+    // its room taken at once.
+    size_t size = 0;
+    for (const ScriptCall& call : calls)
+      size += EncodedSizeBound(scripts_, call);
+    std::string encoded;
+    encoded.reserve(size);
+    size_t commands = 0;
     for (const ScriptCall& call : calls) {
-      if (call.asking) commands.push_back(FormatCommand({"ASKING"}));
-      commands.push_back(
-          FormatCommand(scripts_.Command(*call.script, call.keys, call.args)));
+      if (call.asking) {
+        AppendArrayHeader(encoded, 1);
+        AppendBulk(encoded, "ASKING");
+        ++commands;
+      }
+      scripts_.AppendCommand(encoded, *call.script, call.keys, call.args);
+      ++commands;
     }
     pending.mux_ = *std::move(mux);
-    pending.ticket_ = pending.mux_->Submit(std::move(commands));
+    pending.ticket_ = pending.mux_->Submit(std::move(encoded), commands);
   }
   pending.calls_ = std::move(calls);
   return pending;

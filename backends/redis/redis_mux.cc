@@ -1,6 +1,7 @@
 #include "redis_mux.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace dlock::redis {
 
@@ -30,31 +31,42 @@ absl::StatusOr<std::vector<Reply>> MuxConnection::Call(
     std::vector<std::string> commands) {
   // On the stack: a lone round trip pays no allocation for its Ticket.
   Ticket ticket;
-  SubmitInto(ticket, std::move(commands));
+  SubmitInto(ticket, absl::StrJoin(commands, ""), commands.size());
   return Await(ticket);
 }
 
 std::unique_ptr<MuxConnection::Ticket> MuxConnection::Submit(
     std::vector<std::string> commands) {
+  return Submit(absl::StrJoin(commands, ""), commands.size());
+}
+
+std::unique_ptr<MuxConnection::Ticket> MuxConnection::Submit(
+    std::string encoded, size_t count) {
   std::unique_ptr<Ticket> ticket(new Ticket);
-  SubmitInto(*ticket, std::move(commands));
+  SubmitInto(*ticket, std::move(encoded), count);
   return ticket;
 }
 
-void MuxConnection::SubmitInto(Ticket& ticket,
-                               std::vector<std::string> commands) {
+void MuxConnection::SubmitInto(Ticket& ticket, std::string encoded,
+                               size_t count) {
   ticket.mux_ = this;
-  ticket.requests_.resize(commands.size());
+  ticket.requests_.resize(count);
   ticket.deadline_ = DeadlineIn(conn_->command_timeout());
   absl::MutexLock lock(&mu_);
   // On a broken connection nothing is queued: Await() returns the failure.
   if (!broken_.ok()) return;
-  for (size_t i = 0; i < commands.size(); ++i) {
-    absl::StrAppend(&queued_, commands[i]);
-    ticket.requests_[i].waiter = &ticket.waiter_;
-    pending_.push_back(&ticket.requests_[i]);
+  // Nothing queued (no other caller's bytes wait for the writer): ours
+  // become the queue, uncopied.
+  if (queued_.empty()) {
+    queued_ = std::move(encoded);
+  } else {
+    queued_.append(encoded);
   }
-  ticket.waiter_.unanswered = commands.size();
+  for (Request& request : ticket.requests_) {
+    request.waiter = &ticket.waiter_;
+    pending_.push_back(&request);
+  }
+  ticket.waiter_.unanswered = count;
   WriteQueued();
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "redis_connection.h"
@@ -54,7 +55,8 @@ class MuxConnection {
     Ticket() = default;
     MuxConnection* mux_ = nullptr;
     Waiter waiter_;  // the Ticket stays put (on the heap, or Call's stack)
-    std::vector<Request> requests_;
+    // A lock call's one or two commands need no allocation of their own.
+    absl::InlinedVector<Request, 2> requests_;
     // Submit() + command_timeout: a reply not in by then fails the
     // connection, however long the caller spent awaiting other servers.
     Deadline deadline_;
@@ -75,6 +77,9 @@ class MuxConnection {
   // slowest server, not for their sum. The connection must outlive the
   // Ticket.
   std::unique_ptr<Ticket> Submit(std::vector<std::string> commands);
+  // The same for `count` commands encoded back to back in `encoded`: the
+  // bytes are queued as they are, not copied command by command.
+  std::unique_ptr<Ticket> Submit(std::string encoded, size_t count);
   absl::StatusOr<std::vector<Reply>> Await(Ticket& ticket);
 
   // True once the connection failed, or once the server answered that it
@@ -93,7 +98,7 @@ class MuxConnection {
   // to write what was queued meanwhile).
   void WriteQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Submit() into a Ticket the caller placed.
-  void SubmitInto(Ticket& ticket, std::vector<std::string> commands);
+  void SubmitInto(Ticket& ticket, std::string encoded, size_t count);
   absl::Status WriteAll(const std::string& bytes);
   // Reads at least one reply; Unavailable when none arrives by `deadline`.
   absl::Status ReadSome(std::vector<Reply>& replies, Deadline deadline);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -47,8 +48,9 @@ class Routed {
   explicit Routed(size_t calls) : answers(calls), carried_by_(calls, -1) {}
   Routed(Routed&&) = default;
 
-  // One per call, in order.
-  std::vector<Answer> answers;
+  // One per call, in order. A lock operation's one call, its master's one
+  // pending batch: no allocation for either.
+  absl::InlinedVector<Answer, 1> answers;
 
   // Per call: OK once `replication.replicas` replicas have its write (a
   // WAIT on each connection that carried a call i with wrote[i], whose
@@ -70,8 +72,9 @@ class Routed {
                        absl::string_view what, absl::string_view name,
                        const std::string& endpoint);
 
-  std::vector<std::unique_ptr<Master::Pending>> pendings_;
-  std::vector<int> carried_by_;  // per call: index into pendings_, or -1
+  absl::InlinedVector<std::unique_ptr<Master::Pending>, 1> pendings_;
+  // Per call: index into pendings_, or -1.
+  absl::InlinedVector<int, 1> carried_by_;
 };
 
 class Router {

@@ -157,15 +157,31 @@ absl::Status Scripts::Load(Connection& conn, absl::string_view endpoint) {
   return absl::OkStatus();
 }
 
+std::pair<const char*, const std::string*> Scripts::Verb(
+    const Script& script) const {
+  if (mode == Mode::kFunction) return {"FCALL", &script.function};
+  if (script.sha.empty()) return {"EVAL", &script.body};
+  return {"EVALSHA", &script.sha};
+}
+
 std::vector<std::string> Scripts::Command(
     const Script& script, const std::vector<std::string>& keys,
     const std::vector<std::string>& args) const {
-  if (mode == Mode::kFunction) {
-    return ScriptCommand("FCALL", script.function, keys, args);
-  }
-  // Not loaded (the master was down when the client started): the body.
-  if (script.sha.empty()) return ScriptCommand("EVAL", script.body, keys, args);
-  return ScriptCommand("EVALSHA", script.sha, keys, args);
+  const auto [verb, named] = Verb(script);
+  return ScriptCommand(verb, *named, keys, args);
+}
+
+void Scripts::AppendCommand(std::string& out, const Script& script,
+                            const std::vector<std::string>& keys,
+                            const std::vector<std::string>& args) const {
+  const auto [verb, named] = Verb(script);
+  // As ScriptCommand() lays it out.
+  AppendArrayHeader(out, 3 + keys.size() + args.size());
+  AppendBulk(out, verb);
+  AppendBulk(out, *named);
+  AppendBulk(out, absl::StrCat(keys.size()));
+  for (const std::string& key : keys) AppendBulk(out, key);
+  for (const std::string& arg : args) AppendBulk(out, arg);
 }
 
 std::vector<std::vector<std::string>> Scripts::Fallback(

@@ -7,6 +7,7 @@
 #define DLOCK_BACKENDS_REDIS_REDIS_SCRIPTS_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -85,6 +86,15 @@ struct Scripts {
   std::vector<std::string> Command(const Script& script,
                                    const std::vector<std::string>& keys,
                                    const std::vector<std::string>& args) const;
+  // The verb and what it names for `script`: FCALL and its function,
+  // EVALSHA and its SHA1, or EVAL and its body (not loaded: the master was
+  // down when the client started).
+  std::pair<const char*, const std::string*> Verb(const Script& script) const;
+  // The same, RESP-encoded onto `out` (what every lock call sends): no
+  // argument is copied on the way.
+  void AppendCommand(std::string& out, const Script& script,
+                     const std::vector<std::string>& keys,
+                     const std::vector<std::string>& args) const;
   // The server no longer knows the function or the script (a restart
   // without persistence, SCRIPT or FUNCTION FLUSH): what to send instead,
   // on the same connection, in one round trip: the library again (in

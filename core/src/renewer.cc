@@ -27,7 +27,13 @@ void Renewer::Run() {
 
 MonoTime Renewer::NextWake() const {
   MonoTime next = MonoTime::InfiniteFuture();
-  if (state_.holds.LivenessWanted()) next = state_.holds.next_heartbeat();
+  // With no hold to keep live, a heartbeat time still ahead (a grant's) is
+  // kept as the next look: the next grant, which only pushes it later, then
+  // wakes nobody. Else each uncontended acquire woke this thread.
+  const MonoTime heartbeat = state_.holds.next_heartbeat();
+  if (state_.holds.LivenessWanted() || heartbeat > state_.clock.Now()) {
+    next = heartbeat;
+  }
   return std::min({next, state_.holds.NextRenewal(), state_.pending.NextTry()});
 }
 

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "redis_connection.h"
 #include "redis_lock_ops.h"
+#include "redis_scripts.h"
 #include "status_testing.h"
 
 namespace dlock::redis {
@@ -149,6 +150,26 @@ TEST(RedisReplies, AFreshGrantIsReadFromTheValueWritten) {
     const absl::StatusOr<AcquireReply> refused = ParseAcquire(&r.reply, "h:1");
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInternal) << bad;
     EXPECT_THAT(refused.status().message(), HasSubstr("h:1")) << bad;
+  }
+}
+
+// A lock call is encoded straight onto the connection's bytes: the same
+// command line as Command()'s, in each of the three ways scripts are sent,
+// after whatever the buffer held.
+TEST(RedisScripts, CallsAreEncodedAsTheirCommandLine) {
+  Scripts scripts;
+  const std::vector<std::string> keys = {"dlock:{ns:a}", "dlock:r{ns:a}"};
+  const std::vector<std::string> args = {"owner", "", "10000", "with space"};
+  for (Scripts::Mode mode : {Scripts::Mode::kEval, Scripts::Mode::kEvalSha,
+                             Scripts::Mode::kFunction}) {
+    scripts.mode = mode;
+    scripts.release.sha =
+        mode == Scripts::Mode::kEvalSha ? std::string(40, 'f') : "";
+    std::string out = "*1\r\n$4\r\nPING\r\n";
+    scripts.AppendCommand(out, scripts.release, keys, args);
+    EXPECT_EQ(out, "*1\r\n$4\r\nPING\r\n" + FormatCommand(scripts.Command(
+                                                scripts.release, keys, args)))
+        << static_cast<int>(mode);
   }
 }
 
