@@ -102,6 +102,12 @@ absl::StatusOr<Rounds> MeasureRounds(
     int rounds,
     const std::vector<std::function<absl::StatusOr<PairSample>()>>& cases);
 
+// Runs the process as the dlock CLI does (adapters/cli/main.cc): no check of
+// each Mutex lock against the process's lock-order graph, which an Abseil
+// built without NDEBUG (Debian's) makes. Every benchmark's main calls it
+// first, so that dlock and the ceilings measured with its clients run alike.
+void RunAsTheCliDoes();
+
 // The benchmark's only argument, seconds per case (default 5); prints the
 // usage and returns 0 when it is not a positive whole number.
 int SecondsPerCase(int argc, char** argv);

@@ -137,6 +137,7 @@ int Peers(const std::string& host, int seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dlock::bench::RunAsTheCliDoes();
   if (argc > 1 && std::string(argv[1]) == "--ceiling") {
     return dlock::bench::CeilingSlice(
         argc, argv,

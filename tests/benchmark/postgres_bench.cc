@@ -268,6 +268,7 @@ int CeilingSlice(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dlock::bench::RunAsTheCliDoes();
   if (argc > 1 && std::string(argv[1]) == "--ceiling") {
     return CeilingSlice(argc, argv);
   }

@@ -516,6 +516,7 @@ void PrintTlsCost(const TlsCost& tls) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dlock::bench::RunAsTheCliDoes();
   const int seconds = dlock::bench::SecondsPerCase(argc, argv);
   if (seconds < 1) return 2;
   absl::StatusOr<dlock::bench::BenchServer> server =

@@ -139,6 +139,7 @@ std::string Micros(absl::Duration d) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dlock::bench::RunAsTheCliDoes();
   const int seconds = dlock::bench::SecondsPerCase(argc, argv);
   if (seconds < 1) return 2;
   if (absl::Status s = CheckNodePeer(); !s.ok()) {

@@ -148,6 +148,7 @@ absl::StatusOr<double> KazooPairsPerSecond(const std::string& hosts,
 }  // namespace
 
 int main(int argc, char** argv) {
+  dlock::bench::RunAsTheCliDoes();
   if (argc > 1 && std::string(argv[1]) == "--ceiling") {
     return dlock::bench::CeilingSlice(
         argc, argv, "zookeeper C client: create + delete of an ephemeral node",
