@@ -108,7 +108,7 @@ HoldTable::DeadlineLoss HoldTable::DeadlineReason(const HoldKey& key,
 bool HoldTable::LatchDeadline(const HoldKey& key, HoldEntry& hold,
                               MonoTime now) {
   if (hold.lost) return true;
-  if (now < DeadlineOf(key, hold) - NoticeLead(hold.lease)) return false;
+  if (now < NoticeAt(key, hold)) return false;
   if (hold.kept > 0 && hold.acquisitions.empty()) {
     // Left to run out (Hold::KeepUntilLeaseEnd): an end foreseen, not a
     // loss; nobody to tell, and the backend lets it go by itself.
@@ -124,7 +124,7 @@ bool HoldTable::LatchDeadline(const HoldKey& key, HoldEntry& hold,
 
 void HoldTable::WakeFor(const HoldKey& key, const HoldEntry& hold) {
   if (hold.lost) return;
-  alarms_.NotifierDue(DeadlineOf(key, hold) - NoticeLead(hold.lease));
+  alarms_.NotifierDue(NoticeAt(key, hold));
   if (hold.renewed) alarms_.RenewerDue(hold.next_renewal);
   if (keeps_liveness()) alarms_.RenewerDue(next_heartbeat_);
 }
@@ -146,8 +146,7 @@ MonoTime HoldTable::ExpireOverdue(MonoTime now) {
       continue;
     }
     if (!hold.lost && !LatchDeadline(it->first, hold, now)) {
-      next =
-          std::min(next, DeadlineOf(it->first, hold) - NoticeLead(hold.lease));
+      next = std::min(next, NoticeAt(it->first, hold));
     }
     ++it;
   }
@@ -209,7 +208,7 @@ void HoldTable::LivenessConfirmed(MonoTime sent) {
   // Holds whose notice time came under the old bound stay lost (C20), even
   // if the notifier has not looked yet: latched before the bound moves.
   const MonoTime now = clock_.Now();
-  if (now >= liveness_until_ - NoticeLead(absl::InfiniteDuration())) {
+  if (now >= liveness_until_ - NoticeLeadFor(absl::InfiniteDuration())) {
     ExpireOverdue(now);
   }
   liveness_until_ = until;
