@@ -19,7 +19,10 @@ void HoldTable::MarkLost(const HoldKey& key, HoldEntry& hold,
     // The backend may still count the hold (a renewal got through
     // unanswered, the lease has a moment left): let it go, so that others
     // need not wait it out and the owner's next Acquire starts afresh (C21).
-    pending_.Add(key, AllHoldsOf(hold), hold.max_lease, hold.record);
+    // Not before the deadline: a notice told sooner, for a notifier that
+    // wakes late, does not free the lock sooner (C2).
+    pending_.Add(key, AllHoldsOf(hold), hold.max_lease, hold.record,
+                 MonoTime::InfinitePast(), 0, DeadlineOf(key, hold));
   }
   const HoldShape shape = ShapeOf(key.first);
   LossNotice d{

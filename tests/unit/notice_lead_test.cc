@@ -6,6 +6,7 @@
 // as the server counts it (memory://, whose "server" counts on the same
 // clock, from its grant, which is the send time on a clock that stands still
 // while the test acquires).
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -29,6 +30,8 @@ namespace {
 // Long enough for another thread to act on a clock move; a wait that ends
 // on the event returns at once.
 constexpr absl::Duration kReact = absl::Seconds(5);
+// How long a test looks for something that must not happen.
+constexpr absl::Duration kQuiet = absl::Milliseconds(150);
 // The lease of each hold, and how late the scheduler runs a thread after
 // the moment it planned to wake: more than the drift margin (12 ms) and the
 // notifier's fixed lead (20 ms) together.
@@ -91,6 +94,18 @@ struct Notice {
 };
 
 using AcquireFn = absl::AnyInvocable<absl::StatusOr<Hold>(AcquireOptions)>;
+using HeldFn = absl::AnyInvocable<bool()>;
+
+// Whether `held` says no within kReact (real time: the client's threads
+// act on a clock move in their own time).
+bool FreeSoon(HeldFn& held) {
+  const absl::Time give_up = absl::Now() + kReact;
+  while (absl::Now() < give_up) {
+    if (!held()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
 
 class NoticeLeadTest : public ::testing::Test {
  protected:
@@ -106,8 +121,9 @@ class NoticeLeadTest : public ::testing::Test {
 
   // Holds acquired by `acquire` in a row, each left to its lease, with the
   // notifier run kLate after every moment it planned: from the second on,
-  // each is told before its lease ends on the server.
-  void EachToldBeforeTheLeaseEnds(AcquireFn acquire) {
+  // each is told before its lease ends on the server, and telling it sooner
+  // does not free the lock there sooner (`held` asks the server).
+  void EachToldBeforeTheLeaseEnds(AcquireFn acquire, HeldFn held) {
     for (int round = 0; round < kRounds; ++round) {
       SCOPED_TRACE(absl::StrCat("hold ", round));
       Notice notice;
@@ -128,12 +144,22 @@ class NoticeLeadTest : public ::testing::Test {
       ASSERT_LT(*planned, sent + kLease);
       clock_->AdvanceTo(*planned + kLate);
       ASSERT_TRUE(notice.told.WaitForNotificationWithTimeout(kReact));
-      absl::MutexLock lock(&notice.mu);
-      EXPECT_EQ(notice.count, 1);
-      if (round > 0) {
-        EXPECT_LE(notice.at - sent, kLease)
-            << "told after the server may grant the lock to another";
+      {
+        absl::MutexLock lock(&notice.mu);
+        EXPECT_EQ(notice.count, 1);
+        if (round > 0) {
+          EXPECT_LE(notice.at - sent, kLease)
+              << "told after the server may grant the lock to another";
+        }
       }
+      if (round > 0) {
+        absl::SleepFor(kQuiet);
+        EXPECT_TRUE(held()) << "freed on the server before its lease ended";
+      }
+      // The lease's end: the server frees it (and what the client had left
+      // to release there is released by then).
+      clock_->AdvanceTo(std::max(clock_->Now(), sent + kLease));
+      EXPECT_TRUE(FreeSoon(held)) << "still held after its lease";
     }
   }
 
@@ -145,7 +171,8 @@ TEST_F(NoticeLeadTest, ALateNotifierStillTellsAMutexHoldBeforeItsLeaseEnds) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<DistributedLock> lock,
                        client->GetLock("mutex"));
   EachToldBeforeTheLeaseEnds(
-      [&](AcquireOptions options) { return lock->Acquire(options); });
+      [&](AcquireOptions options) { return lock->Acquire(options); },
+      [&] { return client->Admin().Inspect("mutex")->locked; });
 }
 
 TEST_F(NoticeLeadTest, ALateNotifierStillTellsAReaderBeforeItsLeaseEnds) {
@@ -153,7 +180,8 @@ TEST_F(NoticeLeadTest, ALateNotifierStillTellsAReaderBeforeItsLeaseEnds) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ReadWriteLock> rw,
                        client->GetReadWriteLock("rw"));
   EachToldBeforeTheLeaseEnds(
-      [&](AcquireOptions options) { return rw->AcquireRead(options); });
+      [&](AcquireOptions options) { return rw->AcquireRead(options); },
+      [&] { return !rw->Inspect()->holders.empty(); });
 }
 
 }  // namespace
