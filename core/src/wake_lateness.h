@@ -18,11 +18,11 @@ namespace dlock::internal {
 
 // The largest lateness seen, halving every kHalfLife since: a burst of load
 // is remembered across many leases' notices, and its cost (notices sooner,
-// explicit leases believed for less) fades within a minute of its end.
+// explicit leases believed for less) fades within a few minutes of its end.
 // Thread-safe.
 class WakeLateness {
  public:
-  static constexpr absl::Duration kHalfLife = absl::Seconds(10);
+  static constexpr absl::Duration kHalfLife = absl::Seconds(30);
   // A longer gap is a pause (a stopped process, a suspended machine) that
   // no lead can cover; counted as this much, so that it does not cut holds
   // short for minutes after.
