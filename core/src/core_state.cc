@@ -17,6 +17,7 @@ CoreState::CoreState(ClientOptions client_options, std::string ns,
       lock_namespace(std::move(ns)),
       endpoint(std::move(redacted_endpoint)),
       observer(options.observer, lock_namespace),
+      wake_lateness(WakeLateness::For(clock)),
       alarms(clock),
       pending(clock, alarms),
       holds(

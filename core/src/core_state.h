@@ -19,6 +19,7 @@
 #include "hold_table.h"
 #include "observer_calls.h"
 #include "pending_releases.h"
+#include "wake_lateness.h"
 
 namespace dlock::internal {
 
@@ -35,6 +36,8 @@ class CoreState {
   const std::string lock_namespace;
   const std::string endpoint;  // redacted
   const ObserverCalls observer;
+  // How late the notifier wakes (shared by the clients on Clock::Real()).
+  const std::shared_ptr<WakeLateness> wake_lateness;
   // Set once, before any thread or call uses it (ClientCore::Start()).
   std::unique_ptr<Backend> backend;
 

@@ -19,7 +19,10 @@ void HoldTable::MarkLost(const HoldKey& key, HoldEntry& hold,
     // The backend may still count the hold (a renewal got through
     // unanswered, the lease has a moment left): let it go, so that others
     // need not wait it out and the owner's next Acquire starts afresh (C21).
-    pending_.Add(key, AllHoldsOf(hold), hold.max_lease, hold.record);
+    // Not before the deadline: a notice told sooner, for a notifier that
+    // wakes late, does not free the lock sooner (C2).
+    pending_.Add(key, AllHoldsOf(hold), hold.max_lease, hold.record,
+                 MonoTime::InfinitePast(), 0, DeadlineOf(key, hold));
   }
   const HoldShape shape = ShapeOf(key.first);
   LossNotice d{
@@ -108,7 +111,7 @@ HoldTable::DeadlineLoss HoldTable::DeadlineReason(const HoldKey& key,
 bool HoldTable::LatchDeadline(const HoldKey& key, HoldEntry& hold,
                               MonoTime now) {
   if (hold.lost) return true;
-  if (now < DeadlineOf(key, hold) - NoticeLead(hold.lease)) return false;
+  if (now < NoticeAt(key, hold)) return false;
   if (hold.kept > 0 && hold.acquisitions.empty()) {
     // Left to run out (Hold::KeepUntilLeaseEnd): an end foreseen, not a
     // loss; nobody to tell, and the backend lets it go by itself.
@@ -124,7 +127,7 @@ bool HoldTable::LatchDeadline(const HoldKey& key, HoldEntry& hold,
 
 void HoldTable::WakeFor(const HoldKey& key, const HoldEntry& hold) {
   if (hold.lost) return;
-  alarms_.NotifierDue(DeadlineOf(key, hold) - NoticeLead(hold.lease));
+  alarms_.NotifierDue(NoticeAt(key, hold));
   if (hold.renewed) alarms_.RenewerDue(hold.next_renewal);
   if (keeps_liveness()) alarms_.RenewerDue(next_heartbeat_);
 }
@@ -146,8 +149,7 @@ MonoTime HoldTable::ExpireOverdue(MonoTime now) {
       continue;
     }
     if (!hold.lost && !LatchDeadline(it->first, hold, now)) {
-      next =
-          std::min(next, DeadlineOf(it->first, hold) - NoticeLead(hold.lease));
+      next = std::min(next, NoticeAt(it->first, hold));
     }
     ++it;
   }
@@ -209,7 +211,7 @@ void HoldTable::LivenessConfirmed(MonoTime sent) {
   // Holds whose notice time came under the old bound stay lost (C20), even
   // if the notifier has not looked yet: latched before the bound moves.
   const MonoTime now = clock_.Now();
-  if (now >= liveness_until_ - NoticeLead(absl::InfiniteDuration())) {
+  if (now >= liveness_until_ - NoticeLeadFor(absl::InfiniteDuration())) {
     ExpireOverdue(now);
   }
   liveness_until_ = until;

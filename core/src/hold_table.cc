@@ -52,7 +52,7 @@ HoldEntry& HoldTable::RecordGrant(
   const MonoTime now = clock_.Now();
   const bool same_hold = hold.local_holds > 0 && !hold.lost &&
                          hold.fencing_token == grant.fencing_token;
-  if (same_hold && now < DeadlineOf(key, hold) - NoticeLead(hold.lease)) {
+  if (same_hold && now < NoticeAt(key, hold)) {
     // Re-entry never shortens the lease (C5); the backend kept the maximum.
     hold.lease = std::max(hold.lease, lease);
     hold.max_lease = std::max(hold.max_lease, lease);
@@ -456,6 +456,15 @@ MonoTime HoldTable::DeadlineOf(const HoldKeyView& key,
                                const HoldEntry& hold) const {
   return std::min(
       {hold.valid_until, liveness_until_, bound_(key, hold.record.get())});
+}
+
+MonoTime HoldTable::NoticeAt(const HoldKeyView& key,
+                             const HoldEntry& hold) const {
+  return DeadlineOf(key, hold) - NoticeLeadFor(hold.lease);
+}
+
+absl::Duration HoldTable::NoticeLeadFor(absl::Duration lease) const {
+  return NoticeLead(lease, wake_lateness_, std::min(lease, liveness_ttl_));
 }
 
 }  // namespace dlock::internal

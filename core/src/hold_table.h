@@ -265,6 +265,11 @@ class HoldTable {
   bool LatchDeadline(const HoldKey& key, HoldEntry& hold, MonoTime now);
   // Marks holds whose notice time has come lost; returns the next one.
   MonoTime ExpireOverdue(MonoTime now);
+  // How late the notifier has woken lately (WakeLateness::Recent()): each
+  // hold's notice time comes that much sooner, within NoticeLead's bound.
+  // Set by the notifier before it looks, so that the notice times it plans
+  // with are the ones every check uses until it looks again.
+  void SetWakeLateness(absl::Duration lateness) { wake_lateness_ = lateness; }
   // The oldest notice queued for the notifier, if any.
   std::optional<LossNotice> TakeQueuedNotice();
   // Close(): every believed hold ends (told as kClientClosed, with
@@ -314,6 +319,11 @@ class HoldTable {
   MonoTime LocalDeadline(MonoTime sent, absl::Duration lease) const;
   // The earlier of the hold's lease deadline and the backend's bound.
   MonoTime DeadlineOf(const HoldKeyView& key, const HoldEntry& hold) const;
+  // When the hold stops being believed and is told lost: its deadline less
+  // the notice lead (C19, C20).
+  MonoTime NoticeAt(const HoldKeyView& key, const HoldEntry& hold) const;
+  // The notice lead of a hold of `lease` (the longest for InfiniteDuration).
+  absl::Duration NoticeLeadFor(absl::Duration lease) const;
   // Why a deadline ended a hold, in words and as the observer's class.
   struct DeadlineLoss {
     absl::Status reason;
@@ -368,6 +378,7 @@ class HoldTable {
   MonoTime liveness_until_ = MonoTime::InfiniteFuture();
   MonoTime next_heartbeat_ = MonoTime::InfinitePast();
   absl::Status heartbeat_error_;  // the last failure
+  absl::Duration wake_lateness_ = absl::ZeroDuration();
 };
 
 }  // namespace dlock::internal

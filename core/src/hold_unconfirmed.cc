@@ -24,7 +24,7 @@ void HoldTable::AwaitConfirmation(HoldMap<HoldEntry>::iterator it,
   const HoldKey key = it->first;
   HoldEntry& hold = it->second;
   plan.max_lease = hold.max_lease;
-  plan.notice_at = DeadlineOf(key, hold) - NoticeLead(hold.lease);
+  plan.notice_at = NoticeAt(key, hold);
   // An earlier hold of the key may still await its own confirmation (an
   // acquisition in flight when its release began was granted after it):
   // each is settled on its own.

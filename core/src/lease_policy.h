@@ -37,9 +37,17 @@ inline absl::Duration RetryEvery(absl::Duration lease) {
 
 // The notifier tells a loss this much before the local deadline, so that
 // the notice precedes any other owner's grant even when the notifier's
-// thread is scheduled late (C20).
-inline absl::Duration NoticeLead(absl::Duration lease) {
-  return std::min(lease / 20, absl::Milliseconds(20));
+// thread is scheduled late (C20): a fixed part, plus as much as the notifier
+// has lately woken late (`lateness`, WakeLateness::Recent()). That part is
+// bounded by a quarter of `span`, the shortest time over which the hold's
+// deadline is renewed (its lease, or the liveness TTL where shorter), so
+// that a renewal or heartbeat still comes well before the notice time and a
+// hold keeps most of its lease however slow the scheduler: a thread stalled
+// longer than the lead is told late, and only fencing (C8) covers that.
+inline absl::Duration NoticeLead(absl::Duration lease, absl::Duration lateness,
+                                 absl::Duration span) {
+  const absl::Duration fixed = std::min(lease / 20, absl::Milliseconds(20));
+  return std::max(fixed, std::min(fixed + lateness, span / 4));
 }
 
 // A final release whose hold has more than this left before its notice

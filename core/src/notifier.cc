@@ -8,7 +8,9 @@ void Notifier::Run() {
   absl::MutexLock lock(&state_.mu);
   while (!state_.closed) {
     state_.alarms.NotifierPlans(MonoTime::InfinitePast());  // busy
-    const MonoTime next = state_.holds.ExpireOverdue(state_.clock.Now());
+    const MonoTime now = state_.clock.Now();
+    state_.holds.SetWakeLateness(state_.wake_lateness->Recent(now));
+    const MonoTime next = state_.holds.ExpireOverdue(now);
     if (std::optional<LossNotice> notice = state_.holds.TakeQueuedNotice()) {
       // One notice at a time, with deadlines checked again in between, so
       // that a slow callback delays the others as little as it can.
@@ -20,7 +22,11 @@ void Notifier::Run() {
       continue;
     }
     state_.alarms.NotifierPlans(next);
-    state_.alarms.notifier().WaitUntil(&state_.mu, next);
+    if (!state_.alarms.notifier().WaitUntil(&state_.mu, next)) {
+      // Woken by the clock: how late the scheduler ran this thread (with
+      // the client's mutex taken again) is how much sooner notices go.
+      state_.wake_lateness->Observe(next, state_.clock.Now());
+    }
   }
 }
 

@@ -10,8 +10,10 @@ namespace dlock::internal {
 void PendingReleases::Add(const HoldKey& key, HoldsToRelease holds,
                           absl::Duration lease,
                           std::shared_ptr<HoldRecord> record,
-                          MonoTime keep_until, uint64_t generation) {
+                          MonoTime keep_until, uint64_t generation,
+                          MonoTime not_before) {
   const MonoTime now = clock_.Now();
+  const bool added = !releases_.contains(key);
   Release& p = releases_[key];
   if (generation != 0) p.generations.push_back(generation);
   if (p.record == nullptr) p.record = std::move(record);
@@ -22,8 +24,9 @@ void PendingReleases::Add(const HoldKey& key, HoldsToRelease holds,
   // lease it was asked for: with no renewal it ends within that (C2).
   p.give_up = std::max(p.give_up, now + lease + DriftMargin(lease));
   p.retry_every = RetryEvery(lease);
-  p.next_try = now;
-  alarms_.RenewerDue(MonoTime::InfinitePast());
+  const MonoTime first_try = std::max(now, not_before);
+  p.next_try = added ? first_try : std::min(p.next_try, first_try);
+  alarms_.RenewerDue(p.next_try);
 }
 
 PendingReleases::Claim PendingReleases::ClaimOne(

@@ -79,10 +79,12 @@ class PendingReleases {
   // A release of `holds` to retry until confirmed, or until the backend has
   // surely expired a hold of `lease` (the longest it was asked for).
   // `generation`: the unconfirmed final release it goes on with (0: none).
+  // Sent at once, or from `not_before` on.
   void Add(const HoldKey& key, HoldsToRelease holds, absl::Duration lease,
            std::shared_ptr<HoldRecord> record,
            MonoTime keep_until = MonoTime::InfinitePast(),
-           uint64_t generation = 0);
+           uint64_t generation = 0,
+           MonoTime not_before = MonoTime::InfinitePast());
   bool Contains(const HoldKeyView& key) const {
     return releases_.contains(key);
   }

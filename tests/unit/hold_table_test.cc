@@ -79,7 +79,8 @@ TEST_F(HoldTableTest, AHoldIsBelievedUntilItsLocalDeadline) {
   // The deadline is the send plus the lease less the drift margin; the
   // loss is noticed a little before it.
   const absl::Duration believed =
-      kLease - DriftMargin(kLease) - NoticeLead(kLease);
+      kLease - DriftMargin(kLease) -
+      NoticeLead(kLease, absl::ZeroDuration(), kLease);
   clock_.Advance(believed - absl::Milliseconds(1));
   EXPECT_OK(table_.Believed(ref));
   clock_.Advance(absl::Milliseconds(1));
@@ -107,6 +108,28 @@ TEST_F(HoldTableTest, TheBackendsBoundEndsBeliefSooner) {
   std::vector<LossNotice> told = Queued();
   ASSERT_EQ(told.size(), 1u);
   EXPECT_EQ(told[0].cause, LossCause::kUnconfirmed);
+}
+
+// A notifier woken late lately (C20): belief ends, and the loss is told,
+// that much sooner; by at most a quarter of the lease however late.
+TEST_F(HoldTableTest, ALateNotifierEndsBeliefSoonerByAtMostAQuarterLease) {
+  const absl::Duration deadline = kLease - DriftMargin(kLease);
+  const absl::Duration fixed = NoticeLead(kLease, absl::ZeroDuration(), kLease);
+  table_.SetWakeLateness(absl::Milliseconds(300));
+  const HoldRef late = Acquire(key_, 7);
+  clock_.Advance(deadline - fixed - absl::Milliseconds(301));
+  EXPECT_OK(table_.Believed(late));
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(IsLost(table_.Believed(late).status()));
+  EXPECT_EQ(Queued().size(), 1u);
+
+  table_.SetWakeLateness(absl::Seconds(30));  // far past any lead
+  const HoldKey other{"other", "t:job"};
+  const HoldRef paused = Acquire(other, 8);
+  clock_.Advance(deadline - kLease / 4 - absl::Milliseconds(1));
+  EXPECT_OK(table_.Believed(paused));
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(IsLost(table_.Believed(paused).status()));
 }
 
 TEST_F(HoldTableTest, AReentryKeepsTheHoldAndTheLongerLease) {
