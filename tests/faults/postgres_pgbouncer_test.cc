@@ -228,7 +228,9 @@ TEST_F(PostgresPgBouncerTest, ListenAliasPooledByTransactionIsRefused) {
 // met it as "dlock_schema_version: connection lost" from a new client
 // (conformance_postgres_pgbouncer_session, C23_WriterGetsInUnderAStreamOf
 // Readers); a client that read on would have taken each answer for the one
-// to its previous statement. A new client reads past the foreign answers.
+// to its previous statement. A new connection tells the answer to its first
+// query by a tag, ends a server session that answered another's, and
+// connects again.
 class PipelinedLeaver {
  public:
   // Through `bouncer`: a query answered at once, then one answered after
@@ -255,7 +257,7 @@ class PipelinedLeaver {
   }
 };
 
-TEST_F(PostgresPgBouncerTest, NewClientReadsPastAnswersLeftForAnother) {
+TEST_F(PostgresPgBouncerTest, NewClientDropsServerConnectionAnsweringAnother) {
   // Two server connections: the one the leaver leaves, which the new client
   // waits for and gets as soon as PgBouncer takes it back, and one for the
   // client's second connection, held by `blocker` until then.
