@@ -179,8 +179,10 @@ absl::StatusOr<std::unique_ptr<PgConn>> PgConn::Open(const PgOptions& options) {
     if (s.ok()) return conn;
     // The server took the connection and its setup failed transiently
     // (core's rule, dlock::IsTransient), which left nothing behind but a
-    // session this client drops: once more, on a fresh connection.
-    if (attempt > 0 || !IsTransient(s)) return s;
+    // session this client drops: once more, on a fresh connection. Not
+    // after a server that did not answer in time: that would double the
+    // bound on the caller's wait.
+    if (attempt > 0 || !IsTransient(s) || (*conn)->timed_out_) return s;
   }
 }
 
@@ -296,6 +298,7 @@ absl::StatusOr<PgResult> PgConn::Await(absl::string_view doing,
       const absl::Duration left = deadline - clock.Now();
       if (left <= absl::ZeroDuration()) {
         broken_ = true;
+        timed_out_ = true;
         return absl::UnavailableError(
             absl::StrCat(endpoint_, ": ", doing, ": no answer within ",
                          absl::FormatDuration(timeout_ + kClientGrace),

@@ -122,6 +122,7 @@ class PgConn {
   const Mode mode_;
   bool broken_ = false;
   bool executed_ = false;
+  bool timed_out_ = false;  // Await() gave up waiting for an answer
   bool direct_ = true;
   bool explaining_ = false;  // a refusal's grants are being looked up
   absl::flat_hash_set<std::string> prepared_;
