@@ -5,11 +5,13 @@
 #include <cerrno>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/clock.h"
+#include "dlock/ride_out.h"
 #include "pg_privileges.h"
 
 namespace dlock::postgres {
@@ -141,7 +143,8 @@ std::string GetText(const PGresult* r, int row, int col) {
   return std::string(PQgetvalue(r, row, col), PQgetlength(r, row, col));
 }
 
-absl::StatusOr<std::unique_ptr<PgConn>> PgConn::Open(const PgOptions& options) {
+absl::StatusOr<std::unique_ptr<PgConn>> PgConn::Connect(
+    const PgOptions& options) {
   std::vector<const char*> keys, values;
   for (size_t i = 0; i < options.keywords.size(); ++i) {
     keys.push_back(options.keywords[i].c_str());
@@ -165,8 +168,22 @@ absl::StatusOr<std::unique_ptr<PgConn>> PgConn::Open(const PgOptions& options) {
     conn->broken_ = true;
     return ConnectFailure(options, raw, keys, values);
   }
-  if (absl::Status s = conn->Setup(); !s.ok()) return s;
   return conn;
+}
+
+absl::StatusOr<std::unique_ptr<PgConn>> PgConn::Open(const PgOptions& options) {
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<std::unique_ptr<PgConn>> conn = Connect(options);
+    if (!conn.ok()) return conn.status();
+    absl::Status s = (*conn)->Setup();
+    if (s.ok()) return conn;
+    // The server took the connection and its setup failed transiently
+    // (core's rule, dlock::IsTransient), which left nothing behind but a
+    // session this client drops: once more, on a fresh connection. Not
+    // after a server that did not answer in time: that would double the
+    // bound on the caller's wait.
+    if (attempt > 0 || !IsTransient(s) || (*conn)->timed_out_) return s;
+  }
 }
 
 absl::Status PgConn::Setup() {
@@ -174,17 +191,54 @@ absl::Status PgConn::Setup() {
   // never the server's: a pooler that speaks the protocol itself shows as
   // a mismatch. A plain TCP proxy passes the server's through. Only a
   // direct session gets the timeout: set through a pooler, it would stay
-  // on a server connection that other clients get next.
+  // on a server connection that other clients get next. The tag tells the
+  // answer to this query from another client's (EndServerSession()).
   const int pid = PQbackendPID(conn_);
+  const std::string tag = absl::StrCat(absl::Uniform<uint64_t>(absl::BitGen()));
   const std::string sql = absl::StrCat(
       "SELECT pg_backend_pid() = ", pid, ", CASE WHEN pg_backend_pid() = ", pid,
       " THEN set_config('statement_timeout', '",
-      absl::ToInt64Milliseconds(timeout_), "', false) END");
+      absl::ToInt64Milliseconds(timeout_), "', false) END, '", tag, "'");
   if (PQsendQuery(conn_, sql.c_str()) == 0) return ConnectionError("setup");
   absl::StatusOr<PgResult> r = Await("setup");
-  if (!r.ok()) return r.status();
-  direct_ = PQntuples(r->get()) == 1 && GetText(r->get(), 0, 0) == "t";
-  return absl::OkStatus();
+  if (!r.ok() && broken_) return r.status();
+  if (r.ok() && PQntuples(r->get()) == 1 && PQnfields(r->get()) == 3 &&
+      GetText(r->get(), 0, 2) == tag) {
+    direct_ = GetText(r->get(), 0, 0) == "t";
+    return absl::OkStatus();
+  }
+  EndServerSession();
+  return absl::UnavailableError(absl::StrCat(
+      endpoint_,
+      ": setup: the first answer was not to this connection's query (a "
+      "pooler handed over a server connection with another client's answers "
+      "still coming); ended that server session"));
+}
+
+void PgConn::EndServerSession() {
+  broken_ = true;
+  // Any role may end its own backend.
+  if (PQsendQuery(conn_, "SELECT pg_terminate_backend(pg_backend_pid())") ==
+      0) {
+    return;
+  }
+  const Clock& clock = Clock::Real();
+  const MonoTime deadline = clock.Now() + answer_timeout();
+  // Until the server closes the connection; what arrives before is not ours
+  // to keep.
+  while (PQstatus(conn_) == CONNECTION_OK) {
+    const absl::Duration left = deadline - clock.Now();
+    if (left <= absl::ZeroDuration()) return;
+    pollfd p{PQsocket(conn_), POLLIN, 0};
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
+    if (poll(&p, 1, ms) < 0 && errno != EINTR) return;
+    if (PQconsumeInput(conn_) == 0) return;
+    while (!PQisBusy(conn_)) {
+      PGresult* r = PQgetResult(conn_);
+      if (r == nullptr) break;
+      PQclear(r);
+    }
+  }
 }
 
 PgConn::~PgConn() { PQfinish(conn_); }
@@ -244,6 +298,7 @@ absl::StatusOr<PgResult> PgConn::Await(absl::string_view doing,
       const absl::Duration left = deadline - clock.Now();
       if (left <= absl::ZeroDuration()) {
         broken_ = true;
+        timed_out_ = true;
         return absl::UnavailableError(
             absl::StrCat(endpoint_, ": ", doing, ": no answer within ",
                          absl::FormatDuration(timeout_ + kClientGrace),

@@ -33,7 +33,8 @@ struct Statement {
 class PgConn {
  public:
   // Connects (bounded by libpq's connect_timeout per host) and, on a
-  // direct connection, sets the server-side statement_timeout. On failure,
+  // direct connection, sets the server-side statement_timeout; a setup that
+  // failed transiently is tried once more on a fresh connection. On failure,
   // a status naming the endpoint: Unauthenticated when the server refused
   // the user or its password (SQLSTATE class 28) or either side refused the
   // other's certificate, PermissionDenied when the database is missing
@@ -98,9 +99,21 @@ class PgConn {
         timeout_(options.statement_timeout),
         table_(options.table),
         mode_(options.mode) {}
+  // Connected (the server accepted us), not set up yet.
+  static absl::StatusOr<std::unique_ptr<PgConn>> Connect(
+      const PgOptions& options);
   // Whether the server's session is ours, and, only then, its
-  // statement_timeout set: one round trip.
+  // statement_timeout set: one round trip. Unavailable when the answer was
+  // another client's: PgBouncer before 1.21 puts a server connection back in
+  // its pool when its client leaves with pipelined queries unanswered (it
+  // takes the first ReadyForQuery for the end of them), and the next client
+  // of that connection reads the rest of their answers (and its reset
+  // query's) before its own, each taken for the one to the statement before.
   absl::Status Setup();
+  // Marks the connection broken and has the server end its session, waiting
+  // (bounded) until it did: the answers still due on it reach no later
+  // client of the pooler.
+  void EndServerSession();
   PGconn* conn_;
   const std::string endpoint_;
   const absl::Duration timeout_;  // server-side statement_timeout
@@ -109,6 +122,7 @@ class PgConn {
   const Mode mode_;
   bool broken_ = false;
   bool executed_ = false;
+  bool timed_out_ = false;  // Await() gave up waiting for an answer
   bool direct_ = true;
   bool explaining_ = false;  // a refusal's grants are being looked up
   absl::flat_hash_set<std::string> prepared_;

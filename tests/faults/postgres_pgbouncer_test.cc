@@ -8,6 +8,8 @@
 // waiters in other clients are woken through a database alias pooled by
 // session (listen_dbname), or else by their fallback poll. The conformance
 // suite runs through PgBouncer too (conformance_postgres_pgbouncer_*).
+#include <libpq-fe.h>
+
 #include <atomic>
 #include <iostream>
 #include <memory>
@@ -217,6 +219,78 @@ TEST_F(PostgresPgBouncerTest, ListenAliasPooledByTransactionIsRefused) {
   EXPECT_CODE(client, kFailedPrecondition);
   std::cout << "PGBOUNCER listen_dbname pooled by transaction: "
             << client.status().message() << std::endl;
+}
+
+// PgBouncer before 1.21 puts a server connection back in the pool when its
+// client leaves with pipelined queries unanswered: it takes the first
+// ReadyForQuery for the end of them. The client it hands the connection to
+// next reads the rest of those answers (and of its reset query) first. CI
+// met it as "dlock_schema_version: connection lost" from a new client
+// (conformance_postgres_pgbouncer_session, C23_WriterGetsInUnderAStreamOf
+// Readers); a client that read on would have taken each answer for the one
+// to its previous statement. A new connection tells the answer to its first
+// query by a tag, ends a server session that answered another's, and
+// connects again.
+class PipelinedLeaver {
+ public:
+  // Through `bouncer`: a query answered at once, then one answered after
+  // `sleep`, pipelined; leaves once the first answer came.
+  static void Leave(const PgBouncer& bouncer, absl::Duration sleep) {
+    PGconn* c = PQconnectdb(absl::StrCat("host=127.0.0.1 port=", bouncer.port(),
+                                         " user=postgres dbname=postgres")
+                                .c_str());
+    ASSERT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+    const std::string slow = absl::StrCat(
+        "SELECT pg_sleep(", absl::ToDoubleSeconds(sleep), "), 'not yours'");
+    ASSERT_EQ(PQenterPipelineMode(c), 1);
+    for (const char* sql : {"SELECT 'not yours either'", slow.c_str()}) {
+      ASSERT_EQ(
+          PQsendQueryParams(c, sql, 0, nullptr, nullptr, nullptr, nullptr, 0),
+          1);
+      ASSERT_EQ(PQpipelineSync(c), 1);
+    }
+    while (PGresult* r = PQgetResult(c)) PQclear(r);  // the first query's
+    PGresult* sync = PQgetResult(c);
+    EXPECT_EQ(PQresultStatus(sync), PGRES_PIPELINE_SYNC);
+    PQclear(sync);
+    PQfinish(c);
+  }
+};
+
+TEST_F(PostgresPgBouncerTest, NewClientDropsServerConnectionAnsweringAnother) {
+  // Two server connections: the one the leaver leaves, which the new client
+  // waits for and gets as soon as PgBouncer takes it back, and one for the
+  // client's second connection, held by `blocker` until then.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PgBouncer> bouncer,
+                       PgBouncer::Start({.server_port = server_->port(),
+                                         .pool_mode = "session",
+                                         .pool_size = 2}));
+  ASSERT_OK_AND_ASSIGN(auto direct, Connect(server_->Uri("bouncer")));
+  constexpr absl::Duration kSleep = absl::Milliseconds(500);
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    std::thread blocker([&] {
+      // A session of its own until the leaver's is back in the pool.
+      EXPECT_OK(bouncer->Query(absl::StrCat(
+          "SELECT pg_sleep(", absl::ToDoubleSeconds(kSleep * 1.5), ")")));
+    });
+    absl::SleepFor(absl::Milliseconds(100));  // the blocker has its session
+    PipelinedLeaver::Leave(*bouncer, kSleep);
+    absl::StatusOr<std::unique_ptr<LockClient>> client =
+        Connect(bouncer->Uri("postgres", "namespace=bouncer&mode=lease"));
+    blocker.join();
+    ASSERT_OK(client);
+    // Its answers are its own: what it holds is what the server says.
+    ASSERT_OK_AND_ASSIGN(auto lock, (*client)->GetLock("left answers"));
+    ASSERT_OK_AND_ASSIGN(Hold hold, lock->TryAcquire());
+    ASSERT_OK_AND_ASSIGN(LockInfo seen,
+                         direct->Admin().Inspect("left answers"));
+    EXPECT_TRUE(seen.locked);
+    EXPECT_EQ(seen.fencing_token, hold.fencing_token());
+    EXPECT_OK(hold.Release());
+    ASSERT_OK_AND_ASSIGN(seen, direct->Admin().Inspect("left answers"));
+    EXPECT_FALSE(seen.locked);
+  }
 }
 
 }  // namespace
