@@ -160,20 +160,6 @@ absl::StatusOr<std::vector<Reply>> Master::Send(
   return (*mux)->Call(std::move(commands));
 }
 
-namespace {
-
-// At least the RESP size of `call` (with ASKING, and the verb and
-// numkeys in the 64): each argument's bytes and at most 16 of framing
-// ("$<length>\r\n...\r\n").
-size_t EncodedSizeBound(const Scripts& scripts, const ScriptCall& call) {
-  size_t size = 64 + scripts.Verb(*call.script).second->size() + 16;
-  for (const std::string& key : call.keys) size += key.size() + 16;
-  for (const std::string& arg : call.args) size += arg.size() + 16;
-  return size;
-}
-
-}  // namespace
-
 Master::Pending Master::Submit(std::vector<ScriptCall> calls) {
   Pending pending;
   pending.master_ = this;
@@ -184,8 +170,9 @@ Master::Pending Master::Submit(std::vector<ScriptCall> calls) {
     // Every call encoded into one string, as the connection writes them,
     // its room taken at once.
     size_t size = 0;
-    for (const ScriptCall& call : calls)
-      size += EncodedSizeBound(scripts_, call);
+    for (const ScriptCall& call : calls) {
+      size += scripts_.AppendedSizeBound(*call.script, call.keys, call.args);
+    }
     std::string encoded;
     encoded.reserve(size);
     size_t commands = 0;

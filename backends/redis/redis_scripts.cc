@@ -184,6 +184,17 @@ void Scripts::AppendCommand(std::string& out, const Script& script,
   for (const std::string& arg : args) AppendBulk(out, arg);
 }
 
+size_t Scripts::AppendedSizeBound(const Script& script,
+                                  const std::vector<std::string>& keys,
+                                  const std::vector<std::string>& args) const {
+  // The array headers, ASKING, the verb and numkeys fit in 64; each
+  // argument adds its bytes and at most 16 of framing ("$<len>\r\n...\r\n").
+  size_t size = 64 + Verb(script).second->size() + 16;
+  for (const std::string& key : keys) size += key.size() + 16;
+  for (const std::string& arg : args) size += arg.size() + 16;
+  return size;
+}
+
 std::vector<std::vector<std::string>> Scripts::Fallback(
     const Script& script, const std::vector<std::string>& keys,
     const std::vector<std::string>& args) const {

@@ -95,6 +95,11 @@ struct Scripts {
   void AppendCommand(std::string& out, const Script& script,
                      const std::vector<std::string>& keys,
                      const std::vector<std::string>& args) const;
+  // At least the bytes AppendCommand() adds (ASKING before it included),
+  // so that a caller can reserve them at once.
+  size_t AppendedSizeBound(const Script& script,
+                           const std::vector<std::string>& keys,
+                           const std::vector<std::string>& args) const;
   // The server no longer knows the function or the script (a restart
   // without persistence, SCRIPT or FUNCTION FLUSH): what to send instead,
   // on the same connection, in one round trip: the library again (in

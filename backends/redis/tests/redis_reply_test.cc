@@ -170,6 +170,12 @@ TEST(RedisScripts, CallsAreEncodedAsTheirCommandLine) {
     EXPECT_EQ(out, "*1\r\n$4\r\nPING\r\n" + FormatCommand(scripts.Command(
                                                 scripts.release, keys, args)))
         << static_cast<int>(mode);
+    // The room a caller reserves holds it, and ASKING before it.
+    const std::string asking = FormatCommand({"ASKING"});
+    EXPECT_GE(
+        scripts.AppendedSizeBound(scripts.release, keys, args),
+        out.size() - std::string("*1\r\n$4\r\nPING\r\n").size() + asking.size())
+        << static_cast<int>(mode);
   }
 }
 
