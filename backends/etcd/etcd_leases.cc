@@ -168,10 +168,8 @@ absl::StatusOr<Grant> EtcdBackend::AcquireOwnKey(
     if (again.has_value()) return *std::move(again);
   }
   Acquiring a;
-  AcquireCall waiting = call;
-  waiting.name = wait_on;
   absl::StatusOr<Grant> grant =
-      AcquireWithWakeups(waiting, hub_, settings_.fallback_poll,
+      AcquireWithWakeups(call, wait_on, hub_, settings_.fallback_poll,
                          [&] { return Watched(attempt(own, a)); });
   PutSpareBack(call.lease, a);
   // A place (or intent) left behind would hold back every later caller.

@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/backend/rules.h"
 #include "etcd_backend.h"
 
 namespace dlock::etcd {
@@ -212,10 +213,11 @@ absl::StatusOr<std::optional<Attempt>> EtcdBackend::ReadersInTheWay(
 }
 
 absl::Status EtcdBackend::PutIntent(const AcquireCall& call, Acquiring& a) {
-  // Lives three fallback polls past each of this writer's looks (at least
+  // Lives past this writer's next looks (WaitingPlaceTtl; at least
   // etcd's shortest lease).
   if (a.place_lease == 0) {
-    absl::StatusOr<LeaseState> lease = GrantLease(3 * settings_.fallback_poll);
+    absl::StatusOr<LeaseState> lease =
+        GrantLease(WaitingPlaceTtl(settings_.fallback_poll));
     if (!lease.ok()) return lease.status();
     a.place_lease = lease->id;
   }

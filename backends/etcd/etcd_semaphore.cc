@@ -21,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/backend/rules.h"
 #include "etcd_backend.h"
 
 namespace dlock::etcd {
@@ -176,10 +177,11 @@ absl::Status EtcdBackend::KeepPlace(const AcquireCall& call,
   }
   // The owner's place through another client (C6), if any, stays its.
   if (place != nullptr) return absl::OkStatus();
-  // Lives three fallback polls past each of this waiter's looks (at least
+  // Lives past this waiter's next looks (WaitingPlaceTtl; at least
   // etcd's shortest lease): a waiter that dies holds nobody back for long.
   if (a.place_lease == 0) {
-    absl::StatusOr<LeaseState> lease = GrantLease(3 * settings_.fallback_poll);
+    absl::StatusOr<LeaseState> lease =
+        GrantLease(WaitingPlaceTtl(settings_.fallback_poll));
     if (!lease.ok()) return lease.status();
     a.place_lease = lease->id;
   }

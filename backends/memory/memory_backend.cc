@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/backend/rules.h"
 
 namespace dlock::memory {
 namespace {
@@ -226,7 +227,7 @@ std::optional<absl::StatusOr<Attempt>> MemoryBackend::MeetReaders(
   // last reader's release announces itself, and the intent's writer comes
   // in before any other (C23).
   if (!readers->owners.empty() && call.deadline > now) {
-    readers->KeepPlaceFor(call.owner, 1, now + 3 * fallback_poll_);
+    readers->KeepPlaceFor(call.owner, 1, now + WaitingPlaceTtl(fallback_poll_));
   }
   return absl::StatusOr<Attempt>(Attempt{
       .acquired = std::nullopt, .holder_lease_left = readers->SoonestEnd(now)});

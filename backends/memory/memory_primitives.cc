@@ -55,13 +55,12 @@ std::string MemoryBackend::HubName(const HoldShape& shape,
 absl::StatusOr<Grant> MemoryBackend::AcquireShaped(const AcquireCall& call) {
   const std::string key = ObjectKey(call.shape, call.name);
   const std::string hub_name = HubName(call.shape, call.name);
-  AcquireCall waiting = call;
-  waiting.name = hub_name;
   std::vector<int64_t> slots;
-  absl::StatusOr<Grant> grant = AcquireWithWakeups(
-      waiting, releases_, fallback_poll_, [&]() -> absl::StatusOr<Attempt> {
-        return TryShapedOnce(key, call, slots);
-      });
+  absl::StatusOr<Grant> grant =
+      AcquireWithWakeups(call, hub_name, releases_, fallback_poll_,
+                         [&]() -> absl::StatusOr<Attempt> {
+                           return TryShapedOnce(key, call, slots);
+                         });
   if (!grant.ok()) {
     GiveUpPlace(key, call);
     return grant.status();
@@ -117,7 +116,8 @@ absl::StatusOr<Attempt> MemoryBackend::TakePermits(
     // The first waiter keeps a place for its permits (C22): later callers
     // asking fewer cannot starve it. A try keeps none.
     if (call.deadline > now) {
-      object.KeepPlaceFor(call.owner, permits, now + 3 * fallback_poll_);
+      object.KeepPlaceFor(call.owner, permits,
+                          now + WaitingPlaceTtl(fallback_poll_));
     }
     return Attempt{.acquired = std::nullopt,
                    .holder_lease_left = object.SoonestEnd(now)};

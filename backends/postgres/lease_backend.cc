@@ -216,9 +216,7 @@ class LeaseBackend : public PgBackendBase {
   // Campaigns as a lock's acquisition on the election's row (C24); a new
   // leader is announced to this process's observers at once.
   absl::StatusOr<Grant> Campaign(const AcquireCall& call) {
-    AcquireCall waiting = call;
     const std::string row = ObjectRow(ObjectKind::kElection, call.name);
-    waiting.name = row;
     const std::string params[] = {shared().ns(),
                                   row,
                                   std::string(call.owner),
@@ -228,7 +226,7 @@ class LeaseBackend : public PgBackendBase {
                                   ValueParam(call.value),
                                   shared().sql().channel};
     absl::StatusOr<Grant> grant = AcquireWithWakeups(
-        waiting, shared().hub(), shared().fallback_poll(),
+        call, row, shared().hub(), shared().fallback_poll(),
         [&]() -> absl::StatusOr<Attempt> {
           absl::StatusOr<PgResult> r = shared().RunPooled(
               shared().sql().primitives.campaign, params, false);

@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "dlock/backend/rules.h"
 #include "pg_rw.h"
 
 namespace dlock::postgres {
@@ -166,7 +167,7 @@ std::array<std::string, 13> SemAcquireParams(const PgShared& shared,
           liveness.ttl_ms,
           absl::StrCat(call.shape.limit),
           absl::StrCat(call.shape.permits),
-          MillisParam(3 * shared.fallback_poll()),
+          MillisParam(WaitingPlaceTtl(shared.fallback_poll())),
           Bool(liveness.session),
           Bool(have),
           liveness.grace_ms};
@@ -182,11 +183,9 @@ absl::StatusOr<Grant> AcquirePermits(PgShared& shared, const AcquireCall& call,
   std::array<std::string, 13> params =
       SemAcquireParams(shared, call, liveness, wait, have);
   // Waiters wait on the row's name: its announcements carry it.
-  AcquireCall waiting = call;
-  waiting.name = row;
   std::vector<int64_t> slots;
   absl::StatusOr<Grant> grant = AcquireWithWakeups(
-      waiting, shared.hub(), shared.fallback_poll(),
+      call, row, shared.hub(), shared.fallback_poll(),
       [&]() -> absl::StatusOr<Attempt> {
         absl::StatusOr<PgResult> r = run(params);
         params[11] = Bool(false);  // only the first attempt re-enters

@@ -1,6 +1,7 @@
 #include "pg_rw.h"
 
 #include "absl/strings/str_cat.h"
+#include "dlock/backend/rules.h"
 
 namespace dlock::postgres {
 namespace {}  // namespace
@@ -88,6 +89,8 @@ absl::StatusOr<Attempt> WriterAttempt(PgShared& shared, const AcquireCall& call,
   const bool wait = call.deadline > shared.clock().Now();
   // The intent outlives a fallback poll or two, so that it lives while the
   // writer waits, and lapses soon once it stopped asking.
+  const std::string intent_ttl =
+      MillisParam(WaitingPlaceTtl(shared.fallback_poll()));
   const std::string params[] = {shared.ns(),
                                 std::string(call.name),
                                 std::string(call.owner),
@@ -95,7 +98,7 @@ absl::StatusOr<Attempt> WriterAttempt(PgShared& shared, const AcquireCall& call,
                                 Bool(wait),
                                 liveness.live_id,
                                 liveness.ttl_ms,
-                                MillisParam(3 * shared.fallback_poll())};
+                                intent_ttl};
   absl::StatusOr<PgResult> w =
       shared.RunPooled(shared.sql().primitives.write_acquire, params, false);
   if (!w.ok()) return w.status();

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/backend/rules.h"
 #include "pg_primitives.h"
 #include "pg_rw.h"
 
@@ -93,16 +94,14 @@ absl::StatusOr<Grant> SessionBackend::AcquireOn(const AcquireCall& call,
   } else {
     // A lock's writer, or an election on its row.
     const std::vector<std::string> params = AcquireParams(call, false);
-    AcquireCall waiting = call;
-    waiting.name = params[1];
-    acquired =
-        AcquireWithWakeups(waiting, shared().hub(), shared().fallback_poll(),
-                           [&]() -> absl::StatusOr<Attempt> {
-                             absl::StatusOr<PgResult> r = conn->Run(
-                                 AcquireStatement(call.shape), params);
-                             if (!r.ok()) return r.status();
-                             return ToWriterAttempt(call, r->get());
-                           });
+    acquired = AcquireWithWakeups(
+        call, params[1], shared().hub(), shared().fallback_poll(),
+        [&]() -> absl::StatusOr<Attempt> {
+          absl::StatusOr<PgResult> r =
+              conn->Run(AcquireStatement(call.shape), params);
+          if (!r.ok()) return r.status();
+          return ToWriterAttempt(call, r->get());
+        });
     // A writer that waited in vain leaves no intent behind (C23).
     if (!acquired.ok() && call.shape.IsLockWriter() && params[6] == "true") {
       GiveUpPlace(shared(), params[1], call.owner);
@@ -380,7 +379,7 @@ std::vector<std::string> SessionBackend::AcquireParams(const AcquireCall& call,
     // A writer's wait and the intent that stops new readers meanwhile
     // (s_write_acquire); it outlives a fallback poll or two.
     params.push_back(Bool(!have && call.deadline > shared().clock().Now()));
-    params.push_back(MillisParam(3 * shared().fallback_poll()));
+    params.push_back(MillisParam(WaitingPlaceTtl(shared().fallback_poll())));
   }
   return params;
 }

@@ -20,11 +20,10 @@ absl::StatusOr<Grant> HolderObjects::Acquire(const AcquireCall& call) {
   const bool will_wait = call.deadline > c_.clock.Now();
   // Waiters sleep on the object's message (a reader on the lock's name).
   const std::string message = ObjectMessage(call.shape.kind, call.name);
-  AcquireCall waiting = call;
-  waiting.name = message;
   std::vector<int64_t> slots;
   absl::StatusOr<Grant> grant = AcquireWithWakeups(
-      waiting, c_.releases, c_.fallback_poll, [&]() -> absl::StatusOr<Attempt> {
+      call, message, c_.releases, c_.fallback_poll,
+      [&]() -> absl::StatusOr<Attempt> {
         absl::StatusOr<Attempt> attempt = TryOnce(call, will_wait, slots);
         // A cluster's slot may be subscribed only now: look again once.
         if (will_wait && attempt.ok() && !attempt->acquired.has_value() &&
@@ -58,7 +57,7 @@ absl::StatusOr<Attempt> HolderObjects::TryOnce(const AcquireCall& call,
                                                std::vector<int64_t>& slots) {
   // The head waiter keeps its place across its retries, which come at
   // least every fallback poll (docs/design/primitives.md, semaphore).
-  const absl::Duration place = 3 * c_.fallback_poll;
+  const absl::Duration place = WaitingPlaceTtl(c_.fallback_poll);
   const bool read = call.shape.kind == ObjectKind::kLock;
   Routed routed = RunOne(call.name, [&](const Master& m) {
     return read ? ReadAcquireScript(m, c_.keys, c_.liveness, call, will_wait)
@@ -163,7 +162,7 @@ absl::StatusOr<Attempt> HolderObjects::WriterMeetsReaders(
     const AcquireCall& call, bool will_wait, bool& intent_left) {
   // The intent lives across the writer's retries, which come at least
   // every fallback poll (docs/design/primitives.md).
-  const absl::Duration intent = 3 * c_.fallback_poll;
+  const absl::Duration intent = WaitingPlaceTtl(c_.fallback_poll);
   Routed routed = RunOne(call.name, [&](const Master& m) {
     return WriteAcquireScript(m, c_.keys, c_.liveness, call, will_wait, intent);
   });

@@ -99,10 +99,8 @@ absl::StatusOr<Grant> RedlockBackend::Acquire(const AcquireCall& call) {
   // An election's campaigners sleep on its message, not on the lock's name
   // (a lock's readers and writers on its name).
   const std::string message = ObjectMessage(call.shape.kind, call.name);
-  AcquireCall waiting = call;
-  waiting.name = message;
   absl::StatusOr<Grant> grant =
-      AcquireWithWakeups(waiting, releases_, fallback_poll_,
+      AcquireWithWakeups(call, message, releases_, fallback_poll_,
                          [&]() { return TryRound(call, will_wait, &rounds); });
   // Readers wait behind an intent until it ends: it goes with the wait.
   if (rounds.intent_left) DropIntent(call);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dlock/backend/rules.h"
 #include "redis_holder_ops.h"
 #include "redlock_backend.h"
 
@@ -24,7 +25,7 @@ void RedlockBackend::MeetReaders(const AcquireCall& call, bool will_wait,
                                  Rounds* rounds) {
   // The intent lives across the writer's rounds, which come at least every
   // fallback poll (docs/design/primitives.md), as on one master.
-  const absl::Duration intent = 3 * fallback_poll_;
+  const absl::Duration intent = WaitingPlaceTtl(fallback_poll_);
   std::vector<MonoTime> again;
   Replies second = OnEach(
       [&](const Master& m, size_t i) -> std::optional<ScriptCall> {

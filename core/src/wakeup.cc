@@ -149,6 +149,13 @@ class WaitBetweenAttempts {
 absl::StatusOr<Grant> AcquireWithWakeups(
     const AcquireCall& call, WakeupHub& hub, absl::Duration fallback_poll,
     absl::FunctionRef<absl::StatusOr<Attempt>()> attempt) {
+  return AcquireWithWakeups(call, call.name, hub, fallback_poll, attempt);
+}
+
+absl::StatusOr<Grant> AcquireWithWakeups(
+    const AcquireCall& call, absl::string_view wake_on, WakeupHub& hub,
+    absl::Duration fallback_poll,
+    absl::FunctionRef<absl::StatusOr<Attempt>()> attempt) {
   WaitBetweenAttempts wait(hub, fallback_poll, call.deadline, call.cancel);
   while (true) {
     if (call.cancel.IsCancelled()) return WaitCancelledError(call.name);
@@ -161,8 +168,7 @@ absl::StatusOr<Grant> AcquireWithWakeups(
                    .hold_count = result->acquired->hold_count,
                    .sent = sent};
     }
-    if (absl::Status s =
-            wait.AfterRefusal(call.name, result->holder_lease_left);
+    if (absl::Status s = wait.AfterRefusal(wake_on, result->holder_lease_left);
         !s.ok()) {
       return s;
     }

@@ -226,6 +226,31 @@ TEST(AcquireWithWakeups, NotifyTriggersTheNextAttempt) {
       << "waited for the fallback poll, not the notification";
 }
 
+// A semaphore's or an election's waiter sleeps on the name its releases
+// are announced under, not on the name it asked for.
+TEST(AcquireWithWakeups, WaitsOnTheNameItIsToldToWakeOn) {
+  WakeupHub hub(Clock::Real());
+  std::atomic<int> attempts{0};
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    hub.Notify("lock");  // the asked-for name: must not wake it
+    absl::SleepFor(absl::Milliseconds(100));
+    hub.Notify("row of lock");
+  });
+  const MonoTime start = Now();
+  absl::StatusOr<Grant> acquired = AcquireWithWakeups(
+      CallUntil(Now() + kLong), "row of lock", hub, kLong, [&] {
+        return absl::StatusOr<Attempt>(++attempts == 1 ? Held() : Granted());
+      });
+  releaser.join();
+  ASSERT_OK(acquired);
+  EXPECT_EQ(attempts.load(), 2);
+  EXPECT_GE(Now() - start, absl::Milliseconds(200))
+      << "woken by the asked-for name's announcement";
+  EXPECT_LT(Now() - start, kPrompt + absl::Milliseconds(200))
+      << "waited for the fallback poll, not the notification";
+}
+
 // The waiter registers only after its first attempt failed; a release
 // announced between that attempt's reply and the registration must still
 // bring the next attempt at once, not after the fallback poll.

@@ -54,6 +54,15 @@ inline absl::Duration DriftMargin(absl::Duration span) {
   return span / 100 + absl::Milliseconds(2);
 }
 
+// How long a place a waiter keeps on the server lasts: a semaphore's head
+// waiter's, or a writer's intent that holds new readers back (C23). The
+// waiter renews it with each attempt, and AcquireWithWakeups attempts at
+// least every fallback poll: three polls outlive a late attempt or two, and
+// a waiter that stopped asking (gone, timed out) gives the place up soon.
+inline absl::Duration WaitingPlaceTtl(absl::Duration fallback_poll) {
+  return 3 * fallback_poll;
+}
+
 // GONE: the owner does not hold the lock, or no longer does. What Release()
 // and Renew() answer then, built with NotOwnerError() or LostError(): a
 // FailedPrecondition marked with their ErrorKind, so that no other

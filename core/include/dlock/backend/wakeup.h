@@ -128,6 +128,13 @@ struct Attempt {
 absl::StatusOr<Grant> AcquireWithWakeups(
     const AcquireCall& call, WakeupHub& hub, absl::Duration fallback_poll,
     absl::FunctionRef<absl::StatusOr<Attempt>()> attempt);
+// The same for an object whose releases are announced under another name
+// than the caller's (a semaphore's or an election's marked name, a row, a
+// message): sleeps on `wake_on`'s wake-ups.
+absl::StatusOr<Grant> AcquireWithWakeups(
+    const AcquireCall& call, absl::string_view wake_on, WakeupHub& hub,
+    absl::Duration fallback_poll,
+    absl::FunctionRef<absl::StatusOr<Attempt>()> attempt);
 
 // One atomic attempt of a multi-lock (Backend::AcquireAll): every part
 // taken, or which part another owner holds and the hint of its Attempt.
