@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "etcd_leases.h"
 
 namespace dlock::etcd {
 namespace {
@@ -458,16 +459,45 @@ std::string EtcdBackend::KeyOf(const RenewCall& call) const {
 
 std::vector<absl::Status> EtcdBackend::RenewMany(
     absl::Span<const RenewCall> calls) {
+  // Each call on its hold's own key (OnKey), whose names must stay put.
+  std::vector<std::string> key_names;
+  key_names.reserve(calls.size());
+  std::vector<RenewCall> keyed;
+  keyed.reserve(calls.size());
+  for (const RenewCall& call : calls) {
+    if (call.shape.IsLockWriter()) {
+      keyed.push_back(call);
+    } else {
+      key_names.push_back(HoldObjectName(call.shape, call.name, call.owner));
+      keyed.push_back(OnKey(call, key_names.back()));
+    }
+  }
+  // Holds a keepalive renews: sent together, so that a round of many holds
+  // waits once (LeaseKeeper::KeepAliveEach), not once per hold.
+  std::vector<size_t> by_keepalive;
+  std::vector<int64_t> leases;
+  for (size_t i = 0; i < keyed.size(); ++i) {
+    if (const EtcdHold* record = KeptAliveAlone(keyed[i]); record != nullptr) {
+      by_keepalive.push_back(i);
+      leases.push_back(record->lease().id);
+    }
+  }
+  const std::vector<absl::StatusOr<LeaseState>> kept =
+      KeepLeasesAlive(*client_, clock_, leases,
+                      MonotonicNow() + client_->options().call_timeout);
   std::vector<absl::Status> results;
   results.reserve(calls.size());
   std::vector<size_t> renewed;  // known holds whose keepalive succeeded
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const RenewCall& call = calls[i];
-    results.push_back(
-        call.shape.IsLockWriter()
-            ? RenewWriter(call)
-            : RenewWriter(OnKey(
-                  call, HoldObjectName(call.shape, call.name, call.owner))));
+  size_t next = 0;
+  for (size_t i = 0; i < keyed.size(); ++i) {
+    const RenewCall& call = keyed[i];
+    if (next < by_keepalive.size() && by_keepalive[next] == i) {
+      results.push_back(
+          AfterKeepAlive(call, EtcdHold::Of(call.record), kept[next]));
+      ++next;
+    } else {
+      results.push_back(RenewWriter(call));
+    }
     if (results.back().ok() && call.record != nullptr) renewed.push_back(i);
   }
   for (size_t from = 0; from < renewed.size(); from += kReadsPerTxn) {
@@ -506,22 +536,32 @@ void EtcdBackend::ConfirmKeys(absl::Span<const RenewCall> calls,
   }
 }
 
+const EtcdHold* EtcdBackend::KeptAliveAlone(const RenewCall& call) {
+  if (call.record == nullptr) return nullptr;
+  const EtcdHold* record = EtcdHold::Of(call.record);
+  // A keepalive restores the lease's TTL: the kept maximum (C5). A longer
+  // lease asked moves the hold to a new lease (RenewByReading).
+  return call.lease <= record->lease().ttl ? record : nullptr;
+}
+
 absl::Status EtcdBackend::RenewWriter(const RenewCall& call) {
-  EtcdHold* record =
-      call.record == nullptr ? nullptr : EtcdHold::Of(call.record);
-  if (record != nullptr) {
-    const LeaseState lease = record->lease();
-    if (call.lease <= lease.ttl) {
-      // A keepalive restores the lease's TTL: the kept maximum (C5).
-      absl::StatusOr<LeaseState> kept = KeepAlive(lease.id);
-      if (kept.ok()) {
-        record->Update(*kept);
-        return absl::OkStatus();
-      }
-      if (!absl::IsNotFound(kept.status())) return kept.status();
-    }
+  if (const EtcdHold* record = KeptAliveAlone(call); record != nullptr) {
+    return AfterKeepAlive(call, EtcdHold::Of(call.record),
+                          KeepAlive(record->lease().id));
   }
-  return RenewByReading(call, record);
+  return RenewByReading(
+      call, call.record == nullptr ? nullptr : EtcdHold::Of(call.record));
+}
+
+absl::Status EtcdBackend::AfterKeepAlive(
+    const RenewCall& call, EtcdHold* record,
+    const absl::StatusOr<LeaseState>& kept) {
+  if (kept.ok()) {
+    record->Update(*kept);
+    return absl::OkStatus();
+  }
+  if (!absl::IsNotFound(kept.status())) return kept.status();
+  return RenewByReading(call, record);  // the lease is gone: look at the key
 }
 
 absl::Status EtcdBackend::RenewByReading(const RenewCall& call,

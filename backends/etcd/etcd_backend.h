@@ -188,6 +188,12 @@ class EtcdBackend : public Backend {
   // election's and a permit holder's calls name their own key, OnKey).
   absl::StatusOr<Grant> AcquireWriter(const AcquireCall& call);
   absl::Status RenewWriter(const RenewCall& call);
+  // The record of a known hold that one keepalive of its lease renews;
+  // nullptr when the renewal must read the key (RenewByReading).
+  static const EtcdHold* KeptAliveAlone(const RenewCall& call);
+  // The renewal of `call` given its keepalive's answer `kept`.
+  absl::Status AfterKeepAlive(const RenewCall& call, EtcdHold* record,
+                              const absl::StatusOr<LeaseState>& kept);
   // A hold's own key: its lock's, or the owner's own (OnKey).
   std::string KeyOf(const RenewCall& call) const;
   // Ranges in one Txn, at most: etcd's default --max-txn-ops.

@@ -67,21 +67,43 @@ int LeaseKeeper::streams_opened() const {
 
 absl::StatusOr<absl::Duration> LeaseKeeper::KeepAliveOnce(int64_t lease,
                                                           absl::Time deadline) {
-  auto waiter = std::make_shared<Waiter>();
+  return KeepAliveEach(absl::MakeConstSpan(&lease, 1), deadline).front();
+}
+
+std::vector<absl::StatusOr<absl::Duration>> LeaseKeeper::KeepAliveEach(
+    absl::Span<const int64_t> leases, absl::Time deadline) {
+  size_t unanswered = leases.size();
+  std::vector<std::shared_ptr<Waiter>> waiters;
+  waiters.reserve(leases.size());
   absl::MutexLock lock(&mu_);
-  to_send_.push_back(Request{.lease = lease, .waiters = {waiter}});
+  for (int64_t lease : leases) {
+    waiters.push_back(std::make_shared<Waiter>());
+    waiters.back()->unanswered = &unanswered;
+    to_send_.push_back(Request{.lease = lease, .waiters = {waiters.back()}});
+  }
   wake_ = true;
   // Abseil's timed wait ends at a wall clock instant, which a step of the
   // wall clock moves: the monotonic deadline decides.
-  while (!waiter->done && MonotonicNow() < deadline) {
-    mu_.AwaitWithTimeout(absl::Condition(&waiter->done),
+  auto all_answered = [&unanswered] { return unanswered == 0; };
+  while (unanswered > 0 && MonotonicNow() < deadline) {
+    mu_.AwaitWithTimeout(absl::Condition(&all_answered),
                          deadline - MonotonicNow());
   }
-  if (waiter->done) return waiter->result;
-  return absl::UnavailableError(absl::StrCat("etcd ", endpoints_.Names(),
-                                             ": no member answered a "
-                                             "keepalive of lease ",
-                                             lease, " in time"));
+  std::vector<absl::StatusOr<absl::Duration>> results;
+  results.reserve(leases.size());
+  for (size_t i = 0; i < leases.size(); ++i) {
+    Waiter& waiter = *waiters[i];
+    waiter.unanswered = nullptr;  // an answer after this leaves it alone
+    if (waiter.done) {
+      results.push_back(waiter.result);
+    } else {
+      results.push_back(absl::UnavailableError(
+          absl::StrCat("etcd ", endpoints_.Names(),
+                       ": no member answered a keepalive of lease ", leases[i],
+                       " in time")));
+    }
+  }
+  return results;
 }
 
 absl::Time LeaseKeeper::Schedule(absl::Time now) {
@@ -275,6 +297,7 @@ void LeaseKeeper::Answered(Stream* stream, int64_t lease, int64_t ttl) {
     for (const std::shared_ptr<Waiter>& waiter : request.waiters) {
       waiter->result = result;
       waiter->done = true;
+      if (waiter->unanswered != nullptr) --*waiter->unanswered;
     }
   }
   if (on_gone) on_gone();

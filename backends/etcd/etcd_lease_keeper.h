@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 namespace grpc {
 class ClientContext;
@@ -56,6 +57,13 @@ class LeaseKeeper {
   absl::StatusOr<absl::Duration> KeepAliveOnce(int64_t lease,
                                                absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // KeepAliveOnce() of every lease at once: all are sent before any answer
+  // is awaited, and the caller wakes once, when the last is answered (a
+  // watchdog round of many holds costs one wait, not one per hold). One
+  // result per lease, in order.
+  std::vector<absl::StatusOr<absl::Duration>> KeepAliveEach(
+      absl::Span<const int64_t> leases, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Until when a kept lease is known to live: the sending of its last
   // answered keepalive plus the TTL it got. nullopt before any answer.
@@ -72,10 +80,13 @@ class LeaseKeeper {
     std::function<void()> on_gone;
     std::optional<absl::Time> alive_until;
   };
-  // A KeepAliveOnce() waiting for its answer.
+  // A KeepAliveEach() waiting for one lease's answer.
   struct Waiter {
     bool done = false;
     absl::StatusOr<absl::Duration> result = absl::UnknownError("unanswered");
+    // The caller's count of answers still due, taken off when this one is
+    // done; cleared (under mu_) when the caller stops waiting.
+    size_t* unanswered = nullptr;
   };
   // A keepalive to send, or sent and not yet answered.
   struct Request {

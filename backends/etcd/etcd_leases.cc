@@ -35,11 +35,28 @@ absl::StatusOr<LeaseState> GrantLease(Client& client, const Clock& clock,
 
 absl::StatusOr<LeaseState> KeepLeaseAlive(Client& client, const Clock& clock,
                                           int64_t lease, absl::Time deadline) {
+  return KeepLeasesAlive(client, clock, absl::MakeConstSpan(&lease, 1),
+                         deadline)
+      .front();
+}
+
+std::vector<absl::StatusOr<LeaseState>> KeepLeasesAlive(
+    Client& client, const Clock& clock, absl::Span<const int64_t> leases,
+    absl::Time deadline) {
   const MonoTime sent = clock.Now();
-  absl::StatusOr<absl::Duration> ttl =
-      client.leases().KeepAliveOnce(lease, deadline);
-  if (!ttl.ok()) return ttl.status();
-  return LeaseState{.id = lease, .ttl = *ttl, .alive_until = sent + *ttl};
+  std::vector<absl::StatusOr<absl::Duration>> ttls =
+      client.leases().KeepAliveEach(leases, deadline);
+  std::vector<absl::StatusOr<LeaseState>> states;
+  states.reserve(leases.size());
+  for (size_t i = 0; i < leases.size(); ++i) {
+    if (!ttls[i].ok()) {
+      states.push_back(ttls[i].status());
+    } else {
+      states.push_back(LeaseState{
+          .id = leases[i], .ttl = *ttls[i], .alive_until = sent + *ttls[i]});
+    }
+  }
+  return states;
 }
 
 absl::StatusOr<LeaseState> EtcdBackend::GrantLease(absl::Duration lease) {

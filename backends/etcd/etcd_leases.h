@@ -5,9 +5,11 @@
 #define DLOCK_BACKENDS_ETCD_ETCD_LEASES_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "dlock/clock.h"
 #include "etcd_client.h"
 #include "etcd_hold.h"
@@ -24,6 +26,11 @@ absl::StatusOr<LeaseState> GrantLease(Client& client, const Clock& clock,
 // longer knows the lease.
 absl::StatusOr<LeaseState> KeepLeaseAlive(Client& client, const Clock& clock,
                                           int64_t lease, absl::Time deadline);
+// KeepLeaseAlive() of every lease, sent together (LeaseKeeper::
+// KeepAliveEach); one result per lease, in order.
+std::vector<absl::StatusOr<LeaseState>> KeepLeasesAlive(
+    Client& client, const Clock& clock, absl::Span<const int64_t> leases,
+    absl::Time deadline);
 
 }  // namespace dlock::etcd
 

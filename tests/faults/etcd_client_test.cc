@@ -3,6 +3,7 @@
 // cancel, a compacted start revision).
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -153,6 +154,30 @@ TEST_F(EtcdClientTest, KeepAliveOnceRenewsAndSaysWhenTheLeaseIsGone) {
   EXPECT_CODE(client_->leases().KeepAliveOnce(
                   lease.id(), etcd::MonotonicNow() + absl::Seconds(5)),
               kNotFound);
+}
+
+// A watchdog round: every keepalive sent before any answer is awaited, one
+// result per lease in order, a gone lease told as such among live ones.
+TEST_F(EtcdClientTest, KeepAliveEachAnswersEveryLeaseInOrder) {
+  std::vector<int64_t> leases;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto lease,
+                         client_->LeaseGrant(absl::Seconds(5 + i % 3)));
+    leases.push_back(lease.id());
+  }
+  ASSERT_OK(client_->LeaseRevoke(leases[17]));
+  const std::vector<absl::StatusOr<absl::Duration>> ttls =
+      client_->leases().KeepAliveEach(leases,
+                                      etcd::MonotonicNow() + absl::Seconds(5));
+  ASSERT_EQ(ttls.size(), leases.size());
+  for (int i = 0; i < 50; ++i) {
+    if (i == 17) {
+      EXPECT_CODE(ttls[i], kNotFound);
+    } else {
+      ASSERT_OK(ttls[i]);
+      EXPECT_EQ(*ttls[i], absl::Seconds(5 + i % 3)) << i;
+    }
+  }
 }
 
 TEST_F(EtcdClientTest, AKeptLeaseRevokedElsewhereIsToldGoneOnce) {
