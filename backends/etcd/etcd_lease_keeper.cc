@@ -72,6 +72,7 @@ absl::StatusOr<absl::Duration> LeaseKeeper::KeepAliveOnce(int64_t lease,
 
 std::vector<absl::StatusOr<absl::Duration>> LeaseKeeper::KeepAliveEach(
     absl::Span<const int64_t> leases, absl::Time deadline) {
+  if (leases.empty()) return {};
   size_t unanswered = leases.size();
   std::vector<std::shared_ptr<Waiter>> waiters;
   waiters.reserve(leases.size());
