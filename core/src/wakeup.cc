@@ -103,12 +103,12 @@ class WaitBetweenAttempts {
   void BeforeAttempt() { notifications_before_ = hub_.notifications(); }
 
   // After `name` refused the attempt: DeadlineExceeded once the deadline has
-  // passed; otherwise waits (on `name`) until a wake-up, the holder's lease
-  // end (1 ms past it, so that the backend has expired it), the fallback
-  // poll or the deadline, and returns OK: attempt again. After a wake-up
-  // that may have woken others too, the attempt comes a random moment later
-  // (PauseBeforeTheRace).
-  absl::Status AfterRefusal(absl::string_view name,
+  // passed; otherwise waits (on `wake_on`, the name `name`'s releases are
+  // announced under) until a wake-up, the holder's lease end (1 ms past it,
+  // so that the backend has expired it), the fallback poll or the deadline,
+  // and returns OK: attempt again. After a wake-up that may have woken
+  // others too, the attempt comes a random moment later (PauseBeforeTheRace).
+  absl::Status AfterRefusal(absl::string_view name, absl::string_view wake_on,
                             absl::Duration holder_lease_left) {
     const MonoTime now = hub_.clock().Now();
     if (now >= deadline_) {
@@ -119,8 +119,8 @@ class WaitBetweenAttempts {
     // An announcement that came before the waiter was registered is not
     // known to be a lone waiter's: it is raced for.
     bool announced = false, race = true;
-    if (!waiter_.has_value() || waiter_->name() != name) {
-      waiter_.emplace(hub_, name);
+    if (!waiter_.has_value() || waiter_->name() != wake_on) {
+      waiter_.emplace(hub_, wake_on);
       announced = hub_.notifications() != notifications_before_;
     }
     if (!announced) {
@@ -168,7 +168,8 @@ absl::StatusOr<Grant> AcquireWithWakeups(
                    .hold_count = result->acquired->hold_count,
                    .sent = sent};
     }
-    if (absl::Status s = wait.AfterRefusal(wake_on, result->holder_lease_left);
+    if (absl::Status s =
+            wait.AfterRefusal(call.name, wake_on, result->holder_lease_left);
         !s.ok()) {
       return s;
     }
@@ -196,7 +197,8 @@ absl::StatusOr<std::vector<Grant>> AcquireAllWithWakeups(
       }
       return grants;
     }
-    if (absl::Status s = wait.AfterRefusal(parts[result->refused].name,
+    const absl::string_view refused = parts[result->refused].name;
+    if (absl::Status s = wait.AfterRefusal(refused, refused,
                                            result->refusal.holder_lease_left);
         !s.ok()) {
       return s;
