@@ -477,9 +477,9 @@ std::vector<absl::Status> EtcdBackend::RenewMany(
   std::vector<size_t> by_keepalive;
   std::vector<int64_t> leases;
   for (size_t i = 0; i < keyed.size(); ++i) {
-    if (const EtcdHold* record = KeptAliveAlone(keyed[i]); record != nullptr) {
+    if (std::optional<int64_t> lease = LeaseToKeepAlive(keyed[i])) {
       by_keepalive.push_back(i);
-      leases.push_back(record->lease().id);
+      leases.push_back(*lease);
     }
   }
   const std::vector<absl::StatusOr<LeaseState>> kept =
@@ -496,7 +496,8 @@ std::vector<absl::Status> EtcdBackend::RenewMany(
           AfterKeepAlive(call, EtcdHold::Of(call.record), kept[next]));
       ++next;
     } else {
-      results.push_back(RenewWriter(call));
+      results.push_back(RenewByReading(
+          call, call.record == nullptr ? nullptr : EtcdHold::Of(call.record)));
     }
     if (results.back().ok() && call.record != nullptr) renewed.push_back(i);
   }
@@ -536,21 +537,13 @@ void EtcdBackend::ConfirmKeys(absl::Span<const RenewCall> calls,
   }
 }
 
-const EtcdHold* EtcdBackend::KeptAliveAlone(const RenewCall& call) {
-  if (call.record == nullptr) return nullptr;
-  const EtcdHold* record = EtcdHold::Of(call.record);
+std::optional<int64_t> EtcdBackend::LeaseToKeepAlive(const RenewCall& call) {
+  if (call.record == nullptr) return std::nullopt;
   // A keepalive restores the lease's TTL: the kept maximum (C5). A longer
   // lease asked moves the hold to a new lease (RenewByReading).
-  return call.lease <= record->lease().ttl ? record : nullptr;
-}
-
-absl::Status EtcdBackend::RenewWriter(const RenewCall& call) {
-  if (const EtcdHold* record = KeptAliveAlone(call); record != nullptr) {
-    return AfterKeepAlive(call, EtcdHold::Of(call.record),
-                          KeepAlive(record->lease().id));
-  }
-  return RenewByReading(
-      call, call.record == nullptr ? nullptr : EtcdHold::Of(call.record));
+  const LeaseState lease = EtcdHold::Of(call.record)->lease();
+  if (call.lease > lease.ttl) return std::nullopt;
+  return lease.id;
 }
 
 absl::Status EtcdBackend::AfterKeepAlive(

@@ -187,10 +187,9 @@ class EtcdBackend : public Backend {
   // etcd_backend.cc: a lock's writer, on the key of call.name (an
   // election's and a permit holder's calls name their own key, OnKey).
   absl::StatusOr<Grant> AcquireWriter(const AcquireCall& call);
-  absl::Status RenewWriter(const RenewCall& call);
-  // The record of a known hold that one keepalive of its lease renews;
-  // nullptr when the renewal must read the key (RenewByReading).
-  static const EtcdHold* KeptAliveAlone(const RenewCall& call);
+  // The lease of a known hold that one keepalive renews; nullopt when the
+  // renewal must read the key (RenewByReading).
+  static std::optional<int64_t> LeaseToKeepAlive(const RenewCall& call);
   // The renewal of `call` given its keepalive's answer `kept`.
   absl::Status AfterKeepAlive(const RenewCall& call, EtcdHold* record,
                               const absl::StatusOr<LeaseState>& kept);
