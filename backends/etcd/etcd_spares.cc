@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "etcd_leases.h"
 
 namespace dlock::etcd {
@@ -57,6 +58,12 @@ void SpareLeases::Return(absl::Duration lease, const LeaseState& spare) {
     if (it != lengths_.end() && Keep(it->second, spare, clock_.Now())) return;
   }
   (void)client_.LeaseRevoke(spare.id);  // else it expires by itself
+}
+
+int SpareLeases::ReadyCount(absl::Duration lease) {
+  absl::MutexLock lock(&mu_);
+  auto it = lengths_.find(KeyOf(lease));
+  return it == lengths_.end() ? 0 : static_cast<int>(it->second.ready.size());
 }
 
 bool SpareLeases::Keep(Length& length, const LeaseState& spare, MonoTime now) {
@@ -130,10 +137,11 @@ std::optional<SpareLeases::Job> SpareLeases::DueJob(MonoTime now,
       // it fresh.
       const MonoTime due = Confirmed(length.ready.front()) + length.max_age / 2;
       if (due <= now) {
-        Job job{Job::Kind::kRefresh, key, length.lease, length.ready.front()};
-        length.ready.erase(length.ready.begin());
-        ++length.busy;
-        return job;
+        // It stays ready meanwhile: an acquisition that comes during the
+        // keepalive takes it (Refreshed() then files nothing) rather than
+        // finding none and granting a lease of its own.
+        return Job{Job::Kind::kRefresh, key, length.lease,
+                   length.ready.front()};
       }
       next = std::min(next, due);
     }
@@ -148,15 +156,23 @@ std::optional<SpareLeases::Job> SpareLeases::DueJob(MonoTime now,
 }
 
 void SpareLeases::Do(const Job& job) {
-  if (job.kind == Job::Kind::kRevoke) {
-    (void)client_.LeaseRevoke(job.spare.id);  // else it expires by itself
-    return;
+  switch (job.kind) {
+    case Job::Kind::kRevoke:
+      (void)client_.LeaseRevoke(job.spare.id);  // else it expires by itself
+      return;
+    case Job::Kind::kRefresh:
+      Refreshed(
+          job, KeepLeaseAlive(client_, clock_, job.spare.id,
+                              MonotonicNow() + client_.options().call_timeout));
+      return;
+    case Job::Kind::kGrant:
+      Granted(job, GrantLease(client_, clock_, job.lease));
+      return;
   }
-  const bool grant = job.kind == Job::Kind::kGrant;
-  const absl::StatusOr<LeaseState> spare =
-      grant ? GrantLease(client_, clock_, job.lease)
-            : KeepLeaseAlive(client_, clock_, job.spare.id,
-                             MonotonicNow() + client_.options().call_timeout);
+}
+
+void SpareLeases::Granted(const Job& job,
+                          const absl::StatusOr<LeaseState>& spare) {
   {
     absl::MutexLock lock(&mu_);
     auto it = lengths_.find(job.length_key);
@@ -164,15 +180,31 @@ void SpareLeases::Do(const Job& job) {
       --it->second.busy;
       // A failed grant leaves no spare, and wants none until acquisitions
       // find none again.
-      if (grant && !spare.ok()) it->second.wanted = 0;
+      if (!spare.ok()) it->second.wanted = 0;
       if (spare.ok() && Keep(it->second, *spare, clock_.Now())) return;
     }
   }
-  if (spare.ok()) {
-    (void)client_.LeaseRevoke(spare->id);
-  } else if (!grant && !absl::IsNotFound(spare.status())) {
-    (void)client_.LeaseRevoke(job.spare.id);  // not known to be fresh
+  if (spare.ok()) (void)client_.LeaseRevoke(spare->id);
+}
+
+void SpareLeases::Refreshed(const Job& job,
+                            const absl::StatusOr<LeaseState>& fresh) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto length = lengths_.find(job.length_key);
+    if (length == lengths_.end()) return;
+    std::vector<LeaseState>& ready = length->second.ready;
+    auto spare = absl::c_find_if(
+        ready, [&](const LeaseState& s) { return s.id == job.spare.id; });
+    // Taken meanwhile: a hold's lease now, neither filed nor revoked here.
+    if (spare == ready.end()) return;
+    ready.erase(spare);
+    if (fresh.ok() && Keep(length->second, *fresh, clock_.Now())) return;
+    // Gone already (NotFound): nothing to revoke.
+    if (!fresh.ok() && absl::IsNotFound(fresh.status())) return;
   }
+  // Not wanted any more, or not known to be fresh.
+  (void)client_.LeaseRevoke(job.spare.id);
 }
 
 void SpareLeases::Shutdown() {

@@ -13,10 +13,11 @@
 // thread of the pool's own keeps spares of that length ready: one, and one
 // more (up to a bound) each time an acquisition finds none. Spares are kept
 // fresh (a keepalive before they get older than their acquisitions accept,
-// so that the core counts a hold on one nearly from its acquisition) while
-// their length is still acquired, and revoked once it no longer is, and at
-// Shutdown(). A grant that fails leaves no spare: the acquisition grants
-// one itself, as without a pool.
+// so that the core counts a hold on one nearly from its acquisition; a spare
+// stays takeable while its keepalive is under way) while their length is
+// still acquired, and revoked once it no longer is, and at Shutdown(). A grant
+// that fails leaves no spare: the acquisition grants one itself, as without a
+// pool.
 #ifndef DLOCK_BACKENDS_ETCD_ETCD_SPARES_H_
 #define DLOCK_BACKENDS_ETCD_ETCD_SPARES_H_
 
@@ -67,6 +68,8 @@ class SpareLeases {
   // fresh enough for the acquisitions, else revoked.
   void Return(absl::Duration lease, const LeaseState& spare)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // How many spares of `lease` are ready now: for tests and gauges.
+  int ReadyCount(absl::Duration lease) ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the pool's thread and revokes every spare. Idempotent.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -77,7 +80,7 @@ class SpareLeases {
     MonoTime last_asked = MonoTime::InfinitePast();
     absl::Duration max_age;
     int wanted = 0;                 // how many spares to keep ready
-    int busy = 0;                   // being granted or kept alive by the thread
+    int busy = 0;                   // being granted by the thread
     std::vector<LeaseState> ready;  // the freshest last
   };
   // The thread's next call.
@@ -103,6 +106,11 @@ class SpareLeases {
   std::optional<Job> DueJob(MonoTime now, MonoTime& next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Do(const Job& job) ABSL_LOCKS_EXCLUDED(mu_);
+  // The ends of a grant and of a keepalive of a ready spare.
+  void Granted(const Job& job, const absl::StatusOr<LeaseState>& spare)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Refreshed(const Job& job, const absl::StatusOr<LeaseState>& fresh)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Files `spare` among the ready ones of `length` if it is wanted there.
   bool Keep(Length& length, const LeaseState& spare, MonoTime now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -14,19 +14,9 @@ namespace {
 
 using etcd::WatchUpdate;
 
-class EtcdClientTest : public EtcdServerSuite<EtcdClientTest> {
+class EtcdClientTest : public EtcdClientSuite<EtcdClientTest> {
  public:
   static EtcdServer::Options ServerOptions() { return {}; }
-
- protected:
-  void SetUp() override {
-    EtcdServerSuite::SetUp();
-    if (HasFatalFailure()) return;
-    ASSERT_OK_AND_ASSIGN(client_,
-                         etcd::Client::Create(ClientOptionsFor(*server_)));
-  }
-
-  std::unique_ptr<etcd::Client> client_;
 };
 
 TEST_F(EtcdClientTest, PutRangeAndDeleteRange) {

@@ -43,6 +43,20 @@ inline std::string TestKey(const std::string& suffix = "") {
          suffix;
 }
 
+// A suite of `Suite`'s etcd whose every test gets a client of its own.
+template <typename Suite>
+class EtcdClientSuite : public EtcdServerSuite<Suite> {
+ protected:
+  void SetUp() override {
+    EtcdServerSuite<Suite>::SetUp();
+    if (this->HasFatalFailure()) return;
+    ASSERT_OK_AND_ASSIGN(client_, etcd::Client::Create(ClientOptionsFor(
+                                      *EtcdServerSuite<Suite>::server_)));
+  }
+
+  std::unique_ptr<etcd::Client> client_;
+};
+
 class WatchRecorder {
  public:
   etcd::Watch::Callback Callback() {

@@ -55,9 +55,9 @@ class EtcdSparesTest : public EtcdServerSuite<EtcdSparesTest> {
     return spares;
   }
 
-  // Waits for the pool's thread to have granted a spare; a generous bound
-  // that only catches a pool that grants none.
-  static std::vector<int64_t> AwaitSpares() {
+  // Waits for `count` spares; a generous bound that only catches a pool
+  // that grants none.
+  static std::vector<int64_t> AwaitSpares(size_t count) {
     const absl::Time give_up = absl::Now() + absl::Seconds(10);
     while (absl::Now() < give_up) {
       absl::StatusOr<std::vector<int64_t>> spares = Spares();
@@ -65,10 +65,10 @@ class EtcdSparesTest : public EtcdServerSuite<EtcdSparesTest> {
         ADD_FAILURE() << spares.status();
         return {};
       }
-      if (!spares->empty()) return *spares;
+      if (spares->size() >= count) return *spares;
       absl::SleepFor(absl::Milliseconds(20));
     }
-    ADD_FAILURE() << "no lease was granted ahead within 10s";
+    ADD_FAILURE() << "fewer than " << count << " spares within 10s";
     return {};
   }
 
@@ -104,8 +104,13 @@ class EtcdSparesTest : public EtcdServerSuite<EtcdSparesTest> {
   static int64_t Grants() { return Calls("LeaseGrant"); }
 
   // A client of the test's namespace whose lock "job" was acquired and
-  // released twice, back to back, with 10 s leases: the spares its thread
-  // then granted ahead.
+  // released back to back with 10 s leases, and its two spares. Twice in a
+  // row puts the length in demand: the pool wants one spare from then on.
+  // Whether its thread grants one, or the second hold's lease comes back
+  // first, depends on the scheduler; so a third hold waits, held, for the
+  // spare that replaces the one it took, and its lease then comes back too.
+  // From two spares on, a pair leaves one ready while it holds the other:
+  // the thread has nothing to grant.
   std::vector<int64_t> WarmUp() {
     absl::StatusOr<std::unique_ptr<LockClient>> client =
         Connect(server_->Uri(ns_));
@@ -121,14 +126,19 @@ class EtcdSparesTest : public EtcdServerSuite<EtcdSparesTest> {
       return {};
     }
     lock_ = *std::move(lock);
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 3; ++i) {
       absl::StatusOr<Hold> hold = lock_->Acquire(kTenSeconds);
-      if (!hold.ok() || !hold->Release().ok()) {
+      if (!hold.ok()) {
         ADD_FAILURE() << "pair " << i << ": " << hold.status();
         return {};
       }
+      if (i == 2 && AwaitSpares(1).empty()) return {};
+      if (absl::Status released = hold->Release(); !released.ok()) {
+        ADD_FAILURE() << "pair " << i << ": " << released;
+        return {};
+      }
     }
-    return AwaitSpares();
+    return AwaitSpares(2);
   }
 
   static inline const AcquireOptions kTenSeconds{.lease = absl::Seconds(10)};
