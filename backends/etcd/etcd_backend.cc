@@ -452,11 +452,6 @@ absl::Status EtcdBackend::Renew(const RenewCall& call) {
   return RenewMany(absl::MakeConstSpan(&call, 1)).front();
 }
 
-std::string EtcdBackend::KeyOf(const RenewCall& call) const {
-  if (call.shape.IsLockWriter()) return layout_.Key(call.name);
-  return layout_.Key(HoldObjectName(call.shape, call.name, call.owner));
-}
-
 std::vector<absl::Status> EtcdBackend::RenewMany(
     absl::Span<const RenewCall> calls) {
   // Each call on its hold's own key (OnKey), whose names must stay put.
@@ -502,20 +497,24 @@ std::vector<absl::Status> EtcdBackend::RenewMany(
     if (results.back().ok() && call.record != nullptr) renewed.push_back(i);
   }
   for (size_t from = 0; from < renewed.size(); from += kReadsPerTxn) {
-    ConfirmKeys(calls, absl::MakeConstSpan(renewed).subspan(from, kReadsPerTxn),
+    ConfirmKeys(calls, keyed,
+                absl::MakeConstSpan(renewed).subspan(from, kReadsPerTxn),
                 results);
   }
   return results;
 }
 
 void EtcdBackend::ConfirmKeys(absl::Span<const RenewCall> calls,
+                              absl::Span<const RenewCall> keyed,
                               absl::Span<const size_t> renewed,
                               std::vector<absl::Status>& results) {
   // After the keepalives: a key there now was there as its lease was kept
   // alive. A lease lives on past a force unlock that deleted its key and
   // could not revoke it (EndHold), or a key deleted by hand.
   etcdserverpb::TxnRequest reads;
-  for (size_t i : renewed) *reads.add_success() = RangeOp(KeyOf(calls[i]));
+  for (size_t i : renewed) {
+    *reads.add_success() = RangeOp(layout_.Key(keyed[i].name));
+  }
   absl::StatusOr<etcdserverpb::TxnResponse> read =
       client_->Txn(reads, {.idempotent = true});
   for (size_t j = 0; j < renewed.size(); ++j) {

@@ -193,13 +193,13 @@ class EtcdBackend : public Backend {
   // The renewal of `call` given its keepalive's answer `kept`.
   absl::Status AfterKeepAlive(const RenewCall& call, EtcdHold* record,
                               const absl::StatusOr<LeaseState>& kept);
-  // A hold's own key: its lock's, or the owner's own (OnKey).
-  std::string KeyOf(const RenewCall& call) const;
   // Ranges in one Txn, at most: etcd's default --max-txn-ops.
   static constexpr int kReadsPerTxn = 128;
   // Turns the renewals `renewed` of `calls`, whose keepalives succeeded,
-  // into losses where their key is gone or of another generation.
+  // into losses where their key is gone or of another generation. `keyed`
+  // are the same calls on their holds' own keys (OnKey), which name them.
   void ConfirmKeys(absl::Span<const RenewCall> calls,
+                   absl::Span<const RenewCall> keyed,
                    absl::Span<const size_t> renewed,
                    std::vector<absl::Status>& results);
   // etcd_leases.cc, shared by every recipe's acquisition. Before an
