@@ -41,6 +41,7 @@
 #include "dlock/backend/forwarding_backend.h"
 #include "dlock/dlock.h"
 #include "redis_sentinel_group.h"
+#include "redis_server_cost.h"
 
 namespace {
 
@@ -87,223 +88,6 @@ absl::StatusOr<absl::Duration> IsolatedRoundTrip(int port, int samples) {
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
-}
-
-// One command on a fresh connection; its reply as text (a status, a bulk
-// string or an integer).
-absl::StatusOr<std::string> Command(int port,
-                                    const std::vector<std::string>& argv) {
-  redisContext* ctx = redisConnect("127.0.0.1", port);
-  if (ctx == nullptr || ctx->err != 0) {
-    if (ctx != nullptr) redisFree(ctx);
-    return absl::UnavailableError("cannot connect to read the server's stats");
-  }
-  std::vector<const char*> args;
-  std::vector<size_t> lengths;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lengths.push_back(a.size());
-  }
-  auto* reply = static_cast<redisReply*>(redisCommandArgv(
-      ctx, static_cast<int>(args.size()), args.data(), lengths.data()));
-  redisFree(ctx);
-  if (reply == nullptr) return absl::UnavailableError("no reply");
-  std::string text = reply->type == REDIS_REPLY_INTEGER
-                         ? absl::StrCat(reply->integer)
-                         : std::string(reply->str ? reply->str : "",
-                                       reply->str ? reply->len : 0);
-  freeReplyObject(reply);
-  return text;
-}
-
-// What `run` cost the server per acquire+release pair, from INFO
-// commandstats: the time of the commands a client sends itself (`top_level`;
-// a script's time includes the commands it runs, EXEC's those it runs), over
-// their count divided by how many of them each pair sends.
-absl::StatusOr<double> ServerMicrosPerPair(
-    int port, const std::vector<std::string>& top_level, int calls_per_pair,
-    const std::function<absl::Status()>& run) {
-  if (absl::StatusOr<std::string> s = Command(port, {"CONFIG", "RESETSTAT"});
-      !s.ok()) {
-    return s.status();
-  }
-  if (absl::Status s = run(); !s.ok()) return s;
-  absl::StatusOr<std::string> info = Command(port, {"INFO", "commandstats"});
-  if (!info.ok()) return info.status();
-  int64_t calls = 0;
-  int64_t usec = 0;
-  for (const std::string& command : top_level) {
-    const std::string field = absl::StrCat("cmdstat_", command, ":calls=");
-    const size_t at = info->find(field);
-    if (at == std::string::npos) continue;
-    calls += std::strtoll(info->c_str() + at + field.size(), nullptr, 10);
-    const size_t u = info->find("usec=", at);
-    usec += std::strtoll(info->c_str() + u + 5, nullptr, 10);
-  }
-  if (calls == 0) return absl::InternalError("no calls counted");
-  return calls_per_pair * static_cast<double>(usec) /
-         static_cast<double>(calls);
-}
-
-// How a contender takes its key before the common release script: node
-// redis-semaphore's plain SET NX PX, or the two cheapest acquires that give
-// a fencing token the server makes (C8), which bound dlock's from below:
-// a script of TIME and SET NX PX that writes no token into the lock, and
-// TIME and SET NX PX in one MULTI/EXEC (no script at all; the token, TIME's
-// reply, is not in the lock either, so nothing on the server could check
-// it: a floor, not a design).
-enum class Acquire { kSetNxPx, kFencedScript, kFencedTransaction };
-
-// The commands INFO commandstats counts for a contender, what it sends
-// itself (EXEC's time includes the commands it runs, as a script's does),
-// and how many of them a pair sends.
-struct TopLevel {
-  std::vector<std::string> commands;
-  int per_pair = 2;
-};
-TopLevel TopLevelOf(Acquire acquire) {
-  switch (acquire) {
-    case Acquire::kSetNxPx:
-      return {{"set", "evalsha"}, 2};
-    case Acquire::kFencedScript:
-      return {{"evalsha"}, 2};
-    case Acquire::kFencedTransaction:
-      return {{"multi", "exec", "evalsha"}, 3};
-  }
-  return {};
-}
-
-constexpr char kFencedScript[] =
-    "local t = redis.call('TIME') "
-    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', 10000) then "
-    "return t end return 0";
-
-// One acquire of `key` as `acquire` says; false when the server failed it.
-bool AcquireOnce(redisContext* ctx, Acquire acquire, const std::string& key,
-                 const std::string& fenced_sha) {
-  if (acquire != Acquire::kFencedTransaction) {
-    void* reply = acquire == Acquire::kSetNxPx
-                      ? redisCommand(ctx, "SET %s id NX PX 10000", key.c_str())
-                      : redisCommand(ctx, "EVALSHA %s 1 %s id",
-                                     fenced_sha.c_str(), key.c_str());
-    if (reply == nullptr) return false;
-    // Taken: SET's OK, or the script's TIME (each thread's key is free).
-    const int taken =
-        acquire == Acquire::kSetNxPx ? REDIS_REPLY_STATUS : REDIS_REPLY_ARRAY;
-    const bool ok = static_cast<redisReply*>(reply)->type == taken;
-    freeReplyObject(reply);
-    return ok;
-  }
-  // One write, as a client that pipelines its transaction sends it.
-  redisAppendCommand(ctx, "MULTI");
-  redisAppendCommand(ctx, "TIME");
-  redisAppendCommand(ctx, "SET %s id NX PX 10000", key.c_str());
-  redisAppendCommand(ctx, "EXEC");
-  bool ok = true;
-  for (int i = 0; i < 4; ++i) {
-    void* reply = nullptr;
-    if (redisGetReply(ctx, &reply) != REDIS_OK || reply == nullptr) {
-      return false;
-    }
-    const redisReply* r = static_cast<redisReply*>(reply);
-    // EXEC's replies: TIME's, then SET's OK (taken).
-    if (i == 3) {
-      ok = ok && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-           r->element[1]->type == REDIS_REPLY_STATUS;
-    }
-    ok = ok && r->type != REDIS_REPLY_ERROR;
-    freeReplyObject(reply);
-  }
-  return ok;
-}
-
-// Acquire+release pairs as the server sees them, from `threads` threads on
-// a connection each for `slice`: `acquire`, then EVALSHA of `release`
-// (node redis-semaphore's: GET, compare, DEL), each thread on a key of its
-// own.
-absl::Status ScriptReleasedPairs(int port, int threads, absl::Duration slice,
-                                 Acquire acquire, const std::string& release) {
-  absl::StatusOr<std::string> sha = Command(port, {"SCRIPT", "LOAD", release});
-  if (!sha.ok()) return sha.status();
-  absl::StatusOr<std::string> fenced_sha =
-      Command(port, {"SCRIPT", "LOAD", kFencedScript});
-  if (!fenced_sha.ok()) return fenced_sha.status();
-  std::atomic<bool> failed{false};
-  std::vector<std::thread> workers;
-  const absl::Time end = absl::Now() + slice;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      redisContext* ctx = redisConnect("127.0.0.1", port);
-      if (ctx == nullptr || ctx->err != 0) {
-        failed = true;
-        if (ctx != nullptr) redisFree(ctx);
-        return;
-      }
-      const std::string key = absl::StrCat("peer:", t);
-      while (absl::Now() < end && !failed) {
-        if (!AcquireOnce(ctx, acquire, key, *fenced_sha)) failed = true;
-        void* del =
-            redisCommand(ctx, "EVALSHA %s 1 %s id", sha->c_str(), key.c_str());
-        if (del == nullptr) failed = true;
-        if (del != nullptr) freeReplyObject(del);
-      }
-      redisFree(ctx);
-    });
-  }
-  for (std::thread& w : workers) w.join();
-  if (failed) {
-    return absl::UnavailableError(
-        "an acquire+release pair failed (the key was not taken, or the "
-        "server refused a command)");
-  }
-  return absl::OkStatus();
-}
-
-// The server's cost per pair (16 threads) for dlock, for the commands of
-// node redis-semaphore's pair, and for the two fenced floors, in
-// alternating slices; medians over the rounds.
-struct ServerCost {
-  double dlock = 0;
-  double set_and_script = 0;
-  double fenced_script = 0;
-  double fenced_transaction = 0;
-};
-absl::StatusOr<ServerCost> ServerCostOf(int port, const std::string& uri,
-                                        absl::Duration slice, int rounds) {
-  const std::string release =
-      "if redis.call('get', KEYS[1]) == ARGV[1] then return "
-      "redis.call('del', KEYS[1]) end return 0";
-  constexpr Acquire kContenders[] = {Acquire::kSetNxPx, Acquire::kFencedScript,
-                                     Acquire::kFencedTransaction};
-  std::vector<double> ours;
-  std::vector<double> theirs[std::size(kContenders)];
-  for (int r = 0; r < rounds; ++r) {
-    absl::StatusOr<double> d =
-        ServerMicrosPerPair(port, {"fcall", "evalsha", "eval"}, 2, [&] {
-          return dlock::bench::UncontendedPairsPerSecond(uri, 16, slice)
-              .status();
-        });
-    if (!d.ok()) return d.status();
-    ours.push_back(*d);
-    for (size_t c = 0; c < std::size(kContenders); ++c) {
-      absl::StatusOr<double> p =
-          ServerMicrosPerPair(port, TopLevelOf(kContenders[c]).commands,
-                              TopLevelOf(kContenders[c]).per_pair, [&] {
-                                return ScriptReleasedPairs(
-                                    port, 16, slice, kContenders[c], release);
-                              });
-      if (!p.ok()) return p.status();
-      theirs[c].push_back(*p);
-    }
-  }
-  auto median = [](std::vector<double>& v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return ServerCost{.dlock = median(ours),
-                    .set_and_script = median(theirs[0]),
-                    .fenced_script = median(theirs[1]),
-                    .fenced_transaction = median(theirs[2])};
 }
 
 double CpuSeconds() {
@@ -583,6 +367,28 @@ absl::StatusOr<TlsCost> MeasureTlsCost(const std::string& plain_uri,
   return cost;
 }
 
+void PrintServerCost(const dlock::bench::ServerCost& cost) {
+  auto ratio = [&](double us) { return us / cost.peer; };
+  std::cout << absl::StrFormat(
+      "server cost per pair (INFO commandstats, 16 threads/clients):\n"
+      "  dlock %.1f us; SET NX PX + release script (node redis-semaphore's "
+      "commands) %.1f us: %.2fx (target <= 1, the peers themselves in the "
+      "comparative report): %s\n",
+      cost.dlock, cost.peer, ratio(cost.dlock),
+      cost.dlock <= cost.peer ? "MET" : "MISSED");
+  // What the target asks of any lock with a number the server makes
+  // (docs/performance.md, "The fenced floor, measured").
+  std::cout << absl::StrFormat(
+      "  floors, number not kept: TIME + SET NX PX in a script %.1f us "
+      "(%.2fx), in MULTI/EXEC %.1f us (%.2fx)\n"
+      "  number kept: a hold's fields, counter + COPY in MULTI/EXEC, HGET + "
+      "DEL "
+      "script %.1f us (%.2fx)\n",
+      cost.time_script, ratio(cost.time_script), cost.time_transaction,
+      ratio(cost.time_transaction), cost.copy_transaction,
+      ratio(cost.copy_transaction));
+}
+
 void PrintTlsCost(const TlsCost& tls) {
   // The time a thread spends on one pair, at each side's median rate.
   auto extra_us = [](const dlock::bench::Paired& p, int threads) {
@@ -694,8 +500,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<TlsCost> tls = MeasureTlsCost(uri, port, rounds, slice);
   if (!tls.ok()) return dlock::bench::Fail(tls.status());
 
-  absl::StatusOr<ServerCost> cost =
-      ServerCostOf(port, uri, slice, std::max(1, rounds / 2));
+  absl::StatusOr<dlock::bench::ServerCost> cost =
+      dlock::bench::ServerCostOf(port, uri, slice, std::max(1, rounds / 2));
   if (!cost.ok()) return dlock::bench::Fail(cost.status());
 
   absl::StatusOr<MemoryUse> memory = MemoryAcrossNames(uri);
@@ -730,21 +536,7 @@ int main(int argc, char** argv) {
       absl::FormatDuration(*lone_trip), kTargetHandOffRoundTrips,
       handoff_trips <= kTargetHandOffRoundTrips ? "MET" : "MISSED",
       absl::FormatDuration(handoff->p99));
-  std::cout << absl::StrFormat(
-      "server cost per pair (INFO commandstats, 16 threads/clients):\n"
-      "  dlock %.1f us; SET NX PX + release script (node redis-semaphore's "
-      "commands) %.1f us: %.2fx (target <= 1, the peers themselves in the "
-      "comparative report): %s\n",
-      cost->dlock, cost->set_and_script, cost->dlock / cost->set_and_script,
-      cost->dlock <= cost->set_and_script ? "MET" : "MISSED");
-  // Whether the target can be met on this server at all (docs/performance.md,
-  // "The fenced floor"): the cheapest acquires with a server-made token.
-  std::cout << absl::StrFormat(
-      "  fenced floor, same release: TIME + SET NX PX in a script %.1f us "
-      "(%.2fx the peer's); in MULTI/EXEC, no script %.1f us (%.2fx)\n",
-      cost->fenced_script, cost->fenced_script / cost->set_and_script,
-      cost->fenced_transaction,
-      cost->fenced_transaction / cost->set_and_script);
+  PrintServerCost(*cost);
   const int64_t growth = memory->heap_after - memory->heap_before;
   constexpr double kMiB = 1 << 20;
   std::cout << absl::StrFormat(
