@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "bench_util.h"
 
@@ -116,10 +117,13 @@ bool Taken(Acquire acquire, const redisReply* r) {
     case Acquire::kTimeTransaction:         // TIME's, then SET's OK
       return r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
              r->element[1]->type == REDIS_REPLY_STATUS;
-    case Acquire::kCopyTransaction:  // the counter, HSET's, COPY's 1, ...
+    case Acquire::kCopyTransaction:  // the counter, HSET's, COPY's 1, TTL set
       return r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+             r->element[0]->type == REDIS_REPLY_INTEGER &&
              r->element[2]->type == REDIS_REPLY_INTEGER &&
-             r->element[2]->integer == 1;
+             r->element[2]->integer == 1 &&
+             r->element[3]->type == REDIS_REPLY_INTEGER &&
+             r->element[3]->integer == 1;
   }
   return false;
 }
@@ -135,8 +139,9 @@ redisReply* AcquireOnce(redisContext* ctx, Acquire acquire,
       return Transaction(ctx,
                          {{"TIME"}, {"SET", key, "id", "NX", "PX", "10000"}});
     case Acquire::kCopyTransaction: {
-      // The template shares the lock's slot (one per slot would do); its
-      // counter only grows, and COPY writes only when the lock is absent.
+      // The template shares the lock's hash tag, so its slot; its counter
+      // only grows, and COPY writes only when the lock is absent. It never
+      // has a TTL, so PEXPIRE NX gives the fresh copy its lease.
       // The fields a hold keeps (C5, C11, C19), the owner as long as
       // dlock's (a client id and a thread).
       const std::string templ = absl::StrCat(key, ":template");
@@ -184,7 +189,7 @@ absl::Status ContenderPairs(int port, absl::Duration slice,
   const absl::Time end = absl::Now() + slice;
   for (int t = 0; t < kThreads; ++t) {
     workers.emplace_back([&, t] {
-      const std::string key = absl::StrCat("floor:", t);
+      const std::string key = absl::StrCat("{floor:", t, "}");
       if (!PairsUntil(port, contender.acquire, key, *script_sha, *release_sha,
                       end)) {
         failed = true;
@@ -229,6 +234,7 @@ absl::StatusOr<double> ServerMicrosPerPair(
          static_cast<double>(calls);
 }
 
+// Of at least one value.
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -248,6 +254,13 @@ absl::StatusOr<std::string> RedisCommandText(
   redisReply* reply = Call(ctx, argv);
   redisFree(ctx);
   if (reply == nullptr) return absl::UnavailableError("no reply");
+  if (reply->type == REDIS_REPLY_ERROR) {
+    absl::Status refused = absl::InternalError(
+        absl::StrCat("the redis-server refused ", argv.empty() ? "" : argv[0],
+                     ": ", absl::string_view(reply->str, reply->len)));
+    freeReplyObject(reply);
+    return refused;
+  }
   std::string text = reply->type == REDIS_REPLY_INTEGER
                          ? absl::StrCat(reply->integer)
                          : std::string(reply->str ? reply->str : "",

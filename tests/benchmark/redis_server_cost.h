@@ -1,8 +1,8 @@
-// What an uncontended acquire + release costs a Redis server (INFO
-// commandstats), for dlock and for the designs it is measured against:
-// node redis-semaphore's commands, and the cheapest acquires that keep a
-// number the server makes, which bound what any fenced lock can cost
-// (docs/performance.md, "The fenced floor, measured").
+// What an uncontended acquire + release costs a Redis server (execution
+// time by INFO commandstats), for dlock and for what it is measured
+// against: node redis-semaphore's commands, two floors that take a number
+// from the server without keeping it, and a design that keeps it without
+// a script (docs/performance.md, "The fenced floor, measured").
 #ifndef DLOCK_TESTS_BENCHMARK_REDIS_SERVER_COST_H_
 #define DLOCK_TESTS_BENCHMARK_REDIS_SERVER_COST_H_
 
