@@ -23,10 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <iostream>
-#include <iterator>
 #include <latch>
 #include <thread>
 #include <vector>

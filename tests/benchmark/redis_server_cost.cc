@@ -51,8 +51,9 @@ constexpr char kTimeScript[] =
     "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', 10000) then "
     "return t end return 0";
 
-const Contender& ContenderOf(Acquire acquire) {
-  static const Contender kContenders[] = {
+// The contenders beside dlock, in ServerCost's order.
+const std::vector<Contender>& Contenders() {
+  static const auto* const kContenders = new std::vector<Contender>{
       {Acquire::kSetNxPx, {"set", "evalsha"}, 2, kReleaseString},
       {Acquire::kTimeScript, {"evalsha"}, 2, kReleaseString},
       {Acquire::kTimeTransaction,
@@ -64,7 +65,7 @@ const Contender& ContenderOf(Acquire acquire) {
        3,
        kReleaseHash},
   };
-  return kContenders[static_cast<int>(acquire)];
+  return *kContenders;
 }
 
 // A command's words as hiredis's *Argv calls take them.
@@ -271,11 +272,9 @@ absl::StatusOr<std::string> RedisCommandText(
 
 absl::StatusOr<ServerCost> ServerCostOf(int port, const std::string& uri,
                                         absl::Duration slice, int rounds) {
-  constexpr Acquire kOthers[] = {Acquire::kSetNxPx, Acquire::kTimeScript,
-                                 Acquire::kTimeTransaction,
-                                 Acquire::kCopyTransaction};
+  const std::vector<Contender>& contenders = Contenders();
   std::vector<double> ours;
-  std::vector<double> theirs[std::size(kOthers)];
+  std::vector<std::vector<double>> theirs(contenders.size());
   for (int r = 0; r < rounds; ++r) {
     absl::StatusOr<double> d =
         ServerMicrosPerPair(port, {"fcall", "evalsha", "eval"}, 2, [&] {
@@ -283,11 +282,10 @@ absl::StatusOr<ServerCost> ServerCostOf(int port, const std::string& uri,
         });
     if (!d.ok()) return d.status();
     ours.push_back(*d);
-    for (size_t c = 0; c < std::size(kOthers); ++c) {
-      const Contender& contender = ContenderOf(kOthers[c]);
+    for (size_t c = 0; c < contenders.size(); ++c) {
       absl::StatusOr<double> p = ServerMicrosPerPair(
-          port, contender.top_level, contender.calls_per_pair,
-          [&] { return ContenderPairs(port, slice, contender); });
+          port, contenders[c].top_level, contenders[c].calls_per_pair,
+          [&] { return ContenderPairs(port, slice, contenders[c]); });
       if (!p.ok()) return p.status();
       theirs[c].push_back(*p);
     }
